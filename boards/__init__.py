@@ -1,0 +1,1 @@
+"""vtakit.boards: FPGA board integration and synthesis reports."""

@@ -1,0 +1,1 @@
+"""Subcommands of the ``vtakit`` command line, one module each."""

@@ -1,0 +1,1 @@
+"""vtakit.compiler: operators and models lowered to VTA kernels."""

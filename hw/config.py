@@ -1,0 +1,369 @@
+"""The one VTA configuration object.
+
+A :class:`VTAConfig` is built from a TVM-style ``vta_config.json`` (the keys of
+TVM's VTA package, HW_VER 0.0.2) or from a named preset shipped with vtakit.
+It is validated on construction, so an illegal configuration never reaches the
+RTL generator, the ISA, the model or the compiler. Every derived width and
+depth is a property of this class and is computed nowhere else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+__all__ = ["VTAConfig", "ConfigError", "PRESETS", "load_config", "BUS_WIDTH_BY_TARGET"]
+
+
+class ConfigError(ValueError):
+    """An illegal or unreadable VTA configuration."""
+
+
+#: log2 of the DRAM bus width in bits, by ``TARGET`` (reference section 1.2).
+BUS_WIDTH_BY_TARGET = {
+    "sim": 6, "tsim": 6, "intelfocl": 6, "pynq": 6, "de10nano": 6,
+    "ultra96": 7, "zcu104": 7,
+}
+
+#: Names of the presets shipped as package data (``hw/presets/NAME.json``).
+PRESETS = ("default", "pynq", "ultra96", "de10nano", "4x8", "tiny")
+
+#: JSON key -> dataclass field, in the order of TVM's vta_config.json.
+_KEYS = {
+    "TARGET": "target",
+    "HW_VER": "hw_ver",
+    "LOG_INP_WIDTH": "log_inp_width",
+    "LOG_WGT_WIDTH": "log_wgt_width",
+    "LOG_ACC_WIDTH": "log_acc_width",
+    "LOG_BATCH": "log_batch",
+    "LOG_BLOCK": "log_block",
+    "LOG_UOP_BUFF_SIZE": "log_uop_buff_size",
+    "LOG_INP_BUFF_SIZE": "log_inp_buff_size",
+    "LOG_WGT_BUFF_SIZE": "log_wgt_buff_size",
+    "LOG_ACC_BUFF_SIZE": "log_acc_buff_size",
+}
+
+SUPPORTED_HW_VER = "0.0.2"
+INSN_BITS = 128
+UOP_BITS = 32
+LOOP_ITER_BITS = 14  # iter_out / iter_in field width
+SRAM_BASE_BITS = 16  # sram_base field width of LOAD/STORE
+
+
+@dataclass(frozen=True)
+class VTAConfig:
+    """A validated VTA hardware configuration.
+
+    Parameters
+    ----------
+    target, hw_ver, log_* :
+        The values of the TVM ``vta_config.json`` keys of the same name
+        (``TARGET``, ``HW_VER``, ``LOG_INP_WIDTH``, ...).
+
+    Raises
+    ------
+    ConfigError
+        If any value or combination of values is illegal; the message names the
+        key, its value and the limit.
+    """
+
+    target: str = "sim"
+    hw_ver: str = SUPPORTED_HW_VER
+    log_inp_width: int = 3
+    log_wgt_width: int = 3
+    log_acc_width: int = 5
+    log_batch: int = 0
+    log_block: int = 4
+    log_uop_buff_size: int = 15
+    log_inp_buff_size: int = 15
+    log_wgt_buff_size: int = 18
+    log_acc_buff_size: int = 17
+
+    def __post_init__(self):
+        self._validate()
+
+    # ---------------------------------------------------------------- loading
+
+    @classmethod
+    def from_dict(cls, values: dict, *, source: str = "config") -> "VTAConfig":
+        """Build from a ``vta_config.json`` dictionary (TVM key names)."""
+        if not isinstance(values, dict):
+            raise ConfigError(f"{source}: expected a JSON object of VTA keys, got {type(values).__name__}")
+        unknown = [k for k in values if k not in _KEYS]
+        if unknown:
+            raise ConfigError(
+                f"{source}: unknown key {unknown[0]!r}; valid keys are {', '.join(_KEYS)}")
+        kwargs = {}
+        for key, value in values.items():
+            name = _KEYS[key]
+            if name in ("target", "hw_ver"):
+                if not isinstance(value, str):
+                    raise ConfigError(f"{source}: {key} must be a string, got {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{source}: {key} must be an integer, got {value!r}")
+            kwargs[name] = value
+        try:
+            return cls(**kwargs)
+        except ConfigError as e:
+            raise ConfigError(f"{source}: {e}") from None
+
+    @classmethod
+    def from_json(cls, path) -> "VTAConfig":
+        """Load a TVM-style ``vta_config.json`` file."""
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot read config file ({e.strerror})") from None
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+        return cls.from_dict(values, source=str(path))
+
+    @classmethod
+    def preset(cls, name: str) -> "VTAConfig":
+        """One of the shipped presets (see :data:`PRESETS`)."""
+        if name not in PRESETS:
+            raise ConfigError(f"unknown preset {name!r}; presets are {', '.join(PRESETS)}")
+        text = resources.files("vtakit.hw").joinpath("presets", f"{name}.json").read_text()
+        return cls.from_dict(json.loads(text), source=f"preset {name!r}")
+
+    def to_dict(self) -> dict:
+        """The ``vta_config.json`` dictionary (TVM key names)."""
+        return {key: getattr(self, name) for key, name in _KEYS.items()}
+
+    # ------------------------------------------------------------- validation
+
+    def _validate(self):
+        def fail(key, msg):
+            raise ConfigError(f"{key}={self.to_dict()[key]!r}: {msg}")
+
+        if self.target not in BUS_WIDTH_BY_TARGET:
+            fail("TARGET", f"unknown target; expected one of {', '.join(BUS_WIDTH_BY_TARGET)}")
+        if self.hw_ver != SUPPORTED_HW_VER:
+            fail("HW_VER", f"only the HW_VER {SUPPORTED_HW_VER} ISA is supported")
+        for key, name in _KEYS.items():
+            if name.startswith("log_") and (isinstance(getattr(self, name), bool)
+                                            or not isinstance(getattr(self, name), int)):
+                fail(key, "must be an integer")
+        if self.log_inp_width != 3:
+            fail("LOG_INP_WIDTH", "vtakit supports 8-bit inputs only (LOG_INP_WIDTH=3)")
+        if self.log_wgt_width != 3:
+            fail("LOG_WGT_WIDTH", "vtakit supports 8-bit weights only (LOG_WGT_WIDTH=3)")
+        if self.log_acc_width != 5:
+            fail("LOG_ACC_WIDTH", "vtakit supports 32-bit accumulators only (LOG_ACC_WIDTH=5)")
+        if not 0 <= self.log_batch <= 4:
+            fail("LOG_BATCH", "must be in 0..4")
+        if not 1 <= self.log_block <= 6:
+            fail("LOG_BLOCK", "must be in 1..6")
+        if self.inp_elem_bits < self.bus_width:
+            fail("LOG_BLOCK", f"an input element of BATCH*BLOCK*8 = {self.inp_elem_bits} bits is "
+                 f"narrower than the {self.bus_width}-bit DRAM bus of TARGET {self.target!r}; "
+                 f"need LOG_BATCH+LOG_BLOCK >= {self.log_bus_width - 3}")
+
+        for key, log_depth, elem in (
+            ("LOG_UOP_BUFF_SIZE", self.log_uop_depth, "micro-op (4 B)"),
+            ("LOG_INP_BUFF_SIZE", self.log_inp_depth, f"input ({self.inp_elem_bytes} B)"),
+            ("LOG_WGT_BUFF_SIZE", self.log_wgt_depth, f"weight ({self.wgt_elem_bytes} B)"),
+            ("LOG_ACC_BUFF_SIZE", self.log_acc_depth, f"accumulator ({self.acc_elem_bytes} B)"),
+        ):
+            if log_depth < 1:
+                fail(key, f"the buffer holds fewer than two {elem} elements")
+            if log_depth > SRAM_BASE_BITS:
+                fail(key, f"buffer depth 2^{log_depth} exceeds the 16-bit sram_base field")
+
+        # Instruction word 0 of GEMM/ALU: 3+4+1 header bits, uop_bgn (U), uop_end (U+1),
+        # iter_out and iter_in (14 each) must share one 64-bit unit.
+        u = self.log_uop_depth
+        if 8 + u + (u + 1) + 2 * LOOP_ITER_BITS > 64:
+            fail("LOG_UOP_BUFF_SIZE", f"a uop depth of 2^{u} needs {u}-bit uop_bgn and "
+                 f"{u + 1}-bit uop_end; GEMM/ALU word 0 allows at most 2^13 uops "
+                 "(LOG_UOP_BUFF_SIZE <= 15)")
+        a, i, w = self.log_acc_depth, self.log_inp_depth, self.log_wgt_depth
+        if 4 * a + 3 + 1 + 16 > 64:
+            fail("LOG_ACC_BUFF_SIZE", f"an acc depth of 2^{a} needs {a}-bit indices; the ALU "
+                 f"instruction's four index factors, opcode and immediate need 4*{a}+20 = "
+                 f"{4 * a + 20} bits > 64 (at most 11 index bits)")
+        if 2 * (a + i + w) > 64:
+            raise ConfigError(
+                f"GEMM instruction overflows 128 bits: its factor fields need 2*(A+I+W) = "
+                f"2*({a}+{i}+{w}) = {2 * (a + i + w)} bits > 64 (A from "
+                f"LOG_ACC_BUFF_SIZE={self.log_acc_buff_size}, I from "
+                f"LOG_INP_BUFF_SIZE={self.log_inp_buff_size}, W from "
+                f"LOG_WGT_BUFF_SIZE={self.log_wgt_buff_size})")
+        if a + max(a, i) + w > UOP_BITS:
+            raise ConfigError(
+                f"micro-op overflows 32 bits: dst ({a}) + src ({max(a, i)}) + wgt ({w}) index "
+                f"bits = {a + max(a, i) + w} (A from LOG_ACC_BUFF_SIZE={self.log_acc_buff_size}, "
+                f"I from LOG_INP_BUFF_SIZE={self.log_inp_buff_size}, W from "
+                f"LOG_WGT_BUFF_SIZE={self.log_wgt_buff_size})")
+
+    # ------------------------------------------------------ derived quantities
+
+    @property
+    def log_block_in(self) -> int:
+        return self.log_block
+
+    @property
+    def log_block_out(self) -> int:
+        return self.log_block
+
+    @property
+    def log_out_width(self) -> int:
+        return self.log_inp_width
+
+    @property
+    def log_out_buff_size(self) -> int:
+        return self.log_acc_buff_size + self.log_out_width - self.log_acc_width
+
+    @property
+    def log_bus_width(self) -> int:
+        return BUS_WIDTH_BY_TARGET[self.target]
+
+    @property
+    def bus_width(self) -> int:
+        """DRAM bus width in bits."""
+        return 1 << self.log_bus_width
+
+    @property
+    def bus_bytes(self) -> int:
+        return self.bus_width // 8
+
+    inp_width = property(lambda self: 1 << self.log_inp_width)
+    wgt_width = property(lambda self: 1 << self.log_wgt_width)
+    acc_width = property(lambda self: 1 << self.log_acc_width)
+    out_width = property(lambda self: 1 << self.log_out_width)
+    batch = property(lambda self: 1 << self.log_batch)
+    block_in = property(lambda self: 1 << self.log_block_in)
+    block_out = property(lambda self: 1 << self.log_block_out)
+    block = property(lambda self: 1 << self.log_block)
+
+    @property
+    def inp_elem_bits(self) -> int:
+        return self.inp_width * self.batch * self.block_in
+
+    @property
+    def wgt_elem_bits(self) -> int:
+        return self.wgt_width * self.block_out * self.block_in
+
+    @property
+    def acc_elem_bits(self) -> int:
+        return self.acc_width * self.batch * self.block_out
+
+    @property
+    def out_elem_bits(self) -> int:
+        return self.out_width * self.batch * self.block_out
+
+    uop_elem_bits = UOP_BITS
+    insn_bits = INSN_BITS
+    uop_elem_bytes = UOP_BITS // 8
+    insn_bytes = INSN_BITS // 8
+    inp_elem_bytes = property(lambda self: self.inp_elem_bits // 8)
+    wgt_elem_bytes = property(lambda self: self.wgt_elem_bits // 8)
+    acc_elem_bytes = property(lambda self: self.acc_elem_bits // 8)
+    out_elem_bytes = property(lambda self: self.out_elem_bits // 8)
+
+    @property
+    def log_uop_depth(self) -> int:
+        return self.log_uop_buff_size - 5 + 3
+
+    @property
+    def log_inp_depth(self) -> int:
+        return self.log_inp_buff_size - self.log_batch - self.log_block_in - self.log_inp_width + 3
+
+    @property
+    def log_wgt_depth(self) -> int:
+        return self.log_wgt_buff_size - self.log_block_out - self.log_block_in - self.log_wgt_width + 3
+
+    @property
+    def log_acc_depth(self) -> int:
+        return self.log_acc_buff_size - self.log_batch - self.log_block_out - self.log_acc_width + 3
+
+    log_out_depth = property(lambda self: self.log_acc_depth)
+    uop_depth = property(lambda self: 1 << self.log_uop_depth)
+    inp_depth = property(lambda self: 1 << self.log_inp_depth)
+    wgt_depth = property(lambda self: 1 << self.log_wgt_depth)
+    acc_depth = property(lambda self: 1 << self.log_acc_depth)
+    out_depth = property(lambda self: 1 << self.log_out_depth)
+
+    @property
+    def inp_axi_ratio(self) -> int:
+        return self.inp_elem_bits // self.bus_width
+
+    @property
+    def wgt_axi_ratio(self) -> int:
+        return self.wgt_elem_bits // self.bus_width
+
+    @property
+    def acc_axi_ratio(self) -> int:
+        return self.acc_elem_bits // self.bus_width
+
+    @property
+    def out_axi_ratio(self) -> int:
+        return self.out_elem_bits // self.bus_width
+
+    @property
+    def macs_per_cycle(self) -> int:
+        """Peak GEMM MACs per cycle (BATCH * BLOCK_IN * BLOCK_OUT)."""
+        return self.batch * self.block_in * self.block_out
+
+    @property
+    def name(self) -> str:
+        """Bitstream/config name, e.g. ``1x16_i8w8a32_15_15_18_17``."""
+        return (f"{self.batch}x{self.block}_i{self.inp_width}w{self.wgt_width}a{self.acc_width}"
+                f"_{self.log_uop_buff_size}_{self.log_inp_buff_size}"
+                f"_{self.log_wgt_buff_size}_{self.log_acc_buff_size}")
+
+    @property
+    def model(self) -> str:
+        """TVM's ``env.MODEL``: ``TARGET_name``."""
+        return f"{self.target}_{self.name}"
+
+    def elem_bytes(self, mem_type) -> int:
+        """SRAM element bytes of a memory type (an ``isa.MemType`` or its int value)."""
+        return {0: self.uop_elem_bytes, 1: self.wgt_elem_bytes, 2: self.inp_elem_bytes,
+                3: self.acc_elem_bytes, 4: self.out_elem_bytes}[int(mem_type)]
+
+    def depth(self, mem_type) -> int:
+        """SRAM depth (elements) of a memory type."""
+        return {0: self.uop_depth, 1: self.wgt_depth, 2: self.inp_depth,
+                3: self.acc_depth, 4: self.out_depth}[int(mem_type)]
+
+    def derived(self) -> dict:
+        """Every key and derived parameter, as a JSON-ready dictionary."""
+        out = {"name": self.name, "model": self.model, **self.to_dict()}
+        for attr in ("log_block_in", "log_block_out", "log_out_width", "log_out_buff_size",
+                     "log_bus_width", "bus_width", "inp_width", "wgt_width", "acc_width",
+                     "out_width", "batch", "block_in", "block_out",
+                     "inp_elem_bits", "wgt_elem_bits", "acc_elem_bits", "out_elem_bits",
+                     "uop_elem_bits", "insn_bits",
+                     "inp_elem_bytes", "wgt_elem_bytes", "acc_elem_bytes", "out_elem_bytes",
+                     "log_uop_depth", "log_inp_depth", "log_wgt_depth", "log_acc_depth",
+                     "log_out_depth", "uop_depth", "inp_depth", "wgt_depth", "acc_depth",
+                     "out_depth", "inp_axi_ratio", "wgt_axi_ratio", "acc_axi_ratio",
+                     "out_axi_ratio", "macs_per_cycle"):
+            out[attr] = getattr(self, attr)
+        return out
+
+    def replace(self, **changes) -> "VTAConfig":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+
+def load_config(spec) -> VTAConfig:
+    """A config from a preset name, a JSON file path, a dict or a :class:`VTAConfig`."""
+    if isinstance(spec, VTAConfig):
+        return spec
+    if isinstance(spec, dict):
+        return VTAConfig.from_dict(spec)
+    spec = str(spec)
+    if spec in PRESETS:
+        return VTAConfig.preset(spec)
+    path = Path(spec)
+    if path.suffix == ".json" or path.exists():
+        return VTAConfig.from_json(path)
+    raise ConfigError(f"{spec!r} is neither a preset ({', '.join(PRESETS)}) nor a JSON file")

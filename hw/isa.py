@@ -1,0 +1,314 @@
+"""The VTA instruction set, defined once (HW_VER 0.0.2, bit-compatible with TVM's VTA).
+
+Every instruction kind has one field table (:class:`Format`) whose bit positions
+are computed from a :class:`~vtakit.hw.config.VTAConfig` by VTA's packing rule:
+fields are laid out LSB-first in declaration order inside 64-bit storage units
+(32-bit for the micro-op), and a field that would straddle a unit boundary
+starts at the next unit instead. The same tables give the Python encoder,
+decoder and disassembler and, through :meth:`Format.layout`, the
+``amaranth.lib.data`` layouts the RTL decoders use, so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .config import INSN_BITS, LOOP_ITER_BITS, UOP_BITS, VTAConfig
+
+__all__ = [
+    "Opcode", "MemType", "AluOp", "DEP_FLAGS", "IsaError", "Field", "Format", "Insn", "Uop",
+    "ISA", "isa_for", "insns_to_bytes", "bytes_to_words",
+]
+
+
+class Opcode(enum.IntEnum):
+    LOAD = 0
+    STORE = 1
+    GEMM = 2
+    FINISH = 3
+    ALU = 4
+
+
+class MemType(enum.IntEnum):
+    UOP = 0
+    WGT = 1
+    INP = 2
+    ACC = 3
+    OUT = 4
+
+
+class AluOp(enum.IntEnum):
+    MIN = 0
+    MAX = 1
+    ADD = 2
+    SHR = 3
+
+
+#: The dependency flags, bits 3..6 of every instruction.
+DEP_FLAGS = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
+
+
+class IsaError(ValueError):
+    """A value that cannot be encoded, or a word that cannot be decoded."""
+
+
+@dataclass(frozen=True)
+class Field:
+    """One instruction field: ``width`` bits at bit ``offset`` of the word."""
+
+    name: str
+    width: int
+    offset: int
+    signed: bool = False
+
+    @property
+    def mask(self) -> int:
+        return (1 << self.width) - 1
+
+    @property
+    def min(self) -> int:
+        return -(1 << (self.width - 1)) if self.signed else 0
+
+    @property
+    def max(self) -> int:
+        return (1 << (self.width - 1)) - 1 if self.signed else self.mask
+
+    def extract(self, word: int) -> int:
+        v = (word >> self.offset) & self.mask
+        if self.signed and v >> (self.width - 1):
+            v -= 1 << self.width
+        return v
+
+
+class Format:
+    """The field table of one instruction kind.
+
+    Parameters
+    ----------
+    name : str
+        Kind name (``"MEM"``, ``"GEMM"``, ``"ALU"``, ``"FINISH"``, ``"UOP"``).
+    bits : int
+        Word width (128 for instructions, 32 for micro-ops).
+    unit : int
+        Storage unit of the packing rule (64 for instructions, 32 for micro-ops).
+    specs : sequence of (name, width) or (name, width, signed)
+        Fields in declaration order.
+    """
+
+    def __init__(self, name, bits, unit, specs):
+        self.name = name
+        self.bits = bits
+        fields, pos = [], 0
+        for spec in specs:
+            fname, width, signed = (*spec, False)[:3]
+            if pos // unit != (pos + width - 1) // unit:
+                pos = (pos // unit + 1) * unit
+            fields.append(Field(fname, width, pos, signed))
+            pos += width
+        if pos > bits:
+            # VTAConfig's validation rejects every config that gets here; keep the guard.
+            raise IsaError(f"{name} field {fields[-1].name} ends at bit {pos} > {bits}")
+        self.fields = tuple(fields)
+        self.by_name = {f.name: f for f in fields}
+
+    def __repr__(self):
+        return f"Format({self.name}: " + ", ".join(
+            f"{f.name}[{f.offset + f.width - 1}:{f.offset}]" for f in self.fields) + ")"
+
+    def __getitem__(self, name) -> Field:
+        return self.by_name[name]
+
+    def encode(self, **values) -> int:
+        """Pack field values into a word; missing fields are zero."""
+        word = 0
+        for fname, value in values.items():
+            f = self.by_name.get(fname)
+            if f is None:
+                raise IsaError(f"{self.name} instruction has no field {fname!r}; fields are "
+                               + ", ".join(self.by_name))
+            value = int(value)
+            if not f.min <= value <= f.max:
+                raise IsaError(f"{self.name} field {fname}={value} does not fit in "
+                               f"{f.width} {'signed ' if f.signed else ''}bits "
+                               f"(range {f.min}..{f.max})")
+            word |= (value & f.mask) << f.offset
+        return word
+
+    def decode(self, word: int) -> dict:
+        """Unpack a word into ``{field: value}``."""
+        return {f.name: f.extract(word) for f in self.fields}
+
+    def layout(self):
+        """The ``amaranth.lib.data`` layout of this word, for RTL decoders."""
+        from amaranth.hdl import signed, unsigned
+        from amaranth.lib import data
+        return data.FlexibleLayout(self.bits, {
+            f.name: data.Field(signed(f.width) if f.signed else unsigned(f.width), f.offset)
+            for f in self.fields})
+
+
+class Insn:
+    """A decoded instruction: ``opcode``, its :class:`Format` and field values.
+
+    Field values are attributes (``insn.x_size``); ``str(insn)`` disassembles.
+    """
+
+    __slots__ = ("opcode", "format", "fields", "word")
+
+    def __init__(self, opcode, fmt, fields, word):
+        self.opcode = opcode
+        self.format = fmt
+        self.fields = fields
+        self.word = word
+
+    def __getattr__(self, name):
+        try:
+            return self.fields[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @property
+    def is_nop(self) -> bool:
+        """A LOAD/STORE with ``x_size == 0``: sync only, no data movement."""
+        return self.opcode in (Opcode.LOAD, Opcode.STORE) and self.fields["x_size"] == 0
+
+    def __str__(self):
+        if not isinstance(self.opcode, Opcode):
+            return f"ILLEGAL opcode={self.opcode} word=0x{self.word:032x}"
+        name = self.opcode.name
+        sub = ""
+        if self.opcode in (Opcode.LOAD, Opcode.STORE):
+            mt = self.fields["memory_type"]
+            sub = MemType(mt).name if mt in MemType._value2member_map_ else f"mem{mt}"
+        elif self.opcode == Opcode.ALU:
+            op = self.fields["alu_opcode"]
+            sub = AluOp(op).name if op in AluOp._value2member_map_ else f"aluop{op}"
+        deps = [d[:-4] for d in DEP_FLAGS if self.fields[d]]
+        rest = " ".join(f"{k}={v}" for k, v in self.fields.items()
+                        if k != "opcode" and k not in DEP_FLAGS)
+        text = f"{name:<6} {sub:<4} [{' '.join(deps)}]"
+        if rest:
+            text += " " + rest
+        if self.is_nop:
+            text += "  ; nop"
+        return text
+
+    __repr__ = __str__
+
+
+@dataclass(frozen=True)
+class Uop:
+    """A decoded micro-op."""
+
+    dst_idx: int
+    src_idx: int
+    wgt_idx: int
+
+    def __str__(self):
+        return f"UOP dst_idx={self.dst_idx} src_idx={self.src_idx} wgt_idx={self.wgt_idx}"
+
+
+_HEADER = (("opcode", 3),) + tuple((d, 1) for d in DEP_FLAGS)
+
+
+class ISA:
+    """The field tables of every instruction kind for one config.
+
+    Attributes
+    ----------
+    mem, gemm, alu, finish, uop : Format
+        LOAD/STORE, GEMM, ALU, FINISH and micro-op tables.
+    """
+
+    def __init__(self, config: VTAConfig):
+        self.config = config
+        c = config
+        u, a, i, w = c.log_uop_depth, c.log_acc_depth, c.log_inp_depth, c.log_wgt_depth
+        self.mem = Format("MEM", INSN_BITS, 64, _HEADER + (
+            ("memory_type", 3), ("sram_base", 16), ("dram_base", 32),
+            ("y_size", 16), ("x_size", 16), ("x_stride", 16),
+            ("y_pad_0", 4), ("y_pad_1", 4), ("x_pad_0", 4), ("x_pad_1", 4)))
+        loop = (("reset_reg", 1), ("uop_bgn", u), ("uop_end", u + 1),
+                ("iter_out", LOOP_ITER_BITS), ("iter_in", LOOP_ITER_BITS),
+                ("dst_factor_out", a), ("dst_factor_in", a))
+        self.gemm = Format("GEMM", INSN_BITS, 64, _HEADER + loop + (
+            ("src_factor_out", i), ("src_factor_in", i),
+            ("wgt_factor_out", w), ("wgt_factor_in", w)))
+        self.alu = Format("ALU", INSN_BITS, 64, _HEADER + loop + (
+            ("src_factor_out", a), ("src_factor_in", a),
+            ("alu_opcode", 3), ("use_imm", 1), ("imm", 16, True)))
+        self.finish = Format("FINISH", INSN_BITS, 64, _HEADER)
+        self.uop = Format("UOP", UOP_BITS, 32, (
+            ("dst_idx", a), ("src_idx", max(a, i)), ("wgt_idx", w)))
+        self._by_opcode = {Opcode.LOAD: self.mem, Opcode.STORE: self.mem,
+                           Opcode.GEMM: self.gemm, Opcode.ALU: self.alu,
+                           Opcode.FINISH: self.finish}
+
+    def format(self, opcode) -> Format:
+        try:
+            return self._by_opcode[Opcode(opcode)]
+        except ValueError:
+            raise IsaError(f"illegal opcode {int(opcode)}; legal opcodes are "
+                           + ", ".join(f"{o.name}={o.value}" for o in Opcode)) from None
+
+    # ------------------------------------------------------------- instructions
+
+    def encode(self, opcode, **fields) -> int:
+        """Encode one instruction as a 128-bit integer."""
+        opcode = Opcode(opcode)
+        return self.format(opcode).encode(opcode=int(opcode), **fields)
+
+    def decode(self, word: int) -> Insn:
+        """Decode a 128-bit instruction word; an illegal opcode gives an ``Insn``
+        whose ``opcode`` is a plain int and whose ``format`` is the FINISH header."""
+        word = int(word)
+        if not 0 <= word < 1 << INSN_BITS:
+            raise IsaError(f"instruction word 0x{word:x} is wider than {INSN_BITS} bits")
+        op = word & 7
+        try:
+            opcode = Opcode(op)
+        except ValueError:
+            return Insn(op, self.finish, self.finish.decode(word), word)
+        fmt = self._by_opcode[opcode]
+        return Insn(opcode, fmt, fmt.decode(word), word)
+
+    def disasm(self, words, start: int = 0) -> list[str]:
+        """One line per instruction: index, opcode, dep flags and every field."""
+        return [f"{start + n:6d}: {self.decode(w)}" for n, w in enumerate(words)]
+
+    # ---------------------------------------------------------------- micro-ops
+
+    def encode_uop(self, dst_idx: int, src_idx: int = 0, wgt_idx: int = 0) -> int:
+        return self.uop.encode(dst_idx=dst_idx, src_idx=src_idx, wgt_idx=wgt_idx)
+
+    def decode_uop(self, word: int) -> Uop:
+        return Uop(**self.uop.decode(int(word)))
+
+    def decode_uops(self, words) -> dict[str, np.ndarray]:
+        """Vectorized decode of a uint32 array into ``dst_idx``/``src_idx``/``wgt_idx`` arrays."""
+        words = np.asarray(words, dtype=np.uint32).astype(np.int64)
+        return {f.name: (words >> f.offset) & f.mask for f in self.uop.fields}
+
+
+@lru_cache(maxsize=None)
+def isa_for(config: VTAConfig) -> ISA:
+    """The (cached) :class:`ISA` of a config."""
+    return ISA(config)
+
+
+def insns_to_bytes(words) -> bytes:
+    """128-bit instruction words as little-endian bytes, 16 per instruction."""
+    return b"".join(int(w).to_bytes(16, "little") for w in words)
+
+
+def bytes_to_words(data, nbytes: int) -> list[int]:
+    """Split little-endian bytes into ``nbytes``-wide integers (16 for instructions,
+    4 for micro-ops)."""
+    data = bytes(data)
+    if len(data) % nbytes:
+        raise IsaError(f"{len(data)} bytes is not a whole number of {nbytes}-byte words")
+    return [int.from_bytes(data[k:k + nbytes], "little") for k in range(0, len(data), nbytes)]

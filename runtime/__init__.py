@@ -1,0 +1,1 @@
+"""vtakit.runtime: the driver that turns operations into VTA instruction streams."""

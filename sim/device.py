@@ -1,0 +1,115 @@
+"""The one device interface every execution target implements.
+
+A :class:`Device` owns a byte-addressed :class:`~vtakit.sim.dram.DRAM` and runs
+``insn_count`` instructions starting at a DRAM byte address. The runtime and
+every test talk only to this interface, so any program runs on any backend:
+``behavioral`` (the numpy model, the executable spec), ``pysim`` (Amaranth's
+simulator), ``cxxrtl`` (Yosys CXXRTL) and ``verilator``.
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..hw.config import VTAConfig, load_config
+from .dram import DRAM
+from .image import DramImage, RunRecord
+
+__all__ = ["Device", "DeviceError", "RunResult", "BACKENDS", "open_device"]
+
+
+class DeviceError(RuntimeError):
+    """A run that failed: the message names the module, instruction index and disassembly."""
+
+
+@dataclass
+class RunResult:
+    """What a run reports: simulated cycles (-1 without a clock) and counters."""
+
+    cycles: int = -1
+    stats: dict = field(default_factory=dict)
+
+
+class Device(abc.ABC):
+    """Base class of every backend.
+
+    Parameters
+    ----------
+    config : VTAConfig, preset name or JSON path
+        The hardware configuration.
+    dram : DRAM, optional
+        Memory to use (a fresh one by default).
+    """
+
+    #: Backend name, as given to :func:`open_device`.
+    name = "abstract"
+
+    def __init__(self, config, *, dram: DRAM | None = None):
+        self.config: VTAConfig = load_config(config)
+        self.dram = dram if dram is not None else DRAM()
+
+    # DRAM ------------------------------------------------------------------
+    def alloc(self, nbytes: int) -> int:
+        """Allocate a page-aligned buffer; returns its byte address."""
+        return self.dram.alloc(nbytes)
+
+    def free(self, addr: int) -> None:
+        self.dram.free(addr)
+
+    def read(self, addr: int, nbytes: int) -> np.ndarray:
+        return self.dram.read(addr, nbytes)
+
+    def write(self, addr: int, data) -> None:
+        self.dram.write(addr, data)
+
+    # Execution ---------------------------------------------------------------
+    @abc.abstractmethod
+    def run(self, insn_addr: int, insn_count: int) -> RunResult:
+        """Execute ``insn_count`` instructions at byte address ``insn_addr``.
+
+        Raises :class:`DeviceError` when the program faults or deadlocks."""
+
+    def run_image(self, image: DramImage) -> RunRecord:
+        """Load a saved image, run it, and return the final memory and counters."""
+        self.dram.load_image(image.dram)
+        result = self.run(image.insn_addr, image.insn_count)
+        return RunRecord(self.dram.data[:len(image.dram)].copy(), result.cycles, result.stats)
+
+    def close(self) -> None:
+        """Release simulator resources."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+#: Backend name -> "module:Class", imported on first use.
+BACKENDS = {
+    "behavioral": "vtakit.sim.behavioral:BehavioralDevice",
+    "pysim": "vtakit.sim.pysim:PysimDevice",
+    "cxxrtl": "vtakit.sim.cxxrtl:CxxrtlDevice",
+    "verilator": "vtakit.sim.verilator:VerilatorDevice",
+}
+
+
+def open_device(backend: str, config, **options) -> Device:
+    """Create a device of a named backend for a config."""
+    try:
+        target = BACKENDS[backend]
+    except KeyError:
+        raise DeviceError(f"unknown backend {backend!r}; backends are "
+                          + ", ".join(BACKENDS)) from None
+    module, cls = target.split(":")
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name != module:
+            raise
+        raise DeviceError(f"backend {backend!r} is not available in this version") from None
+    return getattr(mod, cls)(config, **options)

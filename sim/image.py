@@ -1,0 +1,98 @@
+"""DRAM images and run results as ``.npz`` files (the format of ARCHITECTURE.md).
+
+An image holds ``dram`` (uint8, the whole memory, byte address 0 first),
+``insn_addr`` (byte address of the first instruction) and ``insn_count``. A
+result holds the final ``dram`` (same length as the input image), ``cycles``
+(-1 where a backend has no clock) and ``stats`` (JSON counters).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["DramImage", "RunRecord", "ImageError"]
+
+
+class ImageError(ValueError):
+    """An unreadable or malformed image or result file."""
+
+
+def _open(path, keys):
+    path = Path(path)
+    try:
+        npz = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise ImageError(f"{path}: no such file") from None
+    except Exception as e:  # numpy raises several types for a bad archive
+        raise ImageError(f"{path}: not a .npz archive ({e})") from None
+    with npz:
+        missing = [k for k in keys if k not in npz.files]
+        if missing:
+            raise ImageError(f"{path}: missing array {missing[0]!r}; an image needs "
+                             + ", ".join(keys))
+        return {k: npz[k] for k in npz.files}
+
+
+def _scalar(path, arrays, key):
+    v = arrays[key]
+    if v.shape != () or v.dtype.kind not in "iu":
+        raise ImageError(f"{path}: {key!r} must be an integer scalar, got {v.dtype} {v.shape}")
+    return int(v)
+
+
+@dataclass
+class DramImage:
+    """A program ready to run: memory image plus the instruction range."""
+
+    dram: np.ndarray
+    insn_addr: int
+    insn_count: int
+
+    def __post_init__(self):
+        self.dram = np.asarray(self.dram, dtype=np.uint8)
+        if self.insn_addr % 16:
+            raise ImageError(f"insn_addr 0x{self.insn_addr:x} is not 16-byte aligned")
+        if self.insn_count < 0 or self.insn_addr + 16 * self.insn_count > len(self.dram):
+            raise ImageError(f"{self.insn_count} instructions at 0x{self.insn_addr:x} run past "
+                             f"the end of the {len(self.dram)}-byte image")
+
+    def save(self, path) -> None:
+        np.savez_compressed(path, dram=self.dram, insn_addr=np.int64(self.insn_addr),
+                            insn_count=np.int64(self.insn_count))
+
+    @classmethod
+    def load(cls, path) -> "DramImage":
+        arrays = _open(path, ("dram", "insn_addr", "insn_count"))
+        dram = arrays["dram"]
+        if dram.dtype != np.uint8 or dram.ndim != 1:
+            raise ImageError(f"{path}: 'dram' must be a 1-D uint8 array, got {dram.dtype} "
+                             f"{dram.shape}")
+        try:
+            return cls(dram, _scalar(path, arrays, "insn_addr"), _scalar(path, arrays, "insn_count"))
+        except ImageError as e:
+            raise ImageError(f"{path}: {e}") from None
+
+    def instructions(self) -> bytes:
+        return self.dram[self.insn_addr:self.insn_addr + 16 * self.insn_count].tobytes()
+
+
+@dataclass
+class RunRecord:
+    """The result of running an image: final memory, cycles and counters."""
+
+    dram: np.ndarray
+    cycles: int = -1
+    stats: dict = field(default_factory=dict)
+
+    def save(self, path) -> None:
+        np.savez_compressed(path, dram=np.asarray(self.dram, dtype=np.uint8),
+                            cycles=np.int64(self.cycles), stats=np.array(json.dumps(self.stats)))
+
+    @classmethod
+    def load(cls, path) -> "RunRecord":
+        arrays = _open(path, ("dram", "cycles", "stats"))
+        return cls(arrays["dram"], _scalar(path, arrays, "cycles"), json.loads(str(arrays["stats"])))
