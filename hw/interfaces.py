@@ -16,7 +16,6 @@ DRAM protocol (both the internal clients and the top-level master):
 Control/status registers (32 bits, byte offsets; see :data:`REGISTERS`).
 """
 
-from __future__ import annotations
 
 import enum
 
