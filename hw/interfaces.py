@@ -28,7 +28,7 @@ from .config import INSN_BITS, VTAConfig
 __all__ = [
     "DRAM_ADDR_BITS", "DMA_BEATS_BITS", "DmaRequest", "dma_read_signature", "dma_write_signature",
     "TokenSignature", "Command", "CommandSignature", "CsrSignature", "REGISTERS", "Reg",
-    "ErrorCode", "Module", "DEFAULT_TOKEN_DEPTH", "DEFAULT_CMD_DEPTH",
+    "ErrorCode", "ErrorReport", "Module", "DEFAULT_TOKEN_DEPTH", "DEFAULT_CMD_DEPTH",
 ]
 
 DRAM_ADDR_BITS = 32
@@ -114,6 +114,15 @@ class ErrorCode(enum.IntEnum):
     SRAM_OUT_OF_RANGE = 3
     ILLEGAL_FIELD = 4       # e.g. pads on a STORE, uop_end < uop_bgn, unsupported ALU opcode
     TOKEN_OVERFLOW = 5
+
+
+class ErrorReport(data.Struct):
+    """A module's fault: ``valid`` while the fault is reported, its ErrorCode and the
+    index (in the instruction stream) of the faulting instruction."""
+
+    valid: 1
+    code: 4
+    index: 32
 
 
 class Module(enum.IntEnum):
