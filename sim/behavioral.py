@@ -1,0 +1,300 @@
+"""The behavioral model of VTA: the executable specification (backend ``behavioral``).
+
+Fetch decodes the stream and dispatches every instruction into the in-order
+queue of its module (reference 3.1). The load, compute and store modules then
+run as concurrent agents that exchange dependency tokens through four bounded
+queues (reference 3.2): an instruction first pops (waiting while a queue is
+empty), then does its work on the SRAMs (:mod:`vtakit.sim.datapath`), then
+pushes (waiting while a queue is full). The run ends when compute completes
+FINISH.
+
+Scheduling is deterministic by default (each module runs until it blocks, in
+the order load, compute, store). With ``interleave_seed`` the scheduler picks a
+seeded random ready module at every step and runs it for a random number of
+steps, so a stream with a missing dependency gives different results for
+different seeds while a correctly synchronized stream gives the same result
+for all of them.
+"""
+
+from __future__ import annotations
+
+import random
+
+from ..hw.interfaces import DEFAULT_TOKEN_DEPTH, ErrorCode, Module
+from ..hw.isa import MemType, Opcode, isa_for
+from .datapath import Counters, Fault, SRAMs
+from .device import Device, DeviceError, RunResult
+
+__all__ = ["BehavioralDevice", "ModelError", "TOKEN_QUEUES"]
+
+#: Dependency-token queues: name -> (producer module, consumer module).
+TOKEN_QUEUES = {"l2g": ("load", "compute"), "g2l": ("compute", "load"),
+                "g2s": ("compute", "store"), "s2g": ("store", "compute")}
+
+# Which queue each dep flag pops from / pushes to, per module (None: no such neighbour).
+_DEP_QUEUES = {
+    "load": {"pop_prev_dep": None, "pop_next_dep": "g2l",
+             "push_prev_dep": None, "push_next_dep": "l2g"},
+    "compute": {"pop_prev_dep": "l2g", "pop_next_dep": "s2g",
+                "push_prev_dep": "g2l", "push_next_dep": "g2s"},
+    "store": {"pop_prev_dep": "g2s", "pop_next_dep": None,
+              "push_prev_dep": "s2g", "push_next_dep": None},
+}
+
+_MODULE_CODE = {"fetch": Module.FETCH, "load": Module.LOAD, "compute": Module.COMPUTE,
+                "store": Module.STORE}
+
+# Largest number of steps one turn runs in interleave mode.
+_MAX_TURN = 4
+
+
+class ModelError(DeviceError):
+    """A fault of the behavioral model.
+
+    Attributes
+    ----------
+    code : ErrorCode or str or None
+        The hardware error code (``ErrorCode``), a label for faults the hardware has
+        no code for (``"DRAM_OUT_OF_RANGE"``), or None for a deadlock without a full queue.
+    module : Module or None
+        The module that faulted (None for a deadlock).
+    index : int or None
+        Index of the faulting instruction in the stream.
+    """
+
+    def __init__(self, message, code=None, module=None, index=None):
+        super().__init__(message)
+        self.code, self.module, self.index = code, module, index
+
+
+def _route(insn) -> str:
+    """The module an instruction is dispatched to (reference 3.1)."""
+    if insn.opcode == Opcode.STORE:
+        return "store"
+    if insn.opcode == Opcode.LOAD and insn.memory_type in (MemType.INP, MemType.WGT):
+        return "load"
+    return "compute"
+
+
+class _Agent:
+    """One module: its in-order instruction queue and where it stands in it."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.queue: list = []       # (stream index, Insn)
+        self.pos = 0
+        self.pending: list = []     # queues still to push for the head (work done)
+        self.executed = 0
+
+    @property
+    def head(self):
+        return self.queue[self.pos] if self.pos < len(self.queue) else None
+
+
+class BehavioralDevice(Device):
+    """The numpy behavioral model of VTA.
+
+    Parameters
+    ----------
+    config : VTAConfig, preset name or JSON path
+    dram : DRAM, optional
+    token_depth : int
+        Capacity of each dependency-token queue (a push into a full queue stalls).
+    interleave_seed : int, optional
+        Seed of the random interleaving of the load, compute and store modules;
+        None (default) schedules deterministically.
+
+    Attributes
+    ----------
+    srams : SRAMs
+        The on-chip memories; their contents persist across runs, like hardware.
+    """
+
+    name = "behavioral"
+
+    def __init__(self, config, *, dram=None, token_depth: int = DEFAULT_TOKEN_DEPTH,
+                 interleave_seed: int | None = None):
+        super().__init__(config, dram=dram)
+        if int(token_depth) < 1:
+            raise DeviceError(f"token_depth must be at least 1, got {token_depth}")
+        self.token_depth = int(token_depth)
+        self.interleave_seed = interleave_seed
+        self.isa = isa_for(self.config)
+        self.srams = SRAMs(self.config)
+
+    # ------------------------------------------------------------------ errors
+
+    def _error(self, module: str, index: int, insn, code, detail: str) -> ModelError:
+        label = code.name if isinstance(code, ErrorCode) else str(code)
+        return ModelError(f"{module} module, instruction {index}: {label}: {detail} "
+                          f"[{insn}]", code, _MODULE_CODE[module], index)
+
+    # --------------------------------------------------------------- fetch
+
+    def _fetch(self, insn_addr: int, insn_count: int) -> dict[str, _Agent]:
+        if insn_count < 0:
+            raise ModelError(f"fetch module: insn_count must be >= 0, got {insn_count}",
+                             ErrorCode.ILLEGAL_FIELD, Module.FETCH)
+        if insn_addr % 16:
+            raise ModelError(f"fetch module: instruction address 0x{insn_addr:x} is not "
+                             "16-byte aligned", ErrorCode.ILLEGAL_FIELD, Module.FETCH)
+        end = insn_addr + 16 * insn_count
+        if insn_addr < 0 or end > self.dram.size:
+            raise ModelError(f"fetch module: DRAM_OUT_OF_RANGE: {insn_count} instructions at "
+                             f"0x{insn_addr:x} end at 0x{end:x}, outside the image "
+                             f"[0, 0x{self.dram.size:x})", "DRAM_OUT_OF_RANGE", Module.FETCH)
+        raw = self.dram.data[insn_addr:end].tobytes()
+        agents = {name: _Agent(name) for name in ("load", "compute", "store")}
+        finish = False
+        for index in range(insn_count):
+            insn = self.isa.decode(int.from_bytes(raw[16 * index:16 * index + 16], "little"))
+            if not isinstance(insn.opcode, Opcode):
+                raise self._error("fetch", index, insn, ErrorCode.ILLEGAL_OPCODE,
+                                  f"opcode {insn.opcode} is illegal; legal opcodes are "
+                                  + ", ".join(f"{o.name}={o.value}" for o in Opcode))
+            finish = finish or insn.opcode == Opcode.FINISH
+            agents[_route(insn)].queue.append((index, insn))
+        if not finish:
+            raise ModelError(f"fetch module: the stream of {insn_count} instructions at "
+                             f"0x{insn_addr:x} has no FINISH; a run ends only when compute "
+                             "executes FINISH", ErrorCode.ILLEGAL_FIELD, Module.FETCH)
+        return agents
+
+    # ------------------------------------------------------------- modules
+
+    def _flags(self, agent: _Agent, index: int, insn):
+        """(pop queues, push queues) of an instruction on its module."""
+        pops, pushes = [], []
+        for flag, queue in _DEP_QUEUES[agent.name].items():
+            if not insn.fields[flag]:
+                continue
+            if queue is None:
+                raise self._error(agent.name, index, insn, ErrorCode.ILLEGAL_FIELD,
+                                  f"{flag} is set but the {agent.name} module has no "
+                                  f"{'previous' if 'prev' in flag else 'next'} stage; "
+                                  "it must be 0")
+            (pops if flag.startswith("pop") else pushes).append(queue)
+        return pops, pushes
+
+    def _blocked_on(self, agent: _Agent):
+        """None if the agent can make a step, else (queue, "empty"/"full") or "drained"."""
+        if agent.pending:
+            for q in agent.pending:
+                if self._tokens[q] < self.token_depth:
+                    return None
+            return (agent.pending[0], "full")
+        head = agent.head
+        if head is None:
+            return "drained"
+        pops, _ = self._flags(agent, *head)
+        for q in pops:
+            if self._tokens[q] == 0:
+                return (q, "empty")
+        return None
+
+    def _step(self, agent: _Agent) -> bool:
+        """Advance one agent by one step; False if it is blocked."""
+        if self._blocked_on(agent) is not None:
+            return False
+        if agent.pending:
+            agent.pending = [q for q in agent.pending if not self._push(q)]
+            if not agent.pending:
+                agent.pos += 1
+            return True
+        index, insn = agent.head
+        pops, pushes = self._flags(agent, index, insn)
+        for q in pops:
+            self._tokens[q] -= 1
+        self._execute(agent, index, insn)
+        agent.executed += 1
+        if self._finished:
+            return True
+        agent.pending = [q for q in pushes if not self._push(q)]
+        if not agent.pending:
+            agent.pos += 1
+        return True
+
+    def _push(self, queue: str) -> bool:
+        if self._tokens[queue] >= self.token_depth:
+            return False
+        self._tokens[queue] += 1
+        return True
+
+    def _execute(self, agent: _Agent, index: int, insn) -> None:
+        op = insn.opcode
+        try:
+            if op == Opcode.FINISH:
+                self._finished = True
+            elif insn.is_nop:
+                pass
+            elif op == Opcode.LOAD:
+                self.srams.load(insn, self.dram.data, self._counters)
+            elif op == Opcode.STORE:
+                self.srams.store(insn, self.dram.data, self._counters)
+            elif op == Opcode.GEMM:
+                self.srams.gemm(insn, self._counters)
+            else:
+                self.srams.alu(insn, self._counters)
+        except Fault as f:
+            raise self._error(agent.name, index, insn, f.code, f.detail) from None
+
+    # ---------------------------------------------------------------- run
+
+    def run(self, insn_addr: int, insn_count: int) -> RunResult:
+        """Execute ``insn_count`` instructions at byte address ``insn_addr``.
+
+        Returns ``RunResult(cycles=-1, stats)`` with fsim's counters and the
+        number of instructions each module executed. Raises :class:`ModelError`
+        (a :class:`DeviceError`) on any fault or deadlock.
+        """
+        agents = self._fetch(int(insn_addr), int(insn_count))
+        self._tokens = dict.fromkeys(TOKEN_QUEUES, 0)
+        self._counters = Counters()
+        self._finished = False
+        order = [agents["load"], agents["compute"], agents["store"]]
+        if self.interleave_seed is None:
+            self._run_in_order(order)
+        else:
+            self._run_interleaved(order, random.Random(self.interleave_seed))
+        if not self._finished:
+            raise self._deadlock(order)
+        stats = dict(self._counters)
+        for a in order:
+            stats[f"{a.name}_insn_count"] = a.executed
+        stats["insn_count"] = int(insn_count)
+        return RunResult(cycles=-1, stats=stats)
+
+    def _run_in_order(self, agents) -> None:
+        progress = True
+        while progress and not self._finished:
+            progress = False
+            for agent in agents:
+                while not self._finished and self._step(agent):
+                    progress = True
+
+    def _run_interleaved(self, agents, rng: random.Random) -> None:
+        while not self._finished:
+            ready = [a for a in agents if self._blocked_on(a) is None]
+            if not ready:
+                return
+            agent = rng.choice(ready)
+            for _ in range(rng.randint(1, _MAX_TURN)):
+                if self._finished or not self._step(agent):
+                    break
+
+    def _deadlock(self, agents) -> ModelError:
+        parts, full = [], False
+        for a in agents:
+            why = self._blocked_on(a)
+            if why == "drained":
+                parts.append(f"{a.name} has no instructions left")
+                continue
+            queue, state = why
+            full = full or state == "full"
+            index, insn = a.head
+            verb = "push into" if state == "full" else "pop from"
+            parts.append(f"{a.name} waits to {verb} {queue} ({state}, "
+                         f"{self._tokens[queue]}/{self.token_depth} tokens) at "
+                         f"instruction {index} [{insn}]")
+        return ModelError("deadlock: no module can proceed before FINISH: " + "; ".join(parts),
+                          ErrorCode.TOKEN_OVERFLOW if full else None)

@@ -1,0 +1,419 @@
+"""The numpy datapath of the behavioral model: SRAMs, 2-D DMA, GEMM and ALU.
+
+Every operation works on whole instructions with array operations (no per-lane
+or per-micro-op Python loops on the common paths) and is exact: results equal
+the sequential order of reference section 3 as pinned by the lead. A fault is
+raised as :class:`Fault` (error code and detail); the device adds the module,
+instruction index and disassembly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..hw.config import VTAConfig
+from ..hw.interfaces import ErrorCode
+from ..hw.isa import AluOp, MemType, isa_for
+
+__all__ = ["Fault", "SRAMs", "Counters", "COUNTER_KEYS", "SHIFT_LIMIT"]
+
+#: fsim's profiler keys (reference 4.6), in its order.
+COUNTER_KEYS = ("inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_load_nbytes",
+                "out_store_nbytes", "gemm_counter", "alu_counter")
+
+#: Largest |imm| of an ALU SHR (pinned: k in [-31, 31]).
+SHIFT_LIMIT = 31
+
+# Float64 sums of int8 products are exact while |sum| < 2**53; one GEMM instruction
+# adds at most n * BLOCK_IN products of magnitude <= 2**14 into one lane.
+_EXACT_LIMIT = 1 << 53
+
+_MASK32 = np.int64(0xFFFFFFFF)
+
+
+class Fault(Exception):
+    """A datapath fault: ``code`` (an :class:`ErrorCode`, or a string label for faults
+    without a hardware code, e.g. ``"DRAM_OUT_OF_RANGE"``) and a ``detail`` sentence."""
+
+    def __init__(self, code, detail: str):
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+    @property
+    def label(self) -> str:
+        return self.code.name if isinstance(self.code, ErrorCode) else str(self.code)
+
+
+class Counters(dict):
+    """fsim's byte and micro-op counters (reference 4.6), all starting at 0."""
+
+    def __init__(self):
+        super().__init__((k, 0) for k in COUNTER_KEYS)
+
+
+def _wrap32(values: np.ndarray) -> np.ndarray:
+    """int64 -> int32 modulo 2**32 (two's complement)."""
+    return values.astype(np.int32, casting="unsafe")
+
+
+def _first_bad(index: np.ndarray, depth: int):
+    """Flat position of the first entry >= depth, or None."""
+    bad = index >= depth
+    if not bad.any():
+        return None
+    return int(np.argmax(bad))
+
+
+class SRAMs:
+    """The on-chip memories of one VTA instance, shaped by the config.
+
+    Parameters
+    ----------
+    config : VTAConfig
+
+    Attributes
+    ----------
+    inp : ndarray, int8, (inp_depth, BATCH, BLOCK_IN)
+    wgt : ndarray, int8, (wgt_depth, BLOCK_OUT, BLOCK_IN)
+    acc : ndarray, int32, (acc_depth, BATCH, BLOCK_OUT)
+    out : ndarray, int8, (out_depth, BATCH, BLOCK_OUT)
+    uop : ndarray, uint32, (uop_depth,)
+    """
+
+    def __init__(self, config: VTAConfig):
+        c = self.config = config
+        self.isa = isa_for(config)
+        self.inp = np.zeros((c.inp_depth, c.batch, c.block_in), np.int8)
+        self.wgt = np.zeros((c.wgt_depth, c.block_out, c.block_in), np.int8)
+        self.acc = np.zeros((c.acc_depth, c.batch, c.block_out), np.int32)
+        self.out = np.zeros((c.out_depth, c.batch, c.block_out), np.int8)
+        self.uop = np.zeros(c.uop_depth, np.uint32)
+        # (array, SRAM name, little-endian element dtype) per LOAD memory type
+        self._load_target = {
+            MemType.INP: (self.inp, "inp", np.dtype("i1")),
+            MemType.WGT: (self.wgt, "wgt", np.dtype("i1")),
+            MemType.ACC: (self.acc, "acc", np.dtype("<i4")),
+        }
+
+    # ------------------------------------------------------------------ DMA
+
+    @staticmethod
+    def _dram_window(dram: np.ndarray, base: int, nelems: int, ebytes: int, what: str):
+        """``nelems`` elements of ``ebytes`` at element address ``base``, as (nelems, ebytes)."""
+        start, end = base * ebytes, (base + nelems) * ebytes
+        if end > len(dram):
+            raise Fault("DRAM_OUT_OF_RANGE",
+                        f"{what} DRAM bytes [0x{start:x}, 0x{end:x}) outside the image "
+                        f"[0, 0x{len(dram):x})")
+        return dram[start:end].reshape(nelems, ebytes)
+
+    @staticmethod
+    def _check_sram(name: str, base: int, count: int, depth: int, what: str):
+        if base + count > depth:
+            raise Fault(ErrorCode.SRAM_OUT_OF_RANGE,
+                        f"{name} index {base + count - 1} out of range (depth {depth}): "
+                        f"{what} covers {name}[{base}, {base + count})")
+
+    def load(self, insn, dram: np.ndarray, counters: Counters) -> None:
+        """Execute a LOAD with ``x_size > 0`` (callers route NOPs away)."""
+        c, mt = self.config, insn.memory_type
+        if mt == MemType.UOP:
+            return self._load_uop(insn, dram, counters)
+        if mt not in self._load_target:
+            name = MemType(mt).name if mt in MemType._value2member_map_ else str(mt)
+            raise Fault(ErrorCode.ILLEGAL_MEMORY_TYPE,
+                        f"LOAD memory_type {name} ({mt}) is illegal; a LOAD with x_size > 0 "
+                        "moves UOP (0), WGT (1), INP (2) or ACC (3)")
+        sram, name, dtype = self._load_target[mt]
+        ebytes = c.elem_bytes(mt)
+        xs, ys, stride = insn.x_size, insn.y_size, insn.x_stride
+        x_total = insn.x_pad_0 + xs + insn.x_pad_1
+        y_total = insn.y_pad_0 + ys + insn.y_pad_1
+        self._check_sram(name, insn.sram_base, x_total * y_total, len(sram),
+                         f"LOAD {MemType(mt).name} of {y_total} rows x {x_total} elements")
+        block = np.zeros((y_total, x_total, ebytes), np.uint8)
+        if ys:
+            span = (ys - 1) * stride + xs
+            window = self._dram_window(dram, insn.dram_base, span, ebytes, "LOAD reads")
+            if stride >= xs:   # rows do not overlap: a strided view, no index arrays
+                rows = np.lib.stride_tricks.as_strided(
+                    window, (ys, xs, ebytes), (stride * ebytes, ebytes, 1), writeable=False)
+            else:
+                rows = window[np.arange(ys)[:, None] * stride + np.arange(xs)]
+            block[insn.y_pad_0:insn.y_pad_0 + ys, insn.x_pad_0:insn.x_pad_0 + xs] = rows
+        n = x_total * y_total
+        sram[insn.sram_base:insn.sram_base + n] = block.view(dtype).reshape(
+            (n,) + sram.shape[1:])
+        counters[f"{name}_load_nbytes"] += xs * ys * ebytes
+
+    def _load_uop(self, insn, dram, counters) -> None:
+        if insn.y_size != 1 or insn.y_pad_0 or insn.y_pad_1 or insn.x_pad_0 or insn.x_pad_1:
+            raise Fault(ErrorCode.ILLEGAL_FIELD,
+                        f"LOAD UOP needs y_size=1 and all pads 0, got y_size={insn.y_size} "
+                        f"pads y={insn.y_pad_0},{insn.y_pad_1} x={insn.x_pad_0},{insn.x_pad_1}")
+        xs, depth = insn.x_size, self.config.uop_depth
+        self._check_sram("uop", insn.sram_base, xs, depth, f"LOAD UOP of {xs} micro-ops")
+        window = self._dram_window(dram, insn.dram_base, xs, 4, "LOAD reads")
+        self.uop[insn.sram_base:insn.sram_base + xs] = window.copy().view("<u4").ravel()
+        counters["uop_load_nbytes"] += xs * 4
+
+    def store(self, insn, dram: np.ndarray, counters: Counters) -> None:
+        """Execute a STORE with ``x_size > 0``: OUT -> DRAM."""
+        if insn.memory_type != MemType.OUT:
+            raise Fault(ErrorCode.ILLEGAL_MEMORY_TYPE,
+                        f"STORE memory_type {insn.memory_type} is illegal; a STORE with "
+                        f"x_size > 0 must read OUT ({int(MemType.OUT)})")
+        if insn.y_pad_0 or insn.y_pad_1 or insn.x_pad_0 or insn.x_pad_1:
+            raise Fault(ErrorCode.ILLEGAL_FIELD,
+                        f"STORE pads must be 0, got y={insn.y_pad_0},{insn.y_pad_1} "
+                        f"x={insn.x_pad_0},{insn.x_pad_1}")
+        xs, ys, stride = insn.x_size, insn.y_size, insn.x_stride
+        ebytes = self.config.out_elem_bytes
+        self._check_sram("out", insn.sram_base, xs * ys, len(self.out),
+                         f"STORE of {ys} rows x {xs} elements")
+        if not ys:
+            return
+        span = (ys - 1) * stride + xs
+        window = self._dram_window(dram, insn.dram_base, span, ebytes, "STORE writes")
+        src = self.out[insn.sram_base:insn.sram_base + xs * ys].view(np.uint8).reshape(
+            ys, xs, ebytes)
+        if stride >= xs:
+            dst = np.lib.stride_tricks.as_strided(
+                window, (ys, xs, ebytes), (stride * ebytes, ebytes, 1))
+            dst[...] = src
+        else:   # overlapping rows: the later row wins, as in sequential order
+            for r in range(ys):
+                window[r * stride:r * stride + xs] = src[r]
+        counters["out_store_nbytes"] += xs * ys * ebytes
+
+    # -------------------------------------------------------------- compute
+
+    def _loop_indices(self, insn, uop_fields: dict, factors):
+        """Index arrays over (p, q, k) flattened in sequential order, one per
+        ``(uop field, factor_out, factor_in)``."""
+        p = np.arange(insn.iter_out, dtype=np.int64)[:, None, None]
+        q = np.arange(insn.iter_in, dtype=np.int64)[None, :, None]
+        out = []
+        for field, f_out, f_in in factors:
+            u = uop_fields[field][None, None, :]
+            out.append((u + p * getattr(insn, f_out) + q * getattr(insn, f_in)).ravel())
+        return out
+
+    def _uops(self, insn):
+        """Decoded micro-ops of the instruction, or None when it does nothing."""
+        bgn, end, depth = insn.uop_bgn, insn.uop_end, self.config.uop_depth
+        if end < bgn or end > depth:
+            raise Fault(ErrorCode.ILLEGAL_FIELD,
+                        f"uop range [{bgn}, {end}) is illegal; need uop_bgn <= uop_end <= "
+                        f"{depth} (uop depth)")
+        if end == bgn or insn.iter_out == 0 or insn.iter_in == 0:
+            return None
+        return self.isa.decode_uops(self.uop[bgn:end])
+
+    def _range_check(self, insn, checks):
+        """``checks``: (index array, sram name, depth, uop field). Names the first bad
+        iteration in sequential order, and within it the first bad field."""
+        first = None
+        for idx, name, depth, field in checks:
+            pos = _first_bad(idx, depth)
+            if pos is not None and (first is None or pos < first[0]):
+                first = (pos, idx, name, depth, field)
+        if first is None:
+            return
+        pos, idx, name, depth, field = first
+        nk = insn.uop_end - insn.uop_bgn
+        p, rem = divmod(pos, insn.iter_in * nk)
+        q, k = divmod(rem, nk)
+        raise Fault(ErrorCode.SRAM_OUT_OF_RANGE,
+                    f"{name} index {int(idx[pos])} out of range (depth {depth}) at iteration "
+                    f"p={p} q={q} uop {insn.uop_bgn + k} ({field})")
+
+    def gemm(self, insn, counters: Counters) -> None:
+        """GEMM: reset, or ``ACC[a] += INP[x] . WGT[w]^T`` with int32 wrap-around."""
+        c = self.config
+        uops = self._uops(insn)
+        if uops is None:
+            return
+        if insn.reset_reg:
+            (dst,) = self._loop_indices(insn, uops, [("dst_idx", "dst_factor_out",
+                                                       "dst_factor_in")])
+            self._range_check(insn, [(dst, "acc", c.acc_depth, "dst_idx")])
+            self.acc[dst] = 0   # OUT untouched (pinned)
+            return
+        dst, src, wgt = self._loop_indices(insn, uops, [
+            ("dst_idx", "dst_factor_out", "dst_factor_in"),
+            ("src_idx", "src_factor_out", "src_factor_in"),
+            ("wgt_idx", "wgt_factor_out", "wgt_factor_in")])
+        self._range_check(insn, [(dst, "acc", c.acc_depth, "dst_idx"),
+                                 (src, "inp", c.inp_depth, "src_idx"),
+                                 (wgt, "wgt", c.wgt_depth, "wgt_idx")])
+        n = len(dst)
+        if n * c.block_in << 14 >= _EXACT_LIMIT:   # pragma: no cover - beyond any 14-bit loop
+            raise Fault(ErrorCode.ILLEGAL_FIELD, f"{n} GEMM iterations exceed the exact range")
+        # Accumulation into ACC is a sum modulo 2**32, so the sequential order of
+        # (p, q, k) cannot change the result: compute every product in any order.
+        prod = self._products(src, wgt)                       # (n, B, BO) float64, exact
+        touched, delta = _sum_by_index(dst, prod.reshape(n, -1))
+        acc = self.acc.reshape(len(self.acc), -1)
+        new = _wrap32(acc[touched].astype(np.int64) + delta.astype(np.int64))
+        acc[touched] = new
+        self.out.reshape(len(self.out), -1)[touched] = new.astype(np.int8, casting="unsafe")
+        counters["gemm_counter"] += n
+
+    def _products(self, src: np.ndarray, wgt: np.ndarray) -> np.ndarray:
+        """``INP[src[n]] . WGT[wgt[n]]^T`` for every n, as exact float64 (n, B, BO)."""
+        c = self.config
+        n = len(src)
+        order = np.argsort(wgt, kind="stable")
+        w_sorted = wgt[order]
+        starts = np.flatnonzero(np.r_[True, w_sorted[1:] != w_sorted[:-1]])
+        x = self.inp[src[order]].astype(np.float64)            # (n, B, BI)
+        out = np.empty((n, c.batch, c.block_out), np.float64)
+        if len(starts) * 8 > n:
+            # Mostly distinct weight tiles: one batched matmul over gathered tiles.
+            w = self.wgt[w_sorted].astype(np.float64)          # (n, BO, BI)
+            out[order] = np.matmul(x, w.transpose(0, 2, 1))
+            return out
+        # Few distinct tiles (the usual case): one BLAS matmul per weight tile.
+        bounds = np.r_[starts, n]
+        res = np.empty_like(out)
+        for s, e in zip(bounds[:-1], bounds[1:]):
+            wt = self.wgt[w_sorted[s]].astype(np.float64)     # (BO, BI)
+            res[s:e] = (x[s:e].reshape(-1, c.block_in) @ wt.T).reshape(e - s, c.batch,
+                                                                       c.block_out)
+        out[order] = res
+        return out
+
+    def alu(self, insn, counters: Counters) -> None:
+        """ALU MIN/MAX/ADD/SHR over the loop nest, exact in sequential order."""
+        c = self.config
+        op = insn.alu_opcode
+        if op not in AluOp._value2member_map_:
+            raise Fault(ErrorCode.ILLEGAL_FIELD,
+                        f"ALU opcode {op} is illegal; legal opcodes are "
+                        + ", ".join(f"{o.name}={o.value}" for o in AluOp))
+        op = AluOp(op)
+        imm = insn.imm if insn.use_imm else None
+        if op == AluOp.SHR:
+            if imm is None:
+                raise Fault(ErrorCode.ILLEGAL_FIELD,
+                            "ALU SHR needs use_imm=1 (tensor shift amounts are not supported)")
+            if abs(imm) > SHIFT_LIMIT:
+                raise Fault(ErrorCode.ILLEGAL_FIELD,
+                            f"ALU SHR imm {imm} is out of range; shift amounts are "
+                            f"-{SHIFT_LIMIT}..{SHIFT_LIMIT}")
+        uops = self._uops(insn)
+        if uops is None:
+            return
+        dst, src = self._loop_indices(insn, uops, [
+            ("dst_idx", "dst_factor_out", "dst_factor_in"),
+            ("src_idx", "src_factor_out", "src_factor_in")])
+        checks = [(dst, "acc", c.acc_depth, "dst_idx")]
+        if imm is None:
+            checks.append((src, "acc", c.acc_depth, "src_idx"))
+        self._range_check(insn, checks)
+        acc = self.acc.reshape(len(self.acc), -1)
+        touched = _alu_apply(acc, op, dst, None if imm is not None else src, imm)
+        self.out.reshape(len(self.out), -1)[touched] = acc[touched].astype(np.int8,
+                                                                           casting="unsafe")
+        counters["alu_counter"] += len(dst)
+
+
+def _sum_by_index(index: np.ndarray, values: np.ndarray):
+    """Unique indices (sorted) and the row sums of ``values`` per index."""
+    if len(index) == 1 or (np.diff(index) > 0).all():
+        return index, values
+    order = np.argsort(index, kind="stable")
+    idx = index[order]
+    starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
+    return idx[starts], np.add.reduceat(values[order], starts, axis=0)
+
+
+def _alu_op(op: AluOp, a: np.ndarray, b) -> np.ndarray:
+    """One elementwise ALU step on int32 arrays (b: int32 array or Python int)."""
+    if op == AluOp.MIN:
+        return np.minimum(a, b)
+    if op == AluOp.MAX:
+        return np.maximum(a, b)
+    if op == AluOp.ADD:
+        return _wrap32(a.astype(np.int64) + b)
+    return _shift(a, b, 1)
+
+
+def _shift(a: np.ndarray, k: int, times) -> np.ndarray:
+    """SHR by ``k`` applied ``times`` times (array or int): right shifts compose to
+    one arithmetic shift (saturating at 31), left shifts to one shift (0 past 31)."""
+    total = np.asarray(times, dtype=np.int64) * abs(k)
+    if np.ndim(total):
+        total = total.reshape((-1,) + (1,) * (a.ndim - 1))
+    wide = a.astype(np.int64)
+    if k >= 0:
+        return (wide >> np.minimum(total, 31)).astype(np.int32)
+    shifted = (wide << np.minimum(total, 32)) & _MASK32
+    return _wrap32(np.where(total >= 32, 0, shifted))
+
+
+def _alu_apply(acc: np.ndarray, op: AluOp, dst: np.ndarray, src, imm) -> np.ndarray:
+    """Apply ``acc[dst[n]] = op(acc[dst[n]], acc[src[n]] or imm)`` for n in order, exactly.
+
+    Returns the sorted unique destination rows. Three paths, fastest first:
+    distinct destinations with no read of an entry written earlier (one gather and
+    one scatter); repeated destinations whose operands are never written earlier
+    (a fold per destination: MIN/MAX/ADD are commutative and associative, repeated
+    shifts compose); anything else (chains through written entries) in dependency
+    waves, each wave a gather-before-scatter over distinct destinations.
+    """
+    n = len(dst)
+    uniq, first_pos, counts = np.unique(dst, return_index=True, return_counts=True)
+    reads_written = False
+    if src is not None:
+        # Position of the first write of every row (n = never written).
+        first_write = np.full(len(acc), n, dtype=np.int64)
+        first_write[uniq] = first_pos
+        reads_written = bool((first_write[src] < np.arange(n)).any())
+    if not reads_written:
+        operand = imm if src is None else acc[src]
+        if len(uniq) == n:
+            acc[dst] = _alu_op(op, acc[dst], operand)
+        elif op == AluOp.SHR:
+            acc[uniq] = _shift(acc[uniq], imm, counts)
+        elif src is None:   # MIN/MAX idempotent, ADD repeated: imm * count
+            if op == AluOp.ADD:
+                acc[uniq] = _wrap32(acc[uniq].astype(np.int64)
+                                    + np.int64(imm) * counts[:, None])
+            else:
+                acc[uniq] = _alu_op(op, acc[uniq], imm)
+        else:
+            ufunc = {AluOp.MIN: np.minimum, AluOp.MAX: np.maximum}.get(op)
+            if ufunc is not None:
+                ufunc.at(acc, dst, operand)
+            else:
+                idx, total = _sum_by_index(dst, operand.astype(np.int64))
+                acc[idx] = _wrap32(acc[idx].astype(np.int64) + total)
+        return uniq
+    for wave in _waves(dst, src):
+        d, s = dst[wave], src[wave]
+        acc[d] = _alu_op(op, acc[d], acc[s])
+    return uniq
+
+
+def _waves(dst: np.ndarray, src: np.ndarray):
+    """Split iterations into waves that can each run as one gather-before-scatter.
+
+    Iteration n goes to the first wave after the last earlier write of its
+    destination and of its source (RAW, WAW), and no earlier than any earlier read of
+    its destination (WAR is safe within a wave because all reads precede all writes).
+    """
+    last_write: dict[int, int] = {}
+    last_read: dict[int, int] = {}
+    level = np.empty(len(dst), dtype=np.int64)
+    for n, (d, s) in enumerate(zip(dst.tolist(), src.tolist())):
+        lv = max(last_write.get(d, -1) + 1, last_write.get(s, -1) + 1, last_read.get(d, 0))
+        level[n] = lv
+        last_write[d] = lv
+        if last_read.get(s, -1) < lv:
+            last_read[s] = lv
+    order = np.argsort(level, kind="stable")
+    bounds = np.flatnonzero(np.diff(level[order])) + 1
+    return np.split(order, bounds)
