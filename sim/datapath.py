@@ -24,9 +24,10 @@ COUNTER_KEYS = ("inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_lo
 #: Largest |imm| of an ALU SHR (pinned: k in [-31, 31]).
 SHIFT_LIMIT = 31
 
-# Float64 sums of int8 products are exact while |sum| < 2**53; one GEMM instruction
-# adds at most n * BLOCK_IN products of magnitude <= 2**14 into one lane.
-_EXACT_LIMIT = 1 << 53
+# One tile product sums BLOCK_IN int8 x int8 terms (|term| <= 2**14), so it is exact
+# in float32 while BLOCK_IN * 2**14 < 2**24, and in float64 far beyond any config.
+# Sums across iterations are then done in int32, which wraps modulo 2**32 as ACC does.
+_EXACT_FLOAT32_TERMS = 1 << 10
 
 _MASK32 = np.int64(0xFFFFFFFF)
 
@@ -249,41 +250,45 @@ class SRAMs:
                                  (src, "inp", c.inp_depth, "src_idx"),
                                  (wgt, "wgt", c.wgt_depth, "wgt_idx")])
         n = len(dst)
-        if n * c.block_in << 14 >= _EXACT_LIMIT:   # pragma: no cover - beyond any 14-bit loop
-            raise Fault(ErrorCode.ILLEGAL_FIELD, f"{n} GEMM iterations exceed the exact range")
         # Accumulation into ACC is a sum modulo 2**32, so the sequential order of
         # (p, q, k) cannot change the result: compute every product in any order.
-        prod = self._products(src, wgt)                       # (n, B, BO) float64, exact
-        touched, delta = _sum_by_index(dst, prod.reshape(n, -1))
+        order, rows = self._products(src, wgt)                 # exact float64 products
+        touched, delta = _sum_by_index(dst[order], rows.astype(np.int32))
         acc = self.acc.reshape(len(self.acc), -1)
-        new = _wrap32(acc[touched].astype(np.int64) + delta.astype(np.int64))
+        new = acc[touched] + delta         # int32 arithmetic wraps modulo 2**32
         acc[touched] = new
         self.out.reshape(len(self.out), -1)[touched] = new.astype(np.int8, casting="unsafe")
         counters["gemm_counter"] += n
 
-    def _products(self, src: np.ndarray, wgt: np.ndarray) -> np.ndarray:
-        """``INP[src[n]] . WGT[wgt[n]]^T`` for every n, as exact float64 (n, B, BO)."""
+    def _products(self, src: np.ndarray, wgt: np.ndarray):
+        """``INP[src[n]] . WGT[wgt[n]]^T`` for every n as exact float ``(n, B*BO)``
+        rows, in the order ``order`` (iterations sorted by weight tile).
+
+        Returns ``(order, rows)``.
+        """
         c = self.config
+        ft = np.float32 if c.block_in <= _EXACT_FLOAT32_TERMS else np.float64
         n = len(src)
         order = np.argsort(wgt, kind="stable")
         w_sorted = wgt[order]
         starts = np.flatnonzero(np.r_[True, w_sorted[1:] != w_sorted[:-1]])
-        x = self.inp[src[order]].astype(np.float64)            # (n, B, BI)
-        out = np.empty((n, c.batch, c.block_out), np.float64)
+        x = self.inp[src[order]].astype(ft)            # (n, B, BI)
+        sizes = np.diff(np.r_[starts, n])
         if len(starts) * 8 > n:
             # Mostly distinct weight tiles: one batched matmul over gathered tiles.
-            w = self.wgt[w_sorted].astype(np.float64)          # (n, BO, BI)
-            out[order] = np.matmul(x, w.transpose(0, 2, 1))
-            return out
-        # Few distinct tiles (the usual case): one BLAS matmul per weight tile.
-        bounds = np.r_[starts, n]
-        res = np.empty_like(out)
-        for s, e in zip(bounds[:-1], bounds[1:]):
-            wt = self.wgt[w_sorted[s]].astype(np.float64)     # (BO, BI)
-            res[s:e] = (x[s:e].reshape(-1, c.block_in) @ wt.T).reshape(e - s, c.batch,
-                                                                       c.block_out)
-        out[order] = res
-        return out
+            w = self.wgt[w_sorted].astype(ft)          # (n, BO, BI)
+            rows = np.matmul(x, w.transpose(0, 2, 1))
+        elif (sizes == sizes[0]).all():
+            # Equal groups (the usual loop nests): one stacked matmul, tile by tile.
+            w = self.wgt[w_sorted[starts]].astype(ft)  # (groups, BO, BI)
+            rows = np.matmul(x.reshape(len(starts), -1, c.block_in), w.transpose(0, 2, 1))
+        else:
+            # Few distinct tiles of unequal use: one BLAS matmul per weight tile.
+            rows = np.empty((n * c.batch, c.block_out), ft)
+            x = x.reshape(-1, c.block_in)
+            for s, e in zip((starts * c.batch).tolist(), (np.r_[starts[1:], n] * c.batch).tolist()):
+                rows[s:e] = x[s:e] @ self.wgt[w_sorted[s // c.batch]].T.astype(ft)
+        return order, rows.reshape(n, c.batch * c.block_out)
 
     def alu(self, insn, counters: Counters) -> None:
         """ALU MIN/MAX/ADD/SHR over the loop nest, exact in sequential order."""
@@ -321,13 +326,26 @@ class SRAMs:
 
 
 def _sum_by_index(index: np.ndarray, values: np.ndarray):
-    """Unique indices (sorted) and the row sums of ``values`` per index."""
-    if len(index) == 1 or (np.diff(index) > 0).all():
+    """Sorted unique indices and the row sums of ``values`` per index.
+
+    Sums are in ``values.dtype``; for int32 they wrap modulo 2**32 like ACC.
+    """
+    n = len(index)
+    if n == 1 or (np.diff(index) > 0).all():
         return index, values
     order = np.argsort(index, kind="stable")
-    idx = index[order]
+    idx, values = index[order], values[order]
     starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
-    return idx[starts], np.add.reduceat(values[order], starts, axis=0)
+    if n % len(starts) == 0 and (np.diff(starts) == n // len(starts)).all():
+        # Every index used equally often (regular loop nests): a reshape and a sum.
+        sums = values.reshape(len(starts), n // len(starts), -1).sum(axis=1,
+                                                                    dtype=values.dtype)
+    else:
+        # Differences of a running sum; exact for integers, wrapping or not.
+        run = np.cumsum(values, axis=0, dtype=values.dtype)
+        sums = run[np.r_[starts[1:], n] - 1]
+        sums[1:] -= run[starts[1:] - 1]
+    return idx[starts], sums
 
 
 def _alu_op(op: AluOp, a: np.ndarray, b) -> np.ndarray:
