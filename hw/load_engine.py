@@ -1,0 +1,250 @@
+"""One padded 2-D LOAD (reference 3.3) from DRAM into an SRAM write port.
+
+The engine has two decoupled halves, so DRAM bursts stream at one beat per
+cycle while padding is inserted on the SRAM side:
+
+* the *request* half walks the DRAM rows and issues bursts of at most
+  :data:`MAX_BURST` beats (a row of ``x_size`` elements is contiguous in DRAM);
+* the *write* half walks the padded destination rectangle row-major
+  (``y_total`` rows of ``x_total`` elements), writing a zero element at each
+  padding position (one per cycle) and an assembled DRAM element at each data
+  position (as soon as its last beat arrived).
+
+Elements at least as wide as the bus (INP, WGT, ACC) are assembled from
+``elem_bits / bus_width`` beats, first beat in the low bits. Elements narrower
+than the bus (UOP: 32 bits on a 64/128-bit bus) are copied ``x_size`` at a time
+from byte address ``dram_base * elem_bytes``, which need not be bus aligned;
+``y_size``, ``x_stride`` and the pads are not used for them (the caller checks
+that they are 1 and 0, as the semantics require). The caller also checks the
+SRAM range; addresses here simply wrap at ``2**addr_width``.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .config import VTAConfig
+from .interfaces import DMA_BEATS_BITS, DRAM_ADDR_BITS, dma_read_signature
+from .isa import isa_for
+
+__all__ = ["LoadEngine", "MAX_BURST"]
+
+#: Longest DRAM burst an engine issues (the AXI4 limit, so boards can pass bursts through).
+MAX_BURST = 256
+
+
+def _log2(n):
+    assert n > 0 and n & (n - 1) == 0, n
+    return n.bit_length() - 1
+
+
+class LoadEngine(wiring.Component):
+    """Executes one LOAD instruction at a time into an SRAM write port.
+
+    Parameters
+    ----------
+    config : VTAConfig
+        Gives the bus width and the instruction layout.
+    elem_bits : int
+        SRAM element width: a power-of-two multiple of the bus width, or a
+        power of two narrower than it (micro-ops).
+    addr_width : int
+        SRAM address width.
+
+    Attributes
+    ----------
+    cmd : In(stream.Signature(mem layout))
+        The LOAD instruction; ``ready`` while the engine is idle.
+    dma : Out(dma_read_signature(config))
+        DRAM read port.
+    sram : In(memory.WritePort.Signature(addr_width=addr_width, shape=elem_bits))
+        The engine drives ``en``, ``addr`` and ``data``.
+    done : Out(1)
+        One-cycle pulse after the last SRAM write of the instruction was issued
+        (also for an instruction with nothing to write).
+    busy : Out(1)
+        High from the accepted command until ``done``.
+    """
+
+    def __init__(self, config: VTAConfig, *, elem_bits: int, addr_width: int):
+        self._config = config
+        self._elem_bits = elem_bits
+        self._addr_width = addr_width
+        bus = config.bus_width
+        if not (elem_bits % bus == 0 or bus % elem_bits == 0) or elem_bits & (elem_bits - 1):
+            raise ValueError(f"LoadEngine: element width {elem_bits} must be a power of two "
+                             f"that divides or is a multiple of the {bus}-bit bus")
+        super().__init__({
+            "cmd": In(stream.Signature(isa_for(config).mem.layout())),
+            "dma": Out(dma_read_signature(config)),
+            "sram": In(memory.WritePort.Signature(addr_width=addr_width, shape=elem_bits)),
+            "done": Out(1),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self._config
+        bus, ebits = cfg.bus_width, self._elem_bits
+        bus_bytes = cfg.bus_bytes
+        log_eb = _log2(ebits // 8)
+        wide = ebits >= bus
+        insn = self.cmd.payload
+
+        # ---------------------------------------------------------------- request half
+        req_busy = Signal()
+        req_addr = Signal(DRAM_ADDR_BITS)     # byte address of the next burst (bus aligned)
+        row_beats = Signal(32)                # beats left in the current DRAM row
+        rows_left = Signal(16)
+        row_elem = Signal(DRAM_ADDR_BITS)     # element address of the current row
+        x_size = Signal(16)
+        x_stride = Signal(16)
+        burst = Signal(range(MAX_BURST + 1))
+        m.d.comb += burst.eq(Mux(row_beats > MAX_BURST, MAX_BURST, row_beats))
+        m.d.comb += [
+            self.dma.req.valid.eq(req_busy),
+            self.dma.req.payload.addr.eq(req_addr),
+            self.dma.req.payload.beats.eq(burst),
+        ]
+        log_ratio = _log2(ebits // bus) if wide else 0
+        with m.If(self.dma.req.valid & self.dma.req.ready):
+            m.d.sync += [row_beats.eq(row_beats - burst), req_addr.eq(req_addr + burst * bus_bytes)]
+            with m.If(row_beats == burst):           # last burst of this row
+                m.d.sync += rows_left.eq(rows_left - 1)
+                with m.If(rows_left == 1):
+                    m.d.sync += req_busy.eq(0)
+                with m.Else():
+                    nxt = (row_elem + x_stride)[:DRAM_ADDR_BITS]
+                    m.d.sync += [row_elem.eq(nxt), req_addr.eq(nxt << log_eb),
+                                 row_beats.eq(x_size << log_ratio)]
+
+        # ---------------------------------------------------------------- write half
+        w_active = Signal()
+        w_addr = Signal(self._addr_width)
+        done = Signal()
+        m.d.sync += done.eq(0)
+        m.d.comb += [self.done.eq(done), self.busy.eq(w_active | req_busy)]
+        m.d.comb += self.cmd.ready.eq(~w_active & ~req_busy)
+        accept = self.cmd.valid & self.cmd.ready
+
+        if wide:
+            self._wide_writer(m, insn, accept, w_active, w_addr, done)
+        else:
+            self._narrow_writer(m, insn, accept, w_active, w_addr, done)
+
+        with m.If(accept):
+            m.d.sync += [x_size.eq(insn.x_size), x_stride.eq(insn.x_stride),
+                         row_elem.eq(insn.dram_base)]
+            if wide:
+                m.d.sync += [
+                    req_busy.eq((insn.x_size != 0) & (insn.y_size != 0)),
+                    rows_left.eq(insn.y_size),
+                    req_addr.eq((insn.dram_base << log_eb)[:DRAM_ADDR_BITS]),
+                    row_beats.eq(insn.x_size << log_ratio),
+                ]
+            else:
+                per_beat = bus // ebits
+                skip = insn.dram_base[:_log2(per_beat)]
+                total = Signal(17)
+                m.d.comb += total.eq(skip + insn.x_size)
+                m.d.sync += [
+                    req_busy.eq(insn.x_size != 0),
+                    rows_left.eq(1),
+                    req_addr.eq((insn.dram_base << log_eb)[:DRAM_ADDR_BITS]
+                                & ~Const(bus_bytes - 1, DRAM_ADDR_BITS)),
+                    row_beats.eq((total + per_beat - 1) >> _log2(per_beat)),
+                ]
+        return m
+
+    def _wide_writer(self, m, insn, accept, w_active, w_addr, done):
+        """Padded rectangle walk; elements assembled from ``ratio`` beats."""
+        bus, ebits = self._config.bus_width, self._elem_bits
+        ratio = ebits // bus
+        y_total, x_total = Signal(17), Signal(17)
+        row_lo, row_hi, col_lo, col_hi = (Signal(17) for _ in range(4))
+        row, col = Signal(17), Signal(17)
+        buf = Signal(ebits)
+        full = Signal()
+        bcnt = Signal(range(ratio)) if ratio > 1 else None
+
+        is_data = (row >= row_lo) & (row < row_hi) & (col >= col_lo) & (col < col_hi)
+        write = Signal()
+        m.d.comb += write.eq(w_active & (~is_data | full))
+        take = w_active & is_data & full
+        m.d.comb += [
+            self.sram.en.eq(write),
+            self.sram.addr.eq(w_addr),
+            self.sram.data.eq(Mux(is_data, buf, 0)),
+            self.dma.data.ready.eq(w_active & (~full | take)),
+        ]
+
+        beat = self.dma.data.valid & self.dma.data.ready
+        with m.If(take):
+            m.d.sync += full.eq(0)
+        with m.If(beat):
+            if ratio == 1:
+                m.d.sync += [buf.eq(self.dma.data.payload), full.eq(1)]
+            else:
+                # The first beat holds the low bits: shift new beats in at the top.
+                m.d.sync += [buf.eq(Cat(buf[bus:], self.dma.data.payload)), bcnt.eq(bcnt + 1)]
+                with m.If(bcnt == ratio - 1):
+                    m.d.sync += [full.eq(1), bcnt.eq(0)]
+
+        with m.If(write):
+            m.d.sync += [w_addr.eq(w_addr + 1), col.eq(col + 1)]
+            with m.If(col == x_total - 1):
+                m.d.sync += [col.eq(0), row.eq(row + 1)]
+                with m.If(row == y_total - 1):
+                    m.d.sync += [w_active.eq(0), done.eq(1)]
+
+        with m.If(accept):
+            xt = insn.x_pad_0 + insn.x_size + insn.x_pad_1
+            yt = insn.y_pad_0 + insn.y_size + insn.y_pad_1
+            nothing = (insn.x_size == 0) | (yt == 0)
+            m.d.sync += [
+                x_total.eq(xt), y_total.eq(yt), row.eq(0), col.eq(0),
+                row_lo.eq(insn.y_pad_0), row_hi.eq(insn.y_pad_0 + insn.y_size),
+                col_lo.eq(insn.x_pad_0), col_hi.eq(insn.x_pad_0 + insn.x_size),
+                w_addr.eq(insn.sram_base), full.eq(0),
+                w_active.eq(~nothing), done.eq(nothing),
+            ]
+            if bcnt is not None:
+                m.d.sync += bcnt.eq(0)
+
+    def _narrow_writer(self, m, insn, accept, w_active, w_addr, done):
+        """``x_size`` consecutive elements, several per beat, first beat partly skipped."""
+        bus, ebits = self._config.bus_width, self._elem_bits
+        per_beat = bus // ebits
+        beat_reg = Signal(bus)
+        have = Signal()
+        lane = Signal(range(per_beat))
+        first = Signal()
+        skip = Signal(range(per_beat))
+        left = Signal(16)
+
+        write = Signal()
+        m.d.comb += write.eq(w_active & have)
+        release = write & ((lane == per_beat - 1) | (left == 1))
+        m.d.comb += [
+            self.sram.en.eq(write),
+            self.sram.addr.eq(w_addr),
+            self.sram.data.eq(beat_reg.word_select(lane, ebits)),
+            self.dma.data.ready.eq(w_active & (~have | release) & ~(write & (left == 1))),
+        ]
+        with m.If(write):
+            m.d.sync += [w_addr.eq(w_addr + 1), lane.eq(lane + 1), left.eq(left - 1)]
+            with m.If(left == 1):
+                m.d.sync += [w_active.eq(0), done.eq(1)]
+        with m.If(release):
+            m.d.sync += have.eq(0)
+        with m.If(self.dma.data.valid & self.dma.data.ready):
+            m.d.sync += [beat_reg.eq(self.dma.data.payload), have.eq(1), first.eq(0),
+                         lane.eq(Mux(first, skip, 0))]
+
+        with m.If(accept):
+            nothing = insn.x_size == 0
+            m.d.sync += [
+                left.eq(insn.x_size), w_addr.eq(insn.sram_base), have.eq(0), first.eq(1),
+                skip.eq(insn.dram_base[:_log2(per_beat)]),
+                w_active.eq(~nothing), done.eq(nothing),
+            ]
