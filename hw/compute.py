@@ -1,0 +1,424 @@
+"""The VTA compute module: LOAD UOP/ACC, GEMM, ALU and FINISH, in stream order.
+
+Instruction flow: accept a command, pop the tokens its pop flags name
+(``l2g`` for ``pop_prev``, ``s2g`` for ``pop_next``, both in one cycle), check
+its fields, execute it, then push one token per push flag (``g2l`` for
+``push_prev``, ``g2s`` for ``push_next``); a push into a full queue waits.
+
+Micro-op pipeline (GEMM and ALU share it; it never stalls once a uop issued)::
+
+    S0  loop counters p > q > k; read UOP[k]                       (uop SRAM, sync)
+    S1  dst/src/wgt = uop idx + offset, range check; read INP/WGT   (inp/wgt SRAM, sync)
+    S2  dot products -> register (GemmCore); read ACC[dst], ACC[src] (acc SRAM, sync)
+    S3  ACC[dst] = result; OUT[dst] = low 8 bits of each lane       (acc/out write)
+
+One uop issues per cycle for GEMM (reset and accumulate) and for ALU with an
+immediate or a tensor operand (the acc SRAM has two read ports). The loop
+offsets ``p*factor_out + q*factor_in`` come from incremental adders.
+
+Accumulate hazards (a uop reading the acc entry that one of the two uops
+before it writes) are resolved by **forwarding** with zero cycles of cost:
+both acc read ports are transparent to the acc write port, so a read issued
+in S2 in the same cycle as the S3 write of the same entry returns the new
+value, and a read one cycle later sees the updated memory. Results therefore
+equal the sequential p > q > k order for every program.
+
+Errors (``error`` holds the :class:`~vtakit.hw.interfaces.ErrorCode` and the
+instruction index, and the module stops until reset): illegal opcode or LOAD
+memory type, illegal fields (UOP load with ``y_size != 1`` or pads,
+``uop_end < uop_bgn`` or ``uop_end >`` uop depth, ALU opcode > SHR, tensor SHR,
+``|shift| > 31``), and any SRAM range violation (LOAD range, or a dst/src/wgt
+index of a uop). Field checks happen after the pops, before any work; a uop
+with an out-of-range index is squashed in S1, after the uops before it
+completed, so the SRAMs hold exactly the state of sequential execution up to
+the fault.
+
+After FINISH (``finish`` pulses once its pops are done) the module returns to
+idle like after any other instruction; the top level stops feeding it.
+"""
+
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from .alu import SHIFT_BITS, VectorAlu
+from .config import LOOP_ITER_BITS, VTAConfig
+from .gemm import GemmCore
+from .interfaces import (CommandSignature, ErrorCode, ErrorReport, TokenSignature,
+                         dma_read_signature)
+from .isa import AluOp, MemType, Opcode, isa_for
+from .load_engine import LoadEngine
+
+__all__ = ["Compute"]
+
+
+class Compute(wiring.Component):
+    """The compute module (see the module docstring for the pipeline).
+
+    Parameters
+    ----------
+    config : VTAConfig
+
+    Attributes
+    ----------
+    cmd : In(CommandSignature)
+        GEMM, ALU, FINISH and LOAD UOP/ACC (and compute NOPs) from fetch.
+    uop_dma, acc_dma : Out(dma_read_signature)
+        DRAM read ports of the UOP and ACC loads.
+    inp_rd, wgt_rd : In(ReadPort.Signature)
+        Read ports of the inp and wgt SRAMs (this module drives addr/en).
+    out_wr : In(WritePort.Signature)
+        Write port of the out SRAM.
+    l2g, s2g : In(TokenSignature)
+        Token sources popped by ``pop_prev`` and ``pop_next``.
+    g2l, g2s : Out(TokenSignature)
+        Token sinks pushed by ``push_prev`` and ``push_next``.
+    finish : Out(1)
+        One-cycle pulse when a FINISH executes.
+    error : Out(ErrorReport)
+        Sticky fault report.
+    gemm_count, alu_count : Out(32)
+        Executed non-reset GEMM micro-ops and ALU micro-ops.
+    uop_mem, acc_mem : Memory
+        The micro-op and accumulator SRAMs (contents persist across runs).
+    """
+
+    def __init__(self, config: VTAConfig):
+        self._config = c = config
+        super().__init__({
+            "cmd": In(CommandSignature),
+            "uop_dma": Out(dma_read_signature(c)),
+            "acc_dma": Out(dma_read_signature(c)),
+            "inp_rd": In(memory.ReadPort.Signature(addr_width=c.log_inp_depth,
+                                                   shape=c.inp_elem_bits)),
+            "wgt_rd": In(memory.ReadPort.Signature(addr_width=c.log_wgt_depth,
+                                                   shape=c.wgt_elem_bits)),
+            "out_wr": In(memory.WritePort.Signature(addr_width=c.log_out_depth,
+                                                    shape=c.out_elem_bits)),
+            "l2g": In(TokenSignature),
+            "s2g": In(TokenSignature),
+            "g2l": Out(TokenSignature),
+            "g2s": Out(TokenSignature),
+            "finish": Out(1),
+            "error": Out(ErrorReport),
+            "gemm_count": Out(32),
+            "alu_count": Out(32),
+        })
+        self.uop_mem = memory.Memory(shape=c.uop_elem_bits, depth=c.uop_depth, init=[])
+        self.acc_mem = memory.Memory(shape=c.acc_elem_bits, depth=c.acc_depth, init=[])
+
+    def elaborate(self, platform):
+        c = self._config
+        isa = isa_for(c)
+        m = Module()
+        lanes = c.batch * c.block_out
+
+        # ------------------------------------------------------------ memories
+        m.submodules.uop_mem = self.uop_mem
+        m.submodules.acc_mem = self.acc_mem
+        uop_wr = self.uop_mem.write_port()
+        uop_rd = self.uop_mem.read_port()
+        acc_wr = self.acc_mem.write_port()
+        acc_rd_dst = self.acc_mem.read_port(transparent_for=(acc_wr,))
+        acc_rd_src = self.acc_mem.read_port(transparent_for=(acc_wr,))
+
+        m.submodules.uop_load = uop_load = LoadEngine(
+            c, elem_bits=c.uop_elem_bits, addr_width=c.log_uop_depth)
+        m.submodules.acc_load = acc_load = LoadEngine(
+            c, elem_bits=c.acc_elem_bits, addr_width=c.log_acc_depth)
+        wiring.connect(m, uop_load.dma, wiring.flipped(self.uop_dma))
+        wiring.connect(m, acc_load.dma, wiring.flipped(self.acc_dma))
+        m.d.comb += [
+            uop_wr.addr.eq(uop_load.sram.addr),
+            uop_wr.data.eq(uop_load.sram.data),
+            uop_wr.en.eq(uop_load.sram.en),
+        ]
+
+        m.submodules.gemm = gemm = GemmCore(c)
+        m.submodules.alu = alu = VectorAlu(c)
+
+        # --------------------------------------------------------- instruction
+        insn = Signal(c.insn_bits)
+        index = Signal(32)
+        hdr = isa.finish.layout()(insn)
+        mem = isa.mem.layout()(insn)
+        loop = isa.gemm.layout()(insn)    # GEMM and ALU share the loop fields
+        alu_f = isa.alu.layout()(insn)
+
+        is_load = hdr.opcode == Opcode.LOAD
+        is_gemm = hdr.opcode == Opcode.GEMM
+        is_alu = hdr.opcode == Opcode.ALU
+        is_finish = hdr.opcode == Opcode.FINISH
+        is_nop = is_load & (mem.x_size == 0)
+        load_uop = is_load & ~is_nop & (mem.memory_type == MemType.UOP)
+        load_acc = is_load & ~is_nop & (mem.memory_type == MemType.ACC)
+        pads = Cat(mem.y_pad_0, mem.y_pad_1, mem.x_pad_0, mem.x_pad_1)
+        x_total = mem.x_pad_0 + mem.x_size + mem.x_pad_1
+        y_total = mem.y_pad_0 + mem.y_size + mem.y_pad_1
+        loop_insn = is_gemm | is_alu
+        imm = alu_f.imm
+
+        bad_opcode = ~(is_load | loop_insn | is_finish)
+        bad_memtype = is_load & ~is_nop & ~load_uop & ~load_acc
+        bad_field = (
+            (load_uop & ((mem.y_size != 1) | (pads != 0)))
+            | (loop_insn & ((loop.uop_end < loop.uop_bgn) | (loop.uop_end > c.uop_depth)))
+            | (is_alu & ((alu_f.alu_opcode > AluOp.SHR)
+                         | ((alu_f.alu_opcode == AluOp.SHR)
+                            & (~alu_f.use_imm | (imm > 31) | (imm < -31))))))
+        bad_range = (
+            (load_uop & (mem.sram_base + mem.x_size > c.uop_depth))
+            | (load_acc & (mem.sram_base + x_total * y_total > c.acc_depth)))
+        empty_loop = ((loop.uop_bgn == loop.uop_end) | (loop.iter_out == 0)
+                      | (loop.iter_in == 0))
+
+        # Per-instruction modes, latched at dispatch (the pipeline drains between
+        # instructions, so they are constant while uops are in flight).
+        mode_gemm = Signal()
+        mode_reset = Signal()
+        alu_op = Signal(2)
+        use_imm = Signal()
+        imm_word = Signal(signed(c.acc_width))
+        shift = Signal(signed(SHIFT_BITS))
+        push_prev = Signal()
+        push_next = Signal()
+
+        # ------------------------------------------------------ loop sequencer
+        a_w, i_w, w_w = c.log_acc_depth, c.log_inp_depth, c.log_wgt_depth
+        s_w = max(a_w, i_w)   # the uop's src field (inp index for GEMM, acc index for ALU)
+        extra = LOOP_ITER_BITS + 2   # p*f_out + q*f_in + idx < 2**(w + 16)
+        k = Signal(c.log_uop_depth + 1)
+        q = Signal(LOOP_ITER_BITS)
+        p = Signal(LOOP_ITER_BITS)
+        dst_pbase, dst_off = Signal(a_w + extra), Signal(a_w + extra)
+        src_pbase, src_off = Signal(s_w + extra), Signal(s_w + extra)
+        wgt_pbase, wgt_off = Signal(w_w + extra), Signal(w_w + extra)
+        issue = Signal()
+        issue_last = Signal()
+
+        k_last = k + 1 == loop.uop_end
+        q_last = q + 1 == loop.iter_in
+        p_last = p + 1 == loop.iter_out
+        m.d.comb += [
+            uop_rd.addr.eq(k),
+            issue_last.eq(k_last & q_last & p_last),
+        ]
+        # Source factors: GEMM's are inp-index wide, ALU's acc-index wide.
+        src_fo, src_fi = loop.src_factor_out, loop.src_factor_in
+        src_fo_alu, src_fi_alu = alu_f.src_factor_out, alu_f.src_factor_in
+        src_f_out = Signal(s_w)
+        src_f_in = Signal(s_w)
+        with m.If(mode_gemm):
+            m.d.comb += [src_f_out.eq(src_fo), src_f_in.eq(src_fi)]
+        with m.Else():
+            m.d.comb += [src_f_out.eq(src_fo_alu), src_f_in.eq(src_fi_alu)]
+
+        with m.If(issue):
+            with m.If(k_last):
+                m.d.sync += k.eq(loop.uop_bgn)
+                with m.If(q_last):
+                    m.d.sync += [
+                        q.eq(0), p.eq(p + 1),
+                        dst_pbase.eq(dst_pbase + loop.dst_factor_out),
+                        dst_off.eq(dst_pbase + loop.dst_factor_out),
+                        src_pbase.eq(src_pbase + src_f_out),
+                        src_off.eq(src_pbase + src_f_out),
+                        wgt_pbase.eq(wgt_pbase + loop.wgt_factor_out),
+                        wgt_off.eq(wgt_pbase + loop.wgt_factor_out),
+                    ]
+                with m.Else():
+                    m.d.sync += [
+                        q.eq(q + 1),
+                        dst_off.eq(dst_off + loop.dst_factor_in),
+                        src_off.eq(src_off + src_f_in),
+                        wgt_off.eq(wgt_off + loop.wgt_factor_in),
+                    ]
+            with m.Else():
+                m.d.sync += k.eq(k + 1)
+
+        # ----------------------------------------------------------- S1: index
+        s1_valid = Signal()
+        s1_dst_off = Signal.like(dst_off)
+        s1_src_off = Signal.like(src_off)
+        s1_wgt_off = Signal.like(wgt_off)
+        m.d.sync += [
+            s1_dst_off.eq(dst_off), s1_src_off.eq(src_off), s1_wgt_off.eq(wgt_off),
+        ]
+        uop = isa.uop.layout()(uop_rd.data)
+        dst = Signal.like(dst_off)
+        src = Signal.like(src_off)
+        wgt = Signal.like(wgt_off)
+        m.d.comb += [
+            dst.eq(uop.dst_idx + s1_dst_off),
+            src.eq(uop.src_idx + s1_src_off),
+            wgt.eq(uop.wgt_idx + s1_wgt_off),
+        ]
+        reads_operands = mode_gemm & ~mode_reset
+        s1_bad = Signal()
+        m.d.comb += s1_bad.eq(s1_valid & (
+            (dst >= c.acc_depth)
+            | (reads_operands & ((src >= c.inp_depth) | (wgt >= c.wgt_depth)))
+            | (~mode_gemm & ~use_imm & (src >= c.acc_depth))))
+        m.d.comb += [
+            self.inp_rd.addr.eq(src),
+            self.inp_rd.en.eq(s1_valid & reads_operands),
+            self.wgt_rd.addr.eq(wgt),
+            self.wgt_rd.en.eq(s1_valid & reads_operands),
+            gemm.inp.eq(self.inp_rd.data),
+            gemm.wgt.eq(self.wgt_rd.data),
+        ]
+
+        # ------------------------------------------------------ S2: acc reads
+        s2_valid = Signal()
+        s2_dst = Signal(a_w)
+        s2_src = Signal(a_w)
+        m.d.sync += [
+            s1_valid.eq(issue),
+            s2_valid.eq(s1_valid & ~s1_bad),
+            s2_dst.eq(dst),
+            s2_src.eq(src),
+        ]
+        m.d.comb += [
+            acc_rd_dst.addr.eq(s2_dst),
+            acc_rd_src.addr.eq(s2_src),
+        ]
+
+        # ---------------------------------------------------- S3: write back
+        s3_valid = Signal()
+        s3_dst = Signal(a_w)
+        m.d.sync += [s3_valid.eq(s2_valid), s3_dst.eq(s2_dst)]
+        m.d.comb += [
+            gemm.acc.eq(acc_rd_dst.data),
+            alu.op.eq(alu_op),
+            alu.a.eq(acc_rd_dst.data),
+            alu.shift.eq(shift),
+        ]
+        with m.If(use_imm):
+            m.d.comb += alu.b.eq(Cat([imm_word] * lanes))
+        with m.Else():
+            m.d.comb += alu.b.eq(acc_rd_src.data)
+
+        result = Signal(c.acc_elem_bits)
+        with m.If(mode_gemm):
+            with m.If(~mode_reset):
+                m.d.comb += result.eq(gemm.result)
+        with m.Else():
+            m.d.comb += result.eq(alu.result)
+
+        with m.If(s3_valid):
+            m.d.comb += [acc_wr.addr.eq(s3_dst), acc_wr.data.eq(result), acc_wr.en.eq(1)]
+        with m.Else():
+            m.d.comb += [
+                acc_wr.addr.eq(acc_load.sram.addr),
+                acc_wr.data.eq(acc_load.sram.data),
+                acc_wr.en.eq(acc_load.sram.en),
+            ]
+        m.d.comb += [
+            self.out_wr.addr.eq(s3_dst),
+            self.out_wr.data.eq(Cat(result.word_select(j, c.acc_width)[:c.out_width]
+                                    for j in range(lanes))),
+            self.out_wr.en.eq(s3_valid & ~(mode_gemm & mode_reset)),
+        ]
+        with m.If(s3_valid & mode_gemm & ~mode_reset):
+            m.d.sync += self.gemm_count.eq(self.gemm_count + 1)
+        with m.If(s3_valid & ~mode_gemm):
+            m.d.sync += self.alu_count.eq(self.alu_count + 1)
+
+        pipe_busy = s1_valid | s2_valid | s3_valid
+
+        # ------------------------------------------------------------- control
+        def fail(code):
+            m.d.sync += [self.error.valid.eq(1), self.error.code.eq(code),
+                         self.error.index.eq(index)]
+            m.next = "ERROR"
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.cmd.ready.eq(1)
+                with m.If(self.cmd.valid):
+                    m.d.sync += [insn.eq(self.cmd.payload.insn), index.eq(self.cmd.payload.index)]
+                    m.next = "POP"
+
+            with m.State("POP"):
+                tokens_ok = ((~hdr.pop_prev_dep | self.l2g.valid)
+                             & (~hdr.pop_next_dep | self.s2g.valid))
+                m.d.comb += [
+                    self.l2g.ready.eq(tokens_ok & hdr.pop_prev_dep),
+                    self.s2g.ready.eq(tokens_ok & hdr.pop_next_dep),
+                ]
+                with m.If(tokens_ok):
+                    # Dispatch: check the fields, latch the modes, start the work.
+                    m.d.sync += [
+                        push_prev.eq(hdr.push_prev_dep),
+                        push_next.eq(hdr.push_next_dep),
+                        mode_gemm.eq(is_gemm),
+                        mode_reset.eq(loop.reset_reg),
+                        alu_op.eq(alu_f.alu_opcode),
+                        use_imm.eq(alu_f.use_imm),
+                        imm_word.eq(imm),
+                        shift.eq(imm[:SHIFT_BITS]),
+                        k.eq(loop.uop_bgn), q.eq(0), p.eq(0),
+                        dst_pbase.eq(0), dst_off.eq(0),
+                        src_pbase.eq(0), src_off.eq(0),
+                        wgt_pbase.eq(0), wgt_off.eq(0),
+                    ]
+                    with m.If(bad_opcode):
+                        fail(ErrorCode.ILLEGAL_OPCODE)
+                    with m.Elif(bad_memtype):
+                        fail(ErrorCode.ILLEGAL_MEMORY_TYPE)
+                    with m.Elif(bad_field):
+                        fail(ErrorCode.ILLEGAL_FIELD)
+                    with m.Elif(bad_range):
+                        fail(ErrorCode.SRAM_OUT_OF_RANGE)
+                    with m.Elif(load_uop | load_acc):
+                        m.next = "LOAD_CMD"
+                    with m.Elif(loop_insn & ~empty_loop):
+                        m.next = "RUN"
+                    with m.Else():
+                        # FINISH, sync-only NOP, or a loop with nothing to do.
+                        m.d.comb += self.finish.eq(is_finish)
+                        m.next = "PUSH"
+
+            with m.State("LOAD_CMD"):
+                m.d.comb += [
+                    uop_load.cmd.payload.eq(insn),
+                    acc_load.cmd.payload.eq(insn),
+                    uop_load.cmd.valid.eq(load_uop),
+                    acc_load.cmd.valid.eq(load_acc),
+                ]
+                with m.If(Mux(load_uop, uop_load.cmd.ready, acc_load.cmd.ready)):
+                    m.next = "LOAD_WAIT"
+
+            with m.State("LOAD_WAIT"):
+                with m.If(Mux(load_uop, uop_load.done, acc_load.done)):
+                    m.next = "PUSH"
+
+            with m.State("RUN"):
+                with m.If(s1_bad):
+                    fail(ErrorCode.SRAM_OUT_OF_RANGE)
+                with m.Else():
+                    m.d.comb += issue.eq(1)
+                    with m.If(issue_last):
+                        m.next = "DRAIN"
+
+            with m.State("DRAIN"):
+                with m.If(s1_bad):
+                    fail(ErrorCode.SRAM_OUT_OF_RANGE)
+                with m.Elif(~pipe_busy):
+                    m.next = "PUSH"
+
+            with m.State("PUSH"):
+                m.d.comb += [self.g2l.valid.eq(push_prev), self.g2s.valid.eq(push_next)]
+                prev_done = ~push_prev | self.g2l.ready
+                next_done = ~push_next | self.g2s.ready
+                with m.If(self.g2l.ready):
+                    m.d.sync += push_prev.eq(0)
+                with m.If(self.g2s.ready):
+                    m.d.sync += push_next.eq(0)
+                with m.If(prev_done & next_done):
+                    m.next = "IDLE"
+
+            with m.State("ERROR"):
+                pass
+
+        return m
