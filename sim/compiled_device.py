@@ -1,0 +1,182 @@
+"""The :class:`~vtakit.sim.device.Device` of the compiled RTL simulators.
+
+:class:`CompiledDevice` loads a library built by :mod:`vtakit.sim.rtl_build`
+(CXXRTL or Verilator) with ctypes and runs a whole program in C++: the DRAM
+model reads and writes the device's :class:`~vtakit.sim.dram.DRAM` array in
+place (no copy), and Python is called back only every :data:`CHUNK_CYCLES`
+cycles (to update the progress bar), never per cycle.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import weakref
+
+import numpy as np
+from tqdm import tqdm
+
+from ..hw.interfaces import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, ErrorCode, Module, Reg
+from ..hw.isa import isa_for
+from .device import Device, DeviceError, RunResult
+from .dram import DRAM
+from .rtl_build import Design, get_build
+
+__all__ = ["CompiledDevice", "DEFAULT_MAX_CYCLES", "CHUNK_CYCLES"]
+
+#: A run that has not finished after this many cycles is reported as a timeout.
+DEFAULT_MAX_CYCLES = 200_000_000
+#: Cycles simulated per call into the library (progress granularity).
+CHUNK_CYCLES = 1 << 20
+
+# vta::Status of vta_harness.h
+_RUNNING, _DONE, _TIMEOUT, _DRAM_FAULT, _PROTOCOL = range(5)
+
+
+class _RunOut(ctypes.Structure):
+    """``vta::RunOut`` of ``harness/vta_harness.h`` (same field order and types)."""
+
+    _fields_ = [("cycles", ctypes.c_uint64), ("status", ctypes.c_uint32),
+                ("regs", ctypes.c_uint32 * 16), ("fault_addr", ctypes.c_uint64),
+                ("fault_bytes", ctypes.c_uint64), ("fault_write", ctypes.c_uint32),
+                ("fault_beats", ctypes.c_uint32)]
+
+
+_LIBS: dict[str, ctypes.CDLL] = {}
+
+
+def _load(path) -> ctypes.CDLL:
+    path = str(path)
+    lib = _LIBS.get(path)
+    if lib is None:
+        lib = ctypes.CDLL(path)
+        lib.vta_create.restype = ctypes.c_void_p
+        lib.vta_create.argtypes = [ctypes.c_int, ctypes.c_char_p]
+        lib.vta_destroy.restype = None
+        lib.vta_destroy.argtypes = [ctypes.c_void_p]
+        lib.vta_bus_bytes.restype = ctypes.c_uint32
+        lib.vta_bus_bytes.argtypes = []
+        lib.vta_start.restype = None
+        lib.vta_start.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
+                                  ctypes.c_uint32, ctypes.c_uint32]
+        lib.vta_step.restype = ctypes.c_uint32
+        lib.vta_step.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64,
+                                 ctypes.POINTER(_RunOut)]
+        _LIBS[path] = lib
+    return lib
+
+
+class CompiledDevice(Device):
+    """Base of the ``cxxrtl`` and ``verilator`` devices.
+
+    Parameters
+    ----------
+    config : VTAConfig, preset name or JSON path
+    dram : DRAM, optional
+        Memory to use (a fresh one by default).
+    token_depth, cmd_depth : int
+        Dependency-token and command queue depths of the simulated hardware.
+    read_latency : int
+        Cycles from a DRAM read request to its first data beat (>= 1).
+    vcd : str or Path, optional
+        Write a VCD waveform of every run to this file (slow; for debugging).
+    max_cycles : int
+        A run without done after this many cycles raises :class:`DeviceError`.
+    design : rtl_build.Design, optional
+        Another top level with the VTA's top-level signature (tests use a stub).
+    progress : bool
+        Show tqdm bars on stderr while building and during long runs.
+    """
+
+    #: The rtl_build backend of this device.
+    backend = "abstract"
+
+    def __init__(self, config, *, dram: DRAM | None = None,
+                 token_depth: int = DEFAULT_TOKEN_DEPTH, cmd_depth: int = DEFAULT_CMD_DEPTH,
+                 read_latency: int = 1, vcd=None, max_cycles: int = DEFAULT_MAX_CYCLES,
+                 design: Design | None = None, progress: bool = True):
+        super().__init__(config, dram=dram)
+        if read_latency < 1:
+            raise DeviceError(f"{self.name}: read_latency={read_latency}; it must be >= 1 cycle")
+        if max_cycles < 1:
+            raise DeviceError(f"{self.name}: max_cycles={max_cycles}; it must be >= 1")
+        self.max_cycles = int(max_cycles)
+        self.progress = progress
+        self.build = get_build(self.backend, self.config, token_depth=token_depth,
+                               cmd_depth=cmd_depth, design=design, trace=vcd is not None,
+                               progress=progress)
+        self._lib = _load(self.build.library)
+        if self._lib.vta_bus_bytes() != self.config.bus_bytes:
+            raise DeviceError(f"{self.name}: {self.build.library} was built for a "
+                              f"{self._lib.vta_bus_bytes()}-byte bus, config {self.config.name} "
+                              f"has {self.config.bus_bytes}; delete the cache entry")
+        handle = self._lib.vta_create(read_latency, str(vcd).encode() if vcd else None)
+        self._handle = handle
+        self._finalizer = weakref.finalize(self, self._lib.vta_destroy, handle)
+
+    def close(self) -> None:
+        self._finalizer()
+
+    # ------------------------------------------------------------------ running
+    def run(self, insn_addr: int, insn_count: int) -> RunResult:
+        if not self._finalizer.alive:
+            raise DeviceError(f"{self.name}: the device is closed")
+        data = self.dram.data
+        if insn_addr % 16 or insn_addr < 0 or insn_count < 0 \
+                or insn_addr + 16 * insn_count > len(data) or insn_addr >= 1 << 32:
+            raise DeviceError(f"{self.name}: {insn_count} instructions at 0x{insn_addr:x} are not "
+                              f"a 16-byte aligned range inside the {len(data)}-byte DRAM")
+        assert data.dtype == np.uint8 and data.flags.c_contiguous
+        self._lib.vta_start(self._handle, data.ctypes.data, len(data), insn_addr, insn_count)
+        out = _RunOut()
+        with tqdm(desc=f"{self.name} run", unit="cycle", unit_scale=True, file=sys.stderr,
+                  delay=2.0, disable=None if self.progress else True, leave=False) as bar:
+            while True:
+                status = self._lib.vta_step(self._handle, CHUNK_CYCLES, self.max_cycles,
+                                            ctypes.byref(out))
+                bar.update(out.cycles - bar.n)
+                if status != _RUNNING:
+                    break
+        return self._result(out, status, insn_addr, insn_count)
+
+    def _reg(self, out, reg: Reg) -> int:
+        return out.regs[int(reg) // 4]
+
+    def _stats(self, out) -> dict:
+        return {name: self._reg(out, Reg[name.upper()])
+                for name in ("load_count", "gemm_count", "alu_count", "store_count")}
+
+    def _result(self, out, status, insn_addr, insn_count) -> RunResult:
+        where = f"{self.name} ({self.config.name})"
+        if status == _TIMEOUT:
+            counters = ", ".join(f"{k}={v}" for k, v in self._stats(out).items())
+            raise DeviceError(f"{where}: no FINISH after {out.cycles} cycles (max_cycles="
+                              f"{self.max_cycles}) running {insn_count} instructions at "
+                              f"0x{insn_addr:x} ({counters}); the program deadlocks or needs a "
+                              "larger max_cycles")
+        if status in (_DRAM_FAULT, _PROTOCOL):
+            kind = "write" if out.fault_write else "read"
+            if status == _DRAM_FAULT:
+                raise DeviceError(f"{where}: DRAM {kind} of {out.fault_bytes} bytes at "
+                                  f"0x{out.fault_addr:x} is outside the DRAM image "
+                                  f"[0, 0x{len(self.dram.data):x})")
+            raise DeviceError(f"{where}: DRAM {kind} request with addr 0x{out.fault_addr:x}, "
+                              f"beats {out.fault_beats}: the address must be a multiple of the "
+                              f"{self.config.bus_bytes}-byte bus and beats >= 1")
+        if self._reg(out, Reg.CTRL) & 4:
+            raise DeviceError(self._error_message(out, where, insn_addr, insn_count))
+        return RunResult(cycles=self._reg(out, Reg.CYCLES), stats=self._stats(out))
+
+    def _error_message(self, out, where, insn_addr, insn_count) -> str:
+        code, index = self._reg(out, Reg.ERROR_CODE), self._reg(out, Reg.ERROR_INSN)
+        module = self._reg(out, Reg.ERROR_MODULE)
+        module = Module(module).name.lower() if module in Module._value2member_map_ \
+            else f"module {module}"
+        code = ErrorCode(code).name if code in ErrorCode._value2member_map_ else f"code {code}"
+        if index < insn_count:
+            addr = insn_addr + 16 * index
+            word = int.from_bytes(self.dram.data[addr:addr + 16].tobytes(), "little")
+            insn = str(isa_for(self.config).decode(word))
+        else:
+            insn = f"(index past the {insn_count} instructions of the stream)"
+        return f"{where}: {module} error {code} at instruction {index}: {insn}"

@@ -1,0 +1,204 @@
+// Simulator-independent test harness of the VTA top level: the clock loop,
+// the DRAM model and the CSR protocol. One adapter per simulator (CXXRTL,
+// Verilator) gives it access to the top-level ports; see cxxrtl_adapter.cc and
+// verilator_adapter.cc. The C API that Python loads with ctypes is in
+// vta_api.h. Nothing here runs per cycle in Python.
+//
+// DRAM model (the protocol of vtakit.hw.interfaces):
+//   read:  one request at a time, in order. The first data beat is valid
+//          `read_latency` cycles after the request handshake, then one beat
+//          per cycle while the design is ready.
+//   write: one request at a time; each data beat is committed to DRAM on its
+//          handshake.
+// Inputs never depend combinationally on outputs in the same cycle, so one
+// settle per clock phase is enough.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#ifndef VTA_BUS_BYTES
+#error "compile with -DVTA_BUS_BYTES=<DRAM bus width in bytes>"
+#endif
+
+namespace vta {
+
+enum Status : uint32_t {
+    RUNNING = 0,      // the chunk's cycle budget ran out; call step again
+    DONE = 1,         // the design set done (CTRL bit 1); maybe with error (bit 2)
+    TIMEOUT = 2,      // max_cycles simulated without done
+    DRAM_FAULT = 3,   // a DRAM access outside [0, dram_len)
+    PROTOCOL = 4,     // an unaligned address or a zero-beat burst
+};
+
+// Mirrored by ctypes in vtakit/sim/compiled_device.py: keep the layouts equal.
+struct RunOut {
+    uint64_t cycles;       // clock cycles since the start of the run
+    uint32_t status;       // Status
+    uint32_t regs[16];     // CSR values at byte offsets 0, 4, ... 0x3c, read when the run ended
+    uint64_t fault_addr;   // DRAM_FAULT / PROTOCOL: the request's byte address
+    uint64_t fault_bytes;  // and its length in bytes
+    uint32_t fault_write;  // 1 when the faulting request was a write
+    uint32_t fault_beats;  // the request's beat count
+};
+
+enum Reg : uint32_t { CTRL = 0x00, INSN_COUNT = 0x08, INSN_ADDR = 0x0C };
+
+template <class Sim>
+class Harness {
+public:
+    explicit Harness(int read_latency, const char *vcd_path)
+        : sim_(vcd_path), read_latency_(read_latency < 1 ? 1 : read_latency) {
+        reset();
+    }
+
+    // Write INSN_COUNT, INSN_ADDR and CTRL.start, one CSR write per cycle.
+    void start(uint8_t *dram, uint64_t dram_len, uint32_t insn_addr, uint32_t insn_count) {
+        if (needs_reset_)
+            reset();
+        dram_ = dram;
+        dram_len_ = dram_len;
+        rd_active_ = wr_active_ = false;
+        cycles_ = 0;
+        csr_write(INSN_COUNT, insn_count);
+        csr_write(INSN_ADDR, insn_addr);
+        csr_write(CTRL, 1);
+        needs_reset_ = true;  // cleared when the run ends cleanly
+    }
+
+    // Simulate at most `budget` cycles; stop early at done or at `max_cycles`.
+    uint32_t step(uint64_t budget, uint64_t max_cycles, RunOut *out) {
+        uint32_t status = RUNNING;
+        for (uint64_t n = 0; n < budget; n++) {
+            if (cycles_ >= max_cycles) { status = TIMEOUT; break; }
+            status = cycle(out);
+            if (status != RUNNING) break;
+        }
+        out->cycles = cycles_;
+        out->status = status;
+        if (status != RUNNING) {
+            for (uint32_t i = 0; i < 16; i++)
+                out->regs[i] = csr_read(4 * i);
+            sim_.set_csr(CTRL, false, 0);
+            sim_.settle();
+            // After a clean done the design is idle and keeps its SRAMs; after
+            // anything else it is reset before the next run.
+            needs_reset_ = !(status == DONE && !(out->regs[0] & 4));
+        }
+        sim_.flush_trace();
+        return status;
+    }
+
+private:
+    static constexpr uint32_t B = VTA_BUS_BYTES;
+
+    void reset() {
+        sim_.set_rst(true);
+        drive_idle();
+        for (int i = 0; i < 2; i++) {
+            sim_.settle();
+            sim_.rise();
+        }
+        sim_.set_rst(false);
+        sim_.settle();
+        needs_reset_ = false;
+    }
+
+    void drive_idle() {
+        sim_.set_csr(CTRL, false, 0);
+        sim_.set_rd_req_ready(false);
+        sim_.set_rd_data(false, nullptr);
+        sim_.set_wr_req_ready(false);
+        sim_.set_wr_data_ready(false);
+    }
+
+    void csr_write(uint32_t addr, uint32_t value) {
+        sim_.set_csr(addr, true, value);
+        sim_.settle();
+        sim_.rise();
+        sim_.set_csr(CTRL, false, 0);
+    }
+
+    uint32_t csr_read(uint32_t addr) {
+        sim_.set_csr(addr, false, 0);
+        sim_.settle();
+        return sim_.csr_r_data();
+    }
+
+    uint32_t fault(RunOut *out, uint32_t status, uint64_t addr, uint32_t beats, bool write) {
+        out->fault_addr = addr;
+        out->fault_beats = beats;
+        out->fault_bytes = uint64_t(beats) * B;
+        out->fault_write = write;
+        return status;
+    }
+
+    uint32_t check(RunOut *out, uint64_t payload, bool write) {
+        uint64_t addr = payload & 0xFFFFFFFFu, beats = (payload >> 32) & 0xFFFFu;
+        if (beats == 0 || addr % B)
+            return fault(out, PROTOCOL, addr, uint32_t(beats), write);
+        if (addr + beats * B > dram_len_)
+            return fault(out, DRAM_FAULT, addr, uint32_t(beats), write);
+        return RUNNING;
+    }
+
+    // One clock cycle: drive the model's inputs, settle, sample handshakes,
+    // clock edge, update the model.
+    uint32_t cycle(RunOut *out) {
+        bool rd_valid = rd_active_ && rd_wait_ == 0;
+        sim_.set_rd_req_ready(!rd_active_);
+        sim_.set_rd_data(rd_valid, rd_valid ? dram_ + rd_addr_ : nullptr);
+        sim_.set_wr_req_ready(!wr_active_);
+        sim_.set_wr_data_ready(wr_active_);
+        sim_.settle();
+        if (sim_.irq())
+            return DONE;
+
+        bool rd_req = !rd_active_ && sim_.rd_req_valid();
+        bool rd_beat = rd_valid && sim_.rd_data_ready();
+        bool wr_req = !wr_active_ && sim_.wr_req_valid();
+        bool wr_beat = wr_active_ && sim_.wr_data_valid();
+        uint64_t rd_payload = rd_req ? sim_.rd_req_payload() : 0;
+        uint64_t wr_payload = wr_req ? sim_.wr_req_payload() : 0;
+        if (wr_beat) {  // committed on the handshake: visible to reads from the next cycle
+            sim_.wr_data(dram_ + wr_addr_);
+            wr_addr_ += B;
+            wr_active_ = --wr_left_ != 0;
+        }
+        sim_.rise();
+        cycles_++;
+
+        if (rd_beat) {
+            rd_addr_ += B;
+            rd_active_ = --rd_left_ != 0;
+        } else if (rd_active_ && rd_wait_ > 0) {
+            rd_wait_--;
+        }
+        if (rd_req) {
+            if (uint32_t s = check(out, rd_payload, false)) return s;
+            rd_active_ = true;
+            rd_addr_ = rd_payload & 0xFFFFFFFFu;
+            rd_left_ = uint32_t(rd_payload >> 32) & 0xFFFFu;
+            rd_wait_ = read_latency_ - 1;
+        }
+        if (wr_req) {
+            if (uint32_t s = check(out, wr_payload, true)) return s;
+            wr_active_ = true;
+            wr_addr_ = wr_payload & 0xFFFFFFFFu;
+            wr_left_ = uint32_t(wr_payload >> 32) & 0xFFFFu;
+        }
+        return RUNNING;
+    }
+
+    Sim sim_;
+    int read_latency_;
+    bool needs_reset_ = false;
+    uint8_t *dram_ = nullptr;
+    uint64_t dram_len_ = 0, cycles_ = 0;
+    bool rd_active_ = false, wr_active_ = false;
+    uint64_t rd_addr_ = 0, wr_addr_ = 0;
+    uint32_t rd_left_ = 0, wr_left_ = 0;
+    int rd_wait_ = 0;
+};
+
+}  // namespace vta
