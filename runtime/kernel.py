@@ -1,0 +1,277 @@
+"""Micro-op kernels: the uop sequences and loop nests that GEMM and ALU instructions run.
+
+A :class:`UopKernel` is a frozen, hashable value, so the runtime can cache it in
+the uop SRAM by value (reference 4.4): two kernels with equal uops, loops and
+mode share one resident copy. Construction checks the config-independent
+kernel rules; :meth:`UopKernel.check_config` checks a kernel against one
+hardware configuration (field widths and SRAM depths).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..hw.config import LOOP_ITER_BITS, VTAConfig
+from ..hw.isa import AluOp, IsaError, isa_for
+from .errors import KernelError, SramRangeError
+
+__all__ = ["UopKernel", "MAX_LOOPS"]
+
+#: A kernel has at most two loops (they become iter_out and iter_in).
+MAX_LOOPS = 2
+_MAX_EXTENT = (1 << LOOP_ITER_BITS) - 1
+_SHIFT_LIMIT = 31
+
+
+def _ints(seq, n, what, kind):
+    out = []
+    for k, item in enumerate(seq):
+        try:
+            values = tuple(int(v) for v in item)
+        except TypeError:
+            raise KernelError(f"{kind} kernel: {what} {k} is {item!r}; expected a tuple of "
+                              f"{n} integers") from None
+        if len(values) != n:
+            raise KernelError(f"{kind} kernel: {what} {k} is {item!r}; {kind} {what}s have "
+                              f"{n} entries")
+        if any(v < 0 for v in values):
+            raise KernelError(f"{kind} kernel: {what} {k} is {item!r}; entries must be >= 0")
+        out.append(values)
+    return tuple(out)
+
+
+@dataclass(frozen=True, eq=True)
+class UopKernel:
+    """A recorded micro-op kernel (build it with :meth:`gemm` or :meth:`alu`).
+
+    Attributes
+    ----------
+    mode : str
+        ``"gemm"`` or ``"alu"``.
+    uops : tuple of (dst, src, wgt)
+        Micro-ops in execution order (``wgt`` is 0 for ALU kernels).
+    loops : tuple of (extent, dst_factor, src_factor, wgt_factor)
+        Zero to two loops, outermost first (``wgt_factor`` is 0 for ALU kernels).
+    reset : bool
+        GEMM only: zero the addressed accumulators instead of accumulating.
+    alu_op : AluOp or None
+        ALU only: the operation.
+    imm : int or None
+        ALU only: the immediate (``use_imm``), or None for a tensor-tensor operation.
+    """
+
+    mode: str
+    uops: tuple
+    loops: tuple
+    reset: bool = False
+    alu_op: AluOp | None = None
+    imm: int | None = None
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_hash", hash((self.mode, self.uops, self.loops, self.reset,
+                                                self.alu_op, self.imm)))
+
+    def __hash__(self):
+        return self._hash
+
+    # ---------------------------------------------------------------- builders
+
+    @classmethod
+    def gemm(cls, uops, loops=(), reset=False, *, check_hazard=True) -> "UopKernel":
+        """A GEMM kernel.
+
+        Parameters
+        ----------
+        uops : sequence of (dst, src, wgt)
+            Accumulator, input and weight SRAM indices of each micro-op.
+        loops : sequence of (extent, dst_factor, src_factor, wgt_factor)
+            Up to two loops, outer first: loop 0 becomes iter_out, loop 1 iter_in.
+        reset : bool
+            Zero ``ACC[dst]`` instead of accumulating (``reset_reg``).
+        check_hazard : bool
+            Enforce the accumulate-hazard rule of reference 3.4 (default). Our
+            hardware forwards, so a kernel built with ``False`` still computes
+            the sequential result; it only would not run on HLS/Chisel VTA.
+
+        Raises
+        ------
+        KernelError
+            On malformed uops or loops, more than two loops, or (non-reset
+            kernels) a uop whose dst_idx equals one of the previous two uops'
+            dst_idx in the kernel's iteration order.
+        """
+        uops = _ints(uops, 3, "uop", "GEMM")
+        loops = _ints(loops, 4, "loop", "GEMM")
+        kernel = cls("gemm", uops, loops, bool(reset))
+        kernel._check_common()
+        if check_hazard and not reset:
+            kernel._check_hazard()
+        return kernel
+
+    @classmethod
+    def alu(cls, op, uops, loops=(), imm=None) -> "UopKernel":
+        """An ALU kernel.
+
+        Parameters
+        ----------
+        op : AluOp
+            MIN, MAX, ADD or SHR.
+        uops : sequence of (dst, src)
+            Destination and source accumulator indices of each micro-op.
+        loops : sequence of (extent, dst_factor, src_factor)
+            Up to two loops, outer first. One loop becomes the *inner* loop
+            (iter_out = 1), as in TVM's runtime.
+        imm : int or None
+            None: tensor-tensor (``ACC[dst] = op(ACC[dst], ACC[src])``); an int:
+            ``use_imm`` with this sign-extended 16-bit immediate.
+
+        Raises
+        ------
+        KernelError
+            On malformed uops or loops, an unsupported opcode, SHR without an
+            immediate, an immediate outside 16 bits, or a shift beyond +-31.
+        """
+        try:
+            op = AluOp(op)
+        except ValueError:
+            raise KernelError(f"ALU kernel: opcode {op!r} is not supported; opcodes are "
+                              + ", ".join(f"{o.name}={o.value}" for o in AluOp)) from None
+        if imm is not None:
+            imm = int(imm)
+            if not -(1 << 15) <= imm < 1 << 15:
+                raise KernelError(f"ALU {op.name} kernel: imm={imm} does not fit the signed "
+                                  "16-bit immediate (range -32768..32767)")
+            if op == AluOp.SHR and abs(imm) > _SHIFT_LIMIT:
+                raise KernelError(f"ALU SHR kernel: shift imm={imm} is outside "
+                                  f"-{_SHIFT_LIMIT}..{_SHIFT_LIMIT}")
+        elif op == AluOp.SHR:
+            raise KernelError("ALU SHR kernel: a shift needs an immediate amount (imm=k); "
+                              "tensor-operand SHR is not supported")
+        uops = tuple((d, s, 0) for d, s in _ints(uops, 2, "uop", "ALU"))
+        loops = tuple((e, d, s, 0) for e, d, s in _ints(loops, 3, "loop", "ALU"))
+        kernel = cls("alu", uops, loops, False, op, imm)
+        kernel._check_common()
+        return kernel
+
+    # ----------------------------------------------------------------- queries
+
+    @property
+    def kind(self) -> str:
+        return "GEMM" if self.mode == "gemm" else f"ALU {self.alu_op.name}"
+
+    @property
+    def size(self) -> int:
+        """Number of micro-ops (uop SRAM entries)."""
+        return len(self.uops)
+
+    def iterations(self) -> tuple[int, int, tuple, tuple]:
+        """``(iter_out, iter_in, out_factors, in_factors)`` by the loop mapping of
+        reference 4.4 (factors are ``(dst, src, wgt)``)."""
+        unit = (1, (0, 0, 0))
+        loops = [(lp[0], lp[1:]) for lp in self.loops]
+        if len(loops) == 0:
+            outer, inner = unit, unit
+        elif len(loops) == 1:
+            outer, inner = (loops[0], unit) if self.mode == "gemm" else (unit, loops[0])
+        else:
+            outer, inner = loops
+        return outer[0], inner[0], outer[1], inner[1]
+
+    def max_indices(self) -> tuple[int, int, int] | None:
+        """The largest dst, src and wgt index the kernel touches (None if it runs no uop)."""
+        n_out, n_in, f_out, f_in = self.iterations()
+        if n_out == 0 or n_in == 0:
+            return None
+        return tuple(max(u[j] for u in self.uops) + (n_out - 1) * f_out[j] + (n_in - 1) * f_in[j]
+                     for j in range(3))
+
+    # ------------------------------------------------------------------- rules
+
+    def _check_common(self):
+        if not self.uops:
+            raise KernelError(f"{self.kind} kernel: no micro-ops; a kernel needs at least one")
+        if len(self.loops) > MAX_LOOPS:
+            raise KernelError(f"{self.kind} kernel: {len(self.loops)} loops; at most "
+                              f"{MAX_LOOPS} are allowed (they map to iter_out and iter_in)")
+        for k, lp in enumerate(self.loops):
+            if lp[0] > _MAX_EXTENT:
+                raise KernelError(f"{self.kind} kernel: loop {k} extent {lp[0]} exceeds the "
+                                  f"{LOOP_ITER_BITS}-bit iteration field (max {_MAX_EXTENT})")
+
+    def _check_hazard(self):
+        """No uop may write the acc entry written by either of the two uops before it,
+        in execution order (p, q, k). The index is linear in (p, q), so pairs that start in
+        the inner iterations {0, 1, 2, I-2, I-1} of p = 0 cover every distinct case."""
+        n_out, n_in, f_out, f_in = self.iterations()
+        dst = [u[0] for u in self.uops]
+        n = len(dst)
+        total = n_out * n_in * n
+        for q in sorted({q for q in (0, 1, 2, n_in - 2, n_in - 1) if 0 <= q < n_in}):
+            for k in range(n):
+                t = q * n + k
+                a = dst[k] + q * f_in[0]
+                for dist in (1, 2):
+                    t2 = t + dist
+                    if t2 >= total:
+                        break
+                    p2, rest = divmod(t2, n_in * n)
+                    q2, k2 = divmod(rest, n)
+                    if dst[k2] + p2 * f_out[0] + q2 * f_in[0] == a:
+                        raise KernelError(
+                            f"GEMM kernel: accumulate hazard: uop {k2} (dst_idx={dst[k2]}) at "
+                            f"iteration (p={p2}, q={q2}) writes acc[{a}], which uop {k} "
+                            f"(dst_idx={dst[k]}) at (p=0, q={q}) wrote {dist} step"
+                            f"{'s' if dist > 1 else ''} earlier; consecutive GEMM uops must "
+                            "write different accumulators (reference 3.4): reorder the uops or "
+                            "loops, or pass check_hazard=False")
+
+    def check_config(self, config: VTAConfig) -> np.ndarray:
+        """Check the kernel against a config and return its encoded uop words (uint32).
+
+        Raises
+        ------
+        KernelError
+            If the kernel does not fit the uop SRAM or a uop field / loop factor does
+            not fit its bits.
+        SramRangeError
+            If an index after the loop arithmetic reaches past an SRAM's depth.
+        """
+        isa = isa_for(config)
+        if self.size > config.uop_depth:
+            raise KernelError(f"{self.kind} kernel: {self.size} micro-ops do not fit the uop "
+                              f"buffer of {config.uop_depth} entries")
+        fmt = isa.gemm if self.mode == "gemm" else isa.alu
+        for k, lp in enumerate(self.loops):
+            for name, value in zip(("dst", "src", "wgt"), lp[1:]):
+                if self.mode == "alu" and name == "wgt":
+                    continue
+                f = fmt[f"{name}_factor_out"]
+                if value > f.max:
+                    raise KernelError(f"{self.kind} kernel: loop {k} {name}_factor={value} does "
+                                      f"not fit the {f.width}-bit {name} factor field "
+                                      f"(max {f.max}) of config {config.name}")
+        words = np.empty(self.size, dtype=np.uint32)
+        for k, (d, s, w) in enumerate(self.uops):
+            try:
+                words[k] = isa.encode_uop(d, s, w)
+            except IsaError as e:
+                raise KernelError(f"{self.kind} kernel: uop {k} (dst={d}, src={s}, wgt={w}): "
+                                  f"{e} in config {config.name}") from None
+        top = self.max_indices()
+        if top is not None:
+            checks = [("dst", top[0], "accumulator", config.acc_depth)]
+            if self.mode == "gemm" and not self.reset:
+                checks += [("src", top[1], "input", config.inp_depth),
+                           ("wgt", top[2], "weight", config.wgt_depth)]
+            elif self.mode == "alu" and self.imm is None:
+                checks.append(("src", top[1], "accumulator", config.acc_depth))
+            for name, value, buf, depth in checks:
+                if value >= depth:
+                    raise SramRangeError(
+                        f"{self.kind} kernel: {name} index reaches {value} (largest uop "
+                        f"{name}_idx plus the loop offsets), past the {buf} buffer depth "
+                        f"{depth} of config {config.name}")
+        return words
