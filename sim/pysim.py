@@ -87,7 +87,7 @@ class DramPortModel:
                     rq_valid, rq, d_ready = vals[:3]
                     vals = vals[3:]
                     pend = self._pending
-                    if showing and d_ready:
+                    if showing and d_ready and pend:
                         self.reads += 1
                         head = pend[0]
                         head[1] += nb
@@ -107,7 +107,7 @@ class DramPortModel:
                         showing = now
                 if wr is not None:
                     wq_valid, wq, d_valid, d_payload = vals
-                    if w_ready and d_valid:
+                    if w_ready and d_valid and self._write is not None:
                         self.writes += 1
                         a = self._write[0]
                         mem[a:a + nb] = np.frombuffer(d_payload.to_bytes(nb, "little"), np.uint8)
@@ -126,3 +126,167 @@ class DramPortModel:
                         w_ready = busy
 
         return serve
+
+
+#: A run without done after this many cycles raises DeviceError.
+DEFAULT_MAX_CYCLES = 20_000_000
+#: Cycles between two polls of the irq line by the simulated host.
+_POLL = 32
+
+
+class PysimDevice(Device):
+    """The VTA RTL simulated by Amaranth's Python simulator.
+
+    The simulator is built on the first run and kept, so SRAM contents persist
+    across runs like on hardware. Options are plain keyword arguments (strings
+    are accepted, for ``vtakit exec -O key=value``).
+
+    Parameters
+    ----------
+    config : VTAConfig, preset name or JSON path
+    dram : DRAM, optional
+    token_depth, cmd_depth : int
+        Dependency-token and command queue depths of the simulated hardware.
+    read_latency : int
+        Cycles from a DRAM read request to its first data beat (>= 1).
+    vcd : str or Path, optional
+        Write a VCD waveform of the whole simulation to this file (written when
+        the device is closed).
+    max_cycles : int
+        A run without done after this many cycles raises :class:`DeviceError`.
+    compute : callable, optional
+        ``compute(config)`` returns the compute module (tests substitute stand-ins).
+    """
+
+    name = "pysim"
+
+    def __init__(self, config, *, dram: DRAM | None = None, token_depth=None, cmd_depth=None,
+                 read_latency=1, vcd=None, max_cycles=DEFAULT_MAX_CYCLES, compute=None):
+        from ..hw.interfaces import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
+        super().__init__(load_config(config), dram=dram)
+        self.token_depth = int(token_depth if token_depth is not None else DEFAULT_TOKEN_DEPTH)
+        self.cmd_depth = int(cmd_depth if cmd_depth is not None else DEFAULT_CMD_DEPTH)
+        self.read_latency = int(read_latency)
+        self.max_cycles = int(max_cycles)
+        if self.read_latency < 1:
+            raise DeviceError(f"pysim: read_latency={read_latency}; it must be >= 1 cycle")
+        if self.max_cycles < 1:
+            raise DeviceError(f"pysim: max_cycles={max_cycles}; it must be >= 1")
+        if self.token_depth < 1 or self.cmd_depth < 2:
+            raise DeviceError(f"pysim: token_depth={self.token_depth} must be >= 1 and "
+                              f"cmd_depth={self.cmd_depth} >= 2")
+        self.vcd = vcd
+        self._compute = compute
+        self._sim = None
+        self._vcd_ctx = None
+        self._job = None
+
+    # ------------------------------------------------------------------ simulator
+    def _build(self):
+        from amaranth.sim import Simulator
+
+        from ..hw.top import VTA
+        compute = self._compute(self.config) if self._compute else None
+        self.top = top = VTA(self.config, token_depth=self.token_depth,
+                             cmd_depth=self.cmd_depth, compute=compute)
+        self.dram_model = DramPortModel(lambda: self.dram.data, self.config.bus_bytes,
+                                        read_latency=self.read_latency)
+        sim = Simulator(top)
+        sim.add_clock(1e-8)
+        sim.add_process(self.dram_model.process(top.dram_rd, top.dram_wr))
+        sim.add_testbench(self._host, background=True)
+        if self.vcd:
+            self._vcd_ctx = sim.write_vcd(str(self.vcd))
+            self._vcd_ctx.__enter__()
+        self._sim = sim
+
+    async def _host(self, ctx):
+        """The simulated host driver: serves one run request at a time."""
+        from ..hw.interfaces import Reg
+        csr = self.top.csr
+
+        async def write(reg, value):
+            ctx.set(csr.addr, int(reg))
+            ctx.set(csr.w_data, value)
+            ctx.set(csr.w_en, 1)
+            await ctx.tick()
+            ctx.set(csr.w_en, 0)
+
+        def read(reg):
+            ctx.set(csr.addr, int(reg))
+            return ctx.get(csr.r_data)
+
+        while True:
+            job = self._job
+            if job is None or "regs" in job:
+                await ctx.tick()
+                continue
+            self.dram_model.clear()
+            await write(Reg.INSN_COUNT, job["count"])
+            await write(Reg.INSN_ADDR, job["addr"])
+            await write(Reg.CTRL, 1)
+            waited = 0
+            while not ctx.get(self.top.irq) and waited < self.max_cycles:
+                await ctx.tick().repeat(_POLL)
+                waited += _POLL
+            job["timeout"] = not ctx.get(self.top.irq)
+            job["state"] = self._state(ctx) if job["timeout"] else None
+            job["regs"] = {reg: read(reg) for reg in Reg}
+
+    def _state(self, ctx) -> str:
+        """One line on where each module stands (for timeouts)."""
+        t = self.top
+        parts = [f"{name} {'busy' if ctx.get(unit.busy) else 'idle'}"
+                 for name, unit in (("fetch", t.fetch), ("load", t.load), ("store", t.store))]
+        parts += [f"{name} queue {ctx.get(q.level)}" for name, q in t.commands.items()]
+        parts += [f"{name} tokens {ctx.get(q.level)}/{q.depth}" for name, q in t.tokens.items()]
+        return ", ".join(parts)
+
+    # ------------------------------------------------------------------ running
+    def run(self, insn_addr: int, insn_count: int) -> RunResult:
+        from ..hw.interfaces import ErrorCode, Module, Reg
+        from ..hw.isa import isa_for
+        data = self.dram.data
+        if insn_addr % 16 or insn_addr < 0 or insn_count < 0 \
+                or insn_addr + 16 * insn_count > len(data) or insn_addr >= 1 << 32:
+            raise DeviceError(f"pysim: {insn_count} instructions at 0x{insn_addr:x} are not "
+                              f"a 16-byte aligned range inside the {len(data)}-byte DRAM")
+        if self._sim is None:
+            self._build()
+        self._job = job = {"addr": int(insn_addr), "count": int(insn_count)}
+        try:
+            while "regs" not in job:
+                self._sim.advance()
+        finally:
+            self._job = None
+        regs = job["regs"]
+        where = f"pysim ({self.config.name})"
+        stats = {"gemm_counter": regs[Reg.GEMM_COUNT], "alu_counter": regs[Reg.ALU_COUNT],
+                 "load_insn_count": regs[Reg.LOAD_COUNT],
+                 "store_insn_count": regs[Reg.STORE_COUNT]}
+        if job["timeout"]:
+            counters = ", ".join(f"{k}={v}" for k, v in stats.items())
+            raise DeviceError(f"{where}: no FINISH after {self.max_cycles} cycles running "
+                              f"{insn_count} instructions at 0x{insn_addr:x} ({counters}; "
+                              f"{job['state']}); the program deadlocks or needs a larger "
+                              "max_cycles")
+        if regs[Reg.CTRL] & 4:
+            code, index = regs[Reg.ERROR_CODE], regs[Reg.ERROR_INSN]
+            module = regs[Reg.ERROR_MODULE]
+            module = Module(module).name.lower() if module in Module._value2member_map_ \
+                else f"module {module}"
+            code = ErrorCode(code).name if code in ErrorCode._value2member_map_ \
+                else f"code {code}"
+            if index < insn_count:
+                addr = insn_addr + 16 * index
+                word = int.from_bytes(self.dram.data[addr:addr + 16].tobytes(), "little")
+                insn = str(isa_for(self.config).decode(word))
+            else:
+                insn = f"(index past the {insn_count} instructions of the stream)"
+            raise DeviceError(f"{where}: {module} module, instruction {index}: {code} [{insn}]")
+        return RunResult(cycles=regs[Reg.CYCLES], stats=stats)
+
+    def close(self) -> None:
+        if self._vcd_ctx is not None:
+            self._vcd_ctx.__exit__(None, None, None)
+            self._vcd_ctx = None

@@ -9,12 +9,18 @@ plain-Python references of the DMA semantics.
 from __future__ import annotations
 
 import numpy as np
-from amaranth.lib import data
+from amaranth.hdl import Module, Signal
+from amaranth.lib import data, memory, wiring
+from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
+from vtakit.hw.interfaces import (CommandSignature, ErrorReport, TokenSignature,
+                                  dma_read_signature)
+from vtakit.hw.isa import Opcode
 from vtakit.sim.pysim import DramPortModel
 
-__all__ = ["DramPortModel", "run_sim", "send", "recv", "padded_load_ref", "rng_bytes"]
+__all__ = ["DramPortModel", "NopCompute", "run_sim", "send", "recv", "padded_load_ref",
+           "rng_bytes"]
 
 
 def run_sim(dut, testbench, *, processes=(), vcd=None):
@@ -81,3 +87,56 @@ def padded_load_ref(dram, elem_bytes, *, sram_base, dram_base, x_size, y_size, x
 
 def rng_bytes(seed, n):
     return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8)
+
+
+class NopCompute(wiring.Component):
+    """A stand-in with the signature of :class:`vtakit.hw.compute.Compute` that honours the
+    dependency flags of every compute-queue instruction, does no data work (GEMM, ALU and
+    LOAD UOP/ACC are no-ops) and pulses ``finish`` for FINISH. It lets the memory system and
+    the top level be tested on their own."""
+
+    def __init__(self, config):
+        c = config
+        super().__init__({
+            "cmd": In(CommandSignature),
+            "uop_dma": Out(dma_read_signature(c)),
+            "acc_dma": Out(dma_read_signature(c)),
+            "inp_rd": In(memory.ReadPort.Signature(addr_width=c.log_inp_depth,
+                                                   shape=c.inp_elem_bits)),
+            "wgt_rd": In(memory.ReadPort.Signature(addr_width=c.log_wgt_depth,
+                                                   shape=c.wgt_elem_bits)),
+            "out_wr": In(memory.WritePort.Signature(addr_width=c.log_out_depth,
+                                                    shape=c.out_elem_bits)),
+            "l2g": In(TokenSignature), "s2g": In(TokenSignature),
+            "g2l": Out(TokenSignature), "g2s": Out(TokenSignature),
+            "finish": Out(1),
+            "error": Out(ErrorReport),
+            "gemm_count": Out(32), "alu_count": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        insn = Signal(128)
+        pop_prev, pop_next, push_prev, push_next = (insn[3 + i] for i in range(4))
+        m.d.comb += [self.inp_rd.en.eq(0), self.wgt_rd.en.eq(0)]
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.cmd.ready.eq(1)
+                with m.If(self.cmd.valid):
+                    m.d.sync += insn.eq(self.cmd.payload.insn)
+                    m.next = "POP"
+            with m.State("POP"):
+                ok = (~pop_prev | self.l2g.valid) & (~pop_next | self.s2g.valid)
+                m.d.comb += [self.l2g.ready.eq(ok & pop_prev), self.s2g.ready.eq(ok & pop_next)]
+                with m.If(ok):
+                    m.next = "PUSH_PREV"
+            with m.State("PUSH_PREV"):
+                m.d.comb += self.g2l.valid.eq(push_prev)
+                with m.If(~push_prev | self.g2l.ready):
+                    m.next = "PUSH_NEXT"
+            with m.State("PUSH_NEXT"):
+                m.d.comb += self.g2s.valid.eq(push_next)
+                with m.If(~push_next | self.g2s.ready):
+                    m.d.comb += self.finish.eq(insn[:3] == Opcode.FINISH)
+                    m.next = "IDLE"
+        return m

@@ -1,0 +1,161 @@
+"""DRAM arbiters: several DMA clients onto one read master and one write master.
+
+Reads are split transactions: the read arbiter grants one request per cycle
+(round robin among the clients with a pending request), remembers the client
+and beat count of every outstanding request in a small FIFO, and routes the
+returning beats, which come back in request order, to that client. So several
+requests of several clients can be in flight and a stream of bursts runs at
+one beat per cycle.
+
+Every read client must accept the beats of its requests without waiting on
+anything but itself (all VTA clients do: fetch only requests what its buffer
+can hold, the load engines always make progress), otherwise one stalled client
+would block the shared return channel.
+
+Writes are a request followed by its data beats, so the write arbiter locks
+onto one client from its request to its last beat.
+"""
+
+from amaranth.hdl import Cat, Module, Signal
+from amaranth.lib import fifo, wiring
+from amaranth.lib.wiring import In, Out
+
+from .config import VTAConfig
+from .interfaces import DMA_BEATS_BITS, dma_read_signature, dma_write_signature
+
+__all__ = ["DmaReadArbiter", "DmaWriteArbiter"]
+
+
+def _round_robin(m, valids, last, grant, any_valid):
+    """``grant`` = the first valid client after ``last`` (combinational)."""
+    n = len(valids)
+    m.d.comb += any_valid.eq(Cat(*valids).any())
+    with m.Switch(last):
+        for l in range(n):
+            with m.Case(l):
+                order = [(l + k) % n for k in range(1, n + 1)]
+                with m.If(valids[order[0]]):
+                    m.d.comb += grant.eq(order[0])
+                for c in order[1:]:
+                    with m.Elif(valids[c]):
+                        m.d.comb += grant.eq(c)
+
+
+class DmaReadArbiter(wiring.Component):
+    """N read clients onto one read master.
+
+    Parameters
+    ----------
+    config : VTAConfig
+    n_clients : int
+    max_outstanding : int
+        Requests in flight at once (the depth of the routing FIFO).
+
+    Attributes
+    ----------
+    clients : array of In(dma_read_signature(config))
+    master : Out(dma_read_signature(config))
+    busy : Out(1)
+        High while any request is pending or in flight.
+    """
+
+    def __init__(self, config: VTAConfig, n_clients: int, *, max_outstanding: int = 8):
+        self._n = n_clients
+        self._max = max_outstanding
+        super().__init__({
+            "clients": In(dma_read_signature(config)).array(n_clients),
+            "master": Out(dma_read_signature(config)),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self._n
+        cbits = max(1, (n - 1).bit_length())
+        # Unbuffered FIFO: an entry written on a request is readable the next cycle,
+        # in time for the first beat of a one-cycle-latency DRAM.
+        m.submodules.tags = tags = fifo.SyncFIFO(width=cbits + DMA_BEATS_BITS, depth=self._max)
+
+        last = Signal(cbits, init=n - 1)
+        grant = Signal(cbits)
+        any_req = Signal()
+        _round_robin(m, [c.req.valid for c in self.clients], last, grant, any_req)
+
+        req = self.master.req
+        m.d.comb += [req.valid.eq(any_req & tags.w_rdy)]
+        with m.Switch(grant):
+            for i, c in enumerate(self.clients):
+                with m.Case(i):
+                    m.d.comb += [req.payload.eq(c.req.payload), c.req.ready.eq(req.ready & tags.w_rdy)]
+        m.d.comb += [tags.w_en.eq(req.valid & req.ready),
+                     tags.w_data.eq(Cat(grant, req.payload.beats))]
+        with m.If(req.valid & req.ready):
+            m.d.sync += last.eq(grant)
+
+        # Return channel: beats go to the client at the head of the tag FIFO.
+        head_client = tags.r_data[:cbits]
+        head_beats = tags.r_data[cbits:]
+        count = Signal(DMA_BEATS_BITS)
+        data = self.master.data
+        for i, c in enumerate(self.clients):
+            mine = tags.r_rdy & (head_client == i)
+            m.d.comb += [c.data.payload.eq(data.payload), c.data.valid.eq(data.valid & mine)]
+            with m.If(mine):
+                m.d.comb += data.ready.eq(c.data.ready)
+        beat = data.valid & data.ready
+        with m.If(beat):
+            m.d.sync += count.eq(count + 1)
+            with m.If(count == head_beats - 1):
+                m.d.sync += count.eq(0)
+                m.d.comb += tags.r_en.eq(1)
+        m.d.comb += self.busy.eq(tags.r_rdy | any_req)
+        return m
+
+
+class DmaWriteArbiter(wiring.Component):
+    """M write clients onto one write master (locked from a request to its last beat).
+
+    Attributes
+    ----------
+    clients : array of In(dma_write_signature(config))
+    master : Out(dma_write_signature(config))
+    busy : Out(1)
+        High while a request is pending or its beats are being written.
+    """
+
+    def __init__(self, config: VTAConfig, n_clients: int):
+        self._n = n_clients
+        super().__init__({
+            "clients": In(dma_write_signature(config)).array(n_clients),
+            "master": Out(dma_write_signature(config)),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self._n
+        last = Signal(range(n), init=n - 1)
+        grant = Signal(range(n))
+        any_req = Signal()
+        _round_robin(m, [c.req.valid for c in self.clients], last, grant, any_req)
+        owner = Signal(range(n))
+        left = Signal(DMA_BEATS_BITS)
+        locked = Signal()
+        req, data = self.master.req, self.master.data
+
+        m.d.comb += req.valid.eq(any_req & ~locked)
+        for i, c in enumerate(self.clients):
+            with m.If(grant == i):
+                m.d.comb += [req.payload.eq(c.req.payload), c.req.ready.eq(req.ready & ~locked)]
+            with m.If(owner == i):
+                m.d.comb += [data.payload.eq(c.data.payload), data.valid.eq(c.data.valid & locked),
+                             c.data.ready.eq(data.ready & locked)]
+        with m.If(req.valid & req.ready):
+            m.d.sync += [owner.eq(grant), last.eq(grant), left.eq(req.payload.beats),
+                         locked.eq(1)]
+        with m.If(data.valid & data.ready):
+            m.d.sync += left.eq(left - 1)
+            with m.If(left == 1):
+                m.d.sync += locked.eq(0)
+        m.d.comb += self.busy.eq(locked | any_req)
+        return m

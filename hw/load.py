@@ -1,0 +1,140 @@
+"""The load module: LOAD INP / LOAD WGT into the input and weight SRAMs.
+
+Per instruction (reference 3.2, 3.3): pop a g2l token if ``pop_next_dep``; a
+LOAD with ``x_size == 0`` is a sync-only NOP; otherwise check the memory type
+(INP or WGT) and the SRAM range ``sram_base + x_total*y_total <= depth``, run
+the padded 2-D load on the :class:`~vtakit.hw.load_engine.LoadEngine` of that
+buffer, then push an l2g token if ``push_next_dep``. A failed check reports an
+:class:`~vtakit.hw.interfaces.ErrorReport` with the instruction's stream index
+and the module stops (nothing is written).
+"""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import data, memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from .config import VTAConfig
+from .interfaces import (CommandSignature, ErrorCode, ErrorReport, TokenSignature,
+                         dma_read_signature)
+from .isa import MemType, isa_for
+from .load_engine import LoadEngine
+
+__all__ = ["Load", "mux_dma_read"]
+
+
+def mux_dma_read(m, port, clients, sel):
+    """Drive read port ``port`` from ``clients[sel]`` (the others see no handshakes)."""
+    for i, c in enumerate(clients):
+        with m.If(sel == i):
+            m.d.comb += [port.req.valid.eq(c.req.valid), port.req.payload.eq(c.req.payload),
+                         c.req.ready.eq(port.req.ready), c.data.valid.eq(port.data.valid),
+                         port.data.ready.eq(c.data.ready)]
+        m.d.comb += c.data.payload.eq(port.data.payload)
+
+
+class Load(wiring.Component):
+    """The load module.
+
+    Attributes
+    ----------
+    cmd : In(CommandSignature)
+        LOAD INP/WGT instructions from fetch.
+    dma : Out(dma_read_signature(config))
+    inp_wr, wgt_wr : In(memory.WritePort.Signature(...))
+        Write ports of the input and weight SRAMs.
+    g2l : In(TokenSignature)
+        Token source for ``pop_next_dep``.
+    l2g : Out(TokenSignature)
+        Token sink for ``push_next_dep``.
+    error : Out(ErrorReport)
+        Held valid after a fault.
+    count : Out(32)
+        Instructions completed.
+    busy : Out(1)
+        High while an instruction is in progress.
+    """
+
+    def __init__(self, config: VTAConfig):
+        self._config = config
+        c = config
+        super().__init__({
+            "cmd": In(CommandSignature),
+            "dma": Out(dma_read_signature(c)),
+            "inp_wr": In(memory.WritePort.Signature(addr_width=c.log_inp_depth,
+                                                    shape=c.inp_elem_bits)),
+            "wgt_wr": In(memory.WritePort.Signature(addr_width=c.log_wgt_depth,
+                                                    shape=c.wgt_elem_bits)),
+            "g2l": In(TokenSignature),
+            "l2g": Out(TokenSignature),
+            "error": Out(ErrorReport),
+            "count": Out(32),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        c = self._config
+        engines = [LoadEngine(c, elem_bits=c.inp_elem_bits, addr_width=c.log_inp_depth),
+                   LoadEngine(c, elem_bits=c.wgt_elem_bits, addr_width=c.log_wgt_depth)]
+        m.submodules.inp_engine, m.submodules.wgt_engine = engines
+        wiring.connect(m, engines[0].sram, wiring.flipped(self.inp_wr))
+        wiring.connect(m, engines[1].sram, wiring.flipped(self.wgt_wr))
+        sel = Signal()          # 0: INP engine, 1: WGT engine
+        mux_dma_read(m, self.dma, [e.dma for e in engines], sel)
+
+        insn = Signal(isa_for(c).mem.layout())
+        index = Signal(32)
+        extent = Signal(40)     # sram_base + x_total * y_total
+        for e in engines:
+            m.d.comb += e.cmd.payload.eq(insn)
+
+        def fail(code):
+            m.d.sync += [self.error.valid.eq(1), self.error.code.eq(code),
+                         self.error.index.eq(index)]
+            m.next = "ERROR"
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.cmd.ready.eq(1)
+                with m.If(self.cmd.valid):
+                    m.d.sync += [insn.eq(self.cmd.payload.insn), index.eq(self.cmd.payload.index)]
+                    m.next = "POP"
+            with m.State("POP"):
+                m.d.comb += self.busy.eq(1)
+                m.d.comb += self.g2l.ready.eq(insn.pop_next_dep)
+                with m.If(~insn.pop_next_dep | self.g2l.valid):
+                    x_total = insn.x_pad_0 + insn.x_size + insn.x_pad_1
+                    y_total = insn.y_pad_0 + insn.y_size + insn.y_pad_1
+                    m.d.sync += [extent.eq(insn.sram_base + x_total * y_total),
+                                 sel.eq(insn.memory_type == MemType.WGT)]
+                    m.next = "CHECK"
+            with m.State("CHECK"):
+                m.d.comb += self.busy.eq(1)
+                is_inp = insn.memory_type == MemType.INP
+                is_wgt = insn.memory_type == MemType.WGT
+                with m.If(insn.x_size == 0):
+                    m.next = "PUSH"
+                with m.Elif(~is_inp & ~is_wgt):
+                    fail(ErrorCode.ILLEGAL_MEMORY_TYPE)
+                with m.Elif(is_inp & (extent > c.inp_depth) | is_wgt & (extent > c.wgt_depth)):
+                    fail(ErrorCode.SRAM_OUT_OF_RANGE)
+                with m.Else():
+                    m.next = "START"
+            with m.State("START"):
+                m.d.comb += self.busy.eq(1)
+                for i, e in enumerate(engines):
+                    m.d.comb += e.cmd.valid.eq(sel == i)
+                with m.If(engines[0].cmd.ready & engines[1].cmd.ready):
+                    m.next = "WAIT"
+            with m.State("WAIT"):
+                m.d.comb += self.busy.eq(1)
+                with m.If(engines[0].done | engines[1].done):
+                    m.next = "PUSH"
+            with m.State("PUSH"):
+                m.d.comb += [self.busy.eq(1), self.l2g.valid.eq(insn.push_next_dep)]
+                with m.If(~insn.push_next_dep | self.l2g.ready):
+                    m.d.sync += self.count.eq(self.count + 1)
+                    m.next = "IDLE"
+            with m.State("ERROR"):
+                pass
+        return m

@@ -1,0 +1,175 @@
+"""The store module: STORE from the OUT SRAM to DRAM (reference 3.7).
+
+Per instruction: pop a g2s token if ``pop_prev_dep``; ``x_size == 0`` is a
+sync-only NOP; otherwise the memory type must be OUT (else ILLEGAL_MEMORY_TYPE),
+every pad 0 (else ILLEGAL_FIELD) and ``sram_base + x_size*y_size <= depth``
+(else SRAM_OUT_OF_RANGE). The ``x_size*y_size`` source elements are contiguous
+in the OUT SRAM; a reader streams them through a small FIFO while a writer
+sends each DRAM row as bursts of at most :data:`~vtakit.hw.load_engine.MAX_BURST`
+beats. The s2g token (``push_prev_dep``) is pushed after the last beat of the
+instruction was accepted, i.e. after its writes completed.
+"""
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import fifo, memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from .config import VTAConfig
+from .interfaces import (DRAM_ADDR_BITS, CommandSignature, ErrorCode, ErrorReport,
+                         TokenSignature, dma_write_signature)
+from .isa import MemType, isa_for
+from .load_engine import MAX_BURST
+
+__all__ = ["Store"]
+
+
+class Store(wiring.Component):
+    """The store module.
+
+    Attributes
+    ----------
+    cmd : In(CommandSignature)
+    dma : Out(dma_write_signature(config))
+    out_rd : In(memory.ReadPort.Signature(...))
+        Read port of the OUT SRAM (synchronous).
+    g2s : In(TokenSignature)
+        Token source for ``pop_prev_dep``.
+    s2g : Out(TokenSignature)
+        Token sink for ``push_prev_dep``.
+    error : Out(ErrorReport)
+    count : Out(32)
+        Instructions completed.
+    busy : Out(1)
+    """
+
+    def __init__(self, config: VTAConfig):
+        self._config = config
+        c = config
+        super().__init__({
+            "cmd": In(CommandSignature),
+            "dma": Out(dma_write_signature(c)),
+            "out_rd": In(memory.ReadPort.Signature(addr_width=c.log_out_depth,
+                                                   shape=c.out_elem_bits)),
+            "g2s": In(TokenSignature),
+            "s2g": Out(TokenSignature),
+            "error": Out(ErrorReport),
+            "count": Out(32),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        c = self._config
+        bus, ebits = c.bus_width, c.out_elem_bits
+        ratio = c.out_axi_ratio
+        log_ratio = ratio.bit_length() - 1
+        log_eb = (ebits // 8).bit_length() - 1
+
+        insn = Signal(isa_for(c).mem.layout())
+        index = Signal(32)
+        total = Signal(33)          # x_size * y_size elements
+
+        # ------------------------------------------------------------- SRAM reader
+        m.submodules.elems = elems = fifo.SyncFIFOBuffered(width=ebits, depth=4)
+        r_addr = Signal(c.log_out_depth)
+        r_left = Signal(33)
+        pending = Signal()          # a read issued last cycle: its data is on out_rd.data now
+        issue = Signal()
+        m.d.comb += [
+            issue.eq((r_left != 0) & (elems.w_level + pending < elems.depth)),
+            self.out_rd.en.eq(issue),
+            self.out_rd.addr.eq(r_addr),
+            elems.w_en.eq(pending),
+            elems.w_data.eq(self.out_rd.data),
+        ]
+        m.d.sync += pending.eq(issue)
+        with m.If(issue):
+            m.d.sync += [r_addr.eq(r_addr + 1), r_left.eq(r_left - 1)]
+
+        # ------------------------------------------------------------- beat source
+        sreg = Signal(ebits)
+        scnt = Signal(range(ratio + 1))
+        d = self.dma.data
+        take = d.valid & d.ready
+        after = Signal.like(scnt)
+        m.d.comb += [d.payload.eq(sreg[:bus]), after.eq(scnt - take)]
+        m.d.sync += [sreg.eq(sreg >> bus), scnt.eq(after)]
+        with m.If((after == 0) & elems.r_rdy):
+            m.d.comb += elems.r_en.eq(1)
+            m.d.sync += [sreg.eq(elems.r_data), scnt.eq(ratio)]
+
+        # ------------------------------------------------------------- DRAM writer
+        row_elem = Signal(DRAM_ADDR_BITS)
+        rows_left = Signal(16)
+        row_beats = Signal(32)
+        w_addr = Signal(DRAM_ADDR_BITS)
+        burst = Signal(range(MAX_BURST + 1))
+        beats_left = Signal(range(MAX_BURST + 1))
+        m.d.comb += burst.eq(Mux(row_beats > MAX_BURST, MAX_BURST, row_beats))
+        m.d.comb += [self.dma.req.payload.addr.eq(w_addr), self.dma.req.payload.beats.eq(burst)]
+
+        def fail(code):
+            m.d.sync += [self.error.valid.eq(1), self.error.code.eq(code),
+                         self.error.index.eq(index)]
+            m.next = "ERROR"
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.cmd.ready.eq(1)
+                with m.If(self.cmd.valid):
+                    m.d.sync += [insn.eq(self.cmd.payload.insn), index.eq(self.cmd.payload.index)]
+                    m.next = "POP"
+            with m.State("POP"):
+                m.d.comb += [self.busy.eq(1), self.g2s.ready.eq(insn.pop_prev_dep)]
+                with m.If(~insn.pop_prev_dep | self.g2s.valid):
+                    m.d.sync += total.eq(insn.x_size * insn.y_size)
+                    m.next = "CHECK"
+            with m.State("CHECK"):
+                m.d.comb += self.busy.eq(1)
+                pads = insn.x_pad_0 | insn.x_pad_1 | insn.y_pad_0 | insn.y_pad_1
+                with m.If(insn.x_size == 0):
+                    m.next = "PUSH"
+                with m.Elif(insn.memory_type != MemType.OUT):
+                    fail(ErrorCode.ILLEGAL_MEMORY_TYPE)
+                with m.Elif(pads != 0):
+                    fail(ErrorCode.ILLEGAL_FIELD)
+                with m.Elif(insn.sram_base + total > c.out_depth):
+                    fail(ErrorCode.SRAM_OUT_OF_RANGE)
+                with m.Elif(total == 0):
+                    m.next = "PUSH"
+                with m.Else():
+                    m.d.sync += [
+                        r_addr.eq(insn.sram_base), r_left.eq(total),
+                        row_elem.eq(insn.dram_base), rows_left.eq(insn.y_size),
+                        w_addr.eq((insn.dram_base << log_eb)[:DRAM_ADDR_BITS]),
+                        row_beats.eq(insn.x_size << log_ratio),
+                    ]
+                    m.next = "REQ"
+            with m.State("REQ"):
+                m.d.comb += [self.busy.eq(1), self.dma.req.valid.eq(1)]
+                with m.If(self.dma.req.ready):
+                    m.d.sync += [beats_left.eq(burst), row_beats.eq(row_beats - burst),
+                                 w_addr.eq(w_addr + burst * c.bus_bytes)]
+                    m.next = "DATA"
+            with m.State("DATA"):
+                m.d.comb += [self.busy.eq(1), d.valid.eq(scnt != 0)]
+                with m.If(take):
+                    m.d.sync += beats_left.eq(beats_left - 1)
+                    with m.If(beats_left == 1):
+                        m.next = "REQ"
+                        with m.If(row_beats == 0):
+                            m.d.sync += rows_left.eq(rows_left - 1)
+                            with m.If(rows_left == 1):
+                                m.next = "PUSH"
+                            with m.Else():
+                                nxt = (row_elem + insn.x_stride)[:DRAM_ADDR_BITS]
+                                m.d.sync += [row_elem.eq(nxt), w_addr.eq(nxt << log_eb),
+                                             row_beats.eq(insn.x_size << log_ratio)]
+            with m.State("PUSH"):
+                m.d.comb += [self.busy.eq(1), self.s2g.valid.eq(insn.push_prev_dep)]
+                with m.If(~insn.push_prev_dep | self.s2g.ready):
+                    m.d.sync += self.count.eq(self.count + 1)
+                    m.next = "IDLE"
+            with m.State("ERROR"):
+                pass
+        return m

@@ -1,0 +1,151 @@
+"""The VTA top level: fetch, load, compute, store, their queues, the SRAMs, DRAM and CSRs.
+
+::
+
+              +-------+  load_cmd   +------+  l2g/g2l  +---------+  g2s/s2g  +-------+
+    DRAM ---->| fetch |------------>| load |<=========>| compute |<=========>| store |---> DRAM
+     (read    +-------+  compute_cmd+------+  tokens   +---------+  tokens   +-------+   (write)
+      arbiter)    |------------------------------------->^ store_cmd  -------->^
+                       inp/wgt SRAM: load writes, compute reads;  out SRAM: compute writes, store reads
+
+Every module and queue is reset when a run starts (SRAM contents persist) and
+held in reset while an error is latched (the design stops; the error registers
+say where). DRAM reads of fetch, load and compute (uops, acc) share one read
+master through :class:`~vtakit.hw.dma.DmaReadArbiter`; store is the only writer.
+"""
+
+from amaranth.hdl import Module, ResetInserter
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from .config import VTAConfig
+from .dma import DmaReadArbiter, DmaWriteArbiter
+from .fetch import Fetch
+from .interfaces import (DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, CsrSignature,
+                         Module as Unit, dma_read_signature, dma_write_signature)
+from .load import Load
+from .queues import CommandQueue, TokenQueue
+from .regs import ControlRegisters
+from .store import Store
+
+__all__ = ["VTA"]
+
+
+class VTA(wiring.Component):
+    """The whole accelerator.
+
+    Parameters
+    ----------
+    config : VTAConfig
+    token_depth : int
+        Capacity of each dependency-token queue.
+    cmd_depth : int
+        Depth of each command queue.
+    compute : wiring.Component, optional
+        A component with the signature of :class:`vtakit.hw.compute.Compute`
+        (default: ``Compute(config)``); tests substitute simpler ones.
+
+    Attributes
+    ----------
+    csr : In(CsrSignature)
+    dram_rd : Out(dma_read_signature(config))
+    dram_wr : Out(dma_write_signature(config))
+    irq : Out(1)
+        High while done or error is set.
+    fetch, load, compute, store, regs, tokens, commands
+        The submodules (``tokens``/``commands``: dicts of queues by name), for
+        simulators that report module state.
+    """
+
+    def __init__(self, config: VTAConfig, *, token_depth: int = DEFAULT_TOKEN_DEPTH,
+                 cmd_depth: int = DEFAULT_CMD_DEPTH, compute=None):
+        self.config = config
+        if compute is None:
+            from .compute import Compute
+            compute = Compute(config)
+        self.fetch = Fetch(config)
+        self.load = Load(config)
+        self.compute = compute
+        self.store = Store(config)
+        self.regs = ControlRegisters()
+        self.tokens = {name: TokenQueue(token_depth) for name in ("l2g", "g2l", "g2s", "s2g")}
+        self.commands = {name: CommandQueue(cmd_depth) for name in ("load", "compute", "store")}
+        self.rd_arbiter = DmaReadArbiter(config, 4)
+        self.wr_arbiter = DmaWriteArbiter(config, 1)
+        super().__init__({
+            "csr": In(CsrSignature),
+            "dram_rd": Out(dma_read_signature(config)),
+            "dram_wr": Out(dma_write_signature(config)),
+            "irq": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        c = self.config
+        regs = self.regs
+        m.submodules.regs = regs
+        wiring.connect(m, wiring.flipped(self.csr), regs.bus)
+        m.d.comb += self.irq.eq(regs.irq)
+
+        # Everything but the CSRs and the SRAMs restarts with each run and stops on an error.
+        def resettable(name, block):
+            m.submodules[name] = ResetInserter(regs.clear | regs.halt)(block)
+
+        fetch, load, compute, store = self.fetch, self.load, self.compute, self.store
+        for name in ("fetch", "load", "compute", "store", "rd_arbiter", "wr_arbiter"):
+            resettable(name, getattr(self, name))
+        for name, q in self.tokens.items():
+            resettable(f"tokens_{name}", q)
+        for name, q in self.commands.items():
+            resettable(f"cmd_{name}", q)
+
+        m.d.comb += [fetch.start.eq(regs.start), fetch.insn_addr.eq(regs.insn_addr),
+                     fetch.insn_count.eq(regs.insn_count)]
+        for name, unit in (("load", load), ("compute", compute), ("store", store)):
+            wiring.connect(m, getattr(fetch, f"{name}_cmd"), self.commands[name].push)
+            wiring.connect(m, self.commands[name].pop, unit.cmd)
+
+        t = self.tokens
+        wiring.connect(m, load.l2g, t["l2g"].push)
+        wiring.connect(m, t["l2g"].pop, compute.l2g)
+        wiring.connect(m, compute.g2l, t["g2l"].push)
+        wiring.connect(m, t["g2l"].pop, load.g2l)
+        wiring.connect(m, compute.g2s, t["g2s"].push)
+        wiring.connect(m, t["g2s"].pop, store.g2s)
+        wiring.connect(m, store.s2g, t["s2g"].push)
+        wiring.connect(m, t["s2g"].pop, compute.s2g)
+
+        # SRAMs (synchronous read ports; tokens order every access across units).
+        m.submodules.inp_sram = inp = memory.Memory(shape=c.inp_elem_bits, depth=c.inp_depth, init=[])
+        m.submodules.wgt_sram = wgt = memory.Memory(shape=c.wgt_elem_bits, depth=c.wgt_depth, init=[])
+        m.submodules.out_sram = out = memory.Memory(shape=c.out_elem_bits, depth=c.out_depth, init=[])
+        self.srams = {"inp": inp, "wgt": wgt, "out": out}
+        wiring.connect(m, load.inp_wr, inp.write_port())
+        wiring.connect(m, load.wgt_wr, wgt.write_port())
+        wiring.connect(m, compute.inp_rd, inp.read_port())
+        wiring.connect(m, compute.wgt_rd, wgt.read_port())
+        wiring.connect(m, compute.out_wr, out.write_port())
+        wiring.connect(m, store.out_rd, out.read_port())
+
+        # DRAM.
+        rd, wr = self.rd_arbiter, self.wr_arbiter
+        for i, client in enumerate((fetch.dma, load.dma, compute.uop_dma, compute.acc_dma)):
+            wiring.connect(m, client, rd.clients[i])
+        wiring.connect(m, store.dma, wr.clients[0])
+        wiring.connect(m, rd.master, wiring.flipped(self.dram_rd))
+        wiring.connect(m, wr.master, wiring.flipped(self.dram_wr))
+
+        # Status.
+        m.d.comb += [
+            regs.finish.eq(compute.finish),
+            regs.dma_busy.eq(rd.busy | wr.busy),
+            regs.errors[Unit.FETCH].eq(fetch.error),
+            regs.errors[Unit.LOAD].eq(load.error),
+            regs.errors[Unit.COMPUTE].eq(compute.error),
+            regs.errors[Unit.STORE].eq(store.error),
+            regs.load_count.eq(load.count),
+            regs.store_count.eq(store.count),
+            regs.gemm_count.eq(compute.gemm_count),
+            regs.alu_count.eq(compute.alu_count),
+        ]
+        return m
