@@ -154,6 +154,11 @@ class RefState:
         return cls(cfg, np.zeros(cfg.uop_depth, np.int64), np.zeros((cfg.acc_depth, lanes), np.int64),
                    np.zeros((cfg.acc_depth, lanes), np.int64), inp, wgt)
 
+    @staticmethod
+    def check(index, depth):
+        if index >= depth:
+            raise IndexError(f"SRAM index {index} >= depth {depth}")
+
     def loop(self, f):
         uops = [isa_for(self.cfg).decode_uop(int(w)) for w in self.uop[f.uop_bgn:f.uop_end]]
         for p in range(f.iter_out):
@@ -188,11 +193,14 @@ class RefState:
         elif f.opcode == Opcode.GEMM:
             for p, q, u in self.loop(f):
                 a = u.dst_idx + p * f.dst_factor_out + q * f.dst_factor_in
+                self.check(a, cfg.acc_depth)
                 if f.reset_reg:
                     self.acc[a] = 0
                     continue
                 x = u.src_idx + p * f.src_factor_out + q * f.src_factor_in
                 w = u.wgt_idx + p * f.wgt_factor_out + q * f.wgt_factor_in
+                self.check(x, cfg.inp_depth)
+                self.check(w, cfg.wgt_depth)
                 prod = (self.inp[x].reshape(cfg.batch, cfg.block_in)
                         @ self.wgt[w].reshape(cfg.block_out, cfg.block_in).T)
                 self.acc[a] = wrap32(self.acc[a] + prod.ravel())
@@ -202,6 +210,9 @@ class RefState:
             for p, q, u in self.loop(f):
                 d = u.dst_idx + p * f.dst_factor_out + q * f.dst_factor_in
                 s = u.src_idx + p * f.src_factor_out + q * f.src_factor_in
+                self.check(d, cfg.acc_depth)
+                if not f.use_imm:
+                    self.check(s, cfg.acc_depth)
                 b = np.full(self.acc.shape[1], f.imm) if f.use_imm else self.acc[s]
                 self.acc[d] = alu_reference(f.alu_opcode, self.acc[d], b, f.imm)
                 self.out[d] = wrap8(self.acc[d])
@@ -264,8 +275,13 @@ class ComputeBench:
             ref.uop[:len(uop)] = uop
         if acc is not None:
             ref.acc[:len(acc)] = acc
-        for word in insns:
-            if not ref.execute(word, self.dram):
+        ref.fault = None
+        for n, word in enumerate(insns):
+            try:
+                if not ref.execute(word, self.dram):
+                    break
+            except IndexError:   # state stays as sequential execution left it
+                ref.fault = n
                 break
         return ref
 
@@ -277,15 +293,12 @@ class ComputeBench:
         tokens = {name: TokenPort(**{"level": 0 if name in ("l2g", "s2g") else 10**6,
                                      **(tokens or {}).get(name, {})})
                   for name in ("l2g", "s2g", "g2l", "g2s")}
-        state = {"cycle": 0, "done": False}
         out, out_log, finish, accepted = {}, [], [], []
         dram = np.frombuffer(self.dram, np.uint8)
         inp_words = [pack(r, 8) for r in self.inp]
         wgt_words = [pack(r, 8) for r in self.wgt]
-
-        async def clock(ctx):
-            async for _ in ctx.tick():
-                state["cycle"] += 1
+        # Every process counts clock edges itself (1 = the first edge), so the cycle
+        # numbers in the logs compare exactly, whatever order processes wake up in.
 
         def read_model(port, words):
             async def process(ctx):
@@ -295,31 +308,39 @@ class ComputeBench:
             return process
 
         async def out_model(ctx):
-            port = dut.out_wr
+            port, cycle = dut.out_wr, 0
             async for _, _, addr, data, en in ctx.tick().sample(port.addr, port.data, port.en):
+                cycle += 1
                 if en:
-                    out[addr] = (state["cycle"], unpack(data, 8, lanes))
-                    out_log.append((state["cycle"], addr))
+                    out[addr] = (cycle, unpack(data, 8, lanes))
+                    out_log.append((cycle, addr))
 
         def token_model(name, port, source):
             tp = tokens[name]
             async def process(ctx):
+                cycle = 0
                 ctx.set(port.valid if source else port.ready, tp.level > 0)
                 async for _, _, valid, ready in ctx.tick().sample(port.valid, port.ready):
+                    cycle += 1
                     if valid and ready:
                         tp.level -= 1
-                        tp.log.append(state["cycle"])
-                    tp.level = tp.schedule.get(state["cycle"] + 1, tp.level)
+                        tp.log.append(cycle)
+                    tp.level = tp.schedule.get(cycle, tp.level)
                     ctx.set(port.valid if source else port.ready, tp.level > 0)
             return process
 
         async def commands(ctx):
+            cycle = 0
             for n, word in enumerate(insns):
                 ctx.set(dut.cmd.valid, 1)
                 ctx.set(dut.cmd.payload.insn, word)
                 ctx.set(dut.cmd.payload.index, n)
-                await ctx.tick().until(dut.cmd.ready)
-                accepted.append(state["cycle"])
+                while True:
+                    _, _, ready = await ctx.tick().sample(dut.cmd.ready)
+                    cycle += 1
+                    if ready:
+                        accepted.append(cycle)
+                        break
             ctx.set(dut.cmd.valid, 0)
 
         result = {}
@@ -329,13 +350,14 @@ class ComputeBench:
                 ctx.set(dut.uop_mem.data[n], int(w))
             for n, row in enumerate(acc if acc is not None else []):
                 ctx.set(dut.acc_mem.data[n], pack(row, 32))
-            while state["cycle"] < max_cycles:
+            for cycle in range(1, max_cycles + 1):
                 _, _, fin, err = await ctx.tick().sample(dut.finish, dut.error.valid)
                 if fin:
-                    finish.append(state["cycle"])
+                    finish.append(cycle)
                     break
                 if err:
                     break
+            result["cycles"] = cycle
             for _ in range(4):   # let pushes after FINISH settle
                 await ctx.tick()
             result["error"] = (ctx.get(dut.error.valid), ctx.get(dut.error.code),
@@ -347,7 +369,7 @@ class ComputeBench:
 
         sim = Simulator(dut)
         sim.add_clock(1e-6)
-        for proc in (clock, read_model(dut.inp_rd, inp_words), read_model(dut.wgt_rd, wgt_words),
+        for proc in (read_model(dut.inp_rd, inp_words), read_model(dut.wgt_rd, wgt_words),
                      out_model, token_model("l2g", dut.l2g, True),
                      token_model("s2g", dut.s2g, True), token_model("g2l", dut.g2l, False),
                      token_model("g2s", dut.g2s, False), 
@@ -359,7 +381,7 @@ class ComputeBench:
             sim.add_process(proc)
         sim.add_testbench(testbench)
         sim.run()
-        return RunResult(cycles=state["cycle"], finish=finish, tokens=tokens, out=out,
+        return RunResult(finish=finish, tokens=tokens, out=out,
                          out_log=out_log, accepted=accepted, **result)
 
 
@@ -417,3 +439,279 @@ def test_compute_loads_then_two_loop_gemm():
     assert result.gemm_count == 4 * 3 * 5
     check_against_reference(bench, result, ref)
     assert ref.acc[40:60].any() and ref.acc[0:8].any()   # the test touched what it meant to
+
+
+def test_compute_back_to_back_accumulate_hazards():
+    """Uops that accumulate into the entry written by the previous one or two uops
+    (distance 1 and 2, and across the q/p loop boundaries) lose no update."""
+    cfg = TINY
+    isa = isa_for(cfg)
+    uops = [isa.encode_uop(d, s, w) for d, s, w in
+            [(0, 0, 0), (0, 1, 1), (0, 2, 2),        # distance 1
+             (1, 3, 3), (2, 4, 4), (1, 5, 5), (2, 6, 6),   # distance 2
+             (3, 7, 7)]]
+    bench = ComputeBench(cfg)
+    insns = [
+        # every (p, q) iteration hits the same entries again: dst factors are 0
+        isa.encode(Opcode.GEMM, uop_bgn=0, uop_end=8, iter_out=3, iter_in=4,
+                   src_factor_out=8, src_factor_in=1, wgt_factor_out=3, wgt_factor_in=5),
+        # a single-uop loop accumulating into one entry every cycle
+        isa.encode(Opcode.GEMM, uop_bgn=7, uop_end=8, iter_out=2, iter_in=9,
+                   src_factor_out=1, src_factor_in=3, wgt_factor_in=1),
+        isa.encode(Opcode.FINISH),
+    ]
+    acc = np.random.default_rng(3).integers(-2**31, 2**31, (4, cfg.batch * cfg.block_out))
+    result = bench.run(insns, uop=uops, acc=acc)
+    ref = bench.reference(insns, uop=uops, acc=acc)
+    assert result.error == (0, 0, 0)
+    check_against_reference(bench, result, ref)
+
+
+def test_compute_alu_ops_and_reductions():
+    """Every ALU opcode with immediates (incl. left shifts and shift 31) and with
+    tensor operands, and reductions whose source is the entry just written."""
+    cfg = TINY
+    isa = isa_for(cfg)
+    lanes = cfg.batch * cfg.block_out
+    rng = np.random.default_rng(5)
+    acc = rng.integers(-2**31, 2**31, (40, lanes))
+    acc[1] = [2**31 - 1, -2**31, -1, 0, 1, 7, -7, 2**30][:lanes]
+    # uop 0: dst 0..; uop 1: dst n, src n+16; uop 2: reduction dst 32 <- src 33
+    uops = [isa.encode_uop(0, 0), isa.encode_uop(0, 16), isa.encode_uop(32, 33)]
+
+    def alu(op, *, imm=0, use_imm=1, bgn=0, end=1, **loop):
+        loop = {"iter_out": 1, "iter_in": 16, "dst_factor_in": 1, **loop}
+        return isa.encode(Opcode.ALU, alu_opcode=op, use_imm=use_imm, imm=imm,
+                          uop_bgn=bgn, uop_end=end, **loop)
+
+    insns = [
+        alu(AluOp.ADD, imm=-12345, iter_in=4),
+        alu(AluOp.SHR, imm=-4, iter_in=3),
+        alu(AluOp.SHR, imm=31, iter_out=2, iter_in=2, dst_factor_out=5),
+        alu(AluOp.SHR, imm=3, iter_in=8),
+        alu(AluOp.SHR, imm=-31, iter_in=2, dst_factor_in=9),
+        alu(AluOp.MAX, imm=-100, iter_in=12),
+        alu(AluOp.MIN, imm=77, iter_in=12),
+        alu(AluOp.MIN, use_imm=0, bgn=1, end=2, iter_in=8, src_factor_in=1),
+        alu(AluOp.MAX, use_imm=0, bgn=1, end=2, iter_in=8, src_factor_in=1),
+        alu(AluOp.ADD, use_imm=0, bgn=1, end=2, iter_in=16, src_factor_in=1),
+        # reductions: ACC[32] op= ACC[33+q] and ACC[32] += ACC[32] (source = the entry
+        # the previous uop wrote), all back to back
+        alu(AluOp.ADD, use_imm=0, bgn=2, end=3, iter_in=6, dst_factor_in=0, src_factor_in=1),
+        alu(AluOp.MAX, use_imm=0, bgn=2, end=3, iter_in=6, dst_factor_in=0, src_factor_in=1),
+        alu(AluOp.ADD, use_imm=0, iter_out=3, iter_in=2, dst_factor_in=0),  # ACC[0] += ACC[0]
+        isa.encode(Opcode.FINISH),
+    ]
+    bench = ComputeBench(cfg)
+    result = bench.run(insns, uop=uops, acc=acc)
+    ref = bench.reference(insns, uop=uops, acc=acc)
+    assert result.error == (0, 0, 0)
+    assert result.alu_count == 4 + 3 + 4 + 8 + 2 + 12 + 12 + 8 + 8 + 16 + 6 + 6 + 6
+    check_against_reference(bench, result, ref)
+
+
+def test_compute_tokens_order_and_finish():
+    """Pops happen before an instruction's first write, pushes after its last one,
+    a missing token or a full queue stalls, and FINISH pulses once at the end."""
+    cfg = TINY
+    isa = isa_for(cfg)
+    uops = [isa.encode_uop(d, s, w) for d, s, w in [(0, 0, 0), (1, 1, 1), (2, 2, 2)]]
+    insns = [
+        isa.encode(Opcode.GEMM, pop_prev_dep=1, push_next_dep=1, uop_bgn=0, uop_end=3,
+                   iter_out=1, iter_in=4, dst_factor_in=3, src_factor_in=1, wgt_factor_in=2),
+        isa.encode(Opcode.LOAD, memory_type=MemType.UOP, pop_next_dep=1, push_prev_dep=1),
+        isa.encode(Opcode.ALU, pop_prev_dep=1, pop_next_dep=1, push_prev_dep=1,
+                   push_next_dep=1, alu_opcode=AluOp.ADD, use_imm=1, imm=3, uop_bgn=0,
+                   uop_end=3, iter_out=1, iter_in=2, dst_factor_in=3),
+        # sync-only LOADs of any memory type are NOPs, even illegal ones
+        isa.encode(Opcode.LOAD, memory_type=5, sram_base=7, dram_base=1, y_size=3),
+        isa.encode(Opcode.FINISH),
+        isa.encode(Opcode.ALU, alu_opcode=AluOp.ADD, use_imm=1, imm=1, uop_bgn=0, uop_end=1,
+                   iter_out=1, iter_in=1),
+    ]
+    tokens = {"l2g": {"schedule": {30: 1, 100: 1}},
+              "s2g": {"schedule": {80: 1, 90: 1}},
+              "g2s": {"level": 1, "schedule": {150: 5}}}
+    bench = ComputeBench(cfg)
+    r = bench.run(insns, uop=uops, tokens=tokens)
+    assert r.error == (0, 0, 0)
+    l2g, s2g, g2l, g2s = (r.tokens[n].log for n in ("l2g", "s2g", "g2l", "g2s"))
+    assert len(l2g) == 2 and len(s2g) == 2 and len(g2l) == 2 and len(g2s) == 2
+    gemm_writes = [c for c, _ in r.out_log[:12]]
+    alu_writes = [c for c, _ in r.out_log[12:]]
+    assert len(r.out_log) == 12 + 6
+    assert 30 < l2g[0] < gemm_writes[0] and gemm_writes[-1] < g2s[0]
+    assert 80 < s2g[0] < g2l[0] < 100        # the NOP: pop s2g, then push g2l
+    assert l2g[1] == s2g[1] > 100            # both pops of the ALU in one cycle
+    assert l2g[1] < alu_writes[0] and alu_writes[-1] < min(g2l[1], g2s[1])
+    assert g2s[1] > 150                      # g2s was full until cycle 150
+    assert r.finish == [r.finish[0]] and r.finish[0] > g2s[1]
+    # Compute does not run ahead of FINISH (fetch stops dispatching after it).
+    assert len(r.accepted) < 6 or r.accepted[5] > r.finish[0]
+    check_against_reference(bench, r, bench.reference(insns, uop=uops))
+
+
+@pytest.mark.parametrize("kind", ["gemm", "gemm_reset", "alu_imm", "alu_tensor"])
+def test_compute_throughput_one_uop_per_cycle(kind):
+    """A 256-uop loop takes uops + a fixed pipeline/control overhead cycles."""
+    cfg = TINY
+    isa = isa_for(cfg)
+    uops = [isa.encode_uop(d, (3 * d) % 16, (5 * d) % 32) for d in range(16)]
+    loop = dict(uop_bgn=0, uop_end=16, iter_out=4, iter_in=4, dst_factor_out=1,
+                dst_factor_in=17, src_factor_out=2, src_factor_in=1)
+    insn = {
+        "gemm": isa.encode(Opcode.GEMM, wgt_factor_out=3, wgt_factor_in=1, **loop),
+        "gemm_reset": isa.encode(Opcode.GEMM, reset_reg=1, **loop),
+        "alu_imm": isa.encode(Opcode.ALU, alu_opcode=AluOp.ADD, use_imm=1, imm=-9, **loop),
+        "alu_tensor": isa.encode(Opcode.ALU, alu_opcode=AluOp.MAX, **loop),
+    }[kind]
+    insns = [insn, isa.encode(Opcode.FINISH)]
+    acc = np.random.default_rng(9).integers(-2**31, 2**31, (128, cfg.batch * cfg.block_out))
+    bench = ComputeBench(cfg)
+    r = bench.run(insns, uop=uops, acc=acc)
+    n_uops = 16 * 4 * 4
+    # accept -> pop/dispatch -> n_uops issue cycles -> 3 pipeline stages -> drain -> push
+    # -> accept of the next command
+    cycles = r.accepted[1] - r.accepted[0]
+    print(f"\n{kind}: {n_uops} uops in {cycles} cycles = {n_uops / cycles:.3f} uops/cycle "
+          f"(overhead {cycles - n_uops} cycles per instruction)")
+    assert cycles <= n_uops + PIPELINE_OVERHEAD
+    check_against_reference(bench, r, bench.reference(insns, uop=uops, acc=acc))
+
+
+#: Cycles an instruction with N uops takes beyond N (accept, dispatch, three
+#: pipeline stages, drain check, push).
+PIPELINE_OVERHEAD = 7
+
+
+def _error_cases(cfg):
+    isa = isa_for(cfg)
+    E = ErrorCode
+
+    def alu(**f):
+        return isa.encode(Opcode.ALU, **{"uop_bgn": 0, "uop_end": 4, "iter_out": 1,
+                                         "iter_in": 1, "use_imm": 1, **f})
+
+    def gemm(**f):
+        return isa.encode(Opcode.GEMM, **{"uop_bgn": 0, "uop_end": 4, "iter_out": 1,
+                                          "iter_in": 1, **f})
+
+    def load(**f):
+        return isa.encode(Opcode.LOAD, **{"y_size": 1, "x_size": 1, "x_stride": 1, **f})
+
+    return {
+        "alu_opcode_mul": (alu(alu_opcode=4), E.ILLEGAL_FIELD),
+        "alu_opcode_7": (alu(alu_opcode=7, uop_end=0), E.ILLEGAL_FIELD),   # even if empty
+        "alu_tensor_shr": (alu(alu_opcode=AluOp.SHR, use_imm=0), E.ILLEGAL_FIELD),
+        "alu_shift_32": (alu(alu_opcode=AluOp.SHR, imm=32), E.ILLEGAL_FIELD),
+        "alu_shift_-32": (alu(alu_opcode=AluOp.SHR, imm=-32), E.ILLEGAL_FIELD),
+        "uop_end_before_bgn": (gemm(uop_bgn=5, uop_end=4), E.ILLEGAL_FIELD),
+        "uop_end_past_depth": (gemm(uop_end=cfg.uop_depth + 1), E.ILLEGAL_FIELD),
+        "load_uop_y_size": (load(memory_type=MemType.UOP, y_size=2), E.ILLEGAL_FIELD),
+        "load_uop_pad": (load(memory_type=MemType.UOP, x_pad_1=1), E.ILLEGAL_FIELD),
+        "load_uop_range": (load(memory_type=MemType.UOP, sram_base=cfg.uop_depth - 4,
+                                x_size=5), E.SRAM_OUT_OF_RANGE),
+        "load_acc_range": (load(memory_type=MemType.ACC, sram_base=cfg.acc_depth - 11,
+                                x_size=2, y_size=2, x_pad_1=1, y_pad_0=2), E.SRAM_OUT_OF_RANGE),
+        "load_out": (load(memory_type=MemType.OUT), E.ILLEGAL_MEMORY_TYPE),
+        "load_mem7": (load(memory_type=7), E.ILLEGAL_MEMORY_TYPE),
+        "store": (isa.encode(Opcode.STORE, memory_type=MemType.OUT, y_size=1, x_size=1),
+                  E.ILLEGAL_OPCODE),
+        "opcode_6": (6, E.ILLEGAL_OPCODE),
+        # index range errors in the middle of a loop (uop dst 0..3, src 0..3, wgt 0..3)
+        "gemm_dst": (gemm(iter_out=3, dst_factor_out=(cfg.acc_depth - 2) // 2),
+                     E.SRAM_OUT_OF_RANGE),
+        "gemm_reset_dst": (gemm(reset_reg=1, iter_in=3, dst_factor_in=cfg.acc_depth // 2 - 1),
+                           E.SRAM_OUT_OF_RANGE),
+        "gemm_src": (gemm(iter_out=2, iter_in=3, src_factor_in=cfg.inp_depth // 2 - 1),
+                     E.SRAM_OUT_OF_RANGE),
+        "gemm_wgt": (gemm(iter_out=4, wgt_factor_out=cfg.wgt_depth // 3), E.SRAM_OUT_OF_RANGE),
+        "alu_src": (alu(alu_opcode=AluOp.ADD, use_imm=0, iter_in=3,
+                        src_factor_in=cfg.acc_depth // 2 - 1), E.SRAM_OUT_OF_RANGE),
+    }
+
+
+@pytest.mark.parametrize("case", list(_error_cases(TINY)))
+def test_compute_errors_stop_cleanly(case):
+    """A faulting instruction reports (code, index), runs nothing after it, and
+    leaves the SRAMs as sequential execution left them before the fault."""
+    cfg = TINY
+    isa = isa_for(cfg)
+    bad, code = _error_cases(cfg)[case]
+    uops = [isa.encode_uop(d, d, d) for d in range(4)]
+    acc = np.random.default_rng(4).integers(-2**31, 2**31, (16, cfg.batch * cfg.block_out))
+    insns = [
+        isa.encode(Opcode.ALU, alu_opcode=AluOp.ADD, use_imm=1, imm=5, uop_bgn=0, uop_end=4,
+                   iter_out=1, iter_in=1, push_next_dep=1),
+        bad,
+        isa.encode(Opcode.ALU, alu_opcode=AluOp.ADD, use_imm=1, imm=5, uop_bgn=0, uop_end=4,
+                   iter_out=1, iter_in=2),
+        isa.encode(Opcode.FINISH),
+    ]
+    bench = ComputeBench(cfg)
+    r = bench.run(insns, uop=uops, acc=acc, max_cycles=400)
+    assert r.error == (1, code, 1)
+    assert r.finish == []
+    ref = bench.reference(insns if code == ErrorCode.SRAM_OUT_OF_RANGE and "load" not in case
+                          else insns[:1], uop=uops, acc=acc)
+    if code == ErrorCode.SRAM_OUT_OF_RANGE and "load" not in case:
+        assert ref.fault == 1    # the reference faults on the same instruction
+    check_against_reference(bench, r, ref)
+    assert r.tokens["g2s"].log and not r.tokens["g2l"].log
+
+
+def test_compute_empty_loops_still_sync():
+    """uop_bgn == uop_end or a zero iteration count does nothing but honours the flags."""
+    cfg = TINY
+    isa = isa_for(cfg)
+    insns = [
+        isa.encode(Opcode.GEMM, pop_prev_dep=1, push_next_dep=1, uop_bgn=3, uop_end=3,
+                   iter_out=2, iter_in=2, dst_factor_in=1),
+        isa.encode(Opcode.GEMM, reset_reg=1, pop_next_dep=1, push_prev_dep=1, uop_bgn=0,
+                   uop_end=2, iter_out=0, iter_in=2),
+        isa.encode(Opcode.ALU, alu_opcode=AluOp.SHR, use_imm=1, imm=0, push_prev_dep=1,
+                   uop_bgn=0, uop_end=2, iter_out=3, iter_in=0),
+        isa.encode(Opcode.FINISH),
+    ]
+    acc = np.random.default_rng(6).integers(-2**31, 2**31, (4, cfg.batch * cfg.block_out))
+    bench = ComputeBench(cfg)
+    r = bench.run(insns, uop=[isa.encode_uop(n) for n in range(4)], acc=acc,
+                  tokens={"l2g": {"level": 1}, "s2g": {"level": 1}})
+    assert r.error == (0, 0, 0) and len(r.finish) == 1
+    assert [len(r.tokens[n].log) for n in ("l2g", "s2g", "g2l", "g2s")] == [1, 1, 2, 1]
+    assert r.out_log == [] and r.gemm_count == 0 and r.alu_count == 0
+    np.testing.assert_array_equal(r.acc[:4], acc)
+
+
+def test_compute_4x8_gemm_and_requantize():
+    """BATCH 4: LOAD UOP, LOAD ACC (16-beat elements), GEMM, then the requantize
+    chain ADD/SHR/MAX/MIN with immediates, against the numpy reference."""
+    cfg = VTAConfig.preset("4x8")
+    isa = isa_for(cfg)
+    rng = np.random.default_rng(8)
+    lanes = cfg.batch * cfg.block_out
+    uops = [isa.encode_uop(d, s, w) for d, s, w in [(0, 0, 0), (1, 2, 1), (2, 1, 3)]]
+    bias = rng.integers(-2**20, 2**20, (12, lanes))
+    dram = dram_image(cfg, uops=uops, uop_base=1, acc_rows=bias, acc_base=2)
+    bench = ComputeBench(cfg, dram=dram)
+    loop = dict(uop_bgn=0, uop_end=3, iter_out=2, iter_in=2, dst_factor_out=6, dst_factor_in=3)
+
+    def alu(op, imm):
+        return isa.encode(Opcode.ALU, alu_opcode=op, use_imm=1, imm=imm, **loop)
+
+    insns = [
+        isa.encode(Opcode.LOAD, memory_type=MemType.UOP, dram_base=1, y_size=1, x_size=3,
+                   x_stride=3),
+        isa.encode(Opcode.LOAD, memory_type=MemType.ACC, dram_base=2, y_size=1, x_size=12,
+                   x_stride=12),
+        isa.encode(Opcode.GEMM, src_factor_out=4, src_factor_in=1, wgt_factor_out=5,
+                   wgt_factor_in=2, **loop),
+        alu(AluOp.ADD, 1 << 7), alu(AluOp.SHR, 8), alu(AluOp.MAX, -127), alu(AluOp.MIN, 127),
+        isa.encode(Opcode.FINISH),
+    ]
+    r = bench.run(insns)
+    ref = bench.reference(insns)
+    assert r.error == (0, 0, 0) and len(r.finish) == 1
+    assert r.gemm_count == 12 and r.alu_count == 48
+    check_against_reference(bench, r, ref)
+    assert np.abs(ref.acc[:12]).max() == 127    # the clip did clip something
