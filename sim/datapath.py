@@ -122,9 +122,9 @@ class SRAMs:
         if mt == MemType.UOP:
             return self._load_uop(insn, dram, counters)
         if mt not in self._load_target:
-            name = MemType(mt).name if mt in MemType._value2member_map_ else str(mt)
+            name = f" ({MemType(mt).name})" if mt in MemType._value2member_map_ else ""
             raise Fault(ErrorCode.ILLEGAL_MEMORY_TYPE,
-                        f"LOAD memory_type {name} ({mt}) is illegal; a LOAD with x_size > 0 "
+                        f"LOAD memory_type {mt}{name} is illegal; a LOAD with x_size > 0 "
                         "moves UOP (0), WGT (1), INP (2) or ACC (3)")
         sram, name, dtype = self._load_target[mt]
         ebytes = c.elem_bytes(mt)
