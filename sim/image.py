@@ -71,8 +71,10 @@ class DramImage:
         if dram.dtype != np.uint8 or dram.ndim != 1:
             raise ImageError(f"{path}: 'dram' must be a 1-D uint8 array, got {dram.dtype} "
                              f"{dram.shape}")
+        insn_addr = _scalar(path, arrays, "insn_addr")    # names the path itself
+        insn_count = _scalar(path, arrays, "insn_count")
         try:
-            return cls(dram, _scalar(path, arrays, "insn_addr"), _scalar(path, arrays, "insn_count"))
+            return cls(dram, insn_addr, insn_count)
         except ImageError as e:
             raise ImageError(f"{path}: {e}") from None
 
