@@ -143,8 +143,10 @@ class CompiledDevice(Device):
         return out.regs[int(reg) // 4]
 
     def _stats(self, out) -> dict:
-        return {name: self._reg(out, Reg[name.upper()])
-                for name in ("load_count", "gemm_count", "alu_count", "store_count")}
+        # Key names of the behavioral model's stats for the same quantities.
+        r = lambda reg: self._reg(out, reg)  # noqa: E731
+        return {"gemm_counter": r(Reg.GEMM_COUNT), "alu_counter": r(Reg.ALU_COUNT),
+                "load_insn_count": r(Reg.LOAD_COUNT), "store_insn_count": r(Reg.STORE_COUNT)}
 
     def _result(self, out, status, insn_addr, insn_count) -> RunResult:
         where = f"{self.name} ({self.config.name})"
@@ -179,4 +181,4 @@ class CompiledDevice(Device):
             insn = str(isa_for(self.config).decode(word))
         else:
             insn = f"(index past the {insn_count} instructions of the stream)"
-        return f"{where}: {module} error {code} at instruction {index}: {insn}"
+        return f"{where}: {module} module, instruction {index}: {code} [{insn}]"

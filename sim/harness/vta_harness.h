@@ -4,11 +4,14 @@
 // verilator_adapter.cc. The C API that Python loads with ctypes is in
 // vta_api.h. Nothing here runs per cycle in Python.
 //
-// DRAM model (the protocol of vtakit.hw.interfaces):
-//   read:  one request at a time, in order. The first data beat is valid
-//          `read_latency` cycles after the request handshake, then one beat
-//          per cycle while the design is ready.
-//   write: one request at a time; each data beat is committed to DRAM on its
+// DRAM model (the protocol of vtakit.hw.interfaces; the same timing as
+// vtakit.sim.pysim.DramPortModel, so cycle counts agree with the pysim backend):
+//   read:  a request is accepted every cycle; requests are served one at a
+//          time, in order. A request's first data beat is valid
+//          `read_latency` cycles after its handshake (or as soon as the
+//          previous request's last beat has gone), then one beat per cycle
+//          while the design is ready.
+//   write: one burst at a time; each data beat is committed to DRAM on its
 //          handshake.
 // Inputs never depend combinationally on outputs in the same cycle, so one
 // settle per clock phase is enough.
@@ -16,6 +19,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <deque>
 
 #ifndef VTA_BUS_BYTES
 #error "compile with -DVTA_BUS_BYTES=<DRAM bus width in bytes>"
@@ -58,7 +62,9 @@ public:
             reset();
         dram_ = dram;
         dram_len_ = dram_len;
-        rd_active_ = wr_active_ = false;
+        reads_.clear();
+        wr_active_ = false;
+        drive_idle();
         cycles_ = 0;
         csr_write(INSN_COUNT, insn_count);
         csr_write(INSN_ADDR, insn_addr);
@@ -145,16 +151,17 @@ private:
     // One clock cycle: drive the model's inputs, settle, sample handshakes,
     // clock edge, update the model.
     uint32_t cycle(RunOut *out) {
-        bool rd_valid = rd_active_ && rd_wait_ == 0;
-        sim_.set_rd_req_ready(!rd_active_);
-        sim_.set_rd_data(rd_valid, rd_valid ? dram_ + rd_addr_ : nullptr);
+        uint64_t now = cycles_ + 1;   // this cycle's number (the first after start is 1)
+        bool rd_valid = !reads_.empty() && reads_.front().due <= now;
+        sim_.set_rd_req_ready(true);
+        sim_.set_rd_data(rd_valid, rd_valid ? dram_ + reads_.front().addr : nullptr);
         sim_.set_wr_req_ready(!wr_active_);
         sim_.set_wr_data_ready(wr_active_);
         sim_.settle();
         if (sim_.irq())
             return DONE;
 
-        bool rd_req = !rd_active_ && sim_.rd_req_valid();
+        bool rd_req = sim_.rd_req_valid();
         bool rd_beat = rd_valid && sim_.rd_data_ready();
         bool wr_req = !wr_active_ && sim_.wr_req_valid();
         bool wr_beat = wr_active_ && sim_.wr_data_valid();
@@ -169,17 +176,14 @@ private:
         cycles_++;
 
         if (rd_beat) {
-            rd_addr_ += B;
-            rd_active_ = --rd_left_ != 0;
-        } else if (rd_active_ && rd_wait_ > 0) {
-            rd_wait_--;
+            Read &r = reads_.front();
+            r.addr += B;
+            if (--r.left == 0) reads_.pop_front();
         }
         if (rd_req) {
             if (uint32_t s = check(out, rd_payload, false)) return s;
-            rd_active_ = true;
-            rd_addr_ = rd_payload & 0xFFFFFFFFu;
-            rd_left_ = uint32_t(rd_payload >> 32) & 0xFFFFu;
-            rd_wait_ = read_latency_ - 1;
+            reads_.push_back(Read{now + read_latency_, rd_payload & 0xFFFFFFFFu,
+                                  uint32_t(rd_payload >> 32) & 0xFFFFu});
         }
         if (wr_req) {
             if (uint32_t s = check(out, wr_payload, true)) return s;
@@ -190,15 +194,21 @@ private:
         return RUNNING;
     }
 
+    struct Read {
+        uint64_t due;   // first cycle its data may be valid
+        uint64_t addr;  // byte address of the next beat
+        uint32_t left;  // beats still to send
+    };
+
     Sim sim_;
     int read_latency_;
     bool needs_reset_ = false;
     uint8_t *dram_ = nullptr;
     uint64_t dram_len_ = 0, cycles_ = 0;
-    bool rd_active_ = false, wr_active_ = false;
-    uint64_t rd_addr_ = 0, wr_addr_ = 0;
-    uint32_t rd_left_ = 0, wr_left_ = 0;
-    int rd_wait_ = 0;
+    std::deque<Read> reads_;
+    bool wr_active_ = false;
+    uint64_t wr_addr_ = 0;
+    uint32_t wr_left_ = 0;
 };
 
 }  // namespace vta

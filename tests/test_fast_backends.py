@@ -1,0 +1,230 @@
+"""The compiled RTL backends (``cxxrtl``, ``verilator``): harness, build cache, devices.
+
+Two tiers:
+
+* The flow itself, on :mod:`fast_stub` (a DMA copier with the VTA's top-level
+  signature, checked against its numpy model): DRAM model, CSR protocol, error,
+  timeout and out-of-range reporting, read latency, VCD, cache hits,
+  deterministic sources, atomic concurrent builds. Builds go to a private cache.
+* The real VTA: every golden fixture byte-identical on behavioral, cxxrtl and
+  verilator. One build per (backend, config) for the whole session, in the
+  user's cache (``$VTAKIT_CACHE``), so repeated runs do not recompile.
+"""
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fast_stub import stub_copy, stub_design, stub_fail, stub_finish, stub_reference
+from vtakit.hw.config import load_config
+from vtakit.hw.isa import isa_for
+from vtakit.sim import rtl_build
+from vtakit.sim.device import DeviceError, open_device
+
+FAST = ("cxxrtl", "verilator")
+TINY = load_config("tiny")
+
+
+@contextlib.contextmanager
+def cache_at(path):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("VTAKIT_CACHE", str(path))
+        yield
+
+
+@pytest.fixture(scope="session")
+def stub_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("stub-cache")
+
+
+def stub_device(backend, cache, config="tiny", **options):
+    with cache_at(cache):
+        return open_device(backend, config, design=stub_design(), progress=False, **options)
+
+
+@pytest.fixture(scope="session", params=FAST)
+def stub(request, stub_cache):
+    dev = stub_device(request.param, stub_cache)
+    yield dev
+    dev.close()
+
+
+def load_program(dev, words, *, seed=0, size=1 << 14):
+    """Random data at a fresh buffer, then ``words`` (callables of the buffer address)."""
+    rng = np.random.default_rng(seed)
+    buf = dev.alloc(size)
+    dev.write(buf, rng.integers(0, 256, size, dtype=np.uint8))
+    words = [w(buf) for w in words]
+    insn = dev.alloc(16 * len(words))
+    dev.write(insn, b"".join(w.to_bytes(16, "little") for w in words))
+    return insn, words
+
+
+def random_copies(n, bus_bytes, rng, size=1 << 14):
+    """``n`` copies between random bus-aligned places of a ``size``-byte buffer (may overlap)."""
+    out = []
+    for _ in range(n):
+        beats = int(rng.integers(1, 9))
+        src, dst = (int(rng.integers(0, (size - 8 * bus_bytes) // bus_bytes)) * bus_bytes
+                    for _ in range(2))
+        out.append(lambda b, s=src, d=dst, k=beats: stub_copy(b + s, b + d, k))
+    return out
+
+
+# ----------------------------------------------------------------- the flow, on the stub
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_stub_program_matches_numpy(stub, seed):
+    rng = np.random.default_rng(seed)
+    insn, words = load_program(stub, random_copies(200, 8, rng) + [lambda b: stub_finish()],
+                               seed=seed)
+    expected = stub_reference(stub.dram.data, words, 8)
+    result = stub.run(insn, len(words))
+    assert np.array_equal(stub.dram.data, expected)
+    assert result.stats["load_insn_count"] == 200
+    assert result.cycles > 200 * 4
+
+
+def test_stub_128_bit_bus(stub_cache):
+    """ultra96 has a 128-bit bus: wide ports (VlWide in Verilator, 4 chunks in CXXRTL)."""
+    for backend in FAST:
+        with stub_device(backend, stub_cache, "ultra96") as dev:
+            rng = np.random.default_rng(7)
+            insn, words = load_program(dev, random_copies(50, 16, rng) + [lambda b: stub_finish()])
+            expected = stub_reference(dev.dram.data, words, 16)
+            dev.run(insn, len(words))
+            assert np.array_equal(dev.dram.data, expected), backend
+
+
+def test_read_latency_adds_cycles_per_read_request(stub_cache):
+    """The stub waits for each read's data before its next request, so every read
+    request (2 per copy: instruction fetch and data; 1 for FINISH's fetch) costs
+    exactly ``read_latency - 1`` more cycles."""
+    for backend in FAST:
+        cycles = {}
+        for latency in (1, 6):
+            with stub_device(backend, stub_cache, read_latency=latency) as dev:
+                rng = np.random.default_rng(3)
+                insn, words = load_program(dev, random_copies(20, 8, rng)
+                                           + [lambda b: stub_finish()])
+                expected = stub_reference(dev.dram.data, words, 8)
+                cycles[latency] = dev.run(insn, len(words)).cycles
+                assert np.array_equal(dev.dram.data, expected)
+        assert cycles[6] - cycles[1] == 5 * (2 * 20 + 1), (backend, cycles)
+
+
+def test_rtl_error_names_module_index_and_disassembly(stub):
+    insn, words = load_program(stub, [lambda b: stub_copy(b, b + 64, 1), lambda b: stub_fail(3),
+                                      lambda b: stub_finish()])
+    disasm = re.escape(str(isa_for(TINY).decode(words[1])))
+    with pytest.raises(DeviceError, match=rf"^{stub.name} \(1x8_i8w8a32_12_12_14_14\): compute "
+                                          rf"module, instruction 1: SRAM_OUT_OF_RANGE \[{disasm}\]$"):
+        stub.run(insn, len(words))
+    # The device is reset after a fault and runs the next program.
+    insn, words = load_program(stub, [lambda b: stub_copy(b, b + 64, 2), lambda b: stub_finish()])
+    expected = stub_reference(stub.dram.data, words, 8)
+    stub.run(insn, len(words))
+    assert np.array_equal(stub.dram.data, expected)
+
+
+def test_timeout(stub):
+    rng = np.random.default_rng(4)
+    insn, words = load_program(stub, random_copies(50, 8, rng) + [lambda b: stub_finish()])
+    stub.max_cycles = 100
+    try:
+        with pytest.raises(DeviceError, match=rf"^{stub.name} \(1x8_i8w8a32_12_12_14_14\): no "
+                                              r"FINISH after 100 cycles \(max_cycles=100\) running "
+                                              rf"51 instructions at 0x{insn:x} \(.*load_insn_count="
+                                              r"\d+.*\); the program deadlocks"):
+            stub.run(insn, len(words))
+    finally:
+        stub.max_cycles = 10**8
+
+
+def test_dram_access_outside_the_image(stub):
+    insn, words = load_program(stub, [lambda b: 0, lambda b: stub_finish()])
+    end = len(stub.dram.data)
+    stub.write(insn, stub_copy(0x1000, end - 8, 2).to_bytes(16, "little"))
+    with pytest.raises(DeviceError, match=rf"^{stub.name} \(1x8_i8w8a32_12_12_14_14\): DRAM write "
+                                          rf"of 16 bytes at 0x{end - 8:x} is outside the DRAM "
+                                          rf"image \[0, 0x{end:x}\)$"):
+        stub.run(insn, len(words))
+
+
+def test_bad_instruction_range(stub):
+    with pytest.raises(DeviceError, match=rf"^{stub.name}: 2 instructions at 0x1008 are not a "
+                                          r"16-byte aligned range"):
+        stub.run(0x1008, 2)
+
+
+def test_vcd(stub_cache, tmp_path):
+    for backend in FAST:
+        vcd = tmp_path / f"{backend}.vcd"
+        with stub_device(backend, stub_cache, vcd=vcd) as dev:
+            insn, words = load_program(dev, [lambda b: stub_copy(b, b + 64, 2),
+                                             lambda b: stub_finish()])
+            cycles = dev.run(insn, len(words)).cycles
+        text = vcd.read_text()
+        assert "$enddefinitions" in text and "csr" in text and "dram_rd" in text, backend
+        # At least one timestamp per clock edge of the run.
+        assert len(re.findall(r"^#\d+", text, re.M)) >= 2 * cycles, backend
+
+
+def test_second_construction_does_not_build(stub_cache, monkeypatch):
+    for backend in FAST:
+        stub_device(backend, stub_cache).close()   # built (or found) once
+
+        def forbidden(*args, **kwargs):
+            raise AssertionError("a cached build was regenerated or recompiled")
+        monkeypatch.setattr(rtl_build, "generate_source", forbidden)
+        monkeypatch.setattr(rtl_build, "_run", forbidden)
+        with stub_device(backend, stub_cache) as dev:
+            assert dev.build.cached
+            insn, words = load_program(dev, [lambda b: stub_copy(b, b + 64, 2),
+                                             lambda b: stub_finish()])
+            expected = stub_reference(dev.dram.data, words, 8)
+            dev.run(insn, len(words))
+            assert np.array_equal(dev.dram.data, expected)
+        monkeypatch.undo()
+
+
+@pytest.mark.parametrize("backend", FAST)
+def test_generated_source_is_deterministic(backend):
+    a = rtl_build.generate_source(backend, TINY, design=stub_design())
+    b = rtl_build.generate_source(backend, TINY, design=stub_design())
+    assert a == b
+
+
+def test_cache_key_changes_with_inputs():
+    design = stub_design()
+    key = lambda backend="cxxrtl", cfg=TINY, td=256, cd=64, d=design: rtl_build.build_key(  # noqa
+        backend, cfg, token_depth=td, cmd_depth=cd, design=d)[0]
+    base = key()
+    assert base == key()
+    assert len({base, key("verilator"), key(cfg=load_config("default")), key(td=8), key(cd=8),
+                key(d=rtl_build.vta_design())}) == 6
+
+
+def test_concurrent_builds_install_one_library(tmp_path):
+    """Two processes building the same key at once: both succeed, one build remains,
+    no temporary directory is left behind."""
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "from fast_stub import stub_design\n"
+            "from vtakit.sim.rtl_build import get_build\n"
+            "b = get_build('cxxrtl', 'tiny', design=stub_design(), progress=False)\n"
+            "print(b.path, b.cached)\n") % str(Path(__file__).parent)
+    env = {**os.environ, "VTAKIT_CACHE": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300)[0].split() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert outs[0][0] == outs[1][0]
+    assert sorted(o[1] for o in outs) == ["False", "True"]   # one built, one waited and reused
+    entries = sorted(p.name for p in (tmp_path / "cxxrtl").iterdir() if not p.name.endswith(".lock"))
+    assert entries == [Path(outs[0][0]).name]
