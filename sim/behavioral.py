@@ -46,6 +46,8 @@ _MODULE_CODE = {"fetch": Module.FETCH, "load": Module.LOAD, "compute": Module.CO
 
 # Largest number of steps one turn runs in interleave mode.
 _MAX_TURN = 4
+# Distinct instruction words kept decoded across runs.
+_DECODE_CACHE = 1 << 16
 
 
 class ModelError(DeviceError):
@@ -121,6 +123,7 @@ class BehavioralDevice(Device):
         self.interleave_seed = interleave_seed
         self.isa = isa_for(self.config)
         self.srams = SRAMs(self.config)
+        self._decoded: dict = {}
 
     # ------------------------------------------------------------------ errors
 
@@ -146,8 +149,14 @@ class BehavioralDevice(Device):
         raw = self.dram.data[insn_addr:end].tobytes()
         agents = {name: _Agent(name) for name in ("load", "compute", "store")}
         finish = False
+        decoded = self._decoded
+        if len(decoded) > _DECODE_CACHE:
+            decoded.clear()
         for index in range(insn_count):
-            insn = self.isa.decode(int.from_bytes(raw[16 * index:16 * index + 16], "little"))
+            word = int.from_bytes(raw[16 * index:16 * index + 16], "little")
+            insn = decoded.get(word)
+            if insn is None:    # streams repeat words a lot; decoded Insns are never mutated
+                insn = decoded[word] = self.isa.decode(word)
             if not isinstance(insn.opcode, Opcode):
                 raise self._error("fetch", index, insn, ErrorCode.ILLEGAL_OPCODE,
                                   f"opcode {insn.opcode} is illegal; legal opcodes are "
