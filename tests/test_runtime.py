@@ -419,3 +419,66 @@ def test_dumps(bufs):
     assert text[0] == "There are 6 instructions"
     assert text[1].startswith("     0: LOAD   UOP  [] memory_type=0 sram_base=0")
     assert text[-2:] == ["There are 1 uops", "     0: UOP dst_idx=5 src_idx=3 wgt_idx=2"]
+
+
+# ------------------------------------------------- end to end on the behavioral model
+
+def _acc_program(rt, rng, rows):
+    """LOAD ACC of ``rows`` int32 elements; returns (input, output buffer)."""
+    c = rt.config
+    a = rng.integers(-100, 100, size=(rows, c.batch, c.block_out), dtype=np.int32)
+    ab, ob = rt.alloc(a.nbytes), rt.alloc(a.size)
+    rt.upload(ab, a)
+    rt.load_2d(MemType.ACC, 0, ab, 0, rows, 1, rows)
+    return a, ob
+
+
+def _store(rt, ob, rows):
+    rt.dep_push(C, S)
+    rt.dep_pop(C, S)
+    rt.store_2d(0, ob, 0, rows, 1, rows)
+
+
+def test_uop_ring_wraparound_result():
+    """Five 400-uop kernels in a 1024-entry uop buffer within one synchronize: the ring
+    wraps twice and kernels are evicted and reloaded; each must still run its own uops."""
+    rt = Runtime(open_device("behavioral", "tiny"))
+    rng = np.random.default_rng(5)
+    a, ob = _acc_program(rt, rng, 440)
+    kernels = {v: UopKernel.alu(AluOp.ADD, [(10 * v + j, 0) for j in range(400)], imm=v)
+               for v in (1, 2, 3)}
+    expected = a.copy()
+    for v in (1, 2, 3, 1, 2):
+        rt.push_alu(kernels[v])
+        expected[10 * v:10 * v + 400] += v
+    assert rt.cache_stats["evictions"] == 3
+    rt.push_alu(UopKernel.alu(AluOp.SHR, [(0, 0)], [(440, 1, 1)], imm=0))   # OUT for all
+    _store(rt, ob, 440)
+    rt.synchronize()
+    assert np.array_equal(rt.download(ob, np.int8, a.shape), expected.astype(np.int8))
+
+
+def test_auto_synchronize_result():
+    rt = Runtime(open_device("behavioral", "default"), max_xfer=16 * 12)
+    a, ob = _acc_program(rt, np.random.default_rng(6), 32)
+    for v in range(1, 21):
+        rt.push_alu(UopKernel.alu(AluOp.ADD, [(0, 0)], [(32, 1, 1)], imm=v))
+    _store(rt, ob, 32)
+    rt.synchronize()
+    assert rt.stats["auto_syncs"] >= 3
+    assert np.array_equal(rt.download(ob, np.int8, a.shape), (a + 210).astype(np.int8))
+
+
+@pytest.mark.parametrize("name", ["save_load_out", "padded_load_all", "gemm_default",
+                                  "gemm_smt", "alu_add_tensor", "relu", "gemm_tiled"])
+@pytest.mark.parametrize("preset", ["default", "tiny"])
+def test_force_serial_same_results(name, preset):
+    from programs import PROGRAMS, verify
+    outputs = []
+    for debug in (DebugFlag(0), DebugFlag.FORCE_SERIAL):
+        rt = Runtime(open_device("behavioral", preset), debug=debug)
+        checks = PROGRAMS[name](rt, np.random.default_rng(3))
+        rt.synchronize()
+        verify(rt, checks)
+        outputs.append([rt.download(c.buf, np.uint8, c.buf.nbytes) for c in checks])
+    assert all(np.array_equal(x, y) for x, y in zip(*outputs))
