@@ -14,7 +14,12 @@ Micro-op pipeline (GEMM and ALU share it; it never stalls once a uop issued)::
 
 One uop issues per cycle for GEMM (reset and accumulate) and for ALU with an
 immediate or a tensor operand (the acc SRAM has two read ports). The loop
-offsets ``p*factor_out + q*factor_in`` come from incremental adders.
+offsets ``p*factor_out + q*factor_in`` come from incremental adders. An
+instruction of N uops occupies the module for N + 4 cycles, from accepting it
+to accepting the next command: one dispatch cycle (pops and field checks), N
+issue cycles, and S1..S3 of the last uop; its pushes, and the accept of the
+next command, share the cycle of its last write (that write lands at the same
+clock edge, so a token's consumer always sees it).
 
 Accumulate hazards (a uop reading the acc entry that one of the two uops
 before it writes) are resolved by **forwarding** with zero cycles of cost:
@@ -33,8 +38,10 @@ with an out-of-range index is squashed in S1, after the uops before it
 completed, so the SRAMs hold exactly the state of sequential execution up to
 the fault.
 
-After FINISH (``finish`` pulses once its pops are done) the module returns to
-idle like after any other instruction; the top level stops feeding it.
+FINISH pulses ``finish`` in its dispatch cycle (after its pops), then pushes
+and returns to idle; the next command is accepted one cycle after the pulse at
+the earliest, which gives the top level a cycle to stop feeding commands (the
+module itself does not know a run ended).
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
@@ -324,20 +331,38 @@ class Compute(wiring.Component):
         with m.If(s3_valid & ~mode_gemm):
             m.d.sync += self.alu_count.eq(self.alu_count + 1)
 
-        pipe_busy = s1_valid | s2_valid | s3_valid
-
         # ------------------------------------------------------------- control
         def fail(code):
             m.d.sync += [self.error.valid.eq(1), self.error.code.eq(code),
                          self.error.index.eq(index)]
             m.next = "ERROR"
 
+        def accept():
+            m.d.comb += self.cmd.ready.eq(1)
+            with m.If(self.cmd.valid):
+                m.d.sync += [insn.eq(self.cmd.payload.insn), index.eq(self.cmd.payload.index)]
+                m.next = "POP"
+            with m.Else():
+                m.next = "IDLE"
+
+        def complete(prev, nxt, *, then_accept=True):
+            # The work is done (its last SRAM write lands at this clock edge, so a
+            # consumer of the token sees it): push, and take the next command in
+            # the same cycle if nothing has to wait for room in a token queue.
+            m.d.comb += [self.g2l.valid.eq(prev), self.g2s.valid.eq(nxt)]
+            m.d.sync += [push_prev.eq(prev & ~self.g2l.ready),
+                         push_next.eq(nxt & ~self.g2s.ready)]
+            with m.If((~prev | self.g2l.ready) & (~nxt | self.g2s.ready)):
+                if then_accept:
+                    accept()
+                else:
+                    m.next = "IDLE"
+            with m.Else():
+                m.next = "PUSH"
+
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += self.cmd.ready.eq(1)
-                with m.If(self.cmd.valid):
-                    m.d.sync += [insn.eq(self.cmd.payload.insn), index.eq(self.cmd.payload.index)]
-                    m.next = "POP"
+                accept()
 
             with m.State("POP"):
                 tokens_ok = ((~hdr.pop_prev_dep | self.l2g.valid)
@@ -374,10 +399,14 @@ class Compute(wiring.Component):
                         m.next = "LOAD_CMD"
                     with m.Elif(loop_insn & ~empty_loop):
                         m.next = "RUN"
+                    with m.Elif(is_finish):
+                        # Not taking a command in the cycle of the pulse gives the
+                        # top level a cycle to stop feeding commands.
+                        m.d.comb += self.finish.eq(1)
+                        complete(hdr.push_prev_dep, hdr.push_next_dep, then_accept=False)
                     with m.Else():
-                        # FINISH, sync-only NOP, or a loop with nothing to do.
-                        m.d.comb += self.finish.eq(is_finish)
-                        m.next = "PUSH"
+                        # A sync-only NOP, or a loop with nothing to do.
+                        complete(hdr.push_prev_dep, hdr.push_next_dep)
 
             with m.State("LOAD_CMD"):
                 m.d.comb += [
@@ -391,7 +420,7 @@ class Compute(wiring.Component):
 
             with m.State("LOAD_WAIT"):
                 with m.If(Mux(load_uop, uop_load.done, acc_load.done)):
-                    m.next = "PUSH"
+                    complete(push_prev, push_next)
 
             with m.State("RUN"):
                 with m.If(s1_bad):
@@ -404,19 +433,12 @@ class Compute(wiring.Component):
             with m.State("DRAIN"):
                 with m.If(s1_bad):
                     fail(ErrorCode.SRAM_OUT_OF_RANGE)
-                with m.Elif(~pipe_busy):
-                    m.next = "PUSH"
+                with m.Elif(~s1_valid & ~s2_valid):
+                    # Only S3 may still be busy: its write lands at this edge.
+                    complete(push_prev, push_next)
 
             with m.State("PUSH"):
-                m.d.comb += [self.g2l.valid.eq(push_prev), self.g2s.valid.eq(push_next)]
-                prev_done = ~push_prev | self.g2l.ready
-                next_done = ~push_next | self.g2s.ready
-                with m.If(self.g2l.ready):
-                    m.d.sync += push_prev.eq(0)
-                with m.If(self.g2s.ready):
-                    m.d.sync += push_next.eq(0)
-                with m.If(prev_done & next_done):
-                    m.next = "IDLE"
+                complete(push_prev, push_next)
 
             with m.State("ERROR"):
                 pass
