@@ -1,0 +1,361 @@
+"""int8 2-D convolution on VTA, with a fused epilogue.
+
+Data flow of one output tile (see :mod:`.tiling` for the tile shape and
+:mod:`.pipeline` for the tokens):
+
+* compute: reset the tile's accumulators (GEMM reset) or LOAD ACC the residual;
+  LOAD ACC the bias tile when it is not already in this acc slot;
+* for every chunk of input-channel blocks (a *group*): load the input window of
+  the chunk into an inp slot (2-D DMA per channel block, the padding inserted by
+  the load's pad fields where the window crosses the border) and the weights
+  into a wgt slot (skipped when the slot already holds them), then one GEMM
+  instruction whose micro-ops and two loops (:func:`.loops.fold_loops`) run the
+  whole chunk;
+* compute: the epilogue ALU passes (:class:`.epilogue.Epilogue`);
+* store: one 2-D store per (batch block, output-channel block) of the tile, or a
+  single store when the tile spans the whole image.
+
+SRAM layouts of a slot: inp ``[n][i][row][col]`` (rows and columns include the
+padding), wgt ``[o][i][kh][kw]``, acc ``[n][o][oh][ow]`` followed at the end of
+the slot by the ``tco`` bias elements.
+
+Grouped and depthwise convolution: run :func:`conv2d` once per group on the
+group's channel slice (:func:`group_conv2d` does exactly that); depthwise
+convolutions with one channel per group waste BLOCK-1 of BLOCK lanes this way,
+which is the honest cost on a GEMM-only datapath without MUL.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..hw.isa import MemType
+from ..runtime import UopKernel
+from .epilogue import Epilogue
+from .layout import (ceil_div, pack_activation, pack_bias, pack_conv_weight,
+                     unpack_activation)
+from .loops import Dim, fold_loops
+from .pipeline import Pipeline
+from .plan import OpPlan, Operand
+from .reference import conv2d_output_shape, normalize_padding
+from .tiling import (ConvProblem, ConvTiling, CostModel, TilingError, estimate, gemm_dims,
+                     search_tiles, uop_budget)
+
+__all__ = ["Conv2dPlan", "plan_conv2d", "conv2d", "group_conv2d", "assemble_planes"]
+
+
+def _pair(v):
+    return (int(v), int(v)) if np.isscalar(v) else tuple(int(a) for a in v)
+
+
+def assemble_planes(planes) -> np.ndarray:
+    """Four int8 byte planes (least significant first, stacked on axis 0) -> int32."""
+    p = np.asarray(planes).view(np.uint8).astype(np.uint32)
+    return (p[0] | (p[1] << 8) | (p[2] << 16) | (p[3] << 24)).view(np.int32)
+
+
+class Conv2dPlan(OpPlan):
+    """A planned convolution: problem in blocks, tiling, epilogue, DRAM operands.
+
+    Operands (packed layouts of :mod:`.layout`): ``data`` int8 (N/b, C/c, H, W, b, c),
+    ``weight`` int8 (O/c, C/c, KH, KW, c, c), ``bias`` int32 (O/c, b, c) when the
+    epilogue has a bias tile, ``residual`` int32 (N/b, O/c, OH, OW, b, c), and
+    ``out`` int8 (planes, N/b, O/c, OH, OW, b, c) with 1 plane (int8) or 4 (int32).
+    """
+
+    name = "conv2d"
+
+    def __init__(self, config, x_shape, w_shape, stride=1, padding=0, *,
+                 epilogue: Epilogue = Epilogue(), tiling: ConvTiling | None = None,
+                 cost: CostModel = CostModel()):
+        super().__init__(config)
+        n, c, h, w = (int(v) for v in x_shape)
+        o, i, kh, kw = (int(v) for v in w_shape)
+        self.x_shape, self.w_shape = (n, c, h, w), (o, i, kh, kw)
+        text = (f"{self.name} x{list(self.x_shape)} w{list(self.w_shape)} stride "
+                f"{_pair(stride)} padding {normalize_padding(padding)}")
+        if c != i:
+            raise ValueError(f"{text}: input has {c} channels, the weight expects {i} "
+                             "(groups=1; use group_conv2d for grouped convolutions)")
+        self.stride, self.padding = _pair(stride), normalize_padding(padding)
+        self.oh, self.ow = conv2d_output_shape(h, w, kh, kw, self.stride, self.padding)
+        self.epilogue = epilogue
+        cfg = config
+        b, blk = cfg.batch, cfg.block
+        self.problem = ConvProblem(
+            ceil_div(n, b), ceil_div(c, blk), h, w, ceil_div(o, blk), kh, kw, self.stride,
+            self.padding, bias=epilogue.bias_tile, residual=epilogue.residual,
+            alu_imm=len(epilogue.imm_passes()), int32_out=epilogue.planes == 4,
+            op=self.name, shape_text=text)
+        p = self.problem
+        if tiling is None:
+            tiling = search_tiles(p, cfg, cost=cost, top=1,
+                                  nthreads=(1,) if epilogue.planes > 1 else (2, 1))[0][1]
+        self.tiling = tiling
+        self._check_tiling()
+        self.estimate = estimate(p, tiling, cfg, cost)
+        e = (b, blk)
+        self.operands = {"data": Operand("data", (p.nb, p.ib, h, w) + e, np.int8),
+                         "weight": Operand("weight", (p.ob, p.ib, kh, kw, blk, blk), np.int8)}
+        if epilogue.bias_tile:
+            self.operands["bias"] = Operand("bias", (p.ob, b, blk), np.int32)
+        if epilogue.residual:
+            self.operands["residual"] = Operand("residual", (p.nb, p.ob, p.oh, p.ow) + e,
+                                                np.int32)
+        self.operands["out"] = Operand("out", (epilogue.planes, p.nb, p.ob, p.oh, p.ow) + e,
+                                       np.int8)
+
+    def _check_tiling(self):
+        p, t, cfg = self.problem, self.tiling, self.config
+        if t.nthreads not in (1, 2) or (self.epilogue.planes > 1 and t.nthreads != 1):
+            raise TilingError(f"{p.describe}: nthreads={t.nthreads}; must be 1 or 2 (1 for "
+                              "int32 results)")
+        fp = t.footprint(p)
+        for mem, depth in (("inp", cfg.inp_depth), ("wgt", cfg.wgt_depth),
+                           ("acc", cfg.acc_depth)):
+            if fp[mem] * t.nthreads > depth:
+                raise TilingError(f"{p.describe}: tiling {t} needs {fp[mem]} {mem} SRAM elements "
+                                  f"per buffer x {t.nthreads} buffers; the {mem} buffer of config "
+                                  f"{cfg.name} holds {depth}")
+        if min(t.tn, t.tco, t.th, t.tw, t.tci) < 1:
+            raise TilingError(f"{p.describe}: tiling {t} has a tile size below 1")
+
+    # ---------------------------------------------------------------- host side
+
+    def pack(self, x, w, bias=None, residual=None) -> dict:
+        """Pack framework-layout operands (NCHW int8, OIHW int8, (O,) int32, NCHW
+        int8/int32 residual) into this plan's DRAM operands."""
+        cfg = self.config
+        x, w = np.asarray(x), np.asarray(w)
+        if x.shape != self.x_shape or w.shape != self.w_shape:
+            raise ValueError(f"{self.name}: got x{list(x.shape)} w{list(w.shape)}, the plan is "
+                             f"for x{list(self.x_shape)} w{list(self.w_shape)}")
+        out = {"data": pack_activation(x.astype(np.int8), cfg),
+               "weight": pack_conv_weight(w.astype(np.int8), cfg)}
+        if (bias is not None) != self.epilogue.bias:
+            raise ValueError(f"{self.name}: bias {'given' if bias is not None else 'missing'}, "
+                             f"but the plan was made with bias={self.epilogue.bias}")
+        if self.epilogue.bias_tile:
+            out["bias"] = pack_bias(self.epilogue.pack_bias_values(bias, self.w_shape[0]), cfg)
+        if self.epilogue.residual:
+            r = np.asarray(residual)
+            want = (self.x_shape[0], self.w_shape[0], self.oh, self.ow)
+            if r.shape != want:
+                raise ValueError(f"{self.name}: residual has shape {r.shape}, expected {want}")
+            out["residual"] = pack_activation(r.astype(np.int32), cfg)
+        return out
+
+    def unpack(self, out) -> np.ndarray:
+        """Packed ``out`` -> NCHW int8 (or int32 for four byte planes)."""
+        n, o = self.x_shape[0], self.w_shape[0]
+        planes = [unpack_activation(pl, self.config, n, o) for pl in out]
+        return planes[0] if len(planes) == 1 else assemble_planes(planes)
+
+    # --------------------------------------------------------------- lowering
+
+    def tiles(self):
+        """Output tiles in emission order: (n0, tn, co0, tco, h0, th, w0, tw)."""
+        p, t = self.problem, self.tiling
+        ax = lambda total, size: [(s, min(size, total - s)) for s in range(0, total, size)]
+        ns, cos = ax(p.nb, t.tn), ax(p.ob, t.tco)
+        hs, ws = ax(p.oh, t.th), ax(p.ow, t.tw)
+        if t.order == "co_outer":
+            for n in ns:
+                for co in cos:
+                    for hh in hs:
+                        for ww in ws:
+                            yield n + co + hh + ww
+        else:
+            for n in ns:
+                for hh in hs:
+                    for ww in ws:
+                        for co in cos:
+                            yield n + co + hh + ww
+
+    def _window(self, o0, osize, stride, k, pad_before, size):
+        """Input range of output range [o0, o0+osize): (start, count, pad_before, pad_after)."""
+        r0 = o0 * stride - pad_before
+        r1 = (o0 + osize - 1) * stride - pad_before + k
+        return max(r0, 0), min(r1, size) - max(r0, 0), max(0, -r0), max(0, r1 - size), r1 - r0
+
+    def lower(self, rt, bufs: dict) -> None:
+        p, t, cfg, epi = self.problem, self.tiling, self.config, self.epilogue
+        nth = t.nthreads
+        inp_slot, wgt_slot, acc_slot = (cfg.inp_depth // nth, cfg.wgt_depth // nth,
+                                        cfg.acc_depth // nth)
+        kk = p.kh * p.kw
+        (sh, sw), (pt, pl, _, _) = p.stride, p.pad
+        chunks = [(c0, min(t.tci, p.ib - c0)) for c0 in range(0, p.ib, t.tci)]
+        tiles = list(self.tiles())
+        planes = epi.planes
+        pipe = Pipeline(rt, nth, nth, len(tiles) * len(chunks), len(tiles) * planes)
+        full_out = t.th >= p.oh and t.tw >= p.ow
+        out_plane = p.nb * p.ob * p.oh * p.ow
+        inp_has, wgt_has, bias_has = [None] * nth, [None] * nth, [None] * nth
+        kernels = {}
+        g = 0
+        for ti, (n0, tn, co0, tco, h0, th, w0, tw) in enumerate(tiles):
+            a = ti % nth
+            acc_base = a * acc_slot
+            bias_base = (a + 1) * acc_slot - t.tco
+            ent = tn * tco * th * tw
+            r_start, rows, ypad0, ypad1, hi = self._window(h0, th, sh, p.kh, pt, p.h)
+            c_start, cols, xpad0, xpad1, wi = self._window(w0, tw, sw, p.kw, pl, p.w)
+            out_dims = [Dim("n", tn, tco * th * tw), Dim("o", tco, th * tw),
+                        Dim("p", th * tw, 1)]
+            # ---- compute: start the tile
+            pipe.acquire_out(ti * planes)
+            if epi.bias_tile and bias_has[a] != (co0, tco):
+                rt.load_2d(MemType.ACC, bias_base, bufs["bias"], co0, tco, 1, tco)
+                bias_has[a] = (co0, tco)
+            if epi.residual:
+                self._move(rt, "load", bufs["residual"], acc_base, 0, n0, tn, co0, tco, h0,
+                           th, w0, tw, full_out)
+            else:
+                f = fold_loops(out_dims, (acc_base, 0, 0))
+                rt.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))
+            for c0, tci in chunks:
+                s = g % nth
+                # ---- load stage
+                pipe.load_begin(g)
+                key = (n0, tn, c0, tci, h0, th, w0, tw)
+                if inp_has[s] != key:
+                    sram = s * inp_slot
+                    if rows == hi == p.h and cols == wi == p.w:
+                        rt.load_2d(MemType.INP, sram, bufs["data"], (n0 * p.ib + c0) * p.h * p.w,
+                                   tci * p.h * p.w, tn, p.ib * p.h * p.w)
+                    else:
+                        for nl in range(tn):
+                            for cl in range(tci):
+                                off = (((n0 + nl) * p.ib + c0 + cl) * p.h + r_start) * p.w + c_start
+                                rt.load_2d(MemType.INP, sram + (nl * tci + cl) * hi * wi,
+                                           bufs["data"], off, cols, rows, p.w,
+                                           x_pad_before=xpad0, y_pad_before=ypad0,
+                                           x_pad_after=xpad1, y_pad_after=ypad1)
+                    inp_has[s] = key
+                if wgt_has[s] != (co0, tco, c0, tci):
+                    rt.load_2d(MemType.WGT, s * wgt_slot, bufs["weight"], (co0 * p.ib + c0) * kk,
+                               tci * kk, tco, p.ib * kk)
+                    wgt_has[s] = (co0, tco, c0, tci)
+                pipe.load_end(g)
+                # ---- compute stage
+                pipe.compute_begin(g)
+                kkey = (s, a, tn, tco, th, tw, tci, hi, wi)
+                if kkey not in kernels:
+                    f = fold_loops(gemm_dims(p, tn, tco, th, tw, tci, hi, wi),
+                                   (acc_base, s * inp_slot, s * wgt_slot))
+                    if f.n_uops > cfg.uop_depth:
+                        raise TilingError(f"{p.describe}: the GEMM kernel of tile {kkey[2:]} "
+                                          f"needs {f.n_uops} micro-ops; the uop buffer holds "
+                                          f"{cfg.uop_depth}")
+                    kernels[kkey] = UopKernel.gemm(f.uops, f.loops,
+                                                   check_hazard=f.hazard_free)
+                rt.push_gemm(kernels[kkey])
+                pipe.compute_end(g)
+                g += 1
+            # ---- compute: epilogue, then store (byte planes for int32 results)
+            bias_dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
+                         Dim("p", th * tw, 1, 0)]
+            epi.emit(rt, acc_base, out_dims, bias_base, bias_dims)
+            for k in range(planes):
+                e = ti * planes + k
+                if k:
+                    pipe.acquire_out(e)
+                    epi.emit_plane_shift(rt, acc_base, out_dims)
+                pipe.release_out(e)
+                pipe.store_begin(e)
+                self._move(rt, "store", bufs["out"], acc_base, k * out_plane, n0, tn, co0, tco,
+                           h0, th, w0, tw, full_out)
+                pipe.store_end(e)
+
+    def _move(self, rt, kind, buf, sram, base, n0, tn, co0, tco, h0, th, w0, tw, full_out):
+        """Store an acc tile to (or LOAD ACC it from) an (N/b, O/c, OH, OW) tensor."""
+        p = self.problem
+        hw = p.oh * p.ow
+
+        def one(sram_base, off, x, y, stride):
+            if kind == "store":
+                rt.store_2d(sram_base, buf, base + off, x, y, stride)
+            else:
+                rt.load_2d(MemType.ACC, sram_base, buf, base + off, x, y, stride)
+
+        if full_out:
+            one(sram, (n0 * p.ob + co0) * hw, tco * hw, tn, p.ob * hw)
+            return
+        for nl in range(tn):
+            for ol in range(tco):
+                off = ((n0 + nl) * p.ob + co0 + ol) * hw + h0 * p.ow + w0
+                one(sram + (nl * tco + ol) * th * tw, off, tw, th, p.ow)
+
+
+def plan_conv2d(config, x_shape, w_shape, stride=1, padding=0, *, bias=False, shift=0,
+                relu=False, clip=None, residual=False, out_dtype=np.int8, tiling=None,
+                cost: CostModel = CostModel()) -> Conv2dPlan:
+    """Plan a convolution without running it (``bias``/``residual`` are flags here)."""
+    epi = Epilogue.make(bias=bias, residual=residual, shift=shift, clip=clip, relu=relu,
+                        out_dtype=out_dtype, op="conv2d")
+    return Conv2dPlan(config, x_shape, w_shape, stride, padding, epilogue=epi, tiling=tiling,
+                      cost=cost)
+
+
+def conv2d(rt, x, w, stride=1, padding=0, *, bias=None, shift=0, relu=False, clip=None,
+           residual=None, out_dtype=np.int8, tiling=None) -> np.ndarray:
+    """Run ``y = epilogue(conv2d(x, w) + bias + residual)`` on the device of ``rt``.
+
+    Parameters
+    ----------
+    rt : Runtime
+    x : (N, C, H, W) int8
+    w : (O, C, KH, KW) int8
+    stride : int or (sh, sw)
+    padding : int, (ph, pw) or (top, left, bottom, right); each at most 15 and
+        smaller than the kernel
+    bias : (O,) int32, optional
+    shift : int
+        Requantization: add 2^(shift-1), arithmetic shift right by ``shift``.
+    relu : bool
+        Clip below at 0.
+    clip : (lo, hi), optional
+        Clip bounds (signed 16-bit).
+    residual : (N, O, OH, OW) int8 or int32, optional
+        Added to the accumulators (int8 is sign-extended on the host).
+    out_dtype : int8 or int32
+    tiling : ConvTiling, optional
+        Override the searched tiling.
+
+    Returns
+    -------
+    numpy.ndarray
+        (N, O, OH, OW) of ``out_dtype``, equal to
+        :func:`reference.epilogue_ref` of :func:`reference.conv2d_ref`.
+    """
+    plan = plan_conv2d(rt.config, np.shape(x), np.shape(w), stride, padding,
+                       bias=bias is not None, shift=shift, relu=relu, clip=clip,
+                       residual=residual is not None, out_dtype=out_dtype, tiling=tiling)
+    out, _ = plan.run(rt, plan.pack(x, w, bias, residual))
+    return plan.unpack(out)
+
+
+def group_conv2d(rt, x, w, stride=1, padding=0, groups=1, *, bias=None, **kwargs) -> np.ndarray:
+    """Grouped convolution as ``groups`` independent convolutions on channel slices.
+
+    ``w`` is (O, C/groups, KH, KW); each group's slice is padded to whole blocks,
+    so depthwise convolutions (C/groups = 1) use 1/BLOCK of the GEMM lanes.
+    A residual (keyword ``residual``) is sliced by output channel like the bias.
+    """
+    x, w = np.asarray(x), np.asarray(w)
+    n, c, _, _ = x.shape
+    o, cg = w.shape[:2]
+    if c % groups or o % groups or cg != c // groups:
+        raise ValueError(f"group_conv2d: {c} input and {o} output channels, weight "
+                         f"{list(w.shape)}, cannot form {groups} groups")
+    og = o // groups
+    residual = kwargs.pop("residual", None)
+    outs = []
+    for gi in range(groups):
+        sl = slice(gi * og, (gi + 1) * og)
+        outs.append(conv2d(rt, x[:, gi * cg:(gi + 1) * cg], w[sl], stride, padding,
+                           bias=None if bias is None else np.asarray(bias)[sl],
+                           residual=None if residual is None else np.asarray(residual)[:, sl],
+                           **kwargs))
+    return np.concatenate(outs, axis=1)

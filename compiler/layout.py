@@ -1,0 +1,139 @@
+"""Packed tensor layouts of VTA (reference section 5.4).
+
+VTA moves whole tensor tiles: one INP/OUT element holds ``BATCH x BLOCK``
+scalars, one WGT element ``BLOCK x BLOCK``, one ACC element ``BATCH x BLOCK``
+int32 lanes. These functions convert between the framework layouts (NCHW,
+OIHW, (N, K), (O, K)) and the packed layouts whose last two axes are one
+element, zero-padding the batch and channel axes to whole blocks:
+
+========================  ====================================  ================
+framework                  packed                                 layout string
+========================  ====================================  ================
+activation (N, C, H, W)    (N/b, C/c, H, W, b, c)                 NCHW{b}n{c}c
+conv weight (O, I, H, W)   (O/c, I/c, H, W, c_o, c_i)             OIHW{c}o{c}i
+dense data (N, K)          (N/b, K/c, b, c)                       NC{b}n{c}c
+dense weight (O, K)        (O/c, K/c, c_o, c_i)                   OI{c}o{c}i
+per-channel bias (C,)      (C/c, b, c) int32, broadcast over b    acc tile
+========================  ====================================  ================
+
+Dense data is the activation layout with ``H = W = 1``, so a dense layer is a
+1x1 convolution on a 1x1 image for the operator library. Packing never changes
+the dtype (sign-extend int8 to int32 *before* packing when an operand goes to
+the accumulator).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "ceil_div", "pack_activation", "unpack_activation", "pack_conv_weight",
+    "unpack_conv_weight", "pack_dense_data", "unpack_dense_data", "pack_dense_weight",
+    "unpack_dense_weight", "pack_bias", "unpack_bias", "LayoutError",
+]
+
+
+class LayoutError(ValueError):
+    """An array whose rank or shape does not fit the requested layout."""
+
+
+def ceil_div(a: int, b: int) -> int:
+    """``ceil(a / b)`` for non-negative integers."""
+    return -(-int(a) // int(b))
+
+
+def _check(name, array, ndim, what):
+    array = np.asarray(array)
+    if array.ndim != ndim:
+        raise LayoutError(f"{name}: expected a {ndim}-D {what} array, got shape {array.shape}")
+    return array
+
+
+def _pad_to(array, shape):
+    """Zero-pad ``array`` at the end of every axis up to ``shape``."""
+    if array.shape == tuple(shape):
+        return array
+    out = np.zeros(shape, dtype=array.dtype)
+    out[tuple(slice(0, s) for s in array.shape)] = array
+    return out
+
+
+def pack_activation(x, config) -> np.ndarray:
+    """NCHW -> (N/b, C/c, H, W, b, c), zero-padding N and C to whole blocks."""
+    x = _check("pack_activation", x, 4, "NCHW")
+    b, c = config.batch, config.block
+    n, ch, h, w = x.shape
+    xp = _pad_to(x, (ceil_div(n, b) * b, ceil_div(ch, c) * c, h, w))
+    xp = xp.reshape(xp.shape[0] // b, b, xp.shape[1] // c, c, h, w)
+    return np.ascontiguousarray(xp.transpose(0, 2, 4, 5, 1, 3))
+
+
+def unpack_activation(xp, config, n: int, c: int) -> np.ndarray:
+    """(N/b, C/c, H, W, b, c) -> NCHW, dropping the batch and channel padding."""
+    xp = _check("unpack_activation", xp, 6, "packed activation")
+    nb, cb, h, w, b, blk = xp.shape
+    if (b, blk) != (config.batch, config.block):
+        raise LayoutError(f"unpack_activation: element shape ({b}, {blk}) does not match "
+                          f"the config's (BATCH, BLOCK) = ({config.batch}, {config.block})")
+    if n > nb * b or c > cb * blk:
+        raise LayoutError(f"unpack_activation: cannot take N={n}, C={c} from a packed array "
+                          f"holding N<={nb * b}, C<={cb * blk}")
+    x = xp.transpose(0, 4, 1, 5, 2, 3).reshape(nb * b, cb * blk, h, w)
+    return np.ascontiguousarray(x[:n, :c])
+
+
+def pack_conv_weight(wt, config) -> np.ndarray:
+    """OIHW -> (O/c, I/c, H, W, c_o, c_i), zero-padding O and I to whole blocks."""
+    wt = _check("pack_conv_weight", wt, 4, "OIHW")
+    c = config.block
+    o, i, kh, kw = wt.shape
+    wp = _pad_to(wt, (ceil_div(o, c) * c, ceil_div(i, c) * c, kh, kw))
+    wp = wp.reshape(wp.shape[0] // c, c, wp.shape[1] // c, c, kh, kw)
+    return np.ascontiguousarray(wp.transpose(0, 2, 4, 5, 1, 3))
+
+
+def unpack_conv_weight(wp, config, o: int, i: int) -> np.ndarray:
+    """(O/c, I/c, H, W, c_o, c_i) -> OIHW, dropping channel padding."""
+    wp = _check("unpack_conv_weight", wp, 6, "packed conv weight")
+    ob, ib, kh, kw, co, ci = wp.shape
+    wt = wp.transpose(0, 4, 1, 5, 2, 3).reshape(ob * co, ib * ci, kh, kw)
+    return np.ascontiguousarray(wt[:o, :i])
+
+
+def pack_dense_data(x, config) -> np.ndarray:
+    """(N, K) -> (N/b, K/c, b, c)."""
+    x = _check("pack_dense_data", x, 2, "(N, K)")
+    return pack_activation(x[:, :, None, None], config)[:, :, 0, 0]
+
+
+def unpack_dense_data(xp, config, n: int, k: int) -> np.ndarray:
+    """(N/b, K/c, b, c) -> (N, K)."""
+    xp = _check("unpack_dense_data", xp, 4, "packed dense data")
+    return unpack_activation(xp[:, :, None, None], config, n, k)[:, :, 0, 0]
+
+
+def pack_dense_weight(wt, config) -> np.ndarray:
+    """(O, K) -> (O/c, K/c, c_o, c_i)."""
+    wt = _check("pack_dense_weight", wt, 2, "(O, K)")
+    return pack_conv_weight(wt[:, :, None, None], config)[:, :, 0, 0]
+
+
+def unpack_dense_weight(wp, config, o: int, k: int) -> np.ndarray:
+    """(O/c, K/c, c_o, c_i) -> (O, K)."""
+    wp = _check("unpack_dense_weight", wp, 4, "packed dense weight")
+    return unpack_conv_weight(wp[:, :, None, None], config, o, k)[:, :, 0, 0]
+
+
+def pack_bias(bias, config) -> np.ndarray:
+    """Per-channel int32 constants (C,) -> (C/c, b, c) acc tiles, one per channel block,
+    the same row repeated for every batch row of the tile."""
+    bias = _check("pack_bias", bias, 1, "(C,)").astype(np.int32)
+    b, c = config.batch, config.block
+    bp = _pad_to(bias, (ceil_div(len(bias), c) * c,)).reshape(-1, 1, c)
+    return np.ascontiguousarray(np.broadcast_to(bp, (bp.shape[0], b, c)))
+
+
+def unpack_bias(bp, config, c: int) -> np.ndarray:
+    """(C/c, b, c) -> (C,), taking batch row 0."""
+    bp = _check("unpack_bias", bp, 3, "packed bias")
+    return np.ascontiguousarray(bp[:, 0, :].reshape(-1)[:c])

@@ -1,0 +1,74 @@
+"""Dependency-token protocol of a double-buffered load -> compute -> store kernel.
+
+Operators emit a sequence of *groups* (loads into one of ``in_slots`` inp/wgt
+SRAM slots, then the GEMMs that read them) and of *store events* (compute
+finishes an acc/out slot, store writes it back). With two slots ("virtual
+threads", reference 4.5) the tokens below let the load of group g+1 and the
+store of event e-1 overlap the compute of group g:
+
+* load g pops g2l (WAR: compute has finished reading the slot, group g-2) when
+  g >= in_slots, and pushes l2g when its loads are issued (RAW);
+* compute g pops l2g before its GEMMs and pushes g2l afterwards, but only when a
+  later load will pop it (tokens stay balanced, so nothing is left in a queue
+  at FINISH and a reset-less device can run the next program);
+* before compute first writes the OUT entries of event e it pops s2g of event
+  e - out_slots (WAR); after its last write it pushes g2s (RAW);
+* store e pops g2s, stores, and pushes s2g when event e + out_slots exists.
+
+Every pop's matching push is emitted earlier in the stream, so the in-order
+fetch unit can never deadlock on a full command queue.
+"""
+
+from __future__ import annotations
+
+from ..runtime import Stage
+
+__all__ = ["Pipeline"]
+
+
+class Pipeline:
+    """Emits the dependency pushes and pops of one double-buffered kernel.
+
+    Parameters
+    ----------
+    rt : Runtime
+    in_slots, out_slots : int
+        Number of inp/wgt and acc/out buffer slots (1 or 2).
+    n_groups, n_events : int
+        Total groups and store events the kernel will emit.
+    """
+
+    def __init__(self, rt, in_slots: int, out_slots: int, n_groups: int, n_events: int):
+        self.rt = rt
+        self.in_slots, self.out_slots = in_slots, out_slots
+        self.n_groups, self.n_events = n_groups, n_events
+
+    def load_begin(self, g: int) -> None:
+        if g >= self.in_slots:
+            self.rt.dep_pop(Stage.COMPUTE, Stage.LOAD)
+
+    def load_end(self, g: int) -> None:
+        self.rt.dep_push(Stage.LOAD, Stage.COMPUTE)
+
+    def compute_begin(self, g: int) -> None:
+        self.rt.dep_pop(Stage.LOAD, Stage.COMPUTE)
+
+    def compute_end(self, g: int) -> None:
+        if g + self.in_slots < self.n_groups:
+            self.rt.dep_push(Stage.COMPUTE, Stage.LOAD)
+
+    def acquire_out(self, e: int) -> None:
+        """Before compute writes the OUT entries that store event ``e`` will read."""
+        if e >= self.out_slots:
+            self.rt.dep_pop(Stage.STORE, Stage.COMPUTE)
+
+    def release_out(self, e: int) -> None:
+        """After compute's last write for store event ``e``."""
+        self.rt.dep_push(Stage.COMPUTE, Stage.STORE)
+
+    def store_begin(self, e: int) -> None:
+        self.rt.dep_pop(Stage.COMPUTE, Stage.STORE)
+
+    def store_end(self, e: int) -> None:
+        if e + self.out_slots < self.n_events:
+            self.rt.dep_push(Stage.STORE, Stage.COMPUTE)

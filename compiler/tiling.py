@@ -1,0 +1,360 @@
+"""Tiling of convolutions (and dense layers, as 1x1 convolutions) for VTA's SRAMs.
+
+An output tile covers ``tn`` batch blocks x ``tco`` output-channel blocks x
+``th`` rows x ``tw`` columns; its reduction over input channels runs in chunks
+of ``tci`` blocks. One *group* (the load and GEMM of one chunk) fills one of
+``nthreads`` disjoint halves of the inp and wgt SRAMs, and one tile's
+accumulators one of ``nthreads`` halves of the acc SRAM: with two "virtual
+threads" (reference 4.5) the load of group g+1 and the store of tile t-1 run
+while group g computes.
+
+:func:`search_tiles` enumerates candidate tilings that fit every SRAM of the
+config, ranks them with an analytic cost model (:class:`CostModel`: GEMM at
+one micro-op per cycle, ALU passes, DMA at one bus beat per cycle, per
+instruction overheads, and overlap of the three modules) and returns the best
+first. A problem that cannot fit at all raises :class:`TilingError` naming the
+operator, its shape and the buffer that overflows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from .layout import ceil_div
+from .loops import Dim, fold_loops
+from .reference import normalize_padding
+
+__all__ = [
+    "ConvProblem", "ConvTiling", "CostModel", "Estimate", "TilingError", "search_tiles",
+    "best_tiling", "gemm_dims", "uop_budget", "MAX_PAD",
+]
+
+#: Largest padding a LOAD can insert (4-bit pad fields).
+MAX_PAD = 15
+
+
+class TilingError(ValueError):
+    """An operator that cannot be tiled for a config (names the op, shape and buffer)."""
+
+
+@dataclass(frozen=True)
+class ConvProblem:
+    """A convolution in block units: everything the tiler and the cost model need.
+
+    Attributes
+    ----------
+    nb, ib, ob : int
+        Batch, input-channel and output-channel blocks.
+    h, w, kh, kw : int
+        Input size and kernel size.
+    stride : (int, int)
+    pad : (top, left, bottom, right)
+    bias : bool
+        The epilogue adds a per-channel acc tile (ALU ADD tensor), kept in acc SRAM.
+    residual : bool
+        The accumulators start from a residual tile (LOAD ACC) instead of a reset.
+    alu_imm : int
+        Number of immediate ALU passes over each tile (round, shift, max, min).
+    int32_out : bool
+        The result is stored as four int8 byte planes (three extra SHR passes).
+    op : str
+        Operator name, for messages.
+    """
+
+    nb: int
+    ib: int
+    h: int
+    w: int
+    ob: int
+    kh: int
+    kw: int
+    stride: tuple = (1, 1)
+    pad: tuple = (0, 0, 0, 0)
+    bias: bool = False
+    residual: bool = False
+    alu_imm: int = 0
+    int32_out: bool = False
+    op: str = "conv2d"
+    shape_text: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "pad", normalize_padding(self.pad))
+        if isinstance(self.stride, int):
+            object.__setattr__(self, "stride", (self.stride, self.stride))
+
+    @property
+    def oh(self) -> int:
+        return (self.h + self.pad[0] + self.pad[2] - self.kh) // self.stride[0] + 1
+
+    @property
+    def ow(self) -> int:
+        return (self.w + self.pad[1] + self.pad[3] - self.kw) // self.stride[1] + 1
+
+    @property
+    def describe(self) -> str:
+        return self.shape_text or (
+            f"{self.op} (blocks: N/b={self.nb} C/c={self.ib} H={self.h} W={self.w} "
+            f"O/c={self.ob} kernel {self.kh}x{self.kw} stride {self.stride} pad {self.pad})")
+
+    @property
+    def gemm_uops(self) -> int:
+        """Micro-op executions of the whole convolution (ideal GEMM cycles)."""
+        return self.nb * self.ob * self.oh * self.ow * self.ib * self.kh * self.kw
+
+
+@dataclass(frozen=True)
+class ConvTiling:
+    """Tile sizes (blocks / rows / columns), tile order and number of buffers.
+
+    ``order`` is ``"co_outer"`` (output-channel tiles outside spatial tiles: weights
+    stay resident) or ``"sp_outer"`` (spatial outside: inputs stay resident).
+    """
+
+    tn: int
+    tco: int
+    th: int
+    tw: int
+    tci: int
+    order: str = "co_outer"
+    nthreads: int = 2
+
+    def in_rows(self, p: ConvProblem, th=None) -> int:
+        return ((self.th if th is None else th) - 1) * p.stride[0] + p.kh
+
+    def in_cols(self, p: ConvProblem, tw=None) -> int:
+        return ((self.tw if tw is None else tw) - 1) * p.stride[1] + p.kw
+
+    def footprint(self, p: ConvProblem) -> dict:
+        """SRAM elements one buffer slot needs, by memory."""
+        return {"inp": self.tn * self.tci * self.in_rows(p) * self.in_cols(p),
+                "wgt": self.tco * self.tci * p.kh * p.kw,
+                "acc": self.tn * self.tco * self.th * self.tw + (self.tco if p.bias else 0)}
+
+
+def gemm_dims(p: ConvProblem, tn, tco, th, tw, tci, hi, wi):
+    """The GEMM loop nest of one group: outputs (n, o, oh, ow), reductions (i, kh, kw).
+    SRAM layouts: acc [n][o][oh][ow], inp [n][i][row][col], wgt [o][i][kh][kw]."""
+    sh, sw = p.stride
+    kk = p.kh * p.kw
+    return [Dim("n", tn, tco * th * tw, tci * hi * wi, 0),
+            Dim("o", tco, th * tw, 0, tci * kk),
+            Dim("oh", th, tw, sh * wi, 0),
+            Dim("ow", tw, 1, sw, 0),
+            Dim("i", tci, 0, hi * wi, kk, True),
+            Dim("kh", p.kh, 0, wi, p.kw, True),
+            Dim("kw", p.kw, 0, 1, 1, True)]
+
+
+def uop_budget(config, nthreads: int) -> int:
+    """Largest GEMM kernel (micro-ops) a tiling may use: the kernels of all buffer
+    slots plus a few small reset/ALU kernels must stay resident together."""
+    return max(1, (config.uop_depth - 64) // (2 * nthreads))
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Analytic cycle model of one VTA kernel.
+
+    Attributes
+    ----------
+    gemm_uop_cycles : float
+        Cycles per GEMM micro-op execution (1: fully pipelined).
+    alu_imm_cycles, alu_tensor_cycles : float
+        Cycles per ALU micro-op execution with an immediate / a tensor operand.
+    dma_insn_cycles : int
+        Fixed cost of each LOAD/STORE instruction (issue, address, first beat latency).
+    dma_row_cycles : int
+        Extra cost of each 2-D row (one DRAM burst each).
+    insn_cycles : int
+        Issue cost of each GEMM/ALU instruction.
+    """
+
+    gemm_uop_cycles: float = 1.0
+    alu_imm_cycles: float = 1.0
+    alu_tensor_cycles: float = 2.0
+    dma_insn_cycles: int = 16
+    dma_row_cycles: int = 2
+    insn_cycles: int = 4
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Cost-model prediction for one tiling (cycles and DRAM bytes)."""
+
+    cycles: float
+    compute: float
+    load: float
+    store: float
+    read_bytes: int
+    write_bytes: int
+    tiles: int
+    groups: int
+    detail: dict = field(default_factory=dict, compare=False)
+
+
+def _splits(n: int, t: int):
+    """[(size, count)] of the tiles of an axis of n split into tiles of t."""
+    full, rem = divmod(n, t)
+    return [(t, full)] + ([(rem, 1)] if rem else [])
+
+
+def estimate(p: ConvProblem, t: ConvTiling, config, cost: CostModel = CostModel()) -> Estimate:
+    """Predict cycles and DRAM traffic of a conv tiling (see :class:`CostModel`)."""
+    bus = config.bus_bytes
+    kk = p.kh * p.kw
+    sh, sw = p.stride
+    e_inp, e_wgt, e_acc, e_out = (config.inp_elem_bytes, config.wgt_elem_bytes,
+                                  config.acc_elem_bytes, config.out_elem_bytes)
+    n_n, n_co = ceil_div(p.nb, t.tn), ceil_div(p.ob, t.tco)
+    n_h, n_w = ceil_div(p.oh, t.th), ceil_div(p.ow, t.tw)
+    chunks = _splits(p.ib, t.tci)
+    k = ceil_div(p.ib, t.tci)
+    tiles = n_n * n_co * n_h * n_w
+    # Fraction of group loads that find their operand already in the slot.
+    def loads_per_run(run):
+        return min(run, t.nthreads // k) / run if t.nthreads % k == 0 else 1.0
+    w_frac = loads_per_run(n_h * n_w) if t.order == "co_outer" else 1.0
+    i_frac = loads_per_run(n_co) if t.order == "sp_outer" else 1.0
+    full_sp = t.th >= p.oh and t.tw >= p.ow and not any(p.pad)
+    comp = load = store = 0.0
+    rd = wr = 0.0
+    pipe = 0.0
+    first_load = last_tail = 0.0
+    for tn, cn in _splits(p.nb, t.tn):
+        for tco, cco in _splits(p.ob, t.tco):
+            for th, ch in _splits(p.oh, t.th):
+                for tw, cw in _splits(p.ow, t.tw):
+                    m = cn * cco * ch * cw
+                    ent = tn * tco * th * tw
+                    hi, wi = (th - 1) * sh + p.kh, (tw - 1) * sw + p.kw
+                    n_rows_out = 1 if full_sp else tn * tco * th
+                    # compute-stage work of the tile outside the GEMMs
+                    c_tile = cost.insn_cycles
+                    if p.residual:
+                        b = ent * e_acc
+                        rd += m * b
+                        c_tile += b / bus + cost.dma_insn_cycles + n_rows_out * cost.dma_row_cycles
+                    else:
+                        c_tile += ent * cost.gemm_uop_cycles
+                    if p.bias:
+                        rd += m * tco * e_acc
+                        c_tile += tco * e_acc / bus + cost.dma_insn_cycles
+                        c_tile += ent * cost.alu_tensor_cycles + cost.insn_cycles
+                    passes = p.alu_imm + (3 if p.int32_out else 0)
+                    c_tile += passes * (ent * cost.alu_imm_cycles + cost.insn_cycles)
+                    planes = 4 if p.int32_out else 1
+                    s_bytes = planes * ent * e_out
+                    s_tile = (s_bytes / bus + planes * (cost.dma_insn_cycles * (1 if full_sp else tn * tco)
+                                                        + n_rows_out * cost.dma_row_cycles))
+                    wr += m * s_bytes
+                    g_sum = 0.0
+                    for tci, cci in chunks:
+                        gemm = ent * tci * kk * cost.gemm_uop_cycles + cost.insn_cycles
+                        ib_ = tn * tci * hi * wi * e_inp * i_frac
+                        wb_ = tco * tci * kk * e_wgt * w_frac
+                        n_in_insn = 1 if full_sp else tn * tci
+                        l_g = ((ib_ + wb_) / bus + (n_in_insn + 1) * cost.dma_insn_cycles
+                               + (n_in_insn * hi * i_frac + tco) * cost.dma_row_cycles)
+                        rd += m * cci * (ib_ + wb_)
+                        load += m * cci * l_g
+                        comp += m * cci * gemm
+                        g_sum += cci * max(l_g, gemm)
+                        if not first_load:
+                            first_load = l_g
+                    comp += m * c_tile
+                    store += m * s_tile
+                    pipe += m * (g_sum + c_tile)
+                    last_tail = c_tile + s_tile
+    groups = tiles * k
+    if t.nthreads >= 2:
+        cycles = max(pipe, store, comp, rd / bus) + first_load + last_tail
+    else:
+        cycles = comp + load + store
+    return Estimate(cycles, comp, load, store, int(rd), int(wr), tiles, groups)
+
+
+def _candidates(n: int):
+    """Tile sizes worth trying for an axis of n: the smallest size for each tile count."""
+    return sorted({ceil_div(n, c) for c in range(1, n + 1)}, reverse=True)
+
+
+def _fit_error(p: ConvProblem, config):
+    """Raise the TilingError of a problem whose smallest tiling does not fit."""
+    t = ConvTiling(1, 1, 1, 1, 1, nthreads=1)
+    fp = t.footprint(p)
+    for mem, depth in (("inp", config.inp_depth), ("wgt", config.wgt_depth),
+                       ("acc", config.acc_depth)):
+        if fp[mem] > depth:
+            raise TilingError(
+                f"{p.describe}: does not fit config {config.name}: even a 1x1 output tile "
+                f"with one channel block needs {fp[mem]} {mem} SRAM elements, the {mem} "
+                f"buffer holds {depth}")
+    raise TilingError(f"{p.describe}: no tiling fits config {config.name}")
+
+
+def search_tiles(p: ConvProblem, config, *, cost: CostModel = CostModel(), top: int = 8,
+                 nthreads=(2, 1), orders=("co_outer", "sp_outer")):
+    """Rank the tilings of a convolution that fit every SRAM of ``config``.
+
+    Returns
+    -------
+    list of (Estimate, ConvTiling)
+        Best (fewest predicted cycles) first, at most ``top`` entries; each tiling's
+        GEMM kernel fits the uop budget.
+
+    Raises
+    ------
+    TilingError
+        If no tiling fits (the message names the op, its shape and the buffer).
+    """
+    for name, v in (("padding", max(p.pad)),):
+        if v > MAX_PAD:
+            raise TilingError(f"{p.describe}: {name} {v} exceeds {MAX_PAD}, the largest pad "
+                              "a VTA LOAD can insert")
+    if p.pad[0] >= p.kh or p.pad[2] >= p.kh or p.pad[1] >= p.kw or p.pad[3] >= p.kw:
+        raise TilingError(f"{p.describe}: padding {p.pad} must be smaller than the "
+                          f"{p.kh}x{p.kw} window (a window entirely in the padding cannot be "
+                          "loaded)")
+    ranked = []
+    for nth in nthreads:
+        inp_d, wgt_d, acc_d = (config.inp_depth // nth, config.wgt_depth // nth,
+                               config.acc_depth // nth)
+        for tci in _candidates(p.ib):
+            for tco in _candidates(p.ob):
+                if tco * tci * p.kh * p.kw > wgt_d:
+                    continue
+                for tn in _candidates(p.nb):
+                    for th in _candidates(p.oh):
+                        hi = (th - 1) * p.stride[0] + p.kh
+                        if tn * tci * hi * p.kw > inp_d or tn * tco * th + tco > acc_d:
+                            continue
+                        for tw in _candidates(p.ow):
+                            t = ConvTiling(tn, tco, th, tw, tci, "co_outer", nth)
+                            fp = t.footprint(p)
+                            if fp["inp"] > inp_d or fp["acc"] > acc_d:
+                                continue
+                            for order in orders:
+                                t = replace(t, order=order)
+                                ranked.append((estimate(p, t, config, cost), t))
+    if not ranked:
+        _fit_error(p, config)
+    ranked.sort(key=lambda et: (et[0].cycles, -et[1].nthreads))
+    out = []
+    for est, t in ranked:
+        hi, wi = t.in_rows(p), t.in_cols(p)
+        f = fold_loops(gemm_dims(p, t.tn, t.tco, t.th, t.tw, t.tci, hi, wi))
+        if f.n_uops <= uop_budget(config, t.nthreads):
+            out.append((est, t))
+            if len(out) >= top:
+                break
+    if not out:
+        raise TilingError(f"{p.describe}: every tiling that fits the SRAMs of config "
+                          f"{config.name} needs a GEMM kernel larger than the uop buffer "
+                          f"({config.uop_depth} micro-ops)")
+    return out
+
+
+def best_tiling(p: ConvProblem, config, *, cost: CostModel = CostModel()) -> ConvTiling:
+    """The top-ranked tiling of :func:`search_tiles`."""
+    return search_tiles(p, config, cost=cost, top=1)[0][1]
