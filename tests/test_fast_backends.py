@@ -228,3 +228,116 @@ def test_concurrent_builds_install_one_library(tmp_path):
     assert sorted(o[1] for o in outs) == ["False", "True"]   # one built, one waited and reused
     entries = sorted(p.name for p in (tmp_path / "cxxrtl").iterdir() if not p.name.endswith(".lock"))
     assert entries == [Path(outs[0][0]).name]
+
+
+# ------------------------------------------------------------------- vtakit compare
+
+from vtakit.commands import compare as compare_cmd   # noqa: E402
+from vtakit.hw.isa import AluOp, MemType, Opcode   # noqa: E402
+from vtakit.sim.behavioral import BehavioralDevice   # noqa: E402
+from vtakit.sim.device import BACKENDS   # noqa: E402
+from vtakit.sim.image import DramImage   # noqa: E402
+
+
+def alu_store_image(config=TINY):
+    """LOAD ACC, LOAD UOP, two ALU ADD imm, two overlapping STOREs, FINISH.
+
+    STORE 5 writes OUT[0:4] as 2 rows of 2 elements, row pitch 3 elements, at
+    ``out``; STORE 6 writes OUT[0:2] at ``out + 1 element`` (overlapping row 0
+    of STORE 5). Returns (image, out address)."""
+    isa, c = isa_for(config), config
+    dram = np.zeros(0x6000, np.uint8)
+    acc, uop, out, insn = 0x1000, 0x2000, 0x3000, 0x4000
+    rng = np.random.default_rng(5)
+    dram[acc:acc + 4 * c.acc_elem_bytes] = rng.integers(0, 256, 4 * c.acc_elem_bytes, np.uint8)
+    dram[uop:uop + 4] = np.frombuffer(isa.encode_uop(0, 0).to_bytes(4, "little"), np.uint8)
+    e = c.out_elem_bytes
+    words = [
+        isa.encode(Opcode.LOAD, memory_type=MemType.ACC, dram_base=acc // c.acc_elem_bytes,
+                   y_size=1, x_size=4, x_stride=4),
+        isa.encode(Opcode.LOAD, memory_type=MemType.UOP, dram_base=uop // 4, y_size=1, x_size=1,
+                   x_stride=1),
+        isa.encode(Opcode.ALU, uop_bgn=0, uop_end=1, iter_out=4, iter_in=1, dst_factor_out=1,
+                   src_factor_out=1, alu_opcode=AluOp.ADD, use_imm=1, imm=5, push_next_dep=1),
+        isa.encode(Opcode.ALU, uop_bgn=0, uop_end=1, iter_out=4, iter_in=1, dst_factor_out=1,
+                   src_factor_out=1, alu_opcode=AluOp.ADD, use_imm=1, imm=-7, push_next_dep=1),
+        isa.encode(Opcode.LOAD, memory_type=MemType.UOP),   # a compute NOP
+        isa.encode(Opcode.STORE, memory_type=MemType.OUT, dram_base=out // e, y_size=2, x_size=2,
+                   x_stride=3, pop_prev_dep=1),
+        isa.encode(Opcode.STORE, memory_type=MemType.OUT, dram_base=out // e + 1, y_size=1,
+                   x_size=2, x_stride=2, pop_prev_dep=1, push_prev_dep=1),
+        isa.encode(Opcode.FINISH, pop_next_dep=1),
+    ]
+    for k, w in enumerate(words):
+        dram[insn + 16 * k:insn + 16 * k + 16] = np.frombuffer(w.to_bytes(16, "little"), np.uint8)
+    return DramImage(dram, insn, len(words)), out
+
+
+class PlantedDevice(BehavioralDevice):
+    """The behavioral model with one byte of its final DRAM flipped (a planted bug)."""
+
+    name = "planted"
+    PLANT = 0x3000 + 8 + 3   # byte 3 of OUT[0] as written by STORE 6
+
+    def run(self, insn_addr, insn_count):
+        result = super().run(insn_addr, insn_count)
+        self.dram.data[self.PLANT] ^= 0x5A
+        return result
+
+
+def test_compare_reports_the_planted_difference(tmp_path, monkeypatch, capsys):
+    from vtakit.main import main
+    image, out = alu_store_image()
+    path = tmp_path / "img.npz"
+    image.save(path)
+    monkeypatch.setitem(BACKENDS, "planted", f"{__name__}:PlantedDevice")
+    assert main(["compare", str(path), "--config", "tiny", "--backends", "behavioral,behavioral"
+                 ]) == 2
+    assert capsys.readouterr().err == ("vtakit compare: error: --backends names a backend twice: "
+                                       "'behavioral,behavioral'\n")
+    assert main(["compare", str(path), "--config", "tiny",
+                 "--backends", "behavioral,planted"]) == 1
+    text = capsys.readouterr().out
+    # The expected bytes: the behavioral result, independently of the report.
+    ref = BehavioralDevice(TINY).run_image(image).dram
+    addr = PlantedDevice.PLANT
+    insn6 = isa_for(TINY).decode(int.from_bytes(image.dram[image.insn_addr + 96:
+                                                           image.insn_addr + 112].tobytes(), "little"))
+    lo = addr - 16 - (addr - 16) % 16
+    exp = " ".join(f"[{v:02x}]" if lo + k == addr else f" {v:02x} "
+                   for k, v in enumerate(ref[lo:lo + 48])).rstrip()
+    act = exp.replace(f"[{ref[addr]:02x}]", f"[{ref[addr] ^ 0x5A:02x}]")
+    assert text.splitlines()[2:] == [
+        f"behavioral vs planted: DIFFER: first differing byte at 0x{addr:x} (1 byte differ)",
+        "  region: DRAM range of STORE instruction 6 (the last STORE covering it), row 0, "
+        "byte 3 of the row",
+        f"  instruction 6: {insn6}",
+        f"  behavioral 0x{lo:08x}: {exp}",
+        f"  planted    0x{lo:08x}: {act}",
+    ]
+    assert text.splitlines()[0].startswith("behavioral: cycles n/a, wall ")
+
+
+def test_compare_equal_and_uncovered_region(tmp_path, monkeypatch, capsys):
+    from vtakit.main import main
+    image, out = alu_store_image()
+    path = tmp_path / "img.npz"
+    image.save(path)
+    monkeypatch.setitem(BACKENDS, "model2", "vtakit.sim.behavioral:BehavioralDevice")
+    assert main(["compare", str(path), "--config", "tiny", "--backends", "behavioral,model2"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == \
+        f"behavioral vs model2: equal ({len(image.dram)} bytes)"
+    # A difference in the instruction stream: covered by no STORE.
+    ref = compare_cmd.run_backends(image, TINY, ["behavioral"])["behavioral"]
+    bad = DramImage(ref.dram.copy(), image.insn_addr, image.insn_count)
+    bad.dram[image.insn_addr + 17] ^= 1
+    d = compare_cmd.first_difference(image, TINY, "a", ref, "b", bad)
+    assert (d.addr, d.count, d.store) == (image.insn_addr + 17, 1, None)
+    assert "region: the instruction stream (no STORE" in compare_cmd.format_difference(d, image)
+    # Row 1 of STORE 5 (pitch 3 elements): covered by STORE 5 only.
+    e = TINY.out_elem_bytes
+    bad = DramImage(ref.dram.copy(), image.insn_addr, image.insn_count)
+    bad.dram[out + 3 * e + 2] ^= 1
+    d = compare_cmd.first_difference(image, TINY, "a", ref, "b", bad)
+    assert d.store[0] == 5 and d.store[2:] == (1, 2)
+    assert compare_cmd.first_difference(image, TINY, "a", ref, "b", ref) is None

@@ -1,0 +1,167 @@
+"""``vtakit compare IMAGE --backends A,B[,...]``: run one DRAM image on several backends.
+
+The first backend is the reference. For every other backend the final DRAM is
+compared byte for byte; the report gives the first differing address, the
+STORE instruction whose DRAM range covers it (the last one in the stream, as
+that one wrote the byte last), the row and byte within that store, and a short
+hex window of the expected and actual bytes. Exit status: 0 when all backends
+agree, 1 when any differs, 2 on an error (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..hw.config import VTAConfig, load_config
+from ..hw.isa import Opcode, bytes_to_words, isa_for
+from ..sim.device import open_device
+from ..sim.image import DramImage, RunRecord
+
+__all__ = ["register", "run", "run_backends", "first_difference", "covering_store",
+           "Difference", "format_difference", "WINDOW"]
+
+#: Bytes shown on each side of a difference (rounded to a 16-byte aligned window).
+WINDOW = 16
+
+
+def register(sub):
+    p = sub.add_parser("compare", help="run a DRAM image on several backends and compare the "
+                                       "final DRAM byte for byte")
+    p.add_argument("image", help="DRAM image .npz (dram, insn_addr, insn_count)")
+    p.add_argument("--config", default="default", metavar="NAME|FILE",
+                   help="hardware config: preset name or JSON file (default: default)")
+    p.add_argument("--backends", required=True, metavar="A,B[,...]",
+                   help="two or more backends; the first is the reference "
+                        "(e.g. behavioral,cxxrtl,verilator)")
+    p.add_argument("--token-depth", type=int, metavar="N",
+                   help="capacity of each dependency-token queue (every backend)")
+    p.set_defaults(func=run)
+
+
+@dataclass
+class Difference:
+    """Where ``actual`` first differs from ``expected``.
+
+    Attributes
+    ----------
+    addr : int
+        First differing byte address.
+    count : int
+        Number of differing bytes in total.
+    store : tuple or None
+        ``(index, insn, row, offset)``: the last STORE whose DRAM range covers
+        ``addr``, the row of that store and the byte offset within the row.
+    """
+
+    reference: str
+    backend: str
+    addr: int
+    count: int
+    expected: np.ndarray
+    actual: np.ndarray
+    window_start: int
+    store: tuple | None
+
+
+def run_backends(image: DramImage, config, backends, **options) -> dict[str, RunRecord]:
+    """Run ``image`` on each backend; returns backend -> RunRecord (with ``wall`` in stats)."""
+    records = {}
+    for name in backends:
+        with open_device(name, config, **options) as dev:
+            start = time.perf_counter()
+            record = dev.run_image(image)
+            record.stats = {**record.stats, "wall": time.perf_counter() - start}
+        records[name] = record
+    return records
+
+
+def covering_store(image: DramImage, config: VTAConfig, addr: int):
+    """The last STORE of the stream whose DRAM range covers byte ``addr``.
+
+    Returns ``(index, insn, row, offset_in_row)`` or None. Instructions after the
+    first FINISH never run and are not considered."""
+    isa = isa_for(config)
+    elem = config.out_elem_bytes
+    found = None
+    for index, word in enumerate(bytes_to_words(image.instructions(), 16)):
+        insn = isa.decode(word)
+        if insn.opcode == Opcode.FINISH:
+            break
+        if insn.opcode != Opcode.STORE or insn.x_size == 0:
+            continue
+        row_bytes = insn.x_size * elem
+        for row in range(insn.y_size):
+            start = (insn.dram_base + row * insn.x_stride) * elem
+            if start <= addr < start + row_bytes:
+                found = (index, insn, row, addr - start)
+    return found
+
+
+def first_difference(image: DramImage, config, reference: str, expected: RunRecord,
+                     backend: str, actual: RunRecord) -> Difference | None:
+    """The first byte where ``actual`` differs from ``expected``, or None if equal."""
+    a, b = np.asarray(expected.dram), np.asarray(actual.dram)
+    if a.shape != b.shape:
+        raise ValueError(f"{backend} returned {len(b)} bytes of DRAM, {reference} {len(a)}")
+    diff = np.flatnonzero(a != b)
+    if not len(diff):
+        return None
+    addr = int(diff[0])
+    lo = max(0, (addr - WINDOW) // 16 * 16)
+    hi = min(len(a), lo + 2 * WINDOW + 16)
+    return Difference(reference, backend, addr, len(diff), a[lo:hi].copy(), b[lo:hi].copy(), lo,
+                      covering_store(image, load_config(config), addr))
+
+
+def _hex(data: np.ndarray, mark: np.ndarray) -> str:
+    # Differing bytes are bracketed so they stand out in a terminal and in a log.
+    return " ".join(f"[{v:02x}]" if m else f" {v:02x} " for v, m in zip(data, mark)).rstrip()
+
+
+def format_difference(d: Difference, image: DramImage) -> str:
+    """The multi-line report of one difference."""
+    lines = [f"{d.reference} vs {d.backend}: DIFFER: first differing byte at 0x{d.addr:x} "
+             f"({d.count} byte{'s' if d.count != 1 else ''} differ)"]
+    if d.store is not None:
+        index, insn, row, offset = d.store
+        lines.append(f"  region: DRAM range of STORE instruction {index} (the last STORE covering "
+                     f"it), row {row}, byte {offset} of the row")
+        lines.append(f"  instruction {index}: {insn}")
+    else:
+        end = image.insn_addr + 16 * image.insn_count
+        where = ("the instruction stream" if image.insn_addr <= d.addr < end
+                 else "no STORE's DRAM range")
+        lines.append(f"  region: {where} (no STORE of the stream writes this byte)")
+    mark = d.expected != d.actual
+    width = max(len(d.reference), len(d.backend))
+    for name, data in ((d.reference, d.expected), (d.backend, d.actual)):
+        lines.append(f"  {name:<{width}} 0x{d.window_start:08x}: {_hex(data, mark)}")
+    return "\n".join(lines)
+
+
+def run(args):
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if len(backends) < 2:
+        raise ValueError(f"--backends needs two or more backends, got {args.backends!r}")
+    if len(set(backends)) != len(backends):
+        raise ValueError(f"--backends names a backend twice: {args.backends!r}")
+    image = DramImage.load(args.image)
+    config = load_config(args.config)
+    options = {} if args.token_depth is None else {"token_depth": args.token_depth}
+    records = run_backends(image, config, backends, **options)
+    for name, rec in records.items():
+        cycles = "n/a" if rec.cycles < 0 else str(rec.cycles)
+        print(f"{name}: cycles {cycles}, wall {rec.stats['wall']:.3f} s")
+    ref = backends[0]
+    status = 0
+    for name in backends[1:]:
+        d = first_difference(image, config, ref, records[ref], name, records[name])
+        if d is None:
+            print(f"{ref} vs {name}: equal ({len(records[ref].dram)} bytes)")
+        else:
+            print(format_difference(d, image))
+            status = 1
+    return status
