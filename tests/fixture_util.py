@@ -1,0 +1,85 @@
+"""Golden fixtures: programs built by the runtime, with the behavioral model's result.
+
+Each ``tests/fixtures/<name>__<preset>.npz`` holds a :class:`~vtakit.sim.DramImage`
+(``dram``, ``insn_addr``, ``insn_count``: the whole device DRAM with the program,
+before the run), ``expected_dram`` (the behavioral model's final DRAM, same length)
+and ``preset``. Every fixture's output was checked against numpy when it was
+generated (``tests/fixtures/generate.py``).
+
+Replay one on any backend::
+
+    from fixture_util import load_fixtures, assert_replay
+    for fx in load_fixtures("tiny"):
+        assert_replay(fx, open_device("verilator", fx.preset))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from vtakit.sim import DramImage
+
+__all__ = ["Fixture", "FIXTURE_DIR", "load_fixtures", "fixture_path", "assert_replay",
+           "first_difference"]
+
+FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures"
+
+
+@dataclass
+class Fixture:
+    """One golden program: ``image`` to run, ``expected`` final DRAM (uint8)."""
+
+    name: str
+    preset: str
+    image: DramImage
+    expected: np.ndarray
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}__{self.preset}"
+
+
+def fixture_path(name: str, preset: str) -> Path:
+    return FIXTURE_DIR / f"{name}__{preset}.npz"
+
+
+def _load(path: Path) -> Fixture:
+    with np.load(path, allow_pickle=False) as npz:
+        image = DramImage(npz["dram"], int(npz["insn_addr"]), int(npz["insn_count"]))
+        expected, preset = npz["expected_dram"], str(npz["preset"])
+    name, _, file_preset = path.stem.rpartition("__")
+    if file_preset != preset or expected.shape != image.dram.shape or expected.dtype != np.uint8:
+        raise ValueError(f"{path}: inconsistent fixture (preset {preset!r}, expected_dram "
+                         f"{expected.dtype} {expected.shape}, dram {image.dram.shape})")
+    return Fixture(name, preset, image, expected)
+
+
+def load_fixtures(preset: str | None = None) -> list[Fixture]:
+    """Every fixture (of one preset if given), sorted by name then preset."""
+    paths = sorted(FIXTURE_DIR.glob("*__*.npz"))
+    fixtures = [_load(p) for p in paths]
+    return [f for f in fixtures if preset is None or f.preset == preset]
+
+
+def first_difference(got: np.ndarray, expected: np.ndarray) -> str | None:
+    """None if equal, else a sentence locating the first differing byte."""
+    got = np.asarray(got, dtype=np.uint8)
+    if got.shape != expected.shape:
+        return f"final DRAM has {got.size} bytes, expected {expected.size}"
+    bad = np.flatnonzero(got != expected)
+    if not len(bad):
+        return None
+    a = int(bad[0])
+    return (f"{len(bad)} bytes differ; first at 0x{a:x}: got 0x{int(got[a]):02x}, "
+            f"expected 0x{int(expected[a]):02x}")
+
+
+def assert_replay(fixture: Fixture, device) -> None:
+    """Run a fixture's image on a device and assert the final DRAM is byte-identical."""
+    record = device.run_image(fixture.image)
+    diff = first_difference(record.dram, fixture.expected)
+    if diff is not None:
+        raise AssertionError(f"fixture {fixture.id} on {device.name}: {diff}")
