@@ -716,3 +716,60 @@ def test_compute_4x8_gemm_and_requantize():
     assert r.gemm_count == 12 and r.alu_count == 48
     check_against_reference(bench, r, ref)
     assert np.abs(ref.acc[:12]).max() == 127    # the clip did clip something
+
+
+def random_program(cfg, rng, n_insns):
+    """Random legal GEMM/ALU instructions over 16 random uops, every index in range."""
+    isa = isa_for(cfg)
+    uops = [isa.encode_uop(int(rng.integers(0, 32)), int(rng.integers(0, 16)),
+                           int(rng.integers(0, 16))) for _ in range(16)]
+    insns = []
+    for _ in range(n_insns):
+        bgn = int(rng.integers(0, 16))
+        loop = dict(uop_bgn=bgn, uop_end=int(rng.integers(bgn, 17)),
+                    iter_out=int(rng.integers(0, 4)), iter_in=int(rng.integers(0, 4)),
+                    dst_factor_out=int(rng.integers(0, 9)), dst_factor_in=int(rng.integers(0, 9)),
+                    src_factor_out=int(rng.integers(0, 9)), src_factor_in=int(rng.integers(0, 9)))
+        if rng.random() < 0.5:
+            insns.append(isa.encode(Opcode.GEMM, reset_reg=int(rng.random() < 0.15),
+                                    wgt_factor_out=int(rng.integers(0, 9)),
+                                    wgt_factor_in=int(rng.integers(0, 9)), **loop))
+        else:
+            op = AluOp(int(rng.integers(0, 4)))
+            use_imm = 1 if op == AluOp.SHR else int(rng.integers(0, 2))
+            imm = int(rng.integers(-31, 32)) if op == AluOp.SHR else int(rng.integers(-2**15, 2**15))
+            insns.append(isa.encode(Opcode.ALU, alu_opcode=op, use_imm=use_imm, imm=imm, **loop))
+    return uops, insns + [isa.encode(Opcode.FINISH)]
+
+
+@pytest.mark.parametrize("preset,seed", [("tiny", 0), ("tiny", 1), ("4x8", 2), ("default", 3)])
+def test_compute_random_programs_match_behavioral_model(preset, seed):
+    """Random GEMM/ALU streams, RTL against the behavioral model's datapath."""
+    from vtakit.sim.datapath import Counters, SRAMs
+    cfg = VTAConfig.preset(preset)
+    isa = isa_for(cfg)
+    rng = np.random.default_rng(seed)
+    lanes = cfg.batch * cfg.block_out
+    uops, insns = random_program(cfg, rng, 40)
+    acc = rng.integers(-2**31, 2**31, (80, lanes))
+    bench = ComputeBench(cfg)
+    r = bench.run(insns, uop=uops, acc=acc, max_cycles=20_000)
+
+    model = SRAMs(cfg)
+    model.inp[:] = bench.inp.reshape(model.inp.shape)
+    model.wgt[:] = bench.wgt.reshape(model.wgt.shape)
+    model.acc[:len(acc)] = acc.reshape((len(acc),) + model.acc.shape[1:])
+    model.uop[:len(uops)] = uops
+    counters = Counters()
+    for word in insns[:-1]:
+        insn = isa.decode(word)
+        (model.gemm if insn.opcode == Opcode.GEMM else model.alu)(insn, counters)
+
+    assert r.error == (0, 0, 0) and len(r.finish) == 1
+    assert (r.gemm_count, r.alu_count) == (counters["gemm_counter"], counters["alu_counter"])
+    np.testing.assert_array_equal(r.acc, model.acc.reshape(cfg.acc_depth, lanes))
+    model_out = model.out.reshape(cfg.out_depth, lanes)
+    for index in range(cfg.out_depth):
+        expected = model_out[index]
+        got = r.out[index][1] if index in r.out else np.zeros(lanes)
+        np.testing.assert_array_equal(got, expected, err_msg=f"OUT[{index}]")
