@@ -229,7 +229,7 @@ def gemm_reference(a, w, bias, alu_ops) -> np.ndarray:
     return acc.astype(np.int8)
 
 
-def gemm_tiles(cfg, m_o, k_o, n_o, vthreads, rows=32, cols=64):
+def gemm_tiles(cfg, m_o, k_o, n_o, vthreads, rows=32, cols=128):
     """Tile sizes (row blocks, column blocks) that divide the problem and fit one
     virtual thread's share of the input, weight and accumulator SRAMs."""
     inp, wgt, acc = (cfg.inp_depth // vthreads, cfg.wgt_depth // vthreads,
