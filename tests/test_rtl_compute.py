@@ -408,7 +408,8 @@ def dram_image(cfg, *, uops=(), uop_base=0, acc_rows=(), acc_base=0, size=1 << 1
     return bytes(image)
 
 
-def test_compute_loads_then_two_loop_gemm():
+@pytest.mark.parametrize("dram_latency", [1, 6])
+def test_compute_loads_then_two_loop_gemm(dram_latency):
     """LOAD UOP (unaligned), padded LOAD ACC, a reset GEMM, then a multi-uop
     two-loop GEMM accumulating on top of the loaded biases."""
     cfg = TINY
@@ -432,7 +433,7 @@ def test_compute_loads_then_two_loop_gemm():
                    wgt_factor_out=11, wgt_factor_in=7),
         isa.encode(Opcode.FINISH),
     ]
-    result = bench.run(insns)
+    result = bench.run(insns, dram_latency=dram_latency)
     ref = bench.reference(insns)
     assert result.error == (0, 0, 0)
     assert len(result.finish) == 1
@@ -553,10 +554,12 @@ def test_compute_tokens_order_and_finish():
     check_against_reference(bench, r, bench.reference(insns, uop=uops))
 
 
-@pytest.mark.parametrize("kind", ["gemm", "gemm_reset", "alu_imm", "alu_tensor"])
-def test_compute_throughput_one_uop_per_cycle(kind):
+@pytest.mark.parametrize("preset,kind", [("tiny", "gemm"), ("tiny", "gemm_reset"),
+                                         ("tiny", "alu_imm"), ("tiny", "alu_tensor"),
+                                         ("default", "gemm")])
+def test_compute_throughput_one_uop_per_cycle(preset, kind):
     """A 256-uop loop takes uops + a fixed pipeline/control overhead cycles."""
-    cfg = TINY
+    cfg = VTAConfig.preset(preset)
     isa = isa_for(cfg)
     uops = [isa.encode_uop(d, (3 * d) % 16, (5 * d) % 32) for d in range(16)]
     loop = dict(uop_bgn=0, uop_end=16, iter_out=4, iter_in=4, dst_factor_out=1,
@@ -573,7 +576,7 @@ def test_compute_throughput_one_uop_per_cycle(kind):
     r = bench.run(insns, uop=uops, acc=acc)
     n_uops = 16 * 4 * 4
     cycles = r.accepted[1] - r.accepted[0]
-    print(f"\n{kind}: {n_uops} uops in {cycles} cycles = {n_uops / cycles:.3f} uops/cycle "
+    print(f"\n{preset} {kind}: {n_uops} uops in {cycles} cycles = {n_uops / cycles:.3f} uops/cycle "
           f"(overhead {cycles - n_uops} cycles per instruction)")
     assert cycles <= n_uops + PIPELINE_OVERHEAD
     check_against_reference(bench, r, bench.reference(insns, uop=uops, acc=acc))
