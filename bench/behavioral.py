@@ -4,8 +4,9 @@ Usage: ``python bench/behavioral.py [--repeat N] [--json FILE]``
 
 For each workload the runtime builds the tiled, double-buffered GEMM program of
 ``tests/programs.py`` (int8 x int8 + int32 bias, shift, clip, int8 store) on the
-default config; the model's ``run`` of the finalized stream is timed (best of
-``--repeat``), and its output is checked against numpy. The comparison is
+default config (``build s``: the runtime building and finalizing the stream);
+the model's ``run`` of the finalized stream is timed (best of ``--repeat``), and
+its output is checked against numpy. The comparison is
 numpy's int32 matmul of the same shapes in the same process (best of
 ``--repeat``). The figure is the ratio model time / numpy time.
 
@@ -26,7 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from programs import build_gemm_tiled, verify  # noqa: E402
+from programs import (Check, build_gemm_program, gemm_reference, pack_acc,  # noqa: E402
+                      requant_ops, verify)
 
 from vtakit.runtime import Runtime  # noqa: E402
 from vtakit.sim import open_device  # noqa: E402
@@ -47,19 +49,22 @@ def measure(name: str, shape, repeat: int, preset: str = "default") -> dict:
     m, k, n = shape
     dev = open_device("behavioral", preset)
     rt = Runtime(dev)
+    rng = np.random.default_rng(0)
+    a = rng.integers(-128, 128, size=(m, k), dtype=np.int8)
+    w = rng.integers(-128, 128, size=(n, k), dtype=np.int8)
+    bias = rng.integers(-(1 << 16), 1 << 16, size=(m, n), dtype=np.int32)
+    ops = requant_ops(k)
     t0 = time.perf_counter()
-    checks = build_gemm_tiled(rt, np.random.default_rng(0), m, k, n)
+    out = build_gemm_program(rt, a, w, bias, ops, vthreads=2)
     image = rt.finalize()
     build_s = time.perf_counter() - t0
     model_s = best_of(lambda: dev.run(image.insn_addr, image.insn_count), repeat)
-    verify(rt, checks)          # the timed runs computed the right result
+    expected = pack_acc(dev.config, gemm_reference(a, w, bias, ops))
+    verify(rt, [Check("out", out, expected)])     # the timed runs computed the right result
     rt.reset()
 
-    rng = np.random.default_rng(1)
-    a = rng.integers(-128, 128, size=(m, k)).astype(np.int32)
-    w = rng.integers(-128, 128, size=(n, k)).astype(np.int32)
-    wt = np.ascontiguousarray(w.T)
-    numpy_s = best_of(lambda: a @ wt, repeat)
+    a32, wt32 = a.astype(np.int32), np.ascontiguousarray(w.T.astype(np.int32))
+    numpy_s = best_of(lambda: a32 @ wt32, repeat)
     macs = m * k * n
     return dict(workload=name, config=dev.config.name, m=m, k=k, n=n, macs=macs,
                 insn_count=image.insn_count, build_s=build_s, model_s=model_s,

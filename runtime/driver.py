@@ -104,6 +104,7 @@ class Runtime:
         self._insn_buf: Buffer | None = None
         self._finalized: tuple[int, int] | None = None  # (insn_addr, count) once finalized
         self.stats = dict(syncs=0, auto_syncs=0)
+        self._tables: dict = {}
 
     # ------------------------------------------------------------------ buffers
 
@@ -274,6 +275,8 @@ class Runtime:
                 offset = self._staged[kernel] = self._staging_uops
                 self._staging.append(words)
                 self._staging_uops += kernel.size
+                self._uop_buf = self._ensure(self._uop_buf,
+                                             self._staging_uops * self.config.uop_elem_bytes)
             start = self._cache.place(kernel, kernel.size)
             self._queue.create(Stage.COMPUTE, Opcode.LOAD, uop_offset=offset,
                                memory_type=int(MemType.UOP), sram_base=start,
@@ -294,9 +297,9 @@ class Runtime:
         self._check_overflow()
 
     def _uop_dram_base(self, offset: int) -> int:
-        # Until the staging buffer exists, point at offset 0 of DRAM; finalize patches it.
-        base = self._uop_buf.addr if self._uop_buf is not None else 0
-        return base // self.config.uop_elem_bytes + offset
+        # The staging buffer may move when it grows; LOAD UOPs keep their offset and
+        # are re-resolved at every encoding.
+        return self._uop_buf.addr // self.config.uop_elem_bytes + offset
 
     # ----------------------------------------------------------- dependencies
 
@@ -330,8 +333,24 @@ class Runtime:
         for insn in self._queue.insns:
             if insn.uop_offset is not None:
                 insn.fields["dram_base"] = self._uop_dram_base(insn.uop_offset)
-            words.append(self.isa.encode(insn.opcode, **insn.fields))
+            words.append(self._encode_one(insn))
         return words
+
+    def _encode_one(self, insn) -> int:
+        """ISA encoding through a per-opcode table of (offset, mask, min, max) taken from
+        the ISA's field tables; any out-of-range value goes to ``isa.encode`` for its error."""
+        table = self._tables.get(insn.opcode)
+        if table is None:
+            fmt = self.isa.format(insn.opcode)
+            table = self._tables[insn.opcode] = {
+                f.name: (f.offset, f.mask, f.min, f.max) for f in fmt.fields}
+        word = int(insn.opcode) << table["opcode"][0]
+        for name, value in insn.fields.items():
+            entry = table.get(name)
+            if entry is None or not entry[2] <= value <= entry[3]:
+                return self.isa.encode(insn.opcode, **insn.fields)
+            word |= (value & entry[1]) << entry[0]
+        return word
 
     def _start_push(self):
         if self._finalized is not None:
@@ -368,9 +387,7 @@ class Runtime:
         q.fence()
         assert not q.has_pending_pop()
         q.create(Stage.COMPUTE, Opcode.FINISH)
-        uop_bytes = self._staging_uops * self.config.uop_elem_bytes
-        if uop_bytes:
-            self._uop_buf = self._ensure(self._uop_buf, uop_bytes)
+        if self._staging_uops:
             self.device.write(self._uop_buf.addr, self.uops)
         words = self._encode()
         self._insn_buf = self._ensure(self._insn_buf, len(words) * self.config.insn_bytes)

@@ -205,7 +205,7 @@ def test_uop_ring_wraps_with_own_staging_copies():
     assert [i.sram_base for i in loads] == [0, 400, 0, 400, 0]
     assert rt.cache_stats == dict(hits=0, misses=5, evictions=3)
     staging = rt.uops
-    base = rt._uop_buf.addr // 4 if rt._uop_buf else 0
+    base = rt._uop_buf.addr // 4
     owners = [0, 1, 2, 0, 1]
     for load, owner in zip(loads, owners):
         got = staging[load.dram_base - base:load.dram_base - base + load.x_size]
