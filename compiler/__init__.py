@@ -1,1 +1,35 @@
-"""vtakit.compiler: operators and models lowered to VTA kernels."""
+"""vtakit.compiler: operators and models lowered to VTA kernels.
+
+Operator level (this package's user API; every function takes a
+:class:`vtakit.runtime.Runtime` and framework-layout numpy arrays):
+
+* :func:`conv2d`, :func:`group_conv2d`, :func:`dense`: int8 x int8 with a fused
+  epilogue (bias, residual, rounding shift, ReLU/clip), int8 (or int32) result;
+* :func:`add`, :func:`max_pool2d`, :func:`avg_pool2d`, :func:`global_avg_pool2d`;
+* ``plan_*`` functions return plans (:class:`Conv2dPlan`, ...) whose ``lower(rt, bufs)``
+  appends the kernel to a stream with caller-owned buffers, whose ``operands``
+  name the packed DRAM tensors and whose ``estimate`` is the cost model's
+  prediction; :func:`search_tiles` ranks tilings.
+
+Integer references of every operator are in :mod:`vtakit.compiler.reference`,
+layout packing in :mod:`vtakit.compiler.layout`.
+"""
+
+from .conv2d import Conv2dPlan, assemble_planes, conv2d, group_conv2d, plan_conv2d
+from .dense import DensePlan, dense, plan_dense
+from .elementwise import AddPlan, add, plan_add
+from .epilogue import Epilogue, EpilogueError
+from .layout import LayoutError
+from .plan import OpPlan, Operand
+from .pool import PoolPlan, avg_pool2d, global_avg_pool2d, max_pool2d, plan_pool2d
+from .tiling import (ConvProblem, ConvTiling, CostModel, Estimate, TilingError, best_tiling,
+                     search_tiles)
+
+__all__ = [
+    "conv2d", "group_conv2d", "dense", "add", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
+    "plan_conv2d", "plan_dense", "plan_add", "plan_pool2d",
+    "Conv2dPlan", "DensePlan", "AddPlan", "PoolPlan", "OpPlan", "Operand", "assemble_planes",
+    "Epilogue", "EpilogueError", "LayoutError",
+    "ConvProblem", "ConvTiling", "CostModel", "Estimate", "TilingError", "search_tiles",
+    "best_tiling",
+]

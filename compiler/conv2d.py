@@ -35,7 +35,7 @@ from .epilogue import Epilogue
 from .layout import (ceil_div, pack_activation, pack_bias, pack_conv_weight,
                      unpack_activation)
 from .loops import Dim, fold_loops
-from .pipeline import Pipeline
+from .pipeline import Pipeline, kernel_fence
 from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding
 from .tiling import (ConvProblem, ConvTiling, CostModel, TilingError, estimate, gemm_dims,
@@ -267,6 +267,7 @@ class Conv2dPlan(OpPlan):
                 self._move(rt, "store", bufs["out"], acc_base, k * out_plane, n0, tn, co0, tco,
                            h0, th, w0, tw, full_out)
                 pipe.store_end(e)
+        kernel_fence(rt)
 
     def _move(self, rt, kind, buf, sram, base, n0, tn, co0, tco, h0, th, w0, tw, full_out):
         """Store an acc tile to (or LOAD ACC it from) an (N/b, O/c, OH, OW) tensor."""

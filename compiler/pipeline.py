@@ -23,7 +23,23 @@ from __future__ import annotations
 
 from ..runtime import Stage
 
-__all__ = ["Pipeline"]
+__all__ = ["Pipeline", "kernel_fence"]
+
+
+def kernel_fence(rt) -> None:
+    """Make everything emitted so far complete before anything emitted later.
+
+    Store pushes s2g after its last store; compute pops it (all stores are done,
+    so their OUT reads and DRAM writes are over), then pushes g2l; load pops it
+    (all GEMMs are done reading inp/wgt, and the next kernel may load what this
+    one stored). Every operator ends with this fence, so kernels lowered one
+    after another into a single stream neither race on the SRAM slots (each
+    kernel's token protocol starts afresh) nor read DRAM before it is written.
+    """
+    rt.dep_push(Stage.STORE, Stage.COMPUTE)
+    rt.dep_pop(Stage.STORE, Stage.COMPUTE)
+    rt.dep_push(Stage.COMPUTE, Stage.LOAD)
+    rt.dep_pop(Stage.COMPUTE, Stage.LOAD)
 
 
 class Pipeline:

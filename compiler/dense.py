@@ -1,0 +1,71 @@
+"""int8 dense (fully connected) layers and matrix products on VTA.
+
+The packed dense data layout (N/b, K/c, b, c) is the activation layout with
+H = W = 1, so a dense layer is lowered as a 1x1 convolution on a 1x1 image:
+the tiler then tiles batch blocks (``tn``), output blocks and input chunks, and
+the whole tile is one LOAD per operand and one GEMM instruction whose micro-op
+loops cover the reduction.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .conv2d import Conv2dPlan, assemble_planes
+from .epilogue import Epilogue
+from .layout import unpack_dense_data
+from .tiling import CostModel
+
+__all__ = ["DensePlan", "plan_dense", "dense"]
+
+
+class DensePlan(Conv2dPlan):
+    """A planned dense layer ``(N, K) x (O, K)^T``; operands as :class:`Conv2dPlan`
+    with H = W = 1 (same bytes as the dense packed layouts)."""
+
+    name = "dense"
+
+    def __init__(self, config, x_shape, w_shape, *, epilogue: Epilogue = Epilogue(),
+                 tiling=None, cost: CostModel = CostModel()):
+        (n, k), (o, k2) = x_shape, w_shape
+        self.dense_shapes = ((int(n), int(k)), (int(o), int(k2)))
+        super().__init__(config, (n, k, 1, 1), (o, k2, 1, 1), 1, 0, epilogue=epilogue,
+                         tiling=tiling, cost=cost)
+
+    def pack(self, x, w, bias=None, residual=None) -> dict:
+        """Pack (N, K) int8 data, (O, K) int8 weights, (O,) bias, (N, O) residual."""
+        x, w = np.asarray(x), np.asarray(w)
+        if (x.shape, w.shape) != self.dense_shapes:
+            raise ValueError(f"dense: got x{list(x.shape)} w{list(w.shape)}, the plan is for "
+                             f"x{list(self.dense_shapes[0])} w{list(self.dense_shapes[1])}")
+        res = None if residual is None else np.asarray(residual)[:, :, None, None]
+        return super().pack(x[:, :, None, None], w[:, :, None, None], bias, res)
+
+    def unpack(self, out) -> np.ndarray:
+        """Packed ``out`` -> (N, O)."""
+        n, o = self.dense_shapes[0][0], self.dense_shapes[1][0]
+        planes = [unpack_dense_data(pl[:, :, 0, 0], self.config, n, o) for pl in out]
+        return planes[0] if len(planes) == 1 else assemble_planes(planes)
+
+
+def plan_dense(config, x_shape, w_shape, *, bias=False, shift=0, relu=False, clip=None,
+               residual=False, out_dtype=np.int8, tiling=None,
+               cost: CostModel = CostModel()) -> DensePlan:
+    """Plan a dense layer without running it (``bias``/``residual`` are flags here)."""
+    epi = Epilogue.make(bias=bias, residual=residual, shift=shift, clip=clip, relu=relu,
+                        out_dtype=out_dtype, op="dense")
+    return DensePlan(config, x_shape, w_shape, epilogue=epi, tiling=tiling, cost=cost)
+
+
+def dense(rt, x, w, *, bias=None, shift=0, relu=False, clip=None, residual=None,
+          out_dtype=np.int8, tiling=None) -> np.ndarray:
+    """Run ``y = epilogue(x @ w.T + bias + residual)`` on the device of ``rt``.
+
+    ``x`` is (N, K) int8, ``w`` (O, K) int8, ``bias`` (O,) int32, ``residual`` (N, O);
+    the epilogue arguments are those of :func:`conv2d`. Returns (N, O) ``out_dtype``.
+    """
+    plan = plan_dense(rt.config, np.shape(x), np.shape(w), bias=bias is not None,
+                      shift=shift, relu=relu, clip=clip, residual=residual is not None,
+                      out_dtype=out_dtype, tiling=tiling)
+    out, _ = plan.run(rt, plan.pack(x, w, bias, residual))
+    return plan.unpack(out)

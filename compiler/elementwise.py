@@ -1,0 +1,120 @@
+"""Standalone element-wise addition on VTA's ALU.
+
+Both operands go to the accumulator SRAM, so they travel as int32 (int8 inputs
+are sign-extended on the host: VTA has no 8-bit LOAD ACC in the base ISA). The
+packed tensors are processed as one flat range of acc elements, in tiles of
+half an acc buffer slot: LOAD ACC a, LOAD ACC b, ALU ADD tensor, the immediate
+epilogue passes (rounding, shift, clip), store. Two acc slots let the store of
+one tile overlap the next tile's compute.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..hw.isa import AluOp, MemType
+from ..runtime import UopKernel
+from .conv2d import assemble_planes
+from .epilogue import Epilogue, EpilogueError
+from .layout import pack_activation, unpack_activation
+from .loops import Dim
+from .pipeline import Pipeline, kernel_fence
+from .plan import OpPlan, Operand
+
+__all__ = ["AddPlan", "plan_add", "add"]
+
+
+def _as_nchw(shape):
+    shape = tuple(int(s) for s in shape)
+    if len(shape) == 2:
+        return shape + (1, 1)
+    if len(shape) != 4:
+        raise ValueError(f"add: operands must be NCHW (4-D) or (N, C), got shape {shape}")
+    return shape
+
+
+class AddPlan(OpPlan):
+    """``out = epilogue(a + b)`` for two tensors of one shape (NCHW or (N, C)).
+
+    Operands: ``a``, ``b`` int32 packed activations (N/b, C/c, H, W, b, c); ``out``
+    int8 (planes, N/b, C/c, H, W, b, c).
+    """
+
+    name = "add"
+
+    def __init__(self, config, shape, *, epilogue: Epilogue = Epilogue(), tile=None):
+        super().__init__(config)
+        self.shape = tuple(int(s) for s in shape)
+        n, c, h, w = _as_nchw(self.shape)
+        if epilogue.bias_tile or epilogue.residual or epilogue.bias:
+            raise EpilogueError(f"add{list(self.shape)}: shift={epilogue.shift} needs a "
+                                "rounding constant above 2^14; element-wise ops support "
+                                "shift <= 15 and no bias/residual")
+        self.epilogue = epilogue
+        b, blk = config.batch, config.block
+        packed = (-(-n // b), -(-c // blk), h, w, b, blk)
+        self.elements = packed[0] * packed[1] * h * w
+        self.nthreads = 1 if epilogue.planes > 1 else 2
+        slot = config.acc_depth // self.nthreads
+        self.tile = int(tile) if tile else min(slot // 2, self.elements)
+        if not 1 <= self.tile <= slot // 2:
+            raise ValueError(f"add: tile of {self.tile} elements; two operands must fit half "
+                             f"of the {config.acc_depth}-element acc buffer")
+        self.operands = {"a": Operand("a", packed, np.int32), "b": Operand("b", packed, np.int32),
+                         "out": Operand("out", (epilogue.planes,) + packed, np.int8)}
+
+    def pack(self, a, b) -> dict:
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != self.shape or b.shape != self.shape:
+            raise ValueError(f"add: operands {a.shape} and {b.shape}, the plan is for "
+                             f"{self.shape}")
+        nchw = _as_nchw(self.shape)
+        return {k: pack_activation(v.astype(np.int32).reshape(nchw), self.config)
+                for k, v in (("a", a), ("b", b))}
+
+    def unpack(self, out) -> np.ndarray:
+        n, c = _as_nchw(self.shape)[:2]
+        planes = [unpack_activation(pl, self.config, n, c).reshape(self.shape) for pl in out]
+        return planes[0] if len(planes) == 1 else assemble_planes(planes)
+
+    def lower(self, rt, bufs: dict) -> None:
+        epi, nth = self.epilogue, self.nthreads
+        slot = self.config.acc_depth // nth
+        starts = list(range(0, self.elements, self.tile))
+        pipe = Pipeline(rt, 1, nth, 0, len(starts) * epi.planes)
+        for ti, e0 in enumerate(starts):
+            size = min(self.tile, self.elements - e0)
+            base_a = (ti % nth) * slot
+            base_b = base_a + self.tile
+            dims = [Dim("e", size, 1)]
+            pipe.acquire_out(ti * epi.planes)
+            rt.load_2d(MemType.ACC, base_a, bufs["a"], e0, size, 1, size)
+            rt.load_2d(MemType.ACC, base_b, bufs["b"], e0, size, 1, size)
+            rt.push_alu(UopKernel.alu(AluOp.ADD, [(base_a, base_b)], [(size, 1, 1)]))
+            epi.emit(rt, base_a, dims)
+            for k in range(epi.planes):
+                ev = ti * epi.planes + k
+                if k:
+                    pipe.acquire_out(ev)
+                    epi.emit_plane_shift(rt, base_a, dims)
+                pipe.release_out(ev)
+                pipe.store_begin(ev)
+                rt.store_2d(base_a, bufs["out"], k * self.elements + e0, size, 1, size)
+                pipe.store_end(ev)
+        kernel_fence(rt)
+
+
+def plan_add(config, shape, *, shift=0, relu=False, clip=None, out_dtype=np.int8,
+             tile=None) -> AddPlan:
+    """Plan ``epilogue(a + b)`` for operands of ``shape``."""
+    epi = Epilogue.make(shift=shift, clip=clip, relu=relu, out_dtype=out_dtype, op="add")
+    return AddPlan(config, shape, epilogue=epi, tile=tile)
+
+
+def add(rt, a, b, *, shift=0, relu=False, clip=None, out_dtype=np.int8) -> np.ndarray:
+    """Element-wise ``a + b`` (int8 or int32 NCHW / (N, C) tensors of one shape), then
+    rounding shift and clip as in :func:`conv2d`; equals :func:`reference.add_ref`."""
+    plan = plan_add(rt.config, np.shape(a), shift=shift, relu=relu, clip=clip,
+                    out_dtype=out_dtype)
+    out, _ = plan.run(rt, plan.pack(a, b))
+    return plan.unpack(out)

@@ -1,0 +1,241 @@
+"""Max, average and global-average pooling on VTA's ALU.
+
+The input goes to the accumulator SRAM as int32 (sign-extended on the host).
+A tile covers ``tn`` batch blocks x ``tc`` channel blocks x ``th`` output rows x
+``tw`` output columns; its acc slot holds the input window (rows and columns
+including padding, zero-filled by the LOAD ACC pad fields) followed by the
+output accumulators. Per tile, on the compute module:
+
+* max: padded input positions are forced to -32768 (ALU MIN imm over the pad
+  rectangles: below every int8, so padding never wins); the outputs are reset
+  (GEMM reset), set to -32768 (MIN imm) and then take the MAX over the window;
+* average: the outputs are reset and take the ADD over the window (padding
+  counts as zeros, ``count_include_pad``); then, for a power-of-two window area,
+  ADD imm area/2 and SHR imm log2(area) give the rounded mean on VTA. Other areas
+  (e.g. a 7x7 global pool) have no exact VTA division (no MUL): the sums are read
+  back as int32 (four byte planes) and divided on the host, rounding half up
+  exactly like :func:`reference.round_shift_div`.
+
+The window reduction is one ALU instruction when :func:`.loops.fold_loops` finds a
+hazard-free order (consecutive micro-ops write different accumulators), else
+one instruction per window offset.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..hw.isa import AluOp, MemType
+from ..runtime import UopKernel
+from .conv2d import assemble_planes
+from .layout import ceil_div, pack_activation, unpack_activation
+from .loops import Dim, fold_loops
+from .pipeline import Pipeline, kernel_fence
+from .plan import OpPlan, Operand
+from .reference import conv2d_output_shape, normalize_padding, round_shift_div
+from .tiling import MAX_PAD, TilingError
+
+__all__ = ["PoolPlan", "plan_pool2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d"]
+
+_NEG = -(1 << 15)
+
+
+def _pair(v):
+    return (int(v), int(v)) if np.isscalar(v) else tuple(int(a) for a in v)
+
+
+class PoolPlan(OpPlan):
+    """A planned pooling of an int8 NCHW tensor (``kind`` ``"max"`` or ``"avg"``).
+
+    Operands: ``data`` int32 (N/b, C/c, H, W, b, c); ``out`` int8 (planes, N/b, C/c,
+    OH, OW, b, c) with 4 planes when an average needs a host division.
+    """
+
+    def __init__(self, config, x_shape, kind, kernel, stride=None, padding=0, tile=None):
+        super().__init__(config)
+        if kind not in ("max", "avg"):
+            raise ValueError(f"pool kind {kind!r}; expected 'max' or 'avg'")
+        self.kind, self.name = kind, f"{kind}_pool2d"
+        self.x_shape = tuple(int(v) for v in x_shape)
+        if len(self.x_shape) != 4:
+            raise ValueError(f"{self.name}: input must be NCHW, got shape {self.x_shape}")
+        n, c, h, w = self.x_shape
+        self.kernel = _pair(kernel)
+        self.stride = self.kernel if stride is None else _pair(stride)
+        self.padding = normalize_padding(padding)
+        kh, kw = self.kernel
+        self.oh, self.ow = conv2d_output_shape(h, w, kh, kw, self.stride, self.padding)
+        text = (f"{self.name} x{list(self.x_shape)} kernel {self.kernel} stride {self.stride} "
+                f"padding {self.padding}")
+        t, l, b_, r = self.padding
+        if max(self.padding) > MAX_PAD or t >= kh or b_ >= kh or l >= kw or r >= kw:
+            raise TilingError(f"{text}: padding must be at most {MAX_PAD} and smaller than "
+                              "the window")
+        area = kh * kw
+        self.area = area
+        self.host_divide = kind == "avg" and area & (area - 1) != 0
+        if kind == "avg" and not self.host_divide and area // 2 > (1 << 15) - 1:
+            raise TilingError(f"{text}: window area {area} too large for the rounding immediate")
+        self.planes = 4 if self.host_divide else 1
+        self.nthreads = 1 if self.planes > 1 else 2
+        bb, blk = config.batch, config.block
+        self.nb, self.cb = ceil_div(n, bb), ceil_div(c, blk)
+        self.tile = tile or self._choose_tile(text)
+        self.operands = {"data": Operand("data", (self.nb, self.cb, h, w, bb, blk), np.int32),
+                         "out": Operand("out", (self.planes, self.nb, self.cb, self.oh, self.ow,
+                                                bb, blk), np.int8)}
+
+    def _need(self, tn, tc, th, tw):
+        hi = (th - 1) * self.stride[0] + self.kernel[0]
+        wi = (tw - 1) * self.stride[1] + self.kernel[1]
+        return tn * tc * (hi * wi + th * tw)
+
+    def _choose_tile(self, text):
+        """Largest tile in the acc slot: full width first, then rows, channels, batch."""
+        slot = self.config.acc_depth // self.nthreads
+        tw = self.ow
+        while tw > 1 and self._need(1, 1, 1, tw) > slot:
+            tw = ceil_div(tw, 2)
+        if self._need(1, 1, 1, tw) > slot:
+            raise TilingError(f"{text}: a single output needs {self._need(1, 1, 1, 1)} acc "
+                              f"elements; the acc buffer slot holds {slot}")
+        th = 1
+        while th < self.oh and self._need(1, 1, th + 1, tw) <= slot:
+            th += 1
+        tc = 1
+        if th == self.oh and tw == self.ow:
+            while tc < self.cb and self._need(1, tc + 1, th, tw) <= slot:
+                tc += 1
+        tn = 1
+        if tc == self.cb:
+            while tn < self.nb and self._need(tn + 1, tc, th, tw) <= slot:
+                tn += 1
+        return (tn, tc, th, tw)
+
+    # ------------------------------------------------------------------ host
+
+    def pack(self, x) -> dict:
+        x = np.asarray(x)
+        if x.shape != self.x_shape:
+            raise ValueError(f"{self.name}: input {x.shape}, the plan is for {self.x_shape}")
+        return {"data": pack_activation(x.astype(np.int32), self.config)}
+
+    def unpack(self, out) -> np.ndarray:
+        n, c = self.x_shape[:2]
+        planes = [unpack_activation(pl, self.config, n, c) for pl in out]
+        if self.planes == 1:
+            return planes[0]
+        return round_shift_div(assemble_planes(planes), self.area).astype(np.int8)
+
+    # -------------------------------------------------------------- lowering
+
+    def tiles(self):
+        tn, tc, th, tw = self.tile
+        for n0 in range(0, self.nb, tn):
+            for c0 in range(0, self.cb, tc):
+                for h0 in range(0, self.oh, th):
+                    for w0 in range(0, self.ow, tw):
+                        yield (n0, min(tn, self.nb - n0), c0, min(tc, self.cb - c0),
+                               h0, min(th, self.oh - h0), w0, min(tw, self.ow - w0))
+
+    def lower(self, rt, bufs: dict) -> None:
+        _, _, h, w = self.x_shape
+        (kh, kw), (sh, sw), (pt, pl, _, _) = self.kernel, self.stride, self.padding
+        nth, planes = self.nthreads, self.planes
+        slot = self.config.acc_depth // nth
+        tiles = list(self.tiles())
+        pipe = Pipeline(rt, 1, nth, 0, len(tiles) * planes)
+        for ti, (n0, tn, c0, tc, h0, th, w0, tw) in enumerate(tiles):
+            base = (ti % nth) * slot
+            r0, r1 = h0 * sh - pt, (h0 + th - 1) * sh - pt + kh
+            q0, q1 = w0 * sw - pl, (w0 + tw - 1) * sw - pl + kw
+            hi, wi = r1 - r0, q1 - q0
+            ypad0, ypad1, xpad0, xpad1 = max(0, -r0), max(0, r1 - h), max(0, -q0), max(0, q1 - w)
+            rows, cols = hi - ypad0 - ypad1, wi - xpad0 - xpad1
+            nc = tn * tc
+            out_base = base + nc * hi * wi
+            pipe.acquire_out(ti * planes)
+            for j in range(nc):
+                nl, cl = divmod(j, tc)
+                off = (((n0 + nl) * self.cb + c0 + cl) * h + r0 + ypad0) * w + q0 + xpad0
+                rt.load_2d(MemType.ACC, base + j * hi * wi, bufs["data"], off, cols, rows, w,
+                           x_pad_before=xpad0, y_pad_before=ypad0, x_pad_after=xpad1,
+                           y_pad_after=ypad1)
+            out_dims = [Dim("nc", nc, th * tw, th * tw), Dim("p", th * tw, 1, 1)]
+            f = fold_loops([Dim(d.name, d.extent, d.dst) for d in out_dims], (out_base, 0, 0))
+            rt.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))
+            if self.kind == "max":
+                self._fill_pads(rt, base, nc, hi, wi, ypad0, ypad1, xpad0, xpad1)
+                self._imm(rt, AluOp.MIN, _NEG, out_base, out_dims)
+            op = AluOp.MAX if self.kind == "max" else AluOp.ADD
+            win = [Dim("nc", nc, th * tw, hi * wi), Dim("oh", th, tw, sh * wi),
+                   Dim("ow", tw, 1, sw), Dim("kh", kh, 0, wi, reduce=True),
+                   Dim("kw", kw, 0, 1, reduce=True)]
+            f = fold_loops(win, (out_base, base, 0))
+            if f.hazard_free:
+                rt.push_alu(UopKernel.alu(op, [u[:2] for u in f.uops], [lp[:3] for lp in f.loops]))
+            else:
+                g = fold_loops(win[:3], (out_base, base, 0))
+                for i in range(kh):
+                    for jj in range(kw):
+                        rt.push_alu(UopKernel.alu(op, [(d, s + i * wi + jj) for d, s, _ in g.uops],
+                                                  [lp[:3] for lp in g.loops]))
+            if self.kind == "avg" and not self.host_divide and self.area > 1:
+                self._imm(rt, AluOp.ADD, self.area // 2, out_base, out_dims)
+                self._imm(rt, AluOp.SHR, self.area.bit_length() - 1, out_base, out_dims)
+            for k in range(planes):
+                ev = ti * planes + k
+                if k:
+                    pipe.acquire_out(ev)
+                    self._imm(rt, AluOp.SHR, 8, out_base, out_dims)
+                pipe.release_out(ev)
+                pipe.store_begin(ev)
+                plane = k * self.nb * self.cb * self.oh * self.ow
+                for j in range(nc):
+                    nl, cl = divmod(j, tc)
+                    off = plane + (((n0 + nl) * self.cb + c0 + cl) * self.oh + h0) * self.ow + w0
+                    rt.store_2d(out_base + j * th * tw, bufs["out"], off, tw, th, self.ow)
+                pipe.store_end(ev)
+        kernel_fence(rt)
+
+    def _imm(self, rt, op, imm, base, dims):
+        f = fold_loops(dims, (base, base, 0))
+        rt.push_alu(UopKernel.alu(op, [u[:2] for u in f.uops], [lp[:3] for lp in f.loops],
+                                  imm=imm))
+
+    def _fill_pads(self, rt, base, nc, hi, wi, ypad0, ypad1, xpad0, xpad1):
+        """MIN imm -32768 over the padded rows and columns of every window."""
+        rects = [(0, ypad0, 0, wi), (hi - ypad1, ypad1, 0, wi),
+                 (0, hi, 0, xpad0), (0, hi, wi - xpad1, xpad1)]
+        for r, nr, c, ncol in rects:
+            if nr and ncol:
+                dims = [Dim("nc", nc, hi * wi, hi * wi), Dim("r", nr, wi, wi),
+                        Dim("c", ncol, 1, 1)]
+                self._imm(rt, AluOp.MIN, _NEG, base + r * wi + c, dims)
+
+
+def plan_pool2d(config, x_shape, kind, kernel, stride=None, padding=0, tile=None) -> PoolPlan:
+    """Plan a pooling without running it."""
+    return PoolPlan(config, x_shape, kind, kernel, stride, padding, tile)
+
+
+def _run(rt, x, kind, kernel, stride, padding):
+    plan = plan_pool2d(rt.config, np.shape(x), kind, kernel, stride, padding)
+    out, _ = plan.run(rt, plan.pack(x))
+    return plan.unpack(out)
+
+
+def max_pool2d(rt, x, kernel, stride=None, padding=0) -> np.ndarray:
+    """int8 NCHW max pooling (padding never wins); equals :func:`reference.max_pool2d_ref`."""
+    return _run(rt, x, "max", kernel, stride, padding)
+
+
+def avg_pool2d(rt, x, kernel, stride=None, padding=0) -> np.ndarray:
+    """int8 NCHW average pooling (count_include_pad, rounding half up); equals
+    :func:`reference.avg_pool2d_ref`. Non-power-of-two windows divide on the host."""
+    return _run(rt, x, "avg", kernel, stride, padding)
+
+
+def global_avg_pool2d(rt, x) -> np.ndarray:
+    """int8 NCHW -> (N, C, 1, 1) mean; equals :func:`reference.global_avg_pool2d_ref`."""
+    return _run(rt, x, "avg", np.shape(x)[2:], None, 0)
