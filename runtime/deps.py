@@ -35,6 +35,13 @@ class Stage(enum.IntEnum):
 
 
 _FLAGS = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
+#: Token queue of each dep flag, per executing stage (reference 3.2).
+_TOKEN_QUEUES = {
+    Stage.LOAD: {"pop_next_dep": "g2l", "push_next_dep": "l2g"},
+    Stage.COMPUTE: {"pop_prev_dep": "l2g", "pop_next_dep": "s2g",
+                    "push_prev_dep": "g2l", "push_next_dep": "g2s"},
+    Stage.STORE: {"pop_prev_dep": "g2s", "push_prev_dep": "s2g"},
+}
 _NOP_FIELDS = dict(sram_base=0, dram_base=0, y_size=0, x_size=0, x_stride=0,
                    y_pad_0=0, y_pad_1=0, x_pad_0=0, x_pad_1=0)
 
@@ -199,6 +206,20 @@ class InsnQueue:
                     self._chain(self.insns[-2], self.insns[-1])
                 self._chain(self.insns[-1], insn)
             self.insns.append(insn)
+
+    def token_balance(self) -> dict[str, int]:
+        """Pushes minus pops per token queue over the stream, pending pops included.
+        A stream that can be cut (run on its own) has every balance 0."""
+        balance = dict.fromkeys(("l2g", "g2l", "g2s", "s2g"), 0)
+        for insn in self.insns:
+            for flag, queue in _TOKEN_QUEUES[serial_stage_of(insn)].items():
+                if insn.fields[flag]:
+                    balance[queue] += 1 if flag.startswith("push") else -1
+        for stage, flags in self.pending.items():
+            for flag, value in flags.items():
+                if value:
+                    balance[_TOKEN_QUEUES[stage][flag]] -= 1
+        return balance
 
     @staticmethod
     def _chain(prev: PendingInsn, now: PendingInsn) -> None:

@@ -65,8 +65,8 @@ class Runtime:
     max_xfer : int
         Largest instruction (or uop staging) stream in bytes; a stream about to
         exceed it is synchronized automatically, as TVM does with VTA_MAX_XFER.
-        Dependency tokens are not carried across such a split: keep streams of
-        token-linked work below the limit.
+        Tokens do not carry across runs, so the cut must fall where every pushed
+        token has been popped; otherwise :class:`StreamStateError` is raised.
     dump_file : file, optional
         Where dumps go (default: ``sys.stdout`` at dump time).
 
@@ -362,6 +362,14 @@ class Runtime:
             self._auto_sync()
 
     def _auto_sync(self):
+        unbalanced = {q: n for q, n in self._queue.token_balance().items() if n}
+        if unbalanced:
+            detail = ", ".join(f"{q} {'+' if n > 0 else ''}{n}" for q, n in unbalanced.items())
+            raise StreamStateError(
+                f"the stream reached max_xfer={self.max_xfer} bytes at instruction "
+                f"{len(self._queue)}, where it cannot be cut: token queues are unbalanced "
+                f"(pushes - pops: {detail}), so the next run would deadlock; synchronize() "
+                "at a point where every pushed token has been popped, or raise max_xfer")
         self.stats["auto_syncs"] += 1
         self.synchronize()
 

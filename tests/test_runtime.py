@@ -410,6 +410,21 @@ def test_auto_synchronize_on_max_xfer(bufs):
     assert loads == 40
 
 
+def test_auto_synchronize_refuses_to_split_tokens():
+    rt = make_rt(max_xfer=16 * 20)
+    buf = rt.alloc(4096)
+    rt.load_2d(MemType.INP, 0, buf, 0, 1, 1, 1)
+    rt.dep_push(L, C)
+    rt.dep_pop(S, C)
+    with pytest.raises(StreamStateError, match=r"^the stream reached max_xfer=320 bytes at "
+                                               r"instruction 15, where it cannot be cut: token "
+                                               r"queues are unbalanced \(pushes - pops: l2g \+1, "
+                                               r"s2g -1\)"):
+        for j in range(40):
+            rt.load_2d(MemType.INP, j, buf, j, 1, 1, 1)
+    assert rt.device.runs == []
+
+
 def test_dumps(bufs):
     out = io.StringIO()
     rt = make_rt(debug=DebugFlag.DUMP_INSN | DebugFlag.DUMP_UOP, dump_file=out)
