@@ -271,9 +271,10 @@ class SRAMs:
         n = len(src)
         order = np.argsort(wgt, kind="stable")
         w_sorted = wgt[order]
-        starts = np.flatnonzero(np.r_[True, w_sorted[1:] != w_sorted[:-1]])
+        starts = _group_starts(w_sorted)
         x = self.inp[src[order]].astype(ft)            # (n, B, BI)
-        sizes = np.diff(np.r_[starts, n])
+        ends = np.append(starts[1:], n)
+        sizes = ends - starts
         if len(starts) * 8 > n:
             # Mostly distinct weight tiles: one batched matmul over gathered tiles.
             w = self.wgt[w_sorted].astype(ft)          # (n, BO, BI)
@@ -286,7 +287,7 @@ class SRAMs:
             # Few distinct tiles of unequal use: one BLAS matmul per weight tile.
             rows = np.empty((n * c.batch, c.block_out), ft)
             x = x.reshape(-1, c.block_in)
-            for s, e in zip((starts * c.batch).tolist(), (np.r_[starts[1:], n] * c.batch).tolist()):
+            for s, e in zip((starts * c.batch).tolist(), (ends * c.batch).tolist()):
                 rows[s:e] = x[s:e] @ self.wgt[w_sorted[s // c.batch]].T.astype(ft)
         return order, rows.reshape(n, c.batch * c.block_out)
 
@@ -325,25 +326,33 @@ class SRAMs:
         counters["alu_counter"] += len(dst)
 
 
+def _group_starts(values: np.ndarray) -> np.ndarray:
+    """Positions where a sorted array starts a new run of equal values."""
+    new = np.empty(len(values), dtype=bool)
+    new[:1] = True
+    np.not_equal(values[1:], values[:-1], out=new[1:])
+    return np.flatnonzero(new)
+
+
 def _sum_by_index(index: np.ndarray, values: np.ndarray):
     """Sorted unique indices and the row sums of ``values`` per index.
 
     Sums are in ``values.dtype``; for int32 they wrap modulo 2**32 like ACC.
     """
     n = len(index)
-    if n == 1 or (np.diff(index) > 0).all():
+    if n == 1 or (index[1:] > index[:-1]).all():
         return index, values
     order = np.argsort(index, kind="stable")
     idx, values = index[order], values[order]
-    starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
-    if n % len(starts) == 0 and (np.diff(starts) == n // len(starts)).all():
+    starts = _group_starts(idx)
+    size = n // len(starts)
+    if n % len(starts) == 0 and (starts == np.arange(0, n, size)).all():
         # Every index used equally often (regular loop nests): a reshape and a sum.
-        sums = values.reshape(len(starts), n // len(starts), -1).sum(axis=1,
-                                                                    dtype=values.dtype)
+        sums = values.reshape(len(starts), size, -1).sum(axis=1, dtype=values.dtype)
     else:
         # Differences of a running sum; exact for integers, wrapping or not.
         run = np.cumsum(values, axis=0, dtype=values.dtype)
-        sums = run[np.r_[starts[1:], n] - 1]
+        sums = run[np.append(starts[1:], n) - 1]
         sums[1:] -= run[starts[1:] - 1]
     return idx[starts], sums
 

@@ -281,6 +281,24 @@ def test_gemm_random_aliasing(seed):
     np.testing.assert_array_equal(prog.dev.srams.out, out)
 
 
+@pytest.mark.parametrize("wgts", [[0, 0, 0, 1], [0, 1, 2, 3], [5, 9, 5, 9]],
+                         ids=["unequal_use", "four_tiles", "two_tiles"])
+@pytest.mark.parametrize("preset", ["default", "4x8"])
+def test_gemm_weight_grouping(preset, wgts):
+    """Large and small weight-tile groups, equal and unequal use, against the reference."""
+    rng = np.random.default_rng(len(preset) + sum(wgts))
+    prog = Prog(preset)
+    before = fill_srams(prog.dev, rng)
+    uops = [(k % 3, 2 * k, w) for k, w in enumerate(wgts)]
+    prog.dev.srams.uop[:4] = [prog.isa.encode_uop(*u) for u in uops]
+    f = dict(uop_bgn=0, uop_end=4, iter_out=30, iter_in=7, dst_factor_out=7, dst_factor_in=1,
+             src_factor_out=9, src_factor_in=1, wgt_factor_out=0, wgt_factor_in=0, reset=0)
+    run_compute(prog, lambda: prog.gemm(0, 4, (30, 7), (7, 1), (9, 1)))
+    acc, out = ref_gemm(before, uops, f)
+    np.testing.assert_array_equal(prog.dev.srams.acc, acc)
+    np.testing.assert_array_equal(prog.dev.srams.out, out)
+
+
 @pytest.mark.parametrize("preset", PRESETS)
 def test_gemm_reset_leaves_out(preset):
     rng = np.random.default_rng(3)
