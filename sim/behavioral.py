@@ -216,7 +216,7 @@ class BehavioralDevice(Device):
             self._tokens[q] -= 1
         self._execute(agent, index, insn)
         agent.executed += 1
-        if self._finished:
+        if self._finished:   # the run ends when FINISH completes; its push flags go nowhere
             return True
         agent.pending = [q for q in pushes if not self._push(q)]
         if not agent.pending:
