@@ -78,7 +78,11 @@ class OpPlan:
                 bufs[name] = rt.alloc(op.nbytes)
                 if name != "out":
                     rt.upload(bufs[name], packed[name])
-            self.lower(rt, bufs)
+            try:
+                self.lower(rt, bufs)
+            except BaseException:
+                rt.reset()          # drop the half-built stream
+                raise
             result = rt.synchronize()
             out = self.operands["out"]
             return rt.download(bufs["out"], out.dtype, out.shape), result
