@@ -1,18 +1,19 @@
 """The behavioral model of VTA: the executable specification (backend ``behavioral``).
 
-Fetch decodes the stream and dispatches every instruction into the in-order
-queue of its module (reference 3.1). The load, compute and store modules then
-run as concurrent agents that exchange dependency tokens through four bounded
-queues (reference 3.2): an instruction first pops (waiting while a queue is
-empty), then does its work on the SRAMs (:mod:`vtakit.sim.datapath`), then
-pushes (waiting while a queue is full). The run ends when compute completes
-FINISH.
+Fetch decodes the stream up to its first FINISH (instructions after it are
+never dispatched) and dispatches each instruction into the bounded in-order
+command queue of its module (reference 3.1). Fetch, load, compute and store run
+as concurrent agents; the three modules exchange dependency tokens through four
+bounded queues (reference 3.2): an instruction first pops (waiting while a
+queue is empty), then does its work on the SRAMs (:mod:`vtakit.sim.datapath`),
+then pushes (waiting while a queue is full). The run ends when compute
+completes FINISH.
 
-Scheduling is deterministic by default (each module runs until it blocks, in
-the order load, compute, store). With ``interleave_seed`` the scheduler picks a
-seeded random ready module at every step and runs it for a random number of
-steps, so a stream with a missing dependency gives different results for
-different seeds while a correctly synchronized stream gives the same result
+Scheduling is deterministic by default (each agent runs until it blocks, in
+the order fetch, load, compute, store). With ``interleave_seed`` the scheduler
+picks a seeded random ready agent at every step and runs it for a random
+number of steps, so a stream with a missing dependency gives different results
+for different seeds while a correctly synchronized stream gives the same result
 for all of them.
 """
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import random
 
-from ..hw.interfaces import DEFAULT_TOKEN_DEPTH, ErrorCode, Module
+from ..hw.interfaces import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, ErrorCode, Module
 from ..hw.isa import MemType, Opcode, isa_for
 from .datapath import Counters, Fault, SRAMs
 from .device import Device, DeviceError, RunResult
@@ -83,14 +84,30 @@ class _Agent:
 
     def __init__(self, name: str):
         self.name = name
-        self.queue: list = []       # (stream index, Insn)
-        self.pos = 0
+        self.queue: list = []       # (stream index, Insn), the whole run's share
+        self.avail = 0              # how many of them fetch has dispatched
+        self.pos = 0                # the head: the instruction being executed
         self.pending: list = []     # queues still to push for the head (work done)
         self.executed = 0
 
     @property
     def head(self):
-        return self.queue[self.pos] if self.pos < len(self.queue) else None
+        return self.queue[self.pos] if self.pos < self.avail else None
+
+    @property
+    def waiting(self) -> int:
+        """Commands in the queue behind the head (the module holds its head)."""
+        return max(0, self.avail - self.pos - 1)
+
+
+class _Fetch:
+    """The fetch module: dispatches ``stream`` in order into the agents' queues."""
+
+    name = "fetch"
+
+    def __init__(self, stream):
+        self.stream = stream        # [(agent, stream index, Insn)]
+        self.pos = 0
 
 
 class BehavioralDevice(Device):
@@ -102,6 +119,10 @@ class BehavioralDevice(Device):
     dram : DRAM, optional
     token_depth : int
         Capacity of each dependency-token queue (a push into a full queue stalls).
+    cmd_depth : int or None
+        Capacity of each command queue from fetch to a module, not counting the
+        instruction the module is executing (fetch stalls on a full queue, as the
+        RTL does); None for unbounded queues (fsim).
     interleave_seed : int, optional
         Seed of the random interleaving of the load, compute and store modules;
         None (default) schedules deterministically.
@@ -115,11 +136,14 @@ class BehavioralDevice(Device):
     name = "behavioral"
 
     def __init__(self, config, *, dram=None, token_depth: int = DEFAULT_TOKEN_DEPTH,
-                 interleave_seed: int | None = None):
+                 interleave_seed: int | None = None, cmd_depth: int | None = DEFAULT_CMD_DEPTH):
         super().__init__(config, dram=dram)
         if int(token_depth) < 1:
             raise DeviceError(f"token_depth must be at least 1, got {token_depth}")
+        if cmd_depth is not None and int(cmd_depth) < 1:
+            raise DeviceError(f"cmd_depth must be at least 1 (or None), got {cmd_depth}")
         self.token_depth = int(token_depth)
+        self.cmd_depth = None if cmd_depth is None else int(cmd_depth)
         self.interleave_seed = interleave_seed
         self.isa = isa_for(self.config)
         self.srams = SRAMs(self.config)
@@ -134,7 +158,8 @@ class BehavioralDevice(Device):
 
     # --------------------------------------------------------------- fetch
 
-    def _fetch(self, insn_addr: int, insn_count: int) -> dict[str, _Agent]:
+    def _decode_stream(self, insn_addr: int, insn_count: int) -> dict[str, _Agent]:
+        """Read and decode the stream up to the first FINISH; returns the fetch agent."""
         if insn_count < 0:
             raise ModelError(f"fetch module: insn_count must be >= 0, got {insn_count}",
                              ErrorCode.ILLEGAL_FIELD, Module.FETCH)
@@ -152,6 +177,7 @@ class BehavioralDevice(Device):
         decoded = self._decoded
         if len(decoded) > _DECODE_CACHE:
             decoded.clear()
+        stream = []
         for index in range(insn_count):
             word = int.from_bytes(raw[16 * index:16 * index + 16], "little")
             insn = decoded.get(word)
@@ -161,13 +187,18 @@ class BehavioralDevice(Device):
                 raise self._error("fetch", index, insn, ErrorCode.ILLEGAL_OPCODE,
                                   f"opcode {insn.opcode} is illegal; legal opcodes are "
                                   + ", ".join(f"{o.name}={o.value}" for o in Opcode))
-            finish = finish or insn.opcode == Opcode.FINISH
-            agents[_route(insn)].queue.append((index, insn))
+            agent = agents[_route(insn)]
+            agent.queue.append((index, insn))
+            stream.append((agent, index, insn))
+            if insn.opcode == Opcode.FINISH:
+                finish = True
+                break
         if not finish:
             raise ModelError(f"fetch module: the stream of {insn_count} instructions at "
                              f"0x{insn_addr:x} has no FINISH; a run ends only when compute "
                              "executes FINISH", ErrorCode.ILLEGAL_FIELD, Module.FETCH)
-        return agents
+        self._agents = [agents["load"], agents["compute"], agents["store"]]
+        return _Fetch(stream)
 
     # ------------------------------------------------------------- modules
 
@@ -185,8 +216,17 @@ class BehavioralDevice(Device):
             (pops if flag.startswith("pop") else pushes).append(queue)
         return pops, pushes
 
-    def _blocked_on(self, agent: _Agent):
-        """None if the agent can make a step, else (queue, "empty"/"full") or "drained"."""
+    def _blocked_on(self, agent):
+        """None if the agent can make a step, else why not: (token queue, "empty"/"full"),
+        "fetch" (its queue is empty but more is coming) or "drained" (nothing left); for
+        fetch: (target module agent, "full") or "drained"."""
+        if isinstance(agent, _Fetch):
+            if agent.pos == len(agent.stream):
+                return "drained"
+            target = agent.stream[agent.pos][0]
+            if self.cmd_depth is not None and target.waiting >= self.cmd_depth:
+                return (target, "full")
+            return None
         if agent.pending:
             for q in agent.pending:
                 if self._tokens[q] < self.token_depth:
@@ -194,7 +234,7 @@ class BehavioralDevice(Device):
             return (agent.pending[0], "full")
         head = agent.head
         if head is None:
-            return "drained"
+            return "fetch" if agent.avail < len(agent.queue) else "drained"
         pops, _ = self._flags(agent, *head)
         for q in pops:
             if self._tokens[q] == 0:
@@ -205,6 +245,10 @@ class BehavioralDevice(Device):
         """Advance one agent by one step; False if it is blocked."""
         if self._blocked_on(agent) is not None:
             return False
+        if isinstance(agent, _Fetch):
+            agent.stream[agent.pos][0].avail += 1
+            agent.pos += 1
+            return True
         if agent.pending:
             agent.pending = [q for q in agent.pending if not self._push(q)]
             if not agent.pending:
@@ -256,11 +300,16 @@ class BehavioralDevice(Device):
         number of instructions each module executed. Raises :class:`ModelError`
         (a :class:`DeviceError`) on any fault or deadlock.
         """
-        agents = self._fetch(int(insn_addr), int(insn_count))
+        fetch = self._decode_stream(int(insn_addr), int(insn_count))
+        modules = self._agents
         self._tokens = dict.fromkeys(TOKEN_QUEUES, 0)
         self._counters = Counters()
         self._finished = False
-        order = [agents["load"], agents["compute"], agents["store"]]
+        if self.cmd_depth is None:      # unbounded queues: dispatch everything now
+            for a in modules:
+                a.avail = len(a.queue)
+            fetch.pos = len(fetch.stream)
+        order = [fetch] + modules
         if self.interleave_seed is None:
             self._run_in_order(order)
         else:
@@ -268,7 +317,7 @@ class BehavioralDevice(Device):
         if not self._finished:
             raise self._deadlock(order)
         stats = dict(self._counters)
-        for a in order:
+        for a in modules:
             stats[f"{a.name}_insn_count"] = a.executed
         stats["insn_count"] = int(insn_count)
         return RunResult(cycles=-1, stats=stats)
@@ -296,7 +345,17 @@ class BehavioralDevice(Device):
         for a in agents:
             why = self._blocked_on(a)
             if why == "drained":
-                parts.append(f"{a.name} has no instructions left")
+                if not isinstance(a, _Fetch):
+                    parts.append(f"{a.name} has no instructions left")
+                continue
+            if why == "fetch":
+                parts.append(f"{a.name} waits for its next instruction from fetch")
+                continue
+            if isinstance(a, _Fetch):
+                target, index, insn = a.stream[a.pos]
+                parts.append(f"fetch waits to dispatch instruction {index} [{insn}] into the "
+                             f"{target.name} command queue (full, {target.waiting}/"
+                             f"{self.cmd_depth} commands)")
                 continue
             queue, state = why
             full = full or state == "full"

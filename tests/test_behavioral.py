@@ -550,14 +550,19 @@ def test_sync_only_nops_skip_every_check():
 
 
 def test_instructions_after_finish_never_run():
+    """Fetch stops at FINISH: nothing after it is dispatched, to any module."""
     prog = Prog("tiny")
     prog.finish()
     prog.gemm(0, 1, (1, 20), (0, 1), reset=1)
     prog.dev.srams.uop[0] = prog.isa.encode_uop(500)           # 519 would be out of range
+    prog.store(0, 0, 1, 2, stride=2**16 - 1)                   # would write outside DRAM
+    prog.load(MemType.INP, 0, prog.data(np.ones(8, np.int8)), 1)
+    prog.insns.append(7)                                        # illegal opcode
     prog.dev.srams.acc[:] = 1
     stats = prog.run().stats
-    assert (prog.dev.srams.acc == 1).all()
-    assert stats["compute_insn_count"] == 1
+    assert (prog.dev.srams.acc == 1).all() and not prog.dev.srams.inp.any()
+    assert (stats["load_insn_count"], stats["compute_insn_count"],
+            stats["store_insn_count"]) == (0, 1, 0)
 
 
 # ---------------------------------------------------------------- errors
@@ -778,6 +783,41 @@ def test_error_token_overflow_deadlock():
                        r"l2g \(full, 2/2 tokens\) at instruction 2 \[LOAD .*\]; compute waits to "
                        r"pop from s2g \(empty, 0/2 tokens\) at instruction 3 \[GEMM .*\]; "
                        r"store has no instructions left$", ErrorCode.TOKEN_OVERFLOW, None, None)
+
+
+def non_causal(prog):
+    """Compute waits for a token that a later LOAD pushes, behind three compute NOPs."""
+    prog.gemm(0, 0, pop_prev_dep=1)
+    for _ in range(3):
+        prog.emit(Opcode.LOAD, memory_type=MemType.UOP)
+    prog.emit(Opcode.LOAD, memory_type=MemType.INP, push_next_dep=1)
+    prog.finish()
+
+
+def test_error_command_queue_full_deadlock():
+    prog = Prog("tiny", cmd_depth=2)
+    non_causal(prog)
+    expect_error(prog, r"^deadlock: no module can proceed before FINISH: fetch waits to dispatch "
+                       r"instruction 3 \[LOAD +UOP .*\] into the compute command queue \(full, "
+                       r"2/2 commands\); load waits for its next instruction from fetch; compute "
+                       r"waits to pop from l2g \(empty, 0/256 tokens\) at instruction 0 "
+                       r"\[GEMM .*\]; store has no instructions left$", None, None, None)
+
+
+@pytest.mark.parametrize("cmd_depth", [None, 3, 64])
+@pytest.mark.parametrize("seed", [None, 5])
+def test_command_queue_room_or_unbounded(cmd_depth, seed):
+    prog = Prog("tiny", cmd_depth=cmd_depth, interleave_seed=seed)
+    non_causal(prog)
+    stats = prog.run().stats
+    assert (stats["load_insn_count"], stats["compute_insn_count"]) == (1, 5)
+
+
+def test_cmd_depth_validation():
+    assert BehavioralDevice("tiny").cmd_depth == 64 and BehavioralDevice(
+        "tiny", cmd_depth=None).cmd_depth is None
+    with pytest.raises(DeviceError, match=r"^cmd_depth must be at least 1 \(or None\), got 0$"):
+        BehavioralDevice("tiny", cmd_depth=0)
 
 
 @pytest.mark.parametrize("seed", [None, 0, 1, 2])
