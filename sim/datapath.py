@@ -109,6 +109,20 @@ class SRAMs:
                         f"[0, 0x{len(dram):x})")
         return dram[start:end].reshape(nelems, ebytes)
 
+    @classmethod
+    def _dram_rows(cls, dram, base, xs, ys, stride, ebytes, what):
+        """The 2-D DRAM region of a LOAD/STORE as a (ys, xs, ebytes) uint8 array: a view
+        into ``dram`` when rows do not overlap, else a copy (None for STORE callers)."""
+        window = cls._dram_window(dram, base, (ys - 1) * stride + xs, ebytes, what)
+        if ys == 1 or stride == xs:
+            return window.reshape(ys, xs, ebytes)
+        full = (base + ys * stride) * ebytes
+        if stride > xs and full <= len(dram):      # whole pitch rows: reshape and slice
+            return dram[base * ebytes:full].reshape(ys, stride, ebytes)[:, :xs]
+        if stride > xs:
+            return None                            # last row ends the image: no view
+        return window[np.arange(ys)[:, None] * stride + np.arange(xs)]
+
     @staticmethod
     def _check_sram(name: str, base: int, count: int, depth: int, what: str):
         if base + count > depth:
@@ -118,7 +132,8 @@ class SRAMs:
 
     def load(self, insn, dram: np.ndarray, counters: Counters) -> None:
         """Execute a LOAD with ``x_size > 0`` (callers route NOPs away)."""
-        c, mt = self.config, insn.memory_type
+        f = insn.fields
+        mt = f["memory_type"]
         if mt == MemType.UOP:
             return self._load_uop(insn, dram, counters)
         if mt not in self._load_target:
@@ -126,66 +141,74 @@ class SRAMs:
             raise Fault(ErrorCode.ILLEGAL_MEMORY_TYPE,
                         f"LOAD memory_type {mt}{name} is illegal; a LOAD with x_size > 0 "
                         "moves UOP (0), WGT (1), INP (2) or ACC (3)")
-        sram, name, dtype = self._load_target[mt]
-        ebytes = c.elem_bytes(mt)
-        xs, ys, stride = insn.x_size, insn.y_size, insn.x_stride
-        x_total = insn.x_pad_0 + xs + insn.x_pad_1
-        y_total = insn.y_pad_0 + ys + insn.y_pad_1
-        self._check_sram(name, insn.sram_base, x_total * y_total, len(sram),
+        sram, name, _ = self._load_target[mt]
+        ebytes = self.config.elem_bytes(mt)
+        xs, ys, stride, base = f["x_size"], f["y_size"], f["x_stride"], f["sram_base"]
+        y0, y1, x0, x1 = f["y_pad_0"], f["y_pad_1"], f["x_pad_0"], f["x_pad_1"]
+        x_total, y_total = x0 + xs + x1, y0 + ys + y1
+        self._check_sram(name, base, x_total * y_total, len(sram),
                          f"LOAD {MemType(mt).name} of {y_total} rows x {x_total} elements")
-        block = np.zeros((y_total, x_total, ebytes), np.uint8)
+        rows = None
         if ys:
-            span = (ys - 1) * stride + xs
-            window = self._dram_window(dram, insn.dram_base, span, ebytes, "LOAD reads")
-            if stride >= xs:   # rows do not overlap: a strided view, no index arrays
-                rows = np.lib.stride_tricks.as_strided(
-                    window, (ys, xs, ebytes), (stride * ebytes, ebytes, 1), writeable=False)
-            else:
+            rows = self._dram_rows(dram, f["dram_base"], xs, ys, stride, ebytes, "LOAD reads")
+            if rows is None:
+                window = self._dram_window(dram, f["dram_base"], (ys - 1) * stride + xs,
+                                           ebytes, "LOAD reads")
                 rows = window[np.arange(ys)[:, None] * stride + np.arange(xs)]
-            block[insn.y_pad_0:insn.y_pad_0 + ys, insn.x_pad_0:insn.x_pad_0 + xs] = rows
-        n = x_total * y_total
-        sram[insn.sram_base:insn.sram_base + n] = block.view(dtype).reshape(
-            (n,) + sram.shape[1:])
+        # The destination range as raw bytes, (y_total, x_total, ebytes): lanes are
+        # little-endian in DRAM and in these arrays alike.
+        dst = sram[base:base + x_total * y_total].view(np.uint8).reshape(
+            y_total, x_total, ebytes)
+        dst[:y0] = 0
+        dst[y0 + ys:] = 0
+        dst[y0:y0 + ys, :x0] = 0
+        dst[y0:y0 + ys, x0 + xs:] = 0
+        if ys:
+            dst[y0:y0 + ys, x0:x0 + xs] = rows
         counters[f"{name}_load_nbytes"] += xs * ys * ebytes
 
     def _load_uop(self, insn, dram, counters) -> None:
-        if insn.y_size != 1 or insn.y_pad_0 or insn.y_pad_1 or insn.x_pad_0 or insn.x_pad_1:
+        f = insn.fields
+        if f["y_size"] != 1 or f["y_pad_0"] or f["y_pad_1"] or f["x_pad_0"] or f["x_pad_1"]:
             raise Fault(ErrorCode.ILLEGAL_FIELD,
                         f"LOAD UOP needs y_size=1 and all pads 0, got y_size={insn.y_size} "
                         f"pads y={insn.y_pad_0},{insn.y_pad_1} x={insn.x_pad_0},{insn.x_pad_1}")
-        xs, depth = insn.x_size, self.config.uop_depth
-        self._check_sram("uop", insn.sram_base, xs, depth, f"LOAD UOP of {xs} micro-ops")
-        window = self._dram_window(dram, insn.dram_base, xs, 4, "LOAD reads")
-        self.uop[insn.sram_base:insn.sram_base + xs] = window.copy().view("<u4").ravel()
+        xs, base = f["x_size"], f["sram_base"]
+        self._check_sram("uop", base, xs, self.config.uop_depth, f"LOAD UOP of {xs} micro-ops")
+        window = self._dram_window(dram, f["dram_base"], xs, 4, "LOAD reads")
+        self.uop[base:base + xs].view(np.uint8).reshape(xs, 4)[...] = window
         counters["uop_load_nbytes"] += xs * 4
 
     def store(self, insn, dram: np.ndarray, counters: Counters) -> None:
         """Execute a STORE with ``x_size > 0``: OUT -> DRAM."""
-        if insn.memory_type != MemType.OUT:
+        f = insn.fields
+        if f["memory_type"] != MemType.OUT:
             raise Fault(ErrorCode.ILLEGAL_MEMORY_TYPE,
                         f"STORE memory_type {insn.memory_type} is illegal; a STORE with "
                         f"x_size > 0 must read OUT ({int(MemType.OUT)})")
-        if insn.y_pad_0 or insn.y_pad_1 or insn.x_pad_0 or insn.x_pad_1:
+        if f["y_pad_0"] or f["y_pad_1"] or f["x_pad_0"] or f["x_pad_1"]:
             raise Fault(ErrorCode.ILLEGAL_FIELD,
                         f"STORE pads must be 0, got y={insn.y_pad_0},{insn.y_pad_1} "
                         f"x={insn.x_pad_0},{insn.x_pad_1}")
-        xs, ys, stride = insn.x_size, insn.y_size, insn.x_stride
+        xs, ys, stride, base = f["x_size"], f["y_size"], f["x_stride"], f["sram_base"]
         ebytes = self.config.out_elem_bytes
-        self._check_sram("out", insn.sram_base, xs * ys, len(self.out),
+        self._check_sram("out", base, xs * ys, len(self.out),
                          f"STORE of {ys} rows x {xs} elements")
         if not ys:
             return
-        span = (ys - 1) * stride + xs
-        window = self._dram_window(dram, insn.dram_base, span, ebytes, "STORE writes")
-        src = self.out[insn.sram_base:insn.sram_base + xs * ys].view(np.uint8).reshape(
-            ys, xs, ebytes)
+        src = self.out[base:base + xs * ys].view(np.uint8).reshape(ys, xs, ebytes)
         if stride >= xs:
-            dst = np.lib.stride_tricks.as_strided(
-                window, (ys, xs, ebytes), (stride * ebytes, ebytes, 1))
-            dst[...] = src
-        else:   # overlapping rows: the later row wins, as in sequential order
-            for r in range(ys):
-                window[r * stride:r * stride + xs] = src[r]
+            dst = self._dram_rows(dram, f["dram_base"], xs, ys, stride, ebytes, "STORE writes")
+            if dst is not None:
+                dst[...] = src
+                counters["out_store_nbytes"] += xs * ys * ebytes
+                return
+        # Overlapping rows (the later row wins, as in sequential order), or pitch rows
+        # that would run past the image: row by row.
+        window = self._dram_window(dram, f["dram_base"], (ys - 1) * stride + xs, ebytes,
+                                   "STORE writes")
+        for r in range(ys):
+            window[r * stride:r * stride + xs] = src[r]
         counters["out_store_nbytes"] += xs * ys * ebytes
 
     # -------------------------------------------------------------- compute

@@ -221,6 +221,37 @@ def test_padded_load_overlapping_rows_and_y_size_zero():
     assert (prog.dev.srams.inp[108] == 9).all()
 
 
+def test_strided_rows_ending_at_the_image_end():
+    """The last row's pitch would run past the image; only its x_size elements are used."""
+    rng = np.random.default_rng(8)
+    prog = Prog("tiny")
+    prog.finish()
+    addr = prog.data(np.frombuffer(insns_to_bytes(prog.insns), np.uint8))
+    size = prog.dev.dram.size
+    span = 2 * 5 + 3                                   # ys=3, stride=5, xs=3
+    base = size // 8 - span
+    data = rand(rng, (span, 1, 8), np.int8)
+    prog.dev.write(base * 8, data)
+    prog.dev.srams.out[:9] = rand(rng, (9, 1, 8), np.int8)
+    load = [prog.isa.encode(Opcode.LOAD, memory_type=MemType.INP, sram_base=0,
+                            dram_base=base, x_size=3, y_size=3, x_stride=5),
+            prog.isa.encode(Opcode.FINISH)]
+    prog.dev.write(addr, np.frombuffer(insns_to_bytes(load), np.uint8))
+    prog.dev.run(addr, 2)
+    np.testing.assert_array_equal(prog.dev.srams.inp[:9],
+                                  np.concatenate([data[0:3], data[5:8], data[10:13]]))
+    store = [prog.isa.encode(Opcode.STORE, memory_type=MemType.OUT, sram_base=0,
+                             dram_base=base, x_size=3, y_size=3, x_stride=5, push_prev_dep=1),
+             prog.isa.encode(Opcode.FINISH, pop_next_dep=1)]
+    prog.dev.write(addr, np.frombuffer(insns_to_bytes(store), np.uint8))
+    prog.dev.run(addr, 2)
+    got = prog.dev.read(base * 8, span * 8).view(np.int8).reshape(span, 1, 8)
+    for r in range(3):
+        np.testing.assert_array_equal(got[5 * r:5 * r + 3], prog.dev.srams.out[3 * r:3 * r + 3])
+    np.testing.assert_array_equal(got[3:5], data[3:5])          # the gaps are untouched
+    np.testing.assert_array_equal(got[8:10], data[8:10])
+
+
 @pytest.mark.parametrize("preset", PRESETS)
 def test_uop_load_unaligned(preset):
     prog = Prog(preset)
