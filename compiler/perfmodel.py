@@ -79,8 +79,8 @@ def _duration(insn, config, cost: CostModel):
         return cost.dma_insn_cycles + beats + pads + insn.y_size * cost.dma_row_cycles, 0, 0
     if op in (Opcode.GEMM, Opcode.ALU):
         uops = insn.iter_out * insn.iter_in * max(0, insn.uop_end - insn.uop_bgn)
-        if op == Opcode.GEMM:
-            return cost.insn_cycles + uops * cost.gemm_uop_cycles, uops, 0
+        if op == Opcode.GEMM:       # gemm_uops counts like gemm_counter (no resets)
+            return cost.insn_cycles + uops * cost.gemm_uop_cycles, 0 if insn.reset_reg else uops, 0
         per = cost.alu_imm_cycles if insn.use_imm else cost.alu_tensor_cycles
         return cost.insn_cycles + uops * per, 0, uops
     return 1, 0, 0

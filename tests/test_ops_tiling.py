@@ -1,0 +1,245 @@
+"""Loop folding, tiling search, token protocol, cost models and error messages of
+vtakit.compiler (no device runs except where a stream is built)."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vtakit.compiler import (ConvProblem, ConvTiling, EpilogueError, TilingError, conv2d,
+                             plan_conv2d, plan_pool2d, search_tiles)
+from vtakit.compiler.loops import Dim, fold_loops
+from vtakit.compiler.perfmodel import predict_stream, stream_traffic
+from vtakit.compiler.tiling import gemm_dims, uop_budget
+from vtakit.hw.config import VTAConfig
+from vtakit.hw.isa import MemType, Opcode
+from vtakit.runtime import Runtime, Stage, UopKernel
+from vtakit.sim import open_device
+
+CONFIGS = {name: VTAConfig.preset(name) for name in ("default", "4x8", "tiny")}
+
+
+def _expand(dims, base=(0, 0, 0)):
+    """Every (dst, src, wgt) of a nest, in nest order."""
+    out = []
+    for idx in itertools.product(*(range(d.extent) for d in dims)):
+        out.append(tuple(b + sum(i * d.strides[j] for i, d in zip(idx, dims))
+                         for j, b in enumerate(base)))
+    return out
+
+
+def _run_folded(f):
+    """Every (dst, src, wgt) of a folded kernel in execution order (p, q, k)."""
+    loops = list(f.loops) + [(1, 0, 0, 0)] * (2 - len(f.loops))
+    (n0, *fo), (n1, *fi) = loops
+    return [tuple(u[j] + p * fo[j] + q * fi[j] for j in range(3))
+            for p in range(n0) for q in range(n1) for u in f.uops]
+
+
+def test_fold_conv_tile_is_minimal_and_hazard_free():
+    p = ConvProblem(1, 4, 56, 56, 4, 3, 3, (1, 1), 1)
+    dims = gemm_dims(p, 1, 4, 4, 56, 1, 6, 58)
+    f = fold_loops(dims)
+    # the two largest dims (ow = 56 and one of the extent-4 dims) become the loops
+    assert f.n_uops == 36 and f.hazard_free and len(f.loops) == 2
+    assert f.iterations == 4 * 4 * 56 * 9
+
+
+def test_fold_merges_chained_dims():
+    # 1x1 conv, stride 1: rows and columns are one contiguous run -> one loop
+    p = ConvProblem(1, 2, 8, 8, 3, 1, 1)
+    f = fold_loops(gemm_dims(p, 1, 3, 8, 8, 2, 8, 8))
+    # loops: the merged 64-element row*column run and the 2 input blocks; uops: 3 outputs
+    assert f.n_uops == 3 and f.hazard_free
+    assert sorted(lp[0] for lp in f.loops) == [2, 64]
+
+
+def test_fold_single_accumulator_is_flagged():
+    f = fold_loops([Dim("o", 1, 1, 0, 8), Dim("i", 8, 0, 1, 1, True)])
+    assert not f.hazard_free and f.n_uops == 1
+    with pytest.raises(Exception, match=r"^GEMM kernel: accumulate hazard"):
+        UopKernel.gemm(f.uops, f.loops)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 5), st.booleans()), min_size=1, max_size=6),
+       st.integers(0, 1000))
+def test_fold_is_a_reordering_of_the_nest(spec, seed):
+    """Folding changes only the order: same (dst, src, wgt) multiset; if flagged
+    hazard-free, no dst repeats within 2 steps; the runtime accepts it."""
+    rng = np.random.default_rng(seed)
+    dims, stride = [], 1
+    for k, (ext, red) in enumerate(reversed(spec)):   # injective dst over output dims
+        dst = 0 if red else stride
+        stride *= ext if not red else 1
+        dims.insert(0, Dim(f"d{k}", ext, dst, int(rng.integers(0, 4)), int(rng.integers(0, 4)),
+                           red))
+    f = fold_loops(dims, (5, 7, 3))
+    seq = _run_folded(f)
+    assert sorted(seq) == sorted(_expand(dims, (5, 7, 3)))
+    assert f.n_uops <= math.prod(d.extent for d in dims)
+    if f.hazard_free:
+        assert all(seq[i][0] not in (seq[i - 1][0], seq[i - 2][0] if i > 1 else None)
+                   for i in range(1, len(seq)))
+        UopKernel.gemm(f.uops, f.loops)
+
+
+@pytest.mark.parametrize("preset", list(CONFIGS))
+@pytest.mark.parametrize("shape", [(1, 4, 56, 56, 4, 3, 3, 1, 1), (1, 8, 28, 28, 16, 3, 3, 2, 1),
+                                   (1, 32, 7, 7, 32, 3, 3, 1, 1), (3, 3, 9, 9, 5, 5, 5, 1, 2),
+                                   (8, 32, 1, 1, 63, 1, 1, 1, 0)])
+def test_search_tiles_fit_and_rank(preset, shape):
+    cfg = CONFIGS[preset]
+    nb, ib, h, w, ob, kh, kw, s, pad = shape
+    p = ConvProblem(nb, ib, h, w, ob, kh, kw, (s, s), pad, bias=True, alu_imm=3)
+    ranked = search_tiles(p, cfg, top=6)
+    assert ranked and [e.cycles for e, _ in ranked] == sorted(e.cycles for e, _ in ranked)
+    for est, t in ranked:
+        fp = t.footprint(p)
+        assert fp["inp"] * t.nthreads <= cfg.inp_depth
+        assert fp["wgt"] * t.nthreads <= cfg.wgt_depth
+        assert fp["acc"] * t.nthreads <= cfg.acc_depth
+        f = fold_loops(gemm_dims(p, t.tn, t.tco, t.th, t.tw, t.tci, t.in_rows(p), t.in_cols(p)))
+        assert f.n_uops <= uop_budget(cfg, t.nthreads)
+        assert est.cycles >= p.gemm_uops          # never better than one GEMM uop per cycle
+
+
+def test_search_prefers_double_buffering_and_reuse():
+    cfg = CONFIGS["default"]
+    p = ConvProblem(1, 4, 56, 56, 4, 3, 3, (1, 1), 1, bias=True, alu_imm=3)
+    est, t = search_tiles(p, cfg, top=1)[0]
+    assert t.nthreads == 2
+    assert est.cycles < 1.25 * p.gemm_uops
+    single = search_tiles(p, cfg, top=1, nthreads=(1,))[0][0]
+    assert single.cycles > est.cycles
+
+
+# ------------------------------------------------------------------ streams
+
+
+def _lowered(preset, x_shape, w_shape, stride, pad, tiling=None, **kw):
+    rt = Runtime(open_device("behavioral", preset))
+    plan = plan_conv2d(rt.config, x_shape, w_shape, stride, pad, tiling=tiling, **kw)
+    bufs = {nm: rt.alloc(op.nbytes) for nm, op in plan.operands.items()}
+    plan.lower(rt, bufs)
+    return rt, plan
+
+
+def test_tokens_balanced_and_slots_alternate():
+    rt, plan = _lowered("default", (1, 40, 9, 7), (37, 40, 3, 3), 1, 1,
+                        ConvTiling(1, 1, 2, 4, 1, "co_outer", 2), bias=True, shift=8)
+    rt.finalize()
+    insns = rt.instructions
+    counts = {}
+    routes = {Opcode.STORE: "store"}
+    for insn in insns:
+        m = routes.get(insn.opcode) or ("load" if insn.opcode == Opcode.LOAD and insn.memory_type
+                                        in (MemType.INP, MemType.WGT) else "compute")
+        for flag in ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep"):
+            if insn.fields.get(flag):
+                counts[(m, flag)] = counts.get((m, flag), 0) + 1
+    assert counts[("load", "push_next_dep")] == counts[("compute", "pop_prev_dep")]   # l2g
+    assert counts[("compute", "push_prev_dep")] == counts[("load", "pop_next_dep")]   # g2l
+    assert counts[("compute", "push_next_dep")] == counts[("store", "pop_prev_dep")]  # g2s
+    assert counts[("store", "push_prev_dep")] == counts[("compute", "pop_next_dep")]  # s2g
+    cfg = rt.config
+    inp_bases = {i.sram_base for i in insns if i.opcode == Opcode.LOAD
+                 and i.memory_type == MemType.INP and i.x_size}
+    assert {0, cfg.inp_depth // 2} <= {b - b % (cfg.inp_depth // 2) for b in inp_bases}
+    gemms = [i for i in insns if i.opcode == Opcode.GEMM and not i.reset_reg]
+    assert len(gemms) == plan.estimate.groups == 3 * 5 * 2 * 3   # co x h x w x ci chunks
+    rt.reset()
+
+
+def test_weights_stay_resident_across_spatial_tiles():
+    rt, plan = _lowered("default", (1, 32, 16, 16), (32, 32, 3, 3), 1, 1,
+                        ConvTiling(1, 2, 2, 16, 2, "co_outer", 2))
+    wgt_loads = [i for i in rt.instructions if i.opcode == Opcode.LOAD
+                 and i.memory_type == MemType.WGT and i.x_size]
+    assert len(wgt_loads) == 2        # one per slot, reused by all 8 spatial tiles
+    rt.reset()
+
+
+def test_stream_prediction_close_to_estimate():
+    rt, plan = _lowered("default", (1, 64, 28, 28), (64, 64, 3, 3), 1, 1, bias=True, shift=8,
+                        clip=(0, 127))
+    insns = rt.instructions
+    pred = predict_stream(insns, rt.config)
+    assert pred.gemm_uops == plan.problem.gemm_uops
+    assert abs(pred.cycles - plan.estimate.cycles) < 0.1 * pred.cycles
+    traffic = stream_traffic(insns, rt.config)
+    assert traffic["out_store_nbytes"] == 64 * 28 * 28
+    result = rt.synchronize()
+    for key, value in traffic.items():
+        assert result.stats[key] == value
+
+
+def test_predict_stream_reports_deadlock():
+    rt = Runtime(open_device("behavioral", "tiny"))
+    rt.dep_pop(Stage.LOAD, Stage.COMPUTE)
+    rt.push_gemm(UopKernel.gemm([(0, 0, 0)], reset=True))
+    with pytest.raises(ValueError, match=r"^predict_stream: the stream deadlocks"):
+        predict_stream(rt.instructions, rt.config)
+    rt.reset()
+
+
+# ------------------------------------------------------------------- errors
+
+
+def test_error_kernel_too_large_for_wgt_buffer():
+    cfg = CONFIGS["tiny"]
+    with pytest.raises(TilingError, match=(
+            r"^conv2d x\[1, 8, 20, 20\] w\[8, 8, 17, 17\] stride \(1, 1\) padding \(0, 0, 0, 0\): "
+            r"does not fit config 1x8_i8w8a32_12_12_14_14: even a 1x1 output tile with one "
+            r"channel block needs 289 wgt SRAM elements, the wgt buffer holds 256$")):
+        plan_conv2d(cfg, (1, 8, 20, 20), (8, 8, 17, 17))
+
+
+def test_error_padding():
+    cfg = CONFIGS["default"]
+    with pytest.raises(TilingError, match=r"^conv2d .*: padding \(3, 3, 3, 3\) must be smaller "
+                                          r"than the 3x3 window"):
+        plan_conv2d(cfg, (1, 16, 8, 8), (16, 16, 3, 3), 1, 3)
+    with pytest.raises(TilingError, match=r"^conv2d .*: padding 16 exceeds 15, the largest pad"):
+        plan_conv2d(cfg, (1, 16, 40, 40), (16, 16, 17, 17), 1, 16)
+    with pytest.raises(TilingError, match=r"^max_pool2d .*: padding must be at most 15 and "
+                                          r"smaller than the window$"):
+        plan_pool2d(cfg, (1, 16, 8, 8), "max", 2, 2, 2)
+
+
+def test_error_user_tiling_overflows():
+    cfg = CONFIGS["default"]
+    with pytest.raises(TilingError, match=(
+            r"^conv2d .*: tiling ConvTiling\(tn=1, tco=4, th=56, tw=56, tci=4.*\) needs 13456 inp "
+            r"SRAM elements per buffer x 2 buffers; the inp buffer of config "
+            r"1x16_i8w8a32_15_15_18_17 holds 2048$")):
+        plan_conv2d(cfg, (1, 64, 56, 56), (64, 64, 3, 3), 1, 1,
+                    tiling=ConvTiling(1, 4, 56, 56, 4))
+
+
+def test_error_epilogue_parameters():
+    cfg = CONFIGS["default"]
+    with pytest.raises(EpilogueError, match=r"^conv2d: shift=32 is outside 0\.\.31"):
+        plan_conv2d(cfg, (1, 16, 4, 4), (16, 16, 1, 1), shift=32)
+    with pytest.raises(EpilogueError, match=r"^conv2d: clip hi=40000 does not fit a signed "
+                                            r"16-bit ALU immediate"):
+        plan_conv2d(cfg, (1, 16, 4, 4), (16, 16, 1, 1), clip=(0, 40000))
+    with pytest.raises(EpilogueError, match=r"^conv2d: clip lo=5 is greater than hi=4$"):
+        plan_conv2d(cfg, (1, 16, 4, 4), (16, 16, 1, 1), clip=(5, 4))
+    with pytest.raises(EpilogueError, match=r"^conv2d: out_dtype int16 is not supported"):
+        plan_conv2d(cfg, (1, 16, 4, 4), (16, 16, 1, 1), out_dtype=np.int16)
+
+
+def test_error_channel_mismatch_and_missing_bias():
+    rt = Runtime(open_device("behavioral", "default"))
+    x, w = np.zeros((1, 8, 4, 4), np.int8), np.zeros((8, 9, 3, 3), np.int8)
+    with pytest.raises(ValueError, match=r"^conv2d x\[1, 8, 4, 4\] w\[8, 9, 3, 3\] .*: input has "
+                                         r"8 channels, the weight expects 9"):
+        conv2d(rt, x, w)
+    plan = plan_conv2d(rt.config, (1, 8, 4, 4), (8, 8, 3, 3), bias=True)
+    with pytest.raises(ValueError, match=r"^conv2d: bias missing, but the plan was made with "
+                                         r"bias=True$"):
+        plan.pack(x, np.zeros((8, 8, 3, 3), np.int8))
