@@ -31,6 +31,9 @@ __all__ = ["Runtime", "Buffer", "DebugFlag", "VTA_MAX_XFER"]
 VTA_MAX_XFER = 1 << 25
 #: Instructions the end of a stream may still add (fences, FINISH), as runtime.cc reserves.
 _RESERVE = 6
+#: Checked-and-encoded kernels remembered across synchronizes (a bound, so a long session
+#: with ever new kernels does not grow, unlike TVM's uop cache, apache/tvm#4246).
+_MAX_CHECKED = 4096
 
 
 class DebugFlag(enum.IntFlag):
@@ -447,6 +450,8 @@ class Runtime:
         self._staging.clear()
         self._staging_uops = 0
         self._finalized = None
+        if len(self._words) > _MAX_CHECKED:
+            self._words.clear()
 
     @property
     def cache_stats(self) -> dict:
