@@ -273,7 +273,8 @@ class Runtime:
         if start is None:
             offset = self._staged.get(kernel)
             if offset is None:
-                if (self._staging_uops + kernel.size) * self.config.uop_elem_bytes > self.max_xfer:
+                if (self._staging_uops and (self._staging_uops + kernel.size)
+                        * self.config.uop_elem_bytes > self.max_xfer):
                     self._auto_sync()
                 offset = self._staged[kernel] = self._staging_uops
                 self._staging.append(words)

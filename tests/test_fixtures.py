@@ -9,7 +9,7 @@ import pytest
 from fixture_util import assert_replay, first_difference, load_fixtures
 from fixtures.generate import PRESETS, build
 from programs import PROGRAMS
-from vtakit.hw.isa import Opcode, isa_for
+from vtakit.hw.isa import MemType, Opcode, isa_for
 from vtakit.sim import DeviceError, DramImage, open_device
 
 FIXTURES = load_fixtures()
@@ -71,13 +71,13 @@ def _nth(insns, pred, n):
 # Which flag to drop: (description, flag, selector of the instruction).
 DROPPED_POPS = [
     ("compute of tile 1 does not wait for its loads", "pop_prev_dep",
-     lambda insns: _nth(insns, lambda i: i.opcode == Opcode.LOAD and i.memory_type == 3
+     lambda insns: _nth(insns, lambda i: i.opcode == Opcode.LOAD and i.memory_type == MemType.ACC
                         and i.pop_prev_dep, 1)),
     ("load of tile 2 does not wait for compute of tile 0", "pop_next_dep",
-     lambda insns: _nth(insns, lambda i: i.opcode == Opcode.LOAD and i.memory_type == 2
+     lambda insns: _nth(insns, lambda i: i.opcode == Opcode.LOAD and i.memory_type == MemType.INP
                         and i.pop_next_dep, 0)),
     ("compute of tile 2 does not wait for the store of tile 0", "pop_next_dep",
-     lambda insns: _nth(insns, lambda i: i.opcode == Opcode.LOAD and i.memory_type == 3
+     lambda insns: _nth(insns, lambda i: i.opcode == Opcode.LOAD and i.memory_type == MemType.ACC
                         and i.pop_next_dep, 0)),
     ("store of tile 1 does not wait for its compute", "pop_prev_dep",
      lambda insns: _nth(insns, lambda i: i.opcode == Opcode.STORE and i.pop_prev_dep, 1)),
