@@ -497,3 +497,15 @@ def test_force_serial_same_results(name, preset):
         verify(rt, checks)
         outputs.append([rt.download(c.buf, np.uint8, c.buf.nbytes) for c in checks])
     assert all(np.array_equal(x, y) for x, y in zip(*outputs))
+
+
+def test_auto_synchronize_on_uop_staging():
+    """Distinct kernels whose uops overflow max_xfer split the stream between kernels."""
+    rt = Runtime(open_device("behavioral", "default"), max_xfer=16 * 40)
+    a, ob = _acc_program(rt, np.random.default_rng(8), 100)
+    for v in (1, 2, 3):
+        rt.push_alu(UopKernel.alu(AluOp.ADD, [(j, 0) for j in range(100)], imm=v))
+    _store(rt, ob, 100)
+    rt.synchronize()
+    assert rt.stats["auto_syncs"] == 2
+    assert np.array_equal(rt.download(ob, np.int8, a.shape), (a + 6).astype(np.int8))
