@@ -31,6 +31,9 @@ _EXACT_FLOAT32_TERMS = 1 << 10
 
 _MASK32 = np.int64(0xFFFFFFFF)
 
+# Group length up to which per-index sums are done as whole-array adds.
+_SHORT_GROUP = 32
+
 
 class Fault(Exception):
     """A datapath fault: ``code`` (an :class:`ErrorCode`, or a string label for faults
@@ -60,10 +63,9 @@ def _wrap32(values: np.ndarray) -> np.ndarray:
 
 def _first_bad(index: np.ndarray, depth: int):
     """Flat position of the first entry >= depth, or None."""
-    bad = index >= depth
-    if not bad.any():
+    if index.max() < depth:
         return None
-    return int(np.argmax(bad))
+    return int(np.argmax(index >= depth))
 
 
 class SRAMs:
@@ -90,6 +92,11 @@ class SRAMs:
         self.acc = np.zeros((c.acc_depth, c.batch, c.block_out), np.int32)
         self.out = np.zeros((c.out_depth, c.batch, c.block_out), np.int8)
         self.uop = np.zeros(c.uop_depth, np.uint32)
+        # Row views (one row of lanes per entry) and depths, looked up per instruction.
+        self._acc_rows = self.acc.reshape(c.acc_depth, -1)
+        self._out_rows = self.out.reshape(c.out_depth, -1)
+        self._depth = {"acc": c.acc_depth, "inp": c.inp_depth, "wgt": c.wgt_depth,
+                       "uop": c.uop_depth}
         # (array, SRAM name, little-endian element dtype) per LOAD memory type
         self._load_target = {
             MemType.INP: (self.inp, "inp", np.dtype("i1")),
@@ -213,25 +220,28 @@ class SRAMs:
 
     # -------------------------------------------------------------- compute
 
-    def _loop_indices(self, insn, uop_fields: dict, factors):
+    @staticmethod
+    def _loop_indices(insn, uop_fields: dict, factors):
         """Index arrays over (p, q, k) flattened in sequential order, one per
         ``(uop field, factor_out, factor_in)``."""
-        p = np.arange(insn.iter_out, dtype=np.int64)[:, None, None]
-        q = np.arange(insn.iter_in, dtype=np.int64)[None, :, None]
+        f = insn.fields
+        p = np.arange(f["iter_out"], dtype=np.int64)[:, None, None]
+        q = np.arange(f["iter_in"], dtype=np.int64)[None, :, None]
         out = []
         for field, f_out, f_in in factors:
             u = uop_fields[field][None, None, :]
-            out.append((u + p * getattr(insn, f_out) + q * getattr(insn, f_in)).ravel())
+            out.append((u + p * f[f_out] + q * f[f_in]).ravel())
         return out
 
     def _uops(self, insn):
         """Decoded micro-ops of the instruction, or None when it does nothing."""
-        bgn, end, depth = insn.uop_bgn, insn.uop_end, self.config.uop_depth
+        f = insn.fields
+        bgn, end, depth = f["uop_bgn"], f["uop_end"], self._depth["uop"]
         if end < bgn or end > depth:
             raise Fault(ErrorCode.ILLEGAL_FIELD,
                         f"uop range [{bgn}, {end}) is illegal; need uop_bgn <= uop_end <= "
                         f"{depth} (uop depth)")
-        if end == bgn or insn.iter_out == 0 or insn.iter_in == 0:
+        if end == bgn or f["iter_out"] == 0 or f["iter_in"] == 0:
             return None
         return self.isa.decode_uops(self.uop[bgn:end])
 
@@ -255,32 +265,31 @@ class SRAMs:
 
     def gemm(self, insn, counters: Counters) -> None:
         """GEMM: reset, or ``ACC[a] += INP[x] . WGT[w]^T`` with int32 wrap-around."""
-        c = self.config
         uops = self._uops(insn)
         if uops is None:
             return
-        if insn.reset_reg:
+        if insn.fields["reset_reg"]:
             (dst,) = self._loop_indices(insn, uops, [("dst_idx", "dst_factor_out",
                                                        "dst_factor_in")])
-            self._range_check(insn, [(dst, "acc", c.acc_depth, "dst_idx")])
-            self.acc[dst] = 0   # OUT untouched (pinned)
+            self._range_check(insn, [(dst, "acc", self._depth["acc"], "dst_idx")])
+            self._acc_rows[dst] = 0   # OUT untouched (pinned)
             return
         dst, src, wgt = self._loop_indices(insn, uops, [
             ("dst_idx", "dst_factor_out", "dst_factor_in"),
             ("src_idx", "src_factor_out", "src_factor_in"),
             ("wgt_idx", "wgt_factor_out", "wgt_factor_in")])
-        self._range_check(insn, [(dst, "acc", c.acc_depth, "dst_idx"),
-                                 (src, "inp", c.inp_depth, "src_idx"),
-                                 (wgt, "wgt", c.wgt_depth, "wgt_idx")])
+        depth = self._depth
+        self._range_check(insn, [(dst, "acc", depth["acc"], "dst_idx"),
+                                 (src, "inp", depth["inp"], "src_idx"),
+                                 (wgt, "wgt", depth["wgt"], "wgt_idx")])
         n = len(dst)
         # Accumulation into ACC is a sum modulo 2**32, so the sequential order of
         # (p, q, k) cannot change the result: compute every product in any order.
         order, rows = self._products(src, wgt)                 # exact float64 products
         touched, delta = _sum_by_index(dst[order], rows.astype(np.int32))
-        acc = self.acc.reshape(len(self.acc), -1)
-        new = acc[touched] + delta         # int32 arithmetic wraps modulo 2**32
-        acc[touched] = new
-        self.out.reshape(len(self.out), -1)[touched] = new.astype(np.int8, casting="unsafe")
+        new = self._acc_rows[touched] + delta         # int32 arithmetic wraps modulo 2**32
+        self._acc_rows[touched] = new
+        self._out_rows[touched] = new.astype(np.int8, casting="unsafe")
         counters["gemm_counter"] += n
 
     def _products(self, src: np.ndarray, wgt: np.ndarray):
@@ -289,8 +298,8 @@ class SRAMs:
 
         Returns ``(order, rows)``.
         """
-        c = self.config
-        ft = np.float32 if c.block_in <= _EXACT_FLOAT32_TERMS else np.float64
+        b, bi, bo = self.inp.shape[1], self.inp.shape[2], self.wgt.shape[1]
+        ft = np.float32 if bi <= _EXACT_FLOAT32_TERMS else np.float64
         n = len(src)
         order = np.argsort(wgt, kind="stable")
         w_sorted = wgt[order]
@@ -305,25 +314,24 @@ class SRAMs:
         elif (sizes == sizes[0]).all():
             # Equal groups (the usual loop nests): one stacked matmul, tile by tile.
             w = self.wgt[w_sorted[starts]].astype(ft)  # (groups, BO, BI)
-            rows = np.matmul(x.reshape(len(starts), -1, c.block_in), w.transpose(0, 2, 1))
+            rows = np.matmul(x.reshape(len(starts), -1, bi), w.transpose(0, 2, 1))
         else:
             # Few distinct tiles of unequal use: one BLAS matmul per weight tile.
-            rows = np.empty((n * c.batch, c.block_out), ft)
-            x = x.reshape(-1, c.block_in)
-            for s, e in zip((starts * c.batch).tolist(), (ends * c.batch).tolist()):
-                rows[s:e] = x[s:e] @ self.wgt[w_sorted[s // c.batch]].T.astype(ft)
-        return order, rows.reshape(n, c.batch * c.block_out)
+            rows = np.empty((n * b, bo), ft)
+            x = x.reshape(-1, bi)
+            for s, e in zip((starts * b).tolist(), (ends * b).tolist()):
+                rows[s:e] = x[s:e] @ self.wgt[w_sorted[s // b]].T.astype(ft)
+        return order, rows.reshape(n, b * bo)
 
     def alu(self, insn, counters: Counters) -> None:
         """ALU MIN/MAX/ADD/SHR over the loop nest, exact in sequential order."""
-        c = self.config
-        op = insn.alu_opcode
+        f = insn.fields
+        op = f["alu_opcode"]
         if op not in AluOp._value2member_map_:
             raise Fault(ErrorCode.ILLEGAL_FIELD,
                         f"ALU opcode {op} is illegal; legal opcodes are "
                         + ", ".join(f"{o.name}={o.value}" for o in AluOp))
-        op = AluOp(op)
-        imm = insn.imm if insn.use_imm else None
+        imm = f["imm"] if f["use_imm"] else None
         if op == AluOp.SHR:
             if imm is None:
                 raise Fault(ErrorCode.ILLEGAL_FIELD,
@@ -335,17 +343,20 @@ class SRAMs:
         uops = self._uops(insn)
         if uops is None:
             return
-        dst, src = self._loop_indices(insn, uops, [
-            ("dst_idx", "dst_factor_out", "dst_factor_in"),
-            ("src_idx", "src_factor_out", "src_factor_in")])
-        checks = [(dst, "acc", c.acc_depth, "dst_idx")]
+        depth = self._depth["acc"]
         if imm is None:
-            checks.append((src, "acc", c.acc_depth, "src_idx"))
-        self._range_check(insn, checks)
-        acc = self.acc.reshape(len(self.acc), -1)
-        touched = _alu_apply(acc, op, dst, None if imm is not None else src, imm)
-        self.out.reshape(len(self.out), -1)[touched] = acc[touched].astype(np.int8,
-                                                                           casting="unsafe")
+            dst, src = self._loop_indices(insn, uops, [
+                ("dst_idx", "dst_factor_out", "dst_factor_in"),
+                ("src_idx", "src_factor_out", "src_factor_in")])
+            self._range_check(insn, [(dst, "acc", depth, "dst_idx"),
+                                     (src, "acc", depth, "src_idx")])
+        else:   # the uop's src field is ignored
+            (dst,), src = self._loop_indices(insn, uops, [
+                ("dst_idx", "dst_factor_out", "dst_factor_in")]), None
+            self._range_check(insn, [(dst, "acc", depth, "dst_idx")])
+        acc = self._acc_rows
+        touched = _alu_apply(acc, op, dst, src, imm)
+        self._out_rows[touched] = acc[touched].astype(np.int8, casting="unsafe")
         counters["alu_counter"] += len(dst)
 
 
@@ -370,8 +381,16 @@ def _sum_by_index(index: np.ndarray, values: np.ndarray):
     starts = _group_starts(idx)
     size = n // len(starts)
     if n % len(starts) == 0 and (starts == np.arange(0, n, size)).all():
-        # Every index used equally often (regular loop nests): a reshape and a sum.
-        sums = values.reshape(len(starts), size, -1).sum(axis=1, dtype=values.dtype)
+        # Every index used equally often (regular loop nests): a reshape and a sum,
+        # as a few whole-array adds when the groups are short (numpy's strided
+        # reduction is slower there).
+        groups = values.reshape(len(starts), size, -1)
+        if size <= _SHORT_GROUP:
+            sums = groups[:, 0].copy()
+            for j in range(1, size):
+                sums += groups[:, j]
+        else:
+            sums = groups.sum(axis=1, dtype=values.dtype)
     else:
         # Differences of a running sum; exact for integers, wrapping or not.
         run = np.cumsum(values, axis=0, dtype=values.dtype)
@@ -407,7 +426,7 @@ def _shift(a: np.ndarray, k: int, times) -> np.ndarray:
 def _alu_apply(acc: np.ndarray, op: AluOp, dst: np.ndarray, src, imm) -> np.ndarray:
     """Apply ``acc[dst[n]] = op(acc[dst[n]], acc[src[n]] or imm)`` for n in order, exactly.
 
-    Returns the sorted unique destination rows. Three paths, fastest first:
+    Returns the destination rows (each once). Three paths, fastest first:
     distinct destinations with no read of an entry written earlier (one gather and
     one scatter); repeated destinations whose operands are never written earlier
     (a fold per destination: MIN/MAX/ADD are commutative and associative, repeated
@@ -415,16 +434,27 @@ def _alu_apply(acc: np.ndarray, op: AluOp, dst: np.ndarray, src, imm) -> np.ndar
     waves, each wave a gather-before-scatter over distinct destinations.
     """
     n = len(dst)
-    uniq, first_pos, counts = np.unique(dst, return_index=True, return_counts=True)
+    counts = np.bincount(dst)
+    distinct = counts.max() == 1
+    if distinct:
+        uniq = dst
+    else:
+        uniq = np.flatnonzero(counts)
+        counts = counts[uniq]
     reads_written = False
     if src is not None:
         # Position of the first write of every row (n = never written).
         first_write = np.full(len(acc), n, dtype=np.int64)
-        first_write[uniq] = first_pos
+        if distinct:
+            first_write[dst] = np.arange(n)
+        else:
+            order = np.argsort(dst, kind="stable")
+            starts = _group_starts(dst[order])
+            first_write[uniq] = order[starts]      # stable: the first occurrence
         reads_written = bool((first_write[src] < np.arange(n)).any())
     if not reads_written:
         operand = imm if src is None else acc[src]
-        if len(uniq) == n:
+        if distinct:
             acc[dst] = _alu_op(op, acc[dst], operand)
         elif op == AluOp.SHR:
             acc[uniq] = _shift(acc[uniq], imm, counts)
