@@ -252,20 +252,27 @@ class BehavioralDevice(Device):
         if agent.pending:
             agent.pending = [q for q in agent.pending if not self._push(q)]
             if not agent.pending:
-                agent.pos += 1
+                self._complete(agent)
             return True
         index, insn = agent.head
         pops, pushes = self._flags(agent, index, insn)
         for q in pops:
             self._tokens[q] -= 1
         self._execute(agent, index, insn)
-        agent.executed += 1
         if self._finished:   # the run ends when FINISH completes; its push flags go nowhere
+            agent.executed += 1
             return True
         agent.pending = [q for q in pushes if not self._push(q)]
         if not agent.pending:
-            agent.pos += 1
+            self._complete(agent)
         return True
+
+    @staticmethod
+    def _complete(agent: _Agent) -> None:
+        """The head has done its work and its pushes: count it (as the RTL's
+        per-module counters do) and move on."""
+        agent.executed += 1
+        agent.pos += 1
 
     def _push(self, queue: str) -> bool:
         if self._tokens[queue] >= self.token_depth:
