@@ -93,7 +93,9 @@ class Store(wiring.Component):
         take = d.valid & d.ready
         after = Signal.like(scnt)
         m.d.comb += [d.payload.eq(sreg[:bus]), after.eq(scnt - take)]
-        m.d.sync += [sreg.eq(sreg >> bus), scnt.eq(after)]
+        m.d.sync += scnt.eq(after)
+        with m.If(take):
+            m.d.sync += sreg.eq(sreg >> bus)
         with m.If((after == 0) & elems.r_rdy):
             m.d.comb += elems.r_en.eq(1)
             m.d.sync += [sreg.eq(elems.r_data), scnt.eq(ratio)]

@@ -221,6 +221,9 @@ class PysimDevice(Device):
             if job is None or "regs" in job:
                 await ctx.tick()
                 continue
+            if "call" in job:
+                job["regs"] = job["call"](ctx)
+                continue
             self.dram_model.clear()
             await write(Reg.INSN_COUNT, job["count"])
             await write(Reg.INSN_ADDR, job["addr"])
@@ -285,6 +288,43 @@ class PysimDevice(Device):
                 insn = f"(index past the {insn_count} instructions of the stream)"
             raise DeviceError(f"{where}: {module} module, instruction {index}: {code} [{insn}]")
         return RunResult(cycles=regs[Reg.CYCLES], stats=stats)
+
+    def _call(self, fn):
+        """Run ``fn(ctx)`` in the host testbench (between runs) and return its result."""
+        if self._sim is None:
+            self._build()
+        self._job = job = {"call": fn}
+        try:
+            while "regs" not in job:
+                self._sim.advance()
+        finally:
+            self._job = None
+        return job["regs"]
+
+    def _sram(self, name):
+        try:
+            return self.top.srams[name]
+        except KeyError:
+            raise DeviceError(f"pysim: no SRAM {name!r}; SRAMs are "
+                              f"{', '.join(self.top.srams)}") from None
+
+    def read_sram(self, name: str, start: int = 0, count: int = 1) -> list[int]:
+        """Elements ``start .. start+count-1`` of SRAM ``name`` (``inp``, ``wgt``, ``out``)."""
+        if self._sim is None:
+            self._build()
+        mem = self._sram(name)
+        return self._call(lambda ctx: [ctx.get(mem.data[i]) for i in range(start, start + count)])
+
+    def write_sram(self, name: str, start: int, values) -> None:
+        """Overwrite SRAM ``name`` from element ``start`` (for tests and debugging)."""
+        if self._sim is None:
+            self._build()
+        mem = self._sram(name)
+
+        def poke(ctx):
+            for i, v in enumerate(values):
+                ctx.set(mem.data[start + i], int(v))
+        self._call(poke)
 
     def close(self) -> None:
         if self._vcd_ctx is not None:

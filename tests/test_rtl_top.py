@@ -1,0 +1,156 @@
+"""The VTA top level end to end on pysim: fetch -> load/compute/store -> DRAM, tokens,
+CSRs, restart, and error reporting (the error registers are set, nothing is corrupted).
+
+Most tests use :class:`rtl_util.NopCompute` so they exercise only the memory system;
+the last ones run the real Compute."""
+
+import numpy as np
+import pytest
+
+from rtl_util import NopCompute, padded_load_ref
+from vtakit.hw.config import VTAConfig
+from vtakit.hw.isa import MemType, Opcode, insns_to_bytes, isa_for
+from vtakit.sim.device import DeviceError
+from vtakit.sim.pysim import PysimDevice
+
+TINY = VTAConfig.preset("tiny")
+ISA = isa_for(TINY)
+
+
+def load(mt, **f):
+    return ISA.encode(Opcode.LOAD, memory_type=mt, **f)
+
+
+def store(**f):
+    return ISA.encode(Opcode.STORE, memory_type=f.pop("memory_type", MemType.OUT), **f)
+
+
+FINISH = ISA.encode(Opcode.FINISH)
+
+
+def nop_device(**kw):
+    return PysimDevice(TINY, compute=NopCompute, **kw)
+
+
+def put_program(dev, words):
+    addr = dev.alloc(16 * len(words))
+    dev.write(addr, insns_to_bytes(words))
+    return addr
+
+
+def test_load_compute_store_end_to_end():
+    dev = nop_device()
+    rng = np.random.default_rng(3)
+    src = dev.alloc(8192)
+    dev.write(src, rng.integers(0, 256, 8192, dtype=np.uint8))
+    dst = dev.alloc(4096)
+    eb_inp, eb_wgt, eb_out = TINY.inp_elem_bytes, TINY.wgt_elem_bytes, TINY.out_elem_bytes
+    out_vals = [int(v) for v in rng.integers(0, 1 << 62, 12)]
+    dev.write_sram("out", 4, out_vals)
+    inp_f = dict(sram_base=3, dram_base=src // eb_inp + 5, x_size=3, y_size=2, x_stride=7,
+                 y_pad_0=1, y_pad_1=0, x_pad_0=1, x_pad_1=2)
+    wgt_f = dict(sram_base=1, dram_base=src // eb_wgt + 2, x_size=2, y_size=2, x_stride=3,
+                 x_pad_1=1)
+    prog = [
+        load(MemType.INP, **inp_f),
+        load(MemType.WGT, push_next_dep=1, **wgt_f),
+        # compute: wait for the loads, tell store the OUT buffer is ready
+        load(MemType.UOP, pop_prev_dep=1, push_next_dep=1),
+        store(pop_prev_dep=1, push_prev_dep=1, sram_base=4, dram_base=dst // eb_out + 1,
+              x_size=3, y_size=4, x_stride=5),
+        load(MemType.UOP, pop_next_dep=1),
+        FINISH,
+    ]
+    res = dev.run(put_program(dev, prog), len(prog))
+    assert res.stats == {"gemm_counter": 0, "alu_counter": 0, "load_insn_count": 2,
+                         "store_insn_count": 1}
+    assert 20 < res.cycles < 400
+    dram = dev.dram.data
+    for name, f, eb in (("inp", inp_f, eb_inp), ("wgt", wgt_f, eb_wgt)):
+        for a, v in padded_load_ref(dram, eb, **f).items():
+            assert dev.read_sram(name, a)[0] == v, (name, a)
+    out = dram[dst:dst + 4096].view(np.uint64)
+    expected = np.zeros(512, np.uint64)
+    for r in range(4):
+        for c in range(3):
+            expected[1 + r * 5 + c] = out_vals[r * 3 + c]
+    np.testing.assert_array_equal(out, expected)
+
+    # A second run on the same device (SRAMs persist, modules restart).
+    prog2 = [store(sram_base=4, dram_base=dst // eb_out + 100, x_size=2, y_size=1, x_stride=2,
+                   push_prev_dep=1), load(MemType.UOP, pop_next_dep=1), FINISH]
+    res2 = dev.run(put_program(dev, prog2), len(prog2))
+    assert res2.stats["store_insn_count"] == 1 and res2.stats["load_insn_count"] == 0
+    np.testing.assert_array_equal(out[100:102], out_vals[:2])
+
+
+def test_instructions_after_finish_are_not_executed():
+    dev = nop_device()
+    dst = dev.alloc(4096)
+    dev.write_sram("out", 0, [0x1122334455667788])
+    prog = [FINISH, store(sram_base=0, dram_base=dst // 8, x_size=1, y_size=1, x_stride=1)]
+    res = dev.run(put_program(dev, prog), len(prog))
+    assert res.stats["store_insn_count"] == 0
+    assert not dev.dram.data[dst:dst + 8].any()
+
+
+WAIT_LOAD = load(MemType.UOP, pop_prev_dep=1)     # compute waits for a load token
+WAIT_STORE = load(MemType.UOP, pop_next_dep=1)    # compute waits for a store token
+
+
+@pytest.mark.parametrize("words,module,code,index", [
+    # LOAD INP range: 508 + 3*2 elements > inp depth 512
+    ([load(MemType.INP, sram_base=508, dram_base=512, x_size=3, y_size=2, x_stride=3,
+           push_next_dep=1), WAIT_LOAD, FINISH], "load", "SRAM_OUT_OF_RANGE", 0),
+    ([FINISH & ~7 | 5], "fetch", "ILLEGAL_OPCODE", 0),
+    ([load(MemType.INP), 7, FINISH], "fetch", "ILLEGAL_OPCODE", 1),
+    ([store(sram_base=0, dram_base=512, x_size=1, y_size=1, x_stride=1, x_pad_0=1,
+            push_prev_dep=1), WAIT_STORE, FINISH], "store", "ILLEGAL_FIELD", 0),
+    ([store(memory_type=MemType.ACC, sram_base=0, dram_base=512, x_size=1, y_size=1,
+            x_stride=1, push_prev_dep=1), WAIT_STORE, FINISH], "store", "ILLEGAL_MEMORY_TYPE", 0),
+    ([load(MemType.INP), store(sram_base=510, dram_base=512, x_size=2, y_size=2, x_stride=2,
+                               push_prev_dep=1), WAIT_STORE, FINISH],
+     "store", "SRAM_OUT_OF_RANGE", 1),
+])
+def test_errors_are_latched_and_reported(words, module, code, index):
+    dev = nop_device()
+    before = dev.read_sram("inp", 508, 4)
+    addr = put_program(dev, words)
+    disasm = str(ISA.decode(words[index]))
+    with pytest.raises(DeviceError) as e:
+        dev.run(addr, len(words))
+    assert str(e.value) == (f"pysim ({TINY.name}): {module} module, instruction {index}: "
+                            f"{code} [{disasm}]")
+    assert dev.read_sram("inp", 508, 4) == before       # nothing written
+    # The device recovers: the next run starts from a clean state.
+    res = dev.run(put_program(dev, [FINISH]), 1)
+    assert res.stats["load_insn_count"] == 0
+
+
+def test_deadlock_times_out_with_module_state():
+    dev = nop_device(max_cycles=2000)
+    prog = [load(MemType.INP, pop_next_dep=1, push_next_dep=1), WAIT_LOAD, FINISH]  # no g2l
+    with pytest.raises(DeviceError, match=r"^pysim \(1x8_i8w8a32_12_12_14_14\): no FINISH after "
+                       r"2000 cycles running 3 instructions at 0x[0-9a-f]+ \(.*load busy.*"
+                       r"g2l tokens 0/256"):
+        dev.run(put_program(dev, prog), len(prog))
+
+
+def test_token_queue_capacity_stalls_producer():
+    """With 2-token queues, load pushes 2 tokens then stalls on the third until compute
+    pops; the run still completes (a full queue stalls, it does not drop or fail)."""
+    dev = nop_device(token_depth=2)
+    prog = [load(MemType.INP, push_next_dep=1)] * 5 + \
+        [load(MemType.UOP, pop_prev_dep=1)] * 5 + [FINISH]
+    res = dev.run(put_program(dev, prog), len(prog))
+    assert res.stats["load_insn_count"] == 5
+
+
+def test_real_compute_error_reports_compute_module():
+    dev = PysimDevice(TINY)
+    # LOAD ACC beyond the acc SRAM (depth 512).
+    prog = [load(MemType.ACC, sram_base=511, dram_base=64, x_size=2, y_size=1, x_stride=2),
+            FINISH]
+    with pytest.raises(DeviceError, match=r"^pysim \(\S+\): compute module, instruction 0: "
+                       r"SRAM_OUT_OF_RANGE \[LOAD   ACC "):
+        dev.run(put_program(dev, prog), len(prog))
