@@ -6,7 +6,9 @@ a clip to [0, 127] and the int8 store, checked bit for bit against the numpy
 reference. Per layer it prints the chosen tiling, the instruction count,
 measured cycles (RTL backends), the cost model's prediction (tiling estimate
 and the stream event model), ideal cycles (MACs / MACs-per-cycle), GEMM
-utilization (ideal / cycles), DRAM bytes moved and the wall time of the run.
+utilization (ideal / cycles), DRAM bytes moved (the behavioral model's fsim
+counters; RTL backends count no bytes) and the wall times of the run on the
+chosen backend and on the behavioral model.
 
     python bench/resnet18_layers.py                    # fastest RTL backend available
     python bench/resnet18_layers.py --backend behavioral --json out.json
@@ -66,13 +68,19 @@ def open_backend(name, config):
             "utilization from predicted cycles")
 
 
-def run_layer(rt, name, spec, rng):
+def layer_inputs(config, spec, rng):
+    """Random int8 data and weights (full range) and an int32 bias in [-16384, 16384)."""
+    h, w, cin, cout, k, _, _ = spec
+    return (rng.integers(-128, 128, (config.batch, cin, h, w), dtype=np.int8),
+            rng.integers(-128, 128, (cout, cin, k, k), dtype=np.int8),
+            rng.integers(-16384, 16384, cout).astype(np.int32))
+
+
+def run_layer(rt, name, spec, inputs):
     h, w, cin, cout, k, pad, stride = spec
     cfg = rt.config
     n = cfg.batch
-    x = rng.integers(-128, 128, (n, cin, h, w), dtype=np.int8)
-    wt = rng.integers(-128, 128, (cout, cin, k, k), dtype=np.int8)
-    bias = rng.integers(-16384, 16384, cout).astype(np.int32)
+    x, wt, bias = inputs
     plan = plan_conv2d(cfg, x.shape, wt.shape, stride, pad, bias=True, shift=SHIFT, clip=CLIP)
     packed = plan.pack(x, wt, bias)
     bufs = {nm: rt.alloc(op.nbytes) for nm, op in plan.operands.items()}
@@ -118,6 +126,9 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", help="comma-separated subset, e.g. C2,C5")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    ap.add_argument("--no-behavioral", action="store_true",
+                    help="with an RTL backend, skip the behavioral run of each layer (its wall "
+                         "time and DRAM byte counters)")
     args = ap.parse_args(argv)
     cfg = load_config(args.config)
     names = args.layers.split(",") if args.layers else list(LAYERS)
@@ -128,16 +139,26 @@ def main(argv=None) -> int:
     if note:
         print(note, file=sys.stderr)
     rt = Runtime(dev)
+    beh = None
+    if dev.name != "behavioral" and not args.no_behavioral:
+        beh = Runtime(open_device("behavioral", cfg))
     rng = np.random.default_rng(args.seed)
     print(f"backend {dev.name}, config {cfg.name}, bias + shift {SHIFT} + clip {CLIP}")
     hdr = (f"{'layer':<5} {'HxW':>7} {'Cin':>4} {'Cout':>4} {'k':>1} {'s':>1} "
            f"{'insns':>6} {'cycles':>10} {'predicted':>10} {'ideal':>9} {'util':>6} "
-           f"{'DRAM MB':>8} {'wall s':>7}  ok  tiling")
+           f"{'DRAM MB':>8} {'wall s':>7} {'beh s':>6}  ok  tiling")
     print(hdr)
     rows = []
     for nm in names:
         try:
-            r = run_layer(rt, nm, LAYERS[nm], rng)
+            inputs = layer_inputs(cfg, LAYERS[nm], rng)
+            r = run_layer(rt, nm, LAYERS[nm], inputs)
+            if beh is not None:      # the model's fsim counters and wall time, same inputs
+                b = run_layer(beh, nm, LAYERS[nm], inputs)
+                r.update(behavioral_wall_s=b["wall_s"], dram=b["dram"],
+                         dram_bytes=b["dram_bytes"], verified=r["verified"] and b["verified"])
+            elif dev.name == "behavioral":
+                r["behavioral_wall_s"] = r["wall_s"]
         except DeviceError as e:
             print(f"{nm}: device error: {e}", file=sys.stderr)
             return 1
@@ -147,7 +168,8 @@ def main(argv=None) -> int:
         print(f"{nm:<5} {s['H']:>3}x{s['W']:<3} {s['Cin']:>4} {s['Cout']:>4} {s['k']:>1} "
               f"{s['stride']:>1} {r['instructions']:>6} {cyc} {r['predicted_cycles']:>10d} "
               f"{r['ideal_cycles']:>9.0f} {r['utilization']:>6.1%} {r['dram_bytes'] / 1e6:>8.2f} "
-              f"{r['wall_s']:>7.2f}  {'yes' if r['verified'] else 'NO '} {r['tiling']}", flush=True)
+              f"{r['wall_s']:>7.2f} {r.get('behavioral_wall_s', float('nan')):>6.2f}  "
+              f"{'yes' if r['verified'] else 'NO '} {r['tiling']}", flush=True)
 
     def total(sel):
         cyc = sum((r["cycles"] if r["cycles"] is not None else r["predicted_cycles"]) for r in sel)

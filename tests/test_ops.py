@@ -4,7 +4,8 @@ Parametrized by backend and preset. ``BACKENDS`` lists device specs: a backend
 name, optionally ``name:seed`` for the behavioral model's random interleaving
 of the load/compute/store modules (a missing dependency token changes the
 result under some seed). Adding an RTL backend is one entry here, or set
-``VTAKIT_OP_BACKENDS=verilator,cxxrtl`` in the environment.
+``VTAKIT_OP_BACKENDS=verilator,cxxrtl`` in the environment (``VTAKIT_OP_PRESETS=tiny,default``
+chooses the presets).
 """
 
 import os
@@ -20,7 +21,7 @@ from vtakit.sim import open_device
 
 BACKENDS = ["behavioral", "behavioral:7"] + [
     b for b in os.environ.get("VTAKIT_OP_BACKENDS", "").split(",") if b]
-PRESETS = ["default", "4x8"]
+PRESETS = os.environ.get("VTAKIT_OP_PRESETS", "default,4x8").split(",")
 
 
 def open_runtime(spec: str, preset: str) -> Runtime:
