@@ -19,10 +19,20 @@ SRAM layouts of a slot: inp ``[n][i][row][col]`` (rows and columns include the
 padding), wgt ``[o][i][kh][kw]``, acc ``[n][o][oh][ow]`` followed at the end of
 the slot by the ``tco`` bias elements.
 
-Grouped and depthwise convolution: run :func:`conv2d` once per group on the
-group's channel slice (:func:`group_conv2d` does exactly that); depthwise
-convolutions with one channel per group waste BLOCK-1 of BLOCK lanes this way,
-which is the honest cost on a GEMM-only datapath without MUL.
+Grouped convolution (``groups > 1``), three mappings:
+
+* groups of whole channel blocks (C/groups and O/groups multiples of BLOCK): the
+  weight packs as for groups=1 with C/groups input channels; output-channel tiles
+  stay inside one group and reduce over that group's input blocks only
+  (per-group GEMMs in one kernel, no wasted lanes);
+* groups smaller than a block with as many outputs as inputs per group, dividing
+  BLOCK (depthwise: one channel per group): *block-diagonal* weight tiles
+  (:func:`.layout.pack_block_diagonal_weight`): output block o reads input block o
+  through one tile per kernel position that is zero across groups. Each GEMM
+  micro-op then does BLOCK x BLOCK MACs of which BLOCK x g are useful (1/BLOCK for
+  depthwise): the honest cost of a GEMM-only datapath without MUL, but one
+  micro-op per output element and kernel position, the ALU's rate, in one kernel;
+* anything else: :func:`group_conv2d`, one convolution per group.
 """
 
 from __future__ import annotations
@@ -32,8 +42,8 @@ import numpy as np
 from ..hw.isa import MemType
 from ..runtime import UopKernel
 from .epilogue import Epilogue
-from .layout import (ceil_div, pack_activation, pack_bias, pack_conv_weight,
-                     unpack_activation)
+from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_weight,
+                     pack_conv_weight, unpack_activation)
 from .loops import Dim, fold_loops
 from .pipeline import Pipeline, kernel_fence
 from .plan import OpPlan, Operand
@@ -41,7 +51,12 @@ from .reference import conv2d_output_shape, normalize_padding
 from .tiling import (ConvProblem, ConvTiling, CostModel, TilingError, estimate, gemm_dims,
                      search_tiles, uop_budget)
 
-__all__ = ["Conv2dPlan", "plan_conv2d", "conv2d", "group_conv2d", "assemble_planes"]
+__all__ = ["Conv2dPlan", "plan_conv2d", "conv2d", "group_conv2d", "assemble_planes",
+           "GroupMappingError"]
+
+
+class GroupMappingError(ValueError):
+    """A grouped convolution that one plan cannot map onto whole or diagonal blocks."""
 
 
 def _pair(v):
@@ -65,28 +80,44 @@ class Conv2dPlan(OpPlan):
 
     name = "conv2d"
 
-    def __init__(self, config, x_shape, w_shape, stride=1, padding=0, *,
+    def __init__(self, config, x_shape, w_shape, stride=1, padding=0, *, groups: int = 1,
                  epilogue: Epilogue = Epilogue(), tiling: ConvTiling | None = None,
                  cost: CostModel = CostModel()):
         super().__init__(config)
         n, c, h, w = (int(v) for v in x_shape)
         o, i, kh, kw = (int(v) for v in w_shape)
-        self.x_shape, self.w_shape = (n, c, h, w), (o, i, kh, kw)
+        self.x_shape, self.w_shape, self.groups = (n, c, h, w), (o, i, kh, kw), int(groups)
         text = (f"{self.name} x{list(self.x_shape)} w{list(self.w_shape)} stride "
-                f"{_pair(stride)} padding {normalize_padding(padding)}")
-        if c != i:
-            raise ValueError(f"{text}: input has {c} channels, the weight expects {i} "
-                             "(groups=1; use group_conv2d for grouped convolutions)")
+                f"{_pair(stride)} padding {normalize_padding(padding)}"
+                + (f" groups {self.groups}" if self.groups != 1 else ""))
+        g = self.groups
+        if g < 1 or c % g or o % g or i != c // g:
+            raise ValueError(f"{text}: input has {c} channels, the weight expects {i} per "
+                             f"group; with groups={g} the weight must be "
+                             f"[{o}, {c // g if g >= 1 and c % g == 0 else '?'}, {kh}, {kw}] and "
+                             "both channel counts divisible by groups")
         self.stride, self.padding = _pair(stride), normalize_padding(padding)
         self.oh, self.ow = conv2d_output_shape(h, w, kh, kw, self.stride, self.padding)
         self.epilogue = epilogue
         cfg = config
         b, blk = cfg.batch, cfg.block
+        og = o // g
+        if g == 1:
+            grouping = dict(ib=ceil_div(c, blk))
+        elif i % blk == 0 and og % blk == 0:      # whole blocks per group: per-group GEMMs
+            grouping = dict(ib=i // blk, in_blocks=c // blk, group_ob=og // blk)
+        elif i == og and blk % i == 0:           # groups inside a block: block-diagonal
+            grouping = dict(ib=1, in_blocks=ceil_div(c, blk), diag=True)
+        else:
+            raise GroupMappingError(
+                f"{text}: {i} input and {og} output channels per group neither fill whole "
+                f"{blk}-channel blocks nor tile a block diagonally (equal counts dividing "
+                f"{blk}); group_conv2d runs such convolutions group by group")
         self.problem = ConvProblem(
-            ceil_div(n, b), ceil_div(c, blk), h, w, ceil_div(o, blk), kh, kw, self.stride,
+            ceil_div(n, b), grouping.pop("ib"), h, w, ceil_div(o, blk), kh, kw, self.stride,
             self.padding, bias=epilogue.bias_tile, residual=epilogue.residual,
             alu_imm=len(epilogue.imm_passes()), int32_out=epilogue.planes == 4,
-            op=self.name, shape_text=text)
+            op=self.name, shape_text=text, **grouping)
         p = self.problem
         if tiling is None:
             tiling = search_tiles(p, cfg, cost=cost, top=1,
@@ -95,7 +126,7 @@ class Conv2dPlan(OpPlan):
         self._check_tiling()
         self.estimate = estimate(p, tiling, cfg, cost)
         e = (b, blk)
-        self.operands = {"data": Operand("data", (p.nb, p.ib, h, w) + e, np.int8),
+        self.operands = {"data": Operand("data", (p.nb, p.cin_blocks, h, w) + e, np.int8),
                          "weight": Operand("weight", (p.ob, p.ib, kh, kw, blk, blk), np.int8)}
         if epilogue.bias_tile:
             self.operands["bias"] = Operand("bias", (p.ob, b, blk), np.int32)
@@ -130,8 +161,9 @@ class Conv2dPlan(OpPlan):
         if x.shape != self.x_shape or w.shape != self.w_shape:
             raise ValueError(f"{self.name}: got x{list(x.shape)} w{list(w.shape)}, the plan is "
                              f"for x{list(self.x_shape)} w{list(self.w_shape)}")
-        out = {"data": pack_activation(x.astype(np.int8), cfg),
-               "weight": pack_conv_weight(w.astype(np.int8), cfg)}
+        wp = (pack_block_diagonal_weight(w.astype(np.int8), cfg, self.groups)
+              if self.problem.diag else pack_conv_weight(w.astype(np.int8), cfg))
+        out = {"data": pack_activation(x.astype(np.int8), cfg), "weight": wp}
         if (bias is not None) != self.epilogue.bias:
             raise ValueError(f"{self.name}: bias {'given' if bias is not None else 'missing'}, "
                              f"but the plan was made with bias={self.epilogue.bias}")
@@ -157,7 +189,8 @@ class Conv2dPlan(OpPlan):
         """Output tiles in emission order: (n0, tn, co0, tco, h0, th, w0, tw)."""
         p, t = self.problem, self.tiling
         ax = lambda total, size: [(s, min(size, total - s)) for s in range(0, total, size)]
-        ns, cos = ax(p.nb, t.tn), ax(p.ob, t.tco)
+        ns = ax(p.nb, t.tn)
+        cos = [(g * p.gob + s, n) for g in range(p.n_groups) for s, n in ax(p.gob, t.tco)]
         hs, ws = ax(p.oh, t.th), ax(p.ow, t.tw)
         if t.order == "co_outer":
             for n in ns:
@@ -218,17 +251,22 @@ class Conv2dPlan(OpPlan):
                 s = g % nth
                 # ---- load stage
                 pipe.load_begin(g)
-                key = (n0, tn, c0, tci, h0, th, w0, tw)
+                # input blocks of this group: the tile's own blocks (block-diagonal) or
+                # chunk c0 of the reduction range of the tile's group
+                in0, nin = ((co0, tco) if p.diag else
+                            ((co0 // p.gob) * p.ib + c0, tci))
+                key = (n0, tn, in0, nin, h0, th, w0, tw)
+                cib = p.cin_blocks
                 if inp_has[s] != key:
                     sram = s * inp_slot
                     if rows == hi == p.h and cols == wi == p.w:
-                        rt.load_2d(MemType.INP, sram, bufs["data"], (n0 * p.ib + c0) * p.h * p.w,
-                                   tci * p.h * p.w, tn, p.ib * p.h * p.w)
+                        rt.load_2d(MemType.INP, sram, bufs["data"], (n0 * cib + in0) * p.h * p.w,
+                                   nin * p.h * p.w, tn, cib * p.h * p.w)
                     else:
                         for nl in range(tn):
-                            for cl in range(tci):
-                                off = (((n0 + nl) * p.ib + c0 + cl) * p.h + r_start) * p.w + c_start
-                                rt.load_2d(MemType.INP, sram + (nl * tci + cl) * hi * wi,
+                            for cl in range(nin):
+                                off = (((n0 + nl) * cib + in0 + cl) * p.h + r_start) * p.w + c_start
+                                rt.load_2d(MemType.INP, sram + (nl * nin + cl) * hi * wi,
                                            bufs["data"], off, cols, rows, p.w,
                                            x_pad_before=xpad0, y_pad_before=ypad0,
                                            x_pad_after=xpad1, y_pad_after=ypad1)
@@ -289,28 +327,33 @@ class Conv2dPlan(OpPlan):
                 one(sram + (nl * tco + ol) * th * tw, off, tw, th, p.ow)
 
 
-def plan_conv2d(config, x_shape, w_shape, stride=1, padding=0, *, bias=False, shift=0,
-                relu=False, clip=None, residual=False, out_dtype=np.int8, tiling=None,
+def plan_conv2d(config, x_shape, w_shape, stride=1, padding=0, *, groups=1, bias=False,
+                shift=0, relu=False, clip=None, residual=False, out_dtype=np.int8, tiling=None,
                 cost: CostModel = CostModel()) -> Conv2dPlan:
     """Plan a convolution without running it (``bias``/``residual`` are flags here)."""
     epi = Epilogue.make(bias=bias, residual=residual, shift=shift, clip=clip, relu=relu,
                         out_dtype=out_dtype, op="conv2d")
-    return Conv2dPlan(config, x_shape, w_shape, stride, padding, epilogue=epi, tiling=tiling,
-                      cost=cost)
+    return Conv2dPlan(config, x_shape, w_shape, stride, padding, groups=groups, epilogue=epi,
+                      tiling=tiling, cost=cost)
 
 
-def conv2d(rt, x, w, stride=1, padding=0, *, bias=None, shift=0, relu=False, clip=None,
-           residual=None, out_dtype=np.int8, tiling=None) -> np.ndarray:
+def conv2d(rt, x, w, stride=1, padding=0, *, groups=1, bias=None, shift=0, relu=False,
+           clip=None, residual=None, out_dtype=np.int8, tiling=None) -> np.ndarray:
     """Run ``y = epilogue(conv2d(x, w) + bias + residual)`` on the device of ``rt``.
 
     Parameters
     ----------
     rt : Runtime
     x : (N, C, H, W) int8
-    w : (O, C, KH, KW) int8
+    w : (O, C/groups, KH, KW) int8
     stride : int or (sh, sw)
     padding : int, (ph, pw) or (top, left, bottom, right); each at most 15 and
         smaller than the kernel
+    groups : int
+        Grouped convolution. Groups of whole channel blocks run as per-group GEMMs
+        in one kernel; groups of g channels with g dividing the block (depthwise:
+        g = 1) as block-diagonal weight tiles; anything else group by group
+        (:func:`group_conv2d`).
     bias : (O,) int32, optional
     shift : int
         Requantization: add 2^(shift-1), arithmetic shift right by ``shift``.
@@ -327,23 +370,25 @@ def conv2d(rt, x, w, stride=1, padding=0, *, bias=None, shift=0, relu=False, cli
     Returns
     -------
     numpy.ndarray
-        (N, O, OH, OW) of ``out_dtype``, equal to
-        :func:`reference.epilogue_ref` of :func:`reference.conv2d_ref`.
+        (N, O, OH, OW) of ``out_dtype``, equal to :func:`reference.epilogue_ref` of
+        :func:`reference.group_conv2d_ref`.
     """
-    plan = plan_conv2d(rt.config, np.shape(x), np.shape(w), stride, padding,
-                       bias=bias is not None, shift=shift, relu=relu, clip=clip,
-                       residual=residual is not None, out_dtype=out_dtype, tiling=tiling)
+    try:
+        plan = plan_conv2d(rt.config, np.shape(x), np.shape(w), stride, padding, groups=groups,
+                           bias=bias is not None, shift=shift, relu=relu, clip=clip,
+                           residual=residual is not None, out_dtype=out_dtype, tiling=tiling)
+    except GroupMappingError:
+        return group_conv2d(rt, x, w, stride, padding, groups, bias=bias, shift=shift,
+                            relu=relu, clip=clip, residual=residual, out_dtype=out_dtype)
     out, _ = plan.run(rt, plan.pack(x, w, bias, residual))
     return plan.unpack(out)
 
 
-def group_conv2d(rt, x, w, stride=1, padding=0, groups=1, *, bias=None, **kwargs) -> np.ndarray:
-    """Grouped convolution as ``groups`` independent convolutions on channel slices.
-
-    ``w`` is (O, C/groups, KH, KW); each group's slice is padded to whole blocks,
-    so depthwise convolutions (C/groups = 1) use 1/BLOCK of the GEMM lanes.
-    A residual (keyword ``residual``) is sliced by output channel like the bias.
-    """
+def group_conv2d(rt, x, w, stride=1, padding=0, groups=1, *, bias=None, residual=None,
+                 **kwargs) -> np.ndarray:
+    """Grouped convolution run group by group: ``groups`` independent convolutions on
+    channel slices, each padded to whole blocks (the general fallback of
+    :func:`conv2d`; it wastes lanes when a group is smaller than a block)."""
     x, w = np.asarray(x), np.asarray(w)
     n, c, _, _ = x.shape
     o, cg = w.shape[:2]
@@ -351,7 +396,6 @@ def group_conv2d(rt, x, w, stride=1, padding=0, groups=1, *, bias=None, **kwargs
         raise ValueError(f"group_conv2d: {c} input and {o} output channels, weight "
                          f"{list(w.shape)}, cannot form {groups} groups")
     og = o // groups
-    residual = kwargs.pop("residual", None)
     outs = []
     for gi in range(groups):
         sl = slice(gi * og, (gi + 1) * og)

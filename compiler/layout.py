@@ -28,7 +28,7 @@ import numpy as np
 
 __all__ = [
     "ceil_div", "pack_activation", "unpack_activation", "pack_conv_weight",
-    "unpack_conv_weight", "pack_dense_data", "unpack_dense_data", "pack_dense_weight",
+    "unpack_conv_weight", "pack_block_diagonal_weight", "pack_dense_data", "unpack_dense_data", "pack_dense_weight",
     "unpack_dense_weight", "pack_bias", "unpack_bias", "LayoutError",
 ]
 
@@ -98,6 +98,26 @@ def unpack_conv_weight(wp, config, o: int, i: int) -> np.ndarray:
     ob, ib, kh, kw, co, ci = wp.shape
     wt = wp.transpose(0, 4, 1, 5, 2, 3).reshape(ob * co, ib * ci, kh, kw)
     return np.ascontiguousarray(wt[:o, :i])
+
+
+def pack_block_diagonal_weight(wt, config, groups: int) -> np.ndarray:
+    """Grouped-conv weight (O, O/groups, H, W), groups of g = O/groups channels with g
+    dividing the block (depthwise: g = 1) -> (O/c, 1, H, W, c_o, c_i): for every output
+    block only its diagonal weight tile, which maps the block's input channels to its
+    output channels group by group (zero across groups)."""
+    wt = _check("pack_block_diagonal_weight", wt, 4, "(O, O/groups, H, W)")
+    c = config.block
+    o, g, kh, kw = wt.shape
+    if o % groups or o // groups != g or c % g:
+        raise LayoutError(f"pack_block_diagonal_weight: weight {wt.shape} with groups={groups} "
+                          f"needs O/groups == {g} channels per group dividing the block {c}")
+    ob = ceil_div(o, c)
+    tiles = np.zeros((ob * c, c, kh, kw), dtype=wt.dtype)       # [o][input lane in block]
+    rows = np.arange(o)[:, None]
+    lanes = (rows // g * g) % c + np.arange(g)[None, :]
+    tiles[rows, lanes] = wt
+    tiles = tiles.reshape(ob, c, c, kh, kw).transpose(0, 3, 4, 1, 2)
+    return np.ascontiguousarray(tiles[:, None])
 
 
 def pack_dense_data(x, config) -> np.ndarray:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "wrap32", "normalize_padding", "conv2d_output_shape", "conv2d_ref", "dense_ref",
+    "wrap32", "normalize_padding", "conv2d_output_shape", "conv2d_ref", "group_conv2d_ref",
+    "dense_ref",
     "epilogue_ref", "add_ref", "max_pool2d_ref", "pool_sum_ref", "avg_pool2d_ref",
     "global_avg_pool2d_ref", "round_shift_div",
 ]
@@ -78,6 +79,15 @@ def conv2d_ref(x, w, stride=1, padding=0) -> np.ndarray:
                          f"{w.shape[1]}")
     win = _windows(x.astype(np.int64), w.shape[2], w.shape[3], stride, padding, 0)
     return wrap32(np.einsum("ncyxij,ocij->noyx", win, w.astype(np.int64), optimize=True))
+
+
+def group_conv2d_ref(x, w, stride=1, padding=0, groups=1) -> np.ndarray:
+    """Grouped convolution: input channels split in ``groups`` slices, the weight is
+    (O, C/groups, KH, KW) and output slice g sees input slice g only."""
+    x, w = np.asarray(x), np.asarray(w)
+    cg, og = x.shape[1] // groups, w.shape[0] // groups
+    return np.concatenate([conv2d_ref(x[:, k * cg:(k + 1) * cg], w[k * og:(k + 1) * og],
+                                      stride, padding) for k in range(groups)], axis=1)
 
 
 def dense_ref(x, w) -> np.ndarray:

@@ -60,6 +60,16 @@ class ConvProblem:
         The result is stored as four int8 byte planes (three extra SHR passes).
     op : str
         Operator name, for messages.
+    in_blocks : int
+        Channel blocks of the input tensor in DRAM (0: ``ib``). Grouped convolutions
+        reduce each output block over ``ib`` of them only.
+    group_ob : int
+        Output blocks per group (0: ``ob``); output-channel tiles never straddle a group.
+        Group ``g`` reads input blocks ``[g * ib, (g + 1) * ib)``.
+    diag : bool
+        Block-diagonal grouped convolution (groups smaller than a block, e.g.
+        depthwise): output block ``o`` reads input block ``o`` only, through one
+        block-diagonal weight tile per kernel position (``ib`` is 1).
     """
 
     nb: int
@@ -77,6 +87,9 @@ class ConvProblem:
     int32_out: bool = False
     op: str = "conv2d"
     shape_text: str = ""
+    in_blocks: int = 0
+    group_ob: int = 0
+    diag: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "pad", normalize_padding(self.pad))
@@ -90,6 +103,18 @@ class ConvProblem:
     @property
     def ow(self) -> int:
         return (self.w + self.pad[1] + self.pad[3] - self.kw) // self.stride[1] + 1
+
+    @property
+    def cin_blocks(self) -> int:
+        return self.in_blocks or self.ib
+
+    @property
+    def gob(self) -> int:
+        return self.group_ob or self.ob
+
+    @property
+    def n_groups(self) -> int:
+        return self.ob // self.gob
 
     @property
     def describe(self) -> str:
@@ -127,16 +152,25 @@ class ConvTiling:
 
     def footprint(self, p: ConvProblem) -> dict:
         """SRAM elements one buffer slot needs, by memory."""
-        return {"inp": self.tn * self.tci * self.in_rows(p) * self.in_cols(p),
+        blocks = self.tco if p.diag else self.tci
+        return {"inp": self.tn * blocks * self.in_rows(p) * self.in_cols(p),
                 "wgt": self.tco * self.tci * p.kh * p.kw,
                 "acc": self.tn * self.tco * self.th * self.tw + (self.tco if p.bias else 0)}
 
 
 def gemm_dims(p: ConvProblem, tn, tco, th, tw, tci, hi, wi):
     """The GEMM loop nest of one group: outputs (n, o, oh, ow), reductions (i, kh, kw).
-    SRAM layouts: acc [n][o][oh][ow], inp [n][i][row][col], wgt [o][i][kh][kw]."""
+    SRAM layouts: acc [n][o][oh][ow], inp [n][i][row][col], wgt [o][i][kh][kw]; for a
+    block-diagonal problem the inp blocks are the tile's output blocks (``i`` is 1)."""
     sh, sw = p.stride
     kk = p.kh * p.kw
+    if p.diag:
+        return [Dim("n", tn, tco * th * tw, tco * hi * wi, 0),
+                Dim("o", tco, th * tw, hi * wi, kk),
+                Dim("oh", th, tw, sh * wi, 0),
+                Dim("ow", tw, 1, sw, 0),
+                Dim("kh", p.kh, 0, wi, p.kw, True),
+                Dim("kw", p.kw, 0, 1, 1, True)]
     return [Dim("n", tn, tco * th * tw, tci * hi * wi, 0),
             Dim("o", tco, th * tw, 0, tci * kk),
             Dim("oh", th, tw, sh * wi, 0),
@@ -206,7 +240,7 @@ def estimate(p: ConvProblem, t: ConvTiling, config, cost: CostModel = CostModel(
     sh, sw = p.stride
     e_inp, e_wgt, e_acc, e_out = (config.inp_elem_bytes, config.wgt_elem_bytes,
                                   config.acc_elem_bytes, config.out_elem_bytes)
-    n_n, n_co = ceil_div(p.nb, t.tn), ceil_div(p.ob, t.tco)
+    n_n, n_co = ceil_div(p.nb, t.tn), p.n_groups * ceil_div(p.gob, t.tco)
     n_h, n_w = ceil_div(p.oh, t.th), ceil_div(p.ow, t.tw)
     chunks = _splits(p.ib, t.tci)
     k = ceil_div(p.ib, t.tci)
@@ -215,14 +249,14 @@ def estimate(p: ConvProblem, t: ConvTiling, config, cost: CostModel = CostModel(
     def loads_per_run(run):
         return min(run, t.nthreads // k) / run if t.nthreads % k == 0 else 1.0
     w_frac = loads_per_run(n_h * n_w) if t.order == "co_outer" else 1.0
-    i_frac = loads_per_run(n_co) if t.order == "sp_outer" else 1.0
+    i_frac = loads_per_run(n_co) if t.order == "sp_outer" and not p.diag else 1.0
     full_sp = t.th >= p.oh and t.tw >= p.ow and not any(p.pad)
     comp = load = store = 0.0
     rd = wr = 0.0
     pipe = 0.0
     first_load = last_tail = 0.0
     for tn, cn in _splits(p.nb, t.tn):
-        for tco, cco in _splits(p.ob, t.tco):
+        for tco, cco in ((s_, c_ * p.n_groups) for s_, c_ in _splits(p.gob, t.tco)):
             for th, ch in _splits(p.oh, t.th):
                 for tw, cw in _splits(p.ow, t.tw):
                     m = cn * cco * ch * cw
@@ -251,9 +285,9 @@ def estimate(p: ConvProblem, t: ConvTiling, config, cost: CostModel = CostModel(
                     g_sum = 0.0
                     for tci, cci in chunks:
                         gemm = ent * tci * kk * cost.gemm_uop_cycles + cost.insn_cycles
-                        ib_ = tn * tci * hi * wi * e_inp * i_frac
+                        ib_ = tn * (tco if p.diag else tci) * hi * wi * e_inp * i_frac
                         wb_ = tco * tci * kk * e_wgt * w_frac
-                        n_in_insn = 1 if full_sp else tn * tci
+                        n_in_insn = 1 if full_sp else tn * (tco if p.diag else tci)
                         l_g = ((ib_ + wb_) / bus + (n_in_insn + 1) * cost.dma_insn_cycles
                                + (n_in_insn * hi * i_frac + tco) * cost.dma_row_cycles)
                         rd += m * cci * (ib_ + wb_)
@@ -321,13 +355,14 @@ def search_tiles(p: ConvProblem, config, *, cost: CostModel = CostModel(), top: 
         inp_d, wgt_d, acc_d = (config.inp_depth // nth, config.wgt_depth // nth,
                                config.acc_depth // nth)
         for tci in _candidates(p.ib):
-            for tco in _candidates(p.ob):
+            for tco in _candidates(p.gob):
                 if tco * tci * p.kh * p.kw > wgt_d:
                     continue
+                blocks = tco if p.diag else tci
                 for tn in _candidates(p.nb):
                     for th in _candidates(p.oh):
                         hi = (th - 1) * p.stride[0] + p.kh
-                        if tn * tci * hi * p.kw > inp_d or tn * tco * th + tco > acc_d:
+                        if tn * blocks * hi * p.kw > inp_d or tn * tco * th + tco > acc_d:
                             continue
                         for tw in _candidates(p.ow):
                             t = ConvTiling(tn, tco, th, tw, tci, "co_outer", nth)

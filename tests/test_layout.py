@@ -104,3 +104,25 @@ def test_layout_errors():
         L.unpack_activation(np.zeros((1, 1, 1, 1, 4, 8), np.int8), cfg, 1, 1)
     with pytest.raises(L.LayoutError, match=r"^unpack_activation: cannot take N=2, C=1"):
         L.unpack_activation(np.zeros((1, 1, 1, 1, 1, 16), np.int8), cfg, 2, 1)
+
+
+@pytest.mark.parametrize("preset", list(CONFIGS))
+@pytest.mark.parametrize("channels, g", [(32, 1), (20, 1), (24, 2), (16, 4)])
+def test_block_diagonal_weight(preset, channels, g):
+    """Each diagonal tile equals the block of the equivalent dense (O, C) weight."""
+    cfg = CONFIGS[preset]
+    c = cfg.block
+    if c % g:
+        pytest.skip("group does not divide the block")
+    groups = channels // g
+    w = _rand(np.random.default_rng(channels), (channels, g, 3, 2))
+    dense = np.zeros((channels, channels, 3, 2), np.int8)
+    for o in range(channels):
+        dense[o, o // g * g:o // g * g + g] = w[o]
+    full = L.pack_conv_weight(dense, cfg)
+    wp = L.pack_block_diagonal_weight(w, cfg, groups)
+    assert wp.shape == (full.shape[0], 1, 3, 2, c, c)
+    for ob in range(full.shape[0]):
+        assert np.array_equal(wp[ob, 0], full[ob, ob])
+    with pytest.raises(L.LayoutError, match=r"^pack_block_diagonal_weight: weight"):
+        L.pack_block_diagonal_weight(w, cfg, groups + 1)

@@ -175,22 +175,46 @@ def test_global_avg_pool2d(rt, shape):
     np.testing.assert_array_equal(global_avg_pool2d(rt, x), R.global_avg_pool2d_ref(x))
 
 
-def test_group_conv2d(rt):
+# (N, C, H, W, O, k, stride, pad, groups); C and O in units of the config's block when
+# given as a string "<m>b"; the mapping each case exercises is in the id
+GROUP_CASES = [
+    ((1, 32, 8, 8, 32, 3, 1, 1, 32), "diag"),       # depthwise
+    ((2, 20, 7, 6, 20, 3, 2, 1, 20), "diag"),       # depthwise, partial block, stride 2
+    ((1, 24, 5, 5, 24, 5, 1, 2, 12), "diag"),       # 2 channels per group
+    ((1, "2b", 6, 6, "4b", 3, 1, 1, 2), "blocks"),  # whole blocks per group
+    ((3, "4b", 5, 4, "2b", 1, 1, 0, 2), "blocks"),
+    ((1, 12, 6, 6, 18, 3, 1, 1, 6), "per-group"),   # 2 in / 3 out per group: fallback
+]
+
+
+@pytest.mark.parametrize("case, mapping", GROUP_CASES, ids=lambda v: str(v))
+def test_grouped_conv2d(rt, case, mapping):
+    blk = rt.config.block
+    n, c, h, w, o, k, s, p, g = [blk * int(v[:-1]) if isinstance(v, str) else v for v in case]
+    rng = np.random.default_rng(c * 7 + o)
+    x, wt = i8(rng, (n, c, h, w)), i8(rng, (o, c // g, k, k))
+    bias = rng.integers(-3000, 3000, o).astype(np.int32)
+    if mapping == "per-group":
+        with pytest.raises(ValueError, match=r"^conv2d .* groups 6: 2 input and 3 output "
+                                             r"channels per group neither fill"):
+            plan_conv2d(rt.config, x.shape, wt.shape, s, p, groups=g)
+    else:
+        plan = plan_conv2d(rt.config, x.shape, wt.shape, s, p, groups=g)
+        assert plan.problem.diag == (mapping == "diag")
+    y = conv2d(rt, x, wt, s, p, groups=g, bias=bias, shift=6, clip=(-128, 127))
+    ref = R.epilogue_ref(R.group_conv2d_ref(x, wt, s, p, g), bias=bias, shift=6,
+                         clip=(-128, 127))
+    np.testing.assert_array_equal(y, ref)
+
+
+def test_group_conv2d_fallback_with_residual(rt):
     rng = np.random.default_rng(5)
     x, w = i8(rng, (1, 12, 6, 6)), i8(rng, (12, 3, 3, 3))
-    bias = rng.integers(-999, 999, 12).astype(np.int32)
-    y = group_conv2d(rt, x, w, 1, 1, groups=4, bias=bias, shift=6, clip=(-128, 127))
-    ref = np.concatenate([R.conv2d_ref(x[:, 3 * g:3 * g + 3], w[3 * g:3 * g + 3], 1, 1)
-                          for g in range(4)], axis=1)
-    np.testing.assert_array_equal(y, R.epilogue_ref(ref, bias=bias, shift=6, clip=(-128, 127)))
-
-
-def test_depthwise_conv2d(rt):
-    rng = np.random.default_rng(6)
-    x, w = i8(rng, (1, 5, 5, 5)), i8(rng, (5, 1, 3, 3))
-    y = group_conv2d(rt, x, w, 2, 1, groups=5, shift=4)
-    ref = np.concatenate([R.conv2d_ref(x[:, g:g + 1], w[g:g + 1], 2, 1) for g in range(5)], 1)
-    np.testing.assert_array_equal(y, R.epilogue_ref(ref, shift=4))
+    res = i8(rng, (1, 12, 6, 6))
+    y = group_conv2d(rt, x, w, 1, 1, groups=4, residual=res, shift=6, clip=(-128, 127))
+    ref = R.epilogue_ref(R.group_conv2d_ref(x, w, 1, 1, 4), residual=res, shift=6,
+                         clip=(-128, 127))
+    np.testing.assert_array_equal(y, ref)
 
 
 def test_plan_is_reusable(rt):
