@@ -124,8 +124,8 @@ class BehavioralDevice(Device):
         instruction the module is executing (fetch stalls on a full queue, as the
         RTL does); None for unbounded queues (fsim).
     interleave_seed : int, optional
-        Seed of the random interleaving of the load, compute and store modules;
-        None (default) schedules deterministically.
+        Seed of the random interleaving of the fetch, load, compute and store
+        modules; None (default) schedules deterministically.
 
     Attributes
     ----------
@@ -158,8 +158,9 @@ class BehavioralDevice(Device):
 
     # --------------------------------------------------------------- fetch
 
-    def _decode_stream(self, insn_addr: int, insn_count: int) -> dict[str, _Agent]:
-        """Read and decode the stream up to the first FINISH; returns the fetch agent."""
+    def _decode_stream(self, insn_addr: int, insn_count: int):
+        """Read and decode the stream up to the first FINISH; returns the fetch agent
+        and the load, compute and store agents."""
         if insn_count < 0:
             raise ModelError(f"fetch module: insn_count must be >= 0, got {insn_count}",
                              ErrorCode.ILLEGAL_FIELD, Module.FETCH)
@@ -197,8 +198,7 @@ class BehavioralDevice(Device):
             raise ModelError(f"fetch module: the stream of {insn_count} instructions at "
                              f"0x{insn_addr:x} has no FINISH; a run ends only when compute "
                              "executes FINISH", ErrorCode.ILLEGAL_FIELD, Module.FETCH)
-        self._agents = [agents["load"], agents["compute"], agents["store"]]
-        return _Fetch(stream)
+        return _Fetch(stream), [agents["load"], agents["compute"], agents["store"]]
 
     # ------------------------------------------------------------- modules
 
@@ -307,8 +307,7 @@ class BehavioralDevice(Device):
         number of instructions each module executed. Raises :class:`ModelError`
         (a :class:`DeviceError`) on any fault or deadlock.
         """
-        fetch = self._decode_stream(int(insn_addr), int(insn_count))
-        modules = self._agents
+        fetch, modules = self._decode_stream(int(insn_addr), int(insn_count))
         self._tokens = dict.fromkeys(TOKEN_QUEUES, 0)
         self._counters = Counters()
         self._finished = False
