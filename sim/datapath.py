@@ -82,6 +82,9 @@ class SRAMs:
     acc : ndarray, int32, (acc_depth, BATCH, BLOCK_OUT)
     out : ndarray, int8, (out_depth, BATCH, BLOCK_OUT)
     uop : ndarray, uint32, (uop_depth,)
+
+    The arrays are updated in place (tests and tools may write into them, e.g.
+    ``srams.acc[:] = x``); rebinding an attribute to a new array is not supported.
     """
 
     def __init__(self, config: VTAConfig):
