@@ -30,7 +30,7 @@ DEFAULT_MAX_CYCLES = 200_000_000
 CHUNK_CYCLES = 1 << 20
 
 # vta::Status of vta_harness.h
-_RUNNING, _DONE, _TIMEOUT, _DRAM_FAULT, _PROTOCOL = range(5)
+_RUNNING, _DONE, _TIMEOUT, _DRAM_FAULT, _PROTOCOL, _NOT_CONVERGED = range(6)
 
 
 class _RunOut(ctypes.Structure):
@@ -165,6 +165,10 @@ class CompiledDevice(Device):
             raise DeviceError(f"{where}: DRAM {kind} request with addr 0x{out.fault_addr:x}, "
                               f"beats {out.fault_beats}: the address must be a multiple of the "
                               f"{self.config.bus_bytes}-byte bus and beats >= 1")
+        if status == _NOT_CONVERGED:
+            raise DeviceError(f"{where}: the design did not settle in one delta cycle at cycle "
+                              f"{out.cycles} (combinational feedback); run it with vcd=... "
+                              "(two evaluations per cycle) or use the verilator backend")
         if self._reg(out, Reg.CTRL) & 4:
             raise DeviceError(self._error_message(out, where, insn_addr, insn_count))
         return RunResult(cycles=self._reg(out, Reg.CYCLES), stats=self._stats(out))

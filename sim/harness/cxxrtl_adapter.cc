@@ -2,6 +2,7 @@
 // generated design (vta_design.cc, top module `vta_top`) so that g++ can
 // inline the whole evaluation into the clock loop.
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -64,6 +65,21 @@ public:
     bool wr_data_valid() { return top_.p_dram__wr____data____valid.get<bool>(); }
     void wr_data(uint8_t *p) { store_bytes(top_.p_dram__wr____data____payload, p); }
     void set_wr_data_ready(bool v) { top_.p_dram__wr____data____ready.set<bool>(v); }
+
+    // Fused edge: without a waveform, one evaluation per cycle. Driving
+    // clk 0->1 in a single eval computes the combinational outputs from the
+    // current state and the new inputs (this cycle's values, which the harness
+    // then reads) and updates the registers on the edge. The top's outputs are
+    // unbuffered values written by eval, so they keep this cycle's values
+    // after commit. Returns false if eval did not converge in one delta.
+    bool fused() const { return !vcd_ && !std::getenv("VTAKIT_CXXRTL_TWO_STEP"); }
+    bool edge() {
+        top_.prev_p_clk.set<bool>(false);
+        top_.p_clk.set<bool>(true);
+        bool converged = top_.eval();
+        top_.commit();
+        return converged;
+    }
 
     // Clock low + settle: outputs reflect the inputs just driven.
     void settle() {

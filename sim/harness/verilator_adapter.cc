@@ -65,6 +65,11 @@ public:
     void wr_data(uint8_t *p) { store_bytes(top_->dram_wr___05Fdata___05Fpayload, p); }
     void set_wr_data_ready(bool v) { top_->dram_wr___05Fdata___05Fready = v; }
 
+    // Verilator settles fully on every eval, so outputs are read between a
+    // clk-low and a clk-high evaluation.
+    bool fused() const { return false; }
+    bool edge() { return true; }
+
     void settle() {
         top_->clk = 0;
         top_->eval();

@@ -33,6 +33,7 @@ enum Status : uint32_t {
     TIMEOUT = 2,      // max_cycles simulated without done
     DRAM_FAULT = 3,   // a DRAM access outside [0, dram_len)
     PROTOCOL = 4,     // an unaligned address or a zero-beat burst
+    NOT_CONVERGED = 5,  // a fused edge needed more than one delta cycle (combinational feedback)
 };
 
 // Mirrored by ctypes in vtakit/sim/compiled_device.py: keep the layouts equal.
@@ -157,9 +158,18 @@ private:
         sim_.set_rd_data(rd_valid, rd_valid ? dram_ + reads_.front().addr : nullptr);
         sim_.set_wr_req_ready(!wr_active_);
         sim_.set_wr_data_ready(wr_active_);
-        sim_.settle();
+        // Either settle and read this cycle's outputs, then clock; or (a fused
+        // edge, CXXRTL) one evaluation that both shows this cycle's outputs and
+        // clocks the design. Either way the handshakes below are the ones the
+        // design saw before its edge.
+        bool fused = sim_.fused();
+        if (fused) {
+            if (!sim_.edge()) return NOT_CONVERGED;
+        } else {
+            sim_.settle();
+        }
         if (sim_.irq())
-            return DONE;
+            return DONE;   // fused: one extra edge in the idle done state, which changes nothing
 
         bool rd_req = sim_.rd_req_valid();
         bool rd_beat = rd_valid && sim_.rd_data_ready();
@@ -172,7 +182,7 @@ private:
             wr_addr_ += B;
             wr_active_ = --wr_left_ != 0;
         }
-        sim_.rise();
+        if (!fused) sim_.rise();
         cycles_++;
 
         if (rd_beat) {
