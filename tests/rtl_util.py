@@ -23,13 +23,17 @@ __all__ = ["DramPortModel", "NopCompute", "run_sim", "send", "recv", "padded_loa
            "rng_bytes"]
 
 
-def run_sim(dut, testbench, *, processes=(), vcd=None):
-    """Simulate ``dut`` with a 1 MHz clock until ``testbench`` returns."""
+def run_sim(dut, testbench, *, processes=(), background=(), vcd=None):
+    """Simulate ``dut`` with a 1 MHz clock until ``testbench`` (one or a list) returns;
+    ``background`` testbenches run alongside without keeping the simulation alive."""
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     for p in processes:
         sim.add_process(p)
-    sim.add_testbench(testbench)
+    for tb in background:
+        sim.add_testbench(tb, background=True)
+    for tb in (testbench if isinstance(testbench, (list, tuple)) else [testbench]):
+        sim.add_testbench(tb)
     if vcd:
         with sim.write_vcd(vcd):
             sim.run()
