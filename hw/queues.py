@@ -35,6 +35,7 @@ class TokenQueue(wiring.Component):
 
     def __init__(self, depth: int):
         if not isinstance(depth, int) or depth < 1:
+            self._MustUse__silence = True     # never elaborated: no "unused" warning
             raise ValueError(f"token queue depth must be a positive integer, got {depth!r}")
         self.depth = depth
         super().__init__({
@@ -75,6 +76,7 @@ class CommandQueue(wiring.Component):
 
     def __init__(self, depth: int):
         if not isinstance(depth, int) or depth < 2:
+            self._MustUse__silence = True
             raise ValueError(f"command queue depth must be an integer >= 2, got {depth!r}")
         self.depth = depth
         super().__init__({

@@ -167,10 +167,11 @@ def test_command_queue_order_and_capacity():
     run_sim(q, tb)
 
 
-@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 def test_queue_depth_checked():
     with pytest.raises(ValueError, match=r"^token queue depth must be a positive integer, got 0$"):
         TokenQueue(0)
+    with pytest.raises(ValueError, match=r"^command queue depth must be an integer >= 2, got 1$"):
+        CommandQueue(1)
 
 
 # ------------------------------------------------------------------------ DMA arbiters
