@@ -289,6 +289,32 @@ def test_hazard_rule_accepts_legal_kernels():
     UopKernel.gemm([(0, 0, 0)], [(4, 0, 1, 1)], check_hazard=False)
 
 
+def _brute_force_hazard(uops, loops):
+    """True if some write in the flattened (p, q, k) order repeats one of the two before."""
+    loops = list(loops) + [(1, 0, 0, 0)] * (2 - len(loops))
+    (n_out, fo, *_), (n_in, fi, *_) = loops
+    seq = [d + p * fo + q * fi for p in range(n_out) for q in range(n_in) for d, _, _ in uops]
+    return any(seq[t] in seq[max(0, t - 2):t] for t in range(len(seq)))
+
+
+def test_hazard_rule_equals_brute_force():
+    rng = np.random.default_rng(0)
+    outcomes = set()
+    for _ in range(600):
+        uops = [(int(rng.integers(0, 4)), 0, 0) for _ in range(int(rng.integers(1, 4)))]
+        loops = [(int(rng.integers(0, 8)), int(rng.integers(0, 4)), 0, 0)
+                 for _ in range(int(rng.integers(0, 3)))]
+        expected = _brute_force_hazard(uops, loops)
+        try:
+            UopKernel.gemm(uops, loops)
+            raised = False
+        except KernelError:
+            raised = True
+        assert raised == expected, (uops, loops)
+        outcomes.add(raised)
+    assert outcomes == {True, False}
+
+
 def test_kernel_config_errors(rt):
     with pytest.raises(KernelError, match=r"^push_alu: got a GEMM kernel; use push_gemm for it$"):
         rt.push_alu(UopKernel.gemm([(0, 0, 0)]))
