@@ -1,16 +1,22 @@
 """Golden fixtures: complete, current, replayable byte for byte on the behavioral model
 (also under random module interleavings), and sensitive to a missing dependency flag."""
 
+import importlib.util
 import zlib
 
 import numpy as np
 import pytest
 
-from fixture_util import assert_replay, first_difference, load_fixtures
-from fixtures.generate import PRESETS, build
+from fixture_util import FIXTURE_DIR, assert_replay, first_difference, load_fixtures
 from programs import PROGRAMS
 from vtakit.hw.isa import MemType, Opcode, isa_for
 from vtakit.sim import DeviceError, DramImage, open_device
+
+# generate.py by path: a top-level name "fixtures" could be another installed package
+_spec = importlib.util.spec_from_file_location("fixture_generate", FIXTURE_DIR / "generate.py")
+generate = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(generate)
+PRESETS, build = generate.PRESETS, generate.build
 
 FIXTURES = load_fixtures()
 IDS = [f.id for f in FIXTURES]
