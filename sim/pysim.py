@@ -130,6 +130,8 @@ class DramPortModel:
 
 #: A run without done after this many cycles raises DeviceError.
 DEFAULT_MAX_CYCLES = 20_000_000
+#: A run in which nothing moves for this many cycles is reported as a deadlock.
+DEFAULT_STALL_CYCLES = 100_000
 #: Cycles between two polls of the irq line by the simulated host.
 _POLL = 32
 
@@ -154,6 +156,11 @@ class PysimDevice(Device):
         the device is closed).
     max_cycles : int
         A run without done after this many cycles raises :class:`DeviceError`.
+    stall_cycles : int
+        A run in which nothing observable moves (DRAM beats, instruction and
+        micro-op counters, queue and token levels) for this many cycles raises
+        :class:`DeviceError` as a deadlock, naming where each module stands.
+        (A single reset GEMM longer than this would be misreported; raise it.)
     compute : callable, optional
         ``compute(config)`` returns the compute module (tests substitute stand-ins).
     """
@@ -161,17 +168,20 @@ class PysimDevice(Device):
     name = "pysim"
 
     def __init__(self, config, *, dram: DRAM | None = None, token_depth=None, cmd_depth=None,
-                 read_latency=1, vcd=None, max_cycles=DEFAULT_MAX_CYCLES, compute=None):
+                 read_latency=1, vcd=None, max_cycles=DEFAULT_MAX_CYCLES,
+                 stall_cycles=DEFAULT_STALL_CYCLES, compute=None):
         from ..hw.interfaces import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
         super().__init__(load_config(config), dram=dram)
         self.token_depth = int(token_depth if token_depth is not None else DEFAULT_TOKEN_DEPTH)
         self.cmd_depth = int(cmd_depth if cmd_depth is not None else DEFAULT_CMD_DEPTH)
         self.read_latency = int(read_latency)
         self.max_cycles = int(max_cycles)
+        self.stall_cycles = int(stall_cycles)
         if self.read_latency < 1:
             raise DeviceError(f"pysim: read_latency={read_latency}; it must be >= 1 cycle")
-        if self.max_cycles < 1:
-            raise DeviceError(f"pysim: max_cycles={max_cycles}; it must be >= 1")
+        if self.max_cycles < 1 or self.stall_cycles < 1:
+            raise DeviceError(f"pysim: max_cycles={max_cycles}, stall_cycles={stall_cycles}; "
+                              "both must be >= 1")
         if self.token_depth < 1 or self.cmd_depth < 2:
             raise DeviceError(f"pysim: token_depth={self.token_depth} must be >= 1 and "
                               f"cmd_depth={self.cmd_depth} >= 2")
@@ -228,13 +238,29 @@ class PysimDevice(Device):
             await write(Reg.INSN_COUNT, job["count"])
             await write(Reg.INSN_ADDR, job["addr"])
             await write(Reg.CTRL, 1)
-            waited = 0
+            waited = still = 0
+            last = None
             while not ctx.get(self.top.irq) and waited < self.max_cycles:
                 await ctx.tick().repeat(_POLL)
                 waited += _POLL
+                now = self._progress(ctx)
+                still = still + _POLL if now == last else 0
+                last = now
+                if still >= self.stall_cycles:
+                    break
             job["timeout"] = not ctx.get(self.top.irq)
+            job["stalled"] = still >= self.stall_cycles
             job["state"] = self._state(ctx) if job["timeout"] else None
             job["regs"] = {reg: read(reg) for reg in Reg}
+
+    def _progress(self, ctx) -> tuple:
+        """Everything that moves while a program makes progress."""
+        t = self.top
+        return (self.dram_model.reads, self.dram_model.writes, ctx.get(t.load.count),
+                ctx.get(t.store.count), ctx.get(t.compute.gemm_count),
+                ctx.get(t.compute.alu_count), ctx.get(t.compute.cmd.ready),
+                *(ctx.get(q.level) for q in t.commands.values()),
+                *(ctx.get(q.level) for q in t.tokens.values()))
 
     def _state(self, ctx) -> str:
         """One line on where each module stands (for timeouts)."""
@@ -254,6 +280,7 @@ class PysimDevice(Device):
                 or insn_addr + 16 * insn_count > len(data) or insn_addr >= 1 << 32:
             raise DeviceError(f"pysim: {insn_count} instructions at 0x{insn_addr:x} are not "
                               f"a 16-byte aligned range inside the {len(data)}-byte DRAM")
+        self._check_finish(insn_addr, insn_count)
         if self._sim is None:
             self._build()
         self._job = job = {"addr": int(insn_addr), "count": int(insn_count)}
@@ -269,6 +296,10 @@ class PysimDevice(Device):
                  "store_insn_count": regs[Reg.STORE_COUNT]}
         if job["timeout"]:
             counters = ", ".join(f"{k}={v}" for k, v in stats.items())
+            if job["stalled"]:
+                raise DeviceError(f"{where}: deadlock: no progress for {self.stall_cycles} "
+                                  f"cycles before FINISH running {insn_count} instructions at "
+                                  f"0x{insn_addr:x} ({counters}; {job['state']})")
             raise DeviceError(f"{where}: no FINISH after {self.max_cycles} cycles running "
                               f"{insn_count} instructions at 0x{insn_addr:x} ({counters}; "
                               f"{job['state']}); the program deadlocks or needs a larger "
@@ -288,6 +319,15 @@ class PysimDevice(Device):
                 insn = f"(index past the {insn_count} instructions of the stream)"
             raise DeviceError(f"{where}: {module} module, instruction {index}: {code} [{insn}]")
         return RunResult(cycles=regs[Reg.CYCLES], stats=stats)
+
+    def _check_finish(self, insn_addr, insn_count):
+        """A stream without FINISH (and without an illegal opcode, which would fault first)
+        can only hang: say so at once instead of simulating until max_cycles."""
+        opcodes = self.dram.data[insn_addr:insn_addr + 16 * insn_count:16] & 7
+        if not np.any(opcodes >= 3):        # FINISH is 3; 5..7 are illegal
+            raise DeviceError(f"pysim ({self.config.name}): the stream of {insn_count} "
+                              f"instructions at 0x{insn_addr:x} has no FINISH; a run ends only "
+                              "when compute executes FINISH")
 
     def _call(self, fn):
         """Run ``fn(ctx)`` in the host testbench (between runs) and return its result."""

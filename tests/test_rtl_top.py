@@ -127,13 +127,27 @@ def test_errors_are_latched_and_reported(words, module, code, index):
     assert res.stats["load_insn_count"] == 0
 
 
-def test_deadlock_times_out_with_module_state():
-    dev = nop_device(max_cycles=2000)
+def test_deadlock_is_reported_with_module_state():
+    dev = nop_device(stall_cycles=500)
     prog = [load(MemType.INP, pop_next_dep=1, push_next_dep=1), WAIT_LOAD, FINISH]  # no g2l
-    with pytest.raises(DeviceError, match=r"^pysim \(1x8_i8w8a32_12_12_14_14\): no FINISH after "
-                       r"2000 cycles running 3 instructions at 0x[0-9a-f]+ \(.*load busy.*"
-                       r"g2l tokens 0/256"):
+    with pytest.raises(DeviceError, match=r"^pysim \(1x8_i8w8a32_12_12_14_14\): deadlock: no "
+                       r"progress for 500 cycles before FINISH running 3 instructions at "
+                       r"0x[0-9a-f]+ \(.*; fetch idle, load busy, store idle, load queue 0, "
+                       r"compute queue 1, store queue 0, l2g tokens 0/256, g2l tokens 0/256"):
         dev.run(put_program(dev, prog), len(prog))
+
+
+def test_max_cycles_and_missing_finish():
+    dev = nop_device(max_cycles=200)
+    src = dev.alloc(8192)
+    prog = [load(MemType.INP, sram_base=0, dram_base=src // 8, x_size=500, y_size=1,
+                 x_stride=500, push_next_dep=1), WAIT_LOAD, FINISH]
+    with pytest.raises(DeviceError, match=r"^pysim \(\S+\): no FINISH after 200 cycles running "
+                       r"3 instructions at 0x[0-9a-f]+ \(gemm_counter=0, .*load busy"):
+        dev.run(put_program(dev, prog), len(prog))
+    with pytest.raises(DeviceError, match=r"^pysim \(\S+\): the stream of 1 instructions at "
+                       r"0x[0-9a-f]+ has no FINISH; a run ends only when compute executes FINISH$"):
+        dev.run(put_program(dev, [load(MemType.INP)]), 1)
 
 
 def test_token_queue_capacity_stalls_producer():
