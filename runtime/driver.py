@@ -5,6 +5,21 @@ micro-op kernels cached in the uop SRAM, GEMM and ALU instructions, dependency
 tokens folded into flags or NOPs), and at :meth:`Runtime.synchronize` writes
 the micro-ops and instructions into device DRAM and runs them on any
 :class:`~vtakit.sim.device.Device`.
+
+Where it deliberately differs from runtime.cc:
+
+* Every LOAD UOP reads its own staging copy of its kernel (identical kernels
+  share one immutable copy), so a uop-ring wrap-around within one stream never
+  makes an earlier LOAD UOP read another kernel (reference 4.4's pitfall).
+* FORCE_SERIAL also clears the first instruction's pops and the last one's
+  pushes, and puts a compute NOP between a consecutive load and store (they
+  share no token queue, so TVM leaves such a pair unordered).
+* GEMM/ALU index ranges are checked at push time (like loads and stores), and
+  the accumulate-hazard rule is checked in the kernel's full iteration order.
+* An automatic synchronize (``max_xfer``) that would cut a token dependency
+  raises instead of producing a stream that deadlocks in its next run.
+* Device buffers for uops and instructions are reused and grow by doubling;
+  the memo of checked kernels is bounded (no unbounded growth, apache/tvm#4246).
 """
 
 from __future__ import annotations
