@@ -7,8 +7,10 @@ the last ones run the real Compute."""
 import numpy as np
 import pytest
 
-from rtl_util import NopCompute, padded_load_ref
+from rtl_util import DramPortModel, NopCompute, padded_load_ref, run_sim
 from vtakit.hw.config import VTAConfig
+from vtakit.hw.interfaces import Reg
+from vtakit.hw.top import VTA
 from vtakit.hw.isa import MemType, Opcode, insns_to_bytes, isa_for
 from vtakit.sim.device import DeviceError
 from vtakit.sim.pysim import PysimDevice
@@ -150,14 +152,43 @@ def test_max_cycles_and_missing_finish():
         dev.run(put_program(dev, [load(MemType.INP)]), 1)
 
 
-def test_token_queue_capacity_stalls_producer():
-    """With 2-token queues, load pushes 2 tokens then stalls on the third until compute
-    pops; the run still completes (a full queue stalls, it does not drop or fail)."""
-    dev = nop_device(token_depth=2)
-    prog = [load(MemType.INP, push_next_dep=1)] * 5 + \
-        [load(MemType.UOP, pop_prev_dep=1)] * 5 + [FINISH]
-    res = dev.run(put_program(dev, prog), len(prog))
-    assert res.stats["load_insn_count"] == 5
+def test_full_token_queue_stalls_producer_and_load_streams():
+    """Direct testbench on VTA (token_depth 2): load pushes 5 l2g tokens while compute waits
+    for a long store; load stalls with the queue full (never more than 2 tokens held), then
+    everything completes. The 400-element store streams at one beat per cycle."""
+    top = VTA(TINY, token_depth=2, compute=NopCompute(TINY))
+    dram = np.zeros(1 << 16, np.uint8)
+    words = [load(MemType.INP, push_next_dep=1)] * 5 + [
+        store(sram_base=0, dram_base=0x4000 // 8, x_size=400, y_size=1, x_stride=400,
+              push_prev_dep=1),
+        WAIT_STORE] + [WAIT_LOAD] * 5 + [FINISH]
+    dram[0x1000:0x1000 + 16 * len(words)] = np.frombuffer(insns_to_bytes(words), np.uint8)
+    model = DramPortModel(dram, TINY.bus_bytes)
+    seen = {"max_level": 0, "stalled": 0, "cycles": 0}
+
+    async def tb(ctx):
+        for reg, value in ((Reg.INSN_COUNT, len(words)), (Reg.INSN_ADDR, 0x1000), (Reg.CTRL, 1)):
+            ctx.set(top.csr.addr, reg)
+            ctx.set(top.csr.w_data, value)
+            ctx.set(top.csr.w_en, 1)
+            await ctx.tick()
+        ctx.set(top.csr.w_en, 0)
+        ctx.set(top.csr.addr, Reg.CYCLES)
+        q, push = top.tokens["l2g"], top.load.l2g
+        for _ in range(2000):
+            _, _, level, valid, ready, irq = await ctx.tick().sample(
+                q.level, push.valid, push.ready, top.irq)
+            seen["max_level"] = max(seen["max_level"], level)
+            seen["stalled"] += valid and not ready
+            if irq:
+                break
+        seen["cycles"] = ctx.get(top.csr.r_data)
+        ctx.set(top.csr.addr, Reg.CTRL)
+        assert ctx.get(top.csr.r_data) == 0b010        # done, no error, not busy
+
+    run_sim(top, tb, processes=[model.process(top.dram_rd, top.dram_wr)])
+    assert seen["max_level"] == 2 and seen["stalled"] > 300
+    assert model.writes == 400 and 400 < seen["cycles"] < 400 + 60, seen
 
 
 def test_real_compute_error_reports_compute_module():
