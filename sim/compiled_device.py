@@ -100,6 +100,9 @@ class CompiledDevice(Device):
             raise DeviceError(f"{self.name}: read_latency={read_latency}; it must be >= 1 cycle")
         if max_cycles < 1:
             raise DeviceError(f"{self.name}: max_cycles={max_cycles}; it must be >= 1")
+        if token_depth < 1 or cmd_depth < 2:
+            raise DeviceError(f"{self.name}: token_depth={token_depth}, cmd_depth={cmd_depth}; "
+                              "need token_depth >= 1 and cmd_depth >= 2")
         self.max_cycles = int(max_cycles)
         self.progress = progress
         self.build = get_build(self.backend, self.config, token_depth=token_depth,

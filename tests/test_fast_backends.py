@@ -233,6 +233,7 @@ def test_concurrent_builds_install_one_library(tmp_path):
 # ------------------------------------------------------------------- vtakit compare
 
 from vtakit.commands import compare as compare_cmd   # noqa: E402
+from vtakit.hw.interfaces import Module   # noqa: E402
 from vtakit.hw.isa import AluOp, MemType, Opcode   # noqa: E402
 from vtakit.sim.behavioral import BehavioralDevice   # noqa: E402
 from vtakit.sim.device import BACKENDS   # noqa: E402
@@ -341,3 +342,105 @@ def test_compare_equal_and_uncovered_region(tmp_path, monkeypatch, capsys):
     d = compare_cmd.first_difference(image, TINY, "a", ref, "b", bad)
     assert d.store[0] == 5 and d.store[2:] == (1, 2)
     assert compare_cmd.first_difference(image, TINY, "a", ref, "b", ref) is None
+
+
+# --------------------------------------------------------------- the real VTA
+
+from fixture_util import assert_replay, load_fixtures   # noqa: E402
+
+PRESETS = ("tiny", "default", "4x8")
+#: (backend, preset) built and run in CI; the other fast builds take minutes each
+#: on 2 cores and are marked slow (run them with -m slow).
+CI_BUILDS = {("cxxrtl", "tiny"), ("verilator", "tiny"), ("verilator", "default")}
+
+
+@pytest.fixture(scope="session")
+def vta_device():
+    """``vta_device(backend, preset)``: one device (one build) per pair for the session."""
+    devices = {}
+
+    def get(backend, preset, **options):
+        key = (backend, preset, tuple(sorted(options.items())))
+        if key not in devices:
+            extra = {"progress": False} if backend in FAST else {}
+            devices[key] = open_device(backend, preset, **extra, **options)
+        return devices[key]
+    yield get
+    for dev in devices.values():
+        dev.close()
+
+
+def _fixture_cases():
+    for preset in PRESETS:
+        for backend in ("behavioral",) + FAST:
+            ci = backend == "behavioral" or (backend, preset) in CI_BUILDS
+            for fx in load_fixtures(preset):
+                yield pytest.param(backend, fx, id=f"{backend}-{fx.id}",
+                                   marks=() if ci else pytest.mark.slow)
+
+
+@pytest.mark.parametrize("backend,fx", _fixture_cases())
+def test_golden_fixture_byte_identical(vta_device, backend, fx):
+    assert_replay(fx, vta_device(backend, fx.preset))
+
+
+@pytest.mark.parametrize("backend", FAST)
+def test_counters_match_the_model(vta_device, backend):
+    fx = next(f for f in load_fixtures("tiny") if f.name == "gemm_tiled")
+    rtl = vta_device(backend, "tiny").run_image(fx.image)
+    model = BehavioralDevice("tiny").run_image(fx.image)
+    for key in ("gemm_counter", "alu_counter", "load_insn_count", "store_insn_count"):
+        assert rtl.stats[key] == model.stats[key], key
+    assert rtl.cycles > rtl.stats["gemm_counter"]   # at most one GEMM uop per cycle
+
+
+def test_cycles_identical_across_rtl_simulators(vta_device):
+    """The C++ harness and pysim's DramPortModel have the same DRAM timing, so the
+    CYCLES register agrees exactly (for two read latencies)."""
+    fx = next(f for f in load_fixtures("tiny") if f.name == "alu_add_imm")
+    for latency in (1, 3):
+        cycles = {b: vta_device(b, "tiny", read_latency=latency).run_image(fx.image).cycles
+                  for b in ("pysim",) + FAST}
+        assert len(set(cycles.values())) == 1, (latency, cycles)
+    assert cycles["pysim"] > 0
+
+
+@pytest.mark.parametrize("backend", FAST)
+def test_rtl_fault_is_reported_like_the_model(vta_device, backend):
+    """ALU opcode 4 (MUL) is illegal: the latched error names the module, the
+    instruction index and its disassembly; the next run works (reset)."""
+    image, _ = alu_store_image()
+    isa = isa_for(TINY)
+    word = int.from_bytes(image.dram[image.insn_addr + 48:image.insn_addr + 64].tobytes(), "little")
+    bad = isa.decode(word).fields | {"alu_opcode": 4}
+    bad_word = isa.encode(Opcode.ALU, **{k: v for k, v in bad.items() if k != "opcode"})
+    image.dram[image.insn_addr + 48:image.insn_addr + 64] = np.frombuffer(
+        bad_word.to_bytes(16, "little"), np.uint8)
+    with pytest.raises(DeviceError) as model:
+        BehavioralDevice(TINY).run_image(image)
+    assert (model.value.module, model.value.index, model.value.code.name) == \
+        (Module.COMPUTE, 3, "ILLEGAL_FIELD")
+    dev = vta_device(backend, "tiny")
+    with pytest.raises(DeviceError, match=rf"^{backend} \(1x8_i8w8a32_12_12_14_14\): compute "
+                                          rf"module, instruction 3: ILLEGAL_FIELD "
+                                          rf"\[{re.escape(str(isa.decode(bad_word)))}\]$"):
+        dev.run_image(image)
+    fx = next(f for f in load_fixtures("tiny") if f.name == "relu")
+    assert_replay(fx, dev)
+
+
+@pytest.mark.parametrize("backend", FAST)
+def test_deadlock_times_out(vta_device, backend):
+    """A FINISH that pops a token nobody pushes never completes."""
+    isa = isa_for(TINY)
+    dram = np.zeros(0x2000, np.uint8)
+    dram[0x1000:0x1010] = np.frombuffer(isa.encode(Opcode.FINISH, pop_prev_dep=1)
+                                        .to_bytes(16, "little"), np.uint8)
+    dev = vta_device(backend, "tiny", max_cycles=5000)
+    with pytest.raises(DeviceError, match=rf"^{backend} \(1x8_i8w8a32_12_12_14_14\): no FINISH "
+                                          r"after 5000 cycles \(max_cycles=5000\) running 1 "
+                                          r"instructions at 0x1000 \(gemm_counter=0, .*\); the "
+                                          r"program deadlocks or needs a larger max_cycles$"):
+        dev.run_image(DramImage(dram, 0x1000, 1))
+    fx = next(f for f in load_fixtures("tiny") if f.name == "alu_add_imm")
+    assert_replay(fx, dev)
