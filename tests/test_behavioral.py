@@ -955,6 +955,12 @@ def test_exec_cli_error_one_line(tmp_path, capsys):
     assert err.startswith("vtakit exec: error: deadlock: no module can proceed before FINISH: ")
     assert err.count("\n") == 1
     assert not (tmp_path / "r.npz").exists()
+    code = main(["exec", str(path), "-o", str(tmp_path / "r.npz"), "--backend", "pysim",
+                 "--seed", "1"])
+    assert code == 2
+    assert capsys.readouterr().err == ("vtakit exec: error: --seed (random module interleaving) "
+                                       "is an option of the behavioral backend, not of "
+                                       "'pysim'\n")
     with pytest.raises(SystemExit) as info:      # argparse: usage error
         main(["exec", str(path), "-o", str(tmp_path / "r.npz"), "-O", "nonsense"])
     assert info.value.code == 2

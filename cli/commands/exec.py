@@ -53,6 +53,9 @@ def _backend_options(args) -> dict:
     if args.token_depth is not None:
         options["token_depth"] = args.token_depth
     if args.seed is not None:
+        if args.backend != "behavioral":
+            raise ValueError(f"--seed (random module interleaving) is an option of the "
+                             f"behavioral backend, not of {args.backend!r}")
         options["interleave_seed"] = args.seed
     return options
 
