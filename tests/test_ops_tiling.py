@@ -243,3 +243,26 @@ def test_error_channel_mismatch_and_missing_bias():
     with pytest.raises(ValueError, match=r"^conv2d: bias missing, but the plan was made with "
                                          r"bias=True$"):
         plan.pack(x, np.zeros((8, 8, 3, 3), np.int8))
+
+
+def test_error_elementwise_and_pool_parameters():
+    from vtakit.compiler import plan_add
+    cfg = CONFIGS["default"]
+    with pytest.raises(EpilogueError, match=r"^add\[1, 16, 4, 4\]: shift=20 needs a rounding "
+                                            r"constant above 2\^14"):
+        plan_add(cfg, (1, 16, 4, 4), shift=20)
+    with pytest.raises(ValueError, match=r"^add: operands must be NCHW \(4-D\) or \(N, C\)"):
+        plan_add(cfg, (16,))
+    with pytest.raises(ValueError, match=r"^pool kind 'min'; expected 'max' or 'avg'$"):
+        plan_pool2d(cfg, (1, 16, 8, 8), "min", 2)
+    with pytest.raises(TilingError, match=r"^avg_pool2d x\[1, 16, 60, 60\] .*: a single output "
+                                          r"needs 3601 acc elements; the acc buffer slot holds 512$"):
+        plan_pool2d(CONFIGS["tiny"], (1, 16, 60, 60), "avg", 60)
+
+
+def test_pool_plans_choose_vta_or_host_division():
+    cfg = CONFIGS["default"]
+    assert plan_pool2d(cfg, (1, 16, 8, 8), "avg", 2).planes == 1          # SHR 2 on VTA
+    gap = plan_pool2d(cfg, (1, 512, 7, 7), "avg", 7)
+    assert gap.planes == 4 and gap.host_divide                             # 49: host division
+    assert plan_pool2d(cfg, (1, 16, 8, 8), "max", 3, 2, 1).planes == 1
