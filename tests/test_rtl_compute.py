@@ -2,7 +2,11 @@
 
 Every result is checked bit for bit against the small numpy reference below,
 which follows the pinned semantics (p > q > k order, int32 wrap-around, OUT =
-low 8 bits of each lane) and knows nothing of the RTL.
+low 8 bits of each lane) and knows nothing of the RTL; random GEMM/ALU streams
+are also checked against the behavioral model's datapath. Compute runs with
+Python models around it: a DRAM behind both DMA ports, sync-read inp/wgt SRAMs,
+an out SRAM write capture, and token queues whose fill level a test schedules.
+Cycle counts check the throughput (one uop per cycle; see PIPELINE_OVERHEAD).
 """
 
 from dataclasses import dataclass, field
