@@ -9,9 +9,11 @@ into a :class:`~vtakit.sim.device.DeviceError`.
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 
 import numpy as np
+from tqdm import tqdm
 
 from ..hw.config import load_config
 from .device import Device, DeviceError, RunResult
@@ -161,6 +163,8 @@ class PysimDevice(Device):
         micro-op counters, queue and token levels) for this many cycles raises
         :class:`DeviceError` as a deadlock, naming where each module stands.
         (A single reset GEMM longer than this would be misreported; raise it.)
+    progress : bool
+        Show a tqdm bar of simulated cycles on stderr during long runs (on a terminal).
     compute : callable, optional
         ``compute(config)`` returns the compute module (tests substitute stand-ins).
     """
@@ -169,7 +173,7 @@ class PysimDevice(Device):
 
     def __init__(self, config, *, dram: DRAM | None = None, token_depth=None, cmd_depth=None,
                  read_latency=1, vcd=None, max_cycles=DEFAULT_MAX_CYCLES,
-                 stall_cycles=DEFAULT_STALL_CYCLES, compute=None):
+                 stall_cycles=DEFAULT_STALL_CYCLES, progress=True, compute=None):
         from ..hw.interfaces import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
         super().__init__(load_config(config), dram=dram)
         self.token_depth = int(token_depth if token_depth is not None else DEFAULT_TOKEN_DEPTH)
@@ -186,6 +190,7 @@ class PysimDevice(Device):
             raise DeviceError(f"pysim: token_depth={self.token_depth} must be >= 1 and "
                               f"cmd_depth={self.cmd_depth} >= 2")
         self.vcd = vcd
+        self.progress = bool(progress)
         self._compute = compute
         self._sim = None
         self._vcd_ctx = None
@@ -243,6 +248,8 @@ class PysimDevice(Device):
             while not ctx.get(self.top.irq) and waited < self.max_cycles:
                 await ctx.tick().repeat(_POLL)
                 waited += _POLL
+                if job["bar"] is not None:
+                    job["bar"].update(_POLL)
                 now = self._progress(ctx)
                 still = still + _POLL if now == last else 0
                 last = now
@@ -283,10 +290,13 @@ class PysimDevice(Device):
         self._check_finish(insn_addr, insn_count)
         if self._sim is None:
             self._build()
-        self._job = job = {"addr": int(insn_addr), "count": int(insn_count)}
+        bar = tqdm(desc="pysim run", unit="cycle", unit_scale=True, file=sys.stderr, delay=2.0,
+                   disable=None if self.progress else True, leave=False)
+        self._job = job = {"addr": int(insn_addr), "count": int(insn_count), "bar": bar}
         try:
-            while "regs" not in job:
-                self._sim.advance()
+            with bar:
+                while "regs" not in job:
+                    self._sim.advance()
         finally:
             self._job = None
         regs = job["regs"]
