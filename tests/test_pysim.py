@@ -40,6 +40,14 @@ def test_fixture_replays_bit_exact(fx):
     assert_replay(fx, _device(fx.preset))
 
 
+@pytest.mark.parametrize("fx", [pytest.param(fx, id=fx.id) for fx in load_fixtures("default")
+                                if fx.name not in SLOW])
+def test_default_fixtures_on_a_128_bit_bus(fx):
+    """ultra96 has the default architecture on a 128-bit bus: the same programs give the
+    same DRAM (one instruction per beat, four micro-ops per beat, one INP element per beat)."""
+    assert_replay(fx, _device("ultra96"))
+
+
 def test_read_latency_and_vcd(tmp_path):
     fx = next(f for f in load_fixtures("tiny") if f.name == "padded_load_all")
     vcd = tmp_path / "run.vcd"
