@@ -155,7 +155,8 @@ def test_max_cycles_and_missing_finish():
 def test_full_token_queue_stalls_producer_and_load_streams():
     """Direct testbench on VTA (token_depth 2): load pushes 5 l2g tokens while compute waits
     for a long store; load stalls with the queue full (never more than 2 tokens held), then
-    everything completes. The 400-element store streams at one beat per cycle."""
+    everything completes. The 400-element store streams at one beat per cycle, and a start
+    written while busy changes nothing."""
     top = VTA(TINY, token_depth=2, compute=NopCompute(TINY))
     dram = np.zeros(1 << 16, np.uint8)
     words = [load(MemType.INP, push_next_dep=1)] * 5 + [
@@ -175,13 +176,19 @@ def test_full_token_queue_stalls_producer_and_load_streams():
         ctx.set(top.csr.w_en, 0)
         ctx.set(top.csr.addr, Reg.CYCLES)
         q, push = top.tokens["l2g"], top.load.l2g
-        for _ in range(2000):
+        for n in range(2000):
+            # A start while busy is ignored (the run goes on undisturbed).
+            ctx.set(top.csr.addr, Reg.CTRL if n == 100 else Reg.CYCLES)
+            ctx.set(top.csr.w_data, 1)
+            ctx.set(top.csr.w_en, n == 100)
             _, _, level, valid, ready, irq = await ctx.tick().sample(
                 q.level, push.valid, push.ready, top.irq)
             seen["max_level"] = max(seen["max_level"], level)
             seen["stalled"] += valid and not ready
             if irq:
                 break
+        ctx.set(top.csr.w_en, 0)
+        ctx.set(top.csr.addr, Reg.CYCLES)
         seen["cycles"] = ctx.get(top.csr.r_data)
         ctx.set(top.csr.addr, Reg.CTRL)
         assert ctx.get(top.csr.r_data) == 0b010        # done, no error, not busy
