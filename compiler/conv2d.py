@@ -49,7 +49,7 @@ from .pipeline import Pipeline, kernel_fence
 from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding
 from .tiling import (ConvProblem, ConvTiling, CostModel, TilingError, estimate, gemm_dims,
-                     search_tiles, uop_budget)
+                     search_tiles)
 
 __all__ = ["Conv2dPlan", "plan_conv2d", "conv2d", "group_conv2d", "assemble_planes",
            "GroupMappingError"]

@@ -18,7 +18,6 @@ operator, its shape and the buffer that overflows.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 from .layout import ceil_div
