@@ -27,6 +27,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -44,7 +45,7 @@ from ..hw.interfaces import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
 
 __all__ = ["Design", "Build", "BuildError", "vta_design", "cache_root", "build_key",
            "get_build", "generate_source", "toolchain_versions", "FAST_BACKENDS",
-           "CXXRTL_FLAGS", "VERILATOR_FLAGS", "TOP_NAME"]
+           "CXXRTL_FLAGS", "VERILATOR_FLAGS", "TOP_NAME", "fast_slices"]
 
 #: Backends this module builds.
 FAST_BACKENDS = ("cxxrtl", "verilator")
@@ -52,7 +53,7 @@ FAST_BACKENDS = ("cxxrtl", "verilator")
 TOP_NAME = "vta_top"
 HARNESS_DIR = Path(__file__).parent / "harness"
 _HARNESS_FILES = {
-    "cxxrtl": ("vta_harness.h", "vta_api.h", "cxxrtl_adapter.cc"),
+    "cxxrtl": ("vta_harness.h", "vta_api.h", "cxxrtl_adapter.cc", "vta_fast_slice.h"),
     "verilator": ("vta_harness.h", "vta_api.h", "verilator_adapter.cc"),
 }
 #: g++ flags of the CXXRTL build (-O2: as fast as -O3 on the VTA, and builds faster).
@@ -160,6 +161,23 @@ def build_key(backend: str, config: VTAConfig, *, token_depth: int, cmd_depth: i
     return _sha(json.dumps(desc, sort_keys=True).encode()), desc
 
 
+# A narrow slice read of a named value (``p_x.slice<9,2>().val()``, ``p_w.curr.slice<5>().val()``).
+_SLICE_READ = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.curr)?)\.slice<(\d+)(?:,(\d+))?>\(\)\.val\(\)")
+
+
+def fast_slices(cxx: str) -> str:
+    """Rewrite the slice reads of generated CXXRTL code that are at most 32 bits wide
+    into ``vta_slice`` (``harness/vta_fast_slice.h``), which reads only the chunks
+    holding the bits. Same values, no copy of the wide operand."""
+    def repl(m):
+        hi = int(m.group(2))
+        lo = int(m.group(3)) if m.group(3) is not None else hi
+        if hi - lo + 1 > 32:
+            return m.group(0)
+        return f"vta_slice<{hi},{lo}>({m.group(1)})"
+    return _SLICE_READ.sub(repl, cxx)
+
+
 def generate_source(backend: str, config, *, token_depth: int = DEFAULT_TOKEN_DEPTH,
                     cmd_depth: int = DEFAULT_CMD_DEPTH, design: Design | None = None) -> str:
     """The generated C++ (``cxxrtl``) or Verilog (``verilator``) text of a top level.
@@ -169,7 +187,7 @@ def generate_source(backend: str, config, *, token_depth: int = DEFAULT_TOKEN_DE
     top = design.factory(load_config(config), token_depth=token_depth, cmd_depth=cmd_depth)
     if backend == "cxxrtl":
         from amaranth.back import cxxrtl
-        return cxxrtl.convert(top, name=TOP_NAME)
+        return fast_slices(cxxrtl.convert(top, name=TOP_NAME))
     from amaranth.back import verilog
     return verilog.convert(top, name=TOP_NAME)
 

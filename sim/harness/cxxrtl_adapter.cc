@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "vta_fast_slice.h"   // before the design, which calls vta_slice
 #include "vta_design.cc"
 #include <cxxrtl/cxxrtl_vcd.h>
 
