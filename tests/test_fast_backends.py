@@ -444,3 +444,13 @@ def test_deadlock_times_out(vta_device, backend):
         dev.run_image(DramImage(dram, 0x1000, 1))
     fx = next(f for f in load_fixtures("tiny") if f.name == "alu_add_imm")
     assert_replay(fx, dev)
+
+
+def test_fast_slices_rewrites_only_narrow_named_reads():
+    src = ("y = add(p_w.slice<327,320>().val(), p_x.curr.slice<5>().val(), "
+           "q.slice<100,0>().val(), f(x).slice<3,0>().val(), a.b.slice<3,0>().val()); "
+           "i_t.slice<3,0>() = p_s.slice<63,32>().val();")
+    assert rtl_build.fast_slices(src) == (
+        "y = add(vta_slice<327,320>(p_w), vta_slice<5,5>(p_x.curr), "
+        "q.slice<100,0>().val(), f(x).slice<3,0>().val(), a.b.slice<3,0>().val()); "
+        "i_t.slice<3,0>() = vta_slice<63,32>(p_s);")
