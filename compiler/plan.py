@@ -51,6 +51,37 @@ class OpPlan:
         """Append the operator's instructions to ``rt``'s stream (no synchronize)."""
         raise NotImplementedError
 
+    def inspect(self) -> dict:
+        """Lower into a scratch stream (a behavioral device with fresh buffers, never
+        run) and describe the kernel.
+
+        Returns
+        -------
+        dict
+            ``instructions`` (count, fences and FINISH included), ``by_opcode``
+            (counts by opcode name), ``uops`` (micro-ops staged), ``dram`` (bytes by
+            fsim counter name, :func:`.perfmodel.stream_traffic`), ``predicted_cycles``
+            (:func:`.perfmodel.predict_stream`).
+        """
+        from ..runtime import Runtime
+        from ..sim import open_device
+        from .perfmodel import predict_stream, stream_traffic
+
+        rt = Runtime(open_device("behavioral", self.config))
+        bufs = {name: rt.alloc(op.nbytes) for name, op in self.operands.items()}
+        self.lower(rt, bufs)
+        rt.finalize()
+        insns = rt.instructions
+        by_op: dict[str, int] = {}
+        for insn in insns:
+            name = getattr(insn.opcode, "name", str(insn.opcode))
+            by_op[name] = by_op.get(name, 0) + 1
+        info = {"instructions": len(insns), "by_opcode": by_op, "uops": int(len(rt.uops)),
+                "dram": stream_traffic(insns, self.config),
+                "predicted_cycles": predict_stream(insns, self.config).cycles}
+        rt.reset()
+        return info
+
     def check_packed(self, packed: dict) -> None:
         for name, op in self.operands.items():
             if name == "out":
