@@ -28,7 +28,9 @@ class DramPortModel:
     Reads: a request is accepted every cycle (any number outstanding); its beats
     are returned in order, the first ``read_latency`` cycles after the request,
     then one per cycle while the master is ready. Writes: one burst at a time,
-    one beat per cycle.
+    one beat per cycle. An access outside the image is recorded in :attr:`fault`
+    (a read is then never answered, a write's beats are dropped), so the
+    simulation stays consistent and the driver can report it.
 
     Parameters
     ----------
@@ -44,6 +46,8 @@ class DramPortModel:
     ----------
     reads, writes : int
         Beats transferred so far (for throughput checks).
+    fault : str or None
+        The first access outside the image since :meth:`clear`.
     """
 
     def __init__(self, memory, bus_bytes: int, *, read_latency: int = 1):
@@ -58,14 +62,18 @@ class DramPortModel:
 
     def clear(self):
         """Forget every outstanding transfer (the RTL was reset)."""
+        self.fault = None          # first out-of-image access, as a message
         self._pending = deque()    # [due cycle, addr, beats left]
         self._write = None         # [addr, beats left]
         self._cycle = 0
 
-    def _check(self, mem, addr, nbytes, what):
-        if addr + nbytes > len(mem):
-            raise DeviceError(f"DRAM {what} of {nbytes} bytes at 0x{addr:x} is outside the "
-                              f"{len(mem)}-byte DRAM image")
+    def _check(self, mem, addr, nbytes, what) -> bool:
+        if addr + nbytes <= len(mem):
+            return True
+        if self.fault is None:
+            self.fault = (f"DRAM {what} of {nbytes} bytes at 0x{addr:x} is outside the "
+                          f"{len(mem)}-byte DRAM image")
+        return False
 
     def process(self, rd, wr):
         """An async process serving read port ``rd`` and write port ``wr`` (either may be None)."""
@@ -98,8 +106,8 @@ class DramPortModel:
                             pend.popleft()
                     if rq_valid:
                         addr, beats = rq & 0xFFFFFFFF, rq >> 32
-                        self._check(mem, addr, beats * nb, "read")
-                        pend.append([self._cycle + self.read_latency, addr, beats])
+                        if self._check(mem, addr, beats * nb, "read"):
+                            pend.append([self._cycle + self.read_latency, addr, beats])
                     now = bool(pend) and pend[0][0] <= self._cycle + 1
                     if now:
                         a = pend[0][1]
@@ -112,15 +120,17 @@ class DramPortModel:
                     if w_ready and d_valid and self._write is not None:
                         self.writes += 1
                         a = self._write[0]
-                        mem[a:a + nb] = np.frombuffer(d_payload.to_bytes(nb, "little"), np.uint8)
-                        self._write[0] += nb
+                        if a is not None:
+                            mem[a:a + nb] = np.frombuffer(d_payload.to_bytes(nb, "little"),
+                                                          np.uint8)
+                            self._write[0] += nb
                         self._write[1] -= 1
                         if self._write[1] == 0:
                             self._write = None
                     elif not w_ready and wq_valid:
                         addr, beats = wq & 0xFFFFFFFF, wq >> 32
-                        self._check(mem, addr, beats * nb, "write")
-                        self._write = [addr, beats]
+                        ok = self._check(mem, addr, beats * nb, "write")
+                        self._write = [addr if ok else None, beats]   # bad: beats dropped
                     busy = self._write is not None
                     if busy != w_ready:
                         ctx.set(wr.req.ready, not busy)
@@ -253,8 +263,9 @@ class PysimDevice(Device):
                 now = self._progress(ctx)
                 still = still + _POLL if now == last else 0
                 last = now
-                if still >= self.stall_cycles:
+                if still >= self.stall_cycles or self.dram_model.fault:
                     break
+            job["fault"] = self.dram_model.fault
             job["timeout"] = not ctx.get(self.top.irq)
             job["stalled"] = still >= self.stall_cycles
             job["state"] = self._state(ctx) if job["timeout"] else None
@@ -297,6 +308,12 @@ class PysimDevice(Device):
             with bar:
                 while "regs" not in job:
                     self._sim.advance()
+        except BaseException:
+            # An interrupt leaves the simulation mid-cycle: start afresh next time
+            # (the SRAM contents are lost, as after a power cycle).
+            self.close()
+            self._sim = None
+            raise
         finally:
             self._job = None
         regs = job["regs"]
@@ -304,6 +321,8 @@ class PysimDevice(Device):
         stats = {"gemm_counter": regs[Reg.GEMM_COUNT], "alu_counter": regs[Reg.ALU_COUNT],
                  "load_insn_count": regs[Reg.LOAD_COUNT],
                  "store_insn_count": regs[Reg.STORE_COUNT]}
+        if job["fault"]:
+            raise DeviceError(f"{where}: {job['fault']}")
         if job["timeout"]:
             counters = ", ".join(f"{k}={v}" for k, v in stats.items())
             if job["stalled"]:

@@ -130,3 +130,20 @@ def test_random_dma_programs_match_the_model(seed):
         rt.synchronize()
         drams[backend] = dev.dram.data.copy()
     assert first_difference(drams["pysim"], drams["behavioral"]) is None
+
+
+def test_dram_fault_then_recovery():
+    """A LOAD reading past the end of DRAM raises; the device still runs the next program."""
+    from vtakit.hw.isa import MemType, Opcode, insns_to_bytes, isa_for
+    dev = PysimDevice("tiny", progress=False)
+    isa = isa_for(dev.config)
+    addr = dev.alloc(32)
+    size = len(dev.dram.data)
+    words = [isa.encode(Opcode.LOAD, memory_type=MemType.INP, dram_base=size // 8, x_size=1,
+                        y_size=1, x_stride=1), isa.encode(Opcode.FINISH)]
+    dev.write(addr, insns_to_bytes(words))
+    with pytest.raises(DeviceError, match=r"^pysim \(\S+\): DRAM read of 8 bytes at 0x[0-9a-f]+ is outside "
+                       r"the \d+-byte DRAM image$"):
+        dev.run(addr, 2)
+    fx = next(f for f in load_fixtures("tiny") if f.name == "relu")
+    assert_replay(fx, dev)
