@@ -21,13 +21,14 @@ from .elementwise import AddPlan, add, plan_add
 from .epilogue import Epilogue, EpilogueError
 from .layout import LayoutError
 from .plan import OpPlan, Operand
-from .pool import PoolPlan, avg_pool2d, global_avg_pool2d, max_pool2d, plan_pool2d
+from .pool import (PoolPlan, avg_pool2d, global_avg_pool2d, max_pool2d, plan_avg_pool_gemm,
+                   plan_pool2d)
 from .tiling import (ConvProblem, ConvTiling, CostModel, Estimate, TilingError, best_tiling,
                      search_tiles)
 
 __all__ = [
     "conv2d", "group_conv2d", "dense", "add", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
-    "plan_conv2d", "plan_dense", "plan_add", "plan_pool2d",
+    "plan_conv2d", "plan_dense", "plan_add", "plan_pool2d", "plan_avg_pool_gemm",
     "Conv2dPlan", "DensePlan", "AddPlan", "PoolPlan", "OpPlan", "Operand", "assemble_planes",
     "Epilogue", "EpilogueError", "LayoutError",
     "ConvProblem", "ConvTiling", "CostModel", "Estimate", "TilingError", "search_tiles",

@@ -82,7 +82,7 @@ class Conv2dPlan(OpPlan):
 
     def __init__(self, config, x_shape, w_shape, stride=1, padding=0, *, groups: int = 1,
                  epilogue: Epilogue = Epilogue(), tiling: ConvTiling | None = None,
-                 cost: CostModel = CostModel()):
+                 cost: CostModel = CostModel(), shared_weight: bool = False):
         super().__init__(config)
         n, c, h, w = (int(v) for v in x_shape)
         o, i, kh, kw = (int(v) for v in w_shape)
@@ -117,7 +117,7 @@ class Conv2dPlan(OpPlan):
             ceil_div(n, b), grouping.pop("ib"), h, w, ceil_div(o, blk), kh, kw, self.stride,
             self.padding, bias=epilogue.bias_tile, residual=epilogue.residual,
             alu_imm=len(epilogue.imm_passes()), int32_out=epilogue.planes == 4,
-            op=self.name, shape_text=text, **grouping)
+            op=self.name, shape_text=text, shared_wgt=bool(shared_weight), **grouping)
         p = self.problem
         if tiling is None:
             tiling = search_tiles(p, cfg, cost=cost, top=1,
@@ -127,7 +127,8 @@ class Conv2dPlan(OpPlan):
         self.estimate = estimate(p, tiling, cfg, cost)
         e = (b, blk)
         self.operands = {"data": Operand("data", (p.nb, p.cin_blocks, h, w) + e, np.int8),
-                         "weight": Operand("weight", (p.ob, p.ib, kh, kw, blk, blk), np.int8)}
+                         "weight": Operand("weight", (1, 1, 1, 1, blk, blk) if p.shared_wgt else
+                                           (p.ob, p.ib, kh, kw, blk, blk), np.int8)}
         if epilogue.bias_tile:
             self.operands["bias"] = Operand("bias", (p.ob, b, blk), np.int32)
         if epilogue.residual:
@@ -161,8 +162,12 @@ class Conv2dPlan(OpPlan):
         if x.shape != self.x_shape or w.shape != self.w_shape:
             raise ValueError(f"{self.name}: got x{list(x.shape)} w{list(w.shape)}, the plan is "
                              f"for x{list(self.x_shape)} w{list(self.w_shape)}")
-        wp = (pack_block_diagonal_weight(w.astype(np.int8), cfg, self.groups)
-              if self.problem.diag else pack_conv_weight(w.astype(np.int8), cfg))
+        if self.problem.shared_wgt:
+            wp = self._shared_tile(w)
+        elif self.problem.diag:
+            wp = pack_block_diagonal_weight(w.astype(np.int8), cfg, self.groups)
+        else:
+            wp = pack_conv_weight(w.astype(np.int8), cfg)
         out = {"data": pack_activation(x.astype(np.int8), cfg), "weight": wp}
         if (bias is not None) != self.epilogue.bias:
             raise ValueError(f"{self.name}: bias {'given' if bias is not None else 'missing'}, "
@@ -176,6 +181,21 @@ class Conv2dPlan(OpPlan):
                 raise ValueError(f"{self.name}: residual has shape {r.shape}, expected {want}")
             out["residual"] = pack_activation(r.astype(np.int32), cfg)
         return out
+
+    def _shared_tile(self, w):
+        """The one weight tile of a shared-weight plan: every packed tile of ``w`` must
+        equal it (an all-equal-taps depthwise kernel, e.g. the ones of a window sum)."""
+        cfg = self.config
+        full = (pack_block_diagonal_weight(w.astype(np.int8), cfg, self.groups)
+                if self.problem.diag else pack_conv_weight(w.astype(np.int8), cfg))
+        tile = full[0, 0, 0, 0]
+        # lanes of the channel padding of the last block read and write nothing real
+        real = self.w_shape[0] - (full.shape[0] - 1) * cfg.block
+        if not ((full[:-1] == tile).all() and
+                (full[-1][..., :real, :real] == tile[:real, :real]).all()):
+            raise ValueError(f"{self.name}: a shared-weight plan needs one weight tile for "
+                             "every block and kernel position; this weight has several")
+        return np.ascontiguousarray(tile.reshape(1, 1, 1, 1, *tile.shape))
 
     def unpack(self, out) -> np.ndarray:
         """Packed ``out`` -> NCHW int8 (or int32 for four byte planes)."""
@@ -271,10 +291,14 @@ class Conv2dPlan(OpPlan):
                                            x_pad_before=xpad0, y_pad_before=ypad0,
                                            x_pad_after=xpad1, y_pad_after=ypad1)
                     inp_has[s] = key
-                if wgt_has[s] != (co0, tco, c0, tci):
-                    rt.load_2d(MemType.WGT, s * wgt_slot, bufs["weight"], (co0 * p.ib + c0) * kk,
-                               tci * kk, tco, p.ib * kk)
-                    wgt_has[s] = (co0, tco, c0, tci)
+                wkey = "shared" if p.shared_wgt else (co0, tco, c0, tci)
+                if wgt_has[s] != wkey:
+                    if p.shared_wgt:
+                        rt.load_2d(MemType.WGT, s * wgt_slot, bufs["weight"], 0, 1, 1, 1)
+                    else:
+                        rt.load_2d(MemType.WGT, s * wgt_slot, bufs["weight"],
+                                   (co0 * p.ib + c0) * kk, tci * kk, tco, p.ib * kk)
+                    wgt_has[s] = wkey
                 pipe.load_end(g)
                 # ---- compute stage
                 pipe.compute_begin(g)

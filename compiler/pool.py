@@ -1,4 +1,8 @@
-"""Max, average and global-average pooling on VTA's ALU.
+"""Max, average and global-average pooling on VTA.
+
+Average pooling has two engines: the GEMM engine (:func:`plan_avg_pool_gemm`, the
+default) sums windows as a depthwise convolution with an all-ones kernel; the
+ALU engine (:class:`PoolPlan`, below) is the one max pooling uses.
 
 The input goes to the accumulator SRAM as int32 (sign-extended on the host).
 A tile covers ``tn`` batch blocks x ``tc`` channel blocks x ``th`` output rows x
@@ -27,7 +31,8 @@ import numpy as np
 
 from ..hw.isa import AluOp, MemType
 from ..runtime import UopKernel
-from .conv2d import assemble_planes
+from .conv2d import Conv2dPlan, assemble_planes
+from .epilogue import Epilogue
 from .layout import ceil_div, pack_activation, unpack_activation
 from .loops import Dim, fold_loops
 from .pipeline import Pipeline, kernel_fence
@@ -35,7 +40,8 @@ from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding, round_shift_div
 from .tiling import MAX_PAD, TilingError
 
-__all__ = ["PoolPlan", "plan_pool2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d"]
+__all__ = ["PoolPlan", "plan_pool2d", "plan_avg_pool_gemm", "max_pool2d", "avg_pool2d",
+           "global_avg_pool2d"]
 
 _NEG = -(1 << 15)
 
@@ -225,17 +231,59 @@ def _run(rt, x, kind, kernel, stride, padding):
     return plan.unpack(out)
 
 
+def plan_avg_pool_gemm(config, x_shape, kernel, stride=None, padding=0) -> Conv2dPlan:
+    """Average pooling as a depthwise convolution with an all-ones kernel.
+
+    The window sums run on the GEMM core (one shared identity weight tile, one
+    micro-op per output element and window position at one per cycle) from int8
+    inputs that the
+    double-buffered load module streams in, instead of int32 LOAD ACCs on the
+    compute module. A power-of-two area is divided on VTA by the epilogue's rounding
+    shift; other areas return int32 sums (byte planes) for the host to divide.
+    """
+    kh, kw = _pair(kernel)
+    area = kh * kw
+    pow2 = area & (area - 1) == 0
+    c = int(x_shape[1])
+    epi = Epilogue.make(shift=area.bit_length() - 1 if pow2 else 0,
+                        out_dtype=np.int8 if pow2 else np.int32, op="avg_pool2d")
+    return Conv2dPlan(config, x_shape, (c, 1, kh, kw), (kh, kw) if stride is None else stride,
+                      padding, groups=c, epilogue=epi, shared_weight=True)
+
+
+def _avg_pool_gemm(rt, x, kernel, stride, padding):
+    plan = plan_avg_pool_gemm(rt.config, np.shape(x), kernel, stride, padding)
+    kh, kw = _pair(kernel)
+    ones = np.ones((np.shape(x)[1], 1, kh, kw), np.int8)
+    out, _ = plan.run(rt, plan.pack(x, ones))
+    y = plan.unpack(out)
+    return y if y.dtype == np.int8 else round_shift_div(y, kh * kw).astype(np.int8)
+
+
 def max_pool2d(rt, x, kernel, stride=None, padding=0) -> np.ndarray:
     """int8 NCHW max pooling (padding never wins); equals :func:`reference.max_pool2d_ref`."""
     return _run(rt, x, "max", kernel, stride, padding)
 
 
-def avg_pool2d(rt, x, kernel, stride=None, padding=0) -> np.ndarray:
+def avg_pool2d(rt, x, kernel, stride=None, padding=0, *, engine="auto") -> np.ndarray:
     """int8 NCHW average pooling (count_include_pad, rounding half up); equals
-    :func:`reference.avg_pool2d_ref`. Non-power-of-two windows divide on the host."""
+    :func:`reference.avg_pool2d_ref`.
+
+    ``engine``: ``"gemm"`` (:func:`plan_avg_pool_gemm`, the fast path), ``"alu"``
+    (:class:`PoolPlan`: LOAD ACC + ALU ADD), or ``"auto"``: gemm, or alu when the
+    window does not fit the gemm mapping. Non-power-of-two windows divide on the host.
+    """
+    if engine not in ("auto", "gemm", "alu"):
+        raise ValueError(f"avg_pool2d: engine {engine!r}; expected 'auto', 'gemm' or 'alu'")
+    if engine != "alu":
+        try:
+            return _avg_pool_gemm(rt, x, kernel, stride, padding)
+        except TilingError:
+            if engine == "gemm":
+                raise
     return _run(rt, x, "avg", kernel, stride, padding)
 
 
-def global_avg_pool2d(rt, x) -> np.ndarray:
+def global_avg_pool2d(rt, x, *, engine="auto") -> np.ndarray:
     """int8 NCHW -> (N, C, 1, 1) mean; equals :func:`reference.global_avg_pool2d_ref`."""
-    return _run(rt, x, "avg", np.shape(x)[2:], None, 0)
+    return avg_pool2d(rt, x, np.shape(x)[2:], None, 0, engine=engine)

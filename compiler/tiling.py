@@ -69,6 +69,9 @@ class ConvProblem:
         Block-diagonal grouped convolution (groups smaller than a block, e.g.
         depthwise): output block ``o`` reads input block ``o`` only, through one
         block-diagonal weight tile per kernel position (``ib`` is 1).
+    shared_wgt : bool
+        One weight tile serves every output block, input block and kernel position
+        (e.g. the identity tile of a window sum): loaded once, all wgt strides 0.
     """
 
     nb: int
@@ -89,6 +92,7 @@ class ConvProblem:
     in_blocks: int = 0
     group_ob: int = 0
     diag: bool = False
+    shared_wgt: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "pad", normalize_padding(self.pad))
@@ -153,7 +157,7 @@ class ConvTiling:
         """SRAM elements one buffer slot needs, by memory."""
         blocks = self.tco if p.diag else self.tci
         return {"inp": self.tn * blocks * self.in_rows(p) * self.in_cols(p),
-                "wgt": self.tco * self.tci * p.kh * p.kw,
+                "wgt": 1 if p.shared_wgt else self.tco * self.tci * p.kh * p.kw,
                 "acc": self.tn * self.tco * self.th * self.tw + (self.tco if p.bias else 0)}
 
 
@@ -163,6 +167,9 @@ def gemm_dims(p: ConvProblem, tn, tco, th, tw, tci, hi, wi):
     block-diagonal problem the inp blocks are the tile's output blocks (``i`` is 1)."""
     sh, sw = p.stride
     kk = p.kh * p.kw
+    if p.shared_wgt:
+        return [Dim(d.name, d.extent, d.dst, d.src, 0, d.reduce)
+                for d in gemm_dims(replace(p, shared_wgt=False), tn, tco, th, tw, tci, hi, wi)]
     if p.diag:
         return [Dim("n", tn, tco * th * tw, tco * hi * wi, 0),
                 Dim("o", tco, th * tw, hi * wi, kk),
@@ -285,7 +292,7 @@ def estimate(p: ConvProblem, t: ConvTiling, config, cost: CostModel = CostModel(
                     for tci, cci in chunks:
                         gemm = ent * tci * kk * cost.gemm_uop_cycles + cost.insn_cycles
                         ib_ = tn * (tco if p.diag else tci) * hi * wi * e_inp * i_frac
-                        wb_ = tco * tci * kk * e_wgt * w_frac
+                        wb_ = (1 if p.shared_wgt else tco * tci * kk) * e_wgt * w_frac
                         n_in_insn = 1 if full_sp else tn * (tco if p.diag else tci)
                         l_g = ((ib_ + wb_) / bus + (n_in_insn + 1) * cost.dma_insn_cycles
                                + (n_in_insn * hi * i_frac + tco) * cost.dma_row_cycles)
@@ -355,7 +362,7 @@ def search_tiles(p: ConvProblem, config, *, cost: CostModel = CostModel(), top: 
                                config.acc_depth // nth)
         for tci in _candidates(p.ib):
             for tco in _candidates(p.gob):
-                if tco * tci * p.kh * p.kw > wgt_d:
+                if not p.shared_wgt and tco * tci * p.kh * p.kw > wgt_d:
                     continue
                 blocks = tco if p.diag else tci
                 for tn in _candidates(p.nb):

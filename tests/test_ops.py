@@ -162,17 +162,21 @@ def test_max_pool2d(rt, case):
     np.testing.assert_array_equal(max_pool2d(rt, x, k, s, p), R.max_pool2d_ref(x, k, s, p))
 
 
+@pytest.mark.parametrize("engine", ["gemm", "alu"])
 @pytest.mark.parametrize("case", POOL_CASES, ids=str)
-def test_avg_pool2d(rt, case):
+def test_avg_pool2d(rt, case, engine):
     n, c, h, w, k, s, p = case
     x = i8(np.random.default_rng(c + 1), (n, c, h, w))
-    np.testing.assert_array_equal(avg_pool2d(rt, x, k, s, p), R.avg_pool2d_ref(x, k, s, p))
+    np.testing.assert_array_equal(avg_pool2d(rt, x, k, s, p, engine=engine),
+                                  R.avg_pool2d_ref(x, k, s, p))
 
 
+@pytest.mark.parametrize("engine", ["gemm", "alu"])
 @pytest.mark.parametrize("shape", [(1, 64, 7, 7), (3, 20, 4, 4), (2, 9, 1, 1)], ids=str)
-def test_global_avg_pool2d(rt, shape):
+def test_global_avg_pool2d(rt, shape, engine):
     x = i8(np.random.default_rng(shape[1]), shape)
-    np.testing.assert_array_equal(global_avg_pool2d(rt, x), R.global_avg_pool2d_ref(x))
+    np.testing.assert_array_equal(global_avg_pool2d(rt, x, engine=engine),
+                                  R.global_avg_pool2d_ref(x))
 
 
 # (N, C, H, W, O, k, stride, pad, groups); C and O in units of the config's block when

@@ -266,3 +266,15 @@ def test_pool_plans_choose_vta_or_host_division():
     gap = plan_pool2d(cfg, (1, 512, 7, 7), "avg", 7)
     assert gap.planes == 4 and gap.host_divide                             # 49: host division
     assert plan_pool2d(cfg, (1, 16, 8, 8), "max", 3, 2, 1).planes == 1
+
+
+def test_avg_pool_gemm_engine_shares_one_weight_tile():
+    from vtakit.compiler import plan_avg_pool_gemm
+    cfg = CONFIGS["default"]
+    plan = plan_avg_pool_gemm(cfg, (1, 512, 7, 7), 7)
+    assert plan.problem.shared_wgt and plan.operands["weight"].shape == (1, 1, 1, 1, 16, 16)
+    info = plan.inspect()
+    assert info["dram"]["wgt_load_nbytes"] <= 2 * cfg.wgt_elem_bytes      # once per slot
+    assert info["dram"]["inp_load_nbytes"] == 512 * 7 * 7                  # int8, read once
+    assert info["predicted_cycles"] < plan_pool2d(cfg, (1, 512, 7, 7), "avg", 7).inspect()[
+        "predicted_cycles"]
