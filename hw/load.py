@@ -10,7 +10,7 @@ and the module stops (nothing is written).
 """
 
 from amaranth.hdl import Module, Signal
-from amaranth.lib import data, memory, wiring
+from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import VTAConfig

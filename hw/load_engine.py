@@ -24,7 +24,7 @@ from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import VTAConfig
-from .interfaces import DMA_BEATS_BITS, DRAM_ADDR_BITS, dma_read_signature
+from .interfaces import DRAM_ADDR_BITS, dma_read_signature
 from .isa import isa_for
 
 __all__ = ["LoadEngine", "MAX_BURST"]

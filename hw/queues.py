@@ -6,7 +6,7 @@ when ``depth`` tokens are held (a producer pushing into a full queue stalls,
 as with a hardware FIFO) and ``pop.valid`` is high while any token is held.
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 

@@ -6,7 +6,7 @@ import pytest
 
 from fixture_util import assert_replay, first_difference, load_fixtures
 from vtakit.main import main
-from vtakit.sim import DramImage, open_device
+from vtakit.sim import open_device
 from vtakit.sim.device import DeviceError
 from vtakit.sim.pysim import PysimDevice
 
