@@ -198,6 +198,21 @@ def test_full_token_queue_stalls_producer_and_load_streams():
     assert model.writes == 400 and 400 < seen["cycles"] < 400 + 60, seen
 
 
+def test_load_streams_one_beat_per_cycle_through_the_top():
+    """A 64-element WGT load (8 beats per element on tiny) and a 256-element INP load run
+    at one DRAM beat per cycle through fetch, the read arbiter and the load engines."""
+    dev = nop_device()
+    src = dev.alloc(1 << 15)
+    beats = 64 * TINY.wgt_axi_ratio + 256 * TINY.inp_axi_ratio
+    prog = [load(MemType.WGT, sram_base=0, dram_base=src // TINY.wgt_elem_bytes, x_size=64,
+                 y_size=1, x_stride=64),
+            load(MemType.INP, sram_base=0, dram_base=src // TINY.inp_elem_bytes, x_size=256,
+                 y_size=1, x_stride=256, push_next_dep=1),
+            WAIT_LOAD, FINISH]
+    res = dev.run(put_program(dev, prog), len(prog))
+    assert beats < res.cycles < beats + 40, res.cycles
+
+
 def test_real_compute_error_reports_compute_module():
     dev = PysimDevice(TINY)
     # LOAD ACC beyond the acc SRAM (depth 512).
