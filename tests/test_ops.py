@@ -244,3 +244,40 @@ def test_plan_is_reusable(rt):
         for buf in bufs.values():
             rt.free(buf)
         np.testing.assert_array_equal(y, ref)
+
+
+def test_chained_kernels_in_one_stream(rt):
+    """conv1 -> conv2 in one stream, conv2 reading conv1's output buffer in place (the
+    packed int8 out layout is the next op's data layout), with a max-pool kernel
+    between them: the kernel fences order every DRAM write before the next kernel's
+    reads and keep the SRAM slots of consecutive kernels apart."""
+    from vtakit.compiler import plan_pool2d
+    rng = np.random.default_rng(12)
+    x = i8(rng, (1, 20, 9, 9))
+    w1, w2 = i8(rng, (24, 20, 3, 3)), i8(rng, (18, 24, 1, 1))
+    b1 = rng.integers(-5000, 5000, 24).astype(np.int32)
+    p1 = plan_conv2d(rt.config, x.shape, w1.shape, 1, 1, bias=True, shift=8, relu=True)
+    pool = plan_pool2d(rt.config, (1, 24, 9, 9), "max", 3, 2, 1)
+    p2 = plan_conv2d(rt.config, (1, 24, 9, 9), w2.shape, 1, 0, shift=6, clip=(-128, 127))
+    y1_ref = R.epilogue_ref(R.conv2d_ref(x, w1, 1, 1), bias=b1, shift=8, relu=True)
+    bufs1 = {nm: rt.alloc(op.nbytes) for nm, op in p1.operands.items()}
+    for nm, arr in p1.pack(x, w1, b1).items():
+        rt.upload(bufs1[nm], arr)
+    pbufs = {nm: rt.alloc(op.nbytes) for nm, op in pool.operands.items()}
+    rt.upload(pbufs["data"], pool.pack(y1_ref)["data"])    # the pool's int32 input
+    bufs2 = {"data": bufs1["out"], "weight": rt.alloc(p2.operands["weight"].nbytes),
+             "out": rt.alloc(p2.operands["out"].nbytes)}
+    rt.upload(bufs2["weight"], p2.pack(y1_ref, w2)["weight"])
+    p1.lower(rt, bufs1)
+    pool.lower(rt, pbufs)
+    p2.lower(rt, bufs2)
+    rt.synchronize()
+    y1 = p1.unpack(rt.download(bufs1["out"], np.int8, p1.operands["out"].shape))
+    yp = pool.unpack(rt.download(pbufs["out"], np.int8, pool.operands["out"].shape))
+    y2 = p2.unpack(rt.download(bufs2["out"], np.int8, p2.operands["out"].shape))
+    for buf in [*bufs1.values(), *pbufs.values(), bufs2["weight"], bufs2["out"]]:
+        rt.free(buf)
+    np.testing.assert_array_equal(y1, y1_ref)
+    np.testing.assert_array_equal(yp, R.max_pool2d_ref(y1_ref, 3, 2, 1))
+    np.testing.assert_array_equal(
+        y2, R.epilogue_ref(R.conv2d_ref(y1_ref, w2, 1, 0), shift=6, clip=(-128, 127)))
