@@ -115,7 +115,8 @@ class Conv2dPlan(OpPlan):
                 f"{blk}); group_conv2d runs such convolutions group by group")
         self.problem = ConvProblem(
             ceil_div(n, b), grouping.pop("ib"), h, w, ceil_div(o, blk), kh, kw, self.stride,
-            self.padding, bias=epilogue.bias_tile, residual=epilogue.residual,
+            self.padding, bias=epilogue.bias_tile, residual=epilogue.residual == "int32",
+            residual_gemm=epilogue.residual == "int8",
             alu_imm=len(epilogue.imm_passes()), int32_out=epilogue.planes == 4,
             op=self.name, shape_text=text, shared_wgt=bool(shared_weight), **grouping)
         p = self.problem
@@ -133,7 +134,9 @@ class Conv2dPlan(OpPlan):
             self.operands["bias"] = Operand("bias", (p.ob, b, blk), np.int32)
         if epilogue.residual:
             self.operands["residual"] = Operand("residual", (p.nb, p.ob, p.oh, p.ow) + e,
-                                                np.int32)
+                                                np.dtype(epilogue.residual))
+        if epilogue.residual == "int8":
+            self.operands["identity"] = Operand("identity", (1, 1, 1, 1, blk, blk), np.int8)
         self.operands["out"] = Operand("out", (epilogue.planes, p.nb, p.ob, p.oh, p.ow) + e,
                                        np.int8)
 
@@ -179,7 +182,13 @@ class Conv2dPlan(OpPlan):
             want = (self.x_shape[0], self.w_shape[0], self.oh, self.ow)
             if r.shape != want:
                 raise ValueError(f"{self.name}: residual has shape {r.shape}, expected {want}")
-            out["residual"] = pack_activation(r.astype(np.int32), cfg)
+            if self.epilogue.residual == "int8" and r.dtype != np.int8:
+                raise ValueError(f"{self.name}: residual is {r.dtype}; the plan adds an int8 "
+                                 "residual (plan with residual='int32' for wider ones)")
+            out["residual"] = pack_activation(r.astype(self.epilogue.residual), cfg)
+        if self.epilogue.residual == "int8":
+            out["identity"] = np.eye(cfg.block, dtype=np.int8).reshape(
+                1, 1, 1, 1, cfg.block, cfg.block)
         return out
 
     def _shared_tile(self, w):
@@ -241,7 +250,8 @@ class Conv2dPlan(OpPlan):
         chunks = [(c0, min(t.tci, p.ib - c0)) for c0 in range(0, p.ib, t.tci)]
         tiles = list(self.tiles())
         planes = epi.planes
-        pipe = Pipeline(rt, nth, nth, len(tiles) * len(chunks), len(tiles) * planes)
+        res_group = epi.residual == "int8"
+        pipe = Pipeline(rt, nth, nth, len(tiles) * (len(chunks) + res_group), len(tiles) * planes)
         full_out = t.th >= p.oh and t.tw >= p.ow
         out_plane = p.nb * p.ob * p.oh * p.ow
         inp_has, wgt_has, bias_has = [None] * nth, [None] * nth, [None] * nth
@@ -261,7 +271,7 @@ class Conv2dPlan(OpPlan):
             if epi.bias_tile and bias_has[a] != (co0, tco):
                 rt.load_2d(MemType.ACC, bias_base, bufs["bias"], co0, tco, 1, tco)
                 bias_has[a] = (co0, tco)
-            if epi.residual:
+            if epi.residual == "int32":
                 self._move(rt, "load", bufs["residual"], acc_base, 0, n0, tn, co0, tco, h0,
                            th, w0, tw, full_out)
             else:
@@ -315,6 +325,22 @@ class Conv2dPlan(OpPlan):
                 rt.push_gemm(kernels[kkey])
                 pipe.compute_end(g)
                 g += 1
+            if res_group:          # int8 residual: one more group, identity weights
+                s = g % nth
+                pipe.load_begin(g)
+                if inp_has[s] != ("res", n0, tn, co0, tco, h0, th, w0, tw):
+                    self._move(rt, "load_inp", bufs["residual"], s * inp_slot, 0, n0, tn, co0,
+                               tco, h0, th, w0, tw, full_out)
+                    inp_has[s] = ("res", n0, tn, co0, tco, h0, th, w0, tw)
+                if wgt_has[s] != "identity":
+                    rt.load_2d(MemType.WGT, s * wgt_slot, bufs["identity"], 0, 1, 1, 1)
+                    wgt_has[s] = "identity"
+                pipe.load_end(g)
+                pipe.compute_begin(g)
+                f = fold_loops([Dim("e", ent, 1, 1, 0)], (acc_base, s * inp_slot, s * wgt_slot))
+                rt.push_gemm(UopKernel.gemm(f.uops, f.loops))
+                pipe.compute_end(g)
+                g += 1
             # ---- compute: epilogue, then store (byte planes for int32 results)
             bias_dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
                          Dim("p", th * tw, 1, 0)]
@@ -332,7 +358,8 @@ class Conv2dPlan(OpPlan):
         kernel_fence(rt)
 
     def _move(self, rt, kind, buf, sram, base, n0, tn, co0, tco, h0, th, w0, tw, full_out):
-        """Store an acc tile to (or LOAD ACC it from) an (N/b, O/c, OH, OW) tensor."""
+        """Store an acc tile to (or LOAD ACC / LOAD INP it from) an (N/b, O/c, OH, OW)
+        tensor; the SRAM side is laid out [n][o][oh][ow] from ``sram``."""
         p = self.problem
         hw = p.oh * p.ow
 
@@ -340,7 +367,8 @@ class Conv2dPlan(OpPlan):
             if kind == "store":
                 rt.store_2d(sram_base, buf, base + off, x, y, stride)
             else:
-                rt.load_2d(MemType.ACC, sram_base, buf, base + off, x, y, stride)
+                mem = MemType.INP if kind == "load_inp" else MemType.ACC
+                rt.load_2d(mem, sram_base, buf, base + off, x, y, stride)
 
         if full_out:
             one(sram, (n0 * p.ob + co0) * hw, tco * hw, tn, p.ob * hw)
@@ -386,7 +414,8 @@ def conv2d(rt, x, w, stride=1, padding=0, *, groups=1, bias=None, shift=0, relu=
     clip : (lo, hi), optional
         Clip bounds (signed 16-bit).
     residual : (N, O, OH, OW) int8 or int32, optional
-        Added to the accumulators (int8 is sign-extended on the host).
+        Added to the accumulators: int8 through an identity GEMM from int8 DRAM data,
+        other integer types as int32 LOAD ACC.
     out_dtype : int8 or int32
     tiling : ConvTiling, optional
         Override the searched tiling.
@@ -400,12 +429,20 @@ def conv2d(rt, x, w, stride=1, padding=0, *, groups=1, bias=None, shift=0, relu=
     try:
         plan = plan_conv2d(rt.config, np.shape(x), np.shape(w), stride, padding, groups=groups,
                            bias=bias is not None, shift=shift, relu=relu, clip=clip,
-                           residual=residual is not None, out_dtype=out_dtype, tiling=tiling)
+                           residual=_residual_kind(residual), out_dtype=out_dtype,
+                           tiling=tiling)
     except GroupMappingError:
         return group_conv2d(rt, x, w, stride, padding, groups, bias=bias, shift=shift,
                             relu=relu, clip=clip, residual=residual, out_dtype=out_dtype)
     out, _ = plan.run(rt, plan.pack(x, w, bias, residual))
     return plan.unpack(out)
+
+
+def _residual_kind(residual):
+    """int8 residuals go through the identity GEMM, anything else as int32 LOAD ACC."""
+    if residual is None:
+        return None
+    return "int8" if np.asarray(residual).dtype == np.int8 else "int32"
 
 
 def group_conv2d(rt, x, w, stride=1, padding=0, groups=1, *, bias=None, residual=None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .conv2d import Conv2dPlan, assemble_planes
+from .conv2d import Conv2dPlan, _residual_kind, assemble_planes
 from .epilogue import Epilogue
 from .layout import unpack_dense_data
 from .tiling import CostModel
@@ -65,7 +65,7 @@ def dense(rt, x, w, *, bias=None, shift=0, relu=False, clip=None, residual=None,
     the epilogue arguments are those of :func:`conv2d`. Returns (N, O) ``out_dtype``.
     """
     plan = plan_dense(rt.config, np.shape(x), np.shape(w), bias=bias is not None,
-                      shift=shift, relu=relu, clip=clip, residual=residual is not None,
+                      shift=shift, relu=relu, clip=clip, residual=_residual_kind(residual),
                       out_dtype=out_dtype, tiling=tiling)
     out, _ = plan.run(rt, plan.pack(x, w, bias, residual))
     return plan.unpack(out)

@@ -3,10 +3,15 @@
 An :class:`Epilogue` describes what happens between the last GEMM of an output
 tile and its store (reference 5.6, requantization with power-of-two scales):
 
-1. residual add: the accumulators *start* from the residual tile (LOAD ACC of
-   int32 data, sign-extended on the host for an int8 residual) instead of a
-   reset GEMM; since every add wraps mod 2^32 this equals adding it at the end
-   and costs neither an ALU pass nor extra acc SRAM;
+1. residual add, two ways (every add wraps mod 2^32, so where it happens does not
+   change the result):
+
+   * ``"int8"``: the residual (e.g. the previous layer's int8 output, read in place)
+     is one more GEMM group of the tile: the load module streams its int8 tile into
+     an inp slot and one GEMM micro-op loop adds it through an identity weight tile
+     (one cycle per accumulator, overlapped with the other loads);
+   * ``"int32"``: the accumulators *start* from the residual tile (LOAD ACC of int32
+     data on the compute module, 4x the bytes) instead of a reset GEMM;
 2. per-channel bias: LOAD ACC of one acc element per output-channel block, then
    ALU ADD tensor with a zero source stride along the tile; the rounding
    constant ``2^(shift-1)`` is folded into the bias on the host (wrapping add);
@@ -49,8 +54,8 @@ class Epilogue:
     ----------
     bias : bool
         A per-output-channel int32 bias is added.
-    residual : bool
-        A residual tensor (int32 after sign extension) is added.
+    residual : str or None
+        ``"int8"`` (identity GEMM), ``"int32"`` (LOAD ACC) or None.
     shift : int
         Requantization shift (0..31): add ``2^(shift-1)`` then shift right arithmetically.
     lo, hi : int or None
@@ -62,7 +67,7 @@ class Epilogue:
     """
 
     bias: bool = False
-    residual: bool = False
+    residual: str | None = None
     shift: int = 0
     lo: int | None = None
     hi: int | None = None
@@ -72,7 +77,8 @@ class Epilogue:
     @classmethod
     def make(cls, *, bias=False, residual=False, shift=0, clip=None, relu=False,
              out_dtype=np.int8, op="op") -> "Epilogue":
-        """Validate user arguments (``clip=(lo, hi)``, ``relu``) into an Epilogue."""
+        """Validate user arguments (``clip=(lo, hi)``, ``relu``) into an Epilogue.
+        ``residual``: False/None, ``"int8"``/``np.int8``, or ``"int32"``/``np.int32``/True."""
         shift = int(shift)
         if not 0 <= shift <= MAX_SHIFT:
             raise EpilogueError(f"{op}: shift={shift} is outside 0..{MAX_SHIFT} (the ALU "
@@ -90,7 +96,19 @@ class Epilogue:
         if dt not in ("int8", "int32"):
             raise EpilogueError(f"{op}: out_dtype {dt} is not supported; VTA stores int8 "
                                 "(int32 results are read back as four int8 byte planes)")
-        return cls(bool(bias), bool(residual), shift, None if lo is None else int(lo),
+        if residual is None or residual is False:
+            res = None
+        elif residual is True:
+            res = "int32"
+        else:
+            try:
+                res = np.dtype(residual).name
+            except TypeError:
+                res = None
+            if res not in ("int8", "int32"):
+                raise EpilogueError(f"{op}: residual={residual!r}; expected 'int8', 'int32', "
+                                    "True or None")
+        return cls(bool(bias), res, shift, None if lo is None else int(lo),
                    None if hi is None else int(hi), dt, op)
 
     # ------------------------------------------------------------------ plan

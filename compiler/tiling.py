@@ -52,7 +52,9 @@ class ConvProblem:
     bias : bool
         The epilogue adds a per-channel acc tile (ALU ADD tensor), kept in acc SRAM.
     residual : bool
-        The accumulators start from a residual tile (LOAD ACC) instead of a reset.
+        The accumulators start from an int32 residual tile (LOAD ACC) instead of a reset.
+    residual_gemm : bool
+        An int8 residual tile is added by one more GEMM group per tile (identity weights).
     alu_imm : int
         Number of immediate ALU passes over each tile (round, shift, max, min).
     int32_out : bool
@@ -93,6 +95,7 @@ class ConvProblem:
     group_ob: int = 0
     diag: bool = False
     shared_wgt: bool = False
+    residual_gemm: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "pad", normalize_padding(self.pad))
@@ -156,7 +159,10 @@ class ConvTiling:
     def footprint(self, p: ConvProblem) -> dict:
         """SRAM elements one buffer slot needs, by memory."""
         blocks = self.tco if p.diag else self.tci
-        return {"inp": self.tn * blocks * self.in_rows(p) * self.in_cols(p),
+        inp = self.tn * blocks * self.in_rows(p) * self.in_cols(p)
+        if p.residual_gemm:
+            inp = max(inp, self.tn * self.tco * self.th * self.tw)
+        return {"inp": inp,
                 "wgt": 1 if p.shared_wgt else self.tco * self.tci * p.kh * p.kw,
                 "acc": self.tn * self.tco * self.th * self.tw + (self.tco if p.bias else 0)}
 
@@ -302,11 +308,18 @@ def estimate(p: ConvProblem, t: ConvTiling, config, cost: CostModel = CostModel(
                         g_sum += cci * max(l_g, gemm)
                         if not first_load:
                             first_load = l_g
+                    if p.residual_gemm:    # one more group: int8 tile + identity GEMM
+                        l_r = ent * e_inp / bus + cost.dma_insn_cycles * (1 if full_sp else tn * tco)
+                        c_r = ent * cost.gemm_uop_cycles + cost.insn_cycles
+                        rd += m * ent * e_inp
+                        load += m * l_r
+                        comp += m * c_r
+                        g_sum += max(l_r, c_r)
                     comp += m * c_tile
                     store += m * s_tile
                     pipe += m * (g_sum + c_tile)
                     last_tail = c_tile + s_tile
-    groups = tiles * k
+    groups = tiles * (k + (1 if p.residual_gemm else 0))
     if t.nthreads >= 2:
         cycles = max(pipe, store, comp, rd / bus) + first_load + last_tail
     else:
@@ -373,7 +386,7 @@ def search_tiles(p: ConvProblem, config, *, cost: CostModel = CostModel(), top: 
                         for tw in _candidates(p.ow):
                             t = ConvTiling(tn, tco, th, tw, tci, "co_outer", nth)
                             fp = t.footprint(p)
-                            if fp["inp"] > inp_d or fp["acc"] > acc_d:
+                            if fp["inp"] > inp_d or fp["acc"] > acc_d or fp["wgt"] > wgt_d:
                                 continue
                             for order in orders:
                                 t = replace(t, order=order)

@@ -278,3 +278,23 @@ def test_avg_pool_gemm_engine_shares_one_weight_tile():
     assert info["dram"]["inp_load_nbytes"] == 512 * 7 * 7                  # int8, read once
     assert info["predicted_cycles"] < plan_pool2d(cfg, (1, 512, 7, 7), "avg", 7).inspect()[
         "predicted_cycles"]
+
+
+def test_int8_residual_streams_through_the_load_module():
+    cfg = CONFIGS["default"]
+    p8 = plan_conv2d(cfg, (1, 64, 28, 28), (64, 64, 3, 3), 1, 1, bias=True, shift=8,
+                     residual="int8")
+    p32 = plan_conv2d(cfg, (1, 64, 28, 28), (64, 64, 3, 3), 1, 1, bias=True, shift=8,
+                      residual="int32")
+    i8_, i32_ = p8.inspect(), p32.inspect()
+    assert p8.operands["residual"].dtype == np.int8 and "identity" in p8.operands
+    assert i8_["dram"]["acc_load_nbytes"] < 4096                    # bias tiles only
+    assert i32_["dram"]["acc_load_nbytes"] >= 64 * 28 * 28 * 4       # int32 residual
+    assert i8_["predicted_cycles"] < i32_["predicted_cycles"]
+    with pytest.raises(ValueError, match=r"^conv2d: residual is int32; the plan adds an int8 "
+                                         r"residual"):
+        p8.pack(np.zeros((1, 64, 28, 28), np.int8), np.zeros((64, 64, 3, 3), np.int8),
+                np.zeros(64, np.int32), np.zeros((1, 64, 28, 28), np.int32))
+    with pytest.raises(EpilogueError, match=r"^conv2d: residual='int16'; expected 'int8', "
+                                            r"'int32', True or None$"):
+        plan_conv2d(cfg, (1, 16, 4, 4), (16, 16, 1, 1), residual="int16")
