@@ -17,7 +17,7 @@ layout packing in :mod:`vtakit.compiler.layout`.
 
 from .conv2d import Conv2dPlan, assemble_planes, conv2d, group_conv2d, plan_conv2d
 from .dense import DensePlan, dense, plan_dense
-from .elementwise import AddPlan, add, plan_add
+from .elementwise import AddPlan, add, plan_add, plan_add_gemm
 from .epilogue import Epilogue, EpilogueError
 from .layout import LayoutError
 from .plan import OpPlan, Operand
@@ -29,6 +29,7 @@ from .tiling import (ConvProblem, ConvTiling, CostModel, Estimate, TilingError, 
 __all__ = [
     "conv2d", "group_conv2d", "dense", "add", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
     "plan_conv2d", "plan_dense", "plan_add", "plan_pool2d", "plan_avg_pool_gemm",
+    "plan_add_gemm",
     "Conv2dPlan", "DensePlan", "AddPlan", "PoolPlan", "OpPlan", "Operand", "assemble_planes",
     "Epilogue", "EpilogueError", "LayoutError",
     "ConvProblem", "ConvTiling", "CostModel", "Estimate", "TilingError", "search_tiles",

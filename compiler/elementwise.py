@@ -1,4 +1,10 @@
-"""Standalone element-wise addition on VTA's ALU.
+"""Standalone element-wise addition on VTA.
+
+Two engines. The GEMM engine (:func:`plan_add_gemm`, the default for int8
+operands) is a 1x1 depthwise convolution of ``a`` with identity weights plus
+``b`` as its int8 residual: both operands stream as int8 through the
+double-buffered load module and each costs one GEMM micro-op per element. The
+ALU engine (:class:`AddPlan`) is described below.
 
 Both operands go to the accumulator SRAM, so they travel as int32 (int8 inputs
 are sign-extended on the host: VTA has no 8-bit LOAD ACC in the base ISA). The
@@ -14,14 +20,14 @@ import numpy as np
 
 from ..hw.isa import AluOp, MemType
 from ..runtime import UopKernel
-from .conv2d import assemble_planes
+from .conv2d import Conv2dPlan, assemble_planes
 from .epilogue import Epilogue, EpilogueError
 from .layout import pack_activation, unpack_activation
 from .loops import Dim
 from .pipeline import Pipeline, kernel_fence
 from .plan import OpPlan, Operand
 
-__all__ = ["AddPlan", "plan_add", "add"]
+__all__ = ["AddPlan", "plan_add", "plan_add_gemm", "add"]
 
 
 def _as_nchw(shape):
@@ -111,9 +117,42 @@ def plan_add(config, shape, *, shift=0, relu=False, clip=None, out_dtype=np.int8
     return AddPlan(config, shape, epilogue=epi, tile=tile)
 
 
-def add(rt, a, b, *, shift=0, relu=False, clip=None, out_dtype=np.int8) -> np.ndarray:
+def plan_add_gemm(config, shape, *, shift=0, relu=False, clip=None,
+                  out_dtype=np.int8) -> Conv2dPlan:
+    """Plan ``epilogue(a + b)`` for int8 operands on the GEMM core: a 1x1 depthwise
+    convolution of ``a`` with one shared identity weight tile and ``b`` as its int8
+    residual. Pack with ``plan.pack(a4, identity_weight(plan), residual=b4)`` on NCHW
+    views (see :func:`add`)."""
+    n, c, h, w = _as_nchw(shape)
+    epi = Epilogue.make(residual="int8", shift=shift, clip=clip, relu=relu,
+                        out_dtype=out_dtype, op="add")
+    return Conv2dPlan(config, (n, c, h, w), (c, 1, 1, 1), 1, 0, groups=c, epilogue=epi,
+                      shared_weight=True)
+
+
+def add(rt, a, b, *, shift=0, relu=False, clip=None, out_dtype=np.int8,
+        engine="auto") -> np.ndarray:
     """Element-wise ``a + b`` (int8 or int32 NCHW / (N, C) tensors of one shape), then
-    rounding shift and clip as in :func:`conv2d`; equals :func:`reference.add_ref`."""
+    rounding shift and clip as in :func:`conv2d`; equals :func:`reference.add_ref`.
+
+    ``engine``: ``"gemm"`` (int8 operands only, :func:`plan_add_gemm`), ``"alu"``
+    (:class:`AddPlan`), or ``"auto"``: gemm for two int8 operands, else alu.
+    """
+    if engine not in ("auto", "gemm", "alu"):
+        raise ValueError(f"add: engine {engine!r}; expected 'auto', 'gemm' or 'alu'")
+    a, b = np.asarray(a), np.asarray(b)
+    both_i8 = a.dtype == np.int8 and b.dtype == np.int8
+    if engine == "gemm" and not both_i8:
+        raise ValueError(f"add: the gemm engine adds int8 operands, got {a.dtype} and {b.dtype}")
+    if engine != "alu" and both_i8:
+        if a.shape != b.shape:
+            raise ValueError(f"add: operands {a.shape} and {b.shape} differ in shape")
+        shape4 = _as_nchw(a.shape)
+        plan = plan_add_gemm(rt.config, a.shape, shift=shift, relu=relu, clip=clip,
+                             out_dtype=out_dtype)
+        ones = np.ones((shape4[1], 1, 1, 1), np.int8)
+        out, _ = plan.run(rt, plan.pack(a.reshape(shape4), ones, None, b.reshape(shape4)))
+        return plan.unpack(out).reshape(a.shape)
     plan = plan_add(rt.config, np.shape(a), shift=shift, relu=relu, clip=clip,
                     out_dtype=out_dtype)
     out, _ = plan.run(rt, plan.pack(a, b))

@@ -129,19 +129,25 @@ def test_dense(rt, n, k, o, opts):
         y, R.epilogue_ref(R.dense_ref(x, w), bias=bias, residual=residual, **opts))
 
 
+@pytest.mark.parametrize("engine", ["auto", "alu"])
 @pytest.mark.parametrize("shape, dtype, opts", [
     ((1, 16, 4, 4), np.int8, dict()),
     ((3, 21, 5, 7), np.int8, dict(shift=1, relu=True)),
     ((2, 70), np.int8, dict(clip=(-20, 20))),
     ((4, 40, 9, 9), np.int8, dict(shift=2, out_dtype=np.int32)),
     ((2, 8, 3, 3), np.int32, dict(shift=4, clip=(-128, 127))),
+    ((2, 24, 5, 5), np.int8, dict(shift=18, clip=(-128, 127))),   # rounding above 2^14
 ])
-def test_add(rt, shape, dtype, opts):
+def test_add(rt, shape, dtype, opts, engine):
     rng = np.random.default_rng(len(shape) * 31 + shape[1])
     lim = (1 << 24) if dtype == np.int32 else 128
     a = rng.integers(-lim, lim, shape).astype(dtype)
     b = rng.integers(-lim, lim, shape).astype(dtype)
-    np.testing.assert_array_equal(add(rt, a, b, **opts), R.add_ref(a, b, **opts))
+    if engine == "alu" and opts.get("shift", 0) > 15:
+        with pytest.raises(ValueError, match=r"^add\[2, 24, 5, 5\]: shift=18 needs a rounding"):
+            add(rt, a, b, engine=engine, **opts)
+        return
+    np.testing.assert_array_equal(add(rt, a, b, engine=engine, **opts), R.add_ref(a, b, **opts))
 
 
 POOL_CASES = [  # (N, C, H, W, kernel, stride, pad)
