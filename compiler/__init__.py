@@ -5,7 +5,9 @@ Operator level (this package's user API; every function takes a
 
 * :func:`conv2d`, :func:`group_conv2d`, :func:`dense`: int8 x int8 with a fused
   epilogue (bias, residual, rounding shift, ReLU/clip), int8 (or int32) result;
-* :func:`add`, :func:`max_pool2d`, :func:`avg_pool2d`, :func:`global_avg_pool2d`;
+* :func:`add`, :func:`max_pool2d`, :func:`avg_pool2d`, :func:`global_avg_pool2d`
+  (add and average pooling run on the GEMM core by default, ``engine="alu"`` on
+  the ALU; max pooling on the ALU);
 * ``plan_*`` functions return plans (:class:`Conv2dPlan`, ...) whose ``lower(rt, bufs)``
   appends the kernel to a stream with caller-owned buffers, whose ``operands``
   name the packed DRAM tensors and whose ``estimate`` is the cost model's

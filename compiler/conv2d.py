@@ -3,14 +3,16 @@
 Data flow of one output tile (see :mod:`.tiling` for the tile shape and
 :mod:`.pipeline` for the tokens):
 
-* compute: reset the tile's accumulators (GEMM reset) or LOAD ACC the residual;
-  LOAD ACC the bias tile when it is not already in this acc slot;
+* compute: reset the tile's accumulators (GEMM reset) or LOAD ACC an int32
+  residual; LOAD ACC the bias tile when it is not already in this acc slot;
 * for every chunk of input-channel blocks (a *group*): load the input window of
   the chunk into an inp slot (2-D DMA per channel block, the padding inserted by
   the load's pad fields where the window crosses the border) and the weights
   into a wgt slot (skipped when the slot already holds them), then one GEMM
   instruction whose micro-ops and two loops (:func:`.loops.fold_loops`) run the
   whole chunk;
+* an int8 residual is one more group: its int8 tile into an inp slot, an
+  identity weight tile, one GEMM micro-op per accumulator;
 * compute: the epilogue ALU passes (:class:`.epilogue.Epilogue`);
 * store: one 2-D store per (batch block, output-channel block) of the tile, or a
   single store when the tile spans the whole image.
