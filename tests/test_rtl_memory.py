@@ -114,6 +114,29 @@ def test_load_engine_one_beat_per_cycle():
     assert 80 <= cycles <= 84, cycles
 
 
+@pytest.mark.parametrize("config,kind", [(DEFAULT, "inp"), (ULTRA96, "acc"), (DEFAULT, "uop")])
+def test_load_engine_random_commands(config, kind):
+    """Random sizes, strides, bases and pads over the full 4-bit pad range."""
+    elem_bits = 32 if kind == "uop" else getattr(config, f"{kind}_elem_bits")
+    eb, depth = elem_bits // 8, 128
+    rng = np.random.default_rng({"inp": 1, "acc": 2, "uop": 3}[kind])
+    cmds = []
+    while len(cmds) < 12:
+        f = dict(x_size=int(rng.integers(0, 9)), y_size=int(rng.integers(0, 4)),
+                 x_stride=int(rng.integers(0, 12)), dram_base=int(rng.integers(0, 4000 // eb)),
+                 sram_base=int(rng.integers(0, depth)))
+        if kind == "uop":
+            f["y_size"] = 1
+        else:
+            f.update(zip(("y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1"),
+                         (int(v) for v in rng.integers(0, 16, 4))))
+        written = padded_load_ref(np.zeros(1 << 13, np.uint8), 1, **{**f, "dram_base": 0})
+        if f["sram_base"] + len(written) <= depth:      # the caller's range check
+            cmds.append(f)
+    assert sum(f["x_size"] > 0 for f in cmds) >= 8
+    _run_engine(config, elem_bits, depth, cmds, dram_bytes=1 << 13)
+
+
 def test_load_engine_read_latency():
     """Results do not depend on DRAM latency."""
     cmd = dict(sram_base=1, dram_base=200, x_size=3, y_size=2, x_stride=4, y_pad_0=1, x_pad_1=1)
