@@ -118,10 +118,10 @@ def test_load_engine_one_beat_per_cycle():
 def test_load_engine_random_commands(config, kind):
     """Random sizes, strides, bases and pads over the full 4-bit pad range."""
     elem_bits = 32 if kind == "uop" else getattr(config, f"{kind}_elem_bits")
-    eb, depth = elem_bits // 8, 128
+    eb, depth = elem_bits // 8, 512
     rng = np.random.default_rng({"inp": 1, "acc": 2, "uop": 3}[kind])
     cmds = []
-    while len(cmds) < 12:
+    while sum(f["x_size"] > 0 for f in cmds) < 10:
         f = dict(x_size=int(rng.integers(0, 9)), y_size=int(rng.integers(0, 4)),
                  x_stride=int(rng.integers(0, 12)), dram_base=int(rng.integers(0, 4000 // eb)),
                  sram_base=int(rng.integers(0, depth)))
@@ -133,7 +133,7 @@ def test_load_engine_random_commands(config, kind):
         written = padded_load_ref(np.zeros(1 << 13, np.uint8), 1, **{**f, "dram_base": 0})
         if f["sram_base"] + len(written) <= depth:      # the caller's range check
             cmds.append(f)
-    assert sum(f["x_size"] > 0 for f in cmds) >= 8
+    assert any(f["x_size"] == 0 for f in cmds) or kind == "uop"
     _run_engine(config, elem_bits, depth, cmds, dram_bytes=1 << 13)
 
 
