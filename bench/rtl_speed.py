@@ -27,7 +27,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from fixture_util import first_difference, load_fixtures  # noqa: E402
