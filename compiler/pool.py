@@ -4,10 +4,12 @@ Average pooling has two engines: the GEMM engine (:func:`plan_avg_pool_gemm`, th
 default) sums windows as a depthwise convolution with an all-ones kernel; the
 ALU engine (:class:`PoolPlan`, below) is the one max pooling uses.
 
-The input goes to the accumulator SRAM as int32 (sign-extended on the host).
+The int8 input streams through the double-buffered load module into an inp
+slot and is copied into the accumulators by one GEMM micro-op loop with an
+identity weight tile (no int32 LOAD ACC, no host sign extension).
 A tile covers ``tn`` batch blocks x ``tc`` channel blocks x ``th`` output rows x
 ``tw`` output columns; its acc slot holds the input window (rows and columns
-including padding, zero-filled by the LOAD ACC pad fields) followed by the
+including padding, zero-filled by the load's pad fields) followed by the
 output accumulators. Per tile, on the compute module:
 
 * max: padded input positions are forced to -32768 (ALU MIN imm over the pad
@@ -53,7 +55,8 @@ def _pair(v):
 class PoolPlan(OpPlan):
     """A planned pooling of an int8 NCHW tensor (``kind`` ``"max"`` or ``"avg"``).
 
-    Operands: ``data`` int32 (N/b, C/c, H, W, b, c); ``out`` int8 (planes, N/b, C/c,
+    Operands: ``data`` int8 (N/b, C/c, H, W, b, c), ``identity`` int8 (one WGT tile);
+    ``out`` int8 (planes, N/b, C/c,
     OH, OW, b, c) with 4 planes when an average needs a host division.
     """
 
@@ -87,13 +90,17 @@ class PoolPlan(OpPlan):
         bb, blk = config.batch, config.block
         self.nb, self.cb = ceil_div(n, bb), ceil_div(c, blk)
         self.tile = tile or self._choose_tile(text)
-        self.operands = {"data": Operand("data", (self.nb, self.cb, h, w, bb, blk), np.int32),
+        self.operands = {"data": Operand("data", (self.nb, self.cb, h, w, bb, blk), np.int8),
+                         "identity": Operand("identity", (1, 1, 1, 1, blk, blk), np.int8),
                          "out": Operand("out", (self.planes, self.nb, self.cb, self.oh, self.ow,
                                                 bb, blk), np.int8)}
 
     def _need(self, tn, tc, th, tw):
+        """Acc elements of a tile, or a huge number if its window misses the inp slot."""
         hi = (th - 1) * self.stride[0] + self.kernel[0]
         wi = (tw - 1) * self.stride[1] + self.kernel[1]
+        if tn * tc * hi * wi > self.config.inp_depth // 2:
+            return 1 << 30
         return tn * tc * (hi * wi + th * tw)
 
     def _choose_tile(self, text):
@@ -103,8 +110,10 @@ class PoolPlan(OpPlan):
         while tw > 1 and self._need(1, 1, 1, tw) > slot:
             tw = ceil_div(tw, 2)
         if self._need(1, 1, 1, tw) > slot:
-            raise TilingError(f"{text}: a single output needs {self._need(1, 1, 1, 1)} acc "
-                              f"elements; the acc buffer slot holds {slot}")
+            kh, kw = self.kernel
+            raise TilingError(f"{text}: a single output needs {kh * kw + 1} acc elements and a "
+                              f"{kh * kw}-element inp window; the acc buffer slot holds {slot}, "
+                              f"the inp slot {self.config.inp_depth // 2}")
         th = 1
         while th < self.oh and self._need(1, 1, th + 1, tw) <= slot:
             th += 1
@@ -124,7 +133,9 @@ class PoolPlan(OpPlan):
         x = np.asarray(x)
         if x.shape != self.x_shape:
             raise ValueError(f"{self.name}: input {x.shape}, the plan is for {self.x_shape}")
-        return {"data": pack_activation(x.astype(np.int32), self.config)}
+        blk = self.config.block
+        return {"data": pack_activation(x.astype(np.int8), self.config),
+                "identity": np.eye(blk, dtype=np.int8).reshape(1, 1, 1, 1, blk, blk)}
 
     def unpack(self, out) -> np.ndarray:
         n, c = self.x_shape[:2]
@@ -149,10 +160,13 @@ class PoolPlan(OpPlan):
         (kh, kw), (sh, sw), (pt, pl, _, _) = self.kernel, self.stride, self.padding
         nth, planes = self.nthreads, self.planes
         slot = self.config.acc_depth // nth
+        inp_slot, wgt_slot = self.config.inp_depth // 2, self.config.wgt_depth // 2
         tiles = list(self.tiles())
-        pipe = Pipeline(rt, 1, nth, 0, len(tiles) * planes)
+        pipe = Pipeline(rt, 2, nth, len(tiles), len(tiles) * planes)
+        wgt_has = [False, False]
         for ti, (n0, tn, c0, tc, h0, th, w0, tw) in enumerate(tiles):
             base = (ti % nth) * slot
+            s = ti % 2
             r0, r1 = h0 * sh - pt, (h0 + th - 1) * sh - pt + kh
             q0, q1 = w0 * sw - pl, (w0 + tw - 1) * sw - pl + kw
             hi, wi = r1 - r0, q1 - q0
@@ -160,16 +174,28 @@ class PoolPlan(OpPlan):
             rows, cols = hi - ypad0 - ypad1, wi - xpad0 - xpad1
             nc = tn * tc
             out_base = base + nc * hi * wi
-            pipe.acquire_out(ti * planes)
+            # load: the int8 window (zero padding by the load) and the identity tile
+            pipe.load_begin(ti)
             for j in range(nc):
                 nl, cl = divmod(j, tc)
                 off = (((n0 + nl) * self.cb + c0 + cl) * h + r0 + ypad0) * w + q0 + xpad0
-                rt.load_2d(MemType.ACC, base + j * hi * wi, bufs["data"], off, cols, rows, w,
-                           x_pad_before=xpad0, y_pad_before=ypad0, x_pad_after=xpad1,
-                           y_pad_after=ypad1)
+                rt.load_2d(MemType.INP, s * inp_slot + j * hi * wi, bufs["data"], off, cols,
+                           rows, w, x_pad_before=xpad0, y_pad_before=ypad0,
+                           x_pad_after=xpad1, y_pad_after=ypad1)
+            if not wgt_has[s]:
+                rt.load_2d(MemType.WGT, s * wgt_slot, bufs["identity"], 0, 1, 1, 1)
+                wgt_has[s] = True
+            pipe.load_end(ti)
+            # compute: reset window + outputs, copy the window into acc (GEMM identity)
+            pipe.acquire_out(ti * planes)
+            win_n = nc * hi * wi
+            rt.push_gemm(UopKernel.gemm([(base, 0, 0)], [(win_n + nc * th * tw, 1, 0, 0)],
+                                        reset=True))
+            pipe.compute_begin(ti)
+            rt.push_gemm(UopKernel.gemm([(base, s * inp_slot, s * wgt_slot)],
+                                        [(win_n, 1, 1, 0)]))
+            pipe.compute_end(ti)
             out_dims = [Dim("nc", nc, th * tw, th * tw), Dim("p", th * tw, 1, 1)]
-            f = fold_loops([Dim(d.name, d.extent, d.dst) for d in out_dims], (out_base, 0, 0))
-            rt.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))
             if self.kind == "max":
                 self._fill_pads(rt, base, nc, hi, wi, ypad0, ypad1, xpad0, xpad1)
                 self._imm(rt, AluOp.MIN, _NEG, out_base, out_dims)

@@ -270,7 +270,8 @@ def test_chained_kernels_in_one_stream(rt):
     for nm, arr in p1.pack(x, w1, b1).items():
         rt.upload(bufs1[nm], arr)
     pbufs = {nm: rt.alloc(op.nbytes) for nm, op in pool.operands.items()}
-    rt.upload(pbufs["data"], pool.pack(y1_ref)["data"])    # the pool's int32 input
+    for nm, arr in pool.pack(y1_ref).items():              # the pool's own copy of y1
+        rt.upload(pbufs[nm], arr)
     bufs2 = {"data": bufs1["out"], "weight": rt.alloc(p2.operands["weight"].nbytes),
              "out": rt.alloc(p2.operands["out"].nbytes)}
     rt.upload(bufs2["weight"], p2.pack(y1_ref, w2)["weight"])

@@ -256,7 +256,9 @@ def test_error_elementwise_and_pool_parameters():
     with pytest.raises(ValueError, match=r"^pool kind 'min'; expected 'max' or 'avg'$"):
         plan_pool2d(cfg, (1, 16, 8, 8), "min", 2)
     with pytest.raises(TilingError, match=r"^avg_pool2d x\[1, 16, 60, 60\] .*: a single output "
-                                          r"needs 3601 acc elements; the acc buffer slot holds 512$"):
+                                          r"needs 3601 acc elements and a 3600-element inp "
+                                          r"window; the acc buffer slot holds 512, the inp slot "
+                                          r"256$"):
         plan_pool2d(CONFIGS["tiny"], (1, 16, 60, 60), "avg", 60)
 
 
