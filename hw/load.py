@@ -1,6 +1,8 @@
 """The load module: LOAD INP / LOAD WGT into the input and weight SRAMs.
 
-Per instruction (reference 3.2, 3.3): pop a g2l token if ``pop_next_dep``; a
+Per instruction (reference 3.2, 3.3): ``pop_prev_dep`` or ``push_prev_dep`` set is
+ILLEGAL_FIELD (the load module has no previous stage; checked first, also for
+NOPs); pop a g2l token if ``pop_next_dep``; a
 LOAD with ``x_size == 0`` is a sync-only NOP; otherwise check the memory type
 (INP or WGT) and the SRAM range ``sram_base + x_total*y_total <= depth``, run
 the padded 2-D load on the :class:`~vtakit.hw.load_engine.LoadEngine` of that
@@ -101,8 +103,13 @@ class Load(wiring.Component):
                     m.next = "POP"
             with m.State("POP"):
                 m.d.comb += self.busy.eq(1)
-                m.d.comb += self.g2l.ready.eq(insn.pop_next_dep)
-                with m.If(~insn.pop_next_dep | self.g2l.valid):
+                # No previous stage: its flags are illegal on any LOAD here, NOPs
+                # included, and are refused before popping (as the model does).
+                no_prev = insn.pop_prev_dep | insn.push_prev_dep
+                m.d.comb += self.g2l.ready.eq(insn.pop_next_dep & ~no_prev)
+                with m.If(no_prev):
+                    fail(ErrorCode.ILLEGAL_FIELD)
+                with m.Elif(~insn.pop_next_dep | self.g2l.valid):
                     x_total = insn.x_pad_0 + insn.x_size + insn.x_pad_1
                     y_total = insn.y_pad_0 + insn.y_size + insn.y_pad_1
                     m.d.sync += [extent.eq(insn.sram_base + x_total * y_total),

@@ -1,6 +1,8 @@
 """The store module: STORE from the OUT SRAM to DRAM (reference 3.7).
 
-Per instruction: pop a g2s token if ``pop_prev_dep``; ``x_size == 0`` is a
+Per instruction: ``pop_next_dep`` or ``push_next_dep`` set is ILLEGAL_FIELD (the
+store module has no next stage; checked first, also for NOPs); pop a g2s token
+if ``pop_prev_dep``; ``x_size == 0`` is a
 sync-only NOP; otherwise the memory type must be OUT (else ILLEGAL_MEMORY_TYPE),
 every pad 0 (else ILLEGAL_FIELD) and ``sram_base + x_size*y_size <= depth``
 (else SRAM_OUT_OF_RANGE). The ``x_size*y_size`` source elements are contiguous
@@ -122,8 +124,14 @@ class Store(wiring.Component):
                     m.d.sync += [insn.eq(self.cmd.payload.insn), index.eq(self.cmd.payload.index)]
                     m.next = "POP"
             with m.State("POP"):
-                m.d.comb += [self.busy.eq(1), self.g2s.ready.eq(insn.pop_prev_dep)]
-                with m.If(~insn.pop_prev_dep | self.g2s.valid):
+                m.d.comb += self.busy.eq(1)
+                # No next stage: its flags are illegal on any STORE, NOPs included,
+                # and are refused before popping (as the model does).
+                no_next = insn.pop_next_dep | insn.push_next_dep
+                m.d.comb += self.g2s.ready.eq(insn.pop_prev_dep & ~no_next)
+                with m.If(no_next):
+                    fail(ErrorCode.ILLEGAL_FIELD)
+                with m.Elif(~insn.pop_prev_dep | self.g2s.valid):
                     m.d.sync += total.eq(insn.x_size * insn.y_size)
                     m.next = "CHECK"
             with m.State("CHECK"):
