@@ -85,7 +85,7 @@ class StubTop(wiring.Component):
 
         regs = {Reg.CTRL: Cat(busy, done, error), Reg.CYCLES: cycles, Reg.INSN_COUNT: count,
                 Reg.INSN_ADDR: addr, Reg.ERROR_CODE: err_code, Reg.ERROR_INSN: err_insn,
-                Reg.ERROR_MODULE: Mux_const(error, Unit.COMPUTE), Reg.LOAD_COUNT: copies}
+                Reg.ERROR_MODULE: _masked(error, Unit.COMPUTE), Reg.LOAD_COUNT: copies}
         with m.Switch(self.csr.addr):
             for reg, value in regs.items():
                 with m.Case(int(reg)):
@@ -161,7 +161,7 @@ class StubTop(wiring.Component):
         return m
 
 
-def Mux_const(cond, value):
+def _masked(cond, value):
     """``value`` while ``cond`` is high, else 0 (ERROR_MODULE reads 0 without an error)."""
     return cond.replicate(32) & Const(int(value), 32)
 
