@@ -35,7 +35,9 @@ def test_cocotb_replays_fixtures(monkeypatch):
     runner.build(sources=[src], hdl_toplevel=TOP_NAME, build_dir=build / "build",
                  build_args=["-Wno-fatal", "-Wno-lint", "-O3", "--x-assign", "fast",
                              "--x-initial", "fast"])
-    results = runner.test(hdl_toplevel=TOP_NAME, test_module="vta_tb", test_dir=HERE,
+    run_dir = build / "run"   # cocotb writes results.xml there, not into the source tree
+    run_dir.mkdir(exist_ok=True)
+    results = runner.test(hdl_toplevel=TOP_NAME, test_module="vta_tb", test_dir=run_dir,
                           build_dir=build / "build",
                           extra_env={"VTA_FIXTURES": ",".join(FIXTURES),
                                      "PYTHONPATH": os.pathsep.join(
