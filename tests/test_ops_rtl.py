@@ -1,0 +1,86 @@
+"""Every operator on the RTL (Verilator, the fastest backend here) against its numpy reference.
+
+One shape per operator on `tiny` and `default`, bit for bit. The Verilator builds are
+shared with tests/test_fast_backends.py through the build cache. The randomized shape
+sweeps run on the behavioral model in tests/test_ops.py.
+"""
+
+import numpy as np
+import pytest
+
+from vtakit.compiler import (add, conv2d, dense, global_avg_pool2d, avg_pool2d, max_pool2d,
+                             reference as ref)
+from vtakit.runtime import Runtime
+from vtakit.sim import open_device
+
+BACKEND = "verilator"
+
+
+@pytest.fixture(scope="module", params=["tiny", "default"])
+def rt(request):
+    dev = open_device(BACKEND, request.param)
+    yield Runtime(dev)
+    dev.close()
+
+
+def i8(rng, *shape):
+    return rng.integers(-128, 128, size=shape, dtype=np.int8)
+
+
+def test_conv2d_bias_shift_clip(rt):
+    rng = np.random.default_rng(1)
+    x, w = i8(rng, 1, 20, 9, 7), i8(rng, 24, 20, 3, 3)          # channels not block multiples
+    bias = rng.integers(-4000, 4000, size=24, dtype=np.int32)
+    y = conv2d(rt, x, w, stride=2, padding=1, bias=bias, shift=7, clip=(-100, 100))
+    want = ref.epilogue_ref(ref.conv2d_ref(x, w, 2, 1), bias=bias, shift=7, clip=(-100, 100))
+    np.testing.assert_array_equal(y, want)
+    assert rt.device.name == BACKEND and rt.stats["syncs"] >= 1
+
+
+def test_conv2d_residual_relu(rt):
+    rng = np.random.default_rng(2)
+    x, w = i8(rng, 1, 16, 6, 6), i8(rng, 16, 16, 1, 1)
+    res = i8(rng, 1, 16, 6, 6)
+    y = conv2d(rt, x, w, residual=res, shift=6, relu=True)
+    want = ref.epilogue_ref(ref.conv2d_ref(x, w), residual=res, shift=6, relu=True)
+    np.testing.assert_array_equal(y, want)
+
+
+def test_depthwise_conv2d(rt):
+    rng = np.random.default_rng(3)
+    x, w = i8(rng, 1, 8, 7, 7), i8(rng, 8, 1, 3, 3)
+    y = conv2d(rt, x, w, 1, 1, groups=8, shift=5, clip=(-128, 127))
+    want = ref.epilogue_ref(ref.group_conv2d_ref(x, w, 1, 1, groups=8), shift=5,
+                            clip=(-128, 127))
+    np.testing.assert_array_equal(y, want)
+
+
+def test_dense(rt):
+    rng = np.random.default_rng(4)
+    x, w = i8(rng, 3, 40), i8(rng, 21, 40)
+    bias = rng.integers(-1000, 1000, size=21, dtype=np.int32)
+    y = dense(rt, x, w, bias=bias, shift=6, clip=(-128, 127))
+    np.testing.assert_array_equal(
+        y, ref.epilogue_ref(ref.dense_ref(x, w), bias=bias, shift=6, clip=(-128, 127)))
+
+
+@pytest.mark.parametrize("engine", ["gemm", "alu"])
+def test_add(rt, engine):
+    rng = np.random.default_rng(5)
+    a, b = i8(rng, 1, 12, 5, 5), i8(rng, 1, 12, 5, 5)
+    y = add(rt, a, b, shift=1, relu=True, engine=engine)
+    np.testing.assert_array_equal(y, ref.add_ref(a, b, shift=1, relu=True))
+
+
+def test_max_pool(rt):
+    rng = np.random.default_rng(6)
+    x = i8(rng, 1, 10, 9, 9)
+    np.testing.assert_array_equal(max_pool2d(rt, x, 3, 2, 1), ref.max_pool2d_ref(x, 3, 2, 1))
+
+
+def test_avg_pools(rt):
+    rng = np.random.default_rng(7)
+    x = i8(rng, 1, 16, 8, 8)
+    np.testing.assert_array_equal(avg_pool2d(rt, x, 2, 2), ref.avg_pool2d_ref(x, 2, 2))
+    x = i8(rng, 1, 16, 7, 7)
+    np.testing.assert_array_equal(global_avg_pool2d(rt, x), ref.global_avg_pool2d_ref(x))
