@@ -349,11 +349,8 @@ def test_compare_equal_and_uncovered_region(tmp_path, monkeypatch, capsys):
 from fixture_util import assert_replay, load_fixtures   # noqa: E402
 
 PRESETS = ("tiny", "default", "4x8")
-#: (backend, preset) built and run in CI. Cold builds on 2 busy cores: cxxrtl tiny 31 s,
-#: default 60 s, 4x8 63 s; verilator tiny 55 s, default 85 s, 4x8 67 s. Verilator on 4x8
-#: is marked slow to keep this file's CI share (cold cache) well under 12 minutes.
-CI_BUILDS = {("cxxrtl", "tiny"), ("verilator", "tiny"), ("cxxrtl", "default"),
-             ("verilator", "default"), ("cxxrtl", "4x8")}
+#: Every (backend, preset) pair runs in CI. Cold builds on 2 busy cores: cxxrtl tiny 31 s,
+#: default 60 s, 4x8 63 s; verilator tiny 55 s, default 85 s, 4x8 67 s.
 
 
 @pytest.fixture(scope="session")
@@ -375,10 +372,8 @@ def vta_device():
 def _fixture_cases():
     for preset in PRESETS:
         for backend in ("behavioral",) + FAST:
-            ci = backend == "behavioral" or (backend, preset) in CI_BUILDS
             for fx in load_fixtures(preset):
-                yield pytest.param(backend, fx, id=f"{backend}-{fx.id}",
-                                   marks=() if ci else pytest.mark.slow)
+                yield pytest.param(backend, fx, id=f"{backend}-{fx.id}")
 
 
 @pytest.mark.parametrize("backend,fx", _fixture_cases())
