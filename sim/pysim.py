@@ -324,6 +324,9 @@ class PysimDevice(Device):
         if job["fault"]:
             raise DeviceError(f"{where}: {job['fault']}")
         if job["timeout"]:
+            # The design is still busy and would ignore the next start: start afresh.
+            self.close()
+            self._sim = None
             counters = ", ".join(f"{k}={v}" for k, v in stats.items())
             if job["stalled"]:
                 raise DeviceError(f"{where}: deadlock: no progress for {self.stall_cycles} "

@@ -82,11 +82,28 @@ class Design:
         component (signature of :class:`vtakit.hw.top.VTA`).
     sources : tuple of str
         Files whose contents determine the generated RTL (hashed into the key).
+    digests : dict, optional
+        ``{file name: sha256}`` of ``sources`` as the running process imported them
+        (default: read the files). A build is refused when the files have changed since.
     """
 
     name: str
     factory: Callable
     sources: tuple = ()
+    digests: dict | None = None
+
+    def source_digests(self) -> dict:
+        """``{file name: sha256}`` of the sources as they are on disk now."""
+        return {Path(p).name: _sha(Path(p).read_bytes()) for p in self.sources}
+
+    def check_current(self) -> None:
+        """Raise if the sources changed on disk after the process imported them."""
+        if self.digests is None:
+            return
+        changed = sorted(n for n, d in self.source_digests().items() if self.digests.get(n) != d)
+        if changed:
+            raise BuildError(f"{', '.join(changed)} changed after this process imported the "
+                             f"{self.name} RTL; restart Python so the build matches the sources")
 
 
 def _make_vta(config, **kwargs):
@@ -96,8 +113,10 @@ def _make_vta(config, **kwargs):
 
 def vta_design() -> Design:
     """The VTA accelerator (``vtakit.hw.top.VTA``), keyed by every ``hw/`` source file."""
-    hw = Path(__file__).resolve().parent.parent / "hw"
-    return Design("vta", _make_vta, tuple(str(p) for p in sorted(hw.rglob("*.py"))))
+    from .. import hw
+    folder = Path(hw.__file__).resolve().parent
+    return Design("vta", _make_vta, tuple(str(p) for p in sorted(folder.glob("*.py"))),
+                  hw.SOURCE_DIGESTS)
 
 
 def cache_root() -> Path:
@@ -151,7 +170,8 @@ def toolchain_versions(backend: str) -> dict:
 def build_key(backend: str, config: VTAConfig, *, token_depth: int, cmd_depth: int,
               design: Design, trace: bool = False) -> tuple[str, dict]:
     """The cache key (hex digest) and the JSON-ready description it hashes."""
-    sources = {Path(p).name + ":" + _sha(Path(p).read_bytes())[:16] for p in design.sources}
+    digests = design.digests if design.digests is not None else design.source_digests()
+    sources = {f"{name}:{digest[:16]}" for name, digest in digests.items()}
     harness = {f: _sha((HARNESS_DIR / f).read_bytes())[:16] for f in _HARNESS_FILES[backend]}
     desc = {
         "backend": backend, "design": design.name, "config": config.to_dict(),
@@ -330,6 +350,7 @@ def get_build(backend: str, config, *, token_depth: int = DEFAULT_TOKEN_DEPTH,
         fcntl.flock(lock, fcntl.LOCK_EX)   # another process may be building the same key
         if (dest / "libvta.so").exists():
             return Build(dest, True, json.loads((dest / "build.json").read_text()))
+        design.check_current()
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=base))
         try:
             nstages, builder = _STAGES[backend]

@@ -451,3 +451,17 @@ def test_fast_slices_rewrites_only_narrow_named_reads():
         "y = add(vta_slice<327,320>(p_w), vta_slice<5,5>(p_x.curr), "
         "q.slice<100,0>().val(), f(x).slice<3,0>().val(), a.b.slice<3,0>().val()); "
         "i_t.slice<3,0>() = vta_slice<63,32>(p_s);")
+
+
+def test_build_refused_when_rtl_sources_changed_since_import(tmp_path, monkeypatch):
+    """A process whose imported RTL is older than hw/ on disk must not file a build under
+    the key of the new sources (the key is taken from the sources as imported)."""
+    import dataclasses
+    monkeypatch.setenv("VTAKIT_CACHE", str(tmp_path))
+    design = rtl_build.vta_design()
+    assert design.digests == design.source_digests()
+    stale = dataclasses.replace(design, digests={**design.digests, "gemm.py": "0" * 64})
+    with pytest.raises(rtl_build.BuildError, match=r"^gemm\.py changed after this process "
+                       r"imported the vta RTL; restart Python so the build matches the sources$"):
+        rtl_build.get_build("cxxrtl", "tiny", design=stale, progress=False)
+    assert not any(tmp_path.rglob("libvta.so"))

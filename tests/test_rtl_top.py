@@ -137,6 +137,9 @@ def test_deadlock_is_reported_with_module_state():
                        r"0x[0-9a-f]+ \(.*; fetch idle, load busy, store idle, load queue 0, "
                        r"compute queue 1, store queue 0, l2g tokens 0/256, g2l tokens 0/256"):
         dev.run(put_program(dev, prog), len(prog))
+    # The device recovers: a deadlocked design would ignore the next start.
+    res = dev.run(put_program(dev, [FINISH]), 1)
+    assert res.stats["load_insn_count"] == 0 and res.cycles > 0
 
 
 def test_max_cycles_and_missing_finish():
