@@ -16,8 +16,7 @@ import weakref
 import numpy as np
 from tqdm import tqdm
 
-from ..hw.interfaces import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, ErrorCode, Module, Reg
-from ..hw.isa import isa_for
+from ..hw.interfaces import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, Reg
 from .device import Device, DeviceError, RunResult
 from .dram import DRAM
 from .rtl_build import Design, get_build
@@ -177,15 +176,6 @@ class CompiledDevice(Device):
         return RunResult(cycles=self._reg(out, Reg.CYCLES), stats=self._stats(out))
 
     def _error_message(self, out, where, insn_addr, insn_count) -> str:
-        code, index = self._reg(out, Reg.ERROR_CODE), self._reg(out, Reg.ERROR_INSN)
-        module = self._reg(out, Reg.ERROR_MODULE)
-        module = Module(module).name.lower() if module in Module._value2member_map_ \
-            else f"module {module}"
-        code = ErrorCode(code).name if code in ErrorCode._value2member_map_ else f"code {code}"
-        if index < insn_count:
-            addr = insn_addr + 16 * index
-            word = int.from_bytes(self.dram.data[addr:addr + 16].tobytes(), "little")
-            insn = str(isa_for(self.config).decode(word))
-        else:
-            insn = f"(index past the {insn_count} instructions of the stream)"
-        return f"{where}: {module} module, instruction {index}: {code} [{insn}]"
+        return self.rtl_fault_message(where, self._reg(out, Reg.ERROR_CODE),
+                                      self._reg(out, Reg.ERROR_MODULE),
+                                      self._reg(out, Reg.ERROR_INSN), insn_addr, insn_count)

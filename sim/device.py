@@ -79,6 +79,24 @@ class Device(abc.ABC):
         result = self.run(image.insn_addr, image.insn_count)
         return RunRecord(self.dram.data[:len(image.dram)].copy(), result.cycles, result.stats)
 
+    def rtl_fault_message(self, where: str, error_code: int, error_module: int,
+                          error_insn: int, insn_addr: int, insn_count: int) -> str:
+        """The message of a fault latched in the RTL's ERROR_* registers: module, index in
+        the stream, error code and the faulting instruction's disassembly (read from DRAM)."""
+        from ..hw.interfaces import ErrorCode, Module
+        from ..hw.isa import isa_for
+        module = (Module(error_module).name.lower() if error_module in Module._value2member_map_
+                  else f"module {error_module}")
+        code = (ErrorCode(error_code).name if error_code in ErrorCode._value2member_map_
+                else f"code {error_code}")
+        if error_insn < insn_count:
+            addr = insn_addr + 16 * error_insn
+            word = int.from_bytes(self.dram.data[addr:addr + 16].tobytes(), "little")
+            insn = str(isa_for(self.config).decode(word))
+        else:
+            insn = f"(index past the {insn_count} instructions of the stream)"
+        return f"{where}: {module} module, instruction {error_insn}: {code} [{insn}]"
+
     def close(self) -> None:
         """Release simulator resources."""
 

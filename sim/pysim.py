@@ -291,8 +291,7 @@ class PysimDevice(Device):
 
     # ------------------------------------------------------------------ running
     def run(self, insn_addr: int, insn_count: int) -> RunResult:
-        from ..hw.interfaces import ErrorCode, Module, Reg
-        from ..hw.isa import isa_for
+        from ..hw.interfaces import Reg
         data = self.dram.data
         if insn_addr % 16 or insn_addr < 0 or insn_count < 0 \
                 or insn_addr + 16 * insn_count > len(data) or insn_addr >= 1 << 32:
@@ -337,19 +336,9 @@ class PysimDevice(Device):
                               f"{job['state']}); the program deadlocks or needs a larger "
                               "max_cycles")
         if regs[Reg.CTRL] & 4:
-            code, index = regs[Reg.ERROR_CODE], regs[Reg.ERROR_INSN]
-            module = regs[Reg.ERROR_MODULE]
-            module = Module(module).name.lower() if module in Module._value2member_map_ \
-                else f"module {module}"
-            code = ErrorCode(code).name if code in ErrorCode._value2member_map_ \
-                else f"code {code}"
-            if index < insn_count:
-                addr = insn_addr + 16 * index
-                word = int.from_bytes(self.dram.data[addr:addr + 16].tobytes(), "little")
-                insn = str(isa_for(self.config).decode(word))
-            else:
-                insn = f"(index past the {insn_count} instructions of the stream)"
-            raise DeviceError(f"{where}: {module} module, instruction {index}: {code} [{insn}]")
+            raise DeviceError(self.rtl_fault_message(
+                where, regs[Reg.ERROR_CODE], regs[Reg.ERROR_MODULE], regs[Reg.ERROR_INSN],
+                insn_addr, insn_count))
         return RunResult(cycles=regs[Reg.CYCLES], stats=stats)
 
     def _check_finish(self, insn_addr, insn_count):
