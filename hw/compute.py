@@ -288,6 +288,9 @@ class Compute(wiring.Component):
         m.d.comb += [
             acc_rd_dst.addr.eq(s2_dst),
             acc_rd_src.addr.eq(s2_src),
+            # Dot products only on cycles with a GEMM uop in S2 (the compiled
+            # simulators then skip the products on every other cycle).
+            gemm.en.eq(s2_valid & reads_operands),
         ]
 
         # ---------------------------------------------------- S3: write back
@@ -305,12 +308,14 @@ class Compute(wiring.Component):
         with m.Else():
             m.d.comb += alu.b.eq(acc_rd_src.data)
 
+        # Only written when S3 holds a uop: idle cycles skip the lane sums.
         result = Signal(c.acc_elem_bits)
-        with m.If(mode_gemm):
-            with m.If(~mode_reset):
-                m.d.comb += result.eq(gemm.result)
-        with m.Else():
-            m.d.comb += result.eq(alu.result)
+        with m.If(s3_valid):
+            with m.If(mode_gemm):
+                with m.If(~mode_reset):
+                    m.d.comb += result.eq(gemm.result)
+            with m.Else():
+                m.d.comb += result.eq(alu.result)
 
         with m.If(s3_valid):
             m.d.comb += [acc_wr.addr.eq(s3_dst), acc_wr.data.eq(result), acc_wr.en.eq(1)]
