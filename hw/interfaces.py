@@ -17,13 +17,14 @@ Control/status registers (32 bits, byte offsets; see :data:`REGISTERS`).
 """
 
 
-import enum
-
 from amaranth.hdl import unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import INSN_BITS, VTAConfig
+# The plain (Amaranth-free) parts of the hardware contract, re-exported here.
+from .spec import (DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, DMA_BEATS_BITS, DRAM_ADDR_BITS,
+                   REGISTERS, ErrorCode, Module, Reg)
 
 __all__ = [
     "DRAM_ADDR_BITS", "DMA_BEATS_BITS", "DmaRequest", "dma_read_signature", "dma_write_signature",
@@ -31,13 +32,6 @@ __all__ = [
     "ErrorCode", "ErrorReport", "Module", "DEFAULT_TOKEN_DEPTH", "DEFAULT_CMD_DEPTH",
 ]
 
-DRAM_ADDR_BITS = 32
-DMA_BEATS_BITS = 16
-
-#: Capacity of each dependency-token queue, unless a device is built with another.
-DEFAULT_TOKEN_DEPTH = 256
-#: Depth of each command queue (fetch -> load/compute/store).
-DEFAULT_CMD_DEPTH = 64
 
 
 class DmaRequest(data.Struct):
@@ -88,34 +82,6 @@ CsrSignature = wiring.Signature({
 })
 
 
-class Reg(enum.IntEnum):
-    """Control/status register byte offsets."""
-
-    CTRL = 0x00        # write bit0=1: start (ignored while busy). read: bit0 busy, bit1 done, bit2 error
-    CYCLES = 0x04      # cycles from start to FINISH (counts while busy)
-    INSN_COUNT = 0x08  # rw: number of instructions
-    INSN_ADDR = 0x0C   # rw: byte address of the first instruction (16-byte aligned)
-    ERROR_CODE = 0x10  # ErrorCode of the first fault, 0 if none
-    ERROR_INSN = 0x14  # index (in the stream) of the faulting instruction
-    ERROR_MODULE = 0x18  # Module that faulted
-    LOAD_COUNT = 0x1C  # instructions completed by the load module
-    GEMM_COUNT = 0x20  # GEMM micro-op executions (non-reset), as fsim's gemm_counter
-    ALU_COUNT = 0x24   # ALU micro-op executions, as fsim's alu_counter
-    STORE_COUNT = 0x28  # instructions completed by the store module
-
-
-REGISTERS = {r.name: int(r) for r in Reg}
-
-
-class ErrorCode(enum.IntEnum):
-    NONE = 0
-    ILLEGAL_OPCODE = 1
-    ILLEGAL_MEMORY_TYPE = 2
-    SRAM_OUT_OF_RANGE = 3
-    ILLEGAL_FIELD = 4       # e.g. pads on a STORE, uop_end < uop_bgn, unsupported ALU opcode
-    TOKEN_OVERFLOW = 5
-
-
 class ErrorReport(data.Struct):
     """A module's fault: ``valid`` while the fault is reported, its ErrorCode and the
     index (in the instruction stream) of the faulting instruction."""
@@ -123,10 +89,3 @@ class ErrorReport(data.Struct):
     valid: 1
     code: 4
     index: 32
-
-
-class Module(enum.IntEnum):
-    FETCH = 0
-    LOAD = 1
-    COMPUTE = 2
-    STORE = 3

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import random
 
-from ..hw.interfaces import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, ErrorCode, Module
+from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, ErrorCode, Module
 from ..hw.isa import MemType, Opcode, isa_for
 from .datapath import Counters, Fault, SRAMs
 from .device import Device, DeviceError, RunResult

@@ -16,7 +16,7 @@ import weakref
 import numpy as np
 from tqdm import tqdm
 
-from ..hw.interfaces import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, Reg
+from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, Reg
 from .device import Device, DeviceError, RunResult
 from .dram import DRAM
 from .rtl_build import Design, get_build

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..hw.config import VTAConfig
-from ..hw.interfaces import ErrorCode
+from ..hw.spec import ErrorCode
 from ..hw.isa import AluOp, MemType, isa_for
 
 __all__ = ["Fault", "SRAMs", "Counters", "COUNTER_KEYS", "SHIFT_LIMIT"]

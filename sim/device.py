@@ -83,7 +83,7 @@ class Device(abc.ABC):
                           error_insn: int, insn_addr: int, insn_count: int) -> str:
         """The message of a fault latched in the RTL's ERROR_* registers: module, index in
         the stream, error code and the faulting instruction's disassembly (read from DRAM)."""
-        from ..hw.interfaces import ErrorCode, Module
+        from ..hw.spec import ErrorCode, Module
         from ..hw.isa import isa_for
         module = (Module(error_module).name.lower() if error_module in Module._value2member_map_
                   else f"module {error_module}")

@@ -184,7 +184,7 @@ class PysimDevice(Device):
     def __init__(self, config, *, dram: DRAM | None = None, token_depth=None, cmd_depth=None,
                  read_latency=1, vcd=None, max_cycles=DEFAULT_MAX_CYCLES,
                  stall_cycles=DEFAULT_STALL_CYCLES, progress=True, compute=None):
-        from ..hw.interfaces import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
+        from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
         super().__init__(load_config(config), dram=dram)
         self.token_depth = int(token_depth if token_depth is not None else DEFAULT_TOKEN_DEPTH)
         self.cmd_depth = int(cmd_depth if cmd_depth is not None else DEFAULT_CMD_DEPTH)
@@ -227,7 +227,7 @@ class PysimDevice(Device):
 
     async def _host(self, ctx):
         """The simulated host driver: serves one run request at a time."""
-        from ..hw.interfaces import Reg
+        from ..hw.spec import Reg
         csr = self.top.csr
 
         async def write(reg, value):
@@ -291,7 +291,7 @@ class PysimDevice(Device):
 
     # ------------------------------------------------------------------ running
     def run(self, insn_addr: int, insn_count: int) -> RunResult:
-        from ..hw.interfaces import Reg
+        from ..hw.spec import Reg
         data = self.dram.data
         if insn_addr % 16 or insn_addr < 0 or insn_count < 0 \
                 or insn_addr + 16 * insn_count > len(data) or insn_addr >= 1 << 32:

@@ -41,7 +41,7 @@ from typing import Callable
 from tqdm import tqdm
 
 from ..hw.config import VTAConfig, load_config
-from ..hw.interfaces import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
+from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
 
 __all__ = ["Design", "Build", "BuildError", "vta_design", "cache_root", "build_key",
            "get_build", "generate_source", "toolchain_versions", "FAST_BACKENDS",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..hw.config import load_config
-from ..hw.interfaces import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
+from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
 
 __all__ = ["register", "run", "generate_verilog", "TOP_NAME"]
 
