@@ -2,7 +2,9 @@
 
 Each subcommand is a module of :mod:`vtakit.commands` with a ``register(subparsers)``
 function that adds its parser and sets ``func``. Any error prints one line on
-stderr and exits 2 (set ``VTAKIT_DEBUG=1`` to see the traceback).
+stderr and exits 2 (set ``VTAKIT_DEBUG=1`` to see the traceback). A message of
+several lines (e.g. a build error followed by the tool's output) is shortened to
+its first and last non-empty lines plus a hint.
 """
 
 from __future__ import annotations
@@ -15,11 +17,7 @@ import sys
 
 from . import __version__, commands
 
-__all__ = ["main", "CliError"]
-
-
-class CliError(Exception):
-    """A user error the command line reports in one line."""
+__all__ = ["main", "error_lines"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,6 +34,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def error_lines(command: str, error: BaseException) -> list[str]:
+    """The stderr lines for ``error``: its message's first line, and for a message of
+    more non-empty lines its last one and a hint where the rest is (3 lines at most)."""
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    if not lines:
+        return [f"vtakit {command}: error: {type(error).__name__}"]
+    out = [f"vtakit {command}: error: {lines[0]}"]
+    if len(lines) == 2:
+        out.append(f"  {lines[1].strip()}")
+    elif len(lines) > 2:
+        out += [f"  ... {lines[-1].strip()}", "  (VTAKIT_DEBUG=1 for the full message)"]
+    return out
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -47,9 +59,8 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("vtakit: interrupted", file=sys.stderr)
         return 130
-    except Exception as e:  # one line, no traceback: the contract of the CLI
+    except Exception as e:  # short, no traceback: the contract of the CLI
         if os.environ.get("VTAKIT_DEBUG"):
             raise
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        print(f"vtakit {args.command}: error: {msg}", file=sys.stderr)
+        print("\n".join(error_lines(args.command, e)), file=sys.stderr)
         return 2

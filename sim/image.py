@@ -4,21 +4,39 @@ An image holds ``dram`` (uint8, the whole memory, byte address 0 first),
 ``insn_addr`` (byte address of the first instruction) and ``insn_count``. A
 result holds the final ``dram`` (same length as the input image), ``cycles``
 (-1 where a backend has no clock) and ``stats`` (JSON counters).
+
+An image may also hold ``config``: the ``vta_config.json`` dictionary (JSON text)
+of the hardware it was built for, so a tool can run it without being told the
+config. Images without it still load (``config`` is then None).
+
+Both ``save`` methods write ``<path>.npz`` when ``path`` does not end in ``.npz``
+(as :func:`numpy.savez` does) and return the path they wrote.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["DramImage", "RunRecord", "ImageError"]
+__all__ = ["DramImage", "RunRecord", "ImageError", "npz_path"]
 
 
 class ImageError(ValueError):
     """An unreadable or malformed image or result file."""
+
+
+def npz_path(path):
+    """The file ``numpy.savez`` writes for ``path``: ``.npz`` appended unless already there.
+
+    File objects are returned unchanged."""
+    if not isinstance(path, (str, os.PathLike)):
+        return path
+    path = Path(path)
+    return path if path.suffix == ".npz" else path.with_name(path.name + ".npz")
 
 
 def _open(path, keys):
@@ -46,11 +64,19 @@ def _scalar(path, arrays, key):
 
 @dataclass
 class DramImage:
-    """A program ready to run: memory image plus the instruction range."""
+    """A program ready to run: memory image plus the instruction range.
+
+    Attributes
+    ----------
+    config : dict or None
+        The ``VTAConfig.to_dict()`` of the hardware the program was built for,
+        or None when unknown (images saved before this entry existed).
+    """
 
     dram: np.ndarray
     insn_addr: int
     insn_count: int
+    config: dict | None = None
 
     def __post_init__(self):
         self.dram = np.asarray(self.dram, dtype=np.uint8)
@@ -60,9 +86,13 @@ class DramImage:
             raise ImageError(f"{self.insn_count} instructions at 0x{self.insn_addr:x} run past "
                              f"the end of the {len(self.dram)}-byte image")
 
-    def save(self, path) -> None:
+    def save(self, path) -> Path:
+        """Write the image; returns the path written (``.npz`` appended if missing)."""
+        path = npz_path(path)
+        extra = {} if self.config is None else {"config": np.array(json.dumps(self.config))}
         np.savez_compressed(path, dram=self.dram, insn_addr=np.int64(self.insn_addr),
-                            insn_count=np.int64(self.insn_count))
+                            insn_count=np.int64(self.insn_count), **extra)
+        return path
 
     @classmethod
     def load(cls, path) -> "DramImage":
@@ -73,10 +103,49 @@ class DramImage:
                              f"{dram.shape}")
         insn_addr = _scalar(path, arrays, "insn_addr")    # names the path itself
         insn_count = _scalar(path, arrays, "insn_count")
+        config = None
+        if "config" in arrays:
+            try:
+                config = json.loads(str(arrays["config"]))
+            except json.JSONDecodeError as e:
+                raise ImageError(f"{path}: 'config' is not JSON text ({e})") from None
+            if not isinstance(config, dict):
+                raise ImageError(f"{path}: 'config' must be a JSON object of VTA keys, got "
+                                 f"{type(config).__name__}")
         try:
-            return cls(dram, insn_addr, insn_count)
+            return cls(dram, insn_addr, insn_count, config)
         except ImageError as e:
             raise ImageError(f"{path}: {e}") from None
+
+    def resolve_config(self, requested=None):
+        """The config to run or decode this image with.
+
+        Parameters
+        ----------
+        requested : VTAConfig, preset name, JSON path or None
+            The config asked for (e.g. ``--config``); None to use the image's own.
+
+        Returns
+        -------
+        VTAConfig
+            ``requested`` if given, else the image's recorded config, else ``default``.
+
+        Raises
+        ------
+        ImageError
+            If both are known and name different hardware.
+        """
+        from ..hw.config import load_config
+        recorded = None
+        if self.config is not None:
+            recorded = load_config(self.config)
+        if requested is None:
+            return recorded if recorded is not None else load_config("default")
+        config = load_config(requested)
+        if recorded is not None and config.name != recorded.name:
+            raise ImageError(f"the image was built for config {recorded.name}, not "
+                             f"{config.name}; leave the config out to use the image's")
+        return config
 
     def instructions(self) -> bytes:
         return self.dram[self.insn_addr:self.insn_addr + 16 * self.insn_count].tobytes()
@@ -90,9 +159,12 @@ class RunRecord:
     cycles: int = -1
     stats: dict = field(default_factory=dict)
 
-    def save(self, path) -> None:
+    def save(self, path) -> Path:
+        """Write the result; returns the path written (``.npz`` appended if missing)."""
+        path = npz_path(path)
         np.savez_compressed(path, dram=np.asarray(self.dram, dtype=np.uint8),
                             cycles=np.int64(self.cycles), stats=np.array(json.dumps(self.stats)))
+        return path
 
     @classmethod
     def load(cls, path) -> "RunRecord":

@@ -4,24 +4,35 @@ The first backend is the reference. For every other backend the final DRAM is
 compared byte for byte; the report gives the first differing address, the
 STORE instruction whose DRAM range covers it (the last one in the stream, as
 that one wrote the byte last), the row and byte within that store, and a short
-hex window of the expected and actual bytes. Exit status: 0 when all backends
-agree, 1 when any differs, 2 on an error (one line on stderr).
+hex window of the expected and actual bytes.
+
+A backend whose run faults (a :class:`~vtakit.sim.device.DeviceError`) is an
+outcome, not an error of the command: one backend faulting where the reference
+completes (or the other way round) is a difference, and so are two faults that
+differ in module, instruction index or error code (or, for faults without
+those, in message). The same fault on every backend is agreement.
+
+Exit status: 0 when all backends agree (all complete with equal DRAM, or all
+fault identically), 1 when any differs, 2 on an error (one line on stderr).
 """
 
 from __future__ import annotations
 
+import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..hw.config import VTAConfig, load_config
 from ..hw.isa import Opcode, bytes_to_words, isa_for
-from ..sim.device import open_device
+from ..sim.device import DeviceError, open_device
 from ..sim.image import DramImage, RunRecord
+from .exec import CONFIG_HELP, image_config
 
-__all__ = ["register", "run", "run_backends", "first_difference", "covering_store",
-           "Difference", "format_difference", "WINDOW"]
+__all__ = ["register", "run", "run_backends", "run_outcomes", "first_difference",
+           "covering_store", "Difference", "format_difference", "Fault", "compare_outcomes",
+           "WINDOW"]
 
 #: Bytes shown on each side of a difference (rounded to a 16-byte aligned window).
 WINDOW = 16
@@ -31,8 +42,7 @@ def register(sub):
     p = sub.add_parser("compare", help="run a DRAM image on several backends and compare the "
                                        "final DRAM byte for byte")
     p.add_argument("image", help="DRAM image .npz (dram, insn_addr, insn_count)")
-    p.add_argument("--config", default="default", metavar="NAME|FILE",
-                   help="hardware config: preset name or JSON file (default: default)")
+    p.add_argument("--config", metavar="NAME|FILE", help=CONFIG_HELP)
     p.add_argument("--backends", required=True, metavar="A,B[,...]",
                    help="two or more backends; the first is the reference "
                         "(e.g. behavioral,cxxrtl,verilator)")
@@ -76,6 +86,90 @@ def run_backends(image: DramImage, config, backends, **options) -> dict[str, Run
             record.stats = {**record.stats, "wall": time.perf_counter() - start}
         records[name] = record
     return records
+
+
+def run_outcomes(image: DramImage, config, backends, **options) -> dict:
+    """Like :func:`run_backends`, but a run that faults gives a :class:`Fault` instead of
+    raising. Errors opening a device (unknown backend, bad option, failed build) still raise."""
+    outcomes = {}
+    for name in backends:
+        with open_device(name, config, **options) as dev:
+            start = time.perf_counter()
+            try:
+                outcome = dev.run_image(image)
+            except DeviceError as e:
+                outcome = Fault.from_error(e)
+            wall = time.perf_counter() - start
+        outcome.stats = {**outcome.stats, "wall": wall}
+        outcomes[name] = outcome
+    return outcomes
+
+
+# "<where>: <module> module, instruction <i>: <CODE> [<disasm>]" (Device.rtl_fault_message).
+_RTL_FAULT = re.compile(r"^.*?: (?P<module>.+?) module, instruction (?P<index>\d+): "
+                        r"(?P<code>\S+(?: \d+)?) \[")
+# "<backend> (<config name>): " in front of every RTL backend's message.
+_WHERE = re.compile(r"^\S+ \([^)]*\): ")
+
+
+@dataclass
+class Fault:
+    """A run that faulted: its message and, when known, the module, instruction index
+    and error code (from ``ModelError`` attributes or an RTL fault message)."""
+
+    message: str
+    module: str | None = None
+    index: int | None = None
+    code: str | None = None
+    stats: dict = field(default_factory=dict)   # ``wall``, as on a RunRecord
+
+    @classmethod
+    def from_error(cls, e: Exception) -> "Fault":
+        message = str(e).splitlines()[0] if str(e) else type(e).__name__
+        index = getattr(e, "index", None)
+        if index is not None:   # a ModelError
+            module, code = getattr(e, "module", None), getattr(e, "code", None)
+            return cls(message, None if module is None else module.name.lower(), int(index),
+                       None if code is None else getattr(code, "name", str(code)))
+        m = _RTL_FAULT.match(message)
+        if m:
+            return cls(message, m["module"], int(m["index"]), m["code"])
+        return cls(message)
+
+    @property
+    def key(self) -> tuple:
+        """What two faults must share to be the same fault."""
+        if self.index is None:
+            return ("message", _WHERE.sub("", self.message))
+        return (self.module, self.index, self.code)
+
+    def summary(self) -> str:
+        if self.index is None:
+            return _WHERE.sub("", self.message)
+        return f"{self.module} module, instruction {self.index}: {self.code}"
+
+
+def compare_outcomes(ref: str, expected, name: str, actual) -> str | None:
+    """The report of two outcomes of which at least one is a :class:`Fault`: a line
+    starting ``"<ref> vs <name>: DIFFER: "`` (plus indented lines) when they differ,
+    None when both are the same fault."""
+    head = f"{ref} vs {name}: DIFFER: "
+    if not isinstance(actual, Fault):
+        return head + f"{ref} faults ({expected.summary()}), {name} completes"
+    if not isinstance(expected, Fault):
+        return head + f"{name} faults ({actual.summary()}), {ref} completes"
+    if expected.key == actual.key:
+        return None
+    if expected.index is not None and actual.index is not None:
+        fields = [label for label, a, b in (("module", expected.module, actual.module),
+                                            ("instruction", expected.index, actual.index),
+                                            ("code", expected.code, actual.code)) if a != b]
+        what = "different faults (" + ", ".join(fields) + ")"
+    else:
+        what = "different faults"
+    width = max(len(ref), len(name))
+    return "\n".join([head + what, f"  {ref:<{width}} {expected.summary()}",
+                      f"  {name:<{width}} {actual.summary()}"])
 
 
 def covering_store(image: DramImage, config: VTAConfig, addr: int):
@@ -149,19 +243,33 @@ def run(args):
     if len(set(backends)) != len(backends):
         raise ValueError(f"--backends names a backend twice: {args.backends!r}")
     image = DramImage.load(args.image)
-    config = load_config(args.config)
+    config = image_config(args.config, image, args.image)
     options = {} if args.token_depth is None else {"token_depth": args.token_depth}
-    records = run_backends(image, config, backends, **options)
-    for name, rec in records.items():
-        cycles = "n/a" if rec.cycles < 0 else str(rec.cycles)
-        print(f"{name}: cycles {cycles}, wall {rec.stats['wall']:.3f} s")
+    outcomes = run_outcomes(image, config, backends, **options)
+    for name, out in outcomes.items():
+        wall = f"wall {out.stats['wall']:.3f} s"
+        if isinstance(out, Fault):
+            print(f"{name}: FAULT ({wall}): {out.message}")
+        else:
+            print(f"{name}: cycles {'n/a' if out.cycles < 0 else out.cycles}, {wall}")
     ref = backends[0]
     status = 0
     for name in backends[1:]:
-        d = first_difference(image, config, ref, records[ref], name, records[name])
+        expected, actual = outcomes[ref], outcomes[name]
+        if isinstance(expected, Fault) or isinstance(actual, Fault):
+            report = compare_outcomes(ref, expected, name, actual)
+            if report is None:
+                print(f"{ref} vs {name}: same fault ({expected.summary()})")
+            else:
+                print(report)
+                status = 1
+            continue
+        d = first_difference(image, config, ref, expected, name, actual)
         if d is None:
-            print(f"{ref} vs {name}: equal ({len(records[ref].dram)} bytes)")
+            print(f"{ref} vs {name}: equal ({len(expected.dram)} bytes)")
         else:
             print(format_difference(d, image))
             status = 1
+    if status == 0 and isinstance(outcomes[ref], Fault):
+        print(f"all backends fault identically: {outcomes[ref].summary()}")
     return status

@@ -4,25 +4,29 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib
+import inspect
 import time
 
-from ..hw.config import load_config
-from ..sim.device import open_device
-from ..sim.image import DramImage
+from ..sim.device import BACKENDS, open_device
+from ..sim.image import DramImage, ImageError
 
-__all__ = ["register", "run", "parse_option"]
+__all__ = ["register", "run", "parse_option", "image_config", "check_options", "CONFIG_HELP"]
+
+#: The ``--config`` help text of every command that runs or decodes an image.
+CONFIG_HELP = ("hardware config: preset name or JSON file (default: the config recorded in "
+               "the image, else default)")
 
 
 def register(sub):
     p = sub.add_parser("exec", help="run a DRAM image (.npz) on a backend and save the result")
-    p.add_argument("image", help="DRAM image .npz (dram, insn_addr, insn_count)")
-    p.add_argument("--config", default="default", metavar="NAME|FILE",
-                   help="hardware config: preset name or JSON file (default: default)")
+    p.add_argument("image", help="DRAM image .npz (dram, insn_addr, insn_count[, config])")
+    p.add_argument("--config", metavar="NAME|FILE", help=CONFIG_HELP)
     p.add_argument("--backend", default="behavioral",
                    help="execution backend: behavioral, pysim, cxxrtl, verilator "
                         "(default: behavioral)")
     p.add_argument("-o", "--output", required=True, metavar="OUT.npz",
-                   help="result file: final dram, cycles, stats")
+                   help="result file: final dram, cycles, stats (.npz is appended if missing)")
     p.add_argument("--token-depth", type=int, metavar="N",
                    help="capacity of each dependency-token queue")
     p.add_argument("--seed", type=int, metavar="N",
@@ -46,6 +50,38 @@ def parse_option(text: str) -> tuple[str, object]:
         return key, value
 
 
+def image_config(requested, image: DramImage, path):
+    """The config for ``image``: ``--config`` if given (it must name the hardware the image
+    records, if it records one), else the image's, else ``default``."""
+    try:
+        return image.resolve_config(requested)
+    except ImageError as e:
+        raise ImageError(f"{path}: --config {requested}: {e}") from None
+
+
+def check_options(backend: str, options: dict) -> None:
+    """Raise ValueError naming the accepted options if ``options`` has a key the
+    backend's device constructor does not take (unknown backends are left to
+    :func:`~vtakit.sim.device.open_device`, which names the known ones)."""
+    target = BACKENDS.get(backend)
+    if target is None or not options:
+        return
+    module, name = target.split(":")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return   # open_device says the backend is not available
+    params = inspect.signature(cls).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    # config is positional and dram is the device's memory: neither is a command-line option.
+    accepted = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name != "dram"]
+    unknown = [k for k in options if k not in accepted]
+    if unknown:
+        raise ValueError(f"backend {backend!r} has no option {unknown[0]!r}; its options are "
+                         + ", ".join(accepted))
+
+
 def _backend_options(args) -> dict:
     """Device keyword arguments from the command line: ``-O`` options, then the
     named ones (a backend-specific flag such as ``--vcd`` adds one line here)."""
@@ -57,17 +93,18 @@ def _backend_options(args) -> dict:
             raise ValueError(f"--seed (random module interleaving) is an option of the "
                              f"behavioral backend, not of {args.backend!r}")
         options["interleave_seed"] = args.seed
+    check_options(args.backend, options)
     return options
 
 
 def run(args):
     image = DramImage.load(args.image)
-    config = load_config(args.config)
+    config = image_config(args.config, image, args.image)
     with open_device(args.backend, config, **_backend_options(args)) as dev:
         start = time.perf_counter()
         record = dev.run_image(image)
         wall = time.perf_counter() - start
-    record.save(args.output)
+    path = record.save(args.output)
     cycles = "n/a" if record.cycles < 0 else str(record.cycles)
     print(f"{args.backend}: {image.insn_count} instructions, cycles {cycles}, "
-          f"wall {wall:.3f} s -> {args.output}")
+          f"wall {wall:.3f} s -> {path}")
