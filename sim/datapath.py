@@ -5,6 +5,16 @@ or per-micro-op Python loops on the common paths) and is exact: results equal
 the sequential order of reference section 3 as pinned by the lead. A fault is
 raised as :class:`Fault` (error code and detail); the device adds the module,
 instruction index and disassembly.
+
+A GEMM or ALU whose loop reaches an out-of-range SRAM index part way through
+behaves as the RTL (``hw/compute.py`` squashes the bad micro-op in S1 after the
+ones before it completed): every iteration before the first faulting one, in
+p > q > k order, executes exactly as in a legal program (ACC and OUT writes,
+``gemm_counter``/``alu_counter`` counting each executed micro-op), then
+SRAM_OUT_OF_RANGE is raised. The indices checked are those the RTL checks: dst
+always; for an accumulating GEMM also src (inp) and wgt; for an ALU with a tensor
+operand also src (acc). A reset GEMM and an ALU with an immediate read no source.
+Field faults (uop range, ALU opcode, SHR) are raised before any work.
 """
 
 from __future__ import annotations
@@ -113,7 +123,11 @@ class SRAMs:
     def _dram_window(dram: np.ndarray, base: int, nelems: int, ebytes: int, what: str):
         """``nelems`` elements of ``ebytes`` at element address ``base``, as (nelems, ebytes)."""
         start, end = base * ebytes, (base + nelems) * ebytes
-        if end > len(dram):
+        if end > 1 << 32:     # the hardware code: a byte beyond the 32-bit address space
+            raise Fault(ErrorCode.DRAM_OUT_OF_RANGE,
+                        f"{what} DRAM bytes [0x{start:x}, 0x{end:x}) pass the 32-bit byte "
+                        "address space (every byte address must be < 0x100000000)")
+        if end > len(dram):   # inside the address space, beyond this image: a label
             raise Fault("DRAM_OUT_OF_RANGE",
                         f"{what} DRAM bytes [0x{start:x}, 0x{end:x}) outside the image "
                         f"[0, 0x{len(dram):x})")
@@ -249,51 +263,62 @@ class SRAMs:
         return self.isa.decode_uops(self.uop[bgn:end])
 
     def _range_check(self, insn, checks):
-        """``checks``: (index array, sram name, depth, uop field). Names the first bad
-        iteration in sequential order, and within it the first bad field."""
+        """``checks``: (index array, sram name, depth, uop field). Returns ``(n, fault)``:
+        the number of iterations before the first bad one in sequential order and the
+        :class:`Fault` naming it (and within it the first bad field), or ``(None, None)``
+        when every index is in range. The caller executes the first ``n`` iterations,
+        then raises the fault (as the RTL does)."""
         first = None
         for idx, name, depth, field in checks:
             pos = _first_bad(idx, depth)
             if pos is not None and (first is None or pos < first[0]):
                 first = (pos, idx, name, depth, field)
         if first is None:
-            return
+            return None, None
         pos, idx, name, depth, field = first
         nk = insn.uop_end - insn.uop_bgn
         p, rem = divmod(pos, insn.iter_in * nk)
         q, k = divmod(rem, nk)
-        raise Fault(ErrorCode.SRAM_OUT_OF_RANGE,
-                    f"{name} index {int(idx[pos])} out of range (depth {depth}) at iteration "
-                    f"p={p} q={q} uop {insn.uop_bgn + k} ({field})")
+        return pos, Fault(ErrorCode.SRAM_OUT_OF_RANGE,
+                          f"{name} index {int(idx[pos])} out of range (depth {depth}) at "
+                          f"iteration p={p} q={q} uop {insn.uop_bgn + k} ({field})")
 
     def gemm(self, insn, counters: Counters) -> None:
-        """GEMM: reset, or ``ACC[a] += INP[x] . WGT[w]^T`` with int32 wrap-around."""
+        """GEMM: reset, or ``ACC[a] += INP[x] . WGT[w]^T`` with int32 wrap-around.
+
+        On an out-of-range index the iterations before it execute, then it raises."""
         uops = self._uops(insn)
         if uops is None:
             return
+        depth = self._depth
         if insn.fields["reset_reg"]:
             (dst,) = self._loop_indices(insn, uops, [("dst_idx", "dst_factor_out",
                                                        "dst_factor_in")])
-            self._range_check(insn, [(dst, "acc", self._depth["acc"], "dst_idx")])
-            self._acc_rows[dst] = 0   # OUT untouched (pinned)
+            n, fault = self._range_check(insn, [(dst, "acc", depth["acc"], "dst_idx")])
+            self._acc_rows[dst[:n]] = 0   # OUT untouched (pinned); not counted (RTL)
+            if fault is not None:
+                raise fault
             return
         dst, src, wgt = self._loop_indices(insn, uops, [
             ("dst_idx", "dst_factor_out", "dst_factor_in"),
             ("src_idx", "src_factor_out", "src_factor_in"),
             ("wgt_idx", "wgt_factor_out", "wgt_factor_in")])
-        depth = self._depth
-        self._range_check(insn, [(dst, "acc", depth["acc"], "dst_idx"),
-                                 (src, "inp", depth["inp"], "src_idx"),
-                                 (wgt, "wgt", depth["wgt"], "wgt_idx")])
-        n = len(dst)
-        # Accumulation into ACC is a sum modulo 2**32, so the sequential order of
-        # (p, q, k) cannot change the result: compute every product in any order.
-        order, rows = self._products(src, wgt)                 # exact float64 products
-        touched, delta = _sum_by_index(dst[order], rows.astype(np.int32))
-        new = self._acc_rows[touched] + delta         # int32 arithmetic wraps modulo 2**32
-        self._acc_rows[touched] = new
-        self._out_rows[touched] = new.astype(np.int8, casting="unsafe")
-        counters["gemm_counter"] += n
+        n, fault = self._range_check(insn, [(dst, "acc", depth["acc"], "dst_idx"),
+                                            (src, "inp", depth["inp"], "src_idx"),
+                                            (wgt, "wgt", depth["wgt"], "wgt_idx")])
+        if fault is not None:
+            dst, src, wgt = dst[:n], src[:n], wgt[:n]
+        if len(dst):
+            # Accumulation into ACC is a sum modulo 2**32, so the sequential order of
+            # (p, q, k) cannot change the result: compute every product in any order.
+            order, rows = self._products(src, wgt)             # exact float64 products
+            touched, delta = _sum_by_index(dst[order], rows.astype(np.int32))
+            new = self._acc_rows[touched] + delta     # int32 arithmetic wraps modulo 2**32
+            self._acc_rows[touched] = new
+            self._out_rows[touched] = new.astype(np.int8, casting="unsafe")
+            counters["gemm_counter"] += len(dst)
+        if fault is not None:
+            raise fault
 
     def _products(self, src: np.ndarray, wgt: np.ndarray):
         """``INP[src[n]] . WGT[wgt[n]]^T`` for every n as exact float ``(n, B*BO)``
@@ -351,16 +376,23 @@ class SRAMs:
             dst, src = self._loop_indices(insn, uops, [
                 ("dst_idx", "dst_factor_out", "dst_factor_in"),
                 ("src_idx", "src_factor_out", "src_factor_in")])
-            self._range_check(insn, [(dst, "acc", depth, "dst_idx"),
-                                     (src, "acc", depth, "src_idx")])
+            n, fault = self._range_check(insn, [(dst, "acc", depth, "dst_idx"),
+                                                (src, "acc", depth, "src_idx")])
+            if fault is not None:
+                dst, src = dst[:n], src[:n]
         else:   # the uop's src field is ignored
             (dst,), src = self._loop_indices(insn, uops, [
                 ("dst_idx", "dst_factor_out", "dst_factor_in")]), None
-            self._range_check(insn, [(dst, "acc", depth, "dst_idx")])
-        acc = self._acc_rows
-        touched = _alu_apply(acc, op, dst, src, imm)
-        self._out_rows[touched] = acc[touched].astype(np.int8, casting="unsafe")
-        counters["alu_counter"] += len(dst)
+            n, fault = self._range_check(insn, [(dst, "acc", depth, "dst_idx")])
+            if fault is not None:
+                dst = dst[:n]
+        if len(dst):
+            acc = self._acc_rows
+            touched = _alu_apply(acc, op, dst, src, imm)
+            self._out_rows[touched] = acc[touched].astype(np.int8, casting="unsafe")
+            counters["alu_counter"] += len(dst)
+        if fault is not None:
+            raise fault
 
 
 def _group_starts(values: np.ndarray) -> np.ndarray:
