@@ -666,6 +666,37 @@ def test_compute_errors_stop_cleanly(case):
         assert ref.fault == 1    # the reference faults on the same instruction
     check_against_reference(bench, r, ref)
     assert r.tokens["g2s"].log and not r.tokens["g2l"].log
+    if isinstance(bad, int) and bad & 7 in (Opcode.GEMM, Opcode.ALU):
+        _check_fault_against_model(cfg, bench, r, insns[:2], uops, acc, code)
+
+
+def _check_fault_against_model(cfg, bench, r, insns, uops, acc, code):
+    """The behavioral model's datapath runs ``insns`` (the last one faults with
+    ``code``) and ends with the RTL's ACC, OUT and micro-op counters."""
+    from vtakit.sim.datapath import Counters, Fault, SRAMs
+    isa = isa_for(cfg)
+    lanes = cfg.batch * cfg.block_out
+    model = SRAMs(cfg)
+    model.inp[:] = bench.inp.reshape(model.inp.shape)
+    model.wgt[:] = bench.wgt.reshape(model.wgt.shape)
+    model.acc[:len(acc)] = acc.reshape((len(acc),) + model.acc.shape[1:])
+    model.uop[:len(uops)] = uops
+    counters = Counters()
+    for n, word in enumerate(insns):
+        insn = isa.decode(word)
+        run = model.gemm if insn.opcode == Opcode.GEMM else model.alu
+        if n < len(insns) - 1:
+            run(insn, counters)
+            continue
+        with pytest.raises(Fault) as fault:
+            run(insn, counters)
+        assert fault.value.code == code
+    assert (r.gemm_count, r.alu_count) == (counters["gemm_counter"], counters["alu_counter"])
+    np.testing.assert_array_equal(r.acc, model.acc.reshape(cfg.acc_depth, lanes))
+    model_out = model.out.reshape(cfg.out_depth, lanes)
+    for index in range(cfg.out_depth):
+        got = r.out[index][1] if index in r.out else np.zeros(lanes)
+        np.testing.assert_array_equal(got, model_out[index], err_msg=f"OUT[{index}]")
 
 
 def test_compute_empty_loops_still_sync():
