@@ -422,6 +422,8 @@ class Compute(wiring.Component):
                 ]
                 with m.If(Mux(load_uop, uop_load.cmd.ready, acc_load.cmd.ready)):
                     m.next = "LOAD_WAIT"
+                with m.If(Mux(load_uop, uop_load.dram_oob, acc_load.dram_oob)):
+                    fail(ErrorCode.DRAM_OUT_OF_RANGE)   # the engine refuses it
 
             with m.State("LOAD_WAIT"):
                 with m.If(Mux(load_uop, uop_load.done, acc_load.done)):

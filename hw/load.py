@@ -4,7 +4,8 @@ Per instruction (reference 3.2, 3.3): ``pop_prev_dep`` or ``push_prev_dep`` set 
 ILLEGAL_FIELD (the load module has no previous stage; checked first, also for
 NOPs); pop a g2l token if ``pop_next_dep``; a
 LOAD with ``x_size == 0`` is a sync-only NOP; otherwise check the memory type
-(INP or WGT) and the SRAM range ``sram_base + x_total*y_total <= depth``, run
+(INP or WGT), the SRAM range ``sram_base + x_total*y_total <= depth`` and the
+DRAM range (every byte read below ``2**32``, else DRAM_OUT_OF_RANGE), run
 the padded 2-D load on the :class:`~vtakit.hw.load_engine.LoadEngine` of that
 buffer, then push an l2g token if ``push_next_dep``. A failed check reports an
 :class:`~vtakit.hw.interfaces.ErrorReport` with the instruction's stream index
@@ -125,6 +126,8 @@ class Load(wiring.Component):
                     fail(ErrorCode.ILLEGAL_MEMORY_TYPE)
                 with m.Elif(is_inp & (extent > c.inp_depth) | is_wgt & (extent > c.wgt_depth)):
                     fail(ErrorCode.SRAM_OUT_OF_RANGE)
+                with m.Elif(is_inp & engines[0].dram_oob | is_wgt & engines[1].dram_oob):
+                    fail(ErrorCode.DRAM_OUT_OF_RANGE)
                 with m.Else():
                     m.next = "START"
             with m.State("START"):

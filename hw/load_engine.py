@@ -16,7 +16,14 @@ than the bus (UOP: 32 bits on a 64/128-bit bus) are copied ``x_size`` at a time
 from byte address ``dram_base * elem_bytes``, which need not be bus aligned;
 ``y_size``, ``x_stride`` and the pads are not used for them (the caller checks
 that they are 1 and 0, as the semantics require). The caller also checks the
-SRAM range; addresses here simply wrap at ``2**addr_width``.
+SRAM range; SRAM addresses here simply wrap at ``2**addr_width``.
+
+DRAM byte addresses must not wrap: ``dram_base`` is an *element* address, so a
+transfer can reach past the 32-bit byte address space. :attr:`LoadEngine.dram_oob`
+flags such an instruction from its fields alone (its last byte, at
+``(dram_base + (y_size-1)*x_stride + x_size) * elem_bytes - 1``, is at or beyond
+``2**32``); the engine refuses it (``cmd.ready`` stays low, nothing is read) and
+the owner reports DRAM_OUT_OF_RANGE.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
@@ -59,6 +66,10 @@ class LoadEngine(wiring.Component):
         DRAM read port.
     sram : In(memory.WritePort.Signature(addr_width=addr_width, shape=elem_bits))
         The engine drives ``en``, ``addr`` and ``data``.
+    dram_oob : Out(1)
+        The instruction on ``cmd.payload`` moves data and some byte of it lies at or
+        beyond ``2**32`` (combinational, whether or not ``cmd.valid``). The engine
+        never accepts such an instruction; its owner reports DRAM_OUT_OF_RANGE.
     done : Out(1)
         One-cycle pulse after the last SRAM write of the instruction was issued
         (also for an instruction with nothing to write).
@@ -78,6 +89,7 @@ class LoadEngine(wiring.Component):
             "cmd": In(stream.Signature(isa_for(config).mem.layout())),
             "dma": Out(dma_read_signature(config)),
             "sram": In(memory.WritePort.Signature(addr_width=addr_width, shape=elem_bits)),
+            "dram_oob": Out(1),
             "done": Out(1),
             "busy": Out(1),
         })
@@ -124,7 +136,16 @@ class LoadEngine(wiring.Component):
         done = Signal()
         m.d.sync += done.eq(0)
         m.d.comb += [self.done.eq(done), self.busy.eq(w_active | req_busy)]
-        m.d.comb += self.cmd.ready.eq(~w_active & ~req_busy)
+        # One past the last element read, at full width (up to 34 bits): the byte
+        # address space ends at element 2**32 / elem_bytes.
+        if wide:
+            moves = (insn.x_size != 0) & (insn.y_size != 0)
+            end_elem = insn.dram_base + (insn.y_size - 1) * insn.x_stride + insn.x_size
+        else:
+            moves = insn.x_size != 0
+            end_elem = insn.dram_base + insn.x_size
+        m.d.comb += self.dram_oob.eq(moves & (end_elem > (1 << DRAM_ADDR_BITS) >> log_eb))
+        m.d.comb += self.cmd.ready.eq(~w_active & ~req_busy & ~self.dram_oob)
         accept = self.cmd.valid & self.cmd.ready
 
         if wide:

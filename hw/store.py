@@ -5,7 +5,10 @@ store module has no next stage; checked first, also for NOPs); pop a g2s token
 if ``pop_prev_dep``; ``x_size == 0`` is a
 sync-only NOP; otherwise the memory type must be OUT (else ILLEGAL_MEMORY_TYPE),
 every pad 0 (else ILLEGAL_FIELD) and ``sram_base + x_size*y_size <= depth``
-(else SRAM_OUT_OF_RANGE). The ``x_size*y_size`` source elements are contiguous
+(else SRAM_OUT_OF_RANGE) and, if ``y_size > 0``, every DRAM byte written below
+``2**32`` (else DRAM_OUT_OF_RANGE: ``dram_base`` is an element address, so the
+byte address of the last row's end, computed at full width, can pass the 32-bit
+byte address space; nothing is written then). The ``x_size*y_size`` source elements are contiguous
 in the OUT SRAM; a reader streams them through a small FIFO while a writer
 sends each DRAM row as bursts of at most :data:`~vtakit.hw.load_engine.MAX_BURST`
 beats. The s2g token (``push_prev_dep``) is pushed after the last beat of the
@@ -117,6 +120,9 @@ class Store(wiring.Component):
                          self.error.index.eq(index)]
             m.next = "ERROR"
 
+        # One past the last element written, at full width (up to 34 bits).
+        end_elem = insn.dram_base + (insn.y_size - 1) * insn.x_stride + insn.x_size
+
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
@@ -145,6 +151,8 @@ class Store(wiring.Component):
                     fail(ErrorCode.ILLEGAL_FIELD)
                 with m.Elif(insn.sram_base + total > c.out_depth):
                     fail(ErrorCode.SRAM_OUT_OF_RANGE)
+                with m.Elif((total != 0) & (end_elem > (1 << DRAM_ADDR_BITS) >> log_eb)):
+                    fail(ErrorCode.DRAM_OUT_OF_RANGE)
                 with m.Elif(total == 0):
                     m.next = "PUSH"
                 with m.Else():

@@ -259,8 +259,15 @@ class Runtime:
                 f"x_size={x_size}) end at byte {end}, past the {buf.nbytes}-byte buffer at "
                 f"0x{buf.addr:x}")
         dram_base = buf.addr // elem + elem_offset
-        if dram_base >= 1 << 32:
-            raise DramRangeError(f"{call}: dram_base {dram_base} does not fit the 32-bit field")
+        # dram_base is an element address: the hardware faults (DRAM_OUT_OF_RANGE) on any
+        # byte at or beyond 2**32, so the last byte is checked, not just the field.
+        last = (dram_base + (y_size - 1) * x_stride + x_size) * elem - 1
+        if last >= 1 << 32:
+            raise DramRangeError(
+                f"{call}: the transfer's last DRAM byte 0x{last:x} (dram_base={dram_base} "
+                f"elements of {elem} bytes, y_size={y_size}, x_stride={x_stride}, "
+                f"x_size={x_size}) is beyond the 32-bit byte address space; every byte "
+                "must be below 0x100000000")
         return dram_base
 
     # ---------------------------------------------------------------- kernels

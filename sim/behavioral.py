@@ -57,8 +57,10 @@ class ModelError(DeviceError):
     Attributes
     ----------
     code : ErrorCode or str or None
-        The hardware error code (``ErrorCode``), a label for faults the hardware has
-        no code for (``"DRAM_OUT_OF_RANGE"``), or None for a deadlock without a full queue.
+        The hardware error code (``ErrorCode``; ``ErrorCode.DRAM_OUT_OF_RANGE`` for a
+        byte address at or beyond ``2**32``), the label ``"DRAM_OUT_OF_RANGE"`` for an
+        address inside the 32-bit space but beyond the simulated DRAM image (a harness
+        fault, not a hardware code), or None for a deadlock without a full queue.
     module : Module or None
         The module that faulted (None for a deadlock).
     index : int or None
