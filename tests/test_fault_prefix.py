@@ -147,7 +147,13 @@ def _final_state(backend, case):
         return fault, stats, _readout(dev)
 
 
-@pytest.mark.parametrize("case", list(CASES))
+# ~7 s each on pysim: CI runs these; the rest with -m slow (tests/test_rtl_compute.py
+# checks the plain dst/src/wgt cases against the model on the compute module alone).
+FAST = {"alu_imm_dst", "alu_tensor_chain", "gemm_same_dst_wgt", "gemm_reset_dst", "legal"}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=[] if c in FAST else [pytest.mark.slow])
+                                  for c in CASES])
 def test_fault_prefix_matches_rtl(case):
     model_fault, model_stats, model_bytes = _final_state("behavioral", case)
     rtl_fault, rtl_stats, rtl_bytes = _final_state("pysim", case)
