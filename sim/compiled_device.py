@@ -104,6 +104,7 @@ class CompiledDevice(Device):
                               "need token_depth >= 1 and cmd_depth >= 2")
         self.max_cycles = int(max_cycles)
         self.progress = progress
+        self._vta_isa = design is None     # a stand-in design may use its own encoding
         self.build = get_build(self.backend, self.config, token_depth=token_depth,
                                cmd_depth=cmd_depth, design=design, trace=vcd is not None,
                                progress=progress)
@@ -123,11 +124,8 @@ class CompiledDevice(Device):
     def run(self, insn_addr: int, insn_count: int) -> RunResult:
         if not self._finalizer.alive:
             raise DeviceError(f"{self.name}: the device is closed")
+        self.check_stream(insn_addr, insn_count, vta_isa=self._vta_isa)
         data = self.dram.data
-        if insn_addr % 16 or insn_addr < 0 or insn_count < 0 \
-                or insn_addr + 16 * insn_count > len(data) or insn_addr >= 1 << 32:
-            raise DeviceError(f"{self.name}: {insn_count} instructions at 0x{insn_addr:x} are not "
-                              f"a 16-byte aligned range inside the {len(data)}-byte DRAM")
         assert data.dtype == np.uint8 and data.flags.c_contiguous
         self._lib.vta_start(self._handle, data.ctypes.data, len(data), insn_addr, insn_count)
         out = _RunOut()

@@ -79,6 +79,22 @@ class Device(abc.ABC):
         result = self.run(image.insn_addr, image.insn_count)
         return RunRecord(self.dram.data[:len(image.dram)].copy(), result.cycles, result.stats)
 
+    def check_stream(self, insn_addr: int, insn_count: int, *, vta_isa: bool = True) -> None:
+        """Reject, before simulating, a stream an RTL run could only fetch out of range or
+        hang on: it must be a 16-byte aligned range inside the DRAM image and (``vta_isa``)
+        hold a FINISH or an illegal opcode, which faults before it."""
+        data = self.dram.data
+        where = f"{self.name} ({self.config.name})"
+        if (insn_addr % 16 or insn_addr < 0 or insn_count < 0
+                or insn_addr + 16 * insn_count > len(data) or insn_addr >= 1 << 32):
+            raise DeviceError(f"{where}: {insn_count} instructions at 0x{insn_addr:x} are not a "
+                              f"16-byte aligned range inside the {len(data)}-byte DRAM")
+        opcodes = data[insn_addr:insn_addr + 16 * insn_count:16] & 7
+        if vta_isa and not np.any((opcodes == 3) | (opcodes >= 5)):     # FINISH is 3; 5..7 are illegal
+            raise DeviceError(f"{where}: the stream of {insn_count} instructions at "
+                              f"0x{insn_addr:x} has no FINISH; a run ends only when compute "
+                              "executes FINISH")
+
     def rtl_fault_message(self, where: str, error_code: int, error_module: int,
                           error_insn: int, insn_addr: int, insn_count: int) -> str:
         """The message of a fault latched in the RTL's ERROR_* registers: module, index in

@@ -292,12 +292,7 @@ class PysimDevice(Device):
     # ------------------------------------------------------------------ running
     def run(self, insn_addr: int, insn_count: int) -> RunResult:
         from ..hw.spec import Reg
-        data = self.dram.data
-        if insn_addr % 16 or insn_addr < 0 or insn_count < 0 \
-                or insn_addr + 16 * insn_count > len(data) or insn_addr >= 1 << 32:
-            raise DeviceError(f"pysim: {insn_count} instructions at 0x{insn_addr:x} are not "
-                              f"a 16-byte aligned range inside the {len(data)}-byte DRAM")
-        self._check_finish(insn_addr, insn_count)
+        self.check_stream(insn_addr, insn_count)
         if self._sim is None:
             self._build()
         bar = tqdm(desc="pysim run", unit="cycle", unit_scale=True, file=sys.stderr, delay=2.0,
@@ -340,15 +335,6 @@ class PysimDevice(Device):
                 where, regs[Reg.ERROR_CODE], regs[Reg.ERROR_MODULE], regs[Reg.ERROR_INSN],
                 insn_addr, insn_count))
         return RunResult(cycles=regs[Reg.CYCLES], stats=stats)
-
-    def _check_finish(self, insn_addr, insn_count):
-        """A stream without FINISH (and without an illegal opcode, which would fault first)
-        can only hang: say so at once instead of simulating until max_cycles."""
-        opcodes = self.dram.data[insn_addr:insn_addr + 16 * insn_count:16] & 7
-        if not np.any(opcodes >= 3):        # FINISH is 3; 5..7 are illegal
-            raise DeviceError(f"pysim ({self.config.name}): the stream of {insn_count} "
-                              f"instructions at 0x{insn_addr:x} has no FINISH; a run ends only "
-                              "when compute executes FINISH")
 
     def _call(self, fn):
         """Run ``fn(ctx)`` in the host testbench (between runs) and return its result."""

@@ -158,7 +158,7 @@ def test_dram_access_outside_the_image(stub):
 
 
 def test_bad_instruction_range(stub):
-    with pytest.raises(DeviceError, match=rf"^{stub.name}: 2 instructions at 0x1008 are not a "
+    with pytest.raises(DeviceError, match=rf"^{stub.name} \(\S+\): 2 instructions at 0x1008 are not a "
                                           r"16-byte aligned range"):
         stub.run(0x1008, 2)
 
