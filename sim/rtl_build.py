@@ -205,14 +205,15 @@ def generate_source(backend: str, config, *, token_depth: int = DEFAULT_TOKEN_DE
                     cmd_depth: int = DEFAULT_CMD_DEPTH, design: Design | None = None) -> str:
     """The generated C++ (``cxxrtl``) or Verilog (``verilator``) text of a top level.
 
-    Deterministic: the same inputs give the same text."""
+    Deterministic: the same inputs give the same text, wherever the package is
+    installed (no source-location attributes, which would embed paths)."""
     design = design or vta_design()
     top = design.factory(load_config(config), token_depth=token_depth, cmd_depth=cmd_depth)
     if backend == "cxxrtl":
         from amaranth.back import cxxrtl
-        return fast_slices(cxxrtl.convert(top, name=TOP_NAME))
+        return fast_slices(cxxrtl.convert(top, name=TOP_NAME, emit_src=False))
     from amaranth.back import verilog
-    return verilog.convert(top, name=TOP_NAME)
+    return verilog.convert(top, name=TOP_NAME, emit_src=False)
 
 
 @dataclass
