@@ -449,7 +449,7 @@ class Runtime:
         The stream stays pending: :meth:`synchronize` runs it, :meth:`reset` drops it."""
         insn_addr, count = self._commit()
         dram = self.device.read(0, self.device.dram.size)
-        return DramImage(dram, insn_addr, count)
+        return DramImage(dram, insn_addr, count, config=self.device.config.to_dict())
 
     def synchronize(self) -> RunResult:
         """Finalize the stream if needed, run it on the device and reset the queues

@@ -74,7 +74,7 @@ def test_bad_options():
     with pytest.raises(DeviceError, match=r"^pysim: read_latency=0; it must be >= 1 cycle$"):
         PysimDevice("tiny", read_latency=0)
     dev = _device("tiny")
-    with pytest.raises(DeviceError, match=r"^pysim: 2 instructions at 0x1008 are not a 16-byte "
+    with pytest.raises(DeviceError, match=r"^pysim \(\S+\): 2 instructions at 0x1008 are not a 16-byte "
                        r"aligned range"):
         dev.run(0x1008, 2)
 

@@ -535,3 +535,15 @@ def test_auto_synchronize_on_uop_staging():
     rt.synchronize()
     assert rt.stats["auto_syncs"] == 2
     assert np.array_equal(rt.download(ob, np.int8, a.shape), (a + 6).astype(np.int8))
+
+
+def test_finalized_image_records_its_config(tmp_path):
+    from vtakit.hw.config import VTAConfig
+    from vtakit.runtime import Runtime
+    from vtakit.sim import DramImage
+    rt = Runtime(open_device("behavioral", "tiny"))
+    buf = rt.alloc(4096)
+    rt.load_2d(MemType.INP, 0, buf, 0, 1, 1, 1)
+    rt.finalize().save(tmp_path / "prog")
+    image = DramImage.load(tmp_path / "prog.npz")
+    assert VTAConfig.from_dict(image.config) == VTAConfig.preset("tiny")
