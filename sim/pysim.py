@@ -315,12 +315,13 @@ class PysimDevice(Device):
         stats = {"gemm_counter": regs[Reg.GEMM_COUNT], "alu_counter": regs[Reg.ALU_COUNT],
                  "load_insn_count": regs[Reg.LOAD_COUNT],
                  "store_insn_count": regs[Reg.STORE_COUNT]}
+        if job["fault"] or job["timeout"]:
+            # The design may be mid-transfer or busy and would ignore the next start.
+            self.close()
+            self._sim = None
         if job["fault"]:
             raise DeviceError(f"{where}: {job['fault']}")
         if job["timeout"]:
-            # The design is still busy and would ignore the next start: start afresh.
-            self.close()
-            self._sim = None
             counters = ", ".join(f"{k}={v}" for k, v in stats.items())
             if job["stalled"]:
                 raise DeviceError(f"{where}: deadlock: no progress for {self.stall_cycles} "
