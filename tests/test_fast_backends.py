@@ -380,7 +380,7 @@ def _fixture_cases():
                 yield pytest.param(backend, fx, id=f"{backend}-{fx.id}")
 
 
-@pytest.mark.parametrize("backend,fx", _fixture_cases())
+@pytest.mark.parametrize("backend,fx", list(_fixture_cases()))
 def test_golden_fixture_byte_identical(vta_device, backend, fx):
     assert_replay(fx, vta_device(backend, fx.preset))
 
