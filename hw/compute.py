@@ -56,7 +56,31 @@ from .interfaces import (CommandSignature, ErrorCode, ErrorReport, TokenSignatur
 from .isa import AluOp, MemType, Opcode, isa_for
 from .load_engine import LoadEngine
 
-__all__ = ["Compute"]
+__all__ = ["Compute", "compute_signature"]
+
+
+def compute_signature(config: VTAConfig) -> wiring.Signature:
+    """The signature of :class:`Compute` (shared with stand-ins that tests put in its place)."""
+    c = config
+    return wiring.Signature({
+        "cmd": In(CommandSignature),
+        "uop_dma": Out(dma_read_signature(c)),
+        "acc_dma": Out(dma_read_signature(c)),
+        "inp_rd": In(memory.ReadPort.Signature(addr_width=c.log_inp_depth,
+                                               shape=c.inp_elem_bits)),
+        "wgt_rd": In(memory.ReadPort.Signature(addr_width=c.log_wgt_depth,
+                                               shape=c.wgt_elem_bits)),
+        "out_wr": In(memory.WritePort.Signature(addr_width=c.log_out_depth,
+                                                shape=c.out_elem_bits)),
+        "l2g": In(TokenSignature),
+        "s2g": In(TokenSignature),
+        "g2l": Out(TokenSignature),
+        "g2s": Out(TokenSignature),
+        "finish": Out(1),
+        "error": Out(ErrorReport),
+        "gemm_count": Out(32),
+        "alu_count": Out(32),
+    })
 
 
 class Compute(wiring.Component):
@@ -92,25 +116,7 @@ class Compute(wiring.Component):
 
     def __init__(self, config: VTAConfig):
         self._config = c = config
-        super().__init__({
-            "cmd": In(CommandSignature),
-            "uop_dma": Out(dma_read_signature(c)),
-            "acc_dma": Out(dma_read_signature(c)),
-            "inp_rd": In(memory.ReadPort.Signature(addr_width=c.log_inp_depth,
-                                                   shape=c.inp_elem_bits)),
-            "wgt_rd": In(memory.ReadPort.Signature(addr_width=c.log_wgt_depth,
-                                                   shape=c.wgt_elem_bits)),
-            "out_wr": In(memory.WritePort.Signature(addr_width=c.log_out_depth,
-                                                    shape=c.out_elem_bits)),
-            "l2g": In(TokenSignature),
-            "s2g": In(TokenSignature),
-            "g2l": Out(TokenSignature),
-            "g2s": Out(TokenSignature),
-            "finish": Out(1),
-            "error": Out(ErrorReport),
-            "gemm_count": Out(32),
-            "alu_count": Out(32),
-        })
+        super().__init__(compute_signature(c))
         self.uop_mem = memory.Memory(shape=c.uop_elem_bits, depth=c.uop_depth, init=[])
         self.acc_mem = memory.Memory(shape=c.acc_elem_bits, depth=c.acc_depth, init=[])
 

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 from amaranth.hdl import Module, Signal
-from amaranth.lib import data, memory, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import data, wiring
 from amaranth.sim import Simulator
 
-from vtakit.hw.interfaces import (CommandSignature, ErrorReport, TokenSignature,
-                                  dma_read_signature)
+from vtakit.hw.compute import compute_signature
 from vtakit.hw.isa import Opcode
 from vtakit.sim.pysim import DramPortModel
 
@@ -100,23 +98,7 @@ class NopCompute(wiring.Component):
     the top level be tested on their own."""
 
     def __init__(self, config):
-        c = config
-        super().__init__({
-            "cmd": In(CommandSignature),
-            "uop_dma": Out(dma_read_signature(c)),
-            "acc_dma": Out(dma_read_signature(c)),
-            "inp_rd": In(memory.ReadPort.Signature(addr_width=c.log_inp_depth,
-                                                   shape=c.inp_elem_bits)),
-            "wgt_rd": In(memory.ReadPort.Signature(addr_width=c.log_wgt_depth,
-                                                   shape=c.wgt_elem_bits)),
-            "out_wr": In(memory.WritePort.Signature(addr_width=c.log_out_depth,
-                                                    shape=c.out_elem_bits)),
-            "l2g": In(TokenSignature), "s2g": In(TokenSignature),
-            "g2l": Out(TokenSignature), "g2s": Out(TokenSignature),
-            "finish": Out(1),
-            "error": Out(ErrorReport),
-            "gemm_count": Out(32), "alu_count": Out(32),
-        })
+        super().__init__(compute_signature(config))
 
     def elaborate(self, platform):
         m = Module()
