@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from ..hw.isa import MemType, Opcode
+from ..hw.isa import DEP_QUEUES, MemType, Opcode, dispatch_module
 from .tiling import CostModel
 
 __all__ = ["StreamPrediction", "predict_stream", "stream_traffic"]
@@ -30,20 +30,6 @@ class StreamPrediction:
     busy: dict
     gemm_uops: int
     alu_uops: int
-
-
-def _route(insn) -> str:
-    if insn.opcode == Opcode.STORE:
-        return "store"
-    if insn.opcode == Opcode.LOAD and insn.memory_type in (MemType.INP, MemType.WGT):
-        return "load"
-    return "compute"
-
-
-_QUEUES = {"load": {"pop_next_dep": "g2l", "push_next_dep": "l2g"},
-           "compute": {"pop_prev_dep": "l2g", "pop_next_dep": "s2g",
-                       "push_prev_dep": "g2l", "push_next_dep": "g2s"},
-           "store": {"pop_prev_dep": "g2s", "push_prev_dep": "s2g"}}
 
 
 def stream_traffic(insns, config) -> dict:
@@ -95,9 +81,9 @@ def predict_stream(insns, config, cost: CostModel = CostModel()) -> StreamPredic
     ValueError
         If the stream deadlocks (a pop whose token is never pushed).
     """
-    queues = {m: [] for m in _QUEUES}
+    queues = {m: [] for m in DEP_QUEUES}
     for insn in insns:
-        queues[_route(insn)].append(insn)
+        queues[dispatch_module(insn)].append(insn)
     tokens = {q: deque() for q in ("l2g", "g2l", "g2s", "s2g")}
     time = dict.fromkeys(queues, 0.0)
     busy = dict.fromkeys(queues, 0.0)
@@ -109,8 +95,8 @@ def predict_stream(insns, config, cost: CostModel = CostModel()) -> StreamPredic
         for m, q in queues.items():
             while pos[m] < len(q):
                 insn = q[pos[m]]
-                pops = [tokens[name] for flag, name in _QUEUES[m].items()
-                        if flag.startswith("pop") and insn.fields.get(flag)]
+                pops = [tokens[name] for flag, name in DEP_QUEUES[m].items()
+                        if name and flag.startswith("pop") and insn.fields.get(flag)]
                 if any(not t for t in pops):
                     break
                 start = max([time[m]] + [t.popleft() for t in pops])
@@ -118,8 +104,8 @@ def predict_stream(insns, config, cost: CostModel = CostModel()) -> StreamPredic
                 gemm, alu = gemm + g, alu + a
                 time[m] = start + dur
                 busy[m] += dur
-                for flag, name in _QUEUES[m].items():
-                    if flag.startswith("push") and insn.fields.get(flag):
+                for flag, name in DEP_QUEUES[m].items():
+                    if name and flag.startswith("push") and insn.fields.get(flag):
                         tokens[name].append(time[m])
                 pos[m] += 1
                 progress = True

@@ -20,7 +20,7 @@ import numpy as np
 from .config import INSN_BITS, LOOP_ITER_BITS, UOP_BITS, VTAConfig
 
 __all__ = [
-    "Opcode", "MemType", "AluOp", "DEP_FLAGS", "IsaError", "Field", "Format", "Insn", "Uop",
+    "Opcode", "MemType", "AluOp", "DEP_FLAGS", "DEP_QUEUES", "dispatch_module", "IsaError", "Field", "Format", "Insn", "Uop",
     "ISA", "isa_for", "insns_to_bytes", "bytes_to_words",
 ]
 
@@ -50,6 +50,27 @@ class AluOp(enum.IntEnum):
 
 #: The dependency flags, bits 3..6 of every instruction.
 DEP_FLAGS = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
+
+
+#: Which token queue each dependency flag pops from / pushes to, per module (reference
+#: 3.2); None where the module has no such neighbour (the flag must then be 0).
+DEP_QUEUES = {
+    "load": {"pop_prev_dep": None, "pop_next_dep": "g2l",
+             "push_prev_dep": None, "push_next_dep": "l2g"},
+    "compute": {"pop_prev_dep": "l2g", "pop_next_dep": "s2g",
+                "push_prev_dep": "g2l", "push_next_dep": "g2s"},
+    "store": {"pop_prev_dep": "g2s", "pop_next_dep": None,
+              "push_prev_dep": "s2g", "push_next_dep": None},
+}
+
+
+def dispatch_module(insn) -> str:
+    """The module fetch dispatches a decoded instruction to (reference 3.1)."""
+    if insn.opcode == Opcode.STORE:
+        return "store"
+    if insn.opcode == Opcode.LOAD and insn.memory_type in (MemType.INP, MemType.WGT):
+        return "load"
+    return "compute"
 
 
 class IsaError(ValueError):

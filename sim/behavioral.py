@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 
 from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, ErrorCode, Module
-from ..hw.isa import MemType, Opcode, isa_for
+from ..hw.isa import DEP_QUEUES, Opcode, dispatch_module, isa_for
 from .datapath import Counters, Fault, SRAMs
 from .device import Device, DeviceError, RunResult
 
@@ -31,16 +31,6 @@ __all__ = ["BehavioralDevice", "ModelError", "TOKEN_QUEUES"]
 #: Dependency-token queues: name -> (producer module, consumer module).
 TOKEN_QUEUES = {"l2g": ("load", "compute"), "g2l": ("compute", "load"),
                 "g2s": ("compute", "store"), "s2g": ("store", "compute")}
-
-# Which queue each dep flag pops from / pushes to, per module (None: no such neighbour).
-_DEP_QUEUES = {
-    "load": {"pop_prev_dep": None, "pop_next_dep": "g2l",
-             "push_prev_dep": None, "push_next_dep": "l2g"},
-    "compute": {"pop_prev_dep": "l2g", "pop_next_dep": "s2g",
-                "push_prev_dep": "g2l", "push_next_dep": "g2s"},
-    "store": {"pop_prev_dep": "g2s", "pop_next_dep": None,
-              "push_prev_dep": "s2g", "push_next_dep": None},
-}
 
 _MODULE_CODE = {"fetch": Module.FETCH, "load": Module.LOAD, "compute": Module.COMPUTE,
                 "store": Module.STORE}
@@ -70,15 +60,6 @@ class ModelError(DeviceError):
     def __init__(self, message, code=None, module=None, index=None):
         super().__init__(message)
         self.code, self.module, self.index = code, module, index
-
-
-def _route(insn) -> str:
-    """The module an instruction is dispatched to (reference 3.1)."""
-    if insn.opcode == Opcode.STORE:
-        return "store"
-    if insn.opcode == Opcode.LOAD and insn.memory_type in (MemType.INP, MemType.WGT):
-        return "load"
-    return "compute"
 
 
 class _Agent:
@@ -190,7 +171,7 @@ class BehavioralDevice(Device):
                 raise self._error("fetch", index, insn, ErrorCode.ILLEGAL_OPCODE,
                                   f"opcode {insn.opcode} is illegal; legal opcodes are "
                                   + ", ".join(f"{o.name}={o.value}" for o in Opcode))
-            agent = agents[_route(insn)]
+            agent = agents[dispatch_module(insn)]
             agent.queue.append((index, insn))
             stream.append((agent, index, insn))
             if insn.opcode == Opcode.FINISH:
@@ -207,7 +188,7 @@ class BehavioralDevice(Device):
     def _flags(self, agent: _Agent, index: int, insn):
         """(pop queues, push queues) of an instruction on its module."""
         pops, pushes = [], []
-        for flag, queue in _DEP_QUEUES[agent.name].items():
+        for flag, queue in DEP_QUEUES[agent.name].items():
             if not insn.fields[flag]:
                 continue
             if queue is None:
