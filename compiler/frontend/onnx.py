@@ -43,6 +43,7 @@ import os
 
 import numpy as np
 
+from .. import quant  # noqa: F401  (registers the qnn.* operators)
 from ..ir import (Call, Constant, Function, GlobalVar, If, IRModule, Tuple, TupleGetItem,
                   TupleType, TensorType, Var, get_op, infer_expr_type)
 
@@ -196,7 +197,7 @@ class _Importer:
         if v.q is not None and v.expr is None:
             q = v.q
             v.expr = _call("qnn.dequantize", self.int8_expr(q.src), scale=_scale_attr(q.scale),
-                           zero_point=_zp_attr(q.zp), axis=q.axis if q.scale.ndim else -1)
+                           zero_point=_zp_attr(q.zp), axis=q.axis if q.scale.ndim else None)
             v.dtype = "float32"
         if v.u8:
             # held as int8 (value - 128): back to uint8 where an op needs the true value
@@ -432,6 +433,10 @@ for _onnx, _ir in [("Relu", "nn.relu"), ("Sigmoid", "sigmoid"), ("Tanh", "tanh")
 
 def _binary_conv(name):
     def conv(ctx, node, ins, a):
+        if node.op_type in ("Add", "Mul"):
+            fused = _qdq_binary(ctx, node, ins)
+            if fused is not None:
+                return fused
         x, y = (ctx.value_expr(ctx.float_val(v) if v.q is not None else v) for v in ins)
         return [ctx.out(_call(name, x, y))]
     return conv
@@ -911,7 +916,8 @@ def _quantize(ctx, node, ins, a):
     xf = ctx.value_expr(ctx.float_val(x))
     qrange = (-2**31, 2**31 - 1) if dtype == "int32" else (-128, 127)
     e = _call("qnn.quantize", xf, scale=_scale_attr(scale), zero_point=_zp_attr(zp),
-              axis=axis if scale.ndim else -1, out_dtype="int32" if dtype == "int32" else "int8")
+              axis=axis if scale.ndim else None, rounding="onnx",
+              out_dtype="int32" if dtype == "int32" else "int8")
     del qrange
     return [_Val(e, dtype=dtype, u8=dtype == "uint8")]
 
@@ -938,7 +944,7 @@ def _requant_passthrough(ctx, x, int8_expr):
     return _Val(q=_QInfo(_Val(int8_expr, dtype="int8"), q.scale, q.zp, q.axis), dtype="float32")
 
 
-def _requantize(ctx, acc, zp_in, scale, zp_out, lo, hi, axis=-1):
+def _requantize(ctx, acc, zp_in, scale, zp_out, lo, hi, axis=None):
     """int32 ``acc`` (with zero point ``zp_in``) -> int8 with ``scale`` and ``zp_out``."""
     zp_in = np.asarray(zp_in, np.int32)
     if np.any(zp_in):
@@ -946,7 +952,7 @@ def _requantize(ctx, acc, zp_in, scale, zp_out, lo, hi, axis=-1):
             (-1,) + (1,) * 0)))
     scale = np.asarray(scale, np.float64)
     r = _call("qnn.requantize", acc, scale=float(scale) if scale.ndim == 0 else scale,
-              zero_point=int(zp_out), axis=axis if scale.ndim else -1, rounding="onnx",
+              zero_point=int(zp_out), axis=axis if scale.ndim else None, rounding="onnx",
               out_dtype="int32")
     return _call("cast", _call("clip", r, a_min=int(lo), a_max=int(hi)), dtype="int8")
 
@@ -987,7 +993,7 @@ def _weight_int8(node, w):
 def _qdq_layer(ctx, node, tail, x, w, b, kind, p):
     """Conv/Gemm/MatMul between DequantizeLinear inputs and a QuantizeLinear: integer form."""
     act, qnode = tail
-    qins = [ctx.scope.lookup(n, ctx) if n else None for n in qnode.input]
+    qins = [None] + [ctx.scope.lookup(n, ctx) if n else None for n in qnode.input[1:]]
     sy, zy_raw, ydtype = _qparams(qnode, qins, 2)
     if len(qins) > 2 and qins[2] is not None:
         ydtype = qins[2].dtype
@@ -1007,6 +1013,33 @@ def _qdq_layer(ctx, node, tail, x, w, b, kind, p):
     lo, hi = _act_bounds(ctx, act, sy, zy)
     e = _int_layer(ctx, ctx.int8_expr(x.q.src), float(sx), int(zx), wq, sw, b, float(sy), zy,
                    lo, hi, kind, p)
+    ctx.fused.add(id(qnode))
+    if act is not None:
+        ctx.fused.add(id(act))
+    return {qnode.output[0]: _Val(e, dtype=ydtype, u8=ydtype == "uint8")}
+
+
+def _qdq_binary(ctx, node, ins):
+    """DequantizeLinear + DequantizeLinear -> Add/Mul -> [Relu] -> QuantizeLinear: qnn.add/mul."""
+    tail = ctx.quantized_tail(node)
+    x, y = ins
+    if tail is None or x.q is None or y.q is None or x.q.scale.ndim or y.q.scale.ndim:
+        return None
+    act, qnode = tail
+    qins = [None] + [ctx.scope.lookup(n, ctx) if n else None for n in qnode.input[1:]]
+    sy, zy_raw, ydtype = _qparams(qnode, qins, 2)
+    if len(qins) > 2 and qins[2] is not None:
+        ydtype = qins[2].dtype
+    if ydtype not in ("int8", "uint8") or sy.ndim:
+        return None
+    zy = int(_zp_domain(zy_raw, ydtype))
+    lo, hi = _act_bounds(ctx, act, sy, zy)
+    name = "qnn.add" if node.op_type == "Add" else "qnn.mul"
+    e = _call(name, ctx.int8_expr(x.q.src), ctx.int8_expr(y.q.src),
+              lhs_scale=float(x.q.scale), lhs_zero_point=int(x.q.zp),
+              rhs_scale=float(y.q.scale), rhs_zero_point=int(y.q.zp), out_scale=float(sy),
+              out_zero_point=zy, rounding="onnx", out_dtype="int32")
+    e = _call("cast", _call("clip", e, a_min=lo, a_max=hi), dtype="int8")
     ctx.fused.add(id(qnode))
     if act is not None:
         ctx.fused.add(id(act))
