@@ -464,12 +464,7 @@ def _mean(cv, op, ins, outs):
     axes = sorted(int(a) % len(x.shape) for a in np.ravel(cv.const(axes_t.index, "MEAN axis")))
     if not (x.quantized and x.dtype == "int8"):
         raise TFLiteError(f"{cv.source}: MEAN '{out.name}': only int8 is supported")
-    if keep and len(x.shape) == 4 and axes == [1, 2]:
-        method = "tflite"
-    elif x.s == out.s and x.zp == out.zp:
-        method = "tflite_same"
-    else:
-        method = "tflite_float"
+    method = "tflite"
     v = cv.values.get(x.index)
     if len(x.shape) == 4 and v is not None and v.layout == "NCHW" and keep:
         data, ax, layout = v.expr, tuple(sorted(_AXIS_TO_NCHW[a] for a in axes)), "NCHW"

@@ -82,9 +82,9 @@ def mean_int(x, *, axis, keepdims=False, in_scale, in_zero_point=0, out_scale,
              out_zero_point=0, rounding="tflite", out_dtype="int8"):
     """TFLite's int8 MEAN (reference kernels), three cases as TFLite picks them:
 
-    * ``"tflite"`` (4-D input, keep_dims, the two spatial axes):
-      ``sum(x - zp_in)`` times ``QuantizeMultiplier(s_in / s_out)``, then divided by the
-      count rounding half away from zero, plus ``zp_out``;
+    * ``"tflite"`` (scales or zero points differ): ``sum(x) - zp_in * count`` times
+      ``QuantizeMultiplier(s_in / s_out)`` with ``1/count`` folded into the multiplier
+      (TFLite's ``QuantizedMeanOrSum``), plus ``zp_out``;
     * ``"tflite_same"`` (same scale and zero point in and out): ``sum(x) / count``
       truncated toward zero;
     * ``"tflite_float"`` (otherwise): the float formula
@@ -96,11 +96,16 @@ def mean_int(x, *, axis, keepdims=False, in_scale, in_zero_point=0, out_scale,
     count = int(np.prod([x.shape[a] for a in axes]))
     lo, hi = np.iinfo(out_dtype).min, np.iinfo(out_dtype).max
     if rounding == "tflite":
-        acc = fp.wrap_int32((x.astype(np.int64) - in_zero_point).sum(axis=axes,
-                                                                    keepdims=keepdims))
+        # The multiplier s_in/s_out absorbs 1/count: shifted left by floor(log2(count))
+        # (at most 32, and keeping the exponent >= -31), then divided by the count.
         m, k = fp.quantize_multiplier(float(np.float32(in_scale)) / float(np.float32(out_scale)))
-        acc = fp.multiply_by_quantized_multiplier(acc, m, k)
-        y = divide_round(acc, count, "tflite") + out_zero_point
+        m, k = int(m), int(k)
+        sh = min(count.bit_length() - 1, 32, 31 + k)
+        m = (m << sh) // count
+        k -= sh
+        s = x.astype(np.int64).sum(axis=axes, keepdims=keepdims) - in_zero_point * count
+        acc = fp.multiply_by_quantized_multiplier(fp.wrap_int32(s), m, k)
+        y = acc + out_zero_point
     elif rounding == "tflite_same":
         s = x.astype(np.int64).sum(axis=axes, keepdims=keepdims)
         y = np.sign(s) * (np.abs(s) // count)
