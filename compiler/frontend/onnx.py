@@ -121,7 +121,7 @@ def _converter(*names):
 # ops evaluated by onnx's reference implementation when every input is a constant, besides
 # the converters' ops (shape arithmetic); never folded: control flow, randomness, Q/DQ
 # (kept structured for the integer form)
-_FOLD_ONLY = ("Shape", "Size", "Gather", "Unsqueeze", "Squeeze", "Cast", "Slice",
+_FOLD_ONLY = ("Constant", "Shape", "Size", "Gather", "Unsqueeze", "Squeeze", "Cast", "Slice",
               "ConstantOfShape", "Range", "Equal", "Less", "Greater", "Where", "Not", "And",
               "Or", "ReduceProd", "ReduceSum", "Div", "Floor", "Ceil", "Expand", "Tile",
               "Neg", "Abs", "Sqrt", "Pow", "Min", "Max", "CastLike", "Mod", "Split",
