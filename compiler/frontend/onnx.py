@@ -453,8 +453,10 @@ def _identity(ctx, node, ins, a):
     if node.op_type == "Dropout" and len(node.output) > 1 and node.output[1]:
         raise OnnxImportError(f"{_where(node)}: the mask output is not supported (inference "
                               f"only)")
-    if node.op_type == "Dropout" and a.get("training_mode") is not None:
-        pass
+    if node.op_type == "Dropout" and len(ins) > 2 and ins[2] is not None and (
+            ins[2].const is None or bool(ins[2].const)):
+        raise OnnxImportError(f"{_where(node)}: training_mode is not supported (inference "
+                              f"only)")
     return [ins[0]]
 
 
@@ -556,8 +558,10 @@ def _conv(ctx, node, ins, a):
     tail = ctx.quantized_tail(node)
     if (tail and x.q is not None and w.q is not None and w.q.src.const is not None
             and (b is None or b.const is not None or (b.q and b.q.src.const is not None))):
-        return _qdq_layer(ctx, node, tail, x, w, b, "conv",
-                          dict(strides=strides, pads=pads, dilation=dil, groups=groups))
+        fused = _qdq_layer(ctx, node, tail, x, w, b, "conv",
+                           dict(strides=strides, pads=pads, dilation=dil, groups=groups))
+        if fused is not None:
+            return fused
     wv = ctx.float_val(w)
     if wv.const is not None and dil != (1, 1):
         wv, dil = _Val(const=_dilate_kernel(wv.const, dil)), (1, 1)
@@ -652,17 +656,16 @@ def _gemm(ctx, node, ins, a):
     if (tail and not trans_a and alpha == 1.0 and beta == 1.0 and x.q is not None
             and w.q is not None and w.q.src.const is not None and len(xshape) == 2
             and (b is None or b.const is not None or (b.q and b.q.src.const is not None))):
-        return _qdq_layer(ctx, node, tail, x, w, b, "dense", dict(trans_b=bool(trans_b)))
+        fused = _qdq_layer(ctx, node, tail, x, w, b, "dense", dict(trans_b=bool(trans_b)))
+        if fused is not None:
+            return fused
     xe = ctx.value_expr(ctx.float_val(x))
     if trans_a:
         xe = _call("transpose", xe, axes=(1, 0))
     we = _matmul_weight(ctx, node, w, trans_b)
     if alpha != 1.0:
         we = _call("multiply", we, Constant(np.float32(alpha)))
-    lead = xshape[:-1]
-    if len(xshape) > 2:  # (..., K) @ (K, N): nn.dense takes any leading dims
-        pass
-    y = _call("nn.dense", xe, we)
+    y = _call("nn.dense", xe, we)  # (..., K) x (N, K): nn.dense takes any leading dims
     if b is not None:
         bv = ctx.float_val(b)
         be = ctx.value_expr(bv)
@@ -673,7 +676,6 @@ def _gemm(ctx, node, ins, a):
             y = _call("nn.bias_add", y, be, axis=-1)
         else:
             y = _call("add", y, be)
-    del lead
     return [ctx.out(y)]
 
 
@@ -750,8 +752,8 @@ def _reshape_val(ctx, x, newshape):
 @_converter("Flatten")
 def _flatten(ctx, node, ins, a):
     shape = ctx.shape_of(ins[0])
-    axis = int(a.get("axis", 1)) % (len(shape) or 1) if a.get("axis", 1) != len(shape) else \
-        len(shape)
+    axis = int(a.get("axis", 1))
+    axis = axis + len(shape) if axis < 0 else axis
     outer = int(np.prod(shape[:axis], dtype=np.int64))
     return [_reshape_val(ctx, ins[0], (outer, int(np.prod(shape, dtype=np.int64)) // max(outer, 1)))]
 
@@ -914,11 +916,9 @@ def _quantize(ctx, node, ins, a):
                         x.q.zp, x.q.scale / scale, zp, -128, 127)
         return [_Val(e, shape=x.q.src.shape, dtype=dtype, u8=dtype == "uint8")]
     xf = ctx.value_expr(ctx.float_val(x))
-    qrange = (-2**31, 2**31 - 1) if dtype == "int32" else (-128, 127)
     e = _call("qnn.quantize", xf, scale=_scale_attr(scale), zero_point=_zp_attr(zp),
               axis=axis if scale.ndim else None, rounding="onnx",
               out_dtype="int32" if dtype == "int32" else "int8")
-    del qrange
     return [_Val(e, dtype=dtype, u8=dtype == "uint8")]
 
 
@@ -947,9 +947,8 @@ def _requant_passthrough(ctx, x, int8_expr):
 def _requantize(ctx, acc, zp_in, scale, zp_out, lo, hi, axis=None):
     """int32 ``acc`` (with zero point ``zp_in``) -> int8 with ``scale`` and ``zp_out``."""
     zp_in = np.asarray(zp_in, np.int32)
-    if np.any(zp_in):
-        acc = _call("subtract", acc, Constant(zp_in if zp_in.ndim == 0 else zp_in.reshape(
-            (-1,) + (1,) * 0)))
+    if np.any(zp_in):  # scalar zero points only (callers check)
+        acc = _call("subtract", acc, Constant(zp_in))
     scale = np.asarray(scale, np.float64)
     r = _call("qnn.requantize", acc, scale=float(scale) if scale.ndim == 0 else scale,
               zero_point=int(zp_out), axis=axis if scale.ndim else None, rounding="onnx",
@@ -997,19 +996,19 @@ def _qdq_layer(ctx, node, tail, x, w, b, kind, p):
     sy, zy_raw, ydtype = _qparams(qnode, qins, 2)
     if len(qins) > 2 and qins[2] is not None:
         ydtype = qins[2].dtype
-    if ydtype not in ("int8", "uint8") or sy.ndim:
-        return None or _float_fallback(ctx, node, x, w, b, kind, p)
+    if ydtype not in ("int8", "uint8") or sy.ndim or x.q.scale.ndim:
+        return None  # not the integer form: the caller imports the float op (QDQ semantics)
     zy = int(_zp_domain(zy_raw, ydtype))
-    wq, sw, waxis = _weight_int8(node, w)
+    try:
+        wq, sw, waxis = _weight_int8(node, w)
+    except OnnxImportError:
+        return None  # weights that are not int8 after their zero point: float op
     if kind == "dense" and not p["trans_b"]:
         wq = np.ascontiguousarray(wq.T)
         waxis = 1 - waxis if sw.ndim else waxis
     if sw.ndim and waxis != 0:
-        raise OnnxImportError(f"{_where(node)}: per-channel weight scales must be along the "
-                              f"output channels")
+        return None  # scales along the reduction axis: float op
     sx, zx = x.q.scale, x.q.zp
-    if sx.ndim:
-        raise OnnxImportError(f"{_where(node)}: per-channel activation scales are not supported")
     lo, hi = _act_bounds(ctx, act, sy, zy)
     e = _int_layer(ctx, ctx.int8_expr(x.q.src), float(sx), int(zx), wq, sw, b, float(sy), zy,
                    lo, hi, kind, p)
@@ -1044,11 +1043,6 @@ def _qdq_binary(ctx, node, ins):
     if act is not None:
         ctx.fused.add(id(act))
     return {qnode.output[0]: _Val(e, dtype=ydtype, u8=ydtype == "uint8")}
-
-
-def _float_fallback(ctx, node, x, w, b, kind, p):
-    raise OnnxImportError(f"{_where(node)}: per-channel or int32 output quantization of a "
-                          f"{kind} layer is not supported")
 
 
 def _int_layer(ctx, xe, sx, zx, wq, sw, b, sy, zy, lo, hi, kind, p):
