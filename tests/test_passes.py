@@ -112,16 +112,16 @@ def test_dead_code_elimination():
     x = nn.var("x", (2,))
     dead, live = Var("dead"), Var("live")
     body = Let(dead, nn.exp(x), Let(live, nn.relu(x), nn.add(live, x)))
-    out = DeadCodeElimination()(IRModule({"main": Function([x], body)}))
-    assert op_names(out) == ["nn.relu", "add"]
+    out = DeadCodeElimination()(roundtrip(IRModule({"main": Function([x], body)})))
+    assert op_names(roundtrip(out)) == ["nn.relu", "add"]
 
 
 def test_fold_constant_and_simplify_dropout():
     x = nn.var("x", (2,))
     k = nn.add(nn.const(np.ones(2, np.float32)), nn.const(np.ones(2, np.float32)))
     mod = nn.module(nn.dropout(nn.multiply(x, k)))
-    out = FoldConstant()(SimplifyInference()(mod))
-    assert op_names(out) == ["multiply"]
+    out = FoldConstant()(SimplifyInference()(roundtrip(mod)))
+    assert op_names(roundtrip(out)) == ["multiply"]
 
 
 def test_fuse_ops_fuses_int8_conv_epilogue_into_one_primitive():
@@ -158,7 +158,7 @@ def test_fuse_ops_stops_at_values_used_twice_by_different_anchors():
     w = nn.const(np.ones((4, 4, 1, 1), np.float32))
     a = nn.relu(nn.conv2d(x, w))
     mod = nn.module(nn.add(nn.conv2d(a, w), a))  # a feeds a conv and the residual add
-    out = FuseOps()(mod)
+    out = roundtrip(FuseOps()(mod))
     prims = [n for n in post_order(out["main"]) if type(n) is Function and n.is_primitive()]
     assert sorted(op_names(p.body) for p in prims) == [["nn.conv2d", "add"],
                                                        ["nn.conv2d", "nn.relu"]]
@@ -210,8 +210,9 @@ def test_inline_primitives():
     prim = Function([p], nn.relu(p), attrs={"Primitive": 1})
     fv = Var("f")
     mod = IRModule({"main": Function([x], Let(fv, prim, Call(fv, [x])))})
-    out = InlinePrimitives()(mod)
+    out = InlinePrimitives()(roundtrip(mod))
     assert type(out["main"].body) is Call and out["main"].body.op is prim
+    roundtrip(out)
 
 
 def test_pass_context_disabled_required_and_timing(tmp_path):
@@ -283,7 +284,7 @@ def test_default_pipeline_on_resnet18_small():
     ref = evaluate(mod, x)
     with PassContext(opt_level=3):
         out = vm_pipeline()(default_pipeline()(mod))
-    check_well_formed(out)
+    check_well_formed(roundtrip(out))
     np.testing.assert_allclose(evaluate(out, x), ref, rtol=1e-4, atol=1e-6)
     names = op_names(out)
     assert "nn.batch_norm" not in names and "multiply" not in names
