@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 
 from vtakit.compiler import nn
-from vtakit.compiler.ir import (Call, Constant, Function, GlobalVar, If, IRModule, Let, Op,
-                                TensorType, Tuple, Var, astext, check_well_formed, evaluate,
-                                parse, post_order, structural_equal)
+from vtakit.compiler.ir import (Call, Constant, FuncType, Function, GlobalVar, If, IRModule,
+                                Let, Op, TensorType, Var, astext, check_well_formed,
+                                evaluate, parse, post_order)
 from vtakit.compiler.passes import (DeadCodeElimination, DumpIR, EliminateCommonSubexpr,
                                     FoldConstant, FoldScaleAxis, FuseOps, InferType,
                                     InlinePrimitives, LambdaLift, PassContext,
                                     PassTimingInstrument, RemoveUnusedFunctions, Sequential,
-                                    SimplifyInference, ToANormalForm, ToBasicBlockNormalForm,
+                                    SimplifyInference, ToBasicBlockNormalForm,
                                     default_pipeline, function_pass, get_pass, list_passes,
                                     module_pass, vm_pipeline)
 
@@ -192,7 +192,7 @@ def test_vm_lowering_shapes():
 def test_lambda_lift_recursive_let_closure():
     i32 = TensorType((), "int32")
     n, k = Var("n", i32), Var("k", i32)
-    f = Var("f", __import__("vtakit.compiler.ir", fromlist=["FuncType"]).FuncType([i32], i32))
+    f = Var("f", FuncType([i32], i32))
     step = nn.var("step", (), "int32")
     rec = Function([k], If(nn.greater(k, nn.const(0, "int32")),
                            nn.add(step, Call(f, [nn.subtract(k, nn.const(1, "int32"))])),
