@@ -66,6 +66,10 @@ class Expr:
     def __getitem__(self, index):
         return TupleGetItem(self, index)
 
+    def __iter__(self):
+        # __getitem__ would otherwise make every Expr an endless iterable
+        raise TypeError(f"{type(self).__name__} is not iterable (pass a list of Exprs)")
+
 
 def _binary(name, a, b):
     from .op import get_op
@@ -285,7 +289,7 @@ class IRModule:
 
     @classmethod
     def from_expr(cls, expr) -> "IRModule":
-        """A module whose ``main`` is ``expr`` (a Function, or an expr closed over its free vars)."""
+        """A module whose ``main`` is ``expr`` (a Function, or closed over its free vars)."""
         if not isinstance(expr, Function):
             from .analysis import free_vars
             expr = Function(free_vars(expr), expr)
