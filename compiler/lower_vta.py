@@ -186,6 +186,8 @@ class _Lowered:
     def __call__(self, rt, x):
         L, a = self.layer, self.layer.attrs
         x = np.asarray(x)
+        if self.config is None or self.config != rt.config:
+            self.config = rt.config
         rec = LayerRecord(L.kind, tuple(x.shape), "vta", "")
         try:
             y = getattr(self, "_" + L.kind)(rt, x, rec)
@@ -318,15 +320,16 @@ def _replace_input(layer: VTALayer, v):
     return rec(layer.root)
 
 
-def lower_layer(layer: VTALayer, config, records: list | None = None):
+def lower_layer(layer: VTALayer, config=None, records: list | None = None):
     """A packed function ``f(rt, x) -> numpy.ndarray`` running ``layer`` on ``rt``.
 
-    ``records``, when given, receives one :class:`LayerRecord` per call.
+    Plans are made for ``rt.config`` (``config`` is a hint kept for callers that plan
+    ahead). ``records``, when given, receives one :class:`LayerRecord` per call.
     """
     return _Lowered(layer, config, records)
 
 
-def lower_primitive(func: Function, config, records: list | None = None):
+def lower_primitive(func: Function, config=None, records: list | None = None):
     """Lower a fused primitive function (one parameter, a layer as its body).
 
     Raises
