@@ -248,7 +248,7 @@ class Executable:
         cons.write(struct.pack("<I", len(self.constants)))
         for c in self.constants:
             buf = io.BytesIO()
-            np.lib.format.write_array(buf, np.ascontiguousarray(c), version=(1, 0),
+            np.lib.format.write_array(buf, np.array(c, order="C", copy=None), version=(1, 0),
                                       allow_pickle=False)
             cons.write(struct.pack("<Q", buf.tell()))
             cons.write(buf.getvalue())
@@ -372,7 +372,7 @@ class _Reader:
         self.data, self.source = data, source
 
     def fail(self, section, offset, msg):
-        where = f"section {section.strip(chr(0))} at byte {offset}" if section else \
+        where = f"section {section.strip(chr(0))}, byte {offset}" if section else \
             f"byte {offset}"
         return ExecutableError(f"{self.source}: {where}: {msg}", section, offset)
 
