@@ -1,0 +1,3 @@
+"""vtakit.compiler.passes: the pass infrastructure and the graph-IR passes (in progress)."""
+
+__all__: list[str] = []
