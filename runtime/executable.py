@@ -40,7 +40,8 @@ from .module import PrimitiveEntry
 from .vm.bytecode import BytecodeError, VMFunction, decode_function, encode_function, \
     format_instruction, verify_function
 
-__all__ = ["Executable", "ExecutableError", "MAGIC", "FORMAT_VERSION", "SECTIONS", "load"]
+__all__ = ["Executable", "ExecutableError", "MAGIC", "FORMAT_VERSION", "SECTIONS", "load",
+           "read_inputs"]
 
 MAGIC = b"\x89VTAX\r\n\x1a"
 FORMAT_VERSION = 1
@@ -557,3 +558,44 @@ class _Reader:
 def load(path, *, config=None) -> Executable:
     """Read a ``.vtax`` file: :meth:`Executable.load`."""
     return Executable.load(path, config=config)
+
+
+def read_inputs(exe: Executable, specs) -> dict:
+    """Model inputs from files, as the command line gives them.
+
+    Parameters
+    ----------
+    exe : Executable
+    specs : list of str
+        ``NAME=FILE.npy`` or ``FILE.npy`` (the inputs in order), or one ``FILE.npz``
+        holding arrays named like the inputs. Read without pickle.
+
+    Returns
+    -------
+    dict of str -> numpy.ndarray
+    """
+    names = exe.input_names
+    out = {}
+    positional = 0
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            name, path = None, spec
+        try:
+            data = np.load(path, allow_pickle=False)
+        except FileNotFoundError:
+            raise ValueError(f"--input {spec}: no such file") from None
+        except Exception as e:    # numpy raises several types for a malformed file
+            raise ValueError(f"--input {spec}: not a .npy/.npz file ({e})") from None
+        if isinstance(data, np.lib.npyio.NpzFile):
+            with data:
+                out.update({k: data[k] for k in data.files})
+            continue
+        if name is None:
+            if positional >= len(names):
+                raise ValueError(f"--input {spec}: the model has only {len(names)} inputs "
+                                 f"({', '.join(names)})")
+            name = names[positional]
+            positional += 1
+        out[name] = data
+    return out
