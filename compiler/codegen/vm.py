@@ -79,6 +79,15 @@ def _leaves(ty):
     raise VMCompileError(f"a primitive must return tensors or tuples of tensors, not {ty!r}")
 
 
+def _type_key(ty):
+    """A hashable value identifying a type's shape and dtype (types hash by identity)."""
+    if isinstance(ty, TensorType):
+        return (tuple(ty.shape), ty.dtype)
+    if isinstance(ty, TupleType):
+        return tuple(_type_key(f) for f in ty.fields)
+    return repr(ty)
+
+
 def _op_names(func):
     names, stack, seen = [], [func.body], set()
     while stack:
@@ -279,7 +288,7 @@ class _FunctionCompiler:
             func = Function(params, Call(op, params, e.attrs))
             func.body._set_type(e.checked_type)
             key = ("op", op.name, json.dumps(e.attrs, sort_keys=True, default=repr),
-                   tuple(repr(a.checked_type) for a in e.args))
+                   tuple(_type_key(a.checked_type) for a in e.args))
             return self.packed(func, key, args)
         if isinstance(op, Function) and op.is_primitive():
             return self.packed(op, ("fn", id(op)), args)
