@@ -11,11 +11,11 @@ from .driver import VTA_MAX_XFER, Buffer, DebugFlag, Runtime
 from .errors import (BufferHandleError, DramRangeError, InvalidArgumentError, KernelError,
                      SramRangeError, StageError, StreamStateError, VTARuntimeError)
 from .kernel import UopKernel
-from .program import Program, ProgramFormatError, Relocation
+from .program import UOPS, Program, ProgramFormatError, Relocation
 
 __all__ = [
     "Runtime", "UopKernel", "Stage", "DebugFlag", "Buffer", "VTA_MAX_XFER",
-    "Program", "ProgramBuilder", "Slot", "Relocation", "ProgramFormatError",
+    "Program", "ProgramBuilder", "Slot", "Relocation", "ProgramFormatError", "UOPS",
     "VTARuntimeError", "BufferHandleError", "DramRangeError", "InvalidArgumentError",
     "KernelError", "SramRangeError", "StageError", "StreamStateError",
 ]

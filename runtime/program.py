@@ -310,6 +310,8 @@ class Program:
             relocations = [(int(i), str(s)) for i, s in header["relocations"]]
             pending = [(int(s), str(f)) for s, f in header["pending_pops"]]
             name = str(header["name"])
+            if n_insn < 0 or n_uop < 0:
+                raise ValueError(f"negative counts ({n_insn} instructions, {n_uop} uops)")
         except (ValueError, KeyError, TypeError) as e:
             raise ProgramFormatError(f"{where}: malformed header ({type(e).__name__}: "
                                      f"{e})") from None
