@@ -63,6 +63,7 @@ class ProgramBuilder:
     >>> b = ProgramBuilder(VTAConfig.preset("default"), name="copy")
     >>> a, o = b.slot("a", 36 * 64), b.slot("out", 36 * 16)
     >>> b.load_2d(MemType.ACC, 0, a, 0, 36, 1, 36)
+    >>> b.push_alu(UopKernel.alu(AluOp.SHR, [(0, 0)], [(36, 1, 1)], imm=0))   # acc -> out
     >>> b.dep_push(Stage.COMPUTE, Stage.STORE); b.dep_pop(Stage.COMPUTE, Stage.STORE)
     >>> b.store_2d(0, o, 0, 36, 1, 36)
     >>> program = b.build()

@@ -130,7 +130,8 @@ class Program:
         Which instructions address which slot (or :data:`UOPS`).
     pending_pops : sequence of (int, str)
         ``(stage, flag)`` pops still pending at the end: stage 1 load, 2 compute,
-        3 store; flag ``"pop_prev_dep"`` or ``"pop_next_dep"``.
+        3 store (the units' ERROR_MODULE numbers); flag ``"pop_prev_dep"`` or
+        ``"pop_next_dep"``.
     name : str
         What the program is (e.g. the operator), for messages and listings.
 

@@ -324,8 +324,11 @@ def test_program_validation():
 
 # ------------------------------------------------------------------- builder
 
-def test_builder_carries_pending_pops_like_the_runtime():
-    """A stream built from programs equals the same calls queued directly."""
+@pytest.mark.parametrize("repeat_pop", [False, True], ids=["merged", "nop"])
+def test_builder_carries_pending_pops_like_the_runtime(repeat_pop):
+    """A stream built from programs equals the same calls queued directly: pops pending
+    at the end of one program merge into the next one's first compute instruction, or
+    become a sync-only NOP when that instruction pops the same queue."""
     k = UopKernel.alu(AluOp.ADD, [(0, 0)], [(16, 1, 1)], imm=3)
 
     def part1(q, a):
@@ -334,6 +337,8 @@ def test_builder_carries_pending_pops_like_the_runtime():
         q.dep_pop(Stage.LOAD, Stage.COMPUTE)
 
     def part2(q, o):
+        if repeat_pop:
+            q.dep_pop(Stage.STORE, Stage.COMPUTE)
         q.push_alu(k)
         q.dep_push(Stage.COMPUTE, Stage.STORE)
         q.dep_pop(Stage.COMPUTE, Stage.STORE)
@@ -341,14 +346,14 @@ def test_builder_carries_pending_pops_like_the_runtime():
 
     direct = Runtime(open_device("behavioral", "default"))
     a, o = direct.alloc(16 * 64), direct.alloc(16 * 16)
-    direct.dep_push(Stage.STORE, Stage.COMPUTE)    # tokens for the pops above
-    direct.dep_push(Stage.LOAD, Stage.COMPUTE)
-    part1(direct, a)
-    part2(direct, o)
     bound = Runtime(open_device("behavioral", "default"))
     a2, o2 = bound.alloc(16 * 64), bound.alloc(16 * 16)
-    bound.dep_push(Stage.STORE, Stage.COMPUTE)
-    bound.dep_push(Stage.LOAD, Stage.COMPUTE)
+    for rt in (direct, bound):                     # tokens for the pops
+        for _ in range(1 + repeat_pop):
+            rt.dep_push(Stage.STORE, Stage.COMPUTE)
+        rt.dep_push(Stage.LOAD, Stage.COMPUTE)
+    part1(direct, a)
+    part2(direct, o)
     programs = []
     for part, name, nbytes in ((part1, "a", 16 * 64), (part2, "o", 16 * 16)):
         b = ProgramBuilder(DEFAULT)
@@ -358,3 +363,7 @@ def test_builder_carries_pending_pops_like_the_runtime():
     bound.bind(programs[0], {"a": a2})
     bound.bind(programs[1], {"o": o2})
     assert [i.word for i in bound.instructions] == [i.word for i in direct.instructions]
+    nops = [i for i in bound.instructions if i.is_nop and i.pop_prev_dep and i.pop_next_dep]
+    assert len(nops) == repeat_pop
+    for rt in (direct, bound):
+        rt.synchronize()                           # no deadlock
