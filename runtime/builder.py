@@ -290,7 +290,13 @@ class ProgramBuilder:
         their stage when it does not pop the same queue (a sync-only NOP is emitted
         otherwise); the program's own pending pops stay pending afterwards. The
         uop SRAM is assumed overwritten: kernels queued later are loaded again.
+        Nothing is queued if an argument is wrong.
         """
+        self.append_resolved(program, self.resolve(program, slots, call=call))
+
+    def resolve(self, program: Program, slots: dict, *, call: str = "include") -> list:
+        """Check :meth:`include`'s arguments and resolve the program's slots; returns
+        what :meth:`append_resolved` queues (the stream is not changed)."""
         if not isinstance(program, Program):
             raise InvalidArgumentError(f"{call}: expected a Program, got "
                                        f"{type(program).__name__}")
@@ -317,24 +323,35 @@ class ProgramBuilder:
                 raise DramRangeError(f"{what}: slot {name!r} needs {nbytes} bytes, the "
                                      f"{s.describe()} is smaller")
         targets = {r.insn: r.slot for r in program.relocations}
-        new = []
+        out = []
         for k, insn in enumerate(program.insns):
             fields = dict(insn.fields)
             del fields["opcode"]
-            target, uop_offset, reloc = targets.get(k), None, None
-            if target == UOPS:
-                uop_offset = fields["dram_base"] = self._staging_uops + insn.dram_base
-            elif target is not None:
+            target = targets.get(k)
+            if target is not None and target != UOPS:
                 s = resolved[target]
                 if s.addr is None:
-                    reloc = s.name
+                    target = s.name
                 else:
                     mt = MemType.OUT if insn.opcode == Opcode.STORE else MemType(insn.memory_type)
                     fields["dram_base"] = absolute_dram_base(
                         f"{what} instruction {k} ({target!r})", self.config, mt, s.addr,
                         insn.dram_base, insn.x_size, insn.y_size, insn.x_stride)
-            new.append((PendingInsn(insn.opcode, fields, uop_offset), reloc))
+                    target = None
+            out.append((insn.opcode, fields, target))
+        return out
+
+    def append_resolved(self, program: Program, resolved: list) -> None:
+        """Queue a program whose slots :meth:`resolve` resolved."""
         self._before_queue()
+        new = []
+        for opcode, fields, target in resolved:
+            uop_offset = None
+            if target == UOPS:      # the program's staging lands at the end of this one's
+                uop_offset = self._staging_uops + fields["dram_base"]
+                fields = dict(fields, dram_base=uop_offset)
+                target = None
+            new.append((PendingInsn(opcode, dict(fields), uop_offset), target))
         q = self._queue
         tail = set(program.pending_pops)
         for stage in Stage:
@@ -348,10 +365,10 @@ class ProgramBuilder:
                     q.pending[stage][f] = 0
             elif first is not None or any((int(stage), f) in tail for f in carried):
                 q.commit_pending_pop(stage)
-        for p, reloc in new:
+        for p, target in new:
             q.insns.append(p)
-            if reloc is not None:
-                self._relocs[p] = reloc
+            if target is not None:
+                self._relocs[p] = target
         for stage, flag in program.pending_pops:
             q.pending[Stage(stage)][flag] = 1
         if len(program.uops):

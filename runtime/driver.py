@@ -239,7 +239,12 @@ class Runtime:
     def bind(self, program: Program, buffers: dict) -> None:
         """Append a :class:`~.program.Program` to the stream with its slots bound to
         buffers of this runtime (``{slot name: Buffer}``): every relocated
-        ``dram_base`` is patched to the buffer's address. :meth:`synchronize` runs it.
+        ``dram_base`` is patched to the buffer's address and the program's uops join
+        the stream's staging. :meth:`synchronize` runs it. Token pops pending in the
+        stream and at the program's end behave as if the program's instructions had
+        been queued one by one (:meth:`ProgramBuilder.include`); kernels queued after
+        it are loaded into the uop SRAM again. If the stream plus the program would
+        exceed ``max_xfer``, the stream is synchronized first.
 
         Raises
         ------
@@ -253,20 +258,20 @@ class Runtime:
             If the stream is finalized, or the program alone exceeds ``max_xfer``.
         """
         st = self._stream
-        if isinstance(program, Program):
-            insn_room = (len(program) + _RESERVE) * self.config.insn_bytes
-            uop_room = len(program.uops) * self.config.uop_elem_bytes
-            if insn_room > self.max_xfer or uop_room > self.max_xfer:
-                raise StreamStateError(
-                    f"bind({program.name or 'program'}): {len(program)} instructions and "
-                    f"{len(program.uops)} uops do not fit one stream of max_xfer="
-                    f"{self.max_xfer} bytes; raise max_xfer")
-            if self._finalized is None and (
-                    (len(st) + len(program) + _RESERVE) * self.config.insn_bytes > self.max_xfer
-                    or (st.staging_uops + len(program.uops)) * self.config.uop_elem_bytes
-                    > self.max_xfer):
-                self._auto_sync()
-        st.include(program, buffers, call="bind")
+        resolved = st.resolve(program, buffers, call="bind")
+        self._start_push()
+        insn_room = (len(program) + _RESERVE) * self.config.insn_bytes
+        uop_room = len(program.uops) * self.config.uop_elem_bytes
+        if insn_room > self.max_xfer or uop_room > self.max_xfer:
+            raise StreamStateError(
+                f"bind({program.name or 'program'}): {len(program)} instructions and "
+                f"{len(program.uops)} uops do not fit one stream of max_xfer="
+                f"{self.max_xfer} bytes; raise max_xfer")
+        if ((len(st) + len(program) + _RESERVE) * self.config.insn_bytes > self.max_xfer
+                or (st.staging_uops + len(program.uops)) * self.config.uop_elem_bytes
+                > self.max_xfer):
+            self._auto_sync()
+        st.append_resolved(program, resolved)
         if st.staging_uops:
             self._uop_buf = self._ensure(self._uop_buf,
                                          st.staging_uops * self.config.uop_elem_bytes)

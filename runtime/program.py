@@ -39,6 +39,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 
 import numpy as np
 
@@ -125,7 +126,8 @@ class Program:
     uops : array of uint32
         The uop staging: encoded micro-ops that LOAD UOP instructions read.
     slots : dict of str -> int
-        Buffer slots (name -> bytes the program may touch), in declaration order.
+        Buffer slots (name -> bytes the program may touch), in declaration order
+        (a read-only mapping on the Program).
     relocations : sequence of Relocation
         Which instructions address which slot (or :data:`UOPS`).
     pending_pops : sequence of (int, str)
@@ -152,7 +154,7 @@ class Program:
         uops = np.array(uops, dtype=np.uint32).reshape(-1)
         uops.flags.writeable = False
         self.uops = uops
-        self.slots = dict(slots or {})
+        self.slots = MappingProxyType(dict(slots or {}))
         self.relocations = tuple(sorted(Relocation(int(r[0]), str(r[1])) for r in relocations))
         self.pending_pops = tuple(sorted((int(s), str(f)) for s, f in pending_pops))
         self._validate()
@@ -256,6 +258,9 @@ class Program:
 
     def __hash__(self):
         return hash((self.name, tuple(self.words)))
+
+    def __reduce__(self):           # pickling goes through the byte format
+        return Program.from_bytes, (self.to_bytes(),)
 
     # ---------------------------------------------------------- serialization
 

@@ -3,6 +3,7 @@ deterministically, composed, and rejected with one clear error when corrupt."""
 
 import hashlib
 import os
+import pickle
 import subprocess
 import sys
 
@@ -242,6 +243,28 @@ def test_round_trip():
         back = Program.from_bytes(data)
         assert back == program and back.to_bytes() == data
         assert back.disasm() == program.disasm() and back.name == plan.name
+        assert pickle.loads(pickle.dumps(program)) == program
+    assert conv_plan().program() != conv_plan(TINY).program()
+
+
+def test_bind_synchronizes_a_full_stream_first():
+    rng = np.random.default_rng(4)
+    plan = plan_add(DEFAULT, (1, 18, 5, 5), shift=1, clip=(-100, 100))
+    n = len(plan.program())
+    rt = Runtime(open_device("behavioral", "default"), max_xfer=(n + 6) * 16 + 8 * 16)
+    outs = []
+    for _ in range(2):
+        a, b = (rng.integers(-1000, 1000, (1, 18, 5, 5), dtype=np.int32) for _ in range(2))
+        bufs = {name: rt.alloc(op.nbytes) for name, op in plan.operands.items()}
+        for name, value in plan.pack(a, b).items():
+            rt.upload(bufs[name], value)
+        rt.bind(plan.program(), bufs)
+        outs.append((bufs["out"], R.add_ref(a, b, shift=1, clip=(-100, 100))))
+    assert rt.stats["auto_syncs"] == 1           # the second bind ran the first program
+    rt.synchronize()
+    for buf, ref in outs:
+        got = rt.download(buf, np.int8, plan.operands["out"].shape)
+        assert np.array_equal(plan.unpack(got), ref)
 
 
 _DIGEST = """
