@@ -354,8 +354,8 @@ class ProgramBuilder:
             new.append((PendingInsn(opcode, dict(fields), uop_offset), target))
         q = self._queue
         tail = set(program.pending_pops)
-        for stage in Stage:
-            carried = [f for f, v in q.pending[stage].items() if v]
+        for stage, flags in q.pending.items():
+            carried = [f for f, v in flags.items() if v]
             if not carried:
                 continue
             first = next((p for p, _ in new if serial_stage_of(p) == stage), None)
