@@ -60,7 +60,7 @@ FORMAT_VERSION = 1
 _PREAMBLE = struct.Struct("<8sHHI")
 _CRC = struct.Struct("<I")
 _POP_FLAGS = DEP_FLAGS[:2]
-_STAGES = (1, 2, 3)        # runtime.deps.Stage values (load, compute, store)
+_STAGES = (1, 2, 3)        # load, compute, store: the units' ERROR_MODULE numbers
 
 
 class ProgramFormatError(VTARuntimeError, ValueError):

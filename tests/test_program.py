@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 
 import vtakit.sim
-from vtakit.compiler import (plan_add, plan_avg_pool_gemm, plan_conv2d, plan_dense, plan_pool2d)
+from vtakit.compiler import plan_add, plan_avg_pool_gemm, plan_conv2d, plan_dense, plan_pool2d
 from vtakit.compiler import reference as R
 from vtakit.hw.config import VTAConfig
-from vtakit.hw.isa import AluOp, MemType, Opcode, isa_for
+from vtakit.hw.isa import AluOp, IsaError, MemType, Opcode, isa_for
 from vtakit.runtime import (UOPS, BufferHandleError, DramRangeError, InvalidArgumentError,
                             Program, ProgramBuilder, ProgramFormatError, Relocation, Runtime,
                             Stage, StreamStateError, UopKernel)
+from vtakit.runtime.program import make_insn
 from vtakit.sim import Device, open_device
 
 DEFAULT = VTAConfig.preset("default")
@@ -91,6 +92,19 @@ def test_one_representation():
     assert slots == set(program.slots) | {UOPS}
     # the fence every operator ends with leaves the load stage's pop pending
     assert program.pending_pops == ((int(Stage.LOAD), "pop_next_dep"),)
+
+
+def test_make_insn_matches_the_isa():
+    isa = isa_for(DEFAULT)
+    fields = dict(memory_type=int(MemType.WGT), sram_base=3, dram_base=77, y_size=2, x_size=5,
+                  x_stride=9, x_pad_1=2, push_next_dep=1)
+    insn = make_insn(DEFAULT, Opcode.LOAD, fields)
+    assert insn.word == isa.encode(Opcode.LOAD, **fields)
+    assert insn.fields == isa.decode(insn.word).fields
+    with pytest.raises(IsaError, match=r"^MEM field x_size=65536 does not fit in 16 bits"):
+        make_insn(DEFAULT, Opcode.LOAD, dict(fields, x_size=1 << 16))
+    with pytest.raises(IsaError, match=r"^MEM instruction has no field 'imm'"):
+        make_insn(DEFAULT, Opcode.LOAD, dict(fields, imm=1))
 
 
 # ------------------------------------------------------------------- binding
