@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from .module import PrimitiveEntry
+from .program import Program, ProgramFormatError
 from .vm.bytecode import BytecodeError, VMFunction, decode_function, encode_function, \
     format_instruction, verify_function
 
@@ -113,6 +114,8 @@ class Executable:
     def __post_init__(self):
         from ..hw.config import load_config
         self.config = load_config(self.config)
+        self.kernels = [(str(n), k.to_bytes() if isinstance(k, Program) else bytes(k))
+                        for n, k in self.kernels]
         self.constants = [_readonly(c) for c in self.constants]
         if self.inputs is None:
             main = self.function(self.entry)
@@ -152,6 +155,8 @@ class Executable:
         names = [k[0] for k in self.kernels]
         if len(set(names)) != len(names):
             raise BytecodeError("kernel names must be unique")
+        for name, blob in self.kernels:
+            self._check_kernel(name, blob)
         for f in self.functions:
             try:
                 verify_function(f, num_funcs=len(self.functions), num_packed=len(self.primitives),
@@ -162,6 +167,24 @@ class Executable:
         for m in self.requires:
             if not (m == "vtakit" or m.startswith("vtakit.")):
                 raise BytecodeError(f"required module {m!r} is outside the vtakit package")
+
+    def _check_kernel(self, name, blob) -> Program:
+        try:
+            prog = Program.from_bytes(blob)
+        except ProgramFormatError as e:
+            raise KernelTableError(f"kernel {name!r}: {e}", name) from None
+        if prog.config != self.config:
+            raise KernelTableError(f"kernel {name!r} is built for config {prog.config.name}, "
+                                   f"the executable for {self.config.name}", name)
+        return prog
+
+    def program(self, name: str) -> Program:
+        """A kernel-table entry as a :class:`~vtakit.runtime.program.Program`."""
+        for n, blob in self.kernels:
+            if n == name:
+                return Program.from_bytes(blob)
+        raise KeyError(f"the executable has no kernel {name!r}; its kernels are "
+                       + (", ".join(n for n, _ in self.kernels) or "none"))
 
     # ------------------------------------------------------------------ running
     def vm(self, backend: str = "behavioral", **kwargs):
@@ -334,17 +357,10 @@ class Executable:
 
 
 def _kernel_text(blob, config) -> list[str]:
-    """A kernel's disassembly if the Program format is available, else nothing."""
-    try:
-        from .program import Program   # lands with the relocatable-program work
-    except ImportError:
-        return []
-    try:
-        prog = Program.from_bytes(blob)
-        text = prog.disasm() if hasattr(prog, "disasm") else str(prog)
-    except Exception as e:    # the table entry is shown, not the failure's traceback
-        return [f"(not a Program: {e})"]
-    return str(text).splitlines()
+    """A kernel's slots and disassembly."""
+    prog = Program.from_bytes(blob)
+    slots = ", ".join(f"{n} ({b} B)" for n, b in prog.slots.items())
+    return [f"{prog!r}", f"slots: {slots or 'none'}"] + prog.disasm()
 
 
 def _readonly(a) -> np.ndarray:
@@ -364,6 +380,14 @@ def _flatten(v):
 def _section(tag: str, payload: bytes) -> bytes:
     head = _SEC.pack(tag.encode("ascii"), len(payload))
     return head + payload + _CRC.pack(zlib.crc32(head + payload))
+
+
+class KernelTableError(ValueError):
+    """A kernel-table entry that is not a Program for the executable's config."""
+
+    def __init__(self, message, name):
+        super().__init__(message)
+        self.name = name
 
 
 class _Reader:
@@ -452,10 +476,13 @@ class _Reader:
             primitives = [PrimitiveEntry.from_json(p) for p in prim]
         except (KeyError, TypeError, ValueError) as e:
             raise self.fail("PRIM", payloads["PRIM"][0], f"bad primitive entry ({e})") from None
-        kernels = self.kernels(payloads)
+        kernels, kernel_offsets = self.kernels(payloads)
         try:
             return cls(config, functions, constants, primitives, kernels, entry, inputs,
                        outputs, requires)
+        except KernelTableError as e:
+            raise self.fail("KERN", payloads["KERN"][0] + kernel_offsets[e.name], str(e)) \
+                from None
         except BytecodeError as e:
             off = payloads["CODE"][0]
             func = next((f for f in functions if f.name == e.function), None)
@@ -530,7 +557,7 @@ class _Reader:
         if len(raw) < 4:
             raise self.fail("KERN", off, "truncated kernel count")
         (count,) = struct.unpack_from("<I", raw, 0)
-        pos, out = 4, []
+        pos, out, offsets = 4, [], {}
         for i in range(count):
             if pos + 2 > len(raw):
                 raise self.fail("KERN", off + pos, f"kernel {i}: truncated name length")
@@ -549,10 +576,11 @@ class _Reader:
                 raise self.fail("KERN", off + pos, f"kernel {name!r}: {m} bytes run past the "
                                                    "section end")
             out.append((name, raw[pos:pos + m]))
+            offsets[name] = pos
             pos += m
         if pos != len(raw):
             raise self.fail("KERN", off + pos, "bytes after the last kernel")
-        return out
+        return out, offsets
 
 
 def load(path, *, config=None) -> Executable:

@@ -8,7 +8,7 @@ import pytest
 from vm_programs import closure_exe, factorial_exe, list_sum_exe
 
 import vtakit
-from vtakit.runtime import Executable, ExecutableError, PrimitiveEntry
+from vtakit.runtime import Executable, ExecutableError, PrimitiveEntry, Program
 from vtakit.runtime.executable import FORMAT_VERSION, MAGIC
 from vtakit.runtime.vm import LoadConst, Ret, VMFunction
 
@@ -18,8 +18,17 @@ def rich_exe():
     exe = closure_exe()
     exe.constants = exe.constants + [np.arange(12, dtype=np.int8).reshape(3, 4),
                                      np.linspace(0, 1, 5, dtype=np.float32)]
-    exe.kernels = [("conv0", bytes(range(40))), ("dense1", b"\x00\x01" * 9)]
+    exe.kernels = [("conv0", kernel("conv0")), ("dense1", kernel("dense1"))]
     return exe
+
+
+def kernel(name, config="default"):
+    """A real kernel-table entry: a small conv plan's Program, as bytes."""
+    from vtakit.compiler import plan_conv2d
+    from vtakit.hw.config import load_config
+    if name == "conv0":
+        return plan_conv2d(load_config(config), (1, 16, 4, 4), (16, 16, 1, 1)).program().to_bytes()
+    return Program(load_config(config), [], slots={"x": 64}, name=name).to_bytes()
 
 
 @pytest.mark.parametrize("make", [factorial_exe, closure_exe, list_sum_exe, rich_exe])
@@ -137,7 +146,7 @@ def test_disasm_lists_code_primitives_and_kernels():
     assert "$5 = invoke_closure $2($3)" in text
     assert "invoke_packed vmtest.add in($5 $6) out($8)" in text
     assert "vmtest.mul  kind=global in=2 out=1" in text
-    assert "conv0: 40 bytes" in text
+    assert "conv0: " in text and "slots: data (" in text and "; dram_base relative to" in text
     assert "int8[3, 4]" in text
     assert text.startswith(f"; vtax format {FORMAT_VERSION}, vtakit")
 
@@ -150,3 +159,19 @@ def test_magic_is_png_style():
 def test_primitive_entry_round_trip():
     p = PrimitiveEntry("fused_conv", "host", 3, 1, '{"a":1}')
     assert PrimitiveEntry.from_json(p.to_json()) == p
+
+
+def test_kernel_table_entries_must_be_programs_for_the_config():
+    exe = closure_exe()
+    exe.kernels = [("ok", kernel("ok")), ("tiny", kernel("tiny", "tiny"))]
+    data = exe.to_bytes()
+    with pytest.raises(ExecutableError, match=r"^m: section KERN, byte \d+: kernel 'tiny' is "
+                                              r"built for config 1x8_i8w8a32_12_12_14_14, the "
+                                              r"executable for 1x16_i8w8a32_15_15_18_17$"):
+        Executable.from_bytes(data, source="m")
+    exe.kernels = [("junk", b"\x00" * 10)]
+    with pytest.raises(ExecutableError, match=r"^m: section KERN, byte \d+: kernel 'junk': "
+                                              r"Program.from_bytes: 10 bytes is too short"):
+        Executable.from_bytes(exe.to_bytes(), source="m")
+    back = Executable.from_bytes(rich_exe().to_bytes())
+    assert back.program("conv0").slots.keys() >= {"data", "weight", "out"}

@@ -9,10 +9,13 @@ from vtakit.compiler import nn
 from vtakit.compiler.codegen import LoweredPrimitive, compile_vm
 from vtakit.compiler.ir import (Call, Function, GlobalVar, If, IRModule, Let, TensorType, Tuple,
                                 TupleGetItem, Var, evaluate, get_op)
-from vtakit.runtime import Executable, get_global_func, register_func, remove_global_func
+from vtakit.hw import VTAConfig
+from vtakit.runtime import (Executable, Program, get_global_func, register_func,
+                            remove_global_func)
 from vtakit.runtime.vm import Opcode
 
 I64 = TensorType((), "int64")
+KERNEL = Program(VTAConfig.preset("default"), [], slots={"x": 64}, name="sq").to_bytes()
 
 
 def op(name, *args, **attrs):
@@ -202,14 +205,14 @@ def test_fused_primitive_functions_and_the_lowerer_hook():
     def lowerer(func):
         calls.append(func)
         if func.body.op.name == "multiply":
-            return LoweredPrimitive("vmtest_vta", {"shift": 0}, [("k_square", b"\x01\x02")],
+            return LoweredPrimitive("vmtest_vta", {"shift": 0}, [("k_square", KERNEL)],
                                     [np.array([1, 1, 1, 1], np.int32)], name="vta_square")
         return None
 
     def factory(entry, ctx):
         meta = entry.meta_dict
         ones = ctx.constants[meta["constants"][0]]
-        assert ctx.kernel("k_square") == b"\x01\x02"
+        assert ctx.kernel("k_square") == KERNEL and ctx.program("k_square").name == "sq"
 
         def run(v, out):
             out[...] = v * v * ones
@@ -219,7 +222,7 @@ def test_fused_primitive_functions_and_the_lowerer_hook():
     assert len(calls) == 2
     assert [(p.name, p.kind) for p in exe.primitives] == [("fused_add_nn_relu", "host"),
                                                           ("vta_square", "vmtest_vta")]
-    assert exe.kernels == [("k_square", b"\x01\x02")]
+    assert exe.kernels == [("k_square", KERNEL)]
     register_func("vtakit.vm.primitive.vmtest_vta", factory)
     try:
         np.testing.assert_array_equal(exe.run([a]), want)

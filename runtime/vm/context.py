@@ -39,6 +39,7 @@ class RuntimeContext:
         self._owns_device = device is None
         self._runtime = None
         self._closers = []
+        self._programs = {}
 
     @property
     def device(self):
@@ -67,6 +68,14 @@ class RuntimeContext:
         except KeyError:
             raise KeyError(f"the executable has no kernel {name!r}; its kernels are "
                            + (", ".join(self.kernels) or "none")) from None
+
+    def program(self, name: str):
+        """A kernel-table entry as a :class:`~vtakit.runtime.program.Program` (parsed once)."""
+        prog = self._programs.get(name)
+        if prog is None:
+            from ..program import Program
+            prog = self._programs[name] = Program.from_bytes(self.kernel(name))
+        return prog
 
     def on_close(self, func) -> None:
         """Call ``func()`` when the context closes (a kernel freeing its DRAM buffers)."""
