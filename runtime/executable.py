@@ -38,7 +38,7 @@ import numpy as np
 
 from .module import PrimitiveEntry
 from .program import Program, ProgramFormatError
-from .vm.bytecode import BytecodeError, VMFunction, decode_function, encode_function, \
+from .vm.bytecode import BytecodeError, Opcode, VMFunction, decode_function, encode_function, \
     format_instruction, verify_function
 
 __all__ = ["Executable", "ExecutableError", "MAGIC", "FORMAT_VERSION", "SECTIONS", "load",
@@ -134,8 +134,11 @@ class Executable:
 
     @property
     def peak_dram_bytes(self) -> int:
-        """The largest planned memory of one function frame (arenas are per call)."""
-        return max((f.arena_bytes for f in self.functions), default=0)
+        """The most memory one function call allocates (its planned arena plus the storage
+        of the tensors it returns or passes on), over the functions; memory is per call."""
+        alloc = Opcode.ALLOC_STORAGE.value
+        return max((sum(ins[1] for ins in f.code if ins[0] == alloc) for f in self.functions),
+                   default=0)
 
     @property
     def input_names(self) -> list[str]:
