@@ -6,3 +6,12 @@ Subpackages: :mod:`vtakit.hw` (config, ISA, Amaranth RTL), :mod:`vtakit.sim`
 """
 
 __version__ = "0.1.0"
+
+
+def load(path, *, config=None):
+    """Load a compiled model (``.vtax``): :func:`vtakit.runtime.executable.load`.
+
+    Returns an :class:`~vtakit.runtime.executable.Executable`; call ``.run(inputs,
+    backend=...)`` on it."""
+    from .runtime.executable import load as _load   # lazy: `import vtakit` stays light
+    return _load(path, config=config)

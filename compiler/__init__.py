@@ -8,15 +8,21 @@ Operator level (this package's user API; every function takes a
 * :func:`add`, :func:`max_pool2d`, :func:`avg_pool2d`, :func:`global_avg_pool2d`
   (add and average pooling run on the GEMM core by default, ``engine="alu"`` on
   the ALU; max pooling on the ALU);
-* ``plan_*`` functions return plans (:class:`Conv2dPlan`, ...) whose ``lower(rt, bufs)``
-  appends the kernel to a stream with caller-owned buffers, whose ``operands``
-  name the packed DRAM tensors and whose ``estimate`` is the cost model's
-  prediction; :func:`search_tiles` ranks tilings.
+* ``plan_*`` functions return plans (:class:`Conv2dPlan`, ...) whose ``program()``
+  is the kernel as a device-independent :class:`vtakit.runtime.Program` (one
+  buffer slot per packed DRAM operand, named as in ``operands``), whose
+  ``lower(rt, bufs)`` binds it into a runtime's stream with caller-owned buffers
+  and whose ``estimate`` is the cost model's prediction; :func:`search_tiles`
+  ranks tilings.
 
 Integer references of every operator are in :mod:`vtakit.compiler.reference`,
 layout packing in :mod:`vtakit.compiler.layout`.
+
+Graph level: the Relay-style IR is :mod:`vtakit.compiler.ir`, its passes
+:mod:`vtakit.compiler.passes`, and the network builder :mod:`vtakit.compiler.nn`.
 """
 
+from . import ir, nn, passes
 from .conv2d import Conv2dPlan, assemble_planes, conv2d, group_conv2d, plan_conv2d
 from .dense import DensePlan, dense, plan_dense
 from .elementwise import AddPlan, add, plan_add, plan_add_gemm
@@ -35,5 +41,5 @@ __all__ = [
     "Conv2dPlan", "DensePlan", "AddPlan", "PoolPlan", "OpPlan", "Operand", "assemble_planes",
     "Epilogue", "EpilogueError", "LayoutError",
     "ConvProblem", "ConvTiling", "CostModel", "Estimate", "TilingError", "search_tiles",
-    "best_tiling",
+    "best_tiling", "ir", "nn", "passes",
 ]
