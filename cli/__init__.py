@@ -15,3 +15,11 @@ def load(path, *, config=None):
     backend=...)`` on it."""
     from .runtime.executable import load as _load   # lazy: `import vtakit` stays light
     return _load(path, config=config)
+
+
+def compile(path, *, config="default", report=None):  # noqa: A001 -- the product's verb
+    """Compile a model file (``.tflite``) for ``config``: an
+    :class:`~vtakit.runtime.executable.Executable` (``.save(path)``, ``.run(inputs)``);
+    see :func:`vtakit.compiler.build_model.compile_model`."""
+    from .compiler.build_model import compile_model
+    return compile_model(path, config, report=report)
