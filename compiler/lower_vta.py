@@ -47,7 +47,8 @@ from .quant import fixed_point as fp
 from .quant.pool import divide_round
 from .tiling import TilingError
 
-__all__ = ["VTALayer", "LayerRecord", "match_layer", "lower_layer", "lower_primitive",
+__all__ = ["VTALayer", "LayerRecord", "match_layer", "split_layer", "lower_layer",
+           "lower_primitive", "vm_lowerer", "VM_KIND",
            "run_graph", "requantize_cost", "LoweringError"]
 
 
@@ -72,7 +73,7 @@ class VTALayer:
     data : Expr
         The layer's input (before any explicit pad).
     attrs : dict
-        weight, bias, strides, padding (top, left, bottom, right), pad_value, groups,
+        weight and bias (Constant or Var expressions), strides, padding (top, left, bottom, right), pad_value, groups,
         requantize attributes (scale, zero_point, axis, rounding), clip (lo, hi),
         out_dtype, pool_size.
     """
@@ -112,13 +113,13 @@ def match_layer(expr) -> VTALayer | None:
     e = e.args[0]
     bias = None
     if _is(e, "nn.bias_add"):
-        if not isinstance(e.args[1], Constant) or e.attrs["axis"] != 1:
+        if not isinstance(e.args[1], (Constant, Var)) or e.attrs["axis"] != 1:
             return None
-        bias = np.asarray(e.args[1].data, np.int64)
+        bias = e.args[1]
         e = e.args[0]
     if _is(e, "nn.conv2d"):
         a = e.attrs
-        if tuple(a["dilation"]) != (1, 1) or not isinstance(e.args[1], Constant):
+        if tuple(a["dilation"]) != (1, 1) or not isinstance(e.args[1], (Constant, Var)):
             return None
         data, pad, pad_value = e.args[0], tuple(a["padding"]), 0.0
         if _is(data, "nn.pad"):
@@ -129,12 +130,12 @@ def match_layer(expr) -> VTALayer | None:
             pad_value = data.attrs["pad_value"]
             data = data.args[0]
         return VTALayer("conv2d", expr, data, {
-            "weight": np.asarray(e.args[1].data), "bias": bias, "strides": a["strides"],
+            "weight": e.args[1], "bias": bias, "strides": a["strides"],
             "padding": pad, "pad_value": pad_value, "groups": a["groups"],
             "requantize": rq, "clip": clip, "out_dtype": out_dtype})
-    if _is(e, "nn.dense") and isinstance(e.args[1], Constant):
+    if _is(e, "nn.dense") and isinstance(e.args[1], (Constant, Var)):
         return VTALayer("dense", expr, e.args[0], {
-            "weight": np.asarray(e.args[1].data), "bias": bias, "requantize": rq,
+            "weight": e.args[1], "bias": bias, "requantize": rq,
             "clip": clip, "out_dtype": out_dtype})
     return None
 
@@ -183,9 +184,13 @@ class _Lowered:
         self.records = records
         self.plan = None
 
-    def __call__(self, rt, x):
+    def __call__(self, rt, x, env=None):
+        """Run the layer on ``x``; ``env`` maps the Vars of weight/bias to arrays."""
         L, a = self.layer, self.layer.attrs
         x = np.asarray(x)
+        self.env = env or {}
+        if self.config is None or self.config != rt.config:
+            self.config = rt.config
         rec = LayerRecord(L.kind, tuple(x.shape), "vta", "")
         try:
             y = getattr(self, "_" + L.kind)(rt, x, rec)
@@ -195,6 +200,14 @@ class _Lowered:
         if self.records is not None:
             self.records.append(rec)
         return y
+
+    def _value(self, e):
+        if isinstance(e, Constant):
+            return np.asarray(e.data)
+        try:
+            return np.asarray(self.env[e])
+        except KeyError:
+            raise LoweringError(f"no value for the layer's parameter %{e.name_hint}") from None
 
     # ------------------------------------------------------------- per kind
 
@@ -212,9 +225,10 @@ class _Lowered:
     def _conv_like(self, rt, x, rec, dense):
         a = self.layer.attrs
         rq, (lo, hi) = a["requantize"], a["clip"]
-        w = a["weight"]
+        w = self._value(a["weight"])
         o = w.shape[0]
-        bias = np.zeros(o, np.int64) if a["bias"] is None else a["bias"]
+        bias = (np.zeros(o, np.int64) if a["bias"] is None
+                else self._value(a["bias"]).astype(np.int64))
         if not dense:
             pad = tuple(a["padding"])
             if a["pad_value"] != 0 and any(pad):
@@ -297,7 +311,12 @@ class _Lowered:
         from .ir import evaluate
         v = Var("x")
         body = _replace_input(self.layer, v)
-        return np.asarray(evaluate(body, x=x))
+        named = {"x": x}
+        for key in ("weight", "bias"):
+            e = self.layer.attrs.get(key)
+            if isinstance(e, Var):
+                named[e.name_hint] = self._value(e)
+        return np.asarray(evaluate(body, **named))
 
 
 def _replace_input(layer: VTALayer, v):
@@ -318,15 +337,16 @@ def _replace_input(layer: VTALayer, v):
     return rec(layer.root)
 
 
-def lower_layer(layer: VTALayer, config, records: list | None = None):
+def lower_layer(layer: VTALayer, config=None, records: list | None = None):
     """A packed function ``f(rt, x) -> numpy.ndarray`` running ``layer`` on ``rt``.
 
-    ``records``, when given, receives one :class:`LayerRecord` per call.
+    Plans are made for ``rt.config`` (``config`` is a hint kept for callers that plan
+    ahead). ``records``, when given, receives one :class:`LayerRecord` per call.
     """
     return _Lowered(layer, config, records)
 
 
-def lower_primitive(func: Function, config, records: list | None = None):
+def lower_primitive(func: Function, config=None, records: list | None = None):
     """Lower a fused primitive function (one parameter, a layer as its body).
 
     Raises
@@ -410,3 +430,137 @@ def requantize_cost(config, x_shape, w_shape, stride=1, padding=0, groups=1) -> 
             "int32_bytes": p32.estimate.read_bytes + p32.estimate.write_bytes,
             "int8_bytes": p8.estimate.read_bytes + p8.estimate.write_bytes,
             "host_requantize_s": host}
+
+
+# --------------------------------------------------------------------------- VM hook
+
+#: Primitive-factory kind of VTA layers in executables ("vtakit.vm.primitive.vta_layer").
+VM_KIND = "vta_layer"
+
+
+def split_layer(body):
+    """``(layer, tail)``: the layer inside ``body`` and the element-wise calls applied
+    after it (innermost first; each takes the layer's value as its first argument and
+    constants otherwise), or ``(None, [])``."""
+    tail = []
+    e = body
+    while True:
+        layer = match_layer(e)
+        if layer is not None:
+            return layer, tail[::-1]
+        if (isinstance(e, Call) and isinstance(e.op, Op) and e.args
+                and all(isinstance(a, Constant) for a in e.args[1:])
+                and e.op.pattern <= 1):       # ELEMWISE or BROADCAST
+            tail.append(e)
+            e = e.args[0]
+            continue
+        return None, []
+
+
+def _apply_tail(y, tail):
+    for call in tail:
+        y = call.op.compute(y, *[a.data for a in call.args[1:]], **call.attrs)
+    return np.asarray(y)
+
+
+def vm_lowerer(config, report: list | None = None):
+    """A ``lowerer`` hook for :func:`vtakit.compiler.codegen.compile_vm`.
+
+    It claims every fused primitive whose body is a quantized layer (optionally
+    followed by element-wise host ops such as ``qnn.dequantize``) and whose plan
+    fits ``config``; the executable stores the primitive's IR text and the
+    ``vta_layer`` factory runs it with :func:`lower_layer` on the VM's runtime.
+    ``report`` receives one :class:`LayerRecord` per primitive seen (where it will
+    run and why, tiling, predicted cycles, DRAM bytes).
+    """
+    from .codegen import LoweredPrimitive
+    from .ir import astext
+    _register_factory()
+
+    def lower(func):
+        layer, tail = split_layer(func.body)
+        if layer is None or layer.data is not func.params[0]:
+            return None
+        shape = tuple(func.params[0].checked_type.shape)
+        rec = LayerRecord(layer.kind, shape, "vta", "")
+        try:
+            _plan_for(layer, shape, func, config, rec)
+        except (TilingError, EpilogueError, LayoutError, LoweringError, ValueError) as e:
+            rec.where, rec.why = "host", f"{type(e).__name__}: {e}"
+            if report is not None:
+                report.append(rec)
+            return None
+        if report is not None:
+            report.append(rec)
+        return LoweredPrimitive(VM_KIND, {"ir": astext(func)}, name=f"vta_{layer.kind}")
+    return lower
+
+
+def _plan_for(layer, shape, func, config, rec):
+    """Plan the layer at compile time (checks that it fits; fills ``rec``)."""
+    a = layer.attrs
+    if layer.kind in ("conv2d", "dense"):
+        rq = a["requantize"]
+        w_shape = tuple(a["weight"].checked_type.shape if isinstance(a["weight"], Var)
+                        else a["weight"].data.shape)
+        exact = _vta_exact(rq)
+        kw = (dict(bias=True, shift=fp.vta_shift(rq["scale"]), clip=a["clip"],
+                   out_dtype=np.int8) if exact else dict(bias=True, out_dtype=np.int32))
+        pad = tuple(a.get("padding", (0, 0, 0, 0)))
+        if layer.kind == "conv2d" and a["pad_value"] != 0 and any(pad):
+            t, l, b, r = pad
+            shape = (shape[0], shape[1], shape[2] + t + b, shape[3] + l + r)
+            pad = (0, 0, 0, 0)
+        plan = (plan_dense(config, shape, w_shape, **kw) if layer.kind == "dense" else
+                plan_conv2d(config, shape, w_shape, tuple(a["strides"]), pad,
+                            groups=a["groups"], **kw))
+        rec.where = "vta" if exact else "vta+host"
+        rec.why = ("requantize is a power-of-two shift: epilogue on VTA" if exact else
+                   f"requantize rounding {rq['rounding']!r}: int32 on VTA, exact step on host")
+    elif layer.kind == "avg_pool2d":
+        kh, kw_ = a["pool_size"]
+        if any(a["padding"]) and a["rounding"] != "vta":
+            raise LoweringError("a padded TFLite average pool excludes the padding")
+        plan = plan_conv2d(config, shape, (shape[1], 1, kh, kw_), tuple(a["strides"]),
+                           tuple(a["padding"]), groups=shape[1], out_dtype=np.int32)
+        rec.where, rec.why = "vta+host", "window sums on VTA, rounding division on the host"
+    else:
+        plan = plan_pool2d(config, shape, "max", tuple(a["pool_size"]), tuple(a["strides"]),
+                           tuple(a["padding"]))
+        rec.why = "max on the ALU"
+    rec.tiling = _describe_tiling(plan)
+    est = getattr(plan, "estimate", None)
+    if est is not None:
+        rec.predicted_cycles = float(est.cycles)
+        rec.dram_bytes = int(est.read_bytes + est.write_bytes)
+    else:
+        info = plan.inspect()
+        rec.predicted_cycles = float(info["predicted_cycles"])
+        rec.dram_bytes = int(sum(info["dram"].values()))
+
+
+def _vta_layer_factory(entry, ctx):
+    from .ir import parse_expr
+    func = parse_expr(entry.meta_dict["ir"])
+    layer, tail = split_layer(func.body)
+    if layer is None:
+        raise LoweringError(f"primitive {entry.name}: its IR is not a quantized layer")
+    lowered = lower_layer(layer)
+    n_in = len(func.params)
+
+    def run(*args):
+        ins, out = args[:n_in], args[n_in]
+        env = dict(zip(func.params, ins))
+        y = lowered(ctx.runtime, ins[0], env)
+        out[...] = _apply_tail(y, tail)
+    return run
+
+
+def _register_factory():
+    from ..runtime.registry import get_global_func, register_func
+    name = "vtakit.vm.primitive." + VM_KIND
+    if get_global_func(name, allow_missing=True) is None:
+        register_func(name, _vta_layer_factory)
+
+
+_register_factory()

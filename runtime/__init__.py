@@ -1,17 +1,31 @@
 """vtakit.runtime: the driver that turns operations into VTA instruction streams.
 
 See :class:`Runtime` (buffers, 2-D DMA, micro-op kernels, dependency tokens,
-synchronize) and :class:`UopKernel`.
+binding programs, synchronize), :class:`UopKernel`, :class:`Program` (a lowered,
+device-independent kernel) and :class:`ProgramBuilder` (which builds one); the function
+registry (:func:`register_func`, :func:`get_global_func`), runtime modules, the VM
+(:mod:`vtakit.runtime.vm`) and the ``.vtax`` executable (:mod:`vtakit.runtime.executable`).
 """
 
+from .builder import ProgramBuilder, Slot
 from .deps import Stage
 from .driver import VTA_MAX_XFER, Buffer, DebugFlag, Runtime
 from .errors import (BufferHandleError, DramRangeError, InvalidArgumentError, KernelError,
                      SramRangeError, StageError, StreamStateError, VTARuntimeError)
 from .kernel import UopKernel
+from .program import UOPS, Program, ProgramFormatError, Relocation
+from .registry import (RegistryError, get_global_func, list_global_func_names, register_func,
+                       remove_global_func)
+from .module import Module, PrimitiveEntry, PrimitiveError
+from .vm import VirtualMachine, VMError
+from .executable import Executable, ExecutableError, load
 
 __all__ = [
     "Runtime", "UopKernel", "Stage", "DebugFlag", "Buffer", "VTA_MAX_XFER",
+    "Program", "ProgramBuilder", "Slot", "Relocation", "ProgramFormatError", "UOPS",
     "VTARuntimeError", "BufferHandleError", "DramRangeError", "InvalidArgumentError",
     "KernelError", "SramRangeError", "StageError", "StreamStateError",
+    "register_func", "get_global_func", "list_global_func_names", "remove_global_func",
+    "RegistryError", "Module", "PrimitiveEntry", "PrimitiveError",
+    "VirtualMachine", "VMError", "Executable", "ExecutableError", "load",
 ]

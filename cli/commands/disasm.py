@@ -5,6 +5,7 @@ from pathlib import Path
 from ..hw.config import load_config
 from ..hw.isa import bytes_to_words, isa_for
 from ..sim.image import DramImage
+from ..runtime.executable import load as _load_vtax
 from .exec import image_config
 
 __all__ = ["register", "run"]
@@ -21,6 +22,8 @@ def register(sub):
 
 def run(args):
     path = Path(args.file)
+    if path.suffix == ".vtax":     # a compiled model: its bytecode, primitives and kernel table
+        return print(_load_vtax(path, config=args.config).disasm())
     if path.suffix == ".npz":
         image = DramImage.load(path)
         config = image_config(args.config, image, path)
