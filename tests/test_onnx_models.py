@@ -37,6 +37,18 @@ def test_float_digits_cnn_matches_onnxruntime(digits):
                                rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("opset", [11, 17, 21])
+def test_float_digits_cnn_opsets(digits, opset):
+    _, x, _ = digits
+    model = onnx.load(str(digits_cnn_path()))
+    model.opset_import[0].version = opset  # every op of this model means the same in 11-21
+    if opset >= 21:
+        model.ir_version = 10
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(evaluate(from_onnx(model), x[:1]),
+                               sess.run(None, {"input": x[:1]})[0], rtol=1e-4, atol=1e-4)
+
+
 def test_shipped_model_accuracy(digits):
     _, x, y = digits
     assert (ort_run(digits_cnn_path(), x).argmax(1) == y).mean() >= 0.97

@@ -599,7 +599,6 @@ def _conv_transpose(ctx, node, ins, a):
         raise OnnxImportError(f"{_where(node)}: ConvTranspose with group={groups} is not "
                               f"supported (group=1 only)")
     n, c, h, wd = ctx.shape_of(x)
-    k = w.const.shape[2:]
     s = _int_attr_list(a, "strides", [1, 1])
     d = _int_attr_list(a, "dilations", [1, 1])
     op = _int_attr_list(a, "output_padding", [0, 0])
