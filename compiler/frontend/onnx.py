@@ -706,8 +706,9 @@ def _max_pool(ctx, node, ins, a):
     kernel, strides, pads = _pool_common(ctx, node, a, x)
     attrs = dict(pool_size=kernel, strides=strides, padding=pads)
     if x.q is not None:  # max commutes with the (monotone) dequantization
-        return [_requant_passthrough(ctx, x, _call("nn.max_pool2d", ctx.int8_expr(x.q.src),
-                                                   **attrs))]
+        # clip(max_pool) is the VTA lowering's max-pool layer (the clip is a no-op)
+        pool = _call("nn.max_pool2d", ctx.int8_expr(x.q.src), **attrs)
+        return [_requant_passthrough(ctx, x, _call("clip", pool, a_min=-128, a_max=127))]
     return [ctx.out(_call("nn.max_pool2d", ctx.value_expr(ctx.float_val(x)), **attrs))]
 
 

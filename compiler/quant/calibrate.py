@@ -252,7 +252,8 @@ class _Quantizer:
             return _call("clip", e, a_min=lo, a_max=hi), s, z
         if name == "nn.max_pool2d":
             e, s, z = self.as_int8(arg)
-            return Call(node.op, [e], node.attrs), s, z
+            # clip(max_pool) is the VTA lowering's max-pool layer (the clip is a no-op)
+            return _call("clip", Call(node.op, [e], node.attrs), a_min=-128, a_max=127), s, z
         if name in ("reshape", "nn.batch_flatten", "transpose", "squeeze", "expand_dims"):
             if self.int_form(arg) is None:
                 return None
