@@ -102,6 +102,10 @@ def fold_batch_norm(func: Function) -> Function:
     """Fold inference batch norm into the preceding conv (constant weights) or into a
     per-channel multiply-add, and drop dropout.
 
+    (The IR passes ``SimplifyInference`` + ``FoldScaleAxis`` + ``FoldConstant`` leave
+    ``multiply(bias_add(conv2d))`` for a conv with a bias, as ONNX exports have, so the
+    fold is done here, in one step.)
+
     Parameters
     ----------
     func : Function
