@@ -159,3 +159,66 @@ def test_qdq_digits_compiled_bit_exact(qdq_model, digits):
     assert [r.where for r in report if r.kind in ("conv2d", "dense")] == ["vta+host"] * 5
     for xi in x[:2]:
         np.testing.assert_array_equal(np.asarray(exe.run(xi[None])), evaluate(mod, xi[None]))
+
+
+def _mobile_net(rng):
+    """Depthwise, grouped and strided convs with asymmetric pads, Clip, Concat, global
+    pooling, Gemm and Sigmoid: the op mix of small mobile CNNs."""
+    def w(*shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32))
+
+    inits = {"w1": w(8, 3, 3, 3), "b1": w(8), "w2": w(8, 1, 3, 3), "b2": w(8),
+             "w3": w(8, 4, 1, 1), "b3": w(8), "wf": w(5, 16), "bf": w(5),
+             "lo": numpy_helper.from_array(np.float32(0)),
+             "hi": numpy_helper.from_array(np.float32(6))}
+    for k, v in inits.items():
+        v.name = k
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w1", "b1"], ["c1"], strides=[2, 2], pads=[0, 0, 1, 1]),
+             n("Relu", ["c1"], ["r1"]),
+             n("Conv", ["r1", "w2", "b2"], ["c2"], group=8, pads=[1, 1, 1, 1]),
+             n("Clip", ["c2", "lo", "hi"], ["r2"]),
+             n("Conv", ["r2", "w3", "b3"], ["c3"], group=2),
+             n("Concat", ["c3", "r1"], ["cat"], axis=1),
+             n("GlobalAveragePool", ["cat"], ["gap"]),
+             n("Flatten", ["gap"], ["flat"]),
+             n("Gemm", ["flat", "wf", "bf"], ["fc"], transB=1),
+             n("Sigmoid", ["fc"], ["y"])]
+    graph = helper.make_graph(nodes, "mobile", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 3, 12, 12])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, 5])], initializer=list(inits.values()))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+def test_qdq_mobile_ops_within_one_step(tmp_path):
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+
+    rng = np.random.default_rng(3)
+    onnx.save(_mobile_net(rng), str(tmp_path / "f.onnx"))
+    xs = rng.random((40, 1, 3, 12, 12)).astype(np.float32)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter({"x": x} for x in xs[:20])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), Reader(),
+                    quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    model = onnx.load(str(tmp_path / "q.onnx"))
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    last = next(nd for nd in model.graph.node if nd.output[0] == "y")
+    step = float(inits[last.input[1]]) if last.op_type == "DequantizeLinear" else 1 / 256
+    mod = from_onnx(model)
+    sess = ort.InferenceSession(str(tmp_path / "q.onnx"), providers=["CPUExecutionProvider"])
+    got = np.concatenate([evaluate(mod, x) for x in xs[20:]])
+    want = np.concatenate([sess.run(None, {"x": x})[0] for x in xs[20:]])
+    assert (np.abs(got - want) / step <= 1 + 1e-3).mean() >= 0.99
+    ops = [nd.op.name for nd in post_order(mod["main"].body)
+           if isinstance(nd, Call) and hasattr(nd.op, "name")]
+    assert ops.count("nn.conv2d") == 3 and ops.count("qnn.requantize") >= 4
