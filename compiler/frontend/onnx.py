@@ -181,14 +181,20 @@ class _Importer:
     def type_of(self, v):
         if v.const is not None:
             return TensorType(v.shape, v.dtype)
-        if v.shape is None or v.dtype is None or v.q is not None:
+        if v.q is not None:  # a dequantized value has its integer source's shape
+            if v.shape is None:
+                v.shape = self.shape_of(v.q.src)
+            return TensorType(v.shape, "float32")
+        if v.shape is None or v.dtype is None:
             expr = self.value_expr(v)
             t = infer_expr_type(expr, self.mod)
             v.shape, v.dtype = t.shape, t.dtype
         return TensorType(v.shape, v.dtype)
 
     def shape_of(self, v):
-        return self.type_of(v).shape if v.shape is None else v.shape
+        if v.shape is not None:
+            return v.shape
+        return self.type_of(v).shape
 
     def value_expr(self, v):
         """The IR expr computing ``v``'s ONNX value (float for quantized values)."""
