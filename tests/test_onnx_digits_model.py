@@ -11,9 +11,9 @@ from vtakit.compiler.models.train_digits_cnn import to_onnx, train  # noqa: E402
 
 
 def test_training_is_deterministic():
-    a, acc_a = train(seed=0, epochs=1, log=None)
-    b, acc_b = train(seed=0, epochs=1, log=None)
-    assert acc_a == acc_b and acc_a > 0.8
+    a, acc_a = train(seed=0, epochs=2, log=None, limit=256)
+    b, acc_b = train(seed=0, epochs=2, log=None, limit=256)
+    assert acc_a == acc_b and acc_a > 0.3  # it learns (chance is 0.1)
     assert to_onnx(a).SerializeToString() == to_onnx(b).SerializeToString()
 
 

@@ -171,9 +171,11 @@ def load_split(seed=0):
     return x[tr], y[tr], x[te], y[te]
 
 
-def train(seed=0, epochs=30, batch=32, lr=3e-3, log=print):
-    """Train the network; returns ``(net, test_accuracy)``."""
+def train(seed=0, epochs=30, batch=32, lr=3e-3, log=print, limit=None):
+    """Train the network (on the first ``limit`` training images if given); returns
+    ``(net, test_accuracy)``."""
     x_tr, y_tr, x_te, y_te = load_split(seed)
+    x_tr, y_tr = x_tr[:limit], y_tr[:limit]
     net = _Net(seed)
     params = net.params()
     m = [np.zeros_like(p) for p in params]
