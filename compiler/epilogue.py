@@ -31,15 +31,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..hw.isa import AluOp
+from ..hw.spec import IMM_MAX, IMM_MIN, SHIFT_LIMIT
 from ..runtime import UopKernel
 from .loops import Dim, fold_loops
 from .reference import wrap32
 
 __all__ = ["Epilogue", "EpilogueError", "MAX_SHIFT"]
 
-#: Largest requantization shift (the ALU shifts by at most 31).
-MAX_SHIFT = 31
-_IMM_MIN, _IMM_MAX = -(1 << 15), (1 << 15) - 1
+#: Largest requantization shift (the ALU's shift limit).
+MAX_SHIFT = SHIFT_LIMIT
+_IMM_MIN, _IMM_MAX = IMM_MIN, IMM_MAX
 
 
 class EpilogueError(ValueError):
@@ -82,7 +83,7 @@ class Epilogue:
         shift = int(shift)
         if not 0 <= shift <= MAX_SHIFT:
             raise EpilogueError(f"{op}: shift={shift} is outside 0..{MAX_SHIFT} (the ALU "
-                                "shifts by at most 31)")
+                                f"shifts by at most {SHIFT_LIMIT})")
         lo, hi = (None, None) if clip is None else (clip[0], clip[1])
         if relu:
             lo = 0 if lo is None else max(int(lo), 0)

@@ -19,7 +19,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .interfaces import CsrSignature, ErrorReport, Module as Unit, Reg
+from .interfaces import CsrSignature, ErrorReport, Reg, Unit
 
 __all__ = ["ControlRegisters"]
 

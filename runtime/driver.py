@@ -4,7 +4,7 @@ It owns device buffers, builds one instruction stream (2-D loads and stores,
 micro-op kernels cached in the uop SRAM, GEMM and ALU instructions, dependency
 tokens folded into flags or NOPs), and at :meth:`Runtime.synchronize` writes
 the micro-ops and instructions into device DRAM and runs them on any
-:class:`~vtakit.sim.device.Device`.
+:class:`~vtakit.runtime.device.Device`.
 
 Where it deliberately differs from runtime.cc:
 
@@ -31,9 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..hw.isa import MemType, Opcode, insns_to_bytes, isa_for
-from ..sim.device import Device, RunResult
-from ..sim.dram import PAGE_BYTES
-from ..sim.image import DramImage
+from ..hw.spec import DRAM_ADDR_BITS, MAX_PAD, PAD_BITS, XFER_BITS, dispatch_unit
+from .device import Device, RunResult
+from .dram import PAGE_BYTES
+from .image import DramImage
 from .deps import InsnQueue, Stage
 from .errors import (BufferHandleError, DramRangeError, InvalidArgumentError, KernelError,
                      SramRangeError, StreamStateError)
@@ -67,7 +68,7 @@ class Buffer:
     nbytes: int
 
 
-_FIELD16 = (1 << 16) - 1
+_FIELD16 = (1 << XFER_BITS) - 1
 
 
 class Runtime:
@@ -197,7 +198,7 @@ class Runtime:
         self._check_sram(call, mt, sram_base, x_total * y_total,
                          f"{x_total} x {y_total} elements with padding")
         dram_base = self._check_dram(call, mt, buf, elem_offset, x_size, y_size, x_stride)
-        stage = Stage.LOAD if mt in (MemType.INP, MemType.WGT) else Stage.COMPUTE
+        stage = dispatch_unit(Opcode.LOAD, mt)
         self._start_push()
         self._queue.create(stage, Opcode.LOAD, memory_type=int(mt), sram_base=sram_base,
                            dram_base=dram_base, y_size=y_size, x_size=x_size, x_stride=x_stride,
@@ -237,9 +238,9 @@ class Runtime:
                 raise InvalidArgumentError(f"{call}: {name}={args[name]} does not fit its "
                                            f"16-bit field (max {_FIELD16})")
         for name, value in pads.items():
-            if not isinstance(value, (int, np.integer)) or not 0 <= value <= 15:
-                raise InvalidArgumentError(f"{call}: {name}={value!r} must be in 0..15 "
-                                           "(4-bit pad field)")
+            if not isinstance(value, (int, np.integer)) or not 0 <= value <= MAX_PAD:
+                raise InvalidArgumentError(f"{call}: {name}={value!r} must be in 0..{MAX_PAD} "
+                                           f"({PAD_BITS}-bit pad field)")
 
     def _check_sram(self, call, mt, sram_base, count, what):
         depth = self.config.depth(mt)
@@ -262,7 +263,7 @@ class Runtime:
         # dram_base is an element address: the hardware faults (DRAM_OUT_OF_RANGE) on any
         # byte at or beyond 2**32, so the last byte is checked, not just the field.
         last = (dram_base + (y_size - 1) * x_stride + x_size) * elem - 1
-        if last >= 1 << 32:
+        if last >= 1 << DRAM_ADDR_BITS:
             raise DramRangeError(
                 f"{call}: the transfer's last DRAM byte 0x{last:x} (dram_base={dram_base} "
                 f"elements of {elem} bytes, y_size={y_size}, x_stride={x_stride}, "
@@ -445,7 +446,7 @@ class Runtime:
 
     def finalize(self) -> DramImage:
         """End the stream (fences + FINISH), write it to device DRAM and return the
-        whole device DRAM as a :class:`~vtakit.sim.image.DramImage` (the program).
+        whole device DRAM as a :class:`~vtakit.runtime.image.DramImage` (the program).
         The stream stays pending: :meth:`synchronize` runs it, :meth:`reset` drops it."""
         insn_addr, count = self._commit()
         dram = self.device.read(0, self.device.dram.size)

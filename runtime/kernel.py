@@ -13,16 +13,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..hw.config import LOOP_ITER_BITS, VTAConfig
+from ..hw.config import VTAConfig
 from ..hw.isa import AluOp, IsaError, isa_for
+from ..hw.spec import IMM_BITS, IMM_MAX, IMM_MIN, LOOP_ITER_BITS, MAX_LOOP_EXTENT, SHIFT_LIMIT
 from .errors import KernelError, SramRangeError
 
 __all__ = ["UopKernel", "MAX_LOOPS"]
 
 #: A kernel has at most two loops (they become iter_out and iter_in).
 MAX_LOOPS = 2
-_MAX_EXTENT = (1 << LOOP_ITER_BITS) - 1
-_SHIFT_LIMIT = 31
+_MAX_EXTENT = MAX_LOOP_EXTENT
+_SHIFT_LIMIT = SHIFT_LIMIT
 
 
 def _ints(seq, n, what, kind):
@@ -141,9 +142,9 @@ class UopKernel:
                               + ", ".join(f"{o.name}={o.value}" for o in AluOp)) from None
         if imm is not None:
             imm = int(imm)
-            if not -(1 << 15) <= imm < 1 << 15:
+            if not IMM_MIN <= imm <= IMM_MAX:
                 raise KernelError(f"ALU {op.name} kernel: imm={imm} does not fit the signed "
-                                  "16-bit immediate (range -32768..32767)")
+                                  f"{IMM_BITS}-bit immediate (range {IMM_MIN}..{IMM_MAX})")
             if op == AluOp.SHR and abs(imm) > _SHIFT_LIMIT:
                 raise KernelError(f"ALU SHR kernel: shift imm={imm} is outside "
                                   f"-{_SHIFT_LIMIT}..{_SHIFT_LIMIT}")

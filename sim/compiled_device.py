@@ -1,8 +1,8 @@
-"""The :class:`~vtakit.sim.device.Device` of the compiled RTL simulators.
+"""The :class:`~vtakit.runtime.device.Device` of the compiled RTL simulators.
 
 :class:`CompiledDevice` loads a library built by :mod:`vtakit.sim.rtl_build`
 (CXXRTL or Verilator) with ctypes and runs a whole program in C++: the DRAM
-model reads and writes the device's :class:`~vtakit.sim.dram.DRAM` array in
+model reads and writes the device's :class:`~vtakit.runtime.dram.DRAM` array in
 place (no copy), and Python is called back only every :data:`CHUNK_CYCLES`
 cycles (to update the progress bar), never per cycle.
 """
@@ -16,9 +16,9 @@ import weakref
 import numpy as np
 from tqdm import tqdm
 
-from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, Reg
-from .device import Device, DeviceError, RunResult
-from .dram import DRAM
+from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, ErrorCode, Reg
+from ..runtime.device import Device, DeviceError, DeviceFault, RunResult
+from ..runtime.dram import DRAM
 from .rtl_build import Design, get_build
 
 __all__ = ["CompiledDevice", "DEFAULT_MAX_CYCLES", "CHUNK_CYCLES"]
@@ -152,16 +152,16 @@ class CompiledDevice(Device):
         where = f"{self.name} ({self.config.name})"
         if status == _TIMEOUT:
             counters = ", ".join(f"{k}={v}" for k, v in self._stats(out).items())
-            raise DeviceError(f"{where}: no FINISH after {out.cycles} cycles (max_cycles="
+            raise DeviceFault(f"{where}: no FINISH after {out.cycles} cycles (max_cycles="
                               f"{self.max_cycles}) running {insn_count} instructions at "
                               f"0x{insn_addr:x} ({counters}); the program deadlocks or needs a "
-                              "larger max_cycles")
+                              "larger max_cycles", ErrorCode.TIMEOUT)
         if status in (_DRAM_FAULT, _PROTOCOL):
             kind = "write" if out.fault_write else "read"
             if status == _DRAM_FAULT:
-                raise DeviceError(f"{where}: DRAM {kind} of {out.fault_bytes} bytes at "
+                raise DeviceFault(f"{where}: DRAM {kind} of {out.fault_bytes} bytes at "
                                   f"0x{out.fault_addr:x} is outside the DRAM image "
-                                  f"[0, 0x{len(self.dram.data):x})")
+                                  f"[0, 0x{len(self.dram.data):x})", ErrorCode.DRAM_IMAGE)
             raise DeviceError(f"{where}: DRAM {kind} request with addr 0x{out.fault_addr:x}, "
                               f"beats {out.fault_beats}: the address must be a multiple of the "
                               f"{self.config.bus_bytes}-byte bus and beats >= 1")
@@ -170,10 +170,10 @@ class CompiledDevice(Device):
                               f"{out.cycles} (combinational feedback); run it with vcd=... "
                               "(two evaluations per cycle) or use the verilator backend")
         if self._reg(out, Reg.CTRL) & 4:
-            raise DeviceError(self._error_message(out, where, insn_addr, insn_count))
+            raise self._fault(out, where, insn_addr, insn_count)
         return RunResult(cycles=self._reg(out, Reg.CYCLES), stats=self._stats(out))
 
-    def _error_message(self, out, where, insn_addr, insn_count) -> str:
-        return self.rtl_fault_message(where, self._reg(out, Reg.ERROR_CODE),
+    def _fault(self, out, where, insn_addr, insn_count) -> DeviceFault:
+        return self.rtl_fault(where, self._reg(out, Reg.ERROR_CODE),
                                       self._reg(out, Reg.ERROR_MODULE),
                                       self._reg(out, Reg.ERROR_INSN), insn_addr, insn_count)

@@ -25,7 +25,7 @@ from fast_stub import stub_copy, stub_design, stub_fail, stub_finish, stub_refer
 from vtakit.hw.config import load_config
 from vtakit.hw.isa import isa_for
 from vtakit.sim import rtl_build
-from vtakit.sim.device import DeviceError, open_device
+from vtakit.runtime.device import DeviceError, open_device
 
 FAST = ("cxxrtl", "verilator")
 TINY = load_config("tiny")
@@ -237,11 +237,11 @@ def test_concurrent_builds_install_one_library(tmp_path):
 # ------------------------------------------------------------------- vtakit compare
 
 from vtakit.commands import compare as compare_cmd   # noqa: E402
-from vtakit.hw.interfaces import Module   # noqa: E402
+from vtakit.hw.interfaces import Unit   # noqa: E402
 from vtakit.hw.isa import AluOp, MemType, Opcode   # noqa: E402
 from vtakit.sim.behavioral import BehavioralDevice   # noqa: E402
-from vtakit.sim.device import BACKENDS   # noqa: E402
-from vtakit.sim.image import DramImage   # noqa: E402
+from vtakit.runtime.device import BACKENDS   # noqa: E402
+from vtakit.runtime.image import DramImage   # noqa: E402
 
 
 def alu_store_image(config=TINY):
@@ -420,7 +420,7 @@ def test_rtl_fault_is_reported_like_the_model(vta_device, backend):
     with pytest.raises(DeviceError) as model:
         BehavioralDevice(TINY).run_image(image)
     assert (model.value.module, model.value.index, model.value.code.name) == \
-        (Module.COMPUTE, 3, "ILLEGAL_FIELD")
+        (Unit.COMPUTE, 3, "ILLEGAL_FIELD")
     dev = vta_device(backend, "tiny")
     with pytest.raises(DeviceError, match=rf"^{backend} \(1x8_i8w8a32_12_12_14_14\): compute "
                                           rf"module, instruction 3: ILLEGAL_FIELD "

@@ -7,7 +7,7 @@ import pytest
 from fixture_util import assert_replay, first_difference, load_fixtures
 from vtakit.main import main
 from vtakit.sim import open_device
-from vtakit.sim.device import DeviceError
+from vtakit.runtime.device import DeviceError
 from vtakit.sim.pysim import PysimDevice
 
 # The tiled GEMM is ~53k cycles on tiny (~30 s on pysim) and longer on the bigger presets:

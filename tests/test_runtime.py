@@ -150,7 +150,7 @@ def test_stage_error_message(rt):
     with pytest.raises(StageError, match=r"^dep_push\(LOAD, STORE\): tokens only flow between "
                                          r"neighbouring stages"):
         rt.dep_push(L, S)
-    with pytest.raises(StageError, match=r"^dep_pop\(4, 2\): stages are Stage.LOAD=1"):
+    with pytest.raises(StageError, match=r"^dep_pop\(4, 2\): stages are Unit.LOAD=1"):
         rt.dep_pop(4, 2)
 
 
