@@ -43,7 +43,7 @@ from tqdm import tqdm
 from ..hw.config import VTAConfig, load_config
 from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
 
-__all__ = ["Design", "Build", "BuildError", "vta_design", "cache_root", "build_key",
+__all__ = ["Design", "Build", "BuildError", "SOURCE_DIGESTS", "vta_design", "cache_root", "build_key",
            "get_build", "generate_source", "toolchain_versions", "FAST_BACKENDS",
            "CXXRTL_FLAGS", "VERILATOR_FLAGS", "TOP_NAME", "fast_slices"]
 
@@ -111,21 +111,30 @@ def _make_vta(config, **kwargs):
     return VTA(config, **kwargs)
 
 
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _hw_sources() -> tuple:
+    from .. import hw
+    return tuple(sorted(Path(hw.__file__).resolve().parent.glob("*.py")))
+
+
+#: SHA-256 of every ``hw/*.py`` file when this module was imported (the RTL modules are
+#: imported at the same time or later). Build caches key on these, not on the files as
+#: they are when a build starts, so that a process whose imported RTL is older than the
+#: files on disk never files a build under the new key (:meth:`Design.check_current`).
+SOURCE_DIGESTS = {p.name: _sha(p.read_bytes()) for p in _hw_sources()}
+
+
 def vta_design() -> Design:
     """The VTA accelerator (``vtakit.hw.top.VTA``), keyed by every ``hw/`` source file."""
-    from .. import hw
-    folder = Path(hw.__file__).resolve().parent
-    return Design("vta", _make_vta, tuple(str(p) for p in sorted(folder.glob("*.py"))),
-                  hw.SOURCE_DIGESTS)
+    return Design("vta", _make_vta, tuple(str(p) for p in _hw_sources()), SOURCE_DIGESTS)
 
 
 def cache_root() -> Path:
     """The build cache: ``$VTAKIT_CACHE`` or ``~/.cache/vtakit``."""
     return Path(os.environ.get("VTAKIT_CACHE") or Path.home() / ".cache" / "vtakit")
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _verilator_root() -> Path:
@@ -207,13 +216,12 @@ def generate_source(backend: str, config, *, token_depth: int = DEFAULT_TOKEN_DE
 
     Deterministic: the same inputs give the same text, wherever the package is
     installed (no source-location attributes, which would embed paths)."""
+    from ..hw.verilog import convert
     design = design or vta_design()
     top = design.factory(load_config(config), token_depth=token_depth, cmd_depth=cmd_depth)
     if backend == "cxxrtl":
-        from amaranth.back import cxxrtl
-        return fast_slices(cxxrtl.convert(top, name=TOP_NAME, emit_src=False))
-    from amaranth.back import verilog
-    return verilog.convert(top, name=TOP_NAME, emit_src=False)
+        return fast_slices(convert(top, name=TOP_NAME, lang="cxxrtl"))
+    return convert(top, name=TOP_NAME)
 
 
 @dataclass

@@ -10,7 +10,7 @@ import pytest
 
 from vtakit.hw.interfaces import DEFAULT_TOKEN_DEPTH, ErrorCode, Unit
 from vtakit.hw.isa import AluOp, MemType, Opcode, insns_to_bytes, isa_for
-from vtakit.main import main
+from vtakit.cli.main import main
 from vtakit.sim import DeviceError, DramImage, RunRecord, open_device
 from vtakit.sim.behavioral import BehavioralDevice
 from vtakit.runtime.device import DeviceFault

@@ -7,11 +7,11 @@ import re
 import numpy as np
 import pytest
 
-from vtakit.commands.compare import Fault
+from vtakit.cli.commands.compare import Fault
 from vtakit.hw.config import load_config
 from vtakit.hw.isa import AluOp, MemType, Opcode, bytes_to_words, isa_for
 from vtakit.hw.spec import ErrorCode, Unit
-from vtakit.main import error_lines, main
+from vtakit.cli.main import error_lines, main
 from vtakit.sim.behavioral import BehavioralDevice
 from vtakit.runtime.device import DeviceFault
 from vtakit.runtime.device import BACKENDS, DeviceError

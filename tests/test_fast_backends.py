@@ -236,7 +236,7 @@ def test_concurrent_builds_install_one_library(tmp_path):
 
 # ------------------------------------------------------------------- vtakit compare
 
-from vtakit.commands import compare as compare_cmd   # noqa: E402
+from vtakit.cli.commands import compare as compare_cmd   # noqa: E402
 from vtakit.hw.interfaces import Unit   # noqa: E402
 from vtakit.hw.isa import AluOp, MemType, Opcode   # noqa: E402
 from vtakit.sim.behavioral import BehavioralDevice   # noqa: E402
@@ -291,7 +291,7 @@ class PlantedDevice(BehavioralDevice):
 
 
 def test_compare_reports_the_planted_difference(tmp_path, monkeypatch, capsys):
-    from vtakit.main import main
+    from vtakit.cli.main import main
     image, out = alu_store_image()
     path = tmp_path / "img.npz"
     image.save(path)
@@ -324,7 +324,7 @@ def test_compare_reports_the_planted_difference(tmp_path, monkeypatch, capsys):
 
 
 def test_compare_equal_and_uncovered_region(tmp_path, monkeypatch, capsys):
-    from vtakit.main import main
+    from vtakit.cli.main import main
     image, out = alu_store_image()
     path = tmp_path / "img.npz"
     image.save(path)
@@ -350,7 +350,7 @@ def test_compare_equal_and_uncovered_region(tmp_path, monkeypatch, capsys):
 
 # --------------------------------------------------------------- the real VTA
 
-from fixture_util import assert_replay, load_fixtures   # noqa: E402
+from vtakit.testing.fixtures import assert_replay, load_fixtures   # noqa: E402
 
 PRESETS = ("tiny", "default", "4x8")
 #: Every (backend, preset) pair runs in CI. Cold builds on 2 busy cores: cxxrtl tiny 31 s,

@@ -1,7 +1,7 @@
 """Re-creations of TVM's instruction tests (reference 6.1, test_vta_insn.py) on the
 runtime API, run on the behavioral model for the default, 4x8 and tiny presets.
 
-Each program comes from ``programs.py``; its expected output is computed there
+Each program comes from ``vtakit.testing.programs``; its expected output is computed there
 with numpy, independently of the model. The fsim counters of each run are checked
 against the work the program queued.
 """
@@ -9,7 +9,7 @@ against the work the program queued.
 import numpy as np
 import pytest
 
-from programs import (ALU_CASES, PAD_CASES, build_alu, build_gemm, build_padded_load,
+from vtakit.testing.programs import (ALU_CASES, PAD_CASES, build_alu, build_gemm, build_padded_load,
                       build_relu, build_runtime_array, build_save_load_out,
                       build_shift_and_scale, verify)
 from vtakit.runtime import Runtime

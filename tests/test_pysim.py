@@ -4,8 +4,8 @@ behavioral model's), and its options work: vcd, read latency, ``vtakit exec``.""
 import numpy as np
 import pytest
 
-from fixture_util import assert_replay, first_difference, load_fixtures
-from vtakit.main import main
+from vtakit.testing.fixtures import assert_replay, first_difference, load_fixtures
+from vtakit.cli.main import main
 from vtakit.sim import open_device
 from vtakit.runtime.device import DeviceError
 from vtakit.sim.pysim import PysimDevice

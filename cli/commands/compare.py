@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..hw.config import VTAConfig, load_config
-from ..hw.isa import Opcode, Unit, bytes_to_words, isa_for
-from ..runtime.device import DeviceFault, open_device
-from ..runtime.image import DramImage, RunRecord
+from ...hw.config import VTAConfig, load_config
+from ...hw.isa import Opcode, Unit, bytes_to_words, isa_for
+from ...runtime.device import DeviceFault, open_device
+from ...runtime.image import DramImage, RunRecord
 from .exec import CONFIG_HELP, image_config
 
 __all__ = ["register", "run", "run_backends", "run_outcomes", "first_difference",

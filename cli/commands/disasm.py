@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from ..hw.config import load_config
-from ..hw.isa import bytes_to_words, isa_for
-from ..runtime.image import DramImage
+from ...hw.config import load_config
+from ...hw.isa import bytes_to_words, isa_for
+from ...runtime.image import DramImage
 from .exec import image_config
 
 __all__ = ["register", "run"]

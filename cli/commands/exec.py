@@ -8,8 +8,8 @@ import importlib
 import inspect
 import time
 
-from ..runtime.device import BACKENDS, open_device
-from ..runtime.image import DramImage, ImageError
+from ...runtime.device import BACKENDS, open_device
+from ...runtime.image import DramImage, ImageError
 
 __all__ = ["register", "run", "parse_option", "image_config", "check_options", "CONFIG_HELP"]
 
