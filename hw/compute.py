@@ -78,6 +78,7 @@ def compute_signature(config: VTAConfig) -> wiring.Signature:
         "error": Out(ErrorReport),
         "gemm_count": Out(32),
         "alu_count": Out(32),
+        "uop_count": Out(32),
     })
 
 
@@ -106,7 +107,7 @@ class Compute(wiring.Component):
         One-cycle pulse when a FINISH executes.
     error : Out(ErrorReport)
         Sticky fault report.
-    gemm_count, alu_count : Out(32)
+    gemm_count, alu_count, uop_count : Out(32)
         Executed non-reset GEMM micro-ops and ALU micro-ops.
     uop_mem, acc_mem : Memory
         The micro-op and accumulator SRAMs (contents persist across runs).
@@ -344,6 +345,8 @@ class Compute(wiring.Component):
             m.d.sync += self.gemm_count.eq(self.gemm_count + 1)
         with m.If(s3_valid & ~mode_gemm):
             m.d.sync += self.alu_count.eq(self.alu_count + 1)
+        with m.If(s3_valid):
+            m.d.sync += self.uop_count.eq(self.uop_count + 1)
 
         # ------------------------------------------------------------- control
         def fail(code):

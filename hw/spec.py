@@ -23,7 +23,7 @@ __all__ = [
     "LOOP_ITER_BITS", "MAX_LOOP_EXTENT", "ALU_OPCODE_BITS", "IMM_BITS", "IMM_MIN", "IMM_MAX",
     "SHIFT_LIMIT",
     "DRAM_ADDR_BITS", "DMA_BEATS_BITS", "DEFAULT_TOKEN_DEPTH", "DEFAULT_CMD_DEPTH",
-    "Reg", "REGISTERS", "ErrorCode",
+    "Reg", "REGISTERS", "TOKEN_LEVEL_FIELDS", "CMD_LEVEL_FIELDS", "ErrorCode",
 ]
 
 
@@ -183,9 +183,21 @@ class Reg(enum.IntEnum):
     GEMM_COUNT = 0x20  # GEMM micro-op executions (non-reset), as fsim's gemm_counter
     ALU_COUNT = 0x24   # ALU micro-op executions, as fsim's alu_counter
     STORE_COUNT = 0x28  # instructions completed by the store unit
+    # Read-only debug registers: where each unit stands (live values), so a simulator
+    # harness or a board driver can tell a deadlock from a long run and report it.
+    UNIT_STATE = 0x2C  # bit u: Unit u holds an instruction (fetch: fetching; compute: cmd not ready)
+    TOKEN_LEVELS_0 = 0x30  # tokens in l2g (bits 0..15) and g2l (bits 16..31), saturating
+    TOKEN_LEVELS_1 = 0x34  # tokens in g2s (bits 0..15) and s2g (bits 16..31), saturating
+    CMD_LEVELS = 0x38  # commands queued for load, compute, store (8 bits each, saturating)
+    UOP_COUNT = 0x3C   # micro-ops compute executed (GEMM with or without reset, ALU)
 
 
 REGISTERS = {r.name: int(r) for r in Reg}
+
+#: Which queue each field of TOKEN_LEVELS_0/1 and CMD_LEVELS reports: (register, lsb, width).
+TOKEN_LEVEL_FIELDS = {name: (Reg.TOKEN_LEVELS_0 if k < 2 else Reg.TOKEN_LEVELS_1, 16 * (k % 2), 16)
+                      for k, name in enumerate(TOKEN_QUEUES)}
+CMD_LEVEL_FIELDS = {unit: (Reg.CMD_LEVELS, 8 * k, 8) for k, unit in enumerate(PIPELINE)}
 
 
 class ErrorCode(enum.IntEnum):

@@ -14,7 +14,7 @@ say where). DRAM reads of fetch, load and compute (uops, acc) share one read
 master through :class:`~vtakit.hw.dma.DmaReadArbiter`; store is the only writer.
 """
 
-from amaranth.hdl import Module, ResetInserter
+from amaranth.hdl import Cat, Module, Mux, ResetInserter
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -27,7 +27,8 @@ from .load import Load
 from .queues import CommandQueue, TokenQueue
 from .regs import ControlRegisters
 from .store import Store
-from .spec import PIPELINE, TOKEN_QUEUES, Unit
+from .spec import (CMD_LEVEL_FIELDS, PIPELINE, TOKEN_LEVEL_FIELDS, TOKEN_QUEUES, Reg,
+                   Unit)
 
 __all__ = ["VTA"]
 
@@ -140,5 +141,20 @@ class VTA(wiring.Component):
             regs.store_count.eq(store.count),
             regs.gemm_count.eq(compute.gemm_count),
             regs.alu_count.eq(compute.alu_count),
+            regs.uop_count.eq(compute.uop_count),
+            # Debug registers: a unit "holds an instruction" (compute: its command port
+            # is not ready), and the queue levels, saturated to their fields.
+            regs.unit_busy.eq(Cat({Unit.FETCH: fetch.busy, Unit.LOAD: load.busy,
+                                   Unit.COMPUTE: ~compute.cmd.ready, Unit.STORE: store.busy}[u]
+                                  for u in Unit)),
         ]
+        words = {Reg.TOKEN_LEVELS_0: regs.token_levels[0], Reg.TOKEN_LEVELS_1: regs.token_levels[1],
+                 Reg.CMD_LEVELS: regs.cmd_levels}
+        fields = [(self.tokens[name].level, field) for name, field in TOKEN_LEVEL_FIELDS.items()]
+        fields += [(self.commands[str(unit)].level, field)
+                   for unit, field in CMD_LEVEL_FIELDS.items()]
+        for level, (reg, lsb, width) in fields:
+            top = (1 << width) - 1
+            value = Mux(level > top, top, level) if len(level) > width else level
+            m.d.comb += words[reg][lsb:lsb + width].eq(value)
         return m

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..hw.config import VTAConfig, load_config
-from ..hw.spec import INSN_BYTES, DRAM_ADDR_BITS, ErrorCode, Opcode, Unit
+from ..hw.spec import (CMD_LEVEL_FIELDS, DRAM_ADDR_BITS, INSN_BYTES, TOKEN_LEVEL_FIELDS,
+                       ErrorCode, Opcode, Reg, Unit)
 from .dram import DRAM
 from .image import DramImage, RunRecord
 
@@ -173,6 +174,22 @@ class Device(abc.ABC):
             text = f"(index past the {insn_count} instructions of the stream)"
         return DeviceFault(f"{where}: {module} module, instruction {error_insn}: {code} [{text}]",
                            error_code, error_module, error_insn, insn)
+
+    @staticmethod
+    def rtl_state(regs: dict, token_depth: int) -> str:
+        """One line on where each unit stands, from the debug registers (UNIT_STATE,
+        TOKEN_LEVELS_0/1, CMD_LEVELS) read after a run that did not finish: whether
+        fetch, load and store hold an instruction, each command queue's level and each
+        token queue's level out of ``token_depth``. ``regs`` maps :class:`Reg` to values."""
+        def field(reg, lsb, width):
+            return (regs[reg] >> lsb) & ((1 << width) - 1)
+        busy = regs[Reg.UNIT_STATE]
+        parts = [f"{u} {'busy' if busy >> u & 1 else 'idle'}"
+                 for u in (Unit.FETCH, Unit.LOAD, Unit.STORE)]
+        parts += [f"{u} queue {field(*f)}" for u, f in CMD_LEVEL_FIELDS.items()]
+        parts += [f"{name} tokens {field(*f)}/{token_depth}"
+                  for name, f in TOKEN_LEVEL_FIELDS.items()]
+        return ", ".join(parts)
 
     def close(self) -> None:
         """Release simulator resources."""

@@ -269,7 +269,6 @@ class PysimDevice(Device):
             job["fault"] = self.dram_model.fault
             job["timeout"] = not ctx.get(self.top.irq)
             job["stalled"] = still >= self.stall_cycles
-            job["state"] = self._state(ctx) if job["timeout"] else None
             job["regs"] = {reg: read(reg) for reg in Reg}
 
     def _progress(self, ctx) -> tuple:
@@ -280,15 +279,6 @@ class PysimDevice(Device):
                 ctx.get(t.compute.alu_count), ctx.get(t.compute.cmd.ready),
                 *(ctx.get(q.level) for q in t.commands.values()),
                 *(ctx.get(q.level) for q in t.tokens.values()))
-
-    def _state(self, ctx) -> str:
-        """One line on where each module stands (for timeouts)."""
-        t = self.top
-        parts = [f"{name} {'busy' if ctx.get(unit.busy) else 'idle'}"
-                 for name, unit in (("fetch", t.fetch), ("load", t.load), ("store", t.store))]
-        parts += [f"{name} queue {ctx.get(q.level)}" for name, q in t.commands.items()]
-        parts += [f"{name} tokens {ctx.get(q.level)}/{q.depth}" for name, q in t.tokens.items()]
-        return ", ".join(parts)
 
     # ------------------------------------------------------------------ running
     def run(self, insn_addr: int, insn_count: int) -> RunResult:
@@ -324,6 +314,7 @@ class PysimDevice(Device):
             raise DeviceFault(f"{where}: {job['fault']}", ErrorCode.DRAM_IMAGE)
         if job["timeout"]:
             counters = ", ".join(f"{k}={v}" for k, v in stats.items())
+            job["state"] = self.rtl_state(regs, self.token_depth)
             if job["stalled"]:
                 raise DeviceFault(f"{where}: deadlock: no progress for {self.stall_cycles} "
                                   f"cycles before FINISH running {insn_count} instructions at "
