@@ -1,8 +1,9 @@
 """The behavioral model against independent numpy references.
 
-Streams are hand-assembled with ``isa_for(cfg).encode``; the references below are
-plain sequential loops over (p, q, k) written from reference section 3 and the
-lead's pins, independent of the model's vectorized datapath.
+Streams are hand-assembled with ``isa_for(cfg).encode``; GEMM and ALU results are
+checked against :mod:`vtakit.sim.reference`, the plain sequential loops over (p, q, k)
+written from reference section 3 and the lead's pins, independent of the model's
+vectorized datapath (tests/test_reference.py diffs the two on random instructions).
 """
 
 import numpy as np
@@ -12,7 +13,9 @@ from vtakit.hw.interfaces import DEFAULT_TOKEN_DEPTH, ErrorCode, Unit
 from vtakit.hw.isa import AluOp, MemType, Opcode, insns_to_bytes, isa_for
 from vtakit.cli.main import main
 from vtakit.sim import DeviceError, DramImage, RunRecord, open_device
+from vtakit.sim import reference
 from vtakit.sim.behavioral import BehavioralDevice
+from vtakit.sim.datapath import Counters, SRAMs
 from vtakit.runtime.device import DeviceFault
 
 PRESETS = ["default", "4x8", "tiny"]
@@ -99,48 +102,31 @@ def wrap32(x):
     return ((np.asarray(x, np.int64) + (1 << 31)) % (1 << 32)) - (1 << 31)
 
 
-def ref_gemm(srams, uops, f):
-    """Sequential GEMM of reference 3.4 on int64 copies; returns (acc, out)."""
-    acc, out = srams["acc"].astype(np.int64), srams["out"].copy()
-    for p in range(f["iter_out"]):
-        for q in range(f["iter_in"]):
-            for k in range(f["uop_bgn"], f["uop_end"]):
-                d, s, w = uops[k]
-                a = d + p * f["dst_factor_out"] + q * f["dst_factor_in"]
-                if f["reset"]:
-                    acc[a] = 0
-                    continue
-                x = s + p * f["src_factor_out"] + q * f["src_factor_in"]
-                w = w + p * f["wgt_factor_out"] + q * f["wgt_factor_in"]
-                prod = srams["inp"][x].astype(np.int64) @ srams["wgt"][w].astype(np.int64).T
-                acc[a] = wrap32(acc[a] + prod)
-                out[a] = acc[a].astype(np.int8)
-    return acc, out
+def _spec(prog, before, uops, opcode, fields):
+    """Run one instruction through the sequential spec (vtakit.sim.reference) on copies of
+    the SRAMs ``before`` holds; returns (acc, out)."""
+    srams = SRAMs(prog.dev.config)
+    for name in ("inp", "wgt", "acc", "out"):
+        getattr(srams, name)[:] = before[name]
+    srams.uop[:len(uops)] = [0 if u is None else prog.isa.encode_uop(*u) for u in uops]
+    reference.execute(srams, prog.isa.decode(prog.isa.encode(opcode, **fields)), None,
+                      Counters())
+    return srams.acc, srams.out
 
 
-def ref_alu_op(op, a, b):
-    if op == AluOp.MIN:
-        return np.minimum(a, b)
-    if op == AluOp.MAX:
-        return np.maximum(a, b)
-    if op == AluOp.ADD:
-        return wrap32(a + b)
-    return a >> b if b >= 0 else wrap32(a << -b)
+def ref_gemm(prog, before, uops, f):
+    """Sequential GEMM of reference 3.4; returns (acc, out)."""
+    f = dict(f)
+    f["reset_reg"] = f.pop("reset")
+    return _spec(prog, before, uops, Opcode.GEMM, f)
 
 
-def ref_alu(srams, uops, f):
-    """Sequential ALU of reference 3.5 on int64 copies; returns (acc, out)."""
-    acc, out = srams["acc"].astype(np.int64), srams["out"].copy()
-    for p in range(f["iter_out"]):
-        for q in range(f["iter_in"]):
-            for k in range(f["uop_bgn"], f["uop_end"]):
-                d, s = uops[k][:2]
-                a = d + p * f["dst_factor_out"] + q * f["dst_factor_in"]
-                s = s + p * f["src_factor_out"] + q * f["src_factor_in"]
-                b = f["imm"] if f["use_imm"] else acc[s].copy()
-                acc[a] = ref_alu_op(f["op"], acc[a], b)
-                out[a] = acc[a].astype(np.int8)
-    return acc, out
+def ref_alu(prog, before, uops, f):
+    """Sequential ALU of reference 3.5; returns (acc, out)."""
+    f = dict(f)
+    imm, use_imm = f.pop("imm"), int(f.pop("use_imm"))
+    f.update(alu_opcode=int(f.pop("op")), use_imm=use_imm, imm=imm if use_imm else 0)
+    return _spec(prog, before, uops, Opcode.ALU, f)
 
 
 def fill_srams(dev, rng, acc_range=(-2**31, 2**31 - 1)):
@@ -286,7 +272,7 @@ def test_gemm_two_loops_multi_uop(preset):
     f = dict(uop_bgn=0, uop_end=5, iter_out=3, iter_in=4, dst_factor_out=16, dst_factor_in=3,
              src_factor_out=20, src_factor_in=5, wgt_factor_out=1, wgt_factor_in=11, reset=0)
     stats = run_compute(prog, lambda: prog.gemm(0, 5, (3, 4), (16, 3), (20, 5), (1, 11)))
-    acc, out = ref_gemm(before, uops, f)
+    acc, out = ref_gemm(prog, before, uops, f)
     np.testing.assert_array_equal(prog.dev.srams.acc, acc)
     np.testing.assert_array_equal(prog.dev.srams.out, out)
     assert stats["gemm_counter"] == 60 and stats["alu_counter"] == 0
@@ -308,7 +294,7 @@ def test_gemm_random_aliasing(seed):
              dst_factor_out=fac[0], dst_factor_in=fac[1], src_factor_out=fac[2],
              src_factor_in=fac[3], wgt_factor_out=fac[4], wgt_factor_in=fac[5], reset=0)
     run_compute(prog, lambda: prog.gemm(10, 10 + n, it, fac[:2], fac[2:4], fac[4:]))
-    acc, out = ref_gemm(before, uops, f)
+    acc, out = ref_gemm(prog, before, uops, f)
     np.testing.assert_array_equal(prog.dev.srams.acc, acc)
     np.testing.assert_array_equal(prog.dev.srams.out, out)
 
@@ -326,7 +312,7 @@ def test_gemm_weight_grouping(preset, wgts):
     f = dict(uop_bgn=0, uop_end=4, iter_out=30, iter_in=7, dst_factor_out=7, dst_factor_in=1,
              src_factor_out=9, src_factor_in=1, wgt_factor_out=0, wgt_factor_in=0, reset=0)
     run_compute(prog, lambda: prog.gemm(0, 4, (30, 7), (7, 1), (9, 1)))
-    acc, out = ref_gemm(before, uops, f)
+    acc, out = ref_gemm(prog, before, uops, f)
     np.testing.assert_array_equal(prog.dev.srams.acc, acc)
     np.testing.assert_array_equal(prog.dev.srams.out, out)
 
@@ -401,7 +387,7 @@ def test_alu_ops(preset, op, imm):
              dst_factor_in=3, src_factor_out=1, src_factor_in=2, op=op,
              use_imm=imm is not None, imm=imm)
     stats = run_compute(prog, lambda: prog.alu(op, 0, 3, (2, 5), (17, 3), (1, 2), imm))
-    acc, out = ref_alu(before, uops, f)
+    acc, out = ref_alu(prog, before, uops, f)
     np.testing.assert_array_equal(prog.dev.srams.acc, acc)
     np.testing.assert_array_equal(prog.dev.srams.out, out)
     assert stats["alu_counter"] == 30
@@ -418,7 +404,7 @@ def test_alu_max_pool_reduction_is_sequential():
     prog.dev.srams.acc[100:116] = -2**31
     before["acc"][100:116] = -2**31
     stats = run_compute(prog, lambda: prog.alu(AluOp.MAX, 0, 9, (4, 4), (4, 1), (10, 1)))
-    acc, out = ref_alu(before, uops, dict(uop_bgn=0, uop_end=9, iter_out=4, iter_in=4,
+    acc, out = ref_alu(prog, before, uops, dict(uop_bgn=0, uop_end=9, iter_out=4, iter_in=4,
                                           dst_factor_out=4, dst_factor_in=1,
                                           src_factor_out=10, src_factor_in=1, op=AluOp.MAX,
                                           use_imm=False, imm=None))
@@ -448,7 +434,7 @@ def test_alu_random_chains(op, imm, seed):
              dst_factor_in=fac[1], src_factor_out=fac[2], src_factor_in=fac[3], op=op,
              use_imm=imm is not None, imm=imm)
     run_compute(prog, lambda: prog.alu(op, 0, n, it, fac[:2], fac[2:], imm))
-    acc, out = ref_alu(before, uops, f)
+    acc, out = ref_alu(prog, before, uops, f)
     np.testing.assert_array_equal(prog.dev.srams.acc, acc)
     np.testing.assert_array_equal(prog.dev.srams.out, out)
 

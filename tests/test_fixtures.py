@@ -37,8 +37,13 @@ def test_fixture_is_current(fx):
 
 
 @pytest.mark.parametrize("fx", FIXTURES, ids=IDS)
-def test_fixture_replays(fx):
-    assert_replay(fx, open_device("behavioral", fx.preset))
+def test_fixture_replays(fx, open_backend, request):
+    """On the ``--backend`` (default behavioral): ``pytest --backend verilator --config tiny
+    tests/test_fixtures.py -k replays`` replays the tiny fixtures on the Verilator RTL."""
+    config = request.config.getoption("--config")
+    if config is not None and config != fx.preset:
+        pytest.skip(f"--config {config}")
+    assert_replay(fx, open_backend(fx.preset))
 
 
 @pytest.mark.parametrize("fx", FIXTURES, ids=IDS)
