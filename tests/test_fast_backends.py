@@ -25,7 +25,8 @@ from fast_stub import stub_copy, stub_design, stub_fail, stub_finish, stub_refer
 from vtakit.hw.config import load_config
 from vtakit.hw.isa import isa_for
 from vtakit.sim import rtl_build
-from vtakit.runtime.device import DeviceError, open_device
+from vtakit.hw.spec import ErrorCode
+from vtakit.runtime.device import DeviceError, DeviceFault, open_device
 
 FAST = ("cxxrtl", "verilator")
 TINY = load_config("tiny")
@@ -431,18 +432,29 @@ def test_rtl_fault_is_reported_like_the_model(vta_device, backend):
 
 
 @pytest.mark.parametrize("backend", FAST)
-def test_deadlock_times_out(vta_device, backend):
-    """A FINISH that pops a token nobody pushes never completes."""
+@pytest.mark.parametrize("stall", [0, 1000])
+def test_deadlock_times_out_or_stalls(vta_device, backend, stall):
+    """A FINISH that pops a token nobody pushes never completes: without the no-progress
+    watch (stall_cycles=0) the run times out at max_cycles; with it, it stops as a
+    deadlock after ``stall`` quiet cycles (rounded up to the watch's 256-cycle samples)."""
     isa = isa_for(TINY)
     dram = np.zeros(0x2000, np.uint8)
     dram[0x1000:0x1010] = np.frombuffer(isa.encode(Opcode.FINISH, pop_prev_dep=1)
                                         .to_bytes(16, "little"), np.uint8)
-    dev = vta_device(backend, "tiny", max_cycles=5000)
-    with pytest.raises(DeviceError, match=rf"^{backend} \(1x8_i8w8a32_12_12_14_14\): no FINISH "
-                                          r"after 5000 cycles \(max_cycles=5000\) running 1 "
-                                          r"instructions at 0x1000 \(gemm_counter=0, .*\); the "
-                                          r"program deadlocks or needs a larger max_cycles$"):
+    dev = vta_device(backend, "tiny", max_cycles=5000, stall_cycles=stall)
+    where = rf"^{backend} \(1x8_i8w8a32_12_12_14_14\): "
+    if stall:
+        match = (where + r"deadlock: no progress for 1000 cycles before FINISH running 1 "
+                 r"instructions at 0x1000 \(gemm_counter=0, .*; fetch idle, load idle, store "
+                 r"idle, load queue 0, compute queue 0, store queue 0, l2g tokens 0/256, .*\)$")
+    else:
+        match = (where + r"no FINISH after 5000 cycles \(max_cycles=5000\) running 1 "
+                 r"instructions at 0x1000 \(gemm_counter=0, .*\); the program deadlocks or "
+                 r"needs a larger max_cycles$")
+    with pytest.raises(DeviceFault, match=match) as info:
         dev.run_image(DramImage(dram, 0x1000, 1))
+    code = ErrorCode.DEADLOCK if stall else ErrorCode.TIMEOUT
+    assert (info.value.code, info.value.module, info.value.index) == (code, None, None)
     fx = next(f for f in load_fixtures("tiny") if f.name == "alu_add_imm")
     assert_replay(fx, dev)
 
