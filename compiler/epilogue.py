@@ -40,7 +40,6 @@ __all__ = ["Epilogue", "EpilogueError", "MAX_SHIFT"]
 
 #: Largest requantization shift (the ALU's shift limit).
 MAX_SHIFT = SHIFT_LIMIT
-_IMM_MIN, _IMM_MAX = IMM_MIN, IMM_MAX
 
 
 class EpilogueError(ValueError):
@@ -88,9 +87,9 @@ class Epilogue:
         if relu:
             lo = 0 if lo is None else max(int(lo), 0)
         for name, v in (("lo", lo), ("hi", hi)):
-            if v is not None and not _IMM_MIN <= int(v) <= _IMM_MAX:
+            if v is not None and not IMM_MIN <= int(v) <= IMM_MAX:
                 raise EpilogueError(f"{op}: clip {name}={v} does not fit a signed 16-bit ALU "
-                                    f"immediate ({_IMM_MIN}..{_IMM_MAX})")
+                                    f"immediate ({IMM_MIN}..{IMM_MAX})")
         if lo is not None and hi is not None and int(lo) > int(hi):
             raise EpilogueError(f"{op}: clip lo={lo} is greater than hi={hi}")
         dt = np.dtype(out_dtype).name
@@ -121,7 +120,7 @@ class Epilogue:
     @property
     def bias_tile(self) -> bool:
         """A per-channel acc tile is loaded (the bias, or the rounding constant alone)."""
-        return self.bias or self.round_const > _IMM_MAX
+        return self.bias or self.round_const > IMM_MAX
 
     def imm_passes(self) -> list:
         """[(AluOp, imm)] applied to every accumulator after the bias add."""

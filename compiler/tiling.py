@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from .layout import ceil_div
 from .loops import Dim, fold_loops
-from ..hw import spec
+from ..hw.spec import MAX_PAD
 from .reference import normalize_padding
 
 __all__ = [
@@ -30,8 +30,6 @@ __all__ = [
     "best_tiling", "gemm_dims", "uop_budget", "MAX_PAD",
 ]
 
-#: Largest padding a LOAD can insert (its pad fields' limit).
-MAX_PAD = spec.MAX_PAD
 
 
 class TilingError(ValueError):

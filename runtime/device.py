@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..hw.config import VTAConfig, load_config
-from ..hw.spec import (CMD_LEVEL_FIELDS, DRAM_ADDR_BITS, INSN_BYTES, TOKEN_LEVEL_FIELDS,
+from ..hw.spec import (CMD_LEVEL_FIELDS, DRAM_ADDR_BITS, INSN_BYTES, OPCODE_BITS,
+                       TOKEN_LEVEL_FIELDS,
                        ErrorCode, Opcode, Reg, Unit)
 from .dram import DRAM
 from .image import DramImage, RunRecord
@@ -147,7 +148,7 @@ class Device(abc.ABC):
             raise DeviceFault(f"{where}: {insn_count} instructions at 0x{insn_addr:x} are not a "
                               f"{n}-byte aligned range inside the {len(data)}-byte DRAM",
                               code, Unit.FETCH)
-        opcodes = data[insn_addr:insn_addr + n * insn_count:n] & 7
+        opcodes = data[insn_addr:insn_addr + n * insn_count:n] & ((1 << OPCODE_BITS) - 1)
         legal = np.array([int(op) for op in Opcode if op != Opcode.FINISH])
         if vta_isa and np.all(np.isin(opcodes, legal)):     # neither FINISH nor an illegal opcode
             raise DeviceFault(f"{where}: the stream of {insn_count} instructions at "

@@ -25,6 +25,7 @@ import numpy as np
 
 from ...hw.config import VTAConfig, load_config
 from ...hw.isa import Opcode, Unit, bytes_to_words, isa_for
+from ...hw.spec import INSN_BYTES
 from ...runtime.device import DeviceFault, open_device
 from ...runtime.image import DramImage, RunRecord
 from .exec import CONFIG_HELP, image_config
@@ -163,7 +164,7 @@ def covering_store(image: DramImage, config: VTAConfig, addr: int):
     isa = isa_for(config)
     elem = config.out_elem_bytes
     found = None
-    for index, word in enumerate(bytes_to_words(image.instructions(), 16)):
+    for index, word in enumerate(bytes_to_words(image.instructions(), INSN_BYTES)):
         insn = isa.decode(word)
         if insn.opcode == Opcode.FINISH:
             break
@@ -208,7 +209,7 @@ def format_difference(d: Difference, image: DramImage) -> str:
                      f"it), row {row}, byte {offset} of the row")
         lines.append(f"  instruction {index}: {insn}")
     else:
-        end = image.insn_addr + 16 * image.insn_count
+        end = image.insn_addr + INSN_BYTES * image.insn_count
         where = ("the instruction stream" if image.insn_addr <= d.addr < end
                  else "no STORE's DRAM range")
         lines.append(f"  region: {where} (no STORE of the stream writes this byte)")
