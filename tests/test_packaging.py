@@ -93,3 +93,26 @@ def test_non_editable_install_imports_every_subpackage(tmp_path):
     assert proc.stdout.split()[-2:] == ["ok", str(len(names))]
     if shutil.which("vtakit", path=str(venv / "bin")) is None:
         pytest.fail("the vtakit console script was not installed")
+
+
+_LAYERS = {
+    # module imported: package prefixes it may load (besides itself and the root)
+    "vtakit": (),
+    "vtakit.hw.top": ("vtakit.hw",),
+    "vtakit.runtime": ("vtakit.hw", "vtakit.runtime"),
+    "vtakit.sim.behavioral": ("vtakit.hw", "vtakit.runtime", "vtakit.sim"),
+    "vtakit.compiler": ("vtakit.hw", "vtakit.runtime", "vtakit.compiler"),
+}
+
+
+@pytest.mark.parametrize("module", _LAYERS)
+def test_imports_follow_the_layers(module):
+    """hw at the bottom; the runtime (and its device contract) never loads a simulator;
+    backends are found by name when opened; ``import vtakit`` loads no subpackage."""
+    code = (f"import sys, {module}\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('vtakit.'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=ROOT).stdout.split()
+    allowed = _LAYERS[module]
+    extra = [m for m in out if not m.startswith(allowed or ("vtakit.",)) or not allowed]
+    assert extra == [], extra
