@@ -514,7 +514,7 @@ def test_auto_synchronize_result():
                                   "gemm_smt", "alu_add_tensor", "relu", "gemm_tiled"])
 @pytest.mark.parametrize("preset", ["default", "tiny"])
 def test_force_serial_same_results(name, preset):
-    from programs import PROGRAMS, verify
+    from vtakit.testing.programs import PROGRAMS, verify
     outputs = []
     for debug in (DebugFlag(0), DebugFlag.FORCE_SERIAL):
         rt = Runtime(open_device("behavioral", preset), debug=debug)
