@@ -28,7 +28,8 @@ from ..hw.spec import (CMD_LEVEL_FIELDS, DRAM_ADDR_BITS, INSN_BYTES, OPCODE_BITS
 from .dram import DRAM
 from .image import DramImage, RunRecord
 
-__all__ = ["Device", "DeviceError", "DeviceFault", "RunResult", "BACKENDS", "open_device"]
+__all__ = ["Device", "DeviceError", "DeviceFault", "RunResult", "BACKENDS", "open_device",
+           "DRAM", "DramImage", "RunRecord"]
 
 
 class DeviceError(RuntimeError):
