@@ -14,7 +14,7 @@ from vtakit.hw.spec import ErrorCode, Unit
 from vtakit.cli.main import error_lines, main
 from vtakit.sim.behavioral import BehavioralDevice
 from vtakit.runtime.device import DeviceFault
-from vtakit.runtime.device import BACKENDS, DeviceError
+from vtakit.runtime.device import BACKENDS
 from vtakit.runtime.image import DramImage, ImageError, RunRecord
 
 from test_behavioral import Prog

@@ -13,19 +13,16 @@ by hand.
 """
 
 import os
-import sys
 from collections import deque
-from pathlib import Path
 
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, RisingEdge, Timer
 
-from vtakit.testing.fixtures import _load, first_difference, fixture_path  # noqa: E402
-
-from vtakit.hw.config import load_config  # noqa: E402
-from vtakit.hw.interfaces import Reg  # noqa: E402
+from vtakit.hw.config import load_config
+from vtakit.hw.interfaces import Reg
+from vtakit.testing.fixtures import _load, first_difference, fixture_path
 
 READ_LATENCY = 2
 MAX_CYCLES = 200_000
