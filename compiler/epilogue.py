@@ -148,9 +148,10 @@ class Epilogue:
 
     # ------------------------------------------------------------------ emit
 
-    def emit(self, rt, acc_base: int, dims, bias_base: int | None = None,
+    def emit(self, stream, acc_base: int, dims, bias_base: int | None = None,
              bias_dims=None) -> None:
-        """Emit the ALU passes over one acc tile.
+        """Queue the ALU passes over one acc tile into ``stream`` (a
+        :class:`~vtakit.runtime.ProgramBuilder` or a Runtime).
 
         Parameters
         ----------
@@ -161,7 +162,7 @@ class Epilogue:
         """
         if self.bias_tile:
             f = fold_loops(bias_dims, (acc_base, bias_base, 0))
-            rt.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
+            stream.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
                                       [lp[:3] for lp in f.loops]))
         passes = self.imm_passes()
         if passes:
@@ -169,13 +170,13 @@ class Epilogue:
                            (acc_base, acc_base, 0))
             uops, loops = [u[:2] for u in f.uops], [lp[:3] for lp in f.loops]
             for op, imm in passes:
-                rt.push_alu(UopKernel.alu(op, uops, loops, imm=imm))
+                stream.push_alu(UopKernel.alu(op, uops, loops, imm=imm))
 
-    def emit_plane_shift(self, rt, acc_base: int, dims) -> None:
+    def emit_plane_shift(self, stream, acc_base: int, dims) -> None:
         """SHR imm 8 over the tile: exposes the next byte plane of an int32 result."""
         f = fold_loops([Dim(d.name, d.extent, d.dst, d.dst) for d in dims],
                        (acc_base, acc_base, 0))
-        rt.push_alu(UopKernel.alu(AluOp.SHR, [u[:2] for u in f.uops],
+        stream.push_alu(UopKernel.alu(AluOp.SHR, [u[:2] for u in f.uops],
                                   [lp[:3] for lp in f.loops], imm=8))
 
     def reference(self, acc, bias=None, residual=None) -> np.ndarray:

@@ -2,13 +2,15 @@
 device contract it drives.
 
 See :class:`Runtime` (buffers, 2-D DMA, micro-op kernels, dependency tokens,
-synchronize), :class:`UopKernel`, and :mod:`vtakit.runtime.device` (the
-:class:`Device` interface every backend implements, :class:`DeviceFault`,
-:func:`open_device`), :mod:`vtakit.runtime.dram` and :mod:`vtakit.runtime.image`.
+binding programs, synchronize), :class:`UopKernel`, :class:`Program` (a lowered,
+device-independent kernel), :class:`ProgramBuilder` (which builds one), and
+:mod:`vtakit.runtime.device` (the :class:`Device` interface every backend implements,
+:class:`DeviceFault`, :func:`open_device`), :mod:`vtakit.runtime.dram` and
+:mod:`vtakit.runtime.image`.
 """
 
 from ..hw.spec import Unit
-from .deps import Stage
+from .builder import ProgramBuilder, Slot
 from .device import BACKENDS, Device, DeviceError, DeviceFault, RunResult, open_device
 from .dram import DRAM, PAGE_BYTES, DramError
 from .driver import VTA_MAX_XFER, Buffer, DebugFlag, Runtime
@@ -16,9 +18,11 @@ from .errors import (BufferHandleError, DramRangeError, InvalidArgumentError, Ke
                      SramRangeError, StageError, StreamStateError, VTARuntimeError)
 from .image import DramImage, ImageError, RunRecord
 from .kernel import UopKernel
+from .program import UOPS, Program, ProgramFormatError, Relocation
 
 __all__ = [
-    "Runtime", "UopKernel", "Unit", "Stage", "DebugFlag", "Buffer", "VTA_MAX_XFER",
+    "Runtime", "UopKernel", "Unit", "DebugFlag", "Buffer", "VTA_MAX_XFER",
+    "Program", "ProgramBuilder", "Slot", "Relocation", "ProgramFormatError", "UOPS",
     "VTARuntimeError", "BufferHandleError", "DramRangeError", "InvalidArgumentError",
     "KernelError", "SramRangeError", "StageError", "StreamStateError",
     "BACKENDS", "Device", "DeviceError", "DeviceFault", "RunResult", "open_device",

@@ -22,11 +22,9 @@ from ..hw.isa import MemType, Opcode
 from ..hw.spec import DEP_FLAGS, DEP_QUEUES, PIPELINE, TOKEN_QUEUES, Unit, dispatch_unit
 from .errors import StageError
 
-__all__ = ["Stage", "PendingInsn", "InsnQueue", "stage_of", "serial_stage_of"]
+__all__ = ["PendingInsn", "InsnQueue", "stage_of", "serial_stage_of"]
 
-#: The pipeline stages are the units that exchange tokens (:data:`~vtakit.hw.spec.PIPELINE`);
-#: ``Stage`` is the runtime's old name of :class:`~vtakit.hw.spec.Unit`, kept as an alias.
-Stage = Unit
+# The pipeline stages are the units that exchange tokens (:data:`~vtakit.hw.spec.PIPELINE`).
 
 _FLAGS = DEP_FLAGS
 _NOP_FIELDS = dict(sram_base=0, dram_base=0, y_size=0, x_size=0, x_stride=0,
@@ -113,7 +111,7 @@ class InsnQueue:
 
     # ----------------------------------------------------------- instructions
 
-    def create(self, stage: Stage, opcode: Opcode, uop_offset=None, **fields) -> PendingInsn:
+    def create(self, stage: Unit, opcode: Opcode, uop_offset=None, **fields) -> PendingInsn:
         """Append an instruction of ``stage``; it absorbs the stage's pending pops."""
         flags = self.pending[stage]
         insn = PendingInsn(opcode, {**fields, "pop_prev_dep": flags["pop_prev_dep"],
@@ -123,7 +121,7 @@ class InsnQueue:
         self.insns.append(insn)
         return insn
 
-    def nop(self, stage: Stage, **flags) -> PendingInsn:
+    def nop(self, stage: Unit, **flags) -> PendingInsn:
         """Append a sync-only instruction of ``stage`` carrying exactly ``flags``."""
         if stage == Unit.STORE:
             opcode, memory_type = Opcode.STORE, MemType.UOP
@@ -138,7 +136,7 @@ class InsnQueue:
 
     # ----------------------------------------------------------- dependencies
 
-    def commit_pending_pop(self, stage: Stage) -> None:
+    def commit_pending_pop(self, stage: Unit) -> None:
         """Emit a NOP carrying the stage's pending pops, if any."""
         flags = self.pending[stage]
         if flags["pop_prev_dep"] or flags["pop_next_dep"]:

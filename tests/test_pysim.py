@@ -82,8 +82,8 @@ def test_bad_options():
 def _random_dma_program(rt, seed):
     """Random padded INP/WGT/ACC loads, GEMMs on them, copies to OUT and strided stores."""
     from vtakit.hw.isa import AluOp, MemType
-    from vtakit.runtime import Stage, UopKernel
-    L, C, S = Stage.LOAD, Stage.COMPUTE, Stage.STORE
+    from vtakit.runtime import Unit, UopKernel
+    L, C, S = Unit.LOAD, Unit.COMPUTE, Unit.STORE
     c = rt.config
     rng = np.random.default_rng(seed)
     src = rt.alloc(1 << 16)

@@ -9,11 +9,11 @@ import pytest
 
 from vtakit.hw.isa import AluOp, MemType, Opcode
 from vtakit.runtime import (BufferHandleError, DebugFlag, DramRangeError, InvalidArgumentError,
-                            KernelError, Runtime, SramRangeError, Stage, StageError,
+                            KernelError, Runtime, SramRangeError, Unit, StageError,
                             StreamStateError, UopKernel)
 from vtakit.sim import Device, RunResult, open_device
 
-L, C, S = Stage.LOAD, Stage.COMPUTE, Stage.STORE
+L, C, S = Unit.LOAD, Unit.COMPUTE, Unit.STORE
 
 
 class RecordingDevice(Device):
