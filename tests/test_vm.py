@@ -1,4 +1,5 @@
-"""The VM on hand-built bytecode: recursion, tail jumps, closures, ADTs, hooks, overrides, errors."""
+"""The VM on hand-built bytecode: recursion, tail jumps, closures, ADTs, hooks, overrides,
+errors."""
 
 import math
 
@@ -139,7 +140,8 @@ def test_packed_error_names_the_primitive():
 
 def test_verifier_rejects_out_of_range_operands():
     with pytest.raises(BytecodeError, match=r"^function 'main': instruction 0 \(LOAD_CONST\): "
-                                            r"const constant 5 is out of range; there are 0 constants$"):
+                                            r"const constant 5 is out of range; there are 0 "
+                                            r"constants$"):
         Executable("default", [VMFunction("main", [], 2, [LoadConst(5, 0), Ret(0)])])
     with pytest.raises(BytecodeError, match=r"instruction 0 \(LOAD_CONSTI\): the last "
                                             r"instruction must be Ret"):
