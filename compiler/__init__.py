@@ -17,8 +17,12 @@ Operator level (this package's user API; every function takes a
 
 Integer references of every operator are in :mod:`vtakit.compiler.reference`,
 layout packing in :mod:`vtakit.compiler.layout`.
+
+Graph level: the Relay-style IR is :mod:`vtakit.compiler.ir`, its passes
+:mod:`vtakit.compiler.passes`, and the network builder :mod:`vtakit.compiler.nn`.
 """
 
+from . import ir, nn, passes
 from .conv2d import Conv2dPlan, assemble_planes, conv2d, group_conv2d, plan_conv2d
 from .dense import DensePlan, dense, plan_dense
 from .elementwise import AddPlan, add, plan_add, plan_add_gemm
@@ -37,5 +41,5 @@ __all__ = [
     "Conv2dPlan", "DensePlan", "AddPlan", "PoolPlan", "OpPlan", "Operand", "assemble_planes",
     "Epilogue", "EpilogueError", "LayoutError",
     "ConvProblem", "ConvTiling", "CostModel", "Estimate", "TilingError", "search_tiles",
-    "best_tiling",
+    "best_tiling", "ir", "nn", "passes",
 ]

@@ -29,6 +29,8 @@ _API = {
     "open_device": "vtakit.runtime.device",
     "DramImage": "vtakit.runtime.image",
     "Runtime": "vtakit.runtime.driver",
+    "load": "vtakit.runtime.executable",
+    "Executable": "vtakit.runtime.executable",
 }
 
 __all__ = ["__version__", *_API]

@@ -6,6 +6,7 @@ from ...hw.config import load_config
 from ...hw.isa import bytes_to_words, isa_for
 from ...hw.spec import INSN_BYTES
 from ...runtime.image import DramImage
+from ...runtime.executable import load as _load_vtax
 from .exec import image_config
 
 __all__ = ["register", "run"]
@@ -22,6 +23,8 @@ def register(sub):
 
 def run(args):
     path = Path(args.file)
+    if path.suffix == ".vtax":     # a compiled model: its bytecode, primitives and kernel table
+        return print(_load_vtax(path, config=args.config).disasm())
     if path.suffix == ".npz":
         image = DramImage.load(path)
         config = image_config(args.config, image, path)

@@ -1,0 +1,41 @@
+"""``vtakit run MODEL.vtax``: run a compiled model and save its outputs."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ...runtime.executable import load, read_inputs
+from ...runtime.image import npz_path
+
+__all__ = ["register", "run"]
+
+
+def register(sub):
+    p = sub.add_parser("run", help="run a compiled model (.vtax) and save its outputs (.npz)")
+    p.add_argument("model", help="compiled model (.vtax)")
+    p.add_argument("--input", action="append", default=[], metavar="[NAME=]X.npy",
+                   help="an input array (.npy, in input order or by name), or a .npz of "
+                        "arrays named like the inputs; repeatable")
+    p.add_argument("--backend", default="behavioral",
+                   help="device of the VTA kernels: behavioral, pysim, cxxrtl, verilator "
+                        "(default: behavioral)")
+    p.add_argument("--config", metavar="NAME|FILE",
+                   help="the hardware expected (default: the config the model records)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.npz",
+                   help="one array per model output, by output name (.npz is appended if "
+                        "missing)")
+    p.set_defaults(func=run)
+
+
+def run(args):
+    exe = load(args.model, config=args.config)
+    inputs = read_inputs(exe, args.input)
+    start = time.perf_counter()
+    outputs = exe.run_named(inputs, backend=args.backend)
+    wall = time.perf_counter() - start
+    path = npz_path(args.output)
+    np.savez(path, **outputs)
+    print(f"{args.backend}: {len(outputs)} output(s) ({', '.join(outputs)}), wall {wall:.3f} s "
+          f"-> {path}")

@@ -1,0 +1,447 @@
+"""The VM compiler: an IRModule to an :class:`~vtakit.runtime.executable.Executable`.
+
+It takes the IR in the shapes the front of the pipeline produces (after
+``ToANormalForm``, ``LambdaLift``, ``InlinePrimitives`` and ``FuseOps``) and
+also plainer ones: nested expressions, operator calls outside any primitive
+function (each becomes a one-operator primitive), function literals (lifted
+here into closures over their free variables) and globals used as values.
+
+* a primitive function (``attrs["Primitive"]``) becomes one ``InvokePacked``:
+  the ``lowerer`` hook may claim it (a VTA kernel); otherwise it is a host
+  primitive evaluated with the operators' numpy computes
+  (:mod:`vtakit.compiler.codegen.host`);
+* constants go to one pool, deduplicated by value;
+* outputs of packed calls are planned in a per-function arena by liveness, and
+  registers are allocated by liveness (:mod:`.regalloc`);
+* a call of a global to itself in tail position becomes moves and a ``Goto``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...runtime.executable import Executable
+from ...runtime.module import PrimitiveEntry
+from ...runtime.registry import register_func
+from ...runtime.vm.bytecode import (AllocADT, AllocClosure, AllocStorage, AllocTensor, GetField,
+                                    Goto, If, Invoke, InvokeClosure, InvokePacked, LoadConst,
+                                    LoadConsti, Move, Opcode, Ret, VMFunction)
+from ..ir import (Call, Constant, Function, GlobalVar, IRModule, Let, Op, Tuple, TupleGetItem,
+                  TupleType, TensorType, Var, free_vars, infer_types)
+from ..ir import If as IRIf
+from .host import encode_primitive
+from .regalloc import ALIGNMENT, allocate_registers, plan_memory
+
+__all__ = ["compile_vm", "LoweredPrimitive", "VMCompileError"]
+
+_LABEL = -1
+
+
+class VMCompileError(ValueError):
+    """IR the VM compiler cannot translate (the message names the node)."""
+
+
+@dataclass
+class LoweredPrimitive:
+    """What a ``lowerer`` hook returns for a primitive it claims.
+
+    Attributes
+    ----------
+    kind : str
+        The primitive factory that builds the packed function at load time
+        (registered as ``"vtakit.vm.primitive.<kind>"``).
+    meta : dict
+        JSON-serializable data for the factory.
+    kernels : list of (str, bytes)
+        Kernel-table entries (serialized Programs) the function launches.
+    constants : list of numpy.ndarray
+        Arrays (packed weights) added to the constant pool; their pool indices
+        are given to the factory as ``meta["constants"]``.
+    name : str, optional
+        The primitive's name (default: derived from its operators).
+    """
+
+    kind: str
+    meta: dict = field(default_factory=dict)
+    kernels: list = field(default_factory=list)
+    constants: list = field(default_factory=list)
+    name: str | None = None
+
+
+def _leaves(ty):
+    if isinstance(ty, TensorType):
+        return [ty]
+    if isinstance(ty, TupleType):
+        return [leaf for f in ty.fields for leaf in _leaves(f)]
+    raise VMCompileError(f"a primitive must return tensors or tuples of tensors, not {ty!r}")
+
+
+def _type_key(ty):
+    """A hashable value identifying a type's shape and dtype (types hash by identity)."""
+    if isinstance(ty, TensorType):
+        return (tuple(ty.shape), ty.dtype)
+    if isinstance(ty, TupleType):
+        return tuple(_type_key(f) for f in ty.fields)
+    return repr(ty)
+
+
+def _op_names(func):
+    names, stack, seen = [], [func.body], set()
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, Call):
+            if isinstance(e.op, Op):
+                names.append(e.op.name)
+            stack.extend(reversed(e.args))
+        elif isinstance(e, Tuple):
+            stack.extend(reversed(e.fields))
+        elif isinstance(e, TupleGetItem):
+            stack.append(e.tuple_value)
+        elif isinstance(e, Let):
+            stack.extend([e.body, e.value])
+    return list(reversed(names))
+
+
+class _Builder:
+    """Tables shared by every function of the executable."""
+
+    def __init__(self, mod, lowerer):
+        self.mod, self.lowerer = mod, lowerer
+        self.functions: list[VMFunction] = []
+        self.index: dict[str, int] = {}
+        self.pending: list = []
+        self.constants, self._const_key = [], {}
+        self.primitives, self._prim_key, self._prim_names = [], {}, set()
+        self.kernels, self.requires = [], {"vtakit.compiler.codegen.host"}
+
+    def constant(self, arr) -> int:
+        arr = np.asarray(arr)
+        key = (arr.dtype.str, arr.shape, arr.tobytes())
+        if key not in self._const_key:
+            self._const_key[key] = len(self.constants)
+            self.constants.append(arr)
+        return self._const_key[key]
+
+    def declare(self, name, params, free=(), self_global=False) -> int:
+        i = len(self.functions)
+        self.functions.append(VMFunction(name, [v.name_hint for v in (*free, *params)], 0))
+        self.index[name] = i
+        return i
+
+    def unique(self, base) -> str:
+        name, k = base, 1
+        while name in self._prim_names:
+            name, k = f"{base}_{k}", k + 1
+        self._prim_names.add(name)
+        return name
+
+    def primitive(self, func: Function, key) -> tuple[int, list]:
+        """The packed index of a primitive function and its output types."""
+        out_types = _leaves(func.body.checked_type)
+        if key in self._prim_key:
+            return self._prim_key[key], out_types
+        base = func.attrs.get("global_symbol") or func.attrs.get("name") or \
+            ("fused_" + "_".join(n.replace(".", "_") for n in _op_names(func)))[:80]
+        lowered = self.lowerer(func) if self.lowerer is not None else None
+        n_in, n_out = len(func.params), len(out_types)
+        if lowered is None:
+            meta, modules = encode_primitive(func, self.constant)
+            self.requires.update(modules)
+            entry = PrimitiveEntry(self.unique(base), "host", n_in, n_out,
+                                   json.dumps(meta, sort_keys=True, separators=(",", ":")))
+        elif isinstance(lowered, LoweredPrimitive):
+            meta = dict(lowered.meta)
+            if lowered.constants:
+                meta["constants"] = [self.constant(c) for c in lowered.constants]
+            known = {k for k, _ in self.kernels}
+            for name, blob in lowered.kernels:
+                if name not in known:
+                    self.kernels.append((name, bytes(blob)))
+                    known.add(name)
+            entry = PrimitiveEntry(self.unique(lowered.name or base), lowered.kind, n_in, n_out,
+                                   json.dumps(meta, sort_keys=True, separators=(",", ":")))
+        elif callable(lowered):
+            # a process-local function: registered under the primitive's name
+            name = self.unique(base)
+            register_func(name, lowered, override=True)
+            entry = PrimitiveEntry(name, "global", n_in, n_out)
+        else:
+            raise VMCompileError(f"the lowerer returned {type(lowered).__name__} for {base}; "
+                                 "expected None, a LoweredPrimitive or a callable")
+        self._prim_key[key] = len(self.primitives)
+        self.primitives.append(entry)
+        return self._prim_key[key], out_types
+
+
+class _FunctionCompiler:
+    def __init__(self, b: _Builder, index: int, params, free=(), self_global=None):
+        self.b, self.index, self.self_global = b, index, self_global
+        self.code, self.nregs, self.nlabels = [], 0, 0
+        self.env = {}
+        for v in (*free, *params):
+            self.env[v] = self.reg()
+        self.params = [self.env[v] for v in (*free, *params)]
+        self.arena = self.reg()
+        self.body_label = self.label()
+
+    def reg(self) -> int:
+        self.nregs += 1
+        return self.nregs - 1
+
+    def label(self) -> int:
+        self.nlabels += 1
+        return self.nlabels - 1
+
+    def emit(self, ins):
+        self.code.append(ins)
+
+    def place(self, label):
+        self.code.append((_LABEL, label))
+
+    # -------------------------------------------------------------- expressions
+    def value(self, e, memo):
+        while isinstance(e, Let):
+            self.env[e.var] = self.value(e.value, memo)
+            e = e.body
+        r = memo.get(e)
+        if r is not None:
+            return r
+        r = self._value(e, memo)
+        memo[e] = r
+        return r
+
+    def _value(self, e, memo):
+        if isinstance(e, Var):
+            if e not in self.env:
+                raise VMCompileError(f"variable %{e.name_hint} is unbound")
+            return self.env[e]
+        if isinstance(e, Constant):
+            r = self.reg()
+            self.emit(LoadConst(self.b.constant(e.data), r))
+            return r
+        if isinstance(e, Tuple):
+            fields = [self.value(f, memo) for f in e.fields]
+            r = self.reg()
+            self.emit(AllocADT(0, fields, r))
+            return r
+        if isinstance(e, TupleGetItem):
+            t = self.value(e.tuple_value, memo)
+            r = self.reg()
+            self.emit(GetField(t, e.index, r))
+            return r
+        if isinstance(e, IRIf):
+            r = self.reg()
+            then, else_, end = self.label(), self.label(), self.label()
+            self.branch(e.cond, memo, then, else_)
+            self.place(then)
+            self.emit(Move(self.value(e.true_branch, dict(memo)), r))
+            self.emit(Goto(end))
+            self.place(else_)
+            self.emit(Move(self.value(e.false_branch, dict(memo)), r))
+            self.place(end)
+            return r
+        if isinstance(e, Function):
+            if e.is_primitive():
+                raise VMCompileError("a primitive function can only be called, not used as a "
+                                     "value")
+            return self.closure(e)
+        if isinstance(e, GlobalVar):
+            func = self.b.mod[e.name_hint]
+            if func.is_primitive():
+                raise VMCompileError(f"primitive global @{e.name_hint} used as a value")
+            r = self.reg()
+            self.emit(AllocClosure(self.b.index[e.name_hint], (), r))
+            return r
+        if isinstance(e, Call):
+            return self.call(e, memo)
+        raise VMCompileError(f"cannot compile a {type(e).__name__} node")
+
+    def branch(self, cond, memo, then, else_):
+        c = self.value(cond, memo)
+        one = self.reg()
+        self.emit(LoadConsti(1, one))
+        self.emit(If(c, one, then, else_))
+
+    def closure(self, func: Function) -> int:
+        free = [v for v in free_vars(func)]
+        for v in free:
+            if v not in self.env:
+                raise VMCompileError(f"variable %{v.name_hint} is unbound")
+        name = f"{self.b.functions[self.index].name}_lambda{len(self.b.functions)}"
+        index = self.b.declare(name, func.params, free)
+        self.b.pending.append((index, func, free, None))
+        r = self.reg()
+        self.emit(AllocClosure(index, [self.env[v] for v in free], r))
+        return r
+
+    def call(self, e: Call, memo):
+        op = e.op
+        args = [self.value(a, memo) for a in e.args]
+        if isinstance(op, Op):
+            params = [Var(f"p{i}", a.checked_type) for i, a in enumerate(e.args)]
+            func = Function(params, Call(op, params, e.attrs))
+            func.body._set_type(e.checked_type)
+            key = ("op", op.name, json.dumps(e.attrs, sort_keys=True, default=repr),
+                   tuple(_type_key(a.checked_type) for a in e.args))
+            return self.packed(func, key, args)
+        if isinstance(op, Function) and op.is_primitive():
+            return self.packed(op, ("fn", id(op)), args)
+        if isinstance(op, GlobalVar):
+            func = self.b.mod[op.name_hint]
+            if func.is_primitive():
+                return self.packed(func, ("fn", id(func)), args)
+            r = self.reg()
+            self.emit(Invoke(self.b.index[op.name_hint], args, r))
+            return r
+        target = self.value(op, memo)
+        r = self.reg()
+        self.emit(InvokeClosure(target, args, r))
+        return r
+
+    def packed(self, func, key, args):
+        index, out_types = self.b.primitive(func, key)
+        outs = []
+        for t in out_types:
+            r = self.reg()
+            self.emit(AllocTensor(self.arena, 0, t.shape, t.dtype, r))
+            outs.append(r)
+        self.emit(InvokePacked(index, len(outs), [*args, *outs]))
+        return self.rebuild(func.body.checked_type, iter(outs))
+
+    def rebuild(self, ty, outs):
+        if isinstance(ty, TensorType):
+            return next(outs)
+        fields = [self.rebuild(f, outs) for f in ty.fields]
+        r = self.reg()
+        self.emit(AllocADT(0, fields, r))
+        return r
+
+    # -------------------------------------------------------------- tail position
+    def tail(self, e, memo):
+        while isinstance(e, Let):
+            self.env[e.var] = self.value(e.value, memo)
+            e = e.body
+        if isinstance(e, IRIf) and e not in memo:
+            then, else_ = self.label(), self.label()
+            self.branch(e.cond, memo, then, else_)
+            self.place(then)
+            self.tail(e.true_branch, dict(memo))
+            self.place(else_)
+            self.tail(e.false_branch, dict(memo))
+            return
+        if (isinstance(e, Call) and isinstance(e.op, GlobalVar) and self.self_global is not None
+                and e.op.name_hint == self.self_global):
+            args = [self.value(a, memo) for a in e.args]
+            # parallel assignment: copy arguments that are parameters first
+            params = set(self.params)
+            staged = []
+            for a in args:
+                if a in params:
+                    t = self.reg()
+                    self.emit(Move(a, t))
+                    a = t
+                staged.append(a)
+            for a, p in zip(staged, self.params):
+                self.emit(Move(a, p))
+            self.emit(Goto(self.body_label))
+            return
+        self.emit(Ret(self.value(e, memo)))
+
+    # -------------------------------------------------------------- finishing
+    def finish(self, body) -> VMFunction:
+        self.place(self.body_label)
+        self.tail(body, {})
+        code, arena_size, naive = plan_memory(self.code, self.arena, self.reg)
+        if arena_size:
+            code.insert(0, AllocStorage(arena_size, ALIGNMENT, self.arena))
+        code = _resolve_labels(code)
+        code, nregs = allocate_registers(code, len(self.params))
+        f = self.b.functions[self.index]
+        f.code, f.num_regs, f.arena_bytes, f.naive_bytes = code, nregs, arena_size, naive
+        return f
+
+
+def _resolve_labels(code):
+    where, pc = {}, 0
+    for ins in code:
+        if ins[0] == _LABEL:
+            where[ins[1]] = pc
+        else:
+            pc += 1
+    out = []
+    for ins in code:
+        if ins[0] == _LABEL:
+            continue
+        pc = len(out)
+        if ins[0] == Opcode.IF.value:
+            ins = If(ins[1], ins[2], where[ins[3]] - pc, where[ins[4]] - pc)
+        elif ins[0] == Opcode.GOTO.value:
+            ins = Goto(where[ins[1]] - pc)
+        out.append(ins)
+    return out
+
+
+def _io(types, names, default):
+    out = []
+    for i, t in enumerate(types):
+        name = names[i] if names and i < len(names) else (
+            default if len(types) == 1 else f"{default}{i}")
+        if isinstance(t, TensorType):
+            out.append({"name": name, "shape": list(t.shape), "dtype": t.dtype})
+        else:
+            out.append({"name": name, "shape": None, "dtype": None})
+    return out
+
+
+def compile_vm(mod, *, config="default", lowerer=None, entry: str = "main") -> Executable:
+    """Compile a module (or a function, as ``main``) to an executable.
+
+    Parameters
+    ----------
+    mod : IRModule or Function
+    config : VTAConfig, preset name or path
+        The hardware the executable is built for (recorded in its header).
+    lowerer : callable, optional
+        ``lowerer(prim_func) -> LoweredPrimitive | callable | None``: claims a
+        primitive function (e.g. for VTA); None leaves it to the host.
+    entry : str
+
+    Returns
+    -------
+    Executable
+
+    Raises
+    ------
+    VMCompileError
+    """
+    if isinstance(mod, Function):
+        mod = IRModule({entry: mod})
+    infer_types(mod)
+    b = _Builder(mod, lowerer)
+    names = [entry] + [n for n in mod if n != entry]
+    for name in names:
+        if not mod[name].is_primitive():
+            b.declare(name, mod[name].params)
+    for name in names:
+        func = mod[name]
+        if func.is_primitive():
+            continue
+        b.pending.append((b.index[name], func, (), name))
+        while b.pending:
+            index, f, free, self_global = b.pending.pop(0)
+            _FunctionCompiler(b, index, f.params, free, self_global).finish(f.body)
+    main = mod[entry]
+    ret = main.body.checked_type
+    outs = ret.fields if isinstance(ret, TupleType) else [ret]
+    exe = Executable(
+        config, b.functions, b.constants, b.primitives, b.kernels, entry,
+        _io([p.type_annotation for p in main.params], [p.name_hint for p in main.params], "in"),
+        _io(list(outs), main.attrs.get("output_names"), "output"),
+        sorted(b.requires))
+    return exe

@@ -1,0 +1,82 @@
+"""Helpers shared by the core operators' type relations and attribute normalizers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..types import TensorType, TupleType
+
+__all__ = ["tensor_arg", "broadcast_type", "pair", "padding4", "is_int", "is_float",
+           "dtype_or_empty", "norm_axis"]
+
+
+def tensor_arg(types, i, what="argument"):
+    """The TensorType of argument ``i`` (or a TypeError saying what it is instead)."""
+    t = types[i]
+    if not isinstance(t, TensorType):
+        raise TypeError(f"{what} {i} must be a tensor, got {t!r}")
+    return t
+
+
+def broadcast_type(types, attrs=None, out_dtype=None):
+    """Numpy broadcasting of two tensors of one dtype."""
+    a, b = tensor_arg(types, 0), tensor_arg(types, 1)
+    if a.dtype != b.dtype:
+        raise TypeError(f"operands must have one dtype, got {a.dtype} and {b.dtype}")
+    try:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise TypeError(f"shapes {a.shape} and {b.shape} do not broadcast") from None
+    return TensorType(shape, out_dtype or a.dtype)
+
+
+def pair(v, name):
+    if isinstance(v, (int, np.integer)):
+        return (int(v), int(v))
+    v = tuple(int(x) for x in v)
+    if len(v) == 1:
+        return (v[0], v[0])
+    if len(v) != 2:
+        raise ValueError(f"{name} must be an int or a pair, got {v!r}")
+    return v
+
+
+def padding4(p):
+    """``p`` | ``(ph, pw)`` | ``(top, left, bottom, right)`` -> 4-tuple."""
+    if isinstance(p, (int, np.integer)):
+        p = (int(p),) * 4
+    p = tuple(int(x) for x in p)
+    if len(p) == 1:
+        p = p * 4
+    elif len(p) == 2:
+        p = (p[0], p[1], p[0], p[1])
+    elif len(p) != 4:
+        raise ValueError(f"padding must be an int, (ph, pw) or (top, left, bottom, right), "
+                         f"got {p!r}")
+    if min(p) < 0:
+        raise ValueError(f"padding must be non-negative, got {p!r}")
+    return p
+
+
+def is_int(dtype):
+    return np.issubdtype(np.dtype(dtype), np.integer)
+
+
+def is_float(dtype):
+    return np.issubdtype(np.dtype(dtype), np.floating)
+
+
+def dtype_or_empty(v):
+    return "" if v in ("", None) else np.dtype(v).name
+
+
+def norm_axis(axis, ndim, name="axis"):
+    if not -ndim <= axis < max(ndim, 1):
+        raise TypeError(f"{name} {axis} is out of range for rank {ndim}")
+    return axis % ndim if ndim else 0
+
+
+def tuple_of_tensors(t, what="argument 0"):
+    if not isinstance(t, TupleType) or not all(isinstance(f, TensorType) for f in t.fields):
+        raise TypeError(f"{what} must be a tuple of tensors, got {t!r}")
+    return t.fields

@@ -1,0 +1,166 @@
+"""Type inference: fills ``checked_type`` on every node of a module or expression.
+
+Types are context-free here (a node's type depends only on its operands), so
+inference writes the found type into each node.  Function parameters need type
+annotations; a recursive function (global or let-bound) needs its return type
+(global) or its variable's type (let) annotated.
+"""
+
+from __future__ import annotations
+
+from .describe import describe
+from .errors import OpError, TypeInferenceError
+from .expr import (Call, Constant, Function, GlobalVar, If, IRModule, Let, Op, Tuple,
+                   TupleGetItem, Var)
+from .analysis import post_order
+from .types import FuncType, TensorType, TupleType, type_compatible
+
+__all__ = ["infer_types", "infer_expr_type"]
+
+
+def _const_type(c):
+    return TensorType(c.data.shape, c.data.dtype.name)
+
+
+class _Inferer:
+    def __init__(self, mod):
+        self.mod = mod
+        self.global_types = {}
+        self.in_progress = set()
+
+    def global_type(self, gv, node):
+        name = gv.name_hint
+        if name in self.global_types:
+            return self.global_types[name]
+        if self.mod is None or name not in self.mod:
+            where = f" in {describe(node)}" if node is not None else ""
+            raise TypeInferenceError(f"unknown global function @{name}{where}")
+        func = self.mod[name]
+        if name in self.in_progress:
+            if func.ret_type is None:
+                raise TypeInferenceError(f"recursive function @{name} needs a return type "
+                                         f"annotation (def @{name}(...) -> Type)")
+            return FuncType([self.param_type(p, func) for p in func.params], func.ret_type)
+        self.in_progress.add(name)
+        ty = self.infer(func)
+        self.in_progress.discard(name)
+        self.global_types[name] = ty
+        return ty
+
+    @staticmethod
+    def param_type(p, func):
+        if p.type_annotation is None:
+            raise TypeInferenceError(f"parameter %{p.name_hint} of {describe(func)} has no "
+                                     f"type annotation")
+        return p.type_annotation
+
+    def infer(self, expr):
+        nodes = post_order(expr)
+        let_values = {n.var: n.value for n in nodes if type(n) is Let}
+        self.param_of = {p: n for n in nodes if type(n) is Function for p in n.params}
+        for node in nodes:
+            node._set_type(self.node_type(node, let_values))
+        return expr.checked_type
+
+    def node_type(self, node, let_values):
+        t = type(node)
+        if t is Call:
+            return self.call_type(node)
+        if t is Var:
+            if node.type_annotation is not None:
+                return node.type_annotation
+            value = let_values.get(node)
+            if value is None and node in self.param_of:
+                self.param_type(node, self.param_of[node])
+            if value is None:
+                raise TypeInferenceError(f"variable %{node.name_hint} is unbound here or "
+                                         f"needs a type annotation")
+            if not value.has_type():
+                raise TypeInferenceError(f"let %{node.name_hint} is used in its own value: "
+                                         f"annotate its type to make the recursion typable")
+            return value.checked_type
+        if t is Constant:
+            return _const_type(node)
+        if t is Tuple:
+            return TupleType([f.checked_type for f in node.fields])
+        if t is TupleGetItem:
+            tt = node.tuple_value.checked_type
+            if not isinstance(tt, TupleType):
+                raise TypeInferenceError(f"{describe(node)}: expected a tuple, got {tt!r}")
+            if not 0 <= node.index < len(tt.fields):
+                raise TypeInferenceError(f"{describe(node)}: index {node.index} out of range "
+                                         f"for a {len(tt.fields)}-tuple")
+            return tt.fields[node.index]
+        if t is Let:
+            ann = node.var.type_annotation
+            if ann is not None and not type_compatible(ann, node.value.checked_type):
+                raise TypeInferenceError(f"let %{node.var.name_hint}: annotated {ann!r} but "
+                                         f"the value has type {node.value.checked_type!r}")
+            if ann is None:
+                node.var._set_type(node.value.checked_type)
+            return node.body.checked_type
+        if t is If:
+            ct = node.cond.checked_type
+            if not (isinstance(ct, TensorType) and ct.shape == () and
+                    ct.dtype in ("bool", "int8", "int32", "int64", "uint8")):
+                raise TypeInferenceError(f"{describe(node)}: the condition must be a scalar "
+                                         f"bool, got {ct!r}")
+            a, b = node.true_branch.checked_type, node.false_branch.checked_type
+            if not type_compatible(a, b):
+                raise TypeInferenceError(f"{describe(node)}: branches have types {a!r} and "
+                                         f"{b!r}, expected one type")
+            return a
+        if t is Function:
+            params = [self.param_type(p, node) for p in node.params]
+            body = node.body.checked_type
+            if node.ret_type is not None and not type_compatible(node.ret_type, body):
+                raise TypeInferenceError(f"{describe(node)}: annotated return type "
+                                         f"{node.ret_type!r} but the body has type {body!r}")
+            return FuncType(params, body)
+        if t is GlobalVar:
+            return self.global_type(node, None)
+        if t is Op:
+            raise TypeInferenceError(f"operator {node.name} used as a value (call it instead)")
+        raise TypeInferenceError(f"unknown node kind {t.__name__}")
+
+    def call_type(self, call):
+        arg_types = [a.checked_type for a in call.args]
+        op = call.op
+        if isinstance(op, Op):
+            try:
+                ty = op.infer_type(arg_types, call.attrs)
+            except (TypeError, ValueError, OpError) as e:
+                raise TypeInferenceError(f"{describe(call)}: {e}") from None
+            return ty
+        ft = op.checked_type
+        if not isinstance(ft, FuncType):
+            raise TypeInferenceError(f"{describe(call)}: calling a non-function of type {ft!r}")
+        if len(ft.arg_types) != len(arg_types):
+            raise TypeInferenceError(f"{describe(call)}: expected {len(ft.arg_types)} "
+                                     f"argument(s), got {len(arg_types)}")
+        for i, (want, got) in enumerate(zip(ft.arg_types, arg_types)):
+            if not type_compatible(want, got):
+                raise TypeInferenceError(f"{describe(call)}: argument {i} has type {got!r}, "
+                                         f"expected {want!r}")
+        return ft.ret_type
+
+
+def infer_types(mod_or_expr, mod=None):
+    """Type every node of a module (returned as is) or an expression (its type returned).
+
+    Raises
+    ------
+    TypeInferenceError
+        Naming the node and what was expected.
+    """
+    if isinstance(mod_or_expr, IRModule):
+        inf = _Inferer(mod_or_expr)
+        for gv, _ in mod_or_expr.items():
+            gv._set_type(inf.global_type(gv, None))
+        return mod_or_expr
+    return _Inferer(mod).infer(mod_or_expr)
+
+
+def infer_expr_type(expr, mod=None):
+    """The type of ``expr`` (typing every node under it)."""
+    return _Inferer(mod).infer(expr)

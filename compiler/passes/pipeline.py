@@ -1,0 +1,40 @@
+"""The standard pass sequences."""
+
+from __future__ import annotations
+
+from .basic import (DeadCodeElimination, EliminateCommonSubexpr, FoldConstant, InferType,
+                    RemoveUnusedFunctions)
+from .fuse_ops import FuseOps
+from .infra import Sequential
+from .lifting import InlinePrimitives, LambdaLift
+from .normal_form import ToANormalForm
+from .simplify import FoldScaleAxis, SimplifyInference
+
+__all__ = ["default_pipeline", "optimize_pipeline", "vm_pipeline"]
+
+
+def optimize_pipeline() -> Sequential:
+    """Graph optimizations (Relay's build order): inference simplification, constant
+    folding, scale folding into weights, CSE, DCE."""
+    return Sequential([
+        RemoveUnusedFunctions(), InferType(), SimplifyInference(), FoldConstant(),
+        FoldScaleAxis(), FoldConstant(), EliminateCommonSubexpr(), DeadCodeElimination(),
+        InferType(),
+    ], name="optimize")
+
+
+def vm_pipeline() -> Sequential:
+    """What the VM compiler needs after fusion: A-normal form, primitive functions at
+    their call sites, local functions lifted to globals, types filled in."""
+    return Sequential([
+        ToANormalForm(), InlinePrimitives(), LambdaLift(), InlinePrimitives(), InferType(),
+    ], name="vm_lowering")
+
+
+def default_pipeline() -> Sequential:
+    """``optimize_pipeline()`` then FuseOps: the graph the code generators consume.
+
+    Under the current PassContext (opt_level 2 by default; FoldScaleAxis and
+    EliminateCommonSubexpr are level 3).  Follow with :func:`vm_pipeline` for the VM.
+    """
+    return Sequential([optimize_pipeline(), FuseOps(), InferType()], name="default")

@@ -1,0 +1,90 @@
+"""What packed functions of an executable may use at run time: the device and the kernels.
+
+The device is opened on first use, so a model whose primitives all run on the
+host never starts a simulator.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RuntimeContext"]
+
+
+class RuntimeContext:
+    """The execution environment handed to primitive factories.
+
+    Parameters
+    ----------
+    config : VTAConfig
+        The hardware the executable was built for.
+    backend : str
+        Device backend (``behavioral``, ``pysim``, ``cxxrtl``, ``verilator``).
+    device : Device, optional
+        An open device to use instead of opening one (it is not closed by :meth:`close`).
+    device_options : dict, optional
+        Keyword arguments of :func:`vtakit.sim.open_device`.
+    kernels : dict of str -> bytes
+        The executable's kernel table (serialized Programs by name).
+    constants : list of numpy.ndarray
+        The executable's constant pool.
+    """
+
+    def __init__(self, config, backend="behavioral", *, device=None, device_options=None,
+                 kernels=None, constants=()):
+        self.config = config
+        self.backend = backend
+        self.device_options = dict(device_options or {})
+        self.kernels = dict(kernels or {})
+        self.constants = constants
+        self._device = device
+        self._owns_device = device is None
+        self._runtime = None
+        self._closers = []
+        self._programs = {}
+
+    @property
+    def device(self):
+        """The device (opened on first access)."""
+        if self._device is None:
+            from ..device import open_device
+            self._device = open_device(self.backend, self.config, **self.device_options)
+        return self._device
+
+    @property
+    def device_opened(self) -> bool:
+        return self._device is not None
+
+    @property
+    def runtime(self):
+        """A :class:`vtakit.runtime.Runtime` over :attr:`device` (created on first access)."""
+        if self._runtime is None:
+            from ..driver import Runtime
+            self._runtime = Runtime(self.device)
+        return self._runtime
+
+    def kernel(self, name: str) -> bytes:
+        """A kernel-table entry by name."""
+        try:
+            return self.kernels[name]
+        except KeyError:
+            raise KeyError(f"the executable has no kernel {name!r}; its kernels are "
+                           + (", ".join(self.kernels) or "none")) from None
+
+    def program(self, name: str):
+        """A kernel-table entry as a :class:`~vtakit.runtime.program.Program` (parsed once)."""
+        prog = self._programs.get(name)
+        if prog is None:
+            from ..program import Program
+            prog = self._programs[name] = Program.from_bytes(self.kernel(name))
+        return prog
+
+    def on_close(self, func) -> None:
+        """Call ``func()`` when the context closes (a kernel freeing its DRAM buffers)."""
+        self._closers.append(func)
+
+    def close(self) -> None:
+        while self._closers:
+            self._closers.pop()()
+        if self._owns_device and self._device is not None:
+            self._device.close()
+            self._device = None
+        self._runtime = None
