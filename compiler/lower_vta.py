@@ -153,6 +153,8 @@ class LayerRecord:
     dram_bytes: int = 0
     cycles: int = -1
     host_seconds: float = 0.0
+    macs: int = 0
+    dram_bytes_run: int = 0          # measured: the device's load/store byte counters
 
 
 def _host_requantize(acc, rq, clip, out_dtype):
@@ -220,6 +222,7 @@ class _Lowered:
             rec.predicted_cycles = float(est.cycles)
             rec.dram_bytes = int(est.read_bytes + est.write_bytes)
         rec.cycles = int(res.cycles)
+        rec.dram_bytes_run = int(sum(v for k, v in res.stats.items() if k.endswith("_nbytes")))
         return plan.unpack(out)
 
     def _conv_like(self, rt, x, rec, dense):
@@ -259,6 +262,7 @@ class _Lowered:
                                groups=a["groups"], **kw)
             packed = plan.pack(x, w, b32)
         y = self._run_plan(rt, plan, packed, rec)
+        rec.macs = int(np.prod(y.shape)) * int(np.prod(w.shape[1:]))
         if exact_host:
             t0 = time.perf_counter()
             y = _host_requantize(y, rq, (lo, hi), a["out_dtype"])
