@@ -28,6 +28,9 @@ def test_compiled_model_equals_interpreter(name, tmp_path):
     records = []
     exe = vtakit.compile(DATA / f"{name}.tflite", config="default", report=records)
     assert records and all(r.where in ("vta", "vta+host") for r in records)
+    # every VTA layer's Program is in the kernel table (identical kernels shared)
+    assert 1 <= len(exe.kernels) <= len(records)
+    assert all(name.startswith("vta_") for name, _ in exe.kernels)
     exe = vtakit.load(exe.save(tmp_path / "m.vtax"))
     mod = from_tflite(DATA / f"{name}.tflite")
     assert exe.input_names == [p.name_hint for p in mod["main"].params]
