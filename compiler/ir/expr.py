@@ -66,6 +66,10 @@ class Expr:
     def __getitem__(self, index):
         return TupleGetItem(self, index)
 
+    def __iter__(self):
+        # __getitem__ would otherwise make every Expr an endless iterable
+        raise TypeError(f"{type(self).__name__} is not iterable (pass a list of Exprs)")
+
 
 def _binary(name, a, b):
     from .op import get_op

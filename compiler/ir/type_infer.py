@@ -57,6 +57,7 @@ class _Inferer:
     def infer(self, expr):
         nodes = post_order(expr)
         let_values = {n.var: n.value for n in nodes if type(n) is Let}
+        self.param_of = {p: n for n in nodes if type(n) is Function for p in n.params}
         for node in nodes:
             node._set_type(self.node_type(node, let_values))
         return expr.checked_type
@@ -69,6 +70,8 @@ class _Inferer:
             if node.type_annotation is not None:
                 return node.type_annotation
             value = let_values.get(node)
+            if value is None and node in self.param_of:
+                self.param_type(node, self.param_of[node])
             if value is None:
                 raise TypeInferenceError(f"variable %{node.name_hint} is unbound here or "
                                          f"needs a type annotation")
