@@ -41,7 +41,7 @@ import numpy as np
 from .conv2d import plan_conv2d
 from .dense import plan_dense
 from .epilogue import EpilogueError
-from .ir import Call, Constant, Function, IRModule, Op, Tuple, TupleGetItem, Var
+from .ir import Call, Constant, Function, IRModule, Op, Tuple, TupleGetItem, Var, post_order
 from .layout import LayoutError
 from .pool import plan_pool2d
 from .quant import fixed_point as fp
@@ -514,6 +514,13 @@ def vm_lowerer(config, report: list | None = None):
     def lower(func):
         layer, tail = split_layer(func.body)
         if layer is None or layer.data is not func.params[0]:
+            if report is not None and func.params:
+                ops = [n.op.name for n in post_order(func.body)
+                       if isinstance(n, Call) and isinstance(n.op, Op)]
+                t = func.params[0].checked_type
+                report.append(LayerRecord(
+                    "+".join(dict.fromkeys(ops)) or "host", tuple(getattr(t, "shape", ())),
+                    "host", "not a quantized conv/dense/pool layer: numpy on the host"))
             return None
         shape = tuple(func.params[0].checked_type.shape)
         rec = LayerRecord(layer.kind, shape, "vta", "")
