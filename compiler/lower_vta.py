@@ -74,7 +74,8 @@ class VTALayer:
     data : Expr
         The layer's input (before any explicit pad).
     attrs : dict
-        weight and bias (Constant or Var expressions), strides, padding (top, left, bottom, right), pad_value, groups,
+        weight and bias (Constant or Var expressions), strides, padding (top, left,
+        bottom, right), pad_value, groups,
         requantize attributes (scale, zero_point, axis, rounding), clip (lo, hi),
         out_dtype, pool_size.
     """
@@ -191,7 +192,7 @@ class _Lowered:
 
     def __call__(self, rt, x, env=None):
         """Run the layer on ``x``; ``env`` maps the Vars of weight/bias to arrays."""
-        L, a = self.layer, self.layer.attrs
+        L = self.layer
         x = np.asarray(x)
         self.env = env or {}
         if self.config is None or self.config != rt.config:
