@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from vtakit.compiler import nn
-from vtakit.compiler.ir import (Call, Constant, FuncType, Function, GlobalVar, If, IRModule,
+from vtakit.compiler.ir import (Call, Function, GlobalVar, If, IRModule,
                                 Let, OpError, OpPattern, ParseError, QuantParams, TensorType,
                                 Tuple, TupleGetItem, TupleType, TypeInferenceError, Var,
                                 WellFormedError, astext, check_well_formed, evaluate, get_op,

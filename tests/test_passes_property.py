@@ -8,8 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vtakit.compiler import nn
-from vtakit.compiler.ir import (Function, If, IRModule, Let, Var, astext, check_well_formed,
-                                evaluate, parse)
+from vtakit.compiler.ir import (Call, Constant, Function, GlobalVar, If, IRModule, Let, Op,
+                                Tuple, TupleGetItem, Var, astext, check_well_formed, evaluate,
+                                parse, post_order)
 from vtakit.compiler.passes import (DeadCodeElimination, EliminateCommonSubexpr, FoldConstant,
                                     FoldScaleAxis, FuseOps, InferType, InlinePrimitives,
                                     LambdaLift, PassContext, SimplifyInference, ToANormalForm,
@@ -114,6 +115,28 @@ def _same(a, b, exact):
         np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-4)
 
 
+def _outside_primitives(mod):
+    for _, func in mod.items():
+        yield from post_order(func, descend=lambda n: not (type(n) is Function
+                                                           and n.is_primitive()))
+
+
+def _check_shape(name, out):
+    """The forms other passes and the VM compiler rely on."""
+    if name in ("FuseOps", "default", "default+vm"):
+        stray = [n.op.name for n in _outside_primitives(out)
+                 if type(n) is Call and isinstance(n.op, Op)]
+        assert not stray, f"{name} left operator calls outside primitive functions: {stray}"
+    if name in ("ToANormalForm", "default+vm"):
+        for n in _outside_primitives(out):
+            if type(n) in (Call, Tuple, TupleGetItem):
+                kids = n.args if type(n) is Call else (
+                    n.fields if type(n) is Tuple else (n.tuple_value,))
+                assert all(type(k) in (Var, Constant, GlobalVar) for k in kids), name
+            if type(n) is If:
+                assert type(n.cond) in (Var, Constant), name
+
+
 def _check(mod, use_if, dtype):
     check_well_formed(mod)
     rng = np.random.default_rng(0)
@@ -134,6 +157,7 @@ def _check(mod, use_if, dtype):
                         "InlinePrimitives"))
                 except AssertionError as e:
                     raise AssertionError(f"{name} changed the result of\n{astext(mod)}") from e
+            _check_shape(name, out)
             text = astext(out)
             assert astext(parse(text)) == text, name
 

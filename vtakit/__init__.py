@@ -33,7 +33,15 @@ _API = {
     "Executable": "vtakit.runtime.executable",
 }
 
-__all__ = ["__version__", *_API]
+__all__ = ["__version__", "compile", *_API]
+
+
+def compile(path, *, config="default", report=None):  # noqa: A001 -- the product's verb
+    """Compile a model file for ``config``: an :class:`~vtakit.runtime.executable.Executable`
+    (``.save(path)``, ``.run(inputs, backend=...)``); see
+    :func:`vtakit.compiler.build_model.compile_model`."""
+    from .compiler.build_model import compile_model
+    return compile_model(path, config, report=report)
 
 
 def __getattr__(name):

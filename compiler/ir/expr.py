@@ -289,7 +289,7 @@ class IRModule:
 
     @classmethod
     def from_expr(cls, expr) -> "IRModule":
-        """A module whose ``main`` is ``expr`` (a Function, or an expr closed over its free vars)."""
+        """A module whose ``main`` is ``expr`` (a Function, or closed over its free vars)."""
         if not isinstance(expr, Function):
             from .analysis import free_vars
             expr = Function(free_vars(expr), expr)

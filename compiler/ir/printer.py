@@ -27,7 +27,7 @@ import re
 
 import numpy as np
 
-from .expr import (Call, Constant, Function, GlobalVar, If, IRModule, Let, Op, Tuple,
+from .expr import (Call, Function, GlobalVar, If, IRModule, Let, Op, Tuple,
                    TupleGetItem, Var)
 from .scopes import is_atom, place_nodes
 from .types import FuncType, QuantParams, TensorType, TupleType

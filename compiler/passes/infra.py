@@ -17,7 +17,6 @@ import time
 
 from ..ir import IRModule, check_well_formed
 from ..ir.analysis import deep_recursion
-from ..ir.expr import Function
 from ..ir.printer import astext
 
 __all__ = ["PassInfo", "Pass", "ModulePass", "FunctionPass", "Sequential", "PassContext",
@@ -257,6 +256,7 @@ def _decorator(kind, opt_level, name, required):
             register_pass(info.name, make, opt_level)
             return make
         p = kind(fn, info)
+        register_pass(info.name, lambda: p, opt_level)
         return p
     return wrap
 
@@ -270,7 +270,3 @@ def module_pass(opt_level=0, name=None, required=()):
 def function_pass(opt_level=0, name=None, required=()):
     """Decorator: ``@function_pass(opt_level=1)`` on ``fn(func, mod, ctx) -> func``."""
     return _decorator(FunctionPass, opt_level, name, required)
-
-
-def is_function(e):
-    return isinstance(e, Function)

@@ -1,0 +1,34 @@
+"""``vtakit compile MODEL --config C -o M.vtax [--report]``: compile a model file."""
+
+from __future__ import annotations
+
+import time
+
+__all__ = ["register", "run"]
+
+
+def register(sub):
+    p = sub.add_parser("compile", help="compile a model (.tflite) to an executable (.vtax)")
+    p.add_argument("model", help="model file (.tflite)")
+    p.add_argument("--config", default="default", metavar="NAME|FILE",
+                   help="hardware config: preset name or vta_config.json (default: default)")
+    p.add_argument("-o", "--output", required=True, metavar="MODEL.vtax",
+                   help="the executable to write")
+    p.add_argument("--report", action="store_true",
+                   help="print every layer: where it runs and why, tiling, predicted cycles, "
+                        "DRAM bytes")
+    p.set_defaults(func=run)
+
+
+def run(args):
+    from ...compiler.build_model import compile_model, format_report
+    records = []
+    start = time.perf_counter()
+    exe = compile_model(args.model, args.config, report=records)
+    path = exe.save(args.output)
+    wall = time.perf_counter() - start
+    if args.report:
+        print(format_report(records))
+    on_vta = sum(r.where != "host" for r in records)
+    print(f"{args.model}: {on_vta} layer(s) on VTA, {len(records) - on_vta} host "
+          f"primitive(s), compiled in {wall:.2f} s -> {path}")

@@ -1,0 +1,66 @@
+"""Model files to executables: frontend -> passes -> VM compiler with VTA layers.
+
+``compile_model("m.tflite", config="default")`` returns an
+:class:`~vtakit.runtime.executable.Executable` whose quantized layers run on VTA
+(:func:`vtakit.compiler.lower_vta.vm_lowerer`) and everything else on the host.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["compile_model", "load_model", "format_report", "ModelError"]
+
+
+class ModelError(ValueError):
+    """A model file vtakit cannot read (unknown format)."""
+
+
+def load_model(path):
+    """The IRModule of a model file (``.tflite``; ``.onnx`` when the ONNX frontend exists)."""
+    suffix = Path(os.fspath(path)).suffix.lower()
+    if suffix == ".tflite":
+        from .frontend.tflite import from_tflite
+        return from_tflite(path)
+    if suffix == ".onnx":
+        try:
+            from .frontend.onnx import from_onnx
+        except ImportError:
+            raise ModelError(f"{path}: the ONNX frontend is not available in this build") \
+                from None
+        return from_onnx(path)
+    raise ModelError(f"{path}: unknown model format {suffix or '(no suffix)'!r}; expected "
+                     ".tflite or .onnx")
+
+
+def compile_model(path, config="default", *, report: list | None = None):
+    """Compile a model file for ``config`` (preset name, JSON path or VTAConfig).
+
+    ``report``, when given, receives one :class:`~vtakit.compiler.lower_vta.LayerRecord`
+    per fused layer the VTA lowering examined.
+    """
+    from ..hw.config import load_config
+    from .codegen import compile_vm
+    from .lower_vta import vm_lowerer
+    from .passes import default_pipeline, vm_pipeline
+    cfg = load_config(config)
+    mod = load_model(path) if not hasattr(path, "functions") else path
+    mod = vm_pipeline()(default_pipeline()(mod))
+    exe = compile_vm(mod, config=cfg, lowerer=vm_lowerer(cfg, report))
+    for m in ("vtakit.compiler.quant", "vtakit.compiler.lower_vta"):
+        if m not in exe.requires:
+            exe.requires.append(m)
+    return exe
+
+
+def format_report(records) -> str:
+    """One line per layer: kind, input shape, where it runs and why, predicted cycles,
+    DRAM bytes, tiling."""
+    lines = [f"{'#':>3} {'layer':<11} {'input':<18} {'where':<9} {'pred. cycles':>12} "
+             f"{'DRAM B':>9}  why / tiling"]
+    for i, r in enumerate(records):
+        lines.append(f"{i:>3} {r.kind:<11} {str(r.shape):<18} {r.where:<9} "
+                     f"{r.predicted_cycles:>12,.0f} {r.dram_bytes:>9,}  {r.why}"
+                     + (f"; {r.tiling}" if r.tiling else ""))
+    return "\n".join(lines)

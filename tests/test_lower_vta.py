@@ -1,0 +1,70 @@
+"""Quantized layers lowered onto the operator library (vtakit.compiler.lower_vta)."""
+
+import numpy as np
+import pytest
+
+import vtakit.compiler.quant  # noqa: F401
+from vtakit.compiler.ir import Call, Constant, Function, TensorType, Var, evaluate, get_op
+from vtakit.compiler.lower_vta import (LoweringError, lower_primitive, match_layer,
+                                       requantize_cost)
+from vtakit.runtime import Runtime
+from vtakit.sim import open_device
+
+
+def _op(name, *args, **attrs):
+    return Call(get_op(name), list(args), attrs)
+
+
+def _conv_layer(rounding, scale, pad_value=0.0):
+    rng = np.random.default_rng(0)
+    x = Var("x", TensorType((1, 16, 8, 8), "int8"))
+    w = rng.integers(-20, 20, (32, 16, 3, 3)).astype(np.int8)
+    b = rng.integers(-500, 500, 32).astype(np.int32)
+    data = _op("nn.pad", x, pad_width=((0, 0), (0, 0), (1, 1), (1, 1)), pad_value=pad_value)
+    y = _op("nn.conv2d", data, Constant(w), out_dtype="int32")
+    y = _op("nn.bias_add", y, Constant(b), axis=1)
+    y = _op("qnn.requantize", y, scale=scale, zero_point=-5, rounding=rounding,
+            axis=None if np.isscalar(scale) else 1)
+    y = _op("cast", _op("clip", y, a_min=-128, a_max=100), dtype="int8")
+    return Function([x], y), rng.integers(-128, 128, (1, 16, 8, 8)).astype(np.int8)
+
+
+@pytest.mark.parametrize("rounding,scale,pad_value,where", [
+    ("vta", 2.0 ** -7, 0.0, "vta"),                          # the whole layer on VTA
+    ("tflite", tuple(np.linspace(1e-3, 9e-3, 32)), -128.0, "vta+host"),
+    ("onnx", 0.004, 3.0, "vta+host")])
+def test_conv_layer_equals_interpreter(rounding, scale, pad_value, where):
+    fn, x = _conv_layer(rounding, scale, pad_value)
+    records = []
+    f = lower_primitive(fn, records=records)
+    got = f(Runtime(open_device("behavioral", "default")), x)
+    np.testing.assert_array_equal(got, evaluate(fn, x))
+    assert [r.where for r in records] == [where]
+    assert records[0].predicted_cycles > 0 and records[0].dram_bytes > 0
+
+
+def test_dense_layer():
+    rng = np.random.default_rng(1)
+    x = Var("x", TensorType((1, 40), "int8"))
+    y = _op("nn.dense", x, Constant(rng.integers(-50, 50, (24, 40)).astype(np.int8)),
+            out_dtype="int32")
+    y = _op("nn.bias_add", y, Constant(rng.integers(-99, 99, 24).astype(np.int32)), axis=1)
+    y = _op("qnn.requantize", y, scale=0.0123, zero_point=3, rounding="tflite_single")
+    fn = Function([x], _op("cast", _op("clip", y, a_min=3, a_max=127), dtype="int8"))
+    v = rng.integers(-128, 128, (1, 40)).astype(np.int8)
+    got = lower_primitive(fn)(Runtime(open_device("behavioral", "default")), v)
+    np.testing.assert_array_equal(got, evaluate(fn, v))
+
+
+def test_not_a_layer():
+    x = Var("x", TensorType((1, 4), "int8"))
+    assert match_layer(_op("nn.relu", x)) is None
+    with pytest.raises(LoweringError, match="^the function body is not a quantized"):
+        lower_primitive(Function([x], _op("nn.relu", x)))
+
+
+def test_requantize_cost_reports_both_epilogues():
+    c = requantize_cost(open_device("behavioral", "default").config, (1, 16, 16, 16),
+                        (32, 16, 3, 3), 1, 1)
+    assert c["int32_bytes"] > c["int8_bytes"] and c["int32_cycles"] >= c["int8_cycles"] > 0
+    assert c["host_requantize_s"] > 0
