@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from vtakit.compiler import nn
 from vtakit.compiler.ir import (Call, Constant, Function, GlobalVar, If, IRModule, Let, Op,
                                 Tuple, TupleGetItem, Var, astext, check_well_formed, evaluate,
-                                parse, post_order)
+                                TensorType, parse, post_order)
 from vtakit.compiler.passes import (DeadCodeElimination, EliminateCommonSubexpr, FoldConstant,
                                     FoldScaleAxis, FuseOps, InferType, InlinePrimitives,
                                     LambdaLift, PassContext, SimplifyInference, ToANormalForm,
@@ -38,7 +38,7 @@ def programs(draw, dtype):
     pool = [x, y]
     use_if = False
     lets = []
-    kinds = ["binary", "unary", "conv", "bias", "folded", "dup", "let", "if"]
+    kinds = ["binary", "unary", "conv", "bias", "folded", "dup", "let", "if", "closure"]
     kinds += ["bn", "dropout", "scale"] if dtype == "float32" else ["shift", "requant"]
     for _ in range(draw(st.integers(1, 7))):
         kind = draw(st.sampled_from(kinds))
@@ -68,6 +68,10 @@ def programs(draw, dtype):
             use_if = True
             shared = nn.maximum(a, b)
             e = If(c, nn.add(shared, a), nn.subtract(shared, nn.relu(b)))
+        elif kind == "closure":  # a local function capturing a, called twice
+            p = Var("p", TensorType(SHAPE, dtype))
+            f = Function([p], nn.relu(nn.add(p, a)))
+            e = nn.add(Call(f, [b]), Call(f, [nn.negative(b)]))
         elif kind == "bn":
             e = nn.batch_norm(a, *(nn.const(rng.uniform(0.5, 1.5, C).astype(np.float32))
                                    for _ in range(4)))
