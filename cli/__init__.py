@@ -1,8 +1,6 @@
-"""vtakit: a hardware-software co-design kit for the VTA deep-learning accelerator.
+"""vtakit.cli: the ``vtakit`` command line (:func:`~vtakit.cli.main.main`; one module per
+subcommand in :mod:`vtakit.cli.commands`)."""
 
-Subpackages: :mod:`vtakit.hw` (config, ISA, Amaranth RTL), :mod:`vtakit.sim`
-(behavioral model and RTL simulation backends), :mod:`vtakit.runtime` (driver),
-:mod:`vtakit.compiler` (operators and models), :mod:`vtakit.boards` (FPGA).
-"""
+from .main import main
 
-__version__ = "0.1.0"
+__all__ = ["main"]

@@ -8,10 +8,12 @@ Operator level (this package's user API; every function takes a
 * :func:`add`, :func:`max_pool2d`, :func:`avg_pool2d`, :func:`global_avg_pool2d`
   (add and average pooling run on the GEMM core by default, ``engine="alu"`` on
   the ALU; max pooling on the ALU);
-* ``plan_*`` functions return plans (:class:`Conv2dPlan`, ...) whose ``lower(rt, bufs)``
-  appends the kernel to a stream with caller-owned buffers, whose ``operands``
-  name the packed DRAM tensors and whose ``estimate`` is the cost model's
-  prediction; :func:`search_tiles` ranks tilings.
+* ``plan_*`` functions return plans (:class:`Conv2dPlan`, ...) whose ``program()``
+  is the kernel as a device-independent :class:`vtakit.runtime.Program` (one
+  buffer slot per packed DRAM operand, named as in ``operands``), whose
+  ``lower(rt, bufs)`` binds it into a runtime's stream with caller-owned buffers
+  and whose ``estimate`` is the cost model's prediction; :func:`search_tiles`
+  ranks tilings.
 
 Integer references of every operator are in :mod:`vtakit.compiler.reference`,
 layout packing in :mod:`vtakit.compiler.layout`.

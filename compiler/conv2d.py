@@ -242,7 +242,7 @@ class Conv2dPlan(OpPlan):
         r1 = (o0 + osize - 1) * stride - pad_before + k
         return max(r0, 0), min(r1, size) - max(r0, 0), max(0, -r0), max(0, r1 - size), r1 - r0
 
-    def lower(self, rt, bufs: dict) -> None:
+    def emit(self, builder, slots: dict) -> None:
         p, t, cfg, epi = self.problem, self.tiling, self.config, self.epilogue
         nth = t.nthreads
         inp_slot, wgt_slot, acc_slot = (cfg.inp_depth // nth, cfg.wgt_depth // nth,
@@ -253,7 +253,7 @@ class Conv2dPlan(OpPlan):
         tiles = list(self.tiles())
         planes = epi.planes
         res_group = epi.residual == "int8"
-        pipe = Pipeline(rt, nth, nth, len(tiles) * (len(chunks) + res_group), len(tiles) * planes)
+        pipe = Pipeline(builder, nth, nth, len(tiles) * (len(chunks) + res_group), len(tiles) * planes)
         full_out = t.th >= p.oh and t.tw >= p.ow
         out_plane = p.nb * p.ob * p.oh * p.ow
         inp_has, wgt_has, bias_has = [None] * nth, [None] * nth, [None] * nth
@@ -271,14 +271,14 @@ class Conv2dPlan(OpPlan):
             # ---- compute: start the tile
             pipe.acquire_out(ti * planes)
             if epi.bias_tile and bias_has[a] != (co0, tco):
-                rt.load_2d(MemType.ACC, bias_base, bufs["bias"], co0, tco, 1, tco)
+                builder.load_2d(MemType.ACC, bias_base, slots["bias"], co0, tco, 1, tco)
                 bias_has[a] = (co0, tco)
             if epi.residual == "int32":
-                self._move(rt, "load", bufs["residual"], acc_base, 0, n0, tn, co0, tco, h0,
+                self._move(builder, "load", slots["residual"], acc_base, 0, n0, tn, co0, tco, h0,
                            th, w0, tw, full_out)
             else:
                 f = fold_loops(out_dims, (acc_base, 0, 0))
-                rt.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))
+                builder.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))
             for c0, tci in chunks:
                 s = g % nth
                 # ---- load stage
@@ -292,23 +292,23 @@ class Conv2dPlan(OpPlan):
                 if inp_has[s] != key:
                     sram = s * inp_slot
                     if rows == hi == p.h and cols == wi == p.w:
-                        rt.load_2d(MemType.INP, sram, bufs["data"], (n0 * cib + in0) * p.h * p.w,
+                        builder.load_2d(MemType.INP, sram, slots["data"], (n0 * cib + in0) * p.h * p.w,
                                    nin * p.h * p.w, tn, cib * p.h * p.w)
                     else:
                         for nl in range(tn):
                             for cl in range(nin):
                                 off = (((n0 + nl) * cib + in0 + cl) * p.h + r_start) * p.w + c_start
-                                rt.load_2d(MemType.INP, sram + (nl * nin + cl) * hi * wi,
-                                           bufs["data"], off, cols, rows, p.w,
+                                builder.load_2d(MemType.INP, sram + (nl * nin + cl) * hi * wi,
+                                           slots["data"], off, cols, rows, p.w,
                                            x_pad_before=xpad0, y_pad_before=ypad0,
                                            x_pad_after=xpad1, y_pad_after=ypad1)
                     inp_has[s] = key
                 wkey = "shared" if p.shared_wgt else (co0, tco, c0, tci)
                 if wgt_has[s] != wkey:
                     if p.shared_wgt:
-                        rt.load_2d(MemType.WGT, s * wgt_slot, bufs["weight"], 0, 1, 1, 1)
+                        builder.load_2d(MemType.WGT, s * wgt_slot, slots["weight"], 0, 1, 1, 1)
                     else:
-                        rt.load_2d(MemType.WGT, s * wgt_slot, bufs["weight"],
+                        builder.load_2d(MemType.WGT, s * wgt_slot, slots["weight"],
                                    (co0 * p.ib + c0) * kk, tci * kk, tco, p.ib * kk)
                     wgt_has[s] = wkey
                 pipe.load_end(g)
@@ -324,42 +324,42 @@ class Conv2dPlan(OpPlan):
                                           f"{cfg.uop_depth}")
                     kernels[kkey] = UopKernel.gemm(f.uops, f.loops,
                                                    check_hazard=f.hazard_free)
-                rt.push_gemm(kernels[kkey])
+                builder.push_gemm(kernels[kkey])
                 pipe.compute_end(g)
                 g += 1
             if res_group:          # int8 residual: one more group, identity weights
                 s = g % nth
                 pipe.load_begin(g)
                 if inp_has[s] != ("res", n0, tn, co0, tco, h0, th, w0, tw):
-                    self._move(rt, "load_inp", bufs["residual"], s * inp_slot, 0, n0, tn, co0,
+                    self._move(builder, "load_inp", slots["residual"], s * inp_slot, 0, n0, tn, co0,
                                tco, h0, th, w0, tw, full_out)
                     inp_has[s] = ("res", n0, tn, co0, tco, h0, th, w0, tw)
                 if wgt_has[s] != "identity":
-                    rt.load_2d(MemType.WGT, s * wgt_slot, bufs["identity"], 0, 1, 1, 1)
+                    builder.load_2d(MemType.WGT, s * wgt_slot, slots["identity"], 0, 1, 1, 1)
                     wgt_has[s] = "identity"
                 pipe.load_end(g)
                 pipe.compute_begin(g)
                 f = fold_loops([Dim("e", ent, 1, 1, 0)], (acc_base, s * inp_slot, s * wgt_slot))
-                rt.push_gemm(UopKernel.gemm(f.uops, f.loops))
+                builder.push_gemm(UopKernel.gemm(f.uops, f.loops))
                 pipe.compute_end(g)
                 g += 1
             # ---- compute: epilogue, then store (byte planes for int32 results)
             bias_dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
                          Dim("p", th * tw, 1, 0)]
-            epi.emit(rt, acc_base, out_dims, bias_base, bias_dims)
+            epi.emit(builder, acc_base, out_dims, bias_base, bias_dims)
             for k in range(planes):
                 e = ti * planes + k
                 if k:
                     pipe.acquire_out(e)
-                    epi.emit_plane_shift(rt, acc_base, out_dims)
+                    epi.emit_plane_shift(builder, acc_base, out_dims)
                 pipe.release_out(e)
                 pipe.store_begin(e)
-                self._move(rt, "store", bufs["out"], acc_base, k * out_plane, n0, tn, co0, tco,
+                self._move(builder, "store", slots["out"], acc_base, k * out_plane, n0, tn, co0, tco,
                            h0, th, w0, tw, full_out)
                 pipe.store_end(e)
-        kernel_fence(rt)
+        kernel_fence(builder)
 
-    def _move(self, rt, kind, buf, sram, base, n0, tn, co0, tco, h0, th, w0, tw, full_out):
+    def _move(self, builder, kind, buf, sram, base, n0, tn, co0, tco, h0, th, w0, tw, full_out):
         """Store an acc tile to (or LOAD ACC / LOAD INP it from) an (N/b, O/c, OH, OW)
         tensor; the SRAM side is laid out [n][o][oh][ow] from ``sram``."""
         p = self.problem
@@ -367,10 +367,10 @@ class Conv2dPlan(OpPlan):
 
         def one(sram_base, off, x, y, stride):
             if kind == "store":
-                rt.store_2d(sram_base, buf, base + off, x, y, stride)
+                builder.store_2d(sram_base, buf, base + off, x, y, stride)
             else:
                 mem = MemType.INP if kind == "load_inp" else MemType.ACC
-                rt.load_2d(mem, sram_base, buf, base + off, x, y, stride)
+                builder.load_2d(mem, sram_base, buf, base + off, x, y, stride)
 
         if full_out:
             one(sram, (n0 * p.ob + co0) * hw, tco * hw, tn, p.ob * hw)

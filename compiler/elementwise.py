@@ -83,31 +83,31 @@ class AddPlan(OpPlan):
         planes = [unpack_activation(pl, self.config, n, c).reshape(self.shape) for pl in out]
         return planes[0] if len(planes) == 1 else assemble_planes(planes)
 
-    def lower(self, rt, bufs: dict) -> None:
+    def emit(self, builder, slots: dict) -> None:
         epi, nth = self.epilogue, self.nthreads
         slot = self.config.acc_depth // nth
         starts = list(range(0, self.elements, self.tile))
-        pipe = Pipeline(rt, 1, nth, 0, len(starts) * epi.planes)
+        pipe = Pipeline(builder, 1, nth, 0, len(starts) * epi.planes)
         for ti, e0 in enumerate(starts):
             size = min(self.tile, self.elements - e0)
             base_a = (ti % nth) * slot
             base_b = base_a + self.tile
             dims = [Dim("e", size, 1)]
             pipe.acquire_out(ti * epi.planes)
-            rt.load_2d(MemType.ACC, base_a, bufs["a"], e0, size, 1, size)
-            rt.load_2d(MemType.ACC, base_b, bufs["b"], e0, size, 1, size)
-            rt.push_alu(UopKernel.alu(AluOp.ADD, [(base_a, base_b)], [(size, 1, 1)]))
-            epi.emit(rt, base_a, dims)
+            builder.load_2d(MemType.ACC, base_a, slots["a"], e0, size, 1, size)
+            builder.load_2d(MemType.ACC, base_b, slots["b"], e0, size, 1, size)
+            builder.push_alu(UopKernel.alu(AluOp.ADD, [(base_a, base_b)], [(size, 1, 1)]))
+            epi.emit(builder, base_a, dims)
             for k in range(epi.planes):
                 ev = ti * epi.planes + k
                 if k:
                     pipe.acquire_out(ev)
-                    epi.emit_plane_shift(rt, base_a, dims)
+                    epi.emit_plane_shift(builder, base_a, dims)
                 pipe.release_out(ev)
                 pipe.store_begin(ev)
-                rt.store_2d(base_a, bufs["out"], k * self.elements + e0, size, 1, size)
+                builder.store_2d(base_a, slots["out"], k * self.elements + e0, size, 1, size)
                 pipe.store_end(ev)
-        kernel_fence(rt)
+        kernel_fence(builder)
 
 
 def plan_add(config, shape, *, shift=0, relu=False, clip=None, out_dtype=np.int8,

@@ -21,12 +21,12 @@ fetch unit can never deadlock on a full command queue.
 
 from __future__ import annotations
 
-from ..runtime import Stage
+from ..runtime import Unit
 
 __all__ = ["Pipeline", "kernel_fence"]
 
 
-def kernel_fence(rt) -> None:
+def kernel_fence(stream) -> None:
     """Make everything emitted so far complete before anything emitted later.
 
     Store pushes s2g after its last store; compute pops it (all stores are done,
@@ -36,10 +36,10 @@ def kernel_fence(rt) -> None:
     after another into a single stream neither race on the SRAM slots (each
     kernel's token protocol starts afresh) nor read DRAM before it is written.
     """
-    rt.dep_push(Stage.STORE, Stage.COMPUTE)
-    rt.dep_pop(Stage.STORE, Stage.COMPUTE)
-    rt.dep_push(Stage.COMPUTE, Stage.LOAD)
-    rt.dep_pop(Stage.COMPUTE, Stage.LOAD)
+    stream.dep_push(Unit.STORE, Unit.COMPUTE)
+    stream.dep_pop(Unit.STORE, Unit.COMPUTE)
+    stream.dep_push(Unit.COMPUTE, Unit.LOAD)
+    stream.dep_pop(Unit.COMPUTE, Unit.LOAD)
 
 
 class Pipeline:
@@ -47,44 +47,45 @@ class Pipeline:
 
     Parameters
     ----------
-    rt : Runtime
+    stream : ProgramBuilder or Runtime
+        Where the tokens are queued (anything with ``dep_push``/``dep_pop``).
     in_slots, out_slots : int
         Number of inp/wgt and acc/out buffer slots (1 or 2).
     n_groups, n_events : int
         Total groups and store events the kernel will emit.
     """
 
-    def __init__(self, rt, in_slots: int, out_slots: int, n_groups: int, n_events: int):
-        self.rt = rt
+    def __init__(self, stream, in_slots: int, out_slots: int, n_groups: int, n_events: int):
+        self.stream = stream
         self.in_slots, self.out_slots = in_slots, out_slots
         self.n_groups, self.n_events = n_groups, n_events
 
     def load_begin(self, g: int) -> None:
         if g >= self.in_slots:
-            self.rt.dep_pop(Stage.COMPUTE, Stage.LOAD)
+            self.stream.dep_pop(Unit.COMPUTE, Unit.LOAD)
 
     def load_end(self, g: int) -> None:
-        self.rt.dep_push(Stage.LOAD, Stage.COMPUTE)
+        self.stream.dep_push(Unit.LOAD, Unit.COMPUTE)
 
     def compute_begin(self, g: int) -> None:
-        self.rt.dep_pop(Stage.LOAD, Stage.COMPUTE)
+        self.stream.dep_pop(Unit.LOAD, Unit.COMPUTE)
 
     def compute_end(self, g: int) -> None:
         if g + self.in_slots < self.n_groups:
-            self.rt.dep_push(Stage.COMPUTE, Stage.LOAD)
+            self.stream.dep_push(Unit.COMPUTE, Unit.LOAD)
 
     def acquire_out(self, e: int) -> None:
         """Before compute writes the OUT entries that store event ``e`` will read."""
         if e >= self.out_slots:
-            self.rt.dep_pop(Stage.STORE, Stage.COMPUTE)
+            self.stream.dep_pop(Unit.STORE, Unit.COMPUTE)
 
     def release_out(self, e: int) -> None:
         """After compute's last write for store event ``e``."""
-        self.rt.dep_push(Stage.COMPUTE, Stage.STORE)
+        self.stream.dep_push(Unit.COMPUTE, Unit.STORE)
 
     def store_begin(self, e: int) -> None:
-        self.rt.dep_pop(Stage.COMPUTE, Stage.STORE)
+        self.stream.dep_pop(Unit.COMPUTE, Unit.STORE)
 
     def store_end(self, e: int) -> None:
         if e + self.out_slots < self.n_events:
-            self.rt.dep_push(Stage.STORE, Stage.COMPUTE)
+            self.stream.dep_push(Unit.STORE, Unit.COMPUTE)

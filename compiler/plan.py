@@ -1,9 +1,11 @@
 """The common shape of every operator plan: operands, packing, lowering, running.
 
 A plan is built once per operator shape and config (tiling chosen, kernels
-decided) and can then be lowered into any runtime stream with any device
-buffers: the graph compiler reuses :meth:`OpPlan.lower` with its own buffers,
-while :meth:`OpPlan.run` is the one-shot path the user API and tests take.
+decided). Lowering it gives a :class:`~vtakit.runtime.Program` whose buffer
+slots are the plan's operands (:meth:`OpPlan.program`, no device involved); a
+runtime binds that program to any device buffers (:meth:`OpPlan.lower`, what the
+graph compiler does with its own buffers), while :meth:`OpPlan.run` is the
+one-shot path the user API and tests take.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from ..runtime import Program, ProgramBuilder
 
 __all__ = ["OpPlan", "Operand"]
 
@@ -38,7 +42,8 @@ class OpPlan:
     ----------
     config : VTAConfig
     operands : dict of str -> Operand
-        Every DRAM buffer :meth:`lower` needs; ``"out"`` is written, the rest read.
+        Every DRAM buffer the kernel addresses (the slots of :meth:`program`);
+        ``"out"`` is written, the rest read.
     """
 
     name = "op"
@@ -46,14 +51,33 @@ class OpPlan:
     def __init__(self, config):
         self.config = config
         self.operands: dict[str, Operand] = {}
+        self._program: Program | None = None
 
-    def lower(self, rt, bufs: dict) -> None:  # pragma: no cover - abstract
-        """Append the operator's instructions to ``rt``'s stream (no synchronize)."""
+    def emit(self, builder, slots: dict) -> None:  # pragma: no cover - abstract
+        """Queue the operator's instructions into ``builder`` (a
+        :class:`~vtakit.runtime.ProgramBuilder`), addressing the operands through
+        ``slots`` (operand name -> slot)."""
         raise NotImplementedError
 
+    def program(self) -> Program:
+        """The operator as a :class:`~vtakit.runtime.Program` (built once, then cached):
+        one slot per operand, named as in :attr:`operands`; no device is needed."""
+        if self._program is None:
+            builder = ProgramBuilder(self.config, name=self.name)
+            self.emit(builder, {name: builder.slot(name, op.nbytes)
+                                for name, op in self.operands.items()})
+            self._program = builder.build()
+        return self._program
+
+    def lower(self, rt, bufs: dict) -> None:
+        """Append the operator to ``rt``'s stream with its operands in ``bufs``
+        (operand name -> Buffer); no synchronize. Same as
+        ``rt.bind(plan.program(), bufs)``."""
+        rt.bind(self.program(), bufs)
+
     def inspect(self) -> dict:
-        """Lower into a scratch stream (a behavioral device with fresh buffers, never
-        run) and describe the kernel.
+        """Describe the kernel (its :meth:`program` as a stream of its own, fences and
+        FINISH appended); no device is opened.
 
         Returns
         -------
@@ -63,24 +87,20 @@ class OpPlan:
             fsim counter name, :func:`.perfmodel.stream_traffic`), ``predicted_cycles``
             (:func:`.perfmodel.predict_stream`).
         """
-        from ..runtime import Runtime
-        from ..sim import open_device
         from .perfmodel import predict_stream, stream_traffic
 
-        rt = Runtime(open_device("behavioral", self.config))
-        bufs = {name: rt.alloc(op.nbytes) for name, op in self.operands.items()}
-        self.lower(rt, bufs)
-        rt.finalize()
-        insns = rt.instructions
+        program = self.program()
+        stream = ProgramBuilder(self.config, name=self.name)
+        stream.include(program, {name: stream.slot(name, nbytes)
+                                 for name, nbytes in program.slots.items()})
+        stream.finish()
+        insns = stream.build().insns
         by_op: dict[str, int] = {}
         for insn in insns:
-            name = getattr(insn.opcode, "name", str(insn.opcode))
-            by_op[name] = by_op.get(name, 0) + 1
-        info = {"instructions": len(insns), "by_opcode": by_op, "uops": int(len(rt.uops)),
+            by_op[insn.opcode.name] = by_op.get(insn.opcode.name, 0) + 1
+        return {"instructions": len(insns), "by_opcode": by_op, "uops": int(len(program.uops)),
                 "dram": stream_traffic(insns, self.config),
                 "predicted_cycles": predict_stream(insns, self.config).cycles}
-        rt.reset()
-        return info
 
     def check_packed(self, packed: dict) -> None:
         for name, op in self.operands.items():

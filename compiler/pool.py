@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..hw.isa import AluOp, MemType
+from ..hw.spec import IMM_MAX, IMM_MIN
 from ..runtime import UopKernel
 from .conv2d import Conv2dPlan, assemble_planes
 from .epilogue import Epilogue
@@ -45,7 +46,7 @@ from .tiling import MAX_PAD, TilingError
 __all__ = ["PoolPlan", "plan_pool2d", "plan_avg_pool_gemm", "max_pool2d", "avg_pool2d",
            "global_avg_pool2d"]
 
-_NEG = -(1 << 15)
+_NEG = IMM_MIN
 
 
 def _pair(v):
@@ -83,7 +84,7 @@ class PoolPlan(OpPlan):
         area = kh * kw
         self.area = area
         self.host_divide = kind == "avg" and area & (area - 1) != 0
-        if kind == "avg" and not self.host_divide and area // 2 > (1 << 15) - 1:
+        if kind == "avg" and not self.host_divide and area // 2 > IMM_MAX:
             raise TilingError(f"{text}: window area {area} too large for the rounding immediate")
         self.planes = 4 if self.host_divide else 1
         self.nthreads = 1 if self.planes > 1 else 2
@@ -155,14 +156,14 @@ class PoolPlan(OpPlan):
                         yield (n0, min(tn, self.nb - n0), c0, min(tc, self.cb - c0),
                                h0, min(th, self.oh - h0), w0, min(tw, self.ow - w0))
 
-    def lower(self, rt, bufs: dict) -> None:
+    def emit(self, builder, slots: dict) -> None:
         _, _, h, w = self.x_shape
         (kh, kw), (sh, sw), (pt, pl, _, _) = self.kernel, self.stride, self.padding
         nth, planes = self.nthreads, self.planes
         slot = self.config.acc_depth // nth
         inp_slot, wgt_slot = self.config.inp_depth // 2, self.config.wgt_depth // 2
         tiles = list(self.tiles())
-        pipe = Pipeline(rt, 2, nth, len(tiles), len(tiles) * planes)
+        pipe = Pipeline(builder, 2, nth, len(tiles), len(tiles) * planes)
         wgt_has = [False, False]
         for ti, (n0, tn, c0, tc, h0, th, w0, tw) in enumerate(tiles):
             base = (ti % nth) * slot
@@ -179,63 +180,63 @@ class PoolPlan(OpPlan):
             for j in range(nc):
                 nl, cl = divmod(j, tc)
                 off = (((n0 + nl) * self.cb + c0 + cl) * h + r0 + ypad0) * w + q0 + xpad0
-                rt.load_2d(MemType.INP, s * inp_slot + j * hi * wi, bufs["data"], off, cols,
+                builder.load_2d(MemType.INP, s * inp_slot + j * hi * wi, slots["data"], off, cols,
                            rows, w, x_pad_before=xpad0, y_pad_before=ypad0,
                            x_pad_after=xpad1, y_pad_after=ypad1)
             if not wgt_has[s]:
-                rt.load_2d(MemType.WGT, s * wgt_slot, bufs["identity"], 0, 1, 1, 1)
+                builder.load_2d(MemType.WGT, s * wgt_slot, slots["identity"], 0, 1, 1, 1)
                 wgt_has[s] = True
             pipe.load_end(ti)
             # compute: reset window + outputs, copy the window into acc (GEMM identity)
             pipe.acquire_out(ti * planes)
             win_n = nc * hi * wi
-            rt.push_gemm(UopKernel.gemm([(base, 0, 0)], [(win_n + nc * th * tw, 1, 0, 0)],
+            builder.push_gemm(UopKernel.gemm([(base, 0, 0)], [(win_n + nc * th * tw, 1, 0, 0)],
                                         reset=True))
             pipe.compute_begin(ti)
-            rt.push_gemm(UopKernel.gemm([(base, s * inp_slot, s * wgt_slot)],
+            builder.push_gemm(UopKernel.gemm([(base, s * inp_slot, s * wgt_slot)],
                                         [(win_n, 1, 1, 0)]))
             pipe.compute_end(ti)
             out_dims = [Dim("nc", nc, th * tw, th * tw), Dim("p", th * tw, 1, 1)]
             if self.kind == "max":
-                self._fill_pads(rt, base, nc, hi, wi, ypad0, ypad1, xpad0, xpad1)
-                self._imm(rt, AluOp.MIN, _NEG, out_base, out_dims)
+                self._fill_pads(builder, base, nc, hi, wi, ypad0, ypad1, xpad0, xpad1)
+                self._imm(builder, AluOp.MIN, _NEG, out_base, out_dims)
             op = AluOp.MAX if self.kind == "max" else AluOp.ADD
             win = [Dim("nc", nc, th * tw, hi * wi), Dim("oh", th, tw, sh * wi),
                    Dim("ow", tw, 1, sw), Dim("kh", kh, 0, wi, reduce=True),
                    Dim("kw", kw, 0, 1, reduce=True)]
             f = fold_loops(win, (out_base, base, 0))
             if f.hazard_free:
-                rt.push_alu(UopKernel.alu(op, [u[:2] for u in f.uops], [lp[:3] for lp in f.loops]))
+                builder.push_alu(UopKernel.alu(op, [u[:2] for u in f.uops], [lp[:3] for lp in f.loops]))
             else:
                 g = fold_loops(win[:3], (out_base, base, 0))
                 for i in range(kh):
                     for jj in range(kw):
-                        rt.push_alu(UopKernel.alu(op, [(d, s + i * wi + jj) for d, s, _ in g.uops],
+                        builder.push_alu(UopKernel.alu(op, [(d, s + i * wi + jj) for d, s, _ in g.uops],
                                                   [lp[:3] for lp in g.loops]))
             if self.kind == "avg" and not self.host_divide and self.area > 1:
-                self._imm(rt, AluOp.ADD, self.area // 2, out_base, out_dims)
-                self._imm(rt, AluOp.SHR, self.area.bit_length() - 1, out_base, out_dims)
+                self._imm(builder, AluOp.ADD, self.area // 2, out_base, out_dims)
+                self._imm(builder, AluOp.SHR, self.area.bit_length() - 1, out_base, out_dims)
             for k in range(planes):
                 ev = ti * planes + k
                 if k:
                     pipe.acquire_out(ev)
-                    self._imm(rt, AluOp.SHR, 8, out_base, out_dims)
+                    self._imm(builder, AluOp.SHR, 8, out_base, out_dims)
                 pipe.release_out(ev)
                 pipe.store_begin(ev)
                 plane = k * self.nb * self.cb * self.oh * self.ow
                 for j in range(nc):
                     nl, cl = divmod(j, tc)
                     off = plane + (((n0 + nl) * self.cb + c0 + cl) * self.oh + h0) * self.ow + w0
-                    rt.store_2d(out_base + j * th * tw, bufs["out"], off, tw, th, self.ow)
+                    builder.store_2d(out_base + j * th * tw, slots["out"], off, tw, th, self.ow)
                 pipe.store_end(ev)
-        kernel_fence(rt)
+        kernel_fence(builder)
 
-    def _imm(self, rt, op, imm, base, dims):
+    def _imm(self, builder, op, imm, base, dims):
         f = fold_loops(dims, (base, base, 0))
-        rt.push_alu(UopKernel.alu(op, [u[:2] for u in f.uops], [lp[:3] for lp in f.loops],
+        builder.push_alu(UopKernel.alu(op, [u[:2] for u in f.uops], [lp[:3] for lp in f.loops],
                                   imm=imm))
 
-    def _fill_pads(self, rt, base, nc, hi, wi, ypad0, ypad1, xpad0, xpad1):
+    def _fill_pads(self, builder, base, nc, hi, wi, ypad0, ypad1, xpad0, xpad1):
         """MIN imm -32768 over the padded rows and columns of every window."""
         rects = [(0, ypad0, 0, wi), (hi - ypad1, ypad1, 0, wi),
                  (0, hi, 0, xpad0), (0, hi, wi - xpad1, xpad1)]
@@ -243,7 +244,7 @@ class PoolPlan(OpPlan):
             if nr and ncol:
                 dims = [Dim("nc", nc, hi * wi, hi * wi), Dim("r", nr, wi, wi),
                         Dim("c", ncol, 1, 1)]
-                self._imm(rt, AluOp.MIN, _NEG, base + r * wi + c, dims)
+                self._imm(builder, AluOp.MIN, _NEG, base + r * wi + c, dims)
 
 
 def plan_pool2d(config, x_shape, kind, kernel, stride=None, padding=0, tile=None) -> PoolPlan:

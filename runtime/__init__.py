@@ -1,17 +1,30 @@
-"""vtakit.runtime: the driver that turns operations into VTA instruction streams.
+"""vtakit.runtime: the driver that turns operations into VTA instruction streams, and the
+device contract it drives.
 
 See :class:`Runtime` (buffers, 2-D DMA, micro-op kernels, dependency tokens,
-synchronize) and :class:`UopKernel`.
+binding programs, synchronize), :class:`UopKernel`, :class:`Program` (a lowered,
+device-independent kernel), :class:`ProgramBuilder` (which builds one), and
+:mod:`vtakit.runtime.device` (the :class:`Device` interface every backend implements,
+:class:`DeviceFault`, :func:`open_device`), :mod:`vtakit.runtime.dram` and
+:mod:`vtakit.runtime.image`.
 """
 
-from .deps import Stage
+from ..hw.spec import Unit
+from .builder import ProgramBuilder, Slot
+from .device import BACKENDS, Device, DeviceError, DeviceFault, RunResult, open_device
+from .dram import DRAM, PAGE_BYTES, DramError
 from .driver import VTA_MAX_XFER, Buffer, DebugFlag, Runtime
 from .errors import (BufferHandleError, DramRangeError, InvalidArgumentError, KernelError,
                      SramRangeError, StageError, StreamStateError, VTARuntimeError)
+from .image import DramImage, ImageError, RunRecord
 from .kernel import UopKernel
+from .program import UOPS, Program, ProgramFormatError, Relocation
 
 __all__ = [
-    "Runtime", "UopKernel", "Stage", "DebugFlag", "Buffer", "VTA_MAX_XFER",
+    "Runtime", "UopKernel", "Unit", "DebugFlag", "Buffer", "VTA_MAX_XFER",
+    "Program", "ProgramBuilder", "Slot", "Relocation", "ProgramFormatError", "UOPS",
     "VTARuntimeError", "BufferHandleError", "DramRangeError", "InvalidArgumentError",
     "KernelError", "SramRangeError", "StageError", "StreamStateError",
+    "BACKENDS", "Device", "DeviceError", "DeviceFault", "RunResult", "open_device",
+    "DRAM", "PAGE_BYTES", "DramError", "DramImage", "ImageError", "RunRecord",
 ]

@@ -2,9 +2,11 @@
 
 It owns device buffers, builds one instruction stream (2-D loads and stores,
 micro-op kernels cached in the uop SRAM, GEMM and ALU instructions, dependency
-tokens folded into flags or NOPs), and at :meth:`Runtime.synchronize` writes
-the micro-ops and instructions into device DRAM and runs them on any
-:class:`~vtakit.sim.device.Device`.
+tokens folded into flags or NOPs; queued through a
+:class:`~.builder.ProgramBuilder` whose slots are its live buffers), appends
+lowered :class:`~.program.Program` values with :meth:`Runtime.bind`, and at
+:meth:`Runtime.synchronize` writes the micro-ops and instructions into device
+DRAM and runs them on any :class:`~vtakit.runtime.device.Device`.
 
 Where it deliberately differs from runtime.cc:
 
@@ -30,15 +32,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..hw.isa import MemType, Opcode, insns_to_bytes, isa_for
-from ..sim.device import Device, RunResult
-from ..sim.dram import PAGE_BYTES
-from ..sim.image import DramImage
-from .deps import InsnQueue, Stage
-from .errors import (BufferHandleError, DramRangeError, InvalidArgumentError, KernelError,
-                     SramRangeError, StreamStateError)
+from ..hw.isa import insns_to_bytes, isa_for
+from .device import Device, RunResult
+from .dram import PAGE_BYTES
+from .image import DramImage
+from .builder import ProgramBuilder, Slot
+from .errors import BufferHandleError, DramRangeError, InvalidArgumentError, StreamStateError
 from .kernel import UopKernel
-from .uop_cache import UopCache
+from .program import UOPS, Program
 
 __all__ = ["Runtime", "Buffer", "DebugFlag", "VTA_MAX_XFER"]
 
@@ -46,9 +47,6 @@ __all__ = ["Runtime", "Buffer", "DebugFlag", "VTA_MAX_XFER"]
 VTA_MAX_XFER = 1 << 25
 #: Instructions the end of a stream may still add (fences, FINISH), as runtime.cc reserves.
 _RESERVE = 6
-#: Checked-and-encoded kernels remembered across synchronizes (a bound, so a long session
-#: with ever new kernels does not grow, unlike TVM's uop cache, apache/tvm#4246).
-_MAX_CHECKED = 4096
 
 
 class DebugFlag(enum.IntFlag):
@@ -67,7 +65,22 @@ class Buffer:
     nbytes: int
 
 
-_FIELD16 = (1 << 16) - 1
+class _Stream(ProgramBuilder):
+    """The runtime's own stream: slots are live buffers (addresses known), and the
+    runtime is asked before anything is queued or staged (finalize, max_xfer)."""
+
+    def __init__(self, rt):
+        super().__init__(rt.config)
+        self._rt = rt
+
+    def _resolve_slot(self, slot, call):
+        return self._rt._buffer_slot(slot, call)
+
+    def _before_queue(self):
+        self._rt._start_push()
+
+    def _before_stage(self, kernel):
+        self._rt._before_stage(kernel)
 
 
 class Runtime:
@@ -112,17 +125,12 @@ class Runtime:
         self.max_xfer = max_xfer
         self.dump_file = dump_file
         self._buffers: dict[int, Buffer] = {}
-        self._queue = InsnQueue()
-        self._cache = UopCache(self.config.uop_depth)
-        self._words: dict[UopKernel, np.ndarray] = {}   # checked kernels -> encoded uops
-        self._staged: dict[UopKernel, int] = {}         # kernel -> offset (uops) in staging
-        self._staging: list[np.ndarray] = []
-        self._staging_uops = 0
+        self._stream = _Stream(self)
+        self._words = self._stream._words                # checked kernels -> encoded uops
         self._uop_buf: Buffer | None = None              # device copies, reused across syncs
         self._insn_buf: Buffer | None = None
         self._finalized: tuple[int, int] | None = None  # (insn_addr, count) once finalized
         self.stats = dict(syncs=0, auto_syncs=0)
-        self._tables: dict = {}
 
     # ------------------------------------------------------------------ buffers
 
@@ -167,6 +175,10 @@ class Runtime:
                                     "(freed, or not allocated by Runtime.alloc)")
         return buf
 
+    def _buffer_slot(self, buf, call: str) -> Slot:
+        self._live(buf, call)
+        return Slot(f"buffer_{buf.addr:x}", buf.nbytes, buf.addr)
+
     # ------------------------------------------------------------------- DMA
 
     def load_2d(self, mem_type, sram_base, buf, elem_offset, x_size, y_size, x_stride,
@@ -177,206 +189,108 @@ class Runtime:
         elements apart in DRAM and land contiguously (with zero padding) in SRAM
         from ``sram_base``. INP/WGT loads run on the load stage, ACC on compute.
         """
-        try:
-            mt = MemType(mem_type)
-        except ValueError:
-            mt = None
-        if mt not in (MemType.INP, MemType.WGT, MemType.ACC):
-            raise InvalidArgumentError(f"load_2d: memory type {mem_type!r} cannot be loaded; use "
-                                       "MemType.INP, MemType.WGT or MemType.ACC (micro-ops are "
-                                       "loaded by push_gemm/push_alu)")
-        call = f"load_2d({mt.name})"
-        args = dict(sram_base=sram_base, elem_offset=elem_offset, x_size=x_size, y_size=y_size,
-                    x_stride=x_stride)
-        pads = dict(x_pad_before=x_pad_before, y_pad_before=y_pad_before,
-                    x_pad_after=x_pad_after, y_pad_after=y_pad_after)
-        self._check_args(call, args, pads)
-        self._live(buf, call)
-        x_total = x_pad_before + x_size + x_pad_after
-        y_total = y_pad_before + y_size + y_pad_after
-        self._check_sram(call, mt, sram_base, x_total * y_total,
-                         f"{x_total} x {y_total} elements with padding")
-        dram_base = self._check_dram(call, mt, buf, elem_offset, x_size, y_size, x_stride)
-        stage = Stage.LOAD if mt in (MemType.INP, MemType.WGT) else Stage.COMPUTE
-        self._start_push()
-        self._queue.create(stage, Opcode.LOAD, memory_type=int(mt), sram_base=sram_base,
-                           dram_base=dram_base, y_size=y_size, x_size=x_size, x_stride=x_stride,
-                           y_pad_0=y_pad_before, y_pad_1=y_pad_after, x_pad_0=x_pad_before,
-                           x_pad_1=x_pad_after)
+        self._stream.load_2d(mem_type, sram_base, buf, elem_offset, x_size, y_size, x_stride,
+                             x_pad_before, y_pad_before, x_pad_after, y_pad_after)
         self._check_overflow()
 
     def store_2d(self, sram_base, buf, elem_offset, x_size, y_size, x_stride) -> None:
         """Queue a 2-D store of OUT elements ``[sram_base, sram_base + x_size*y_size)``
         to DRAM rows ``x_stride`` elements apart (reference 3.7)."""
-        call = "store_2d"
-        self._check_args(call, dict(sram_base=sram_base, elem_offset=elem_offset, x_size=x_size,
-                                    y_size=y_size, x_stride=x_stride), {})
-        self._live(buf, call)
-        self._check_sram(call, MemType.OUT, sram_base, x_size * y_size,
-                         f"{x_size} x {y_size} elements")
-        dram_base = self._check_dram(call, MemType.OUT, buf, elem_offset, x_size, y_size, x_stride)
-        self._start_push()
-        self._queue.create(Stage.STORE, Opcode.STORE, memory_type=int(MemType.OUT),
-                           sram_base=sram_base, dram_base=dram_base, y_size=y_size,
-                           x_size=x_size, x_stride=x_stride, y_pad_0=0, y_pad_1=0, x_pad_0=0,
-                           x_pad_1=0)
+        self._stream.store_2d(sram_base, buf, elem_offset, x_size, y_size, x_stride)
         self._check_overflow()
-
-    @staticmethod
-    def _check_args(call, args, pads):
-        for name, value in args.items():
-            if not isinstance(value, (int, np.integer)) or value < 0:
-                raise InvalidArgumentError(f"{call}: {name}={value!r} must be a non-negative "
-                                           "integer")
-        for name in ("x_size", "y_size"):
-            if not 1 <= args[name] <= _FIELD16:
-                raise InvalidArgumentError(f"{call}: {name}={args[name]} must be in 1..{_FIELD16} "
-                                           "(the 16-bit field; 0 would make a sync-only NOP)")
-        for name in ("x_stride", "sram_base"):
-            if args[name] > _FIELD16:
-                raise InvalidArgumentError(f"{call}: {name}={args[name]} does not fit its "
-                                           f"16-bit field (max {_FIELD16})")
-        for name, value in pads.items():
-            if not isinstance(value, (int, np.integer)) or not 0 <= value <= 15:
-                raise InvalidArgumentError(f"{call}: {name}={value!r} must be in 0..15 "
-                                           "(4-bit pad field)")
-
-    def _check_sram(self, call, mt, sram_base, count, what):
-        depth = self.config.depth(mt)
-        if sram_base + count > depth:
-            name = {MemType.INP: "input", MemType.WGT: "weight", MemType.ACC: "accumulator",
-                    MemType.OUT: "output"}[mt]
-            raise SramRangeError(f"{call}: SRAM range [{sram_base}, {sram_base + count}) "
-                                 f"({what}) exceeds the {name} buffer depth {depth}")
-
-    def _check_dram(self, call, mt, buf, elem_offset, x_size, y_size, x_stride) -> int:
-        elem = self.config.elem_bytes(mt)
-        end = (elem_offset + (y_size - 1) * x_stride + x_size) * elem
-        if end > buf.nbytes:
-            raise DramRangeError(
-                f"{call}: DRAM elements [{elem_offset}, {end // elem}) of {elem} bytes "
-                f"(elem_offset={elem_offset}, y_size={y_size}, x_stride={x_stride}, "
-                f"x_size={x_size}) end at byte {end}, past the {buf.nbytes}-byte buffer at "
-                f"0x{buf.addr:x}")
-        dram_base = buf.addr // elem + elem_offset
-        # dram_base is an element address: the hardware faults (DRAM_OUT_OF_RANGE) on any
-        # byte at or beyond 2**32, so the last byte is checked, not just the field.
-        last = (dram_base + (y_size - 1) * x_stride + x_size) * elem - 1
-        if last >= 1 << 32:
-            raise DramRangeError(
-                f"{call}: the transfer's last DRAM byte 0x{last:x} (dram_base={dram_base} "
-                f"elements of {elem} bytes, y_size={y_size}, x_stride={x_stride}, "
-                f"x_size={x_size}) is beyond the 32-bit byte address space; every byte "
-                "must be below 0x100000000")
-        return dram_base
 
     # ---------------------------------------------------------------- kernels
 
     def push_gemm(self, kernel: UopKernel) -> None:
         """Queue a GEMM kernel: a LOAD UOP if it is not resident, then the GEMM instruction."""
-        self._push_kernel(kernel, "gemm")
+        self._stream.push_gemm(kernel)
+        self._kernel_queued()
 
     def push_alu(self, kernel: UopKernel) -> None:
         """Queue an ALU kernel: a LOAD UOP if it is not resident, then the ALU instruction."""
-        self._push_kernel(kernel, "alu")
+        self._stream.push_alu(kernel)
+        self._kernel_queued()
 
-    def _push_kernel(self, kernel, mode):
-        call = f"push_{mode}"
-        if not isinstance(kernel, UopKernel):
-            raise InvalidArgumentError(f"{call}: expected a UopKernel, got {type(kernel).__name__}")
-        if kernel.mode != mode:
-            raise KernelError(f"{call}: got a {kernel.kind} kernel; use "
-                              f"push_{kernel.mode} for it")
-        words = self._words.get(kernel)
-        if words is None:
-            words = self._words[kernel] = kernel.check_config(self.config)
-        self._start_push()
-        start = self._cache.lookup(kernel)
-        if start is None:
-            offset = self._staged.get(kernel)
-            if offset is None:
-                if (self._staging_uops and (self._staging_uops + kernel.size)
-                        * self.config.uop_elem_bytes > self.max_xfer):
-                    self._auto_sync()
-                offset = self._staged[kernel] = self._staging_uops
-                self._staging.append(words)
-                self._staging_uops += kernel.size
-                self._uop_buf = self._ensure(self._uop_buf,
-                                             self._staging_uops * self.config.uop_elem_bytes)
-            start = self._cache.place(kernel, kernel.size)
-            self._queue.create(Stage.COMPUTE, Opcode.LOAD, uop_offset=offset,
-                               memory_type=int(MemType.UOP), sram_base=start,
-                               dram_base=self._uop_dram_base(offset), y_size=1,
-                               x_size=kernel.size, x_stride=kernel.size, y_pad_0=0, y_pad_1=0,
-                               x_pad_0=0, x_pad_1=0)
-        n_out, n_in, f_out, f_in = kernel.iterations()
-        fields = dict(reset_reg=int(kernel.reset), uop_bgn=start, uop_end=start + kernel.size,
-                      iter_out=n_out, iter_in=n_in, dst_factor_out=f_out[0],
-                      dst_factor_in=f_in[0], src_factor_out=f_out[1], src_factor_in=f_in[1])
-        if mode == "gemm":
-            fields.update(wgt_factor_out=f_out[2], wgt_factor_in=f_in[2])
-            self._queue.create(Stage.COMPUTE, Opcode.GEMM, **fields)
-        else:
-            fields.update(reset_reg=0, alu_opcode=int(kernel.alu_op),
-                          use_imm=int(kernel.imm is not None), imm=kernel.imm or 0)
-            self._queue.create(Stage.COMPUTE, Opcode.ALU, **fields)
+    def _kernel_queued(self):
+        if self._stream.staging_uops:
+            self._uop_buf = self._ensure(self._uop_buf, self._stream.staging_uops
+                                         * self.config.uop_elem_bytes)
         self._check_overflow()
 
-    def _uop_dram_base(self, offset: int) -> int:
-        # The staging buffer may move when it grows; LOAD UOPs keep their offset and
-        # are re-resolved at every encoding.
-        return self._uop_buf.addr // self.config.uop_elem_bytes + offset
+    def _before_stage(self, kernel):
+        st = self._stream
+        if st.staging_uops and (st.staging_uops + kernel.size) * self.config.uop_elem_bytes \
+                > self.max_xfer:
+            self._auto_sync()
 
     # ----------------------------------------------------------- dependencies
 
     def dep_push(self, src, dst) -> None:
         """Push a token from stage ``src`` to neighbouring stage ``dst`` after ``src``'s
         work queued so far (folded into its last instruction when possible)."""
-        self._start_push()
-        self._queue.dep_push(src, dst)
+        self._stream.dep_push(src, dst)
 
     def dep_pop(self, src, dst) -> None:
         """Make ``dst``'s next instruction wait for a token from ``src``."""
+        self._stream.dep_pop(src, dst)
+
+    # -------------------------------------------------------------- programs
+
+    def bind(self, program: Program, buffers: dict) -> None:
+        """Append a :class:`~.program.Program` to the stream with its slots bound to
+        buffers of this runtime (``{slot name: Buffer}``): every relocated
+        ``dram_base`` is patched to the buffer's address and the program's uops join
+        the stream's staging. :meth:`synchronize` runs it. Token pops pending in the
+        stream and at the program's end behave as if the program's instructions had
+        been queued one by one (:meth:`ProgramBuilder.include`); kernels queued after
+        it are loaded into the uop SRAM again. If the stream plus the program would
+        exceed ``max_xfer``, the stream is synchronized first.
+
+        Raises
+        ------
+        InvalidArgumentError
+            If the program is for another config, or a slot has no buffer (or a
+            buffer no slot).
+        BufferHandleError, DramRangeError
+            If a buffer is not live, is smaller than its slot, or a transfer would
+            reach past 2^32.
+        StreamStateError
+            If the stream is finalized, or the program alone exceeds ``max_xfer``.
+        """
+        st = self._stream
+        resolved = st.resolve(program, buffers, call="bind")
         self._start_push()
-        self._queue.dep_pop(src, dst)
+        insn_room = (len(program) + _RESERVE) * self.config.insn_bytes
+        uop_room = len(program.uops) * self.config.uop_elem_bytes
+        if insn_room > self.max_xfer or uop_room > self.max_xfer:
+            raise StreamStateError(
+                f"bind({program.name or 'program'}): {len(program)} instructions and "
+                f"{len(program.uops)} uops do not fit one stream of max_xfer="
+                f"{self.max_xfer} bytes; raise max_xfer")
+        if ((len(st) + len(program) + _RESERVE) * self.config.insn_bytes > self.max_xfer
+                or (st.staging_uops + len(program.uops)) * self.config.uop_elem_bytes
+                > self.max_xfer):
+            self._auto_sync()
+        st.append_resolved(program, resolved)
+        if st.staging_uops:
+            self._uop_buf = self._ensure(self._uop_buf,
+                                         st.staging_uops * self.config.uop_elem_bytes)
 
     # ------------------------------------------------------------ the stream
 
     @property
     def instructions(self) -> list:
-        """The pending stream as decoded :class:`~vtakit.hw.isa.Insn` objects."""
-        return [self.isa.decode(w) for w in self._encode()]
+        """The pending stream as :class:`~vtakit.hw.isa.Insn` objects, addresses resolved."""
+        return self._link(self._stream.build())
 
     @property
     def uops(self) -> np.ndarray:
         """The uop staging area of the pending stream (uint32 words)."""
-        if not self._staging:
-            return np.zeros(0, dtype=np.uint32)
-        return np.concatenate(self._staging)
+        return self._stream.uops
 
-    def _encode(self) -> list[int]:
-        words = []
-        for insn in self._queue.insns:
-            if insn.uop_offset is not None:
-                insn.fields["dram_base"] = self._uop_dram_base(insn.uop_offset)
-            words.append(self._encode_one(insn))
-        return words
-
-    def _encode_one(self, insn) -> int:
-        """ISA encoding through a per-opcode table of (offset, mask, min, max) taken from
-        the ISA's field tables; any out-of-range value goes to ``isa.encode`` for its error."""
-        table = self._tables.get(insn.opcode)
-        if table is None:
-            fmt = self.isa.format(insn.opcode)
-            table = self._tables[insn.opcode] = {
-                f.name: (f.offset, f.mask, f.min, f.max) for f in fmt.fields}
-        word = int(insn.opcode) << table["opcode"][0]
-        for name, value in insn.fields.items():
-            entry = table.get(name)
-            if entry is None or not entry[2] <= value <= entry[3]:
-                return self.isa.encode(insn.opcode, **insn.fields)
-            word |= (value & entry[1]) << entry[0]
-        return word
+    def _link(self, program: Program) -> list:
+        bases = {UOPS: self._uop_buf.addr} if self._uop_buf is not None else {}
+        return program.link(bases)
 
     def _start_push(self):
         if self._finalized is not None:
@@ -384,16 +298,16 @@ class Runtime:
                                    "reset() to discard it before queueing more work")
 
     def _check_overflow(self):
-        if (len(self._queue) + _RESERVE) * self.config.insn_bytes > self.max_xfer:
+        if (len(self._stream) + _RESERVE) * self.config.insn_bytes > self.max_xfer:
             self._auto_sync()
 
     def _auto_sync(self):
-        unbalanced = {q: n for q, n in self._queue.token_balance().items() if n}
+        unbalanced = {q: n for q, n in self._stream.token_balance().items() if n}
         if unbalanced:
             detail = ", ".join(f"{q} {'+' if n > 0 else ''}{n}" for q, n in unbalanced.items())
             raise StreamStateError(
                 f"the stream reached max_xfer={self.max_xfer} bytes at instruction "
-                f"{len(self._queue)}, where it cannot be cut: token queues are unbalanced "
+                f"{len(self._stream)}, where it cannot be cut: token queues are unbalanced "
                 f"(pushes - pops: {detail}), so the next run would deadlock; synchronize() "
                 "at a point where every pushed token has been popped, or raise max_xfer")
         self.stats["auto_syncs"] += 1
@@ -415,15 +329,13 @@ class Runtime:
         """Append fences + FINISH, write uops and instructions to device DRAM."""
         if self._finalized is not None:
             return self._finalized
-        q = self._queue
+        st = self._stream
         if self.debug & DebugFlag.FORCE_SERIAL:
-            q.rewrite_serial()
-        q.fence()
-        assert not q.has_pending_pop()
-        q.create(Stage.COMPUTE, Opcode.FINISH)
-        if self._staging_uops:
-            self.device.write(self._uop_buf.addr, self.uops)
-        words = self._encode()
+            st.rewrite_serial()
+        st.finish()
+        if st.staging_uops:
+            self.device.write(self._uop_buf.addr, st.uops)
+        words = [insn.word for insn in self._link(st.build())]
         self._insn_buf = self._ensure(self._insn_buf, len(words) * self.config.insn_bytes)
         self.device.write(self._insn_buf.addr, np.frombuffer(insns_to_bytes(words), np.uint8))
         if self.debug & (DebugFlag.DUMP_INSN | DebugFlag.DUMP_UOP):
@@ -445,7 +357,7 @@ class Runtime:
 
     def finalize(self) -> DramImage:
         """End the stream (fences + FINISH), write it to device DRAM and return the
-        whole device DRAM as a :class:`~vtakit.sim.image.DramImage` (the program).
+        whole device DRAM as a :class:`~vtakit.runtime.image.DramImage` (the program).
         The stream stays pending: :meth:`synchronize` runs it, :meth:`reset` drops it."""
         insn_addr, count = self._commit()
         dram = self.device.read(0, self.device.dram.size)
@@ -455,7 +367,7 @@ class Runtime:
         """Finalize the stream if needed, run it on the device and reset the queues
         (the uop cache is invalidated: nothing is assumed resident across runs).
         An empty stream runs nothing and returns an empty RunResult."""
-        if self._finalized is None and not self._queue.insns and not self._queue.has_pending_pop():
+        if self._finalized is None and self._stream.empty:
             return RunResult()
         try:
             insn_addr, count = self._commit()
@@ -467,18 +379,12 @@ class Runtime:
 
     def reset(self) -> None:
         """Discard the pending stream and invalidate the uop cache."""
-        self._queue.clear()
-        self._cache.invalidate()
-        self._staged.clear()
-        self._staging.clear()
-        self._staging_uops = 0
+        self._stream.reset()
         self._finalized = None
-        if len(self._words) > _MAX_CHECKED:
-            self._words.clear()
 
     @property
     def cache_stats(self) -> dict:
         """Uop cache counters: ``hits``, ``misses``, ``evictions``."""
-        c = self._cache
+        c = self._stream.cache
         return dict(hits=c.hits, misses=c.misses, evictions=c.evictions)
 
