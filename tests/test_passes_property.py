@@ -38,7 +38,9 @@ def programs(draw, dtype):
     pool = [x, y]
     use_if = False
     lets = []
-    kinds = ["binary", "unary", "conv", "bias", "folded", "dup", "let", "if", "closure"]
+    kinds = ["binary", "unary", "conv", "bias", "folded", "dup", "let", "if", "closure",
+             "global"]
+    uses_global = False
     kinds += ["bn", "dropout", "scale"] if dtype == "float32" else ["shift", "requant"]
     for _ in range(draw(st.integers(1, 7))):
         kind = draw(st.sampled_from(kinds))
@@ -72,6 +74,9 @@ def programs(draw, dtype):
             p = Var("p", TensorType(SHAPE, dtype))
             f = Function([p], nn.relu(nn.add(p, a)))
             e = nn.add(Call(f, [b]), Call(f, [nn.negative(b)]))
+        elif kind == "global":  # a call of the global @helper
+            uses_global = True
+            e = Call(GlobalVar("helper"), [a])
         elif kind == "bn":
             e = nn.batch_norm(a, *(nn.const(rng.uniform(0.5, 1.5, C).astype(np.float32))
                                    for _ in range(4)))
@@ -95,7 +100,13 @@ def programs(draw, dtype):
     for v, val in reversed(lets):
         out = Let(v, val, out)
     params = [x, y] + ([c] if use_if else [])
-    return IRModule({"main": Function(params, out)}), use_if
+    funcs = {"main": Function(params, out)}
+    if uses_global:
+        h = Var("h", TensorType(SHAPE, dtype))
+        funcs["helper"] = Function([h], nn.add(nn.relu(h), _const(rng, (C, 1, 1), dtype)))
+    u = Var("u", TensorType(SHAPE, dtype))
+    funcs["unused"] = Function([u], nn.negative(u))  # RemoveUnusedFunctions drops it
+    return IRModule(funcs), use_if
 
 
 def _inputs(dtype, use_if, rng):
