@@ -178,7 +178,7 @@ def _check(mod, use_if, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["int32", "float32"])
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_every_pass_preserves_results(dtype, data):
     mod, use_if = data.draw(programs(dtype))
