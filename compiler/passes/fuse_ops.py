@@ -39,7 +39,7 @@ from ..ir.analysis import children, post_order
 from ..ir.expr import Call, Constant, Function, Op, Tuple, Var
 from ..ir.op import OpPattern
 from .infra import function_pass
-from .rewrite import rebuild
+from .rewrite import not_primitive, rebuild
 
 __all__ = ["FuseOps", "fuse_function"]
 
@@ -99,12 +99,16 @@ def _edge_pattern(consumer, arg):
 
 class _Partition:
     def __init__(self, body, fuse_opt_level):
-        self.nodes = post_order(body, descend=lambda n: type(n) is not Function)
+        # one graph through local (non-primitive) functions too: a value shared by a
+        # closure and its surroundings is computed once
+        self.nodes = post_order(body, descend=not_primitive)
         self.ops = [n for n in self.nodes if _fusable(n)]
         self.outputs = {n: [] for n in self.ops}   # node -> [(consumer, edge pattern)]
         self.extern = {body} if _fusable(body) else set()
         for n in self.nodes:
             if type(n) is Function:
+                if not n.is_primitive() and n.body in self.outputs:
+                    self.extern.add(n.body)
                 continue
             for c in children(n):
                 if c not in self.outputs:
@@ -241,7 +245,7 @@ def fuse_function(func: Function, fuse_opt_level=1) -> Function:
                 memo[n] = _make_group(n, members[g], memo)
         elif type(n) is Function:
             if not n.is_primitive():
-                memo[n] = fuse_function(n, fuse_opt_level)
+                memo[n] = rebuild(n, memo)
         else:
             memo[n] = rebuild(n, memo)
     body = memo.get(func.body, func.body)
