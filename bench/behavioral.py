@@ -3,7 +3,7 @@
 Usage: ``python bench/behavioral.py [--repeat N] [--json FILE]``
 
 For each workload the runtime builds the tiled, double-buffered GEMM program of
-``tests/programs.py`` (int8 x int8 + int32 bias, shift, clip, int8 store) on the
+``vtakit.testing.programs`` (int8 x int8 + int32 bias, shift, clip, int8 store) on the
 default config (``build s``: the runtime building and finalizing the stream);
 the model's ``run`` of the finalized stream is timed (best of ``--repeat``), and
 its output is checked against numpy. The comparison is
@@ -25,13 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from programs import (Check, build_gemm_program, gemm_reference, pack_acc,  # noqa: E402
-                      requant_ops, verify)
-
-from vtakit.runtime import Runtime  # noqa: E402
-from vtakit.sim import open_device  # noqa: E402
+from vtakit.runtime import Runtime
+from vtakit.sim import open_device
+from vtakit.testing.programs import (Check, build_gemm_program, gemm_reference, pack_acc,
+                                     requant_ops, verify)
 
 WORKLOADS = {"gemm_tiled_128": (128, 128, 128), "resnet18_c2_im2col": (3136, 576, 64)}
 

@@ -27,12 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from fixture_util import first_difference, load_fixtures  # noqa: E402
-
-from vtakit.sim import open_device  # noqa: E402
-from vtakit.sim.rtl_build import get_build  # noqa: E402
+from vtakit.sim import open_device
+from vtakit.sim.rtl_build import get_build
+from vtakit.testing.fixtures import first_difference, load_fixtures
 
 __all__ = ["main", "measure"]
 

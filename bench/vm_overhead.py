@@ -2,9 +2,11 @@
 
 The model: four quantized conv layers (conv2d int8 -> int32, VTA rounding shift,
 clip, cast int8), each a fused primitive function, plus a host max-pool. A
-lowerer defined here claims the conv primitives and runs them with the
-operator library (:func:`vtakit.compiler.conv2d`) on the chosen backend; the
-pool stays a numpy host primitive. The model is compiled, saved, loaded and run.
+lowerer defined here claims the conv primitives: each becomes the operator
+library's plan as a kernel-table Program plus its packed weight in the constant
+pool, and a primitive factory (kind ``bench_vta_conv2d``) binds the Program to
+device buffers at run time (``Runtime.bind``) on the chosen backend; the pool
+stays a numpy host primitive. The model is compiled, saved, loaded and run.
 
 Reported per run (the median of ``--repeat`` runs):
 
@@ -31,14 +33,17 @@ from pathlib import Path
 
 import numpy as np
 
-from vtakit.compiler import conv2d as vta_conv2d
-from vtakit.compiler import nn
+from vtakit.compiler import nn, plan_conv2d
+from vtakit.compiler.layout import pack_activation, unpack_activation
+from vtakit.hw import VTAConfig
 from vtakit.compiler.codegen import LoweredPrimitive, compile_vm
 from vtakit.compiler.ir import Call, Function, IRModule, Var, evaluate
 from vtakit.runtime import Executable, get_global_func, register_func
 
 KIND = "bench_vta_conv2d"
 SHIFT = 8
+CONFIG = VTAConfig.preset("default")
+KERNELS: list = []
 
 
 def qconv(x_type, w, stride, padding):
@@ -71,22 +76,47 @@ def small_cnn():
 
 
 def lowerer(func):
-    """Claim the quantized conv primitives (marked by qconv) for VTA."""
+    """Claim the quantized conv primitives (marked by qconv) for VTA: the operator
+    library's plan becomes a kernel-table Program, the packed weight a constant."""
     info = func.attrs.get("vta")
     if info is None:
         return None
     conv = func.body.args[0].args[0].args[0].args[0]    # cast(clip(rshift(add(conv))))
-    return LoweredPrimitive(KIND, {"stride": info["stride"], "padding": info["padding"],
-                                   "shift": SHIFT}, constants=[conv.args[1].data])
+    x_shape, w = func.params[0].type_annotation.shape, conv.args[1].data
+    plan = plan_conv2d(CONFIG, x_shape, w.shape, info["stride"], info["padding"], shift=SHIFT,
+                       clip=(0, 127))
+    packed_w = plan.pack(np.zeros(x_shape, np.int8), w)["weight"]
+    name = f"conv2d_{len(KERNELS)}"
+    KERNELS.append(name)
+    operands = {n: [list(op.shape), op.dtype.name] for n, op in plan.operands.items()}
+    return LoweredPrimitive(KIND, {"kernel": name, "operands": operands,
+                                   "out_channels": int(w.shape[0])},
+                            kernels=[(name, plan.program().to_bytes())], constants=[packed_w])
 
 
 def factory(entry, ctx):
+    """Load time: a packed function that binds the kernel's Program to device buffers."""
     meta = entry.meta_dict
-    w = ctx.constants[meta["constants"][0]]
+    weight = ctx.constants[meta["constants"][0]]
+    state = {}
+
+    def buffers():
+        if not state:                 # first call: allocate operands, upload the weight once
+            rt = ctx.runtime
+            for n, (shape, dtype) in meta["operands"].items():
+                state[n] = rt.alloc(int(np.prod(shape)) * np.dtype(dtype).itemsize)
+            rt.upload(state["weight"], weight)
+            ctx.on_close(lambda: [rt.free(b) for b in state.values()])
+        return state
 
     def run(x, out):
-        out[...] = vta_conv2d(ctx.runtime, x, w, meta["stride"], meta["padding"],
-                              shift=meta["shift"], clip=(0, 127))
+        rt, bufs = ctx.runtime, buffers()
+        rt.upload(bufs["data"], pack_activation(x, ctx.config))
+        rt.bind(ctx.program(meta["kernel"]), bufs)
+        rt.synchronize()
+        shape, dtype = meta["operands"]["out"]
+        packed = rt.download(bufs["out"], dtype, tuple(shape))
+        out[...] = unpack_activation(packed[0], ctx.config, x.shape[0], meta["out_channels"])
     return run
 
 
@@ -138,7 +168,8 @@ def main(argv=None):
         register_func("vtakit.vm.primitive." + KIND, factory)
 
     mod = small_cnn()
-    exe = compile_vm(mod, lowerer=lowerer)
+    KERNELS.clear()
+    exe = compile_vm(mod, lowerer=lowerer, config=CONFIG)
     with tempfile.TemporaryDirectory() as tmp:
         exe = Executable.load(exe.save(Path(tmp) / "cnn.vtax"))
     x = np.random.default_rng(1).integers(-128, 128, (1, 16, 16, 16), dtype=np.int8)

@@ -1,6 +1,6 @@
 """The ``vtakit`` command line.
 
-Each subcommand is a module of :mod:`vtakit.commands` with a ``register(subparsers)``
+Each subcommand is a module of :mod:`vtakit.cli.commands` with a ``register(subparsers)``
 function that adds its parser and sets ``func``. Any error prints one line on
 stderr and exits 2 (set ``VTAKIT_DEBUG=1`` to see the traceback). A message of
 several lines (e.g. a build error followed by the tool's output) is shortened to
@@ -15,7 +15,8 @@ import os
 import pkgutil
 import sys
 
-from . import __version__, commands
+from .. import __version__
+from . import commands
 
 __all__ = ["main", "error_lines"]
 

@@ -31,15 +31,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..hw.isa import AluOp
+from ..hw.spec import IMM_MAX, IMM_MIN, SHIFT_LIMIT
 from ..runtime import UopKernel
 from .loops import Dim, fold_loops
 from .reference import wrap32
 
 __all__ = ["Epilogue", "EpilogueError", "MAX_SHIFT"]
 
-#: Largest requantization shift (the ALU shifts by at most 31).
-MAX_SHIFT = 31
-_IMM_MIN, _IMM_MAX = -(1 << 15), (1 << 15) - 1
+#: Largest requantization shift (the ALU's shift limit).
+MAX_SHIFT = SHIFT_LIMIT
 
 
 class EpilogueError(ValueError):
@@ -82,14 +82,14 @@ class Epilogue:
         shift = int(shift)
         if not 0 <= shift <= MAX_SHIFT:
             raise EpilogueError(f"{op}: shift={shift} is outside 0..{MAX_SHIFT} (the ALU "
-                                "shifts by at most 31)")
+                                f"shifts by at most {SHIFT_LIMIT})")
         lo, hi = (None, None) if clip is None else (clip[0], clip[1])
         if relu:
             lo = 0 if lo is None else max(int(lo), 0)
         for name, v in (("lo", lo), ("hi", hi)):
-            if v is not None and not _IMM_MIN <= int(v) <= _IMM_MAX:
+            if v is not None and not IMM_MIN <= int(v) <= IMM_MAX:
                 raise EpilogueError(f"{op}: clip {name}={v} does not fit a signed 16-bit ALU "
-                                    f"immediate ({_IMM_MIN}..{_IMM_MAX})")
+                                    f"immediate ({IMM_MIN}..{IMM_MAX})")
         if lo is not None and hi is not None and int(lo) > int(hi):
             raise EpilogueError(f"{op}: clip lo={lo} is greater than hi={hi}")
         dt = np.dtype(out_dtype).name
@@ -120,7 +120,7 @@ class Epilogue:
     @property
     def bias_tile(self) -> bool:
         """A per-channel acc tile is loaded (the bias, or the rounding constant alone)."""
-        return self.bias or self.round_const > _IMM_MAX
+        return self.bias or self.round_const > IMM_MAX
 
     def imm_passes(self) -> list:
         """[(AluOp, imm)] applied to every accumulator after the bias add."""

@@ -25,12 +25,12 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from ..hw.config import LOOP_ITER_BITS
+from ..hw.spec import MAX_LOOP_EXTENT
 
 __all__ = ["Dim", "Folded", "fold_loops", "MAX_EXTENT"]
 
-#: Largest hardware loop extent (14-bit iteration fields).
-MAX_EXTENT = (1 << LOOP_ITER_BITS) - 1
+#: Largest hardware loop extent (the iteration fields' limit).
+MAX_EXTENT = MAX_LOOP_EXTENT
 
 
 @dataclass(frozen=True)

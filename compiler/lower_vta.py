@@ -32,6 +32,7 @@ where each layer ran and why (:class:`LayerRecord`).
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, field
 
@@ -40,7 +41,7 @@ import numpy as np
 from .conv2d import plan_conv2d
 from .dense import plan_dense
 from .epilogue import EpilogueError
-from .ir import Call, Constant, Function, IRModule, Op, Tuple, TupleGetItem, Var
+from .ir import Call, Constant, Function, IRModule, Op, Tuple, TupleGetItem, Var, post_order
 from .layout import LayoutError
 from .pool import plan_pool2d
 from .quant import fixed_point as fp
@@ -73,7 +74,8 @@ class VTALayer:
     data : Expr
         The layer's input (before any explicit pad).
     attrs : dict
-        weight and bias (Constant or Var expressions), strides, padding (top, left, bottom, right), pad_value, groups,
+        weight and bias (Constant or Var expressions), strides, padding (top, left,
+        bottom, right), pad_value, groups,
         requantize attributes (scale, zero_point, axis, rounding), clip (lo, hi),
         out_dtype, pool_size.
     """
@@ -153,6 +155,8 @@ class LayerRecord:
     dram_bytes: int = 0
     cycles: int = -1
     host_seconds: float = 0.0
+    macs: int = 0
+    dram_bytes_run: int = 0          # measured: the device's load/store byte counters
 
 
 def _host_requantize(acc, rq, clip, out_dtype):
@@ -178,15 +182,17 @@ def _describe_tiling(plan):
 class _Lowered:
     """The packed function of one layer (callable as ``f(rt, x)``)."""
 
-    def __init__(self, layer: VTALayer, config, records: list | None = None):
+    def __init__(self, layer: VTALayer, config, records: list | None = None, program=None):
         self.layer = layer
         self.config = config
         self.records = records
         self.plan = None
+        #: a Program from an executable's kernel table, run instead of plan.program()
+        self.program = program
 
     def __call__(self, rt, x, env=None):
         """Run the layer on ``x``; ``env`` maps the Vars of weight/bias to arrays."""
-        L, a = self.layer, self.layer.attrs
+        L = self.layer
         x = np.asarray(x)
         self.env = env or {}
         if self.config is None or self.config != rt.config:
@@ -213,13 +219,17 @@ class _Lowered:
 
     def _run_plan(self, rt, plan, packed, rec):
         self.plan = plan
-        out, res = plan.run(rt, packed)
+        if self.program is None:
+            out, res = plan.run(rt, packed)
+        else:
+            out, res = _run_program(rt, plan, self.program, packed)
         rec.tiling = _describe_tiling(plan)
         est = getattr(plan, "estimate", None)
         if est is not None:
             rec.predicted_cycles = float(est.cycles)
             rec.dram_bytes = int(est.read_bytes + est.write_bytes)
         rec.cycles = int(res.cycles)
+        rec.dram_bytes_run = int(sum(v for k, v in res.stats.items() if k.endswith("_nbytes")))
         return plan.unpack(out)
 
     def _conv_like(self, rt, x, rec, dense):
@@ -259,6 +269,7 @@ class _Lowered:
                                groups=a["groups"], **kw)
             packed = plan.pack(x, w, b32)
         y = self._run_plan(rt, plan, packed, rec)
+        rec.macs = int(np.prod(y.shape)) * int(np.prod(w.shape[1:]))
         if exact_host:
             t0 = time.perf_counter()
             y = _host_requantize(y, rq, (lo, hi), a["out_dtype"])
@@ -317,6 +328,28 @@ class _Lowered:
             if isinstance(e, Var):
                 named[e.name_hint] = self._value(e)
         return np.asarray(evaluate(body, **named))
+
+
+def _run_program(rt, plan, program, packed):
+    """``plan.run`` with a stored Program (checked against the plan's operands)."""
+    want = {name: op.nbytes for name, op in plan.operands.items()}
+    if dict(program.slots) != want:
+        raise LoweringError(f"stored kernel {program.name!r} has slots {dict(program.slots)}, "
+                            f"the layer's plan needs {want}")
+    plan.check_packed(packed)
+    bufs = {}
+    try:
+        for name, op in plan.operands.items():
+            bufs[name] = rt.alloc(op.nbytes)
+            if name != "out":
+                rt.upload(bufs[name], packed[name])
+        rt.bind(program, bufs)
+        result = rt.synchronize()
+        out = plan.operands["out"]
+        return rt.download(bufs["out"], out.dtype, out.shape), result
+    finally:
+        for buf in bufs.values():
+            rt.free(buf)
 
 
 def _replace_input(layer: VTALayer, v):
@@ -471,7 +504,9 @@ def vm_lowerer(config, report: list | None = None):
     fits ``config``; the executable stores the primitive's IR text and the
     ``vta_layer`` factory runs it with :func:`lower_layer` on the VM's runtime.
     ``report`` receives one :class:`LayerRecord` per primitive seen (where it will
-    run and why, tiling, predicted cycles, DRAM bytes).
+    run and why, tiling, predicted cycles, DRAM bytes). The layer's Program goes into
+    the executable's kernel table; the factory binds that stored Program (checked
+    against the plan it recomputes for packing) rather than lowering again.
     """
     from .codegen import LoweredPrimitive
     from .ir import astext
@@ -480,11 +515,18 @@ def vm_lowerer(config, report: list | None = None):
     def lower(func):
         layer, tail = split_layer(func.body)
         if layer is None or layer.data is not func.params[0]:
+            if report is not None and func.params:
+                ops = [n.op.name for n in post_order(func.body)
+                       if isinstance(n, Call) and isinstance(n.op, Op)]
+                t = func.params[0].checked_type
+                report.append(LayerRecord(
+                    "+".join(dict.fromkeys(ops)) or "host", tuple(getattr(t, "shape", ())),
+                    "host", "not a quantized conv/dense/pool layer: numpy on the host"))
             return None
         shape = tuple(func.params[0].checked_type.shape)
         rec = LayerRecord(layer.kind, shape, "vta", "")
         try:
-            _plan_for(layer, shape, func, config, rec)
+            plan = _plan_for(layer, shape, func, config, rec)
         except (TilingError, EpilogueError, LayoutError, LoweringError, ValueError) as e:
             rec.where, rec.why = "host", f"{type(e).__name__}: {e}"
             if report is not None:
@@ -492,7 +534,10 @@ def vm_lowerer(config, report: list | None = None):
             return None
         if report is not None:
             report.append(rec)
-        return LoweredPrimitive(VM_KIND, {"ir": astext(func)}, name=f"vta_{layer.kind}")
+        blob = plan.program().to_bytes()
+        kernel = f"vta_{layer.kind}_{hashlib.sha1(blob).hexdigest()[:12]}"
+        return LoweredPrimitive(VM_KIND, {"ir": astext(func), "kernel": kernel},
+                                kernels=[(kernel, blob)], name=f"vta_{layer.kind}")
     return lower
 
 
@@ -537,6 +582,7 @@ def _plan_for(layer, shape, func, config, rec):
         info = plan.inspect()
         rec.predicted_cycles = float(info["predicted_cycles"])
         rec.dram_bytes = int(sum(info["dram"].values()))
+    return plan
 
 
 def _vta_layer_factory(entry, ctx):
@@ -546,6 +592,8 @@ def _vta_layer_factory(entry, ctx):
     if layer is None:
         raise LoweringError(f"primitive {entry.name}: its IR is not a quantized layer")
     lowered = lower_layer(layer)
+    if "kernel" in entry.meta_dict:
+        lowered.program = ctx.program(entry.meta_dict["kernel"])
     n_in = len(func.params)
 
     def run(*args):

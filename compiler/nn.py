@@ -23,7 +23,7 @@ from .ir.expr import const as _const
 
 __all__ = [
     "var", "const", "module", "conv2d", "dense", "bias_add", "batch_norm", "relu", "leaky_relu",
-    "add", "subtract", "multiply", "divide", "maximum", "minimum", "right_shift", "left_shift",
+    "negative", "add", "subtract", "multiply", "divide", "maximum", "minimum", "right_shift", "left_shift",
     "clip", "cast", "round", "sigmoid", "tanh", "exp", "sqrt", "softmax", "max_pool2d",
     "avg_pool2d", "global_avg_pool2d", "dropout", "reshape", "transpose", "concatenate", "pad",
     "batch_flatten", "mean", "sum", "squeeze", "expand_dims", "equal", "less", "greater",
@@ -111,6 +111,7 @@ def _binary(name):
 
 
 relu = _unary("nn.relu")
+negative = _unary("negative")
 sigmoid = _unary("sigmoid")
 tanh = _unary("tanh")
 exp = _unary("exp")

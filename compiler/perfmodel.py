@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from ..hw.isa import DEP_QUEUES, MemType, Opcode, dispatch_module
+from ..hw.isa import MemType, Opcode
+from ..hw.spec import DEP_QUEUES, PIPELINE, TOKEN_QUEUES, dispatch_unit
 from .tiling import CostModel
 
 __all__ = ["StreamPrediction", "predict_stream", "stream_traffic"]
@@ -81,10 +82,10 @@ def predict_stream(insns, config, cost: CostModel = CostModel()) -> StreamPredic
     ValueError
         If the stream deadlocks (a pop whose token is never pushed).
     """
-    queues = {m: [] for m in DEP_QUEUES}
+    queues = {m: [] for m in PIPELINE}
     for insn in insns:
-        queues[dispatch_module(insn)].append(insn)
-    tokens = {q: deque() for q in ("l2g", "g2l", "g2s", "s2g")}
+        queues[dispatch_unit(insn.opcode, insn.fields.get("memory_type"))].append(insn)
+    tokens = {q: deque() for q in TOKEN_QUEUES}
     time = dict.fromkeys(queues, 0.0)
     busy = dict.fromkeys(queues, 0.0)
     pos = dict.fromkeys(queues, 0)
@@ -110,9 +111,14 @@ def predict_stream(insns, config, cost: CostModel = CostModel()) -> StreamPredic
                 pos[m] += 1
                 progress = True
                 if insn.opcode == Opcode.FINISH:
-                    return StreamPrediction(int(round(time[m])), busy, gemm, alu)
-    stuck = {m: pos[m] for m in queues if pos[m] < len(queues[m])}
+                    return StreamPrediction(int(round(time[m])), _by_name(busy), gemm, alu)
+    stuck = {str(m): pos[m] for m in queues if pos[m] < len(queues[m])}
     if stuck:
         raise ValueError(f"predict_stream: the stream deadlocks (module -> position of the "
                          f"instruction that waits for a token): {stuck}")
-    return StreamPrediction(int(round(max(time.values()))), busy, gemm, alu)
+    return StreamPrediction(int(round(max(time.values()))), _by_name(busy), gemm, alu)
+
+
+def _by_name(per_unit: dict) -> dict:
+    """``{unit name: value}`` (``"load"``, ``"compute"``, ``"store"``), as reported."""
+    return {str(unit): value for unit, value in per_unit.items()}

@@ -21,7 +21,7 @@ fetch unit can never deadlock on a full command queue.
 
 from __future__ import annotations
 
-from ..runtime import Stage
+from ..runtime import Unit
 
 __all__ = ["Pipeline", "kernel_fence"]
 
@@ -36,10 +36,10 @@ def kernel_fence(stream) -> None:
     after another into a single stream neither race on the SRAM slots (each
     kernel's token protocol starts afresh) nor read DRAM before it is written.
     """
-    stream.dep_push(Stage.STORE, Stage.COMPUTE)
-    stream.dep_pop(Stage.STORE, Stage.COMPUTE)
-    stream.dep_push(Stage.COMPUTE, Stage.LOAD)
-    stream.dep_pop(Stage.COMPUTE, Stage.LOAD)
+    stream.dep_push(Unit.STORE, Unit.COMPUTE)
+    stream.dep_pop(Unit.STORE, Unit.COMPUTE)
+    stream.dep_push(Unit.COMPUTE, Unit.LOAD)
+    stream.dep_pop(Unit.COMPUTE, Unit.LOAD)
 
 
 class Pipeline:
@@ -62,30 +62,30 @@ class Pipeline:
 
     def load_begin(self, g: int) -> None:
         if g >= self.in_slots:
-            self.stream.dep_pop(Stage.COMPUTE, Stage.LOAD)
+            self.stream.dep_pop(Unit.COMPUTE, Unit.LOAD)
 
     def load_end(self, g: int) -> None:
-        self.stream.dep_push(Stage.LOAD, Stage.COMPUTE)
+        self.stream.dep_push(Unit.LOAD, Unit.COMPUTE)
 
     def compute_begin(self, g: int) -> None:
-        self.stream.dep_pop(Stage.LOAD, Stage.COMPUTE)
+        self.stream.dep_pop(Unit.LOAD, Unit.COMPUTE)
 
     def compute_end(self, g: int) -> None:
         if g + self.in_slots < self.n_groups:
-            self.stream.dep_push(Stage.COMPUTE, Stage.LOAD)
+            self.stream.dep_push(Unit.COMPUTE, Unit.LOAD)
 
     def acquire_out(self, e: int) -> None:
         """Before compute writes the OUT entries that store event ``e`` will read."""
         if e >= self.out_slots:
-            self.stream.dep_pop(Stage.STORE, Stage.COMPUTE)
+            self.stream.dep_pop(Unit.STORE, Unit.COMPUTE)
 
     def release_out(self, e: int) -> None:
         """After compute's last write for store event ``e``."""
-        self.stream.dep_push(Stage.COMPUTE, Stage.STORE)
+        self.stream.dep_push(Unit.COMPUTE, Unit.STORE)
 
     def store_begin(self, e: int) -> None:
-        self.stream.dep_pop(Stage.COMPUTE, Stage.STORE)
+        self.stream.dep_pop(Unit.COMPUTE, Unit.STORE)
 
     def store_end(self, e: int) -> None:
         if e + self.out_slots < self.n_events:
-            self.stream.dep_push(Stage.STORE, Stage.COMPUTE)
+            self.stream.dep_push(Unit.STORE, Unit.COMPUTE)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..hw.isa import AluOp, MemType
+from ..hw.spec import IMM_MAX, IMM_MIN
 from ..runtime import UopKernel
 from .conv2d import Conv2dPlan, assemble_planes
 from .epilogue import Epilogue
@@ -45,7 +46,7 @@ from .tiling import MAX_PAD, TilingError
 __all__ = ["PoolPlan", "plan_pool2d", "plan_avg_pool_gemm", "max_pool2d", "avg_pool2d",
            "global_avg_pool2d"]
 
-_NEG = -(1 << 15)
+_NEG = IMM_MIN
 
 
 def _pair(v):
@@ -83,7 +84,7 @@ class PoolPlan(OpPlan):
         area = kh * kw
         self.area = area
         self.host_divide = kind == "avg" and area & (area - 1) != 0
-        if kind == "avg" and not self.host_divide and area // 2 > (1 << 15) - 1:
+        if kind == "avg" and not self.host_divide and area // 2 > IMM_MAX:
             raise TilingError(f"{text}: window area {area} too large for the rounding immediate")
         self.planes = 4 if self.host_divide else 1
         self.nthreads = 1 if self.planes > 1 else 2

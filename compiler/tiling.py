@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from .layout import ceil_div
 from .loops import Dim, fold_loops
+from ..hw.spec import MAX_PAD
 from .reference import normalize_padding
 
 __all__ = [
@@ -29,8 +30,6 @@ __all__ = [
     "best_tiling", "gemm_dims", "uop_budget", "MAX_PAD",
 ]
 
-#: Largest padding a LOAD can insert (4-bit pad fields).
-MAX_PAD = 15
 
 
 class TilingError(ValueError):

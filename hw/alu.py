@@ -14,11 +14,12 @@ from amaranth.lib.wiring import In, Out
 
 from .config import VTAConfig
 from .isa import AluOp
+from .spec import SHIFT_LIMIT
 
 __all__ = ["VectorAlu", "SHIFT_BITS"]
 
-#: Width of the signed shift amount (``-31..31``).
-SHIFT_BITS = 6
+#: Width of the signed shift amount (``-SHIFT_LIMIT..SHIFT_LIMIT``).
+SHIFT_BITS = SHIFT_LIMIT.bit_length() + 1
 
 
 class VectorAlu(wiring.Component):

@@ -49,12 +49,13 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from .alu import SHIFT_BITS, VectorAlu
-from .config import LOOP_ITER_BITS, VTAConfig
+from .config import VTAConfig
 from .gemm import GemmCore
-from .interfaces import (CommandSignature, ErrorCode, ErrorReport, TokenSignature,
+from .interfaces import (CommandSignature, ErrorCode, ErrorReport, dep_ports, token_ports,
                          dma_read_signature)
 from .isa import AluOp, MemType, Opcode, isa_for
 from .load_engine import LoadEngine
+from .spec import LOOP_ITER_BITS, SHIFT_LIMIT, Unit
 
 __all__ = ["Compute", "compute_signature"]
 
@@ -72,14 +73,12 @@ def compute_signature(config: VTAConfig) -> wiring.Signature:
                                                shape=c.wgt_elem_bits)),
         "out_wr": In(memory.WritePort.Signature(addr_width=c.log_out_depth,
                                                 shape=c.out_elem_bits)),
-        "l2g": In(TokenSignature),
-        "s2g": In(TokenSignature),
-        "g2l": Out(TokenSignature),
-        "g2s": Out(TokenSignature),
+        **token_ports(Unit.COMPUTE),
         "finish": Out(1),
         "error": Out(ErrorReport),
         "gemm_count": Out(32),
         "alu_count": Out(32),
+        "uop_count": Out(32),
     })
 
 
@@ -108,7 +107,7 @@ class Compute(wiring.Component):
         One-cycle pulse when a FINISH executes.
     error : Out(ErrorReport)
         Sticky fault report.
-    gemm_count, alu_count : Out(32)
+    gemm_count, alu_count, uop_count : Out(32)
         Executed non-reset GEMM micro-ops and ALU micro-ops.
     uop_mem, acc_mem : Memory
         The micro-op and accumulator SRAMs (contents persist across runs).
@@ -121,6 +120,11 @@ class Compute(wiring.Component):
         self.acc_mem = memory.Memory(shape=c.acc_elem_bits, depth=c.acc_depth, init=[])
 
     def elaborate(self, platform):
+        dep = dep_ports(self, Unit.COMPUTE)     # token port of each dependency flag
+        pop_prev = dep["pop_prev_dep"]
+        pop_next = dep["pop_next_dep"]
+        push_prev_q = dep["push_prev_dep"]
+        push_next_q = dep["push_next_dep"]
         c = self._config
         isa = isa_for(c)
         m = Module()
@@ -178,7 +182,7 @@ class Compute(wiring.Component):
             | (loop_insn & ((loop.uop_end < loop.uop_bgn) | (loop.uop_end > c.uop_depth)))
             | (is_alu & ((alu_f.alu_opcode > AluOp.SHR)
                          | ((alu_f.alu_opcode == AluOp.SHR)
-                            & (~alu_f.use_imm | (imm > 31) | (imm < -31))))))
+                            & (~alu_f.use_imm | (imm > SHIFT_LIMIT) | (imm < -SHIFT_LIMIT))))))
         bad_range = (
             (load_uop & (mem.sram_base + mem.x_size > c.uop_depth))
             | (load_acc & (mem.sram_base + x_total * y_total > c.acc_depth)))
@@ -341,6 +345,8 @@ class Compute(wiring.Component):
             m.d.sync += self.gemm_count.eq(self.gemm_count + 1)
         with m.If(s3_valid & ~mode_gemm):
             m.d.sync += self.alu_count.eq(self.alu_count + 1)
+        with m.If(s3_valid):
+            m.d.sync += self.uop_count.eq(self.uop_count + 1)
 
         # ------------------------------------------------------------- control
         def fail(code):
@@ -360,10 +366,10 @@ class Compute(wiring.Component):
             # The work is done (its last SRAM write lands at this clock edge, so a
             # consumer of the token sees it): push, and take the next command in
             # the same cycle if nothing has to wait for room in a token queue.
-            m.d.comb += [self.g2l.valid.eq(prev), self.g2s.valid.eq(nxt)]
-            m.d.sync += [push_prev.eq(prev & ~self.g2l.ready),
-                         push_next.eq(nxt & ~self.g2s.ready)]
-            with m.If((~prev | self.g2l.ready) & (~nxt | self.g2s.ready)):
+            m.d.comb += [push_prev_q.valid.eq(prev), push_next_q.valid.eq(nxt)]
+            m.d.sync += [push_prev.eq(prev & ~push_prev_q.ready),
+                         push_next.eq(nxt & ~push_next_q.ready)]
+            with m.If((~prev | push_prev_q.ready) & (~nxt | push_next_q.ready)):
                 if then_accept:
                     accept()
                 else:
@@ -376,11 +382,11 @@ class Compute(wiring.Component):
                 accept()
 
             with m.State("POP"):
-                tokens_ok = ((~hdr.pop_prev_dep | self.l2g.valid)
-                             & (~hdr.pop_next_dep | self.s2g.valid))
+                tokens_ok = ((~hdr.pop_prev_dep | pop_prev.valid)
+                             & (~hdr.pop_next_dep | pop_next.valid))
                 m.d.comb += [
-                    self.l2g.ready.eq(tokens_ok & hdr.pop_prev_dep),
-                    self.s2g.ready.eq(tokens_ok & hdr.pop_next_dep),
+                    pop_prev.ready.eq(tokens_ok & hdr.pop_prev_dep),
+                    pop_next.ready.eq(tokens_ok & hdr.pop_next_dep),
                 ]
                 with m.If(tokens_ok):
                     # Dispatch: check the fields, latch the modes, start the work.

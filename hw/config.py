@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from .spec import (ALU_OPCODE_BITS, DEP_FLAGS, ENCODING_UNIT_BITS, IMM_BITS, INSN_BITS,
+                   LOOP_ITER_BITS, OPCODE_BITS, SRAM_BASE_BITS, UOP_BITS)
+
 __all__ = ["VTAConfig", "ConfigError", "PRESETS", "load_config", "BUS_WIDTH_BY_TARGET"]
 
 
@@ -47,10 +50,6 @@ _KEYS = {
 }
 
 SUPPORTED_HW_VER = "0.0.2"
-INSN_BITS = 128
-UOP_BITS = 32
-LOOP_ITER_BITS = 14  # iter_out / iter_in field width
-SRAM_BASE_BITS = 16  # sram_base field width of LOAD/STORE
 
 
 @dataclass(frozen=True)
@@ -179,12 +178,13 @@ class VTAConfig:
         # Instruction word 0 of GEMM/ALU: 3+4+1 header bits, uop_bgn (U), uop_end (U+1),
         # iter_out and iter_in (14 each) must share one 64-bit unit.
         u = self.log_uop_depth
-        if 8 + u + (u + 1) + 2 * LOOP_ITER_BITS > 64:
+        header = OPCODE_BITS + len(DEP_FLAGS) + 1     # + reset_reg
+        if header + u + (u + 1) + 2 * LOOP_ITER_BITS > ENCODING_UNIT_BITS:
             fail("LOG_UOP_BUFF_SIZE", f"a uop depth of 2^{u} needs {u}-bit uop_bgn and "
                  f"{u + 1}-bit uop_end; GEMM/ALU word 0 allows at most 2^13 uops "
                  "(LOG_UOP_BUFF_SIZE <= 15)")
         a, i, w = self.log_acc_depth, self.log_inp_depth, self.log_wgt_depth
-        if 4 * a + 3 + 1 + 16 > 64:
+        if 4 * a + ALU_OPCODE_BITS + 1 + IMM_BITS > ENCODING_UNIT_BITS:
             fail("LOG_ACC_BUFF_SIZE", f"an acc depth of 2^{a} needs {a}-bit indices; the ALU "
                  f"instruction's four index factors, opcode and immediate need 4*{a}+20 = "
                  f"{4 * a + 20} bits > 64 (at most 11 index bits)")

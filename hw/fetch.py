@@ -18,10 +18,11 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
-from .config import INSN_BITS, VTAConfig
+from .config import VTAConfig
 from .interfaces import (DRAM_ADDR_BITS, CommandSignature, ErrorCode, ErrorReport,
                          dma_read_signature)
 from .isa import MemType, Opcode, isa_for
+from .spec import INSN_BITS, OPCODE_BITS, PIPELINE, dispatch_unit
 
 __all__ = ["Fetch"]
 
@@ -56,9 +57,7 @@ class Fetch(wiring.Component):
             "insn_addr": In(DRAM_ADDR_BITS),
             "insn_count": In(32),
             "dma": Out(dma_read_signature(config)),
-            "load_cmd": Out(CommandSignature),
-            "compute_cmd": Out(CommandSignature),
-            "store_cmd": Out(CommandSignature),
+            **{f"{unit}_cmd": Out(CommandSignature) for unit in PIPELINE},
             "error": Out(ErrorReport),
             "busy": Out(1),
         })
@@ -114,28 +113,33 @@ class Fetch(wiring.Component):
 
         # ---------------------------------------------------------------- dispatch
         insn = buf.r_data
-        opcode = insn[:3]
+        opcode = insn[:OPCODE_BITS]
         mem = data.View(isa_for(cfg).mem.layout(), insn)
         index = Signal(32)
-        to_load = Signal()
-        to_compute = Signal()
-        to_store = Signal()
+        to = {unit: Signal(name=f"to_{unit}") for unit in PIPELINE}
         illegal = Signal()
+        # Routing by dispatch_unit: per opcode, the unit of each memory type (a type
+        # without an enum member routes as dispatch_unit(opcode, None)).
         with m.Switch(opcode):
-            with m.Case(Opcode.STORE):
-                m.d.comb += to_store.eq(1)
-            with m.Case(Opcode.LOAD):
-                with m.If((mem.memory_type == MemType.INP) | (mem.memory_type == MemType.WGT)):
-                    m.d.comb += to_load.eq(1)
-                with m.Else():
-                    m.d.comb += to_compute.eq(1)
-            with m.Case(Opcode.GEMM, Opcode.ALU, Opcode.FINISH):
-                m.d.comb += to_compute.eq(1)
+            for op in Opcode:
+                with m.Case(op):
+                    other = dispatch_unit(op, None)
+                    special = [t for t in MemType if dispatch_unit(op, t) != other]
+                    for unit in PIPELINE:
+                        hits = [mem.memory_type == t for t in special
+                                if dispatch_unit(op, t) == unit]
+                        if unit == other:
+                            hit = (~Cat(*(mem.memory_type == t for t in special)).any()
+                                   if special else 1)
+                        elif hits:
+                            hit = Cat(*hits).any()
+                        else:
+                            continue
+                        m.d.comb += to[unit].eq(hit)
             with m.Default():
                 m.d.comb += illegal.eq(1)
 
-        outs = ((self.load_cmd, to_load), (self.compute_cmd, to_compute),
-                (self.store_cmd, to_store))
+        outs = tuple((getattr(self, f"{unit}_cmd"), to[unit]) for unit in PIPELINE)
         live = buf.r_rdy & ~finished & ~failed
         for port, sel in outs:
             m.d.comb += [port.payload.insn.eq(insn), port.payload.index.eq(index),

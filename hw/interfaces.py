@@ -21,15 +21,15 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .config import INSN_BITS, VTAConfig
+from .config import VTAConfig
 # The plain (Amaranth-free) parts of the hardware contract, re-exported here.
-from .spec import (DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, DMA_BEATS_BITS, DRAM_ADDR_BITS,
-                   REGISTERS, ErrorCode, Module, Reg)
+from .spec import (DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, DEP_QUEUES, DMA_BEATS_BITS,
+                   DRAM_ADDR_BITS, INSN_BITS, REGISTERS, TOKEN_QUEUES, ErrorCode, Reg, Unit)
 
 __all__ = [
     "DRAM_ADDR_BITS", "DMA_BEATS_BITS", "DmaRequest", "dma_read_signature", "dma_write_signature",
-    "TokenSignature", "Command", "CommandSignature", "CsrSignature", "REGISTERS", "Reg",
-    "ErrorCode", "ErrorReport", "Module", "DEFAULT_TOKEN_DEPTH", "DEFAULT_CMD_DEPTH",
+    "TokenSignature", "token_ports", "dep_ports", "Command", "CommandSignature", "CsrSignature", "REGISTERS", "Reg",
+    "ErrorCode", "ErrorReport", "Unit", "DEFAULT_TOKEN_DEPTH", "DEFAULT_CMD_DEPTH",
 ]
 
 
@@ -59,6 +59,26 @@ def dma_write_signature(config: VTAConfig) -> wiring.Signature:
 
 #: One dependency token (the payload carries nothing; only the handshake counts).
 TokenSignature = stream.Signature(unsigned(1))
+
+
+def token_ports(unit: Unit) -> dict:
+    """The token-queue ports of ``unit``'s signature, named as the queues of
+    :data:`~vtakit.hw.spec.TOKEN_QUEUES`: ``In`` for the queues it pops, ``Out`` for the
+    queues it pushes."""
+    ports = {}
+    for name, (producer, consumer) in TOKEN_QUEUES.items():
+        if consumer == unit:
+            ports[name] = In(TokenSignature)
+        elif producer == unit:
+            ports[name] = Out(TokenSignature)
+    return ports
+
+
+def dep_ports(component, unit: Unit) -> dict:
+    """``{dependency flag: token port}`` of a unit's component, by
+    :data:`~vtakit.hw.spec.DEP_QUEUES` (flags without a queue are left out)."""
+    return {flag: getattr(component, name) for flag, name in DEP_QUEUES[unit].items()
+            if name is not None}
 
 
 class Command(data.Struct):

@@ -11,66 +11,26 @@ decoder and disassembler and, through :meth:`Format.layout`, the
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
-from .config import INSN_BITS, LOOP_ITER_BITS, UOP_BITS, VTAConfig
+from .config import VTAConfig
+from .spec import (ALU_OPCODE_BITS, DEP_FLAGS, DEP_QUEUES, DRAM_BASE_BITS, ENCODING_UNIT_BITS,
+                   IMM_BITS, INSN_BITS, INSN_BYTES, LOOP_ITER_BITS, MEM_TYPE_BITS, OPCODE_BITS,
+                   PAD_BITS, SRAM_BASE_BITS, UOP_BITS, XFER_BITS, AluOp, MemType,
+                   Opcode, Unit, dispatch_unit)
 
 __all__ = [
-    "Opcode", "MemType", "AluOp", "DEP_FLAGS", "DEP_QUEUES", "dispatch_module", "IsaError", "Field", "Format", "Insn", "Uop",
-    "ISA", "isa_for", "insns_to_bytes", "bytes_to_words",
+    "Opcode", "MemType", "AluOp", "Unit", "DEP_FLAGS", "DEP_QUEUES", "unit_of", "IsaError",
+    "Field", "Format", "Insn", "Uop", "ISA", "isa_for", "insns_to_bytes", "bytes_to_words",
 ]
 
 
-class Opcode(enum.IntEnum):
-    LOAD = 0
-    STORE = 1
-    GEMM = 2
-    FINISH = 3
-    ALU = 4
-
-
-class MemType(enum.IntEnum):
-    UOP = 0
-    WGT = 1
-    INP = 2
-    ACC = 3
-    OUT = 4
-
-
-class AluOp(enum.IntEnum):
-    MIN = 0
-    MAX = 1
-    ADD = 2
-    SHR = 3
-
-
-#: The dependency flags, bits 3..6 of every instruction.
-DEP_FLAGS = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
-
-
-#: Which token queue each dependency flag pops from / pushes to, per module (reference
-#: 3.2); None where the module has no such neighbour (the flag must then be 0).
-DEP_QUEUES = {
-    "load": {"pop_prev_dep": None, "pop_next_dep": "g2l",
-             "push_prev_dep": None, "push_next_dep": "l2g"},
-    "compute": {"pop_prev_dep": "l2g", "pop_next_dep": "s2g",
-                "push_prev_dep": "g2l", "push_next_dep": "g2s"},
-    "store": {"pop_prev_dep": "g2s", "pop_next_dep": None,
-              "push_prev_dep": "s2g", "push_next_dep": None},
-}
-
-
-def dispatch_module(insn) -> str:
-    """The module fetch dispatches a decoded instruction to (reference 3.1)."""
-    if insn.opcode == Opcode.STORE:
-        return "store"
-    if insn.opcode == Opcode.LOAD and insn.memory_type in (MemType.INP, MemType.WGT):
-        return "load"
-    return "compute"
+def unit_of(insn) -> Unit:
+    """The unit fetch dispatches a decoded instruction to (:func:`~vtakit.hw.spec.dispatch_unit`)."""
+    return dispatch_unit(insn.opcode, insn.fields.get("memory_type"))
 
 
 class IsaError(ValueError):
@@ -233,7 +193,7 @@ class Uop:
         return f"UOP dst_idx={self.dst_idx} src_idx={self.src_idx} wgt_idx={self.wgt_idx}"
 
 
-_HEADER = (("opcode", 3),) + tuple((d, 1) for d in DEP_FLAGS)
+_HEADER = (("opcode", OPCODE_BITS),) + tuple((d, 1) for d in DEP_FLAGS)
 
 
 class ISA:
@@ -249,21 +209,23 @@ class ISA:
         self.config = config
         c = config
         u, a, i, w = c.log_uop_depth, c.log_acc_depth, c.log_inp_depth, c.log_wgt_depth
-        self.mem = Format("MEM", INSN_BITS, 64, _HEADER + (
-            ("memory_type", 3), ("sram_base", 16), ("dram_base", 32),
-            ("y_size", 16), ("x_size", 16), ("x_stride", 16),
-            ("y_pad_0", 4), ("y_pad_1", 4), ("x_pad_0", 4), ("x_pad_1", 4)))
+        U = ENCODING_UNIT_BITS
+        self.mem = Format("MEM", INSN_BITS, U, _HEADER + (
+            ("memory_type", MEM_TYPE_BITS), ("sram_base", SRAM_BASE_BITS),
+            ("dram_base", DRAM_BASE_BITS), ("y_size", XFER_BITS), ("x_size", XFER_BITS),
+            ("x_stride", XFER_BITS), ("y_pad_0", PAD_BITS), ("y_pad_1", PAD_BITS),
+            ("x_pad_0", PAD_BITS), ("x_pad_1", PAD_BITS)))
         loop = (("reset_reg", 1), ("uop_bgn", u), ("uop_end", u + 1),
                 ("iter_out", LOOP_ITER_BITS), ("iter_in", LOOP_ITER_BITS),
                 ("dst_factor_out", a), ("dst_factor_in", a))
-        self.gemm = Format("GEMM", INSN_BITS, 64, _HEADER + loop + (
+        self.gemm = Format("GEMM", INSN_BITS, U, _HEADER + loop + (
             ("src_factor_out", i), ("src_factor_in", i),
             ("wgt_factor_out", w), ("wgt_factor_in", w)))
-        self.alu = Format("ALU", INSN_BITS, 64, _HEADER + loop + (
+        self.alu = Format("ALU", INSN_BITS, U, _HEADER + loop + (
             ("src_factor_out", a), ("src_factor_in", a),
-            ("alu_opcode", 3), ("use_imm", 1), ("imm", 16, True)))
-        self.finish = Format("FINISH", INSN_BITS, 64, _HEADER)
-        self.uop = Format("UOP", UOP_BITS, 32, (
+            ("alu_opcode", ALU_OPCODE_BITS), ("use_imm", 1), ("imm", IMM_BITS, True)))
+        self.finish = Format("FINISH", INSN_BITS, U, _HEADER)
+        self.uop = Format("UOP", UOP_BITS, UOP_BITS, (
             ("dst_idx", a), ("src_idx", max(a, i)), ("wgt_idx", w)))
         self._by_opcode = {Opcode.LOAD: self.mem, Opcode.STORE: self.mem,
                            Opcode.GEMM: self.gemm, Opcode.ALU: self.alu,
@@ -289,7 +251,7 @@ class ISA:
         word = int(word)
         if not 0 <= word < 1 << INSN_BITS:
             raise IsaError(f"instruction word 0x{word:x} is wider than {INSN_BITS} bits")
-        op = word & 7
+        op = word & ((1 << OPCODE_BITS) - 1)
         try:
             opcode = Opcode(op)
         except ValueError:
@@ -323,12 +285,12 @@ def isa_for(config: VTAConfig) -> ISA:
 
 def insns_to_bytes(words) -> bytes:
     """128-bit instruction words as little-endian bytes, 16 per instruction."""
-    return b"".join(int(w).to_bytes(16, "little") for w in words)
+    return b"".join(int(w).to_bytes(INSN_BYTES, "little") for w in words)
 
 
 def bytes_to_words(data, nbytes: int) -> list[int]:
-    """Split little-endian bytes into ``nbytes``-wide integers (16 for instructions,
-    4 for micro-ops)."""
+    """Split little-endian bytes into ``nbytes``-wide integers (:data:`INSN_BYTES` for
+    instructions, :data:`UOP_BYTES` for micro-ops)."""
     data = bytes(data)
     if len(data) % nbytes:
         raise IsaError(f"{len(data)} bytes is not a whole number of {nbytes}-byte words")

@@ -17,10 +17,11 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import VTAConfig
-from .interfaces import (CommandSignature, ErrorCode, ErrorReport, TokenSignature,
+from .interfaces import (CommandSignature, ErrorCode, ErrorReport, dep_ports, token_ports,
                          dma_read_signature)
 from .isa import MemType, isa_for
 from .load_engine import LoadEngine
+from .spec import Unit
 
 __all__ = ["Load", "mux_dma_read"]
 
@@ -67,14 +68,16 @@ class Load(wiring.Component):
                                                     shape=c.inp_elem_bits)),
             "wgt_wr": In(memory.WritePort.Signature(addr_width=c.log_wgt_depth,
                                                     shape=c.wgt_elem_bits)),
-            "g2l": In(TokenSignature),
-            "l2g": Out(TokenSignature),
+            **token_ports(Unit.LOAD),
             "error": Out(ErrorReport),
             "count": Out(32),
             "busy": Out(1),
         })
 
     def elaborate(self, platform):
+        dep = dep_ports(self, Unit.LOAD)     # token port of each dependency flag
+        pop_next = dep["pop_next_dep"]
+        push_next = dep["push_next_dep"]
         m = Module()
         c = self._config
         engines = [LoadEngine(c, elem_bits=c.inp_elem_bits, addr_width=c.log_inp_depth),
@@ -107,10 +110,10 @@ class Load(wiring.Component):
                 # No previous stage: its flags are illegal on any LOAD here, NOPs
                 # included, and are refused before popping (as the model does).
                 no_prev = insn.pop_prev_dep | insn.push_prev_dep
-                m.d.comb += self.g2l.ready.eq(insn.pop_next_dep & ~no_prev)
+                m.d.comb += pop_next.ready.eq(insn.pop_next_dep & ~no_prev)
                 with m.If(no_prev):
                     fail(ErrorCode.ILLEGAL_FIELD)
-                with m.Elif(~insn.pop_next_dep | self.g2l.valid):
+                with m.Elif(~insn.pop_next_dep | pop_next.valid):
                     x_total = insn.x_pad_0 + insn.x_size + insn.x_pad_1
                     y_total = insn.y_pad_0 + insn.y_size + insn.y_pad_1
                     m.d.sync += [extent.eq(insn.sram_base + x_total * y_total),
@@ -141,8 +144,8 @@ class Load(wiring.Component):
                 with m.If(engines[0].done | engines[1].done):
                     m.next = "PUSH"
             with m.State("PUSH"):
-                m.d.comb += [self.busy.eq(1), self.l2g.valid.eq(insn.push_next_dep)]
-                with m.If(~insn.push_next_dep | self.l2g.ready):
+                m.d.comb += [self.busy.eq(1), push_next.valid.eq(insn.push_next_dep)]
+                with m.If(~insn.push_next_dep | push_next.ready):
                     m.d.sync += self.count.eq(self.count + 1)
                     m.next = "IDLE"
             with m.State("ERROR"):

@@ -19,7 +19,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .interfaces import CsrSignature, ErrorReport, Module as Unit, Reg
+from .interfaces import CsrSignature, ErrorReport, Reg, Unit
 
 __all__ = ["ControlRegisters"]
 
@@ -40,8 +40,13 @@ class ControlRegisters(wiring.Component):
         Pulse from compute when FINISH completed.
     dma_busy : In(1)
         DRAM transfers outstanding (done waits for them).
-    errors : In(ErrorReport) array, indexed by :class:`~vtakit.hw.interfaces.Module`
-    load_count, gemm_count, alu_count, store_count : In(32)
+    errors : In(ErrorReport) array, indexed by :class:`~vtakit.hw.spec.Unit`
+    load_count, gemm_count, alu_count, store_count, uop_count : In(32)
+    unit_busy : In(4)
+        Bit ``u``: :class:`~vtakit.hw.spec.Unit` ``u`` holds an instruction (UNIT_STATE).
+    token_levels : In(32) array of 2, cmd_levels : In(32)
+        Queue levels packed as :data:`~vtakit.hw.spec.TOKEN_LEVEL_FIELDS` and
+        :data:`~vtakit.hw.spec.CMD_LEVEL_FIELDS` say (TOKEN_LEVELS_0/1, CMD_LEVELS).
     irq : Out(1)
         High while done or error is set.
     """
@@ -61,6 +66,10 @@ class ControlRegisters(wiring.Component):
             "gemm_count": In(32),
             "alu_count": In(32),
             "store_count": In(32),
+            "uop_count": In(32),
+            "unit_busy": In(len(Unit)),
+            "token_levels": In(32).array(2),
+            "cmd_levels": In(32),
             "irq": Out(1),
         })
 
@@ -70,7 +79,8 @@ class ControlRegisters(wiring.Component):
         cycles = Signal(32)
         err_code, err_insn, err_module = Signal(4), Signal(32), Signal(2)
         counts = {Reg.LOAD_COUNT: self.load_count, Reg.GEMM_COUNT: self.gemm_count,
-                  Reg.ALU_COUNT: self.alu_count, Reg.STORE_COUNT: self.store_count}
+                  Reg.ALU_COUNT: self.alu_count, Reg.STORE_COUNT: self.store_count,
+                  Reg.UOP_COUNT: self.uop_count}
         shadows = {reg: Signal(32, name=reg.name.lower()) for reg in counts}
 
         bus = self.bus
@@ -83,6 +93,10 @@ class ControlRegisters(wiring.Component):
             Reg.ERROR_INSN: err_insn,
             Reg.ERROR_MODULE: err_module,
             **shadows,
+            Reg.UNIT_STATE: self.unit_busy,
+            Reg.TOKEN_LEVELS_0: self.token_levels[0],
+            Reg.TOKEN_LEVELS_1: self.token_levels[1],
+            Reg.CMD_LEVELS: self.cmd_levels,
         }
         with m.Switch(bus.addr):
             for reg, value in regs.items():

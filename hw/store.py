@@ -21,9 +21,10 @@ from amaranth.lib.wiring import In, Out
 
 from .config import VTAConfig
 from .interfaces import (DRAM_ADDR_BITS, CommandSignature, ErrorCode, ErrorReport,
-                         TokenSignature, dma_write_signature)
+                         dep_ports, token_ports, dma_write_signature)
 from .isa import MemType, isa_for
 from .load_engine import MAX_BURST
+from .spec import Unit
 
 __all__ = ["Store"]
 
@@ -55,14 +56,16 @@ class Store(wiring.Component):
             "dma": Out(dma_write_signature(c)),
             "out_rd": In(memory.ReadPort.Signature(addr_width=c.log_out_depth,
                                                    shape=c.out_elem_bits)),
-            "g2s": In(TokenSignature),
-            "s2g": Out(TokenSignature),
+            **token_ports(Unit.STORE),
             "error": Out(ErrorReport),
             "count": Out(32),
             "busy": Out(1),
         })
 
     def elaborate(self, platform):
+        dep = dep_ports(self, Unit.STORE)     # token port of each dependency flag
+        pop_prev = dep["pop_prev_dep"]
+        push_prev = dep["push_prev_dep"]
         m = Module()
         c = self._config
         bus, ebits = c.bus_width, c.out_elem_bits
@@ -134,10 +137,10 @@ class Store(wiring.Component):
                 # No next stage: its flags are illegal on any STORE, NOPs included,
                 # and are refused before popping (as the model does).
                 no_next = insn.pop_next_dep | insn.push_next_dep
-                m.d.comb += self.g2s.ready.eq(insn.pop_prev_dep & ~no_next)
+                m.d.comb += pop_prev.ready.eq(insn.pop_prev_dep & ~no_next)
                 with m.If(no_next):
                     fail(ErrorCode.ILLEGAL_FIELD)
-                with m.Elif(~insn.pop_prev_dep | self.g2s.valid):
+                with m.Elif(~insn.pop_prev_dep | pop_prev.valid):
                     m.d.sync += total.eq(insn.x_size * insn.y_size)
                     m.next = "CHECK"
             with m.State("CHECK"):
@@ -184,8 +187,8 @@ class Store(wiring.Component):
                                 m.d.sync += [row_elem.eq(nxt), w_addr.eq(nxt << log_eb),
                                              row_beats.eq(insn.x_size << log_ratio)]
             with m.State("PUSH"):
-                m.d.comb += [self.busy.eq(1), self.s2g.valid.eq(insn.push_prev_dep)]
-                with m.If(~insn.push_prev_dep | self.s2g.ready):
+                m.d.comb += [self.busy.eq(1), push_prev.valid.eq(insn.push_prev_dep)]
+                with m.If(~insn.push_prev_dep | push_prev.ready):
                     m.d.sync += self.count.eq(self.count + 1)
                     m.next = "IDLE"
             with m.State("ERROR"):

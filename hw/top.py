@@ -14,7 +14,7 @@ say where). DRAM reads of fetch, load and compute (uops, acc) share one read
 master through :class:`~vtakit.hw.dma.DmaReadArbiter`; store is the only writer.
 """
 
-from amaranth.hdl import Module, ResetInserter
+from amaranth.hdl import Cat, Module, Mux, ResetInserter
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -22,11 +22,13 @@ from .config import VTAConfig
 from .dma import DmaReadArbiter, DmaWriteArbiter
 from .fetch import Fetch
 from .interfaces import (DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, CsrSignature,
-                         Module as Unit, dma_read_signature, dma_write_signature)
+                         dma_read_signature, dma_write_signature)
 from .load import Load
 from .queues import CommandQueue, TokenQueue
 from .regs import ControlRegisters
 from .store import Store
+from .spec import (CMD_LEVEL_FIELDS, PIPELINE, TOKEN_LEVEL_FIELDS, TOKEN_QUEUES, Reg,
+                   Unit)
 
 __all__ = ["VTA"]
 
@@ -68,8 +70,8 @@ class VTA(wiring.Component):
         self.compute = compute
         self.store = Store(config)
         self.regs = ControlRegisters()
-        self.tokens = {name: TokenQueue(token_depth) for name in ("l2g", "g2l", "g2s", "s2g")}
-        self.commands = {name: CommandQueue(cmd_depth) for name in ("load", "compute", "store")}
+        self.tokens = {name: TokenQueue(token_depth) for name in TOKEN_QUEUES}
+        self.commands = {str(unit): CommandQueue(cmd_depth) for unit in PIPELINE}
         self.rd_arbiter = DmaReadArbiter(config, 4)
         self.wr_arbiter = DmaWriteArbiter(config, 1)
         super().__init__({
@@ -101,19 +103,14 @@ class VTA(wiring.Component):
 
         m.d.comb += [fetch.start.eq(regs.start), fetch.insn_addr.eq(regs.insn_addr),
                      fetch.insn_count.eq(regs.insn_count)]
-        for name, unit in (("load", load), ("compute", compute), ("store", store)):
-            wiring.connect(m, getattr(fetch, f"{name}_cmd"), self.commands[name].push)
-            wiring.connect(m, self.commands[name].pop, unit.cmd)
+        units = {Unit.FETCH: fetch, Unit.LOAD: load, Unit.COMPUTE: compute, Unit.STORE: store}
+        for unit in PIPELINE:
+            wiring.connect(m, getattr(fetch, f"{unit}_cmd"), self.commands[str(unit)].push)
+            wiring.connect(m, self.commands[str(unit)].pop, units[unit].cmd)
 
-        t = self.tokens
-        wiring.connect(m, load.l2g, t["l2g"].push)
-        wiring.connect(m, t["l2g"].pop, compute.l2g)
-        wiring.connect(m, compute.g2l, t["g2l"].push)
-        wiring.connect(m, t["g2l"].pop, load.g2l)
-        wiring.connect(m, compute.g2s, t["g2s"].push)
-        wiring.connect(m, t["g2s"].pop, store.g2s)
-        wiring.connect(m, store.s2g, t["s2g"].push)
-        wiring.connect(m, t["s2g"].pop, compute.s2g)
+        for name, (producer, consumer) in TOKEN_QUEUES.items():
+            wiring.connect(m, getattr(units[producer], name), self.tokens[name].push)
+            wiring.connect(m, self.tokens[name].pop, getattr(units[consumer], name))
 
         # SRAMs (synchronous read ports; tokens order every access across units).
         m.submodules.inp_sram = inp = memory.Memory(shape=c.inp_elem_bits, depth=c.inp_depth, init=[])
@@ -139,13 +136,25 @@ class VTA(wiring.Component):
         m.d.comb += [
             regs.finish.eq(compute.finish),
             regs.dma_busy.eq(rd.busy | wr.busy),
-            regs.errors[Unit.FETCH].eq(fetch.error),
-            regs.errors[Unit.LOAD].eq(load.error),
-            regs.errors[Unit.COMPUTE].eq(compute.error),
-            regs.errors[Unit.STORE].eq(store.error),
+            *(regs.errors[unit].eq(units[unit].error) for unit in Unit),
             regs.load_count.eq(load.count),
             regs.store_count.eq(store.count),
             regs.gemm_count.eq(compute.gemm_count),
             regs.alu_count.eq(compute.alu_count),
+            regs.uop_count.eq(compute.uop_count),
+            # Debug registers: a unit "holds an instruction" (compute: its command port
+            # is not ready), and the queue levels, saturated to their fields.
+            regs.unit_busy.eq(Cat({Unit.FETCH: fetch.busy, Unit.LOAD: load.busy,
+                                   Unit.COMPUTE: ~compute.cmd.ready, Unit.STORE: store.busy}[u]
+                                  for u in Unit)),
         ]
+        words = {Reg.TOKEN_LEVELS_0: regs.token_levels[0], Reg.TOKEN_LEVELS_1: regs.token_levels[1],
+                 Reg.CMD_LEVELS: regs.cmd_levels}
+        fields = [(self.tokens[name].level, field) for name, field in TOKEN_LEVEL_FIELDS.items()]
+        fields += [(self.commands[str(unit)].level, field)
+                   for unit, field in CMD_LEVEL_FIELDS.items()]
+        for level, (reg, lsb, width) in fields:
+            top = (1 << width) - 1
+            value = Mux(level > top, top, level) if len(level) > width else level
+            m.d.comb += words[reg][lsb:lsb + width].eq(value)
         return m

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..hw.isa import MemType, Opcode
-from .deps import InsnQueue, PendingInsn, Stage, serial_stage_of
+from ..hw.spec import DRAM_ADDR_BITS, MAX_PAD, PAD_BITS, XFER_BITS, Unit, dispatch_unit
+from .deps import InsnQueue, PendingInsn, serial_stage_of
 from .errors import (DramRangeError, InvalidArgumentError, KernelError, SramRangeError,
                      StreamStateError)
 from .kernel import UopKernel
@@ -26,7 +27,7 @@ from .uop_cache import UopCache
 
 __all__ = ["ProgramBuilder", "Slot"]
 
-_FIELD16 = (1 << 16) - 1
+_FIELD16 = (1 << XFER_BITS) - 1
 #: Checked-and-encoded kernels remembered across resets (a bound, so a long session
 #: with ever new kernels does not grow, unlike TVM's uop cache, apache/tvm#4246).
 _MAX_CHECKED = 4096
@@ -64,7 +65,7 @@ class ProgramBuilder:
     >>> a, o = b.slot("a", 36 * 64), b.slot("out", 36 * 16)
     >>> b.load_2d(MemType.ACC, 0, a, 0, 36, 1, 36)
     >>> b.push_alu(UopKernel.alu(AluOp.SHR, [(0, 0)], [(36, 1, 1)], imm=0))   # acc -> out
-    >>> b.dep_push(Stage.COMPUTE, Stage.STORE); b.dep_pop(Stage.COMPUTE, Stage.STORE)
+    >>> b.dep_push(Unit.COMPUTE, Unit.STORE); b.dep_pop(Unit.COMPUTE, Unit.STORE)
     >>> b.store_2d(0, o, 0, 36, 1, 36)
     >>> program = b.build()
     """
@@ -149,7 +150,7 @@ class ProgramBuilder:
         self._check_sram(call, mt, sram_base, x_total * y_total,
                          f"{x_total} x {y_total} elements with padding")
         dram_base = self._check_dram(call, mt, slot, elem_offset, x_size, y_size, x_stride)
-        stage = Stage.LOAD if mt in (MemType.INP, MemType.WGT) else Stage.COMPUTE
+        stage = dispatch_unit(Opcode.LOAD, mt)
         self._before_queue()
         insn = self._queue.create(stage, Opcode.LOAD, memory_type=int(mt), sram_base=sram_base,
                                   dram_base=dram_base, y_size=y_size, x_size=x_size,
@@ -170,7 +171,7 @@ class ProgramBuilder:
         dram_base = self._check_dram(call, MemType.OUT, slot, elem_offset, x_size, y_size,
                                      x_stride)
         self._before_queue()
-        insn = self._queue.create(Stage.STORE, Opcode.STORE, memory_type=int(MemType.OUT),
+        insn = self._queue.create(Unit.STORE, Opcode.STORE, memory_type=int(MemType.OUT),
                                   sram_base=sram_base, dram_base=dram_base, y_size=y_size,
                                   x_size=x_size, x_stride=x_stride, y_pad_0=0, y_pad_1=0,
                                   x_pad_0=0, x_pad_1=0)
@@ -228,7 +229,7 @@ class ProgramBuilder:
                 self._staging.append(words)
                 self._staging_uops += kernel.size
             start = self._cache.place(kernel, kernel.size)
-            self._queue.create(Stage.COMPUTE, Opcode.LOAD, uop_offset=offset,
+            self._queue.create(Unit.COMPUTE, Opcode.LOAD, uop_offset=offset,
                                memory_type=int(MemType.UOP), sram_base=start, dram_base=offset,
                                y_size=1, x_size=kernel.size, x_stride=kernel.size, y_pad_0=0,
                                y_pad_1=0, x_pad_0=0, x_pad_1=0)
@@ -238,11 +239,11 @@ class ProgramBuilder:
                       dst_factor_in=f_in[0], src_factor_out=f_out[1], src_factor_in=f_in[1])
         if mode == "gemm":
             fields.update(wgt_factor_out=f_out[2], wgt_factor_in=f_in[2])
-            self._queue.create(Stage.COMPUTE, Opcode.GEMM, **fields)
+            self._queue.create(Unit.COMPUTE, Opcode.GEMM, **fields)
         else:
             fields.update(reset_reg=0, alu_opcode=int(kernel.alu_op),
                           use_imm=int(kernel.imm is not None), imm=kernel.imm or 0)
-            self._queue.create(Stage.COMPUTE, Opcode.ALU, **fields)
+            self._queue.create(Unit.COMPUTE, Opcode.ALU, **fields)
 
     def staging_cost(self, kernel: UopKernel) -> int:
         """Uops that queueing ``kernel`` now would add to the staging (0 or its size)."""
@@ -269,7 +270,7 @@ class ProgramBuilder:
         q = self._queue
         q.fence()
         assert not q.has_pending_pop()
-        q.create(Stage.COMPUTE, Opcode.FINISH)
+        q.create(Unit.COMPUTE, Opcode.FINISH)
 
     # ---------------------------------------------------------------- programs
 
@@ -370,7 +371,7 @@ class ProgramBuilder:
             if target is not None:
                 self._relocs[p] = target
         for stage, flag in program.pending_pops:
-            q.pending[Stage(stage)][flag] = 1
+            q.pending[Unit(stage)][flag] = 1
         if len(program.uops):
             self._staging.append(np.asarray(program.uops))
             self._staging_uops += len(program.uops)
@@ -454,9 +455,9 @@ def _check_args(call, args, pads):
             raise InvalidArgumentError(f"{call}: {name}={args[name]} does not fit its "
                                        f"16-bit field (max {_FIELD16})")
     for name, value in pads.items():
-        if not isinstance(value, (int, np.integer)) or not 0 <= value <= 15:
-            raise InvalidArgumentError(f"{call}: {name}={value!r} must be in 0..15 "
-                                       "(4-bit pad field)")
+        if not isinstance(value, (int, np.integer)) or not 0 <= value <= MAX_PAD:
+            raise InvalidArgumentError(f"{call}: {name}={value!r} must be in 0..{MAX_PAD} "
+                                       f"({PAD_BITS}-bit pad field)")
 
 
 def absolute_dram_base(call, config, mt, addr, elem_offset, x_size, y_size, x_stride) -> int:
@@ -465,7 +466,7 @@ def absolute_dram_base(call, config, mt, addr, elem_offset, x_size, y_size, x_st
     elem = config.elem_bytes(mt)
     dram_base = addr // elem + elem_offset
     last = (dram_base + (y_size - 1) * x_stride + x_size) * elem - 1
-    if last >= 1 << 32:
+    if last >= 1 << DRAM_ADDR_BITS:
         raise DramRangeError(
             f"{call}: the transfer's last DRAM byte 0x{last:x} (dram_base={dram_base} "
             f"elements of {elem} bytes, y_size={y_size}, x_stride={x_stride}, "

@@ -18,30 +18,15 @@ instruction. The rules are TVM's runtime.cc ones:
 
 from __future__ import annotations
 
-import enum
-
 from ..hw.isa import MemType, Opcode
+from ..hw.spec import DEP_FLAGS, DEP_QUEUES, PIPELINE, TOKEN_QUEUES, Unit, dispatch_unit
 from .errors import StageError
 
-__all__ = ["Stage", "PendingInsn", "InsnQueue", "stage_of", "serial_stage_of"]
+__all__ = ["PendingInsn", "InsnQueue", "stage_of", "serial_stage_of"]
 
+# The pipeline stages are the units that exchange tokens (:data:`~vtakit.hw.spec.PIPELINE`).
 
-class Stage(enum.IntEnum):
-    """Pipeline stages, ordered as the token queues between them."""
-
-    LOAD = 1
-    COMPUTE = 2
-    STORE = 3
-
-
-_FLAGS = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
-#: Token queue of each dep flag, per executing stage (reference 3.2).
-_TOKEN_QUEUES = {
-    Stage.LOAD: {"pop_next_dep": "g2l", "push_next_dep": "l2g"},
-    Stage.COMPUTE: {"pop_prev_dep": "l2g", "pop_next_dep": "s2g",
-                    "push_prev_dep": "g2l", "push_next_dep": "g2s"},
-    Stage.STORE: {"pop_prev_dep": "g2s", "push_prev_dep": "s2g"},
-}
+_FLAGS = DEP_FLAGS
 _NOP_FIELDS = dict(sram_base=0, dram_base=0, y_size=0, x_size=0, x_stride=0,
                    y_pad_0=0, y_pad_1=0, x_pad_0=0, x_pad_1=0)
 
@@ -69,39 +54,37 @@ class PendingInsn:
         return f"PendingInsn({self.opcode.name}, {self.fields})"
 
 
-def _mem_stage(memory_type) -> Stage:
-    return Stage.LOAD if memory_type in (MemType.INP, MemType.WGT) else Stage.COMPUTE
+def _mem_stage(memory_type) -> Unit:
+    return dispatch_unit(Opcode.LOAD, memory_type)
 
 
-def stage_of(insn: PendingInsn) -> Stage | None:
+def stage_of(insn: PendingInsn) -> Unit | None:
     """The stage a push may be folded into (TVM's GetPipelineStage): a sync-only LOAD
     and FINISH belong to none."""
     op = insn.opcode
     if op in (Opcode.GEMM, Opcode.ALU):
-        return Stage.COMPUTE
+        return Unit.COMPUTE
     if op == Opcode.STORE:
-        return Stage.STORE
+        return Unit.STORE
     if op == Opcode.LOAD:
         return None if insn.fields["x_size"] == 0 else _mem_stage(insn.fields["memory_type"])
     return None
 
 
-def serial_stage_of(insn: PendingInsn) -> Stage:
-    """The module that executes an instruction (NOPs included)."""
-    if insn.opcode == Opcode.LOAD:
-        return _mem_stage(insn.fields["memory_type"])
-    if insn.opcode == Opcode.STORE:
-        return Stage.STORE
-    return Stage.COMPUTE
+def serial_stage_of(insn: PendingInsn) -> Unit:
+    """The unit that executes an instruction (NOPs included)."""
+    return dispatch_unit(insn.opcode, insn.fields.get("memory_type"))
 
 
-def check_pair(src, dst, call: str) -> tuple[Stage, Stage]:
-    """Validate a dependency pair; returns it as Stages."""
+def check_pair(src, dst, call: str) -> tuple[Unit, Unit]:
+    """Validate a dependency pair; returns it as Units."""
     try:
-        a, b = Stage(src), Stage(dst)
+        a, b = Unit(src), Unit(dst)
+        if a not in PIPELINE or b not in PIPELINE:
+            raise ValueError
     except ValueError:
-        raise StageError(f"{call}({src!r}, {dst!r}): stages are Stage.LOAD=1, "
-                         "Stage.COMPUTE=2, Stage.STORE=3") from None
+        raise StageError(f"{call}({src!r}, {dst!r}): stages are Unit.LOAD=1, "
+                         "Unit.COMPUTE=2, Unit.STORE=3") from None
     if abs(a - b) != 1:
         raise StageError(f"{call}({a.name}, {b.name}): tokens only flow between neighbouring "
                          "stages (LOAD<->COMPUTE, COMPUTE<->STORE)")
@@ -113,7 +96,7 @@ class InsnQueue:
 
     def __init__(self):
         self.insns: list[PendingInsn] = []
-        self.pending = {s: {"pop_prev_dep": 0, "pop_next_dep": 0} for s in Stage}
+        self.pending = {s: {"pop_prev_dep": 0, "pop_next_dep": 0} for s in PIPELINE}
 
     def __len__(self):
         return len(self.insns)
@@ -128,7 +111,7 @@ class InsnQueue:
 
     # ----------------------------------------------------------- instructions
 
-    def create(self, stage: Stage, opcode: Opcode, uop_offset=None, **fields) -> PendingInsn:
+    def create(self, stage: Unit, opcode: Opcode, uop_offset=None, **fields) -> PendingInsn:
         """Append an instruction of ``stage``; it absorbs the stage's pending pops."""
         flags = self.pending[stage]
         insn = PendingInsn(opcode, {**fields, "pop_prev_dep": flags["pop_prev_dep"],
@@ -138,13 +121,13 @@ class InsnQueue:
         self.insns.append(insn)
         return insn
 
-    def nop(self, stage: Stage, **flags) -> PendingInsn:
+    def nop(self, stage: Unit, **flags) -> PendingInsn:
         """Append a sync-only instruction of ``stage`` carrying exactly ``flags``."""
-        if stage == Stage.STORE:
+        if stage == Unit.STORE:
             opcode, memory_type = Opcode.STORE, MemType.UOP
         else:
             opcode = Opcode.LOAD
-            memory_type = MemType.INP if stage == Stage.LOAD else MemType.UOP
+            memory_type = MemType.INP if stage == Unit.LOAD else MemType.UOP
         fields = {"memory_type": int(memory_type), **_NOP_FIELDS,
                   **{f: 0 for f in _FLAGS}, **flags}
         insn = PendingInsn(opcode, fields)
@@ -153,7 +136,7 @@ class InsnQueue:
 
     # ----------------------------------------------------------- dependencies
 
-    def commit_pending_pop(self, stage: Stage) -> None:
+    def commit_pending_pop(self, stage: Unit) -> None:
         """Emit a NOP carrying the stage's pending pops, if any."""
         flags = self.pending[stage]
         if flags["pop_prev_dep"] or flags["pop_next_dep"]:
@@ -181,11 +164,11 @@ class InsnQueue:
     def fence(self) -> None:
         """The end-of-stream fences of VTASynchronize: a compute NOP that pops a token
         pushed after the last store and one pushed after the last load."""
-        self.dep_push(Stage.STORE, Stage.COMPUTE)
-        self.dep_push(Stage.LOAD, Stage.COMPUTE)
-        self.dep_pop(Stage.STORE, Stage.COMPUTE)
-        self.dep_pop(Stage.LOAD, Stage.COMPUTE)
-        self.commit_pending_pop(Stage.COMPUTE)
+        self.dep_push(Unit.STORE, Unit.COMPUTE)
+        self.dep_push(Unit.LOAD, Unit.COMPUTE)
+        self.dep_pop(Unit.STORE, Unit.COMPUTE)
+        self.dep_pop(Unit.LOAD, Unit.COMPUTE)
+        self.commit_pending_pop(Unit.COMPUTE)
 
     def rewrite_serial(self) -> None:
         """FORCE_SERIAL: drop every dependency flag and pending pop, then chain each pair
@@ -201,8 +184,8 @@ class InsnQueue:
                 insn.fields[f] = 0
             if self.insns:
                 a, b = serial_stage_of(self.insns[-1]), serial_stage_of(insn)
-                if {a, b} == {Stage.LOAD, Stage.STORE}:
-                    self.nop(Stage.COMPUTE)
+                if {a, b} == {Unit.LOAD, Unit.STORE}:
+                    self.nop(Unit.COMPUTE)
                     self._chain(self.insns[-2], self.insns[-1])
                 self._chain(self.insns[-1], insn)
             self.insns.append(insn)
@@ -210,15 +193,15 @@ class InsnQueue:
     def token_balance(self) -> dict[str, int]:
         """Pushes minus pops per token queue over the stream, pending pops included.
         A stream that can be cut (run on its own) has every balance 0."""
-        balance = dict.fromkeys(("l2g", "g2l", "g2s", "s2g"), 0)
+        balance = dict.fromkeys(TOKEN_QUEUES, 0)
         for insn in self.insns:
-            for flag, queue in _TOKEN_QUEUES[serial_stage_of(insn)].items():
-                if insn.fields[flag]:
+            for flag, queue in DEP_QUEUES[serial_stage_of(insn)].items():
+                if queue is not None and insn.fields[flag]:
                     balance[queue] += 1 if flag.startswith("push") else -1
         for stage, flags in self.pending.items():
             for flag, value in flags.items():
                 if value:
-                    balance[_TOKEN_QUEUES[stage][flag]] -= 1
+                    balance[DEP_QUEUES[stage][flag]] -= 1
         return balance
 
     @staticmethod

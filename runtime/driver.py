@@ -6,7 +6,7 @@ tokens folded into flags or NOPs; queued through a
 :class:`~.builder.ProgramBuilder` whose slots are its live buffers), appends
 lowered :class:`~.program.Program` values with :meth:`Runtime.bind`, and at
 :meth:`Runtime.synchronize` writes the micro-ops and instructions into device
-DRAM and runs them on any :class:`~vtakit.sim.device.Device`.
+DRAM and runs them on any :class:`~vtakit.runtime.device.Device`.
 
 Where it deliberately differs from runtime.cc:
 
@@ -33,9 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..hw.isa import insns_to_bytes, isa_for
-from ..sim.device import Device, RunResult
-from ..sim.dram import PAGE_BYTES
-from ..sim.image import DramImage
+from .device import Device, RunResult
+from .dram import PAGE_BYTES
+from .image import DramImage
 from .builder import ProgramBuilder, Slot
 from .errors import BufferHandleError, DramRangeError, InvalidArgumentError, StreamStateError
 from .kernel import UopKernel
@@ -357,7 +357,7 @@ class Runtime:
 
     def finalize(self) -> DramImage:
         """End the stream (fences + FINISH), write it to device DRAM and return the
-        whole device DRAM as a :class:`~vtakit.sim.image.DramImage` (the program).
+        whole device DRAM as a :class:`~vtakit.runtime.image.DramImage` (the program).
         The stream stays pending: :meth:`synchronize` runs it, :meth:`reset` drops it."""
         insn_addr, count = self._commit()
         dram = self.device.read(0, self.device.dram.size)

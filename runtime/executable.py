@@ -335,11 +335,12 @@ class Executable:
         fnames = [f.name for f in self.functions]
         lines = [f"; vtax format {FORMAT_VERSION}, vtakit {_version()}, config "
                  f"{self.config.name}, peak planned memory {self.peak_dram_bytes} bytes",
-                 f"; inputs: " + ", ".join(f"{i['name']}: {i.get('dtype')}{i.get('shape')}"
+                 "; inputs: " + ", ".join(f"{i['name']}: {i.get('dtype')}{i.get('shape')}"
                                            for i in self.inputs),
-                 f"; outputs: " + ", ".join(o["name"] for o in self.outputs)]
+                 "; outputs: " + ", ".join(o["name"] for o in self.outputs)]
         for f in self.functions:
-            lines.append(f"\ndef @{f.name}({', '.join(f'${i}:{p}' for i, p in enumerate(f.params))})"
+            params = ", ".join(f"${i}:{p}" for i, p in enumerate(f.params))
+            lines.append(f"\ndef @{f.name}({params})"
                          f"  ; {f.num_regs} registers, arena {f.arena_bytes} bytes"
                          f" (unplanned {f.naive_bytes})")
             for pc, ins in enumerate(f.code):
@@ -400,8 +401,8 @@ class _Reader:
         self.data, self.source = data, source
 
     def fail(self, section, offset, msg):
-        where = f"section {section.strip(chr(0))}, byte {offset}" if section else \
-            f"byte {offset}"
+        where = (f"section {section.strip(chr(0))}, byte {offset}" if section
+                 else f"header, byte {offset}" if offset < 12 else f"end of file, byte {offset}")
         return ExecutableError(f"{self.source}: {where}: {msg}", section, offset)
 
     def read(self, cls, expected_config):

@@ -13,16 +13,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..hw.config import LOOP_ITER_BITS, VTAConfig
+from ..hw.config import VTAConfig
 from ..hw.isa import AluOp, IsaError, isa_for
+from ..hw.spec import IMM_BITS, IMM_MAX, IMM_MIN, LOOP_ITER_BITS, MAX_LOOP_EXTENT, SHIFT_LIMIT
 from .errors import KernelError, SramRangeError
 
 __all__ = ["UopKernel", "MAX_LOOPS"]
 
 #: A kernel has at most two loops (they become iter_out and iter_in).
 MAX_LOOPS = 2
-_MAX_EXTENT = (1 << LOOP_ITER_BITS) - 1
-_SHIFT_LIMIT = 31
 
 
 def _ints(seq, n, what, kind):
@@ -141,12 +140,12 @@ class UopKernel:
                               + ", ".join(f"{o.name}={o.value}" for o in AluOp)) from None
         if imm is not None:
             imm = int(imm)
-            if not -(1 << 15) <= imm < 1 << 15:
+            if not IMM_MIN <= imm <= IMM_MAX:
                 raise KernelError(f"ALU {op.name} kernel: imm={imm} does not fit the signed "
-                                  "16-bit immediate (range -32768..32767)")
-            if op == AluOp.SHR and abs(imm) > _SHIFT_LIMIT:
+                                  f"{IMM_BITS}-bit immediate (range {IMM_MIN}..{IMM_MAX})")
+            if op == AluOp.SHR and abs(imm) > SHIFT_LIMIT:
                 raise KernelError(f"ALU SHR kernel: shift imm={imm} is outside "
-                                  f"-{_SHIFT_LIMIT}..{_SHIFT_LIMIT}")
+                                  f"-{SHIFT_LIMIT}..{SHIFT_LIMIT}")
         elif op == AluOp.SHR:
             raise KernelError("ALU SHR kernel: a shift needs an immediate amount (imm=k); "
                               "tensor-operand SHR is not supported")
@@ -197,9 +196,9 @@ class UopKernel:
             raise KernelError(f"{self.kind} kernel: {len(self.loops)} loops; at most "
                               f"{MAX_LOOPS} are allowed (they map to iter_out and iter_in)")
         for k, lp in enumerate(self.loops):
-            if lp[0] > _MAX_EXTENT:
+            if lp[0] > MAX_LOOP_EXTENT:
                 raise KernelError(f"{self.kind} kernel: loop {k} extent {lp[0]} exceeds the "
-                                  f"{LOOP_ITER_BITS}-bit iteration field (max {_MAX_EXTENT})")
+                                  f"{LOOP_ITER_BITS}-bit iteration field (max {MAX_LOOP_EXTENT})")
 
     def _check_hazard(self):
         """No uop may write the acc entry written by either of the two uops before it,

@@ -21,19 +21,13 @@ from __future__ import annotations
 
 import random
 
-from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, ErrorCode, Module
-from ..hw.isa import DEP_QUEUES, Opcode, dispatch_module, isa_for
+from ..hw.isa import isa_for, unit_of
+from ..hw.spec import (DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, DEP_QUEUES, INSN_BYTES, PIPELINE,
+                       TOKEN_QUEUES, ErrorCode, Opcode, Unit)
+from ..runtime.device import Device, DeviceError, DeviceFault, RunResult
 from .datapath import Counters, Fault, SRAMs
-from .device import Device, DeviceError, RunResult
 
-__all__ = ["BehavioralDevice", "ModelError", "TOKEN_QUEUES"]
-
-#: Dependency-token queues: name -> (producer module, consumer module).
-TOKEN_QUEUES = {"l2g": ("load", "compute"), "g2l": ("compute", "load"),
-                "g2s": ("compute", "store"), "s2g": ("store", "compute")}
-
-_MODULE_CODE = {"fetch": Module.FETCH, "load": Module.LOAD, "compute": Module.COMPUTE,
-                "store": Module.STORE}
+__all__ = ["BehavioralDevice"]
 
 # Largest number of steps one turn runs in interleave mode.
 _MAX_TURN = 4
@@ -41,32 +35,12 @@ _MAX_TURN = 4
 _DECODE_CACHE = 1 << 16
 
 
-class ModelError(DeviceError):
-    """A fault of the behavioral model.
-
-    Attributes
-    ----------
-    code : ErrorCode or str or None
-        The hardware error code (``ErrorCode``; ``ErrorCode.DRAM_OUT_OF_RANGE`` for a
-        byte address at or beyond ``2**32``), the label ``"DRAM_OUT_OF_RANGE"`` for an
-        address inside the 32-bit space but beyond the simulated DRAM image (a harness
-        fault, not a hardware code), or None for a deadlock without a full queue.
-    module : Module or None
-        The module that faulted (None for a deadlock).
-    index : int or None
-        Index of the faulting instruction in the stream.
-    """
-
-    def __init__(self, message, code=None, module=None, index=None):
-        super().__init__(message)
-        self.code, self.module, self.index = code, module, index
-
-
 class _Agent:
-    """One module: its in-order instruction queue and where it stands in it."""
+    """One unit: its in-order instruction queue and where it stands in it."""
 
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, unit: Unit):
+        self.unit = unit
+        self.name = str(unit)
         self.queue: list = []       # (stream index, Insn), the whole run's share
         self.avail = 0              # how many of them fetch has dispatched
         self.pos = 0                # the head: the instruction being executed
@@ -134,65 +108,65 @@ class BehavioralDevice(Device):
 
     # ------------------------------------------------------------------ errors
 
-    def _error(self, module: str, index: int, insn, code, detail: str) -> ModelError:
-        label = code.name if isinstance(code, ErrorCode) else str(code)
-        return ModelError(f"{module} module, instruction {index}: {label}: {detail} "
-                          f"[{insn}]", code, _MODULE_CODE[module], index)
+    def _error(self, unit: Unit, index: int, insn, code: ErrorCode, detail: str) -> DeviceFault:
+        return DeviceFault(f"{unit} module, instruction {index}: {code.name}: {detail} "
+                           f"[{insn}]", code, unit, index, insn)
 
     # --------------------------------------------------------------- fetch
 
     def _decode_stream(self, insn_addr: int, insn_count: int):
         """Read and decode the stream up to the first FINISH; returns the fetch agent
         and the load, compute and store agents."""
+        n = INSN_BYTES
         if insn_count < 0:
-            raise ModelError(f"fetch module: insn_count must be >= 0, got {insn_count}",
-                             ErrorCode.ILLEGAL_FIELD, Module.FETCH)
-        if insn_addr % 16:
-            raise ModelError(f"fetch module: instruction address 0x{insn_addr:x} is not "
-                             "16-byte aligned", ErrorCode.ILLEGAL_FIELD, Module.FETCH)
-        end = insn_addr + 16 * insn_count
+            raise DeviceFault(f"fetch module: insn_count must be >= 0, got {insn_count}",
+                              ErrorCode.ILLEGAL_FIELD, Unit.FETCH)
+        if insn_addr % n:
+            raise DeviceFault(f"fetch module: instruction address 0x{insn_addr:x} is not "
+                              f"{n}-byte aligned", ErrorCode.ILLEGAL_FIELD, Unit.FETCH)
+        end = insn_addr + n * insn_count
         if insn_addr < 0 or end > self.dram.size:
-            raise ModelError(f"fetch module: DRAM_OUT_OF_RANGE: {insn_count} instructions at "
-                             f"0x{insn_addr:x} end at 0x{end:x}, outside the image "
-                             f"[0, 0x{self.dram.size:x})", "DRAM_OUT_OF_RANGE", Module.FETCH)
+            raise DeviceFault(f"fetch module: DRAM_IMAGE: {insn_count} instructions at "
+                              f"0x{insn_addr:x} end at 0x{end:x}, outside the image "
+                              f"[0, 0x{self.dram.size:x})", ErrorCode.DRAM_IMAGE, Unit.FETCH)
         raw = self.dram.data[insn_addr:end].tobytes()
-        agents = {name: _Agent(name) for name in ("load", "compute", "store")}
+        agents = {unit: _Agent(unit) for unit in PIPELINE}
         finish = False
         decoded = self._decoded
         if len(decoded) > _DECODE_CACHE:
             decoded.clear()
         stream = []
         for index in range(insn_count):
-            word = int.from_bytes(raw[16 * index:16 * index + 16], "little")
+            word = int.from_bytes(raw[n * index:n * index + n], "little")
             insn = decoded.get(word)
             if insn is None:    # streams repeat words a lot; decoded Insns are never mutated
                 insn = decoded[word] = self.isa.decode(word)
             if not isinstance(insn.opcode, Opcode):
-                raise self._error("fetch", index, insn, ErrorCode.ILLEGAL_OPCODE,
+                raise self._error(Unit.FETCH, index, insn, ErrorCode.ILLEGAL_OPCODE,
                                   f"opcode {insn.opcode} is illegal; legal opcodes are "
                                   + ", ".join(f"{o.name}={o.value}" for o in Opcode))
-            agent = agents[dispatch_module(insn)]
+            agent = agents[unit_of(insn)]
             agent.queue.append((index, insn))
             stream.append((agent, index, insn))
             if insn.opcode == Opcode.FINISH:
                 finish = True
                 break
         if not finish:
-            raise ModelError(f"fetch module: the stream of {insn_count} instructions at "
-                             f"0x{insn_addr:x} has no FINISH; a run ends only when compute "
-                             "executes FINISH", ErrorCode.ILLEGAL_FIELD, Module.FETCH)
-        return _Fetch(stream), [agents["load"], agents["compute"], agents["store"]]
+            raise DeviceFault(f"fetch module: the stream of {insn_count} instructions at "
+                              f"0x{insn_addr:x} has no FINISH; a run ends only when compute "
+                              "executes FINISH", ErrorCode.ILLEGAL_FIELD, Unit.FETCH)
+        return _Fetch(stream), [agents[unit] for unit in PIPELINE]
 
     # ------------------------------------------------------------- modules
 
     def _flags(self, agent: _Agent, index: int, insn):
         """(pop queues, push queues) of an instruction on its module."""
         pops, pushes = [], []
-        for flag, queue in DEP_QUEUES[agent.name].items():
+        for flag, queue in DEP_QUEUES[agent.unit].items():
             if not insn.fields[flag]:
                 continue
             if queue is None:
-                raise self._error(agent.name, index, insn, ErrorCode.ILLEGAL_FIELD,
+                raise self._error(agent.unit, index, insn, ErrorCode.ILLEGAL_FIELD,
                                   f"{flag} is set but the {agent.name} module has no "
                                   f"{'previous' if 'prev' in flag else 'next'} stage; "
                                   "it must be 0")
@@ -279,7 +253,7 @@ class BehavioralDevice(Device):
             else:
                 self.srams.alu(insn, self._counters)
         except Fault as f:
-            raise self._error(agent.name, index, insn, f.code, f.detail) from None
+            raise self._error(agent.unit, index, insn, f.code, f.detail) from None
 
     # ---------------------------------------------------------------- run
 
@@ -287,8 +261,8 @@ class BehavioralDevice(Device):
         """Execute ``insn_count`` instructions at byte address ``insn_addr``.
 
         Returns ``RunResult(cycles=-1, stats)`` with fsim's counters and the
-        number of instructions each module executed. Raises :class:`ModelError`
-        (a :class:`DeviceError`) on any fault or deadlock.
+        number of instructions each unit executed. Raises
+        :class:`~vtakit.runtime.device.DeviceFault` on any fault or deadlock.
         """
         fetch, modules = self._decode_stream(int(insn_addr), int(insn_count))
         self._tokens = dict.fromkeys(TOKEN_QUEUES, 0)
@@ -329,8 +303,8 @@ class BehavioralDevice(Device):
                 if self._finished or not self._step(agent):
                     break
 
-    def _deadlock(self, agents) -> ModelError:
-        parts, full = [], False
+    def _deadlock(self, agents) -> DeviceFault:
+        parts = []
         for a in agents:
             why = self._blocked_on(a)
             if why == "drained":
@@ -347,11 +321,10 @@ class BehavioralDevice(Device):
                              f"{self.cmd_depth} commands)")
                 continue
             queue, state = why
-            full = full or state == "full"
             index, insn = a.head
             verb = "push into" if state == "full" else "pop from"
             parts.append(f"{a.name} waits to {verb} {queue} ({state}, "
                          f"{self._tokens[queue]}/{self.token_depth} tokens) at "
                          f"instruction {index} [{insn}]")
-        return ModelError("deadlock: no module can proceed before FINISH: " + "; ".join(parts),
-                          ErrorCode.TOKEN_OVERFLOW if full else None)
+        return DeviceFault("deadlock: no module can proceed before FINISH: " + "; ".join(parts),
+                           ErrorCode.DEADLOCK)

@@ -1,8 +1,8 @@
-"""The :class:`~vtakit.sim.device.Device` of the compiled RTL simulators.
+"""The :class:`~vtakit.runtime.device.Device` of the compiled RTL simulators.
 
 :class:`CompiledDevice` loads a library built by :mod:`vtakit.sim.rtl_build`
 (CXXRTL or Verilator) with ctypes and runs a whole program in C++: the DRAM
-model reads and writes the device's :class:`~vtakit.sim.dram.DRAM` array in
+model reads and writes the device's :class:`~vtakit.runtime.dram.DRAM` array in
 place (no copy), and Python is called back only every :data:`CHUNK_CYCLES`
 cycles (to update the progress bar), never per cycle.
 """
@@ -16,20 +16,25 @@ import weakref
 import numpy as np
 from tqdm import tqdm
 
-from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, Reg
-from .device import Device, DeviceError, RunResult
-from .dram import DRAM
+from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, ErrorCode, Reg
+from ..runtime.device import Device, DeviceError, DeviceFault, RunResult
+from ..runtime.dram import DRAM
 from .rtl_build import Design, get_build
 
-__all__ = ["CompiledDevice", "DEFAULT_MAX_CYCLES", "CHUNK_CYCLES"]
+__all__ = ["CompiledDevice", "DEFAULT_MAX_CYCLES", "DEFAULT_STALL_CYCLES", "CHUNK_CYCLES"]
 
 #: A run that has not finished after this many cycles is reported as a timeout.
 DEFAULT_MAX_CYCLES = 200_000_000
+#: A run in which nothing moves (no DRAM traffic, no change of the unit counters, the
+#: micro-op count, the unit state or any queue level) for this many cycles is reported
+#: as a deadlock. Long DMA bursts and read latencies are traffic, a long GEMM or ALU
+#: loop moves the micro-op count, so a few thousand cycles are safe.
+DEFAULT_STALL_CYCLES = 4096
 #: Cycles simulated per call into the library (progress granularity).
 CHUNK_CYCLES = 1 << 20
 
 # vta::Status of vta_harness.h
-_RUNNING, _DONE, _TIMEOUT, _DRAM_FAULT, _PROTOCOL, _NOT_CONVERGED = range(6)
+_RUNNING, _DONE, _TIMEOUT, _DRAM_FAULT, _PROTOCOL, _NOT_CONVERGED, _STALLED = range(7)
 
 
 class _RunOut(ctypes.Structure):
@@ -60,7 +65,7 @@ def _load(path) -> ctypes.CDLL:
                                   ctypes.c_uint32, ctypes.c_uint32]
         lib.vta_step.restype = ctypes.c_uint32
         lib.vta_step.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64,
-                                 ctypes.POINTER(_RunOut)]
+                                 ctypes.c_uint64, ctypes.POINTER(_RunOut)]
         _LIBS[path] = lib
     return lib
 
@@ -80,7 +85,10 @@ class CompiledDevice(Device):
     vcd : str or Path, optional
         Write a VCD waveform of every run to this file (slow; for debugging).
     max_cycles : int
-        A run without done after this many cycles raises :class:`DeviceError`.
+        A run without done after this many cycles raises :class:`DeviceFault` (TIMEOUT).
+    stall_cycles : int
+        A run in which nothing moves for this many cycles raises :class:`DeviceFault`
+        (DEADLOCK), naming where each unit stands; 0 turns the watch off.
     design : rtl_build.Design, optional
         Another top level with the VTA's top-level signature (tests use a stub).
     progress : bool
@@ -93,16 +101,22 @@ class CompiledDevice(Device):
     def __init__(self, config, *, dram: DRAM | None = None,
                  token_depth: int = DEFAULT_TOKEN_DEPTH, cmd_depth: int = DEFAULT_CMD_DEPTH,
                  read_latency: int = 1, vcd=None, max_cycles: int = DEFAULT_MAX_CYCLES,
-                 design: Design | None = None, progress: bool = True):
+                 stall_cycles: int = DEFAULT_STALL_CYCLES, design: Design | None = None,
+                 progress: bool = True):
         super().__init__(config, dram=dram)
         if read_latency < 1:
             raise DeviceError(f"{self.name}: read_latency={read_latency}; it must be >= 1 cycle")
         if max_cycles < 1:
             raise DeviceError(f"{self.name}: max_cycles={max_cycles}; it must be >= 1")
+        if stall_cycles < 0:
+            raise DeviceError(f"{self.name}: stall_cycles={stall_cycles}; it must be >= 0 "
+                              "(0: no deadlock watch)")
         if token_depth < 1 or cmd_depth < 2:
             raise DeviceError(f"{self.name}: token_depth={token_depth}, cmd_depth={cmd_depth}; "
                               "need token_depth >= 1 and cmd_depth >= 2")
         self.max_cycles = int(max_cycles)
+        self.stall_cycles = int(stall_cycles)
+        self.token_depth = int(token_depth)
         self.progress = progress
         self._vta_isa = design is None     # a stand-in design may use its own encoding
         self.build = get_build(self.backend, self.config, token_depth=token_depth,
@@ -133,7 +147,7 @@ class CompiledDevice(Device):
                   delay=2.0, disable=None if self.progress else True, leave=False) as bar:
             while True:
                 status = self._lib.vta_step(self._handle, CHUNK_CYCLES, self.max_cycles,
-                                            ctypes.byref(out))
+                                            self.stall_cycles, ctypes.byref(out))
                 bar.update(out.cycles - bar.n)
                 if status != _RUNNING:
                     break
@@ -150,18 +164,24 @@ class CompiledDevice(Device):
 
     def _result(self, out, status, insn_addr, insn_count) -> RunResult:
         where = f"{self.name} ({self.config.name})"
+        if status == _STALLED:
+            counters = ", ".join(f"{k}={v}" for k, v in self._stats(out).items())
+            state = self.rtl_state({reg: self._reg(out, reg) for reg in Reg}, self.token_depth)
+            raise DeviceFault(f"{where}: deadlock: no progress for {self.stall_cycles} cycles "
+                              f"before FINISH running {insn_count} instructions at "
+                              f"0x{insn_addr:x} ({counters}; {state})", ErrorCode.DEADLOCK)
         if status == _TIMEOUT:
             counters = ", ".join(f"{k}={v}" for k, v in self._stats(out).items())
-            raise DeviceError(f"{where}: no FINISH after {out.cycles} cycles (max_cycles="
+            raise DeviceFault(f"{where}: no FINISH after {out.cycles} cycles (max_cycles="
                               f"{self.max_cycles}) running {insn_count} instructions at "
                               f"0x{insn_addr:x} ({counters}); the program deadlocks or needs a "
-                              "larger max_cycles")
+                              "larger max_cycles", ErrorCode.TIMEOUT)
         if status in (_DRAM_FAULT, _PROTOCOL):
             kind = "write" if out.fault_write else "read"
             if status == _DRAM_FAULT:
-                raise DeviceError(f"{where}: DRAM {kind} of {out.fault_bytes} bytes at "
+                raise DeviceFault(f"{where}: DRAM {kind} of {out.fault_bytes} bytes at "
                                   f"0x{out.fault_addr:x} is outside the DRAM image "
-                                  f"[0, 0x{len(self.dram.data):x})")
+                                  f"[0, 0x{len(self.dram.data):x})", ErrorCode.DRAM_IMAGE)
             raise DeviceError(f"{where}: DRAM {kind} request with addr 0x{out.fault_addr:x}, "
                               f"beats {out.fault_beats}: the address must be a multiple of the "
                               f"{self.config.bus_bytes}-byte bus and beats >= 1")
@@ -170,10 +190,10 @@ class CompiledDevice(Device):
                               f"{out.cycles} (combinational feedback); run it with vcd=... "
                               "(two evaluations per cycle) or use the verilator backend")
         if self._reg(out, Reg.CTRL) & 4:
-            raise DeviceError(self._error_message(out, where, insn_addr, insn_count))
+            raise self._fault(out, where, insn_addr, insn_count)
         return RunResult(cycles=self._reg(out, Reg.CYCLES), stats=self._stats(out))
 
-    def _error_message(self, out, where, insn_addr, insn_count) -> str:
-        return self.rtl_fault_message(where, self._reg(out, Reg.ERROR_CODE),
+    def _fault(self, out, where, insn_addr, insn_count) -> DeviceFault:
+        return self.rtl_fault(where, self._reg(out, Reg.ERROR_CODE),
                                       self._reg(out, Reg.ERROR_MODULE),
                                       self._reg(out, Reg.ERROR_INSN), insn_addr, insn_count)

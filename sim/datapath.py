@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..hw.config import VTAConfig
-from ..hw.spec import ErrorCode
+from ..hw.spec import DRAM_ADDR_BITS, SHIFT_LIMIT, ErrorCode
 from ..hw.isa import AluOp, MemType, isa_for
 
 __all__ = ["Fault", "SRAMs", "Counters", "COUNTER_KEYS", "SHIFT_LIMIT"]
@@ -31,8 +31,6 @@ __all__ = ["Fault", "SRAMs", "Counters", "COUNTER_KEYS", "SHIFT_LIMIT"]
 COUNTER_KEYS = ("inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_load_nbytes",
                 "out_store_nbytes", "gemm_counter", "alu_counter")
 
-#: Largest |imm| of an ALU SHR (pinned: k in [-31, 31]).
-SHIFT_LIMIT = 31
 
 # One tile product sums BLOCK_IN int8 x int8 terms (|term| <= 2**14), so it is exact
 # in float32 while BLOCK_IN * 2**14 < 2**24, and in float64 far beyond any config.
@@ -46,8 +44,7 @@ _SHORT_GROUP = 32
 
 
 class Fault(Exception):
-    """A datapath fault: ``code`` (an :class:`ErrorCode`, or a string label for faults
-    without a hardware code, e.g. ``"DRAM_OUT_OF_RANGE"``) and a ``detail`` sentence."""
+    """A datapath fault: ``code`` (an :class:`ErrorCode`) and a ``detail`` sentence."""
 
     def __init__(self, code, detail: str):
         super().__init__(detail)
@@ -56,7 +53,7 @@ class Fault(Exception):
 
     @property
     def label(self) -> str:
-        return self.code.name if isinstance(self.code, ErrorCode) else str(self.code)
+        return self.code.name
 
 
 class Counters(dict):
@@ -123,12 +120,12 @@ class SRAMs:
     def _dram_window(dram: np.ndarray, base: int, nelems: int, ebytes: int, what: str):
         """``nelems`` elements of ``ebytes`` at element address ``base``, as (nelems, ebytes)."""
         start, end = base * ebytes, (base + nelems) * ebytes
-        if end > 1 << 32:     # the hardware code: a byte beyond the 32-bit address space
+        if end > 1 << DRAM_ADDR_BITS:     # the hardware code: a byte beyond the 32-bit address space
             raise Fault(ErrorCode.DRAM_OUT_OF_RANGE,
                         f"{what} DRAM bytes [0x{start:x}, 0x{end:x}) pass the 32-bit byte "
                         "address space (every byte address must be < 0x100000000)")
-        if end > len(dram):   # inside the address space, beyond this image: a label
-            raise Fault("DRAM_OUT_OF_RANGE",
+        if end > len(dram):   # inside the address space, beyond this image: no hardware code
+            raise Fault(ErrorCode.DRAM_IMAGE,
                         f"{what} DRAM bytes [0x{start:x}, 0x{end:x}) outside the image "
                         f"[0, 0x{len(dram):x})")
         return dram[start:end].reshape(nelems, ebytes)

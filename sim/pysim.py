@@ -4,7 +4,7 @@
 numpy byte image (one process, configurable read latency); :class:`PysimDevice`
 drives the control/status registers like a host driver would (instruction
 count and address, start, poll for done) and turns the latched error registers
-into a :class:`~vtakit.sim.device.DeviceError`.
+into a :class:`~vtakit.runtime.device.DeviceFault`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import numpy as np
 from tqdm import tqdm
 
 from ..hw.config import load_config
-from .device import Device, DeviceError, RunResult
-from .dram import DRAM
+from ..hw.spec import ErrorCode
+from ..runtime.device import Device, DeviceError, DeviceFault, RunResult
+from ..runtime.dram import DRAM
 
 __all__ = ["DramPortModel", "PysimDevice"]
 
@@ -140,7 +141,7 @@ class DramPortModel:
         return serve
 
 
-#: A run without done after this many cycles raises DeviceError.
+#: A run without done after this many cycles raises a DeviceFault (TIMEOUT).
 DEFAULT_MAX_CYCLES = 20_000_000
 #: A run in which nothing moves for this many cycles is reported as a deadlock.
 DEFAULT_STALL_CYCLES = 100_000
@@ -167,11 +168,11 @@ class PysimDevice(Device):
         Write a VCD waveform of the whole simulation to this file (written when
         the device is closed).
     max_cycles : int
-        A run without done after this many cycles raises :class:`DeviceError`.
+        A run without done after this many cycles raises :class:`DeviceFault` (TIMEOUT).
     stall_cycles : int
         A run in which nothing observable moves (DRAM beats, instruction and
         micro-op counters, queue and token levels) for this many cycles raises
-        :class:`DeviceError` as a deadlock, naming where each module stands.
+        :class:`DeviceFault` (DEADLOCK), naming where each module stands.
         (A single reset GEMM longer than this would be misreported; raise it.)
     progress : bool
         Show a tqdm bar of simulated cycles on stderr during long runs (on a terminal).
@@ -268,7 +269,6 @@ class PysimDevice(Device):
             job["fault"] = self.dram_model.fault
             job["timeout"] = not ctx.get(self.top.irq)
             job["stalled"] = still >= self.stall_cycles
-            job["state"] = self._state(ctx) if job["timeout"] else None
             job["regs"] = {reg: read(reg) for reg in Reg}
 
     def _progress(self, ctx) -> tuple:
@@ -279,15 +279,6 @@ class PysimDevice(Device):
                 ctx.get(t.compute.alu_count), ctx.get(t.compute.cmd.ready),
                 *(ctx.get(q.level) for q in t.commands.values()),
                 *(ctx.get(q.level) for q in t.tokens.values()))
-
-    def _state(self, ctx) -> str:
-        """One line on where each module stands (for timeouts)."""
-        t = self.top
-        parts = [f"{name} {'busy' if ctx.get(unit.busy) else 'idle'}"
-                 for name, unit in (("fetch", t.fetch), ("load", t.load), ("store", t.store))]
-        parts += [f"{name} queue {ctx.get(q.level)}" for name, q in t.commands.items()]
-        parts += [f"{name} tokens {ctx.get(q.level)}/{q.depth}" for name, q in t.tokens.items()]
-        return ", ".join(parts)
 
     # ------------------------------------------------------------------ running
     def run(self, insn_addr: int, insn_count: int) -> RunResult:
@@ -320,21 +311,23 @@ class PysimDevice(Device):
             self.close()
             self._sim = None
         if job["fault"]:
-            raise DeviceError(f"{where}: {job['fault']}")
+            raise DeviceFault(f"{where}: {job['fault']}", ErrorCode.DRAM_IMAGE)
         if job["timeout"]:
             counters = ", ".join(f"{k}={v}" for k, v in stats.items())
+            job["state"] = self.rtl_state(regs, self.token_depth)
             if job["stalled"]:
-                raise DeviceError(f"{where}: deadlock: no progress for {self.stall_cycles} "
+                raise DeviceFault(f"{where}: deadlock: no progress for {self.stall_cycles} "
                                   f"cycles before FINISH running {insn_count} instructions at "
-                                  f"0x{insn_addr:x} ({counters}; {job['state']})")
-            raise DeviceError(f"{where}: no FINISH after {self.max_cycles} cycles running "
+                                  f"0x{insn_addr:x} ({counters}; {job['state']})",
+                                  ErrorCode.DEADLOCK)
+            raise DeviceFault(f"{where}: no FINISH after {self.max_cycles} cycles running "
                               f"{insn_count} instructions at 0x{insn_addr:x} ({counters}; "
                               f"{job['state']}); the program deadlocks or needs a larger "
-                              "max_cycles")
+                              "max_cycles", ErrorCode.TIMEOUT)
         if regs[Reg.CTRL] & 4:
-            raise DeviceError(self.rtl_fault_message(
+            raise self.rtl_fault(
                 where, regs[Reg.ERROR_CODE], regs[Reg.ERROR_MODULE], regs[Reg.ERROR_INSN],
-                insn_addr, insn_count))
+                insn_addr, insn_count)
         return RunResult(cycles=regs[Reg.CYCLES], stats=stats)
 
     def _call(self, fn):

@@ -41,9 +41,9 @@ from typing import Callable
 from tqdm import tqdm
 
 from ..hw.config import VTAConfig, load_config
-from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
+from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, Reg
 
-__all__ = ["Design", "Build", "BuildError", "vta_design", "cache_root", "build_key",
+__all__ = ["Design", "Build", "BuildError", "SOURCE_DIGESTS", "harness_defines", "vta_design", "cache_root", "build_key",
            "get_build", "generate_source", "toolchain_versions", "FAST_BACKENDS",
            "CXXRTL_FLAGS", "VERILATOR_FLAGS", "TOP_NAME", "fast_slices"]
 
@@ -111,21 +111,30 @@ def _make_vta(config, **kwargs):
     return VTA(config, **kwargs)
 
 
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _hw_sources() -> tuple:
+    from .. import hw
+    return tuple(sorted(Path(hw.__file__).resolve().parent.glob("*.py")))
+
+
+#: SHA-256 of every ``hw/*.py`` file when this module was imported (the RTL modules are
+#: imported at the same time or later). Build caches key on these, not on the files as
+#: they are when a build starts, so that a process whose imported RTL is older than the
+#: files on disk never files a build under the new key (:meth:`Design.check_current`).
+SOURCE_DIGESTS = {p.name: _sha(p.read_bytes()) for p in _hw_sources()}
+
+
 def vta_design() -> Design:
     """The VTA accelerator (``vtakit.hw.top.VTA``), keyed by every ``hw/`` source file."""
-    from .. import hw
-    folder = Path(hw.__file__).resolve().parent
-    return Design("vta", _make_vta, tuple(str(p) for p in sorted(folder.glob("*.py"))),
-                  hw.SOURCE_DIGESTS)
+    return Design("vta", _make_vta, tuple(str(p) for p in _hw_sources()), SOURCE_DIGESTS)
 
 
 def cache_root() -> Path:
     """The build cache: ``$VTAKIT_CACHE`` or ``~/.cache/vtakit``."""
     return Path(os.environ.get("VTAKIT_CACHE") or Path.home() / ".cache" / "vtakit")
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _verilator_root() -> Path:
@@ -167,6 +176,18 @@ def toolchain_versions(backend: str) -> dict:
     return tools
 
 
+def harness_defines(config: VTAConfig) -> list[str]:
+    """The ``-D`` flags of the C++ harness: the bus width and the CSR offsets it uses
+    (from :class:`~vtakit.hw.spec.Reg`), including the registers its no-progress watch
+    samples: the unit counters, the micro-op count, the unit state and the queue levels."""
+    watch = (Reg.LOAD_COUNT, Reg.STORE_COUNT, Reg.UOP_COUNT, Reg.UNIT_STATE,
+             Reg.TOKEN_LEVELS_0, Reg.TOKEN_LEVELS_1, Reg.CMD_LEVELS)
+    return [f"-DVTA_BUS_BYTES={config.bus_bytes}", f"-DVTA_REG_CTRL={int(Reg.CTRL)}",
+            f"-DVTA_REG_INSN_COUNT={int(Reg.INSN_COUNT)}",
+            f"-DVTA_REG_INSN_ADDR={int(Reg.INSN_ADDR)}",
+            "-DVTA_WATCH_REGS=" + ",".join(str(int(r)) for r in watch)]
+
+
 def build_key(backend: str, config: VTAConfig, *, token_depth: int, cmd_depth: int,
               design: Design, trace: bool = False) -> tuple[str, dict]:
     """The cache key (hex digest) and the JSON-ready description it hashes."""
@@ -179,7 +200,8 @@ def build_key(backend: str, config: VTAConfig, *, token_depth: int, cmd_depth: i
         "sources": sorted(sources), "harness": harness, "tools": toolchain_versions(backend),
         # This module generates and post-processes the sources: its text is part of the key.
         "generator": _sha(Path(__file__).read_bytes())[:16],
-        "flags": list(CXXRTL_FLAGS if backend == "cxxrtl" else VERILATOR_FLAGS + VERILATOR_CFLAGS),
+        "flags": list(CXXRTL_FLAGS if backend == "cxxrtl" else VERILATOR_FLAGS + VERILATOR_CFLAGS)
+        + harness_defines(config),
     }
     return _sha(json.dumps(desc, sort_keys=True).encode()), desc
 
@@ -207,13 +229,12 @@ def generate_source(backend: str, config, *, token_depth: int = DEFAULT_TOKEN_DE
 
     Deterministic: the same inputs give the same text, wherever the package is
     installed (no source-location attributes, which would embed paths)."""
+    from ..hw.verilog import convert
     design = design or vta_design()
     top = design.factory(load_config(config), token_depth=token_depth, cmd_depth=cmd_depth)
     if backend == "cxxrtl":
-        from amaranth.back import cxxrtl
-        return fast_slices(cxxrtl.convert(top, name=TOP_NAME, emit_src=False))
-    from amaranth.back import verilog
-    return verilog.convert(top, name=TOP_NAME, emit_src=False)
+        return fast_slices(convert(top, name=TOP_NAME, lang="cxxrtl"))
+    return convert(top, name=TOP_NAME)
 
 
 @dataclass
@@ -274,7 +295,7 @@ def _build_cxxrtl(tmp: Path, config, token_depth, cmd_depth, design, trace, bar,
     bar.update()
     t = time.monotonic()
     bar.set_description(f"cxxrtl {config.name}: compiling (g++)")
-    _run(["g++", *CXXRTL_FLAGS, f"-DVTA_BUS_BYTES={config.bus_bytes}",
+    _run(["g++", *CXXRTL_FLAGS, *harness_defines(config),
           f"-I{tmp}", f"-I{HARNESS_DIR}", f"-I{_cxxrtl_include()}",
           str(HARNESS_DIR / "cxxrtl_adapter.cc"), "-o", str(tmp / "libvta.so")],
          cwd=tmp, bar=bar, what="g++ (CXXRTL design)")
@@ -292,7 +313,7 @@ def _build_verilator(tmp: Path, config, token_depth, cmd_depth, design, trace, b
     t = time.monotonic()
     bar.set_description(f"verilator {config.name}: verilating + compiling")
     root, env = _verilator_root(), _verilator_env()
-    cflags = [*VERILATOR_CFLAGS, f"-DVTA_BUS_BYTES={config.bus_bytes}"]
+    cflags = [*VERILATOR_CFLAGS, *harness_defines(config)]
     jobs = str(max(1, os.cpu_count() or 1))
     _run([str(root / "bin" / "verilator"), "--cc", f"{TOP_NAME}.v", "--top-module", TOP_NAME,
           "-Mdir", "obj", "--build", "-j", jobs, *VERILATOR_FLAGS, *(["--trace"] if trace else []),

@@ -24,8 +24,8 @@ from amaranth.lib.wiring import In, Out
 import numpy as np
 
 from vtakit.hw.config import load_config
-from vtakit.hw.interfaces import (DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, CsrSignature, Module as
-                                  Unit, Reg, dma_read_signature, dma_write_signature)
+from vtakit.hw.interfaces import (DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, CsrSignature, Reg, Unit,
+                                  dma_read_signature, dma_write_signature)
 
 __all__ = ["StubTop", "MAX_BEATS", "stub_copy", "stub_finish", "stub_fail", "stub_reference",
            "stub_design"]

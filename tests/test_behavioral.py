@@ -1,18 +1,22 @@
 """The behavioral model against independent numpy references.
 
-Streams are hand-assembled with ``isa_for(cfg).encode``; the references below are
-plain sequential loops over (p, q, k) written from reference section 3 and the
-lead's pins, independent of the model's vectorized datapath.
+Streams are hand-assembled with ``isa_for(cfg).encode``; GEMM and ALU results are
+checked against :mod:`vtakit.sim.reference`, the plain sequential loops over (p, q, k)
+written from reference section 3 and the lead's pins, independent of the model's
+vectorized datapath (tests/test_reference.py diffs the two on random instructions).
 """
 
 import numpy as np
 import pytest
 
-from vtakit.hw.interfaces import DEFAULT_TOKEN_DEPTH, ErrorCode, Module
+from vtakit.hw.interfaces import DEFAULT_TOKEN_DEPTH, ErrorCode, Unit
 from vtakit.hw.isa import AluOp, MemType, Opcode, insns_to_bytes, isa_for
-from vtakit.main import main
+from vtakit.cli.main import main
 from vtakit.sim import DeviceError, DramImage, RunRecord, open_device
-from vtakit.sim.behavioral import BehavioralDevice, ModelError
+from vtakit.sim import reference
+from vtakit.sim.behavioral import BehavioralDevice
+from vtakit.sim.datapath import Counters, SRAMs
+from vtakit.runtime.device import DeviceFault
 
 PRESETS = ["default", "4x8", "tiny"]
 
@@ -98,48 +102,31 @@ def wrap32(x):
     return ((np.asarray(x, np.int64) + (1 << 31)) % (1 << 32)) - (1 << 31)
 
 
-def ref_gemm(srams, uops, f):
-    """Sequential GEMM of reference 3.4 on int64 copies; returns (acc, out)."""
-    acc, out = srams["acc"].astype(np.int64), srams["out"].copy()
-    for p in range(f["iter_out"]):
-        for q in range(f["iter_in"]):
-            for k in range(f["uop_bgn"], f["uop_end"]):
-                d, s, w = uops[k]
-                a = d + p * f["dst_factor_out"] + q * f["dst_factor_in"]
-                if f["reset"]:
-                    acc[a] = 0
-                    continue
-                x = s + p * f["src_factor_out"] + q * f["src_factor_in"]
-                w = w + p * f["wgt_factor_out"] + q * f["wgt_factor_in"]
-                prod = srams["inp"][x].astype(np.int64) @ srams["wgt"][w].astype(np.int64).T
-                acc[a] = wrap32(acc[a] + prod)
-                out[a] = acc[a].astype(np.int8)
-    return acc, out
+def _spec(prog, before, uops, opcode, fields):
+    """Run one instruction through the sequential spec (vtakit.sim.reference) on copies of
+    the SRAMs ``before`` holds; returns (acc, out)."""
+    srams = SRAMs(prog.dev.config)
+    for name in ("inp", "wgt", "acc", "out"):
+        getattr(srams, name)[:] = before[name]
+    srams.uop[:len(uops)] = [0 if u is None else prog.isa.encode_uop(*u) for u in uops]
+    reference.execute(srams, prog.isa.decode(prog.isa.encode(opcode, **fields)), None,
+                      Counters())
+    return srams.acc, srams.out
 
 
-def ref_alu_op(op, a, b):
-    if op == AluOp.MIN:
-        return np.minimum(a, b)
-    if op == AluOp.MAX:
-        return np.maximum(a, b)
-    if op == AluOp.ADD:
-        return wrap32(a + b)
-    return a >> b if b >= 0 else wrap32(a << -b)
+def ref_gemm(prog, before, uops, f):
+    """Sequential GEMM of reference 3.4; returns (acc, out)."""
+    f = dict(f)
+    f["reset_reg"] = f.pop("reset")
+    return _spec(prog, before, uops, Opcode.GEMM, f)
 
 
-def ref_alu(srams, uops, f):
-    """Sequential ALU of reference 3.5 on int64 copies; returns (acc, out)."""
-    acc, out = srams["acc"].astype(np.int64), srams["out"].copy()
-    for p in range(f["iter_out"]):
-        for q in range(f["iter_in"]):
-            for k in range(f["uop_bgn"], f["uop_end"]):
-                d, s = uops[k][:2]
-                a = d + p * f["dst_factor_out"] + q * f["dst_factor_in"]
-                s = s + p * f["src_factor_out"] + q * f["src_factor_in"]
-                b = f["imm"] if f["use_imm"] else acc[s].copy()
-                acc[a] = ref_alu_op(f["op"], acc[a], b)
-                out[a] = acc[a].astype(np.int8)
-    return acc, out
+def ref_alu(prog, before, uops, f):
+    """Sequential ALU of reference 3.5; returns (acc, out)."""
+    f = dict(f)
+    imm, use_imm = f.pop("imm"), int(f.pop("use_imm"))
+    f.update(alu_opcode=int(f.pop("op")), use_imm=use_imm, imm=imm if use_imm else 0)
+    return _spec(prog, before, uops, Opcode.ALU, f)
 
 
 def fill_srams(dev, rng, acc_range=(-2**31, 2**31 - 1)):
@@ -285,7 +272,7 @@ def test_gemm_two_loops_multi_uop(preset):
     f = dict(uop_bgn=0, uop_end=5, iter_out=3, iter_in=4, dst_factor_out=16, dst_factor_in=3,
              src_factor_out=20, src_factor_in=5, wgt_factor_out=1, wgt_factor_in=11, reset=0)
     stats = run_compute(prog, lambda: prog.gemm(0, 5, (3, 4), (16, 3), (20, 5), (1, 11)))
-    acc, out = ref_gemm(before, uops, f)
+    acc, out = ref_gemm(prog, before, uops, f)
     np.testing.assert_array_equal(prog.dev.srams.acc, acc)
     np.testing.assert_array_equal(prog.dev.srams.out, out)
     assert stats["gemm_counter"] == 60 and stats["alu_counter"] == 0
@@ -307,7 +294,7 @@ def test_gemm_random_aliasing(seed):
              dst_factor_out=fac[0], dst_factor_in=fac[1], src_factor_out=fac[2],
              src_factor_in=fac[3], wgt_factor_out=fac[4], wgt_factor_in=fac[5], reset=0)
     run_compute(prog, lambda: prog.gemm(10, 10 + n, it, fac[:2], fac[2:4], fac[4:]))
-    acc, out = ref_gemm(before, uops, f)
+    acc, out = ref_gemm(prog, before, uops, f)
     np.testing.assert_array_equal(prog.dev.srams.acc, acc)
     np.testing.assert_array_equal(prog.dev.srams.out, out)
 
@@ -325,7 +312,7 @@ def test_gemm_weight_grouping(preset, wgts):
     f = dict(uop_bgn=0, uop_end=4, iter_out=30, iter_in=7, dst_factor_out=7, dst_factor_in=1,
              src_factor_out=9, src_factor_in=1, wgt_factor_out=0, wgt_factor_in=0, reset=0)
     run_compute(prog, lambda: prog.gemm(0, 4, (30, 7), (7, 1), (9, 1)))
-    acc, out = ref_gemm(before, uops, f)
+    acc, out = ref_gemm(prog, before, uops, f)
     np.testing.assert_array_equal(prog.dev.srams.acc, acc)
     np.testing.assert_array_equal(prog.dev.srams.out, out)
 
@@ -400,7 +387,7 @@ def test_alu_ops(preset, op, imm):
              dst_factor_in=3, src_factor_out=1, src_factor_in=2, op=op,
              use_imm=imm is not None, imm=imm)
     stats = run_compute(prog, lambda: prog.alu(op, 0, 3, (2, 5), (17, 3), (1, 2), imm))
-    acc, out = ref_alu(before, uops, f)
+    acc, out = ref_alu(prog, before, uops, f)
     np.testing.assert_array_equal(prog.dev.srams.acc, acc)
     np.testing.assert_array_equal(prog.dev.srams.out, out)
     assert stats["alu_counter"] == 30
@@ -417,7 +404,7 @@ def test_alu_max_pool_reduction_is_sequential():
     prog.dev.srams.acc[100:116] = -2**31
     before["acc"][100:116] = -2**31
     stats = run_compute(prog, lambda: prog.alu(AluOp.MAX, 0, 9, (4, 4), (4, 1), (10, 1)))
-    acc, out = ref_alu(before, uops, dict(uop_bgn=0, uop_end=9, iter_out=4, iter_in=4,
+    acc, out = ref_alu(prog, before, uops, dict(uop_bgn=0, uop_end=9, iter_out=4, iter_in=4,
                                           dst_factor_out=4, dst_factor_in=1,
                                           src_factor_out=10, src_factor_in=1, op=AluOp.MAX,
                                           use_imm=False, imm=None))
@@ -447,7 +434,7 @@ def test_alu_random_chains(op, imm, seed):
              dst_factor_in=fac[1], src_factor_out=fac[2], src_factor_in=fac[3], op=op,
              use_imm=imm is not None, imm=imm)
     run_compute(prog, lambda: prog.alu(op, 0, n, it, fac[:2], fac[2:], imm))
-    acc, out = ref_alu(before, uops, f)
+    acc, out = ref_alu(prog, before, uops, f)
     np.testing.assert_array_equal(prog.dev.srams.acc, acc)
     np.testing.assert_array_equal(prog.dev.srams.out, out)
 
@@ -599,7 +586,7 @@ def test_instructions_after_finish_never_run():
 # ---------------------------------------------------------------- errors
 
 def expect_error(prog, pattern, code, module, index):
-    with pytest.raises(ModelError, match=pattern) as info:
+    with pytest.raises(DeviceFault, match=pattern) as info:
         prog.run()
     e = info.value
     assert (e.code, e.module, e.index) == (code, module, index)
@@ -615,7 +602,7 @@ def test_error_sram_out_of_range_load():
     expect_error(prog, r"^load module, instruction 0: SRAM_OUT_OF_RANGE: inp index 515 out of "
                        r"range \(depth 512\): LOAD INP of 4 rows x 4 elements covers "
                        r"inp\[500, 516\) \[LOAD",
-                 ErrorCode.SRAM_OUT_OF_RANGE, Module.LOAD, 0)
+                 ErrorCode.SRAM_OUT_OF_RANGE, Unit.LOAD, 0)
 
 
 def test_error_sram_out_of_range_store_and_uop():
@@ -624,12 +611,12 @@ def test_error_sram_out_of_range_store_and_uop():
     prog.finish(pop_next_dep=1)
     expect_error(prog, r"^store module, instruction 0: SRAM_OUT_OF_RANGE: out index 512 out of "
                        r"range \(depth 512\): STORE of 1 rows x 3 elements covers out\[510, 513\)",
-                 ErrorCode.SRAM_OUT_OF_RANGE, Module.STORE, 0)
+                 ErrorCode.SRAM_OUT_OF_RANGE, Unit.STORE, 0)
     prog = Prog("tiny")                       # uop depth 1024
     prog.uops([(0, 0, 0)] * 2, sram=1023)
     prog.finish()
     expect_error(prog, r"^compute module, instruction 0: SRAM_OUT_OF_RANGE: uop index 1024 out "
-                       r"of range \(depth 1024\)", ErrorCode.SRAM_OUT_OF_RANGE, Module.COMPUTE, 0)
+                       r"of range \(depth 1024\)", ErrorCode.SRAM_OUT_OF_RANGE, Unit.COMPUTE, 0)
 
 
 @pytest.mark.parametrize("field,uop,pattern", [
@@ -646,7 +633,7 @@ def test_error_gemm_index(field, uop, pattern):
     prog.gemm(0, 2, (2, 1), (12, 0), (6, 0), (6, 0))
     prog.finish()
     expect_error(prog, r"^compute module, instruction 0: SRAM_OUT_OF_RANGE: " + pattern,
-                 ErrorCode.SRAM_OUT_OF_RANGE, Module.COMPUTE, 0)
+                 ErrorCode.SRAM_OUT_OF_RANGE, Unit.COMPUTE, 0)
 
 
 def test_error_gemm_reset_checks_only_dst():
@@ -657,7 +644,7 @@ def test_error_gemm_reset_checks_only_dst():
     prog.finish()
     expect_error(prog, r"^compute module, instruction 1: SRAM_OUT_OF_RANGE: acc index 512 out "
                        r"of range \(depth 512\) at iteration p=0 q=2 uop 0 \(dst_idx\)",
-                 ErrorCode.SRAM_OUT_OF_RANGE, Module.COMPUTE, 1)
+                 ErrorCode.SRAM_OUT_OF_RANGE, Unit.COMPUTE, 1)
 
 
 def test_error_alu_src_index_only_for_tensor():
@@ -668,7 +655,7 @@ def test_error_alu_src_index_only_for_tensor():
     prog.finish()
     expect_error(prog, r"^compute module, instruction 1: SRAM_OUT_OF_RANGE: acc index 512 out "
                        r"of range \(depth 512\) at iteration p=0 q=1 uop 0 \(src_idx\)",
-                 ErrorCode.SRAM_OUT_OF_RANGE, Module.COMPUTE, 1)
+                 ErrorCode.SRAM_OUT_OF_RANGE, Unit.COMPUTE, 1)
 
 
 def test_error_dram_out_of_range():
@@ -676,16 +663,16 @@ def test_error_dram_out_of_range():
     prog.emit(Opcode.LOAD, memory_type=MemType.WGT, dram_base=1 << 20, x_size=2,
               y_size=1, x_stride=2)
     prog.finish()
-    expect_error(prog, r"^load module, instruction 0: DRAM_OUT_OF_RANGE: LOAD reads DRAM bytes "
+    expect_error(prog, r"^load module, instruction 0: DRAM_IMAGE: LOAD reads DRAM bytes "
                        r"\[0x4000000, 0x4000080\) outside the image \[0, 0x2000\) \[LOAD",
-                 "DRAM_OUT_OF_RANGE", Module.LOAD, 0)
+                 ErrorCode.DRAM_IMAGE, Unit.LOAD, 0)
     prog = Prog("tiny")
     prog.store(0, 0, 1, 2, stride=2**16 - 1, push_prev_dep=1)
     prog.finish(pop_next_dep=1)
-    expect_error(prog, r"^store module, instruction 0: DRAM_OUT_OF_RANGE: STORE writes DRAM bytes",
-                 "DRAM_OUT_OF_RANGE", Module.STORE, 0)
+    expect_error(prog, r"^store module, instruction 0: DRAM_IMAGE: STORE writes DRAM bytes",
+                 ErrorCode.DRAM_IMAGE, Unit.STORE, 0)
     prog = Prog("tiny")
-    with pytest.raises(ModelError, match=r"^fetch module: DRAM_OUT_OF_RANGE: 3 instructions at "
+    with pytest.raises(DeviceFault, match=r"^fetch module: DRAM_IMAGE: 3 instructions at "
                                          r"0x1000 end at 0x1030, outside the image "
                                          r"\[0, 0x1000\)$"):
         prog.dev.run(0x1000, 3)
@@ -696,13 +683,13 @@ def test_error_illegal_opcode():
     prog.finish()
     word = 6 | (1 << 70)
     prog.insns.insert(0, word)
-    with pytest.raises(ModelError, match=r"^fetch module, instruction 0: ILLEGAL_OPCODE: opcode 6 "
+    with pytest.raises(DeviceFault, match=r"^fetch module, instruction 0: ILLEGAL_OPCODE: opcode 6 "
                                          r"is illegal; legal opcodes are LOAD=0, STORE=1, GEMM=2, "
                                          rf"FINISH=3, ALU=4 \[ILLEGAL opcode=6 word=0x{word:032x}"
                                          r"\]$") as info:
         prog.run()
     assert (info.value.code, info.value.module, info.value.index) == (
-        ErrorCode.ILLEGAL_OPCODE, Module.FETCH, 0)
+        ErrorCode.ILLEGAL_OPCODE, Unit.FETCH, 0)
 
 
 @pytest.mark.parametrize("mem", [4, 5, 6, 7])
@@ -713,7 +700,7 @@ def test_error_illegal_load_memory_type(mem):
     expect_error(prog, rf"^compute module, instruction 0: ILLEGAL_MEMORY_TYPE: LOAD memory_type "
                        rf"{mem}( \(OUT\))? is illegal; a LOAD with x_size > 0 moves UOP \(0\), "
                        r"WGT \(1\), INP \(2\) or ACC \(3\)",
-                 ErrorCode.ILLEGAL_MEMORY_TYPE, Module.COMPUTE, 0)
+                 ErrorCode.ILLEGAL_MEMORY_TYPE, Unit.COMPUTE, 0)
 
 
 def test_error_store_memory_type_and_pads():
@@ -722,12 +709,12 @@ def test_error_store_memory_type_and_pads():
     prog.finish(pop_next_dep=1)
     expect_error(prog, r"^store module, instruction 0: ILLEGAL_MEMORY_TYPE: STORE memory_type 3 "
                        r"is illegal; a STORE with x_size > 0 must read OUT \(4\)",
-                 ErrorCode.ILLEGAL_MEMORY_TYPE, Module.STORE, 0)
+                 ErrorCode.ILLEGAL_MEMORY_TYPE, Unit.STORE, 0)
     prog = Prog("tiny")
     prog.store(0, prog.dev.alloc(64), 1, x_pad_1=2, push_prev_dep=1)
     prog.finish(pop_next_dep=1)
     expect_error(prog, r"^store module, instruction 0: ILLEGAL_FIELD: STORE pads must be 0, got "
-                       r"y=0,0 x=0,2", ErrorCode.ILLEGAL_FIELD, Module.STORE, 0)
+                       r"y=0,0 x=0,2", ErrorCode.ILLEGAL_FIELD, Unit.STORE, 0)
 
 
 @pytest.mark.parametrize("kwargs,pattern", [
@@ -741,7 +728,7 @@ def test_error_uop_load_shape(kwargs, pattern):
     prog.finish()
     expect_error(prog, r"^compute module, instruction 0: ILLEGAL_FIELD: LOAD UOP needs y_size=1 "
                        r"and all pads 0, got " + pattern,
-                 ErrorCode.ILLEGAL_FIELD, Module.COMPUTE, 0)
+                 ErrorCode.ILLEGAL_FIELD, Unit.COMPUTE, 0)
 
 
 @pytest.mark.parametrize("emit,pattern", [
@@ -761,7 +748,7 @@ def test_error_illegal_fields(emit, pattern):
     emit(prog)
     prog.finish()
     expect_error(prog, r"^compute module, instruction 0: ILLEGAL_FIELD: " + pattern,
-                 ErrorCode.ILLEGAL_FIELD, Module.COMPUTE, 0)
+                 ErrorCode.ILLEGAL_FIELD, Unit.COMPUTE, 0)
 
 
 @pytest.mark.parametrize("emit,module,pattern", [
@@ -778,13 +765,13 @@ def test_error_dep_flag_without_neighbour(emit, module, pattern):
     emit(prog)
     prog.finish(pop_next_dep=int(module == "store"))
     expect_error(prog, rf"^{module} module, instruction 0: ILLEGAL_FIELD: " + pattern,
-                 ErrorCode.ILLEGAL_FIELD, Module[module.upper()], 0)
+                 ErrorCode.ILLEGAL_FIELD, Unit[module.upper()], 0)
 
 
 def test_error_no_finish():
     prog = Prog("tiny")
     prog.load(MemType.INP, 0, 0, 0)
-    with pytest.raises(ModelError, match=r"^fetch module: the stream of 1 instructions at 0x\w+ "
+    with pytest.raises(DeviceFault, match=r"^fetch module: the stream of 1 instructions at 0x\w+ "
                                          r"has no FINISH; a run ends only when compute executes "
                                          r"FINISH$"):
         prog.run()
@@ -800,7 +787,7 @@ def test_error_deadlock_report():
                            r"load waits to pop from g2l \(empty, 0/256 tokens\) at instruction 0 "
                            r"\[LOAD +INP +\[pop_next\].*\]; "
                            r"compute waits to pop from l2g \(empty, 0/256 tokens\) at instruction 1 "
-                           r"\[GEMM .*\]; store has no instructions left$", None, None, None)
+                           r"\[GEMM .*\]; store has no instructions left$", ErrorCode.DEADLOCK, None, None)
     assert "\n" not in str(e)
 
 
@@ -813,7 +800,7 @@ def test_error_token_overflow_deadlock():
     expect_error(prog, r"^deadlock: no module can proceed before FINISH: load waits to push into "
                        r"l2g \(full, 2/2 tokens\) at instruction 2 \[LOAD .*\]; compute waits to "
                        r"pop from s2g \(empty, 0/2 tokens\) at instruction 3 \[GEMM .*\]; "
-                       r"store has no instructions left$", ErrorCode.TOKEN_OVERFLOW, None, None)
+                       r"store has no instructions left$", ErrorCode.DEADLOCK, None, None)
 
 
 def non_causal(prog):
@@ -832,7 +819,7 @@ def test_error_command_queue_full_deadlock():
                        r"instruction 3 \[LOAD +UOP .*\] into the compute command queue \(full, "
                        r"2/2 commands\); load waits for its next instruction from fetch; compute "
                        r"waits to pop from l2g \(empty, 0/256 tokens\) at instruction 0 "
-                       r"\[GEMM .*\]; store has no instructions left$", None, None, None)
+                       r"\[GEMM .*\]; store has no instructions left$", ErrorCode.DEADLOCK, None, None)
 
 
 @pytest.mark.parametrize("cmd_depth", [None, 3, 64])

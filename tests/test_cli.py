@@ -7,8 +7,8 @@ import pytest
 
 from vtakit.hw.config import VTAConfig
 from vtakit.hw.isa import insns_to_bytes
-from vtakit.main import main
-from vtakit.sim.image import DramImage
+from vtakit.cli.main import main
+from vtakit.runtime.image import DramImage
 
 from test_isa import WORKED, hilo
 

@@ -14,11 +14,12 @@ import pytest
 
 from vtakit.hw.config import VTAConfig
 from vtakit.hw.isa import MemType, Opcode, insns_to_bytes, isa_for
-from vtakit.hw.spec import ErrorCode, Module
+from vtakit.hw.spec import ErrorCode, Unit
 from vtakit.runtime import DramRangeError, Runtime
 from vtakit.sim import Device, RunResult
-from vtakit.sim.behavioral import BehavioralDevice, ModelError
-from vtakit.sim.device import DeviceError
+from vtakit.sim.behavioral import BehavioralDevice
+from vtakit.runtime.device import DeviceFault
+from vtakit.runtime.device import DeviceError
 from vtakit.sim.pysim import PysimDevice
 
 TINY = VTAConfig.preset("tiny")
@@ -63,30 +64,30 @@ def _store_stream(insn):
 
 CASES = [
     # A truncating RTL would write the pattern buffer at A (2**32 + A wraps to A).
-    ("store-wraps-to-A", Module.STORE, MemType.OUT, _store_stream,
+    ("store-wraps-to-A", Unit.STORE, MemType.OUT, _store_stream,
      lambda a: store((TOP + a) // EB[MemType.OUT], 2)),
     # Rows 0, 1 below 2**32, row 2 starts exactly there (row address arithmetic).
-    ("store-last-row", Module.STORE, MemType.OUT, _store_stream,
+    ("store-last-row", Unit.STORE, MemType.OUT, _store_stream,
      lambda a: store(TOP // EB[MemType.OUT] - 100, 1, 3, 50)),
-    ("store-straddles", Module.STORE, MemType.OUT, _store_stream,
+    ("store-straddles", Unit.STORE, MemType.OUT, _store_stream,
      lambda a: store(TOP // EB[MemType.OUT] - 1, 2)),
-    ("inp-wraps-to-A", Module.LOAD, MemType.INP, _load_stream,
+    ("inp-wraps-to-A", Unit.LOAD, MemType.INP, _load_stream,
      lambda a: load(MemType.INP, (TOP + a) // EB[MemType.INP], 3, push_next_dep=1)),
-    ("inp-padded-last-row", Module.LOAD, MemType.INP, _load_stream,
+    ("inp-padded-last-row", Unit.LOAD, MemType.INP, _load_stream,
      lambda a: load(MemType.INP, TOP // EB[MemType.INP] - 7, 2, 2, 6, y_pad_0=1, x_pad_1=1,
                     push_next_dep=1)),
-    ("wgt-row-straddles", Module.LOAD, MemType.WGT, _load_stream,
+    ("wgt-row-straddles", Unit.LOAD, MemType.WGT, _load_stream,
      lambda a: load(MemType.WGT, TOP // EB[MemType.WGT] - 10, 2, 2, 9, push_next_dep=1)),
-    ("wgt-wraps-to-A", Module.LOAD, MemType.WGT, _load_stream,
+    ("wgt-wraps-to-A", Unit.LOAD, MemType.WGT, _load_stream,
      lambda a: load(MemType.WGT, (TOP + a) // EB[MemType.WGT], 1, push_next_dep=1)),
-    ("acc-wraps-to-A", Module.COMPUTE, MemType.ACC, _compute_stream,
+    ("acc-wraps-to-A", Unit.COMPUTE, MemType.ACC, _compute_stream,
      lambda a: load(MemType.ACC, (TOP + a) // EB[MemType.ACC], 2)),
-    ("acc-last-row", Module.COMPUTE, MemType.ACC, _compute_stream,
+    ("acc-last-row", Unit.COMPUTE, MemType.ACC, _compute_stream,
      lambda a: load(MemType.ACC, TOP // EB[MemType.ACC] - 4, 1, 3, 2)),
     # Micro-ops: 4-byte elements, not bus aligned, the last one straddles 2**32.
-    ("uop-straddles", Module.COMPUTE, MemType.UOP, _compute_stream,
+    ("uop-straddles", Unit.COMPUTE, MemType.UOP, _compute_stream,
      lambda a: load(MemType.UOP, TOP // EB[MemType.UOP] - 2, 3)),
-    ("uop-wraps-to-A", Module.COMPUTE, MemType.UOP, _compute_stream,
+    ("uop-wraps-to-A", Unit.COMPUTE, MemType.UOP, _compute_stream,
      lambda a: load(MemType.UOP, (TOP + a) // EB[MemType.UOP] + 1, 5)),
 ]
 
@@ -137,7 +138,7 @@ def test_fault_matches_model(pysim, name, module, mt, make_stream, make_insn):
     # The behavioral model: ErrorCode.DRAM_OUT_OF_RANGE, the module and index.
     model, words, addr = _run_case(BehavioralDevice("tiny"), make_stream, make_insn)
     e = _fault(model, words, addr, mt)
-    assert isinstance(e, ModelError)
+    assert isinstance(e, DeviceFault)
     assert (e.code, e.module, e.index) == (ErrorCode.DRAM_OUT_OF_RANGE, module, 1)
     assert re.match(rf"^{module.name.lower()} module, instruction 1: DRAM_OUT_OF_RANGE: "
                     r"(LOAD reads|STORE writes) DRAM bytes \[0x[0-9a-f]+, 0x1[0-9a-f]{8}\) pass "
@@ -161,12 +162,12 @@ def _program(dev, words):
 
 BOUNDARY = [
     # Last byte exactly 2**32 - 1: not a hardware fault; past these small images.
-    ("store", Module.STORE, _store_stream, store(TOP // EB[MemType.OUT] - 2, 2), "write"),
-    ("inp", Module.LOAD, _load_stream,
+    ("store", Unit.STORE, _store_stream, store(TOP // EB[MemType.OUT] - 2, 2), "write"),
+    ("inp", Unit.LOAD, _load_stream,
      load(MemType.INP, TOP // EB[MemType.INP] - 5, 1, 3, 2, push_next_dep=1), "read"),
-    ("acc", Module.COMPUTE, _compute_stream, load(MemType.ACC, TOP // EB[MemType.ACC] - 1, 1),
+    ("acc", Unit.COMPUTE, _compute_stream, load(MemType.ACC, TOP // EB[MemType.ACC] - 1, 1),
      "read"),
-    ("uop", Module.COMPUTE, _compute_stream, load(MemType.UOP, TOP // EB[MemType.UOP] - 3, 3),
+    ("uop", Unit.COMPUTE, _compute_stream, load(MemType.UOP, TOP // EB[MemType.UOP] - 3, 3),
      "read"),
 ]
 
@@ -176,12 +177,12 @@ BOUNDARY = [
 def test_last_byte_below_2_32_is_no_address_fault(name, module, make_stream, insn, what):
     words = make_stream(insn)
     model = BehavioralDevice("tiny")
-    with pytest.raises(ModelError, match=r"^\w+ module, instruction 1: DRAM_OUT_OF_RANGE: "
+    with pytest.raises(DeviceFault, match=r"^\w+ module, instruction 1: DRAM_IMAGE: "
                        r"(LOAD reads|STORE writes) DRAM bytes \[0x[0-9a-f]+, 0x100000000\) "
                        r"outside the image") as info:
         model.run(*_program(model, words))
     assert (info.value.code, info.value.module, info.value.index) == \
-        ("DRAM_OUT_OF_RANGE", module, 1)
+        (ErrorCode.DRAM_IMAGE, module, 1)
     # The RTL issues the access (its DMA reaches the top of the address space),
     # which the harness refuses as outside its DRAM image. (A fresh device: after a
     # harness fault pysim does not reset the design's modules.)

@@ -1,4 +1,4 @@
-"""sim.dram (page allocator, bounds) and sim.image (.npz images and run records)."""
+"""runtime.dram (page allocator, bounds) and runtime.image (.npz images and run records)."""
 
 import json
 

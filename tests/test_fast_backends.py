@@ -25,7 +25,8 @@ from fast_stub import stub_copy, stub_design, stub_fail, stub_finish, stub_refer
 from vtakit.hw.config import load_config
 from vtakit.hw.isa import isa_for
 from vtakit.sim import rtl_build
-from vtakit.sim.device import DeviceError, open_device
+from vtakit.hw.spec import ErrorCode
+from vtakit.runtime.device import DeviceError, DeviceFault, open_device
 
 FAST = ("cxxrtl", "verilator")
 TINY = load_config("tiny")
@@ -236,12 +237,12 @@ def test_concurrent_builds_install_one_library(tmp_path):
 
 # ------------------------------------------------------------------- vtakit compare
 
-from vtakit.commands import compare as compare_cmd   # noqa: E402
-from vtakit.hw.interfaces import Module   # noqa: E402
+from vtakit.cli.commands import compare as compare_cmd   # noqa: E402
+from vtakit.hw.interfaces import Unit   # noqa: E402
 from vtakit.hw.isa import AluOp, MemType, Opcode   # noqa: E402
 from vtakit.sim.behavioral import BehavioralDevice   # noqa: E402
-from vtakit.sim.device import BACKENDS   # noqa: E402
-from vtakit.sim.image import DramImage   # noqa: E402
+from vtakit.runtime.device import BACKENDS   # noqa: E402
+from vtakit.runtime.image import DramImage   # noqa: E402
 
 
 def alu_store_image(config=TINY):
@@ -291,7 +292,7 @@ class PlantedDevice(BehavioralDevice):
 
 
 def test_compare_reports_the_planted_difference(tmp_path, monkeypatch, capsys):
-    from vtakit.main import main
+    from vtakit.cli.main import main
     image, out = alu_store_image()
     path = tmp_path / "img.npz"
     image.save(path)
@@ -324,7 +325,7 @@ def test_compare_reports_the_planted_difference(tmp_path, monkeypatch, capsys):
 
 
 def test_compare_equal_and_uncovered_region(tmp_path, monkeypatch, capsys):
-    from vtakit.main import main
+    from vtakit.cli.main import main
     image, out = alu_store_image()
     path = tmp_path / "img.npz"
     image.save(path)
@@ -350,7 +351,7 @@ def test_compare_equal_and_uncovered_region(tmp_path, monkeypatch, capsys):
 
 # --------------------------------------------------------------- the real VTA
 
-from fixture_util import assert_replay, load_fixtures   # noqa: E402
+from vtakit.testing.fixtures import assert_replay, load_fixtures   # noqa: E402
 
 PRESETS = ("tiny", "default", "4x8")
 #: Every (backend, preset) pair runs in CI. Cold builds on 2 busy cores: cxxrtl tiny 31 s,
@@ -420,7 +421,7 @@ def test_rtl_fault_is_reported_like_the_model(vta_device, backend):
     with pytest.raises(DeviceError) as model:
         BehavioralDevice(TINY).run_image(image)
     assert (model.value.module, model.value.index, model.value.code.name) == \
-        (Module.COMPUTE, 3, "ILLEGAL_FIELD")
+        (Unit.COMPUTE, 3, "ILLEGAL_FIELD")
     dev = vta_device(backend, "tiny")
     with pytest.raises(DeviceError, match=rf"^{backend} \(1x8_i8w8a32_12_12_14_14\): compute "
                                           rf"module, instruction 3: ILLEGAL_FIELD "
@@ -431,18 +432,29 @@ def test_rtl_fault_is_reported_like_the_model(vta_device, backend):
 
 
 @pytest.mark.parametrize("backend", FAST)
-def test_deadlock_times_out(vta_device, backend):
-    """A FINISH that pops a token nobody pushes never completes."""
+@pytest.mark.parametrize("stall", [0, 1000])
+def test_deadlock_times_out_or_stalls(vta_device, backend, stall):
+    """A FINISH that pops a token nobody pushes never completes: without the no-progress
+    watch (stall_cycles=0) the run times out at max_cycles; with it, it stops as a
+    deadlock after ``stall`` quiet cycles (rounded up to the watch's 256-cycle samples)."""
     isa = isa_for(TINY)
     dram = np.zeros(0x2000, np.uint8)
     dram[0x1000:0x1010] = np.frombuffer(isa.encode(Opcode.FINISH, pop_prev_dep=1)
                                         .to_bytes(16, "little"), np.uint8)
-    dev = vta_device(backend, "tiny", max_cycles=5000)
-    with pytest.raises(DeviceError, match=rf"^{backend} \(1x8_i8w8a32_12_12_14_14\): no FINISH "
-                                          r"after 5000 cycles \(max_cycles=5000\) running 1 "
-                                          r"instructions at 0x1000 \(gemm_counter=0, .*\); the "
-                                          r"program deadlocks or needs a larger max_cycles$"):
+    dev = vta_device(backend, "tiny", max_cycles=5000, stall_cycles=stall)
+    where = rf"^{backend} \(1x8_i8w8a32_12_12_14_14\): "
+    if stall:
+        match = (where + r"deadlock: no progress for 1000 cycles before FINISH running 1 "
+                 r"instructions at 0x1000 \(gemm_counter=0, .*; fetch idle, load idle, store "
+                 r"idle, load queue 0, compute queue 0, store queue 0, l2g tokens 0/256, .*\)$")
+    else:
+        match = (where + r"no FINISH after 5000 cycles \(max_cycles=5000\) running 1 "
+                 r"instructions at 0x1000 \(gemm_counter=0, .*\); the program deadlocks or "
+                 r"needs a larger max_cycles$")
+    with pytest.raises(DeviceFault, match=match) as info:
         dev.run_image(DramImage(dram, 0x1000, 1))
+    code = ErrorCode.DEADLOCK if stall else ErrorCode.TIMEOUT
+    assert (info.value.code, info.value.module, info.value.index) == (code, None, None)
     fx = next(f for f in load_fixtures("tiny") if f.name == "alu_add_imm")
     assert_replay(fx, dev)
 

@@ -16,7 +16,7 @@ import pytest
 from vtakit.hw.config import VTAConfig
 from vtakit.hw.isa import AluOp, MemType, Opcode, insns_to_bytes, isa_for
 from vtakit.sim import DeviceError, open_device
-from vtakit.sim.behavioral import ModelError
+from vtakit.runtime.device import DeviceFault
 
 CFG = VTAConfig.preset("tiny")
 ISA = isa_for(CFG)
@@ -178,7 +178,7 @@ def test_prefix_runs_on_the_model():
     body, _ = CASES["alu_imm_dst"]
     with open_device("behavioral", "tiny") as dev:
         rng = np.random.default_rng(1)
-        with pytest.raises(ModelError, match=r"^compute module, instruction 4: "
+        with pytest.raises(DeviceFault, match=r"^compute module, instruction 4: "
                            r"SRAM_OUT_OF_RANGE: acc index 512 out of range \(depth 512\) at "
                            r"iteration p=0 q=2 uop 0 \(dst_idx\) \["):
             _setup(dev, rng, body)

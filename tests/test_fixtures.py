@@ -7,8 +7,8 @@ import zlib
 import numpy as np
 import pytest
 
-from fixture_util import FIXTURE_DIR, assert_replay, first_difference, load_fixtures
-from programs import PROGRAMS
+from vtakit.testing.fixtures import FIXTURE_DIR, assert_replay, first_difference, load_fixtures
+from vtakit.testing.programs import PROGRAMS
 from vtakit.hw.isa import MemType, Opcode, isa_for
 from vtakit.sim import DeviceError, DramImage, open_device
 
@@ -29,7 +29,7 @@ def test_fixture_set_is_complete():
 @pytest.mark.parametrize("fx", FIXTURES, ids=IDS)
 def test_fixture_is_current(fx):
     """Building the program again gives the stored image bit for bit (otherwise the
-    runtime or programs.py changed: run tests/fixtures/generate.py)."""
+    runtime or vtakit.testing.programs changed: run tests/fixtures/generate.py)."""
     _, _, image = build(fx.name, fx.preset)
     assert (image.insn_addr, image.insn_count) == (fx.image.insn_addr, fx.image.insn_count)
     assert first_difference(image.dram, fx.image.dram) is None, \
@@ -37,8 +37,13 @@ def test_fixture_is_current(fx):
 
 
 @pytest.mark.parametrize("fx", FIXTURES, ids=IDS)
-def test_fixture_replays(fx):
-    assert_replay(fx, open_device("behavioral", fx.preset))
+def test_fixture_replays(fx, open_backend, request):
+    """On the ``--backend`` (default behavioral): ``pytest --backend verilator --config tiny
+    tests/test_fixtures.py -k replays`` replays the tiny fixtures on the Verilator RTL."""
+    config = request.config.getoption("--config")
+    if config is not None and config != fx.preset:
+        pytest.skip(f"--config {config}")
+    assert_replay(fx, open_backend(fx.preset))
 
 
 @pytest.mark.parametrize("fx", FIXTURES, ids=IDS)

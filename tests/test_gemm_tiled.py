@@ -9,7 +9,7 @@ load, compute and store run at the same time, which the FORCE_SERIAL stream does
 import numpy as np
 import pytest
 
-from programs import build_gemm_tiled, verify
+from vtakit.testing.programs import build_gemm_tiled, verify
 from vtakit.hw.isa import MemType, Opcode
 from vtakit.runtime import DebugFlag, Runtime
 from vtakit.sim import open_device

@@ -16,7 +16,7 @@ from vtakit.compiler.perfmodel import predict_stream, stream_traffic
 from vtakit.compiler.tiling import gemm_dims, uop_budget
 from vtakit.hw.config import VTAConfig
 from vtakit.hw.isa import MemType, Opcode
-from vtakit.runtime import Runtime, Stage, UopKernel
+from vtakit.runtime import Runtime, Unit, UopKernel
 from vtakit.sim import open_device
 
 CONFIGS = {name: VTAConfig.preset(name) for name in ("default", "4x8", "tiny")}
@@ -179,7 +179,7 @@ def test_stream_prediction_close_to_estimate():
 
 def test_predict_stream_reports_deadlock():
     rt = Runtime(open_device("behavioral", "tiny"))
-    rt.dep_pop(Stage.LOAD, Stage.COMPUTE)
+    rt.dep_pop(Unit.LOAD, Unit.COMPUTE)
     rt.push_gemm(UopKernel.gemm([(0, 0, 0)], reset=True))
     with pytest.raises(ValueError, match=r"^predict_stream: the stream deadlocks"):
         predict_stream(rt.instructions, rt.config)

@@ -292,3 +292,18 @@ def test_default_pipeline_on_resnet18_small():
     convs = [p for p in prims if "nn.conv2d" in op_names(p.body)]
     assert len(convs) == 20 and all(op_names(p.body).count("nn.conv2d") == 1 for p in convs)
     assert sum(op_names(p.body) == ["nn.conv2d", "add", "add", "nn.relu"] for p in convs) == 8
+
+
+def test_fuse_ops_puts_tuples_inside_concatenate():
+    x = nn.var("x", (1, 2, 4, 4))
+    w = nn.const(np.ones((2, 2, 1, 1), np.float32))
+    a, b = nn.relu(nn.conv2d(x, w)), nn.exp(x)
+    mod = nn.module(nn.relu(nn.concatenate([a, b], axis=1)))
+    out = roundtrip(FuseOps()(mod))
+    prims = [n for n in post_order(out["main"]) if type(n) is Function and n.is_primitive()]
+    concat = [p for p in prims if "concatenate" in op_names(p.body)]
+    assert len(concat) == 1
+    assert [type(p.type_annotation).__name__ for p in concat[0].params] == ["TensorType"] * 2
+    assert op_names(concat[0].body) == ["exp", "concatenate", "nn.relu"]
+    xv = np.random.default_rng(0).normal(size=(1, 2, 4, 4)).astype(np.float32)
+    assert np.array_equal(evaluate(out, xv), evaluate(mod, xv))

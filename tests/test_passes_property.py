@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from vtakit.compiler import nn
 from vtakit.compiler.ir import (Call, Constant, Function, GlobalVar, If, IRModule, Let, Op,
                                 Tuple, TupleGetItem, Var, astext, check_well_formed, evaluate,
-                                parse, post_order)
+                                TensorType, parse, post_order)
 from vtakit.compiler.passes import (DeadCodeElimination, EliminateCommonSubexpr, FoldConstant,
                                     FoldScaleAxis, FuseOps, InferType, InlinePrimitives,
                                     LambdaLift, PassContext, SimplifyInference, ToANormalForm,
@@ -38,7 +38,9 @@ def programs(draw, dtype):
     pool = [x, y]
     use_if = False
     lets = []
-    kinds = ["binary", "unary", "conv", "bias", "folded", "dup", "let", "if"]
+    kinds = ["binary", "unary", "conv", "bias", "folded", "dup", "let", "if", "closure",
+             "global"]
+    uses_global = False
     kinds += ["bn", "dropout", "scale"] if dtype == "float32" else ["shift", "requant"]
     for _ in range(draw(st.integers(1, 7))):
         kind = draw(st.sampled_from(kinds))
@@ -68,6 +70,13 @@ def programs(draw, dtype):
             use_if = True
             shared = nn.maximum(a, b)
             e = If(c, nn.add(shared, a), nn.subtract(shared, nn.relu(b)))
+        elif kind == "closure":  # a local function capturing a, called twice
+            p = Var("p", TensorType(SHAPE, dtype))
+            f = Function([p], nn.relu(nn.add(p, a)))
+            e = nn.add(Call(f, [b]), Call(f, [nn.negative(b)]))
+        elif kind == "global":  # a call of the global @helper
+            uses_global = True
+            e = Call(GlobalVar("helper"), [a])
         elif kind == "bn":
             e = nn.batch_norm(a, *(nn.const(rng.uniform(0.5, 1.5, C).astype(np.float32))
                                    for _ in range(4)))
@@ -91,7 +100,13 @@ def programs(draw, dtype):
     for v, val in reversed(lets):
         out = Let(v, val, out)
     params = [x, y] + ([c] if use_if else [])
-    return IRModule({"main": Function(params, out)}), use_if
+    funcs = {"main": Function(params, out)}
+    if uses_global:
+        h = Var("h", TensorType(SHAPE, dtype))
+        funcs["helper"] = Function([h], nn.add(nn.relu(h), _const(rng, (C, 1, 1), dtype)))
+    u = Var("u", TensorType(SHAPE, dtype))
+    funcs["unused"] = Function([u], nn.negative(u))  # RemoveUnusedFunctions drops it
+    return IRModule(funcs), use_if
 
 
 def _inputs(dtype, use_if, rng):
@@ -163,7 +178,7 @@ def _check(mod, use_if, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["int32", "float32"])
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_every_pass_preserves_results(dtype, data):
     mod, use_if = data.draw(programs(dtype))

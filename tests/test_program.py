@@ -17,7 +17,7 @@ from vtakit.hw.config import VTAConfig
 from vtakit.hw.isa import AluOp, IsaError, MemType, Opcode, isa_for
 from vtakit.runtime import (UOPS, BufferHandleError, DramRangeError, InvalidArgumentError,
                             Program, ProgramBuilder, ProgramFormatError, Relocation, Runtime,
-                            Stage, StreamStateError, UopKernel)
+                            Unit, StreamStateError, UopKernel)
 from vtakit.runtime.program import make_insn
 from vtakit.sim import Device, open_device
 
@@ -91,7 +91,7 @@ def test_one_representation():
     slots = {r.slot for r in program.relocations}
     assert slots == set(program.slots) | {UOPS}
     # the fence every operator ends with leaves the load stage's pop pending
-    assert program.pending_pops == ((int(Stage.LOAD), "pop_next_dep"),)
+    assert program.pending_pops == ((int(Unit.LOAD), "pop_next_dep"),)
 
 
 def test_make_insn_matches_the_isa():
@@ -370,15 +370,15 @@ def test_builder_carries_pending_pops_like_the_runtime(repeat_pop):
 
     def part1(q, a):
         q.load_2d(MemType.ACC, 0, a, 0, 16, 1, 16)
-        q.dep_pop(Stage.STORE, Stage.COMPUTE)      # pending at the program's end
-        q.dep_pop(Stage.LOAD, Stage.COMPUTE)
+        q.dep_pop(Unit.STORE, Unit.COMPUTE)      # pending at the program's end
+        q.dep_pop(Unit.LOAD, Unit.COMPUTE)
 
     def part2(q, o):
         if repeat_pop:
-            q.dep_pop(Stage.STORE, Stage.COMPUTE)
+            q.dep_pop(Unit.STORE, Unit.COMPUTE)
         q.push_alu(k)
-        q.dep_push(Stage.COMPUTE, Stage.STORE)
-        q.dep_pop(Stage.COMPUTE, Stage.STORE)
+        q.dep_push(Unit.COMPUTE, Unit.STORE)
+        q.dep_pop(Unit.COMPUTE, Unit.STORE)
         q.store_2d(0, o, 0, 16, 1, 16)
 
     direct = Runtime(open_device("behavioral", "default"))
@@ -387,8 +387,8 @@ def test_builder_carries_pending_pops_like_the_runtime(repeat_pop):
     a2, o2 = bound.alloc(16 * 64), bound.alloc(16 * 16)
     for rt in (direct, bound):                     # tokens for the pops
         for _ in range(1 + repeat_pop):
-            rt.dep_push(Stage.STORE, Stage.COMPUTE)
-        rt.dep_push(Stage.LOAD, Stage.COMPUTE)
+            rt.dep_push(Unit.STORE, Unit.COMPUTE)
+        rt.dep_push(Unit.LOAD, Unit.COMPUTE)
     part1(direct, a)
     part2(direct, o)
     programs = []

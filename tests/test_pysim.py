@@ -4,10 +4,10 @@ behavioral model's), and its options work: vcd, read latency, ``vtakit exec``.""
 import numpy as np
 import pytest
 
-from fixture_util import assert_replay, first_difference, load_fixtures
-from vtakit.main import main
+from vtakit.testing.fixtures import assert_replay, first_difference, load_fixtures
+from vtakit.cli.main import main
 from vtakit.sim import open_device
-from vtakit.sim.device import DeviceError
+from vtakit.runtime.device import DeviceError
 from vtakit.sim.pysim import PysimDevice
 
 # The tiled GEMM is ~53k cycles on tiny (~30 s on pysim) and longer on the bigger presets:
@@ -82,8 +82,8 @@ def test_bad_options():
 def _random_dma_program(rt, seed):
     """Random padded INP/WGT/ACC loads, GEMMs on them, copies to OUT and strided stores."""
     from vtakit.hw.isa import AluOp, MemType
-    from vtakit.runtime import Stage, UopKernel
-    L, C, S = Stage.LOAD, Stage.COMPUTE, Stage.STORE
+    from vtakit.runtime import Unit, UopKernel
+    L, C, S = Unit.LOAD, Unit.COMPUTE, Unit.STORE
     c = rt.config
     rng = np.random.default_rng(seed)
     src = rt.alloc(1 << 16)

@@ -12,9 +12,9 @@ import re
 import pytest
 
 from vtakit.hw.config import VTAConfig
-from vtakit.hw.interfaces import ErrorCode, Module
+from vtakit.hw.interfaces import ErrorCode, Unit
 from vtakit.hw.isa import MemType, Opcode, insns_to_bytes, isa_for
-from vtakit.sim.device import DeviceError, open_device
+from vtakit.runtime.device import DeviceError, open_device
 
 ISA = isa_for(VTAConfig.preset("tiny"))
 FINISH = ISA.encode(Opcode.FINISH)
@@ -91,7 +91,7 @@ def test_rtl_and_model_refuse_flags_without_neighbour(devices, words, module, in
                        rf"\[{disasm}\]$") as model:
         run(devices["behavioral"], words)
     assert (model.value.code, model.value.module, model.value.index) == \
-        (ErrorCode.ILLEGAL_FIELD, Module[module.upper()], index)
+        (ErrorCode.ILLEGAL_FIELD, Unit[module.upper()], index)
     with pytest.raises(DeviceError) as rtl:
         run(devices["pysim"], words)
     got = _PYSIM.match(str(rtl.value))

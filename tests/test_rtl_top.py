@@ -12,7 +12,7 @@ from vtakit.hw.config import VTAConfig
 from vtakit.hw.interfaces import Reg
 from vtakit.hw.top import VTA
 from vtakit.hw.isa import MemType, Opcode, insns_to_bytes, isa_for
-from vtakit.sim.device import DeviceError
+from vtakit.runtime.device import DeviceError
 from vtakit.sim.pysim import PysimDevice
 
 TINY = VTAConfig.preset("tiny")

@@ -9,11 +9,11 @@ import pytest
 
 from vtakit.hw.isa import AluOp, MemType, Opcode
 from vtakit.runtime import (BufferHandleError, DebugFlag, DramRangeError, InvalidArgumentError,
-                            KernelError, Runtime, SramRangeError, Stage, StageError,
+                            KernelError, Runtime, SramRangeError, Unit, StageError,
                             StreamStateError, UopKernel)
 from vtakit.sim import Device, RunResult, open_device
 
-L, C, S = Stage.LOAD, Stage.COMPUTE, Stage.STORE
+L, C, S = Unit.LOAD, Unit.COMPUTE, Unit.STORE
 
 
 class RecordingDevice(Device):
@@ -150,7 +150,7 @@ def test_stage_error_message(rt):
     with pytest.raises(StageError, match=r"^dep_push\(LOAD, STORE\): tokens only flow between "
                                          r"neighbouring stages"):
         rt.dep_push(L, S)
-    with pytest.raises(StageError, match=r"^dep_pop\(4, 2\): stages are Stage.LOAD=1"):
+    with pytest.raises(StageError, match=r"^dep_pop\(4, 2\): stages are Unit.LOAD=1"):
         rt.dep_pop(4, 2)
 
 
@@ -514,7 +514,7 @@ def test_auto_synchronize_result():
                                   "gemm_smt", "alu_add_tensor", "relu", "gemm_tiled"])
 @pytest.mark.parametrize("preset", ["default", "tiny"])
 def test_force_serial_same_results(name, preset):
-    from programs import PROGRAMS, verify
+    from vtakit.testing.programs import PROGRAMS, verify
     outputs = []
     for debug in (DebugFlag(0), DebugFlag.FORCE_SERIAL):
         rt = Runtime(open_device("behavioral", preset), debug=debug)

@@ -27,7 +27,13 @@ def _input(mod, seed):
 def test_compiled_model_equals_interpreter(name, tmp_path):
     records = []
     exe = vtakit.compile(DATA / f"{name}.tflite", config="default", report=records)
-    assert records and all(r.where in ("vta", "vta+host") for r in records)
+    layers = [r for r in records if r.kind in ("conv2d", "dense", "avg_pool2d", "max_pool2d")]
+    assert layers and all(r.where in ("vta", "vta+host") for r in layers)
+    assert all(r.kind.startswith(("qnn.", "nn.", "reshape", "transpose", "cast"))
+               for r in records if r.where == "host")
+    # every VTA layer's Program is in the kernel table (identical kernels shared)
+    assert 1 <= len(exe.kernels) <= len(layers)
+    assert all(name.startswith("vta_") for name, _ in exe.kernels)
     exe = vtakit.load(exe.save(tmp_path / "m.vtax"))
     mod = from_tflite(DATA / f"{name}.tflite")
     assert exe.input_names == [p.name_hint for p in mod["main"].params]
@@ -47,7 +53,8 @@ def test_cli_compile_report(tmp_path):
     lines = r.stdout.splitlines()
     assert lines[0].split()[:3] == ["#", "layer", "input"]
     assert sum(" conv2d " in ln for ln in lines) == 9
-    assert "11/11 layer(s) on VTA" in lines[-1] and out.exists()
+    assert "11 layer(s) on VTA" in lines[-1] and out.exists()
+    assert any(" host " in ln and "nn.softmax" in ln for ln in lines)
 
 
 def test_cli_compile_unknown_format(tmp_path):

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from vtakit.commands.verilog import generate_verilog
+from vtakit.hw.verilog import generate_verilog
 from vtakit.hw.config import VTAConfig
-from vtakit.main import main
+from vtakit.cli.main import main
 
 
 def _verilator():

@@ -1,4 +1,5 @@
-"""The VM on hand-built bytecode: recursion, tail jumps, closures, ADTs, hooks, overrides, errors."""
+"""The VM on hand-built bytecode: recursion, tail jumps, closures, ADTs, hooks, overrides,
+errors."""
 
 import math
 
@@ -139,7 +140,8 @@ def test_packed_error_names_the_primitive():
 
 def test_verifier_rejects_out_of_range_operands():
     with pytest.raises(BytecodeError, match=r"^function 'main': instruction 0 \(LOAD_CONST\): "
-                                            r"const constant 5 is out of range; there are 0 constants$"):
+                                            r"const constant 5 is out of range; there are 0 "
+                                            r"constants$"):
         Executable("default", [VMFunction("main", [], 2, [LoadConst(5, 0), Ret(0)])])
     with pytest.raises(BytecodeError, match=r"instruction 0 \(LOAD_CONSTI\): the last "
                                             r"instruction must be Ret"):
@@ -168,3 +170,21 @@ def test_vm_object_reuse_and_invoke_by_name():
                                           "main, lifted"):
             vm.invoke("nope")
         assert not vm.context.device_opened     # host-only: no simulator started
+
+
+def test_alloc_tensor_reg_takes_its_shape_from_a_register():
+    from vtakit.runtime.vm import AllocTensorReg
+    exe = Executable("default", [VMFunction("main", ["x"], 4, [
+        LoadConst(0, 1), AllocStorage(64, 64, 2), AllocTensorReg(2, 8, 1, "int32", 3),
+        InvokePacked(3, 1, (0, 0, 3)), Ret(3)])],
+        [np.array([2, 3], np.int64)], PRIMS)
+    out = exe.run([np.ones((2, 3), np.int32)])
+    assert out.shape == (2, 3) and out.dtype == np.int32 and (out == 2).all()
+
+
+def test_invoke_arity_is_verified():
+    from vtakit.runtime.vm import Invoke
+    with pytest.raises(BytecodeError, match=r"instruction 0 \(INVOKE\): function 1 takes 2 "
+                                            r"arguments, got 1"):
+        Executable("default", [VMFunction("main", ["x"], 2, [Invoke(1, (0,), 1), Ret(1)]),
+                               VMFunction("f", ["a", "b"], 2, [Ret(0)])])

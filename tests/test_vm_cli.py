@@ -5,7 +5,7 @@ from test_vm_compiler import small_cnn
 
 from vtakit.compiler.codegen import compile_vm
 from vtakit.compiler.ir import evaluate
-from vtakit.main import main
+from vtakit.cli.main import main
 
 
 def test_run_and_disasm(tmp_path, capsys):

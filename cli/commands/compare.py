@@ -6,11 +6,11 @@ STORE instruction whose DRAM range covers it (the last one in the stream, as
 that one wrote the byte last), the row and byte within that store, and a short
 hex window of the expected and actual bytes.
 
-A backend whose run faults (a :class:`~vtakit.sim.device.DeviceError`) is an
+A backend whose run faults (a :class:`~vtakit.runtime.device.DeviceFault`) is an
 outcome, not an error of the command: one backend faulting where the reference
 completes (or the other way round) is a difference, and so are two faults that
-differ in module, instruction index or error code (or, for faults without
-those, in message). The same fault on every backend is agreement.
+differ in error code, unit or instruction index (the fault's attributes; messages
+are never compared). The same fault on every backend is agreement.
 
 Exit status: 0 when all backends agree (all complete with equal DRAM, or all
 fault identically), 1 when any differs, 2 on an error (one line on stderr).
@@ -18,16 +18,16 @@ fault identically), 1 when any differs, 2 on an error (one line on stderr).
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..hw.config import VTAConfig, load_config
-from ..hw.isa import Opcode, bytes_to_words, isa_for
-from ..sim.device import DeviceError, open_device
-from ..sim.image import DramImage, RunRecord
+from ...hw.config import VTAConfig, load_config
+from ...hw.isa import Opcode, Unit, bytes_to_words, isa_for
+from ...hw.spec import INSN_BYTES
+from ...runtime.device import DeviceFault, open_device
+from ...runtime.image import DramImage, RunRecord
 from .exec import CONFIG_HELP, image_config
 
 __all__ = ["register", "run", "run_backends", "run_outcomes", "first_difference",
@@ -97,7 +97,7 @@ def run_outcomes(image: DramImage, config, backends, **options) -> dict:
             start = time.perf_counter()
             try:
                 outcome = dev.run_image(image)
-            except DeviceError as e:
+            except DeviceFault as e:
                 outcome = Fault.from_error(e)
             wall = time.perf_counter() - start
         outcome.stats = {**outcome.stats, "wall": wall}
@@ -105,17 +105,11 @@ def run_outcomes(image: DramImage, config, backends, **options) -> dict:
     return outcomes
 
 
-# "<where>: <module> module, instruction <i>: <CODE> [<disasm>]" (Device.rtl_fault_message).
-_RTL_FAULT = re.compile(r"^.*?: (?P<module>.+?) module, instruction (?P<index>\d+): "
-                        r"(?P<code>\S+(?: \d+)?) \[")
-# "<backend> (<config name>): " in front of every RTL backend's message.
-_WHERE = re.compile(r"^\S+ \([^)]*\): ")
-
-
 @dataclass
 class Fault:
-    """A run that faulted: its message and, when known, the module, instruction index
-    and error code (from ``ModelError`` attributes or an RTL fault message)."""
+    """A run that faulted: its message (for the report) and the fault's attributes
+    (error code name, unit name, instruction index; None where the backend does not
+    know them), which alone decide whether two faults are the same."""
 
     message: str
     module: str | None = None
@@ -124,28 +118,21 @@ class Fault:
     stats: dict = field(default_factory=dict)   # ``wall``, as on a RunRecord
 
     @classmethod
-    def from_error(cls, e: Exception) -> "Fault":
+    def from_error(cls, e: DeviceFault) -> "Fault":
         message = str(e).splitlines()[0] if str(e) else type(e).__name__
-        index = getattr(e, "index", None)
-        if index is not None:   # a ModelError
-            module, code = getattr(e, "module", None), getattr(e, "code", None)
-            return cls(message, None if module is None else module.name.lower(), int(index),
-                       None if code is None else getattr(code, "name", str(code)))
-        m = _RTL_FAULT.match(message)
-        if m:
-            return cls(message, m["module"], int(m["index"]), m["code"])
-        return cls(message)
+        code = getattr(e.code, "name", f"code {e.code}")
+        module = (None if e.module is None else str(e.module) if isinstance(e.module, Unit)
+                  else f"module {e.module}")
+        return cls(message, module, e.index, code)
 
     @property
     def key(self) -> tuple:
         """What two faults must share to be the same fault."""
-        if self.index is None:
-            return ("message", _WHERE.sub("", self.message))
-        return (self.module, self.index, self.code)
+        return (self.code, self.module, self.index)
 
     def summary(self) -> str:
         if self.index is None:
-            return _WHERE.sub("", self.message)
+            return self.code if self.module is None else f"{self.module} module: {self.code}"
         return f"{self.module} module, instruction {self.index}: {self.code}"
 
 
@@ -160,13 +147,10 @@ def compare_outcomes(ref: str, expected, name: str, actual) -> str | None:
         return head + f"{name} faults ({actual.summary()}), {ref} completes"
     if expected.key == actual.key:
         return None
-    if expected.index is not None and actual.index is not None:
-        fields = [label for label, a, b in (("module", expected.module, actual.module),
-                                            ("instruction", expected.index, actual.index),
-                                            ("code", expected.code, actual.code)) if a != b]
-        what = "different faults (" + ", ".join(fields) + ")"
-    else:
-        what = "different faults"
+    fields = [label for label, a, b in (("module", expected.module, actual.module),
+                                        ("instruction", expected.index, actual.index),
+                                        ("code", expected.code, actual.code)) if a != b]
+    what = "different faults (" + ", ".join(fields) + ")"
     width = max(len(ref), len(name))
     return "\n".join([head + what, f"  {ref:<{width}} {expected.summary()}",
                       f"  {name:<{width}} {actual.summary()}"])
@@ -180,7 +164,7 @@ def covering_store(image: DramImage, config: VTAConfig, addr: int):
     isa = isa_for(config)
     elem = config.out_elem_bytes
     found = None
-    for index, word in enumerate(bytes_to_words(image.instructions(), 16)):
+    for index, word in enumerate(bytes_to_words(image.instructions(), INSN_BYTES)):
         insn = isa.decode(word)
         if insn.opcode == Opcode.FINISH:
             break
@@ -225,7 +209,7 @@ def format_difference(d: Difference, image: DramImage) -> str:
                      f"it), row {row}, byte {offset} of the row")
         lines.append(f"  instruction {index}: {insn}")
     else:
-        end = image.insn_addr + 16 * image.insn_count
+        end = image.insn_addr + INSN_BYTES * image.insn_count
         where = ("the instruction stream" if image.insn_addr <= d.addr < end
                  else "no STORE's DRAM range")
         lines.append(f"  region: {where} (no STORE of the stream writes this byte)")

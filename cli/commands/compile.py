@@ -21,7 +21,7 @@ def register(sub):
 
 
 def run(args):
-    from ..compiler.build_model import compile_model, format_report
+    from ...compiler.build_model import compile_model, format_report
     records = []
     start = time.perf_counter()
     exe = compile_model(args.model, args.config, report=records)
@@ -30,5 +30,5 @@ def run(args):
     if args.report:
         print(format_report(records))
     on_vta = sum(r.where != "host" for r in records)
-    print(f"{args.model}: {on_vta}/{len(records)} layer(s) on VTA, compiled in {wall:.2f} s "
-          f"-> {path}")
+    print(f"{args.model}: {on_vta} layer(s) on VTA, {len(records) - on_vta} host "
+          f"primitive(s), compiled in {wall:.2f} s -> {path}")

@@ -2,7 +2,7 @@
 
 import json
 
-from ..hw.config import PRESETS, load_config
+from ...hw.config import PRESETS, load_config
 
 
 def register(sub):

@@ -2,10 +2,11 @@
 
 from pathlib import Path
 
-from ..hw.config import load_config
-from ..hw.isa import bytes_to_words, isa_for
-from ..sim.image import DramImage
-from ..runtime.executable import load as _load_vtax
+from ...hw.config import load_config
+from ...hw.isa import bytes_to_words, isa_for
+from ...hw.spec import INSN_BYTES
+from ...runtime.image import DramImage
+from ...runtime.executable import load as _load_vtax
 from .exec import image_config
 
 __all__ = ["register", "run"]
@@ -33,10 +34,10 @@ def run(args):
             data = path.read_bytes()
         except OSError as e:
             raise OSError(f"{path}: {e.strerror}") from None
-        if len(data) % 16:
+        if len(data) % INSN_BYTES:
             raise ValueError(f"{path}: {len(data)} bytes is not a whole number of "
                              "16-byte instructions")
         config = load_config(args.config or "default")
     isa = isa_for(config)
-    for line in isa.disasm(bytes_to_words(data, 16)):
+    for line in isa.disasm(bytes_to_words(data, INSN_BYTES)):
         print(line)

@@ -8,8 +8,8 @@ import importlib
 import inspect
 import time
 
-from ..sim.device import BACKENDS, open_device
-from ..sim.image import DramImage, ImageError
+from ...runtime.device import BACKENDS, open_device
+from ...runtime.image import DramImage, ImageError
 
 __all__ = ["register", "run", "parse_option", "image_config", "check_options", "CONFIG_HELP"]
 
@@ -62,7 +62,7 @@ def image_config(requested, image: DramImage, path):
 def check_options(backend: str, options: dict) -> None:
     """Raise ValueError naming the accepted options if ``options`` has a key the
     backend's device constructor does not take (unknown backends are left to
-    :func:`~vtakit.sim.device.open_device`, which names the known ones)."""
+    :func:`~vtakit.runtime.device.open_device`, which names the known ones)."""
     target = BACKENDS.get(backend)
     if target is None or not options:
         return

@@ -6,8 +6,8 @@ import time
 
 import numpy as np
 
-from ..runtime.executable import load, read_inputs
-from ..sim.image import npz_path
+from ...runtime.executable import load, read_inputs
+from ...runtime.image import npz_path
 
 __all__ = ["register", "run"]
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-
 from ...runtime.module import FACTORY_PREFIX
 from ...runtime.registry import get_global_func, register_func
 from ..ir import Call, Constant, Function, Let, Op, Tuple, TupleGetItem, Var

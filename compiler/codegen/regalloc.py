@@ -55,7 +55,8 @@ def plan_memory(code, arena_reg, new_reg):
     Returns
     -------
     (list, int, int)
-        The new code, the arena size and the unplanned total (bytes).
+        The new code, the arena size and the unplanned total (bytes: every tensor at
+        its own aligned address, no reuse).
     """
     defs, uses = {}, {}
     for pc, ins in enumerate(code):
@@ -73,7 +74,7 @@ def plan_memory(code, arena_reg, new_reg):
     for reg, pc in defs.items():
         ins = code[pc]
         nbytes = math.prod(ins[3]) * np.dtype(ins[4]).itemsize
-        naive += nbytes
+        naive += -(-nbytes // ALIGNMENT) * ALIGNMENT      # each at an aligned address
         us = uses.get(reg, [])
         if all(ok for _, ok in us):
             end = max((p for p, _ in us), default=pc)

@@ -28,7 +28,7 @@ from ...runtime.module import PrimitiveEntry
 from ...runtime.registry import register_func
 from ...runtime.vm.bytecode import (AllocADT, AllocClosure, AllocStorage, AllocTensor, GetField,
                                     Goto, If, Invoke, InvokeClosure, InvokePacked, LoadConst,
-                                    LoadConsti, Move, Opcode, Ret, VMFunction, _LAYOUT)
+                                    LoadConsti, Move, Opcode, Ret, VMFunction)
 from ..ir import (Call, Constant, Function, GlobalVar, IRModule, Let, Op, Tuple, TupleGetItem,
                   TupleType, TensorType, Var, free_vars, infer_types)
 from ..ir import If as IRIf

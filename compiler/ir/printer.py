@@ -160,6 +160,7 @@ class _Printer:
             return self.atom(e)
         if e in self.names:
             return self.names[e]
+        indent = self.indent_of(e)
         if type(e) is Let:
             return self.let_chain(e, indent, inline_ok)
         text = self.render(e, indent)
@@ -177,6 +178,7 @@ class _Printer:
         while type(e) is Let:
             chain.append(e)
             lines = self.lines[self.scope_of[e]]
+            indent = self.indent_of(e)
             var = self.var_name(e.var)
             ann = "" if e.var.type_annotation is None else f": {type_text(e.var.type_annotation)}"
             value = e.value
@@ -191,6 +193,10 @@ class _Printer:
         for let in chain:  # a let's value is its body's
             self.names[let] = result
         return result
+
+    def indent_of(self, e):
+        """The indentation of the lines of the scope ``e`` is bound in."""
+        return self.base_indent + "  " * self.scope_of[e].depth
 
     def sub_block(self, body, scope, indent):
         inner = self.block(body, scope, indent + "  ")
@@ -236,8 +242,10 @@ class _Printer:
         self.new_def()
         self.lines = {}
         if isinstance(f, Function):
+            self.base_indent = "  "
             root, self.scope_of, self.child_scopes, self.uses = place_nodes(f.body)
             return self.function_text(head, f, root, "")
+        self.base_indent = ""
         root, self.scope_of, self.child_scopes, self.uses = place_nodes(f)
         return "\n".join(self.block(f, root, ""))
 

@@ -25,29 +25,43 @@ its immediate post-dominator when every edge on the way is element-wise
 (a broadcast whose operand has the result's shape and dtype counts as
 element-wise) and every op on the way is at most ``BROADCAST``; ``ELEMWISE`` /
 ``BROADCAST`` ops join an injective or reduction post-dominator; ``INJECTIVE``
-ops join an injective post-dominator (second phase).  Values used by
-anything other than an operator call (tuples, lets, Ifs, function results)
-end a group.  Tuple-into-injective fusion (Relay's third phase) is not done.
+ops and tuples join an injective post-dominator (second phase), so
+``concatenate((%a, %b))`` takes tensors, not a tuple.  Values used by
+anything other than an operator call or a tuple (lets, Ifs, projections,
+function results) end a group; a tuple that joins no operator stays outside.
+A third phase lets injective operands of such a tuple join it (Relay's).
 """
 
 from __future__ import annotations
 
 from ..ir import infer_types
 from ..ir.analysis import children, post_order
-from ..ir.expr import Call, Constant, Function, Op, Var
+from ..ir.expr import Call, Constant, Function, Op, Tuple, Var
 from ..ir.op import OpPattern
 from .infra import function_pass
-from .rewrite import rebuild
+from .rewrite import not_primitive, rebuild
 
 __all__ = ["FuseOps", "fuse_function"]
 
-_EW, _BC, _INJ, _RED, _OEF, _OPQ = (OpPattern.ELEMWISE, OpPattern.BROADCAST,
-                                    OpPattern.INJECTIVE, OpPattern.COMM_REDUCE,
-                                    OpPattern.OUT_ELEMWISE_FUSABLE, OpPattern.OPAQUE)
+_EW, _BC, _INJ, _RED, _OEF, _TUP, _OPQ = (
+    OpPattern.ELEMWISE, OpPattern.BROADCAST, OpPattern.INJECTIVE, OpPattern.COMM_REDUCE,
+    OpPattern.OUT_ELEMWISE_FUSABLE, OpPattern.TUPLE, OpPattern.OPAQUE)
 
 
 def _is_op_call(n):
     return type(n) is Call and isinstance(n.op, Op)
+
+
+def _fusable(n):
+    return _is_op_call(n) or type(n) is Tuple
+
+
+def _pattern(n):
+    return n.op.pattern if type(n) is Call else _TUP
+
+
+def _operands(n):
+    return n.args if type(n) is Call else n.fields
 
 
 class _Group:
@@ -85,24 +99,30 @@ def _edge_pattern(consumer, arg):
 
 class _Partition:
     def __init__(self, body, fuse_opt_level):
-        self.nodes = post_order(body, descend=lambda n: type(n) is not Function)
-        self.ops = [n for n in self.nodes if _is_op_call(n)]
-        self.outputs = {n: [] for n in self.ops}   # op node -> [(consumer, pattern)]
-        self.extern = {body} if _is_op_call(body) else set()
+        # one graph through local (non-primitive) functions too: a value shared by a
+        # closure and its surroundings is computed once
+        self.nodes = post_order(body, descend=not_primitive)
+        self.ops = [n for n in self.nodes if _fusable(n)]
+        self.outputs = {n: [] for n in self.ops}   # node -> [(consumer, edge pattern)]
+        self.extern = {body} if _fusable(body) else set()
         for n in self.nodes:
             if type(n) is Function:
+                if not n.is_primitive() and n.body in self.outputs:
+                    self.extern.add(n.body)
                 continue
             for c in children(n):
                 if c not in self.outputs:
                     continue
                 if _is_op_call(n):
                     self.outputs[c].append((n, _edge_pattern(n, c)))
+                elif type(n) is Tuple:
+                    self.outputs[c].append((n, _INJ))
                 else:
                     self.extern.add(c)
-        self.groups = {n: _Group(n, n.op.pattern) for n in self.ops}
+        self.groups = {n: _Group(n, _pattern(n)) for n in self.ops}
         if fuse_opt_level >= 1:
             self.dom = self.post_dominators()
-            for phase in (0, 1):
+            for phase in (0, 1, 2):
                 self.run(phase)
 
     # ---- post-dominator tree
@@ -184,6 +204,13 @@ class _Partition:
             if d.parent is None:
                 continue
             sink = d.parent
+            if phase == 2:
+                # injective ops join a tuple that an injective consumer absorbed
+                own, root = self.groups[sink], self.groups[sink].find()
+                if g.pattern <= _INJ and own.pattern == _TUP and root.pattern <= _INJ and \
+                        self.check_path(n, sink, lambda k, s: k <= _INJ):
+                    self.commit(n, sink)
+                continue
             if g.pattern == _OEF:
                 if phase == 0 and d.pattern <= _EW and self.check_path(
                         n, sink, lambda k, is_sink: k <= _BC):
@@ -194,7 +221,7 @@ class _Partition:
                         return k <= _INJ or (is_sink and k in (_RED, _OEF))
                     if self.check_path(n, sink, fcond):
                         self.commit(n, sink)
-            elif g.pattern == _INJ and phase == 1:
+            elif g.pattern in (_INJ, _TUP) and phase == 1:
                 if d.pattern <= _INJ and self.check_path(n, sink, lambda k, s: k <= _INJ):
                     self.commit(n, sink)
 
@@ -207,13 +234,18 @@ def fuse_function(func: Function, fuse_opt_level=1) -> Function:
         members.setdefault(part.groups[n].find(), []).append(n)
     memo = {}
     for n in part.nodes:
-        if _is_op_call(n):
+        if _fusable(n):
             g = part.groups[n].find()
-            if g.root_node is n:
+            if g.root_node is not n:
+                continue  # computed inside its group's primitive function
+            if type(n) is Tuple:  # a tuple is never a kernel of its own
+                assert members[g] == [n], "a tuple group absorbed other nodes"
+                memo[n] = rebuild(n, memo)
+            else:
                 memo[n] = _make_group(n, members[g], memo)
         elif type(n) is Function:
             if not n.is_primitive():
-                memo[n] = fuse_function(n, fuse_opt_level)
+                memo[n] = rebuild(n, memo)
         else:
             memo[n] = rebuild(n, memo)
     body = memo.get(func.body, func.body)
@@ -227,7 +259,7 @@ def _make_group(root, nodes, memo):
     params, outer_args, param_of, clone = [], [], {}, {}
     for n in nodes:  # post-order: operands first
         args = []
-        for a in n.args:
+        for a in _operands(n):
             if a in inside:
                 args.append(clone[a])
             elif type(a) is Constant and a.data.ndim == 0:
@@ -239,7 +271,7 @@ def _make_group(root, nodes, memo):
                     params.append(p)
                     outer_args.append(memo.get(a, a))
                 args.append(param_of[a])
-        new = Call(n.op, args, n.attrs)
+        new = Call(n.op, args, n.attrs) if type(n) is Call else Tuple(args)
         new._set_type(n.checked_type)
         clone[n] = new
     fn = Function(params, clone[root], root.checked_type, {"Primitive": 1})

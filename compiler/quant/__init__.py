@@ -15,6 +15,8 @@ integer kernels themselves are plain numpy in :mod:`.fixed_point` and
 :mod:`.pool`, importable without the IR.
 """
 
+import numpy as np
+
 from . import fixed_point
 from .fixed_point import (multiply_by_quantized_multiplier, quantize_multiplier,
                           requantize_onnx, requantize_tflite, requantize_vta, vta_shift)
@@ -28,7 +30,6 @@ def activation_range(activation: str, scale: float, zero_point: int, dtype: str 
     """TFLite's ``CalculateActivationRangeQuantized``: the clip bounds of a fused
     activation (``"NONE"``, ``"RELU"``, ``"RELU6"``, ``"RELU_N1_TO_1"``) on an output
     with ``scale`` and ``zero_point``; ``round(v / scale)`` in float32, half away."""
-    import numpy as np
     info = np.iinfo(dtype)
     qmin, qmax = int(info.min), int(info.max)
 
@@ -48,5 +49,5 @@ def activation_range(activation: str, scale: float, zero_point: int, dtype: str 
 
 
 # Registers the qnn.* operators with the IR's op registry.
-from . import ops  # noqa: E402
+from . import ops  # noqa: E402,F401
 from .ops import QNN_OPS, ROUNDINGS  # noqa: E402

@@ -150,7 +150,7 @@ def requantize_onnx(x, scale, zero_point=0, axis=None) -> np.ndarray:
 
 
 def vta_shift(scale) -> int | None:
-    """``k`` when every element of ``scale`` is exactly ``2^-k`` with ``0 <= k <= 31``, else None."""
+    """``k`` when every element of ``scale`` is exactly ``2^-k`` (0 <= k <= 31), else None."""
     s = np.unique(np.asarray(scale, np.float64))
     if s.size != 1 or s[0] <= 0:
         return None

@@ -344,8 +344,9 @@ def format_instruction(ins, *, packed_names=None, func_names=None) -> str:
         Opcode.RET: lambda: f"ret {reg(a[0])}",
         Opcode.INVOKE: lambda: f"{reg(a[2])} = invoke {fname(a[0])}({regs(a[1])})",
         Opcode.INVOKE_CLOSURE: lambda: f"{reg(a[2])} = invoke_closure {reg(a[0])}({regs(a[1])})",
-        Opcode.INVOKE_PACKED: lambda: (f"invoke_packed {pname(a[0])} in({regs(a[2][:len(a[2]) - a[1]])})"
-                                       f" out({regs(a[2][len(a[2]) - a[1]:])})"),
+        Opcode.INVOKE_PACKED: lambda: (f"invoke_packed {pname(a[0])} "
+                                       f"in({regs(a[2][:len(a[2]) - a[1]])}) "
+                                       f"out({regs(a[2][len(a[2]) - a[1]:])})"),
         Opcode.ALLOC_TENSOR: lambda: (f"{reg(a[4])} = alloc_tensor {reg(a[0])}+{a[1]} "
                                       f"{a[3]}{list(a[2])}"),
         Opcode.ALLOC_TENSOR_REG: lambda: (f"{reg(a[4])} = alloc_tensor_reg {reg(a[0])}+{a[1]} "

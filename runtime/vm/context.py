@@ -45,7 +45,7 @@ class RuntimeContext:
     def device(self):
         """The device (opened on first access)."""
         if self._device is None:
-            from ...sim.device import open_device
+            from ..device import open_device
             self._device = open_device(self.backend, self.config, **self.device_options)
         return self._device
 

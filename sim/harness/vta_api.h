@@ -25,9 +25,11 @@ void vta_start(void *handle, uint8_t *dram, uint64_t dram_len, uint32_t insn_add
     static_cast<VtaHarness *>(handle)->start(dram, dram_len, insn_addr, insn_count);
 }
 
-// Simulate up to `budget` cycles of the run (returns a vta::Status).
-uint32_t vta_step(void *handle, uint64_t budget, uint64_t max_cycles, vta::RunOut *out) {
-    return static_cast<VtaHarness *>(handle)->step(budget, max_cycles, out);
+// Simulate up to `budget` cycles of the run (returns a vta::Status); stop after
+// `stall_cycles` cycles without progress (0: never).
+uint32_t vta_step(void *handle, uint64_t budget, uint64_t max_cycles, uint64_t stall_cycles,
+                  vta::RunOut *out) {
+    return static_cast<VtaHarness *>(handle)->step(budget, max_cycles, stall_cycles, out);
 }
 
 }  // extern "C"

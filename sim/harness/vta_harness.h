@@ -15,14 +15,27 @@
 //          handshake.
 // Inputs never depend combinationally on outputs in the same cycle, so one
 // settle per clock phase is enough.
+//
+// No-progress watch (a deadlock is reported as STALLED instead of running to
+// max_cycles): every SAMPLE_CYCLES cycles without DRAM traffic, the harness
+// reads the CSRs of VTA_WATCH_REGS (unit counters, micro-op count, unit state,
+// queue levels); a run in which neither DRAM traffic nor any of them changed for
+// `stall_cycles` cycles stops. A pending DRAM read or write burst counts as
+// progress, so a long read latency or burst is never taken for a deadlock.
+// Reading a CSR only changes the combinational read port, never the state, so
+// cycle counts are the same with and without the watch.
+//
+// The register offsets come from vtakit.hw.spec.Reg through -D flags
+// (vtakit.sim.rtl_build.harness_defines), not from this file.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 #include <deque>
 
-#ifndef VTA_BUS_BYTES
-#error "compile with -DVTA_BUS_BYTES=<DRAM bus width in bytes>"
+#if !defined(VTA_BUS_BYTES) || !defined(VTA_REG_CTRL) || !defined(VTA_REG_INSN_COUNT) || \
+    !defined(VTA_REG_INSN_ADDR) || !defined(VTA_WATCH_REGS)
+#error "compile with the -D flags of vtakit.sim.rtl_build.harness_defines"
 #endif
 
 namespace vta {
@@ -34,6 +47,7 @@ enum Status : uint32_t {
     DRAM_FAULT = 3,   // a DRAM access outside [0, dram_len)
     PROTOCOL = 4,     // an unaligned address or a zero-beat burst
     NOT_CONVERGED = 5,  // a fused edge needed more than one delta cycle (combinational feedback)
+    STALLED = 6,      // nothing moved for stall_cycles cycles: a deadlock
 };
 
 // Mirrored by ctypes in vtakit/sim/compiled_device.py: keep the layouts equal.
@@ -47,7 +61,11 @@ struct RunOut {
     uint32_t fault_beats;  // the request's beat count
 };
 
-enum Reg : uint32_t { CTRL = 0x00, INSN_COUNT = 0x08, INSN_ADDR = 0x0C };
+enum Reg : uint32_t { CTRL = VTA_REG_CTRL, INSN_COUNT = VTA_REG_INSN_COUNT,
+                      INSN_ADDR = VTA_REG_INSN_ADDR };
+static constexpr uint32_t WATCH_REGS[] = {VTA_WATCH_REGS};
+static constexpr unsigned NUM_WATCH = sizeof WATCH_REGS / sizeof WATCH_REGS[0];
+static constexpr uint64_t SAMPLE_CYCLES = 256;
 
 template <class Sim>
 class Harness {
@@ -67,19 +85,28 @@ public:
         wr_active_ = false;
         drive_idle();
         cycles_ = 0;
+        last_move_ = 0;
+        dram_moved_ = false;
+        for (unsigned i = 0; i < NUM_WATCH; i++)
+            watch_[i] = ~0u;   // the first sample always counts as a change
         csr_write(INSN_COUNT, insn_count);
         csr_write(INSN_ADDR, insn_addr);
         csr_write(CTRL, 1);
         needs_reset_ = true;  // cleared when the run ends cleanly
     }
 
-    // Simulate at most `budget` cycles; stop early at done or at `max_cycles`.
-    uint32_t step(uint64_t budget, uint64_t max_cycles, RunOut *out) {
+    // Simulate at most `budget` cycles; stop early at done, at `max_cycles`, or
+    // after `stall_cycles` cycles without progress (0: never).
+    uint32_t step(uint64_t budget, uint64_t max_cycles, uint64_t stall_cycles, RunOut *out) {
         uint32_t status = RUNNING;
         for (uint64_t n = 0; n < budget; n++) {
             if (cycles_ >= max_cycles) { status = TIMEOUT; break; }
             status = cycle(out);
             if (status != RUNNING) break;
+            if (stall_cycles && cycles_ % SAMPLE_CYCLES == 0 && stalled(stall_cycles)) {
+                status = STALLED;
+                break;
+            }
         }
         out->cycles = cycles_;
         out->status = status;
@@ -132,6 +159,23 @@ private:
         return sim_.csr_r_data();
     }
 
+    // The no-progress watch (see the top of this file).
+    bool stalled(uint64_t stall_cycles) {
+        bool moved = dram_moved_ || !reads_.empty() || wr_active_;
+        dram_moved_ = false;
+        if (!moved) {
+            for (unsigned i = 0; i < NUM_WATCH; i++) {
+                uint32_t v = csr_read(WATCH_REGS[i]);
+                moved |= v != watch_[i];
+                watch_[i] = v;
+            }
+            sim_.set_csr(CTRL, false, 0);
+        }
+        if (moved)
+            last_move_ = cycles_;
+        return cycles_ - last_move_ >= stall_cycles;
+    }
+
     uint32_t fault(RunOut *out, uint32_t status, uint64_t addr, uint32_t beats, bool write) {
         out->fault_addr = addr;
         out->fault_beats = beats;
@@ -175,6 +219,7 @@ private:
         bool rd_beat = rd_valid && sim_.rd_data_ready();
         bool wr_req = !wr_active_ && sim_.wr_req_valid();
         bool wr_beat = wr_active_ && sim_.wr_data_valid();
+        dram_moved_ |= rd_req | rd_beat | wr_req | wr_beat;
         uint64_t rd_payload = rd_req ? sim_.rd_req_payload() : 0;
         uint64_t wr_payload = wr_req ? sim_.wr_req_payload() : 0;
         if (wr_beat) {  // committed on the handshake: visible to reads from the next cycle
@@ -215,6 +260,9 @@ private:
     bool needs_reset_ = false;
     uint8_t *dram_ = nullptr;
     uint64_t dram_len_ = 0, cycles_ = 0;
+    uint64_t last_move_ = 0;       // the last sampled cycle at which something moved
+    bool dram_moved_ = false;      // DRAM traffic since the last sample
+    uint32_t watch_[NUM_WATCH];    // the watched CSRs at the last sample
     std::deque<Read> reads_;
     bool wr_active_ = false;
     uint64_t wr_addr_ = 0;

@@ -13,20 +13,16 @@ by hand.
 """
 
 import os
-import sys
 from collections import deque
-from pathlib import Path
 
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, RisingEdge, Timer
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from fixture_util import first_difference, fixture_path, _load  # noqa: E402
-
-from vtakit.hw.config import load_config  # noqa: E402
-from vtakit.hw.interfaces import Reg  # noqa: E402
+from vtakit.hw.config import load_config
+from vtakit.hw.interfaces import Reg
+from vtakit.testing.fixtures import _load, first_difference, fixture_path
 
 READ_LATENCY = 2
 MAX_CYCLES = 200_000

@@ -7,7 +7,7 @@ import numpy as np
 from ..types import TensorType, TupleType
 
 __all__ = ["tensor_arg", "broadcast_type", "pair", "padding4", "is_int", "is_float",
-           "dtype_or_empty", "norm_axis"]
+           "dtype_or_empty", "norm_axis", "tuple_of_tensors"]
 
 
 def tensor_arg(types, i, what="argument"):

@@ -1,6 +1,6 @@
 """Golden fixtures: programs built by the runtime, with the behavioral model's result.
 
-Each ``tests/fixtures/<name>__<preset>.npz`` holds a :class:`~vtakit.sim.DramImage`
+Each ``tests/fixtures/<name>__<preset>.npz`` holds a :class:`~vtakit.runtime.image.DramImage`
 (``dram``, ``insn_addr``, ``insn_count``: the whole device DRAM with the program,
 before the run), ``expected_dram`` (the behavioral model's final DRAM, same length)
 and ``preset``. Every fixture's output was checked against numpy when it was
@@ -8,24 +8,28 @@ generated (``tests/fixtures/generate.py``).
 
 Replay one on any backend::
 
-    from fixture_util import load_fixtures, assert_replay
+    from vtakit.testing import load_fixtures, assert_replay
     for fx in load_fixtures("tiny"):
         assert_replay(fx, open_device("verilator", fx.preset))
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from vtakit.sim import DramImage
+from vtakit.runtime.image import DramImage
 
 __all__ = ["Fixture", "FIXTURE_DIR", "load_fixtures", "fixture_path", "assert_replay",
            "first_difference"]
 
-FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures"
+#: The golden fixtures of a source checkout (``tests/fixtures``); an installed package
+#: has none unless ``$VTAKIT_FIXTURES`` names a directory of them.
+FIXTURE_DIR = Path(os.environ.get("VTAKIT_FIXTURES")
+                   or Path(__file__).resolve().parents[2] / "tests" / "fixtures")
 
 
 @dataclass
@@ -59,6 +63,9 @@ def _load(path: Path) -> Fixture:
 
 def load_fixtures(preset: str | None = None) -> list[Fixture]:
     """Every fixture (of one preset if given), sorted by name then preset."""
+    if not FIXTURE_DIR.is_dir():
+        raise FileNotFoundError(f"no golden fixtures at {FIXTURE_DIR}: they live in a source "
+                                "checkout's tests/fixtures (or set VTAKIT_FIXTURES)")
     paths = sorted(FIXTURE_DIR.glob("*__*.npz"))
     fixtures = [_load(p) for p in paths]
     return [f for f in fixtures if preset is None or f.preset == preset]

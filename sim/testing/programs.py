@@ -1,4 +1,4 @@
-"""Program builders shared by the instruction tests, the golden fixtures and the benchmark.
+"""Program builders shared by the instruction tests, the golden fixtures and the benchmarks.
 
 Each ``build_<name>(rt, rng, ...)`` queues one program on a
 :class:`~vtakit.runtime.Runtime` (without synchronizing) and returns a list of
@@ -19,7 +19,8 @@ from functools import partial
 import numpy as np
 
 from vtakit.hw.isa import AluOp, MemType
-from vtakit.runtime import Buffer, Stage, UopKernel
+from vtakit.hw.spec import Unit
+from vtakit.runtime import Buffer, UopKernel
 
 __all__ = ["Check", "verify", "PROGRAMS", "PAD_CASES", "ALU_CASES", "alu_reference",
            "pack_inp", "pack_wgt", "unpack_out", "gemm_reference", "gemm_tiles",
@@ -27,7 +28,7 @@ __all__ = ["Check", "verify", "PROGRAMS", "PAD_CASES", "ALU_CASES", "alu_referen
            "build_alu", "build_relu", "build_shift_and_scale", "build_gemm_tiled",
            "build_gemm_program", "pack_acc", "requant_ops"]
 
-L, C, S = Stage.LOAD, Stage.COMPUTE, Stage.STORE
+L, C, S = Unit.LOAD, Unit.COMPUTE, Unit.STORE
 
 
 @dataclass

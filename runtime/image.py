@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..hw.spec import INSN_BYTES
+
 __all__ = ["DramImage", "RunRecord", "ImageError", "npz_path"]
 
 
@@ -80,9 +82,9 @@ class DramImage:
 
     def __post_init__(self):
         self.dram = np.asarray(self.dram, dtype=np.uint8)
-        if self.insn_addr % 16:
-            raise ImageError(f"insn_addr 0x{self.insn_addr:x} is not 16-byte aligned")
-        if self.insn_count < 0 or self.insn_addr + 16 * self.insn_count > len(self.dram):
+        if self.insn_addr % INSN_BYTES:
+            raise ImageError(f"insn_addr 0x{self.insn_addr:x} is not {INSN_BYTES}-byte aligned")
+        if self.insn_count < 0 or self.insn_addr + INSN_BYTES * self.insn_count > len(self.dram):
             raise ImageError(f"{self.insn_count} instructions at 0x{self.insn_addr:x} run past "
                              f"the end of the {len(self.dram)}-byte image")
 
@@ -148,7 +150,7 @@ class DramImage:
         return config
 
     def instructions(self) -> bytes:
-        return self.dram[self.insn_addr:self.insn_addr + 16 * self.insn_count].tobytes()
+        return self.dram[self.insn_addr:self.insn_addr + INSN_BYTES * self.insn_count].tobytes()
 
 
 @dataclass

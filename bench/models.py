@@ -1,0 +1,101 @@
+"""The MLPerf Tiny int8 models (tests/data/mltk) compiled for VTA: a table per model.
+
+Columns: compile time (``vtakit.compile``), behavioral wall time of one inference
+through the VM, RTL cycles of the VTA layers (sum over layers, Verilator), GEMM
+utilization (MACs / (cycles x BATCH x BLOCK_IN x BLOCK_OUT)), DRAM traffic of the
+VTA layers (the device's load/store byte counters on the behavioral backend, the
+plans' predicted bytes on the RTL ones), peak DRAM of the executable,
+and how many fused layers run on VTA against the host primitives. Every run is
+checked bit for bit against the IR interpreter.
+
+Usage::
+
+    python bench/models.py [--backend verilator] [--config default] [--models a,b] [--json F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+import vtakit
+from vtakit.compiler.frontend import from_tflite
+from vtakit.compiler.ir import evaluate
+from vtakit.compiler.lower_vta import run_graph
+from vtakit.hw.config import load_config
+from vtakit.runtime import Runtime
+from vtakit.sim import open_device
+
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "mltk"
+MODELS = ["anomaly_detection", "keyword_spotting", "image_classification", "visual_wake_words"]
+
+
+def _input(mod):
+    t = mod["main"].params[0].type_annotation
+    rng = np.random.default_rng(0)
+    if t.dtype == "int8":
+        return rng.integers(-128, 128, t.shape).astype(np.int8)
+    return rng.uniform(-4, 4, t.shape).astype(np.float32)
+
+
+def measure(name, config, backend):
+    path = DATA / f"{name}.tflite"
+    t = time.perf_counter()
+    report = []
+    exe = vtakit.compile(path, config=config, report=report)
+    compile_s = time.perf_counter() - t
+    mod = from_tflite(path)
+    x = _input(mod)
+    ref = np.asarray(evaluate(mod, x))
+    exe.run([x])                                   # warm-up (tiling searches, device)
+    t = time.perf_counter()
+    out = exe.run_named([x])
+    wall = time.perf_counter() - t
+    assert np.array_equal(out[exe.output_names[0]], ref), f"{name}: VM != interpreter"
+    records = []
+    rt = Runtime(open_device(backend, config))
+    y = np.asarray(run_graph(mod, rt, x, records=records))
+    assert np.array_equal(y, ref), f"{name}: {backend} != interpreter"
+    cfg = load_config(config)
+    peak = cfg.batch * cfg.block_in * cfg.block_out
+    cycles = sum(r.cycles for r in records)
+    macs = sum(r.macs for r in records)
+    return {"model": name, "compile_s": compile_s, "behavioral_wall_s": wall,
+            "rtl_cycles": cycles, "macs": macs,
+            "gemm_utilization": macs / (cycles * peak) if cycles > 0 else None,
+            # measured counters where the backend has them (behavioral), else the
+            # plans' cost-model prediction (the RTL backends count no bytes)
+            "dram_bytes": sum(r.dram_bytes_run or r.dram_bytes for r in records),
+            "peak_dram_bytes": exe.peak_dram_bytes,
+            "vta_layers": sum(r.where != "host" for r in report),
+            "host_primitives": sum(r.where == "host" for r in report),
+            "host_requantize_s": sum(r.host_seconds for r in records)}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", default="verilator", help="RTL backend for the cycle column")
+    ap.add_argument("--config", default="default")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--json", metavar="FILE")
+    args = ap.parse_args(argv)
+    rows = [measure(m, args.config, args.backend) for m in args.models.split(",")]
+    print("| model | compile | behavioral wall | RTL cycles | GEMM util. | DRAM traffic | "
+          "peak VM arena | VTA layers + host primitives |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        util = "-" if r["gemm_utilization"] is None else f"{100 * r['gemm_utilization']:.1f}%"
+        cyc = "-" if r["rtl_cycles"] < 0 else f"{r['rtl_cycles']:,}"
+        print(f"| {r['model']} | {r['compile_s']:.2f} s | {r['behavioral_wall_s']:.2f} s | "
+              f"{cyc} | {util} | {r['dram_bytes'] / 1e6:.2f} MB | "
+              f"{r['peak_dram_bytes'] / 1e6:.2f} MB | {r['vta_layers']} + {r['host_primitives']} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
