@@ -1,0 +1,246 @@
+"""The digits demo (``vtakit demo``): a shipped ONNX CNN, quantized, compiled and run on VTA.
+
+Steps of :func:`run_demo`:
+
+1. load ``digits_cnn.onnx`` (:mod:`vtakit.compiler.models`) and scikit-learn's
+   ``load_digits`` split (offline: the data ships with scikit-learn);
+2. float accuracy of the model on the whole test split (reference interpreter);
+3. calibrate it to int8 with training images (:func:`~vtakit.compiler.quant.calibrate.calibrate`,
+   power-of-two scales, so every conv/dense/pool layer runs whole on VTA) and compile
+   it for the config (:func:`~vtakit.compiler.build_model.compile_model`);
+4. run the whole test split through the VM on the behavioral model (int8 accuracy);
+5. run the first ``count`` test images on an RTL backend (Verilator by default) and
+   compare its predictions with the behavioral ones, reading the cycles and the GEMM
+   counter of every kernel run (:class:`~vtakit.runtime.recorder.LayerRecorder`).
+
+Two GEMM figures are reported: *utilization*, the model's useful multiply-accumulates
+divided by ``cycles x BATCH x BLOCK_IN x BLOCK_OUT`` (as ``bench/models.py``), and
+*GEMM busy*, the GEMM micro-ops the core executed divided by the cycles (padding
+lanes and accumulator resets included).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["DemoResult", "run_demo", "format_demo", "model_macs", "rtl_build_cached",
+           "CALIBRATION_SAMPLES"]
+
+#: Training images used to calibrate the activation ranges.
+CALIBRATION_SAMPLES = 64
+
+
+@dataclass
+class DemoResult:
+    """What :func:`run_demo` measured (accuracies are fractions in [0, 1])."""
+
+    config: str
+    backend: str
+    n_test: int
+    float_accuracy: float
+    int8_accuracy: float
+    rtl_count: int
+    rtl_agree: int
+    rtl_int8_accuracy: float
+    cycles_per_image: float          # measured on ``backend``; -1 without a clock
+    predicted_cycles_per_image: float
+    gemm_utilization: float | None
+    gemm_busy: float | None
+    macs_per_image: int
+    vta_layers: int
+    host_layers: int
+    wall: dict = field(default_factory=dict)   # step -> seconds
+
+    @property
+    def accuracy_drop(self) -> float:
+        """Float minus int8 accuracy, in percentage points."""
+        return 100 * (self.float_accuracy - self.int8_accuracy)
+
+    @property
+    def ok(self) -> bool:
+        """The acceptance criteria: int8 within 1 point of float, and the RTL predictions
+        identical to the behavioral ones."""
+        return self.accuracy_drop <= 1.0 and self.rtl_agree == self.rtl_count
+
+
+def model_macs(mod) -> int:
+    """Multiply-accumulates of one run of ``mod``'s conv2d and dense calls."""
+    from .ir import Call, Op, infer_types
+    from .ir.analysis import post_order
+    mod = infer_types(mod)
+    total = 0
+    for fn in mod.functions.values():
+        for e in post_order(fn.body):
+            if isinstance(e, Call) and isinstance(e.op, Op) and \
+                    e.op.name in ("nn.conv2d", "nn.dense"):
+                w = e.args[1].checked_type.shape
+                total += int(np.prod(e.checked_type.shape)) * int(np.prod(w[1:]))
+    return total
+
+
+def rtl_build_cached(backend: str, config) -> bool:
+    """Whether the simulator library of a compiled RTL backend is already built (always
+    True for the behavioral and pysim backends, which build nothing)."""
+    from ..hw.config import load_config
+    from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
+    from ..sim.rtl_build import FAST_BACKENDS, build_key, cache_root, vta_design
+    if backend not in FAST_BACKENDS:
+        return True
+    cfg = load_config(config)
+    design = vta_design()
+    key, _ = build_key(backend, cfg, token_depth=DEFAULT_TOKEN_DEPTH,
+                       cmd_depth=DEFAULT_CMD_DEPTH, design=design)
+    dest = (cache_root() / backend /
+            f"{design.name}-{cfg.name}-t{DEFAULT_TOKEN_DEPTH}-c{DEFAULT_CMD_DEPTH}-{key[:16]}")
+    return (dest / "libvta.so").exists()
+
+
+def _bar(iterable, desc, progress):
+    from tqdm import tqdm
+    return tqdm(iterable, desc=desc, unit="img", file=sys.stderr, leave=False,
+                disable=not progress)
+
+
+def _predict(exe, images, device, desc, progress, recorder=None):
+    preds = np.empty(len(images), np.int64)
+    for i, x in enumerate(_bar(images, desc, progress)):
+        if recorder is not None:
+            recorder.start()
+        y = exe.run(x[None], device=device, hook=None if recorder is None else recorder.hook)
+        preds[i] = int(np.argmax(np.asarray(y)))
+    return preds
+
+
+def run_demo(config="default", backend: str = "verilator", count: int = 20, *,
+             test_limit: int | None = None, progress: bool = True, log=print) -> DemoResult:
+    """Run the digits demo; see the module docstring.
+
+    Parameters
+    ----------
+    config : str, path or VTAConfig
+        Hardware config to compile for.
+    backend : str
+        Backend of the subset run (``verilator``, ``cxxrtl``, ``pysim`` or ``behavioral``).
+    count : int
+        Number of test images run on ``backend`` (0 skips that run).
+    test_limit : int, optional
+        Run only the first images of the test split on the behavioral model (tests).
+    progress : bool
+        tqdm progress bars on stderr.
+    log : callable
+        Receives the progress messages (one line each).
+
+    Returns
+    -------
+    DemoResult
+    """
+    from ..hw.config import load_config
+    from ..runtime.device import open_device
+    from ..runtime.recorder import LayerRecorder
+    from .build_model import compile_model
+    from .frontend.onnx import from_onnx
+    from .ir import evaluate
+    from .models import digits_cnn_path, load_digits_split
+    from .quant.calibrate import calibrate
+
+    if count < 0:
+        raise ValueError(f"count={count}; the number of RTL images must be >= 0")
+    cfg = load_config(config)
+    wall = {}
+    t = time.perf_counter()
+    x_train, _, x_test, y_test = load_digits_split()
+    if test_limit is not None:
+        x_test, y_test = x_test[:test_limit], y_test[:test_limit]
+    count = min(count, len(x_test))
+    path = digits_cnn_path()
+    # The float model on the whole split at once (the importer takes the batch shape).
+    batch = from_onnx(path, shapes={"input": tuple(x_test.shape)})
+    float_pred = np.asarray(evaluate(batch, x_test)).argmax(axis=1)
+    wall["float"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    float_mod = from_onnx(path)
+    qmod = calibrate(float_mod, x_train[:CALIBRATION_SAMPLES, None])
+    report = []
+    exe = compile_model(qmod, cfg, report=report)
+    wall["compile"] = time.perf_counter() - t
+    vta_layers = sum(r.where != "host" for r in report)
+    log(f"compiled digits_cnn.onnx for {cfg.name}: {vta_layers} layer(s) on VTA, "
+        f"{len(report) - vta_layers} on the host ({wall['compile']:.2f} s)")
+
+    t = time.perf_counter()
+    with open_device("behavioral", cfg) as dev:
+        beh_pred = _predict(exe, x_test, dev, "behavioral", progress)
+    wall["behavioral"] = time.perf_counter() - t
+
+    rtl_pred = np.empty(0, np.int64)
+    cycles, gemm_ops = -1, 0
+    if count:
+        if not rtl_build_cached(backend, cfg):
+            log(f"building the {backend} simulator of {cfg.name} (first run only, about a "
+                "minute; later runs reuse ~/.cache/vtakit)")
+        t = time.perf_counter()
+        with open_device(backend, cfg) as dev:
+            wall["rtl_open"] = time.perf_counter() - t
+            t = time.perf_counter()
+            with LayerRecorder(dev, keep_outputs=False) as rec:
+                rtl_pred = _predict(exe, x_test[:count], dev, backend, progress, rec)
+                runs = rec.runs
+        wall["rtl"] = time.perf_counter() - t
+        if runs and all(r.cycles >= 0 for r in runs):
+            cycles = sum(r.cycles for r in runs)
+        gemm_ops = sum(int(r.stats.get("gemm_counter", 0)) for r in runs)
+
+    macs = model_macs(qmod)
+    peak = cfg.batch * cfg.block_in * cfg.block_out
+    per_image = cycles / count if cycles >= 0 and count else -1.0
+    return DemoResult(
+        config=cfg.name, backend=backend, n_test=len(x_test),
+        float_accuracy=float(np.mean(float_pred == y_test)),
+        int8_accuracy=float(np.mean(beh_pred == y_test)),
+        rtl_count=count, rtl_agree=int(np.sum(rtl_pred == beh_pred[:count])),
+        rtl_int8_accuracy=float(np.mean(rtl_pred == y_test[:count])) if count else float("nan"),
+        cycles_per_image=per_image,
+        predicted_cycles_per_image=float(sum(r.predicted_cycles for r in report)),
+        gemm_utilization=macs / (per_image * peak) if per_image > 0 else None,
+        gemm_busy=gemm_ops / cycles if cycles > 0 else None,
+        macs_per_image=macs, vta_layers=vta_layers, host_layers=len(report) - vta_layers,
+        wall=wall)
+
+
+def format_demo(r: DemoResult) -> str:
+    """The demo's summary table (plain text)."""
+    def pct(v):
+        return "n/a" if v is None else f"{100 * v:.1f}%"
+    lines = [
+        f"digits CNN (load_digits, {r.n_test} test images) on VTA config {r.config}",
+        f"  float accuracy (reference)      {pct(r.float_accuracy)}",
+        f"  VTA int8 accuracy (behavioral)  {pct(r.int8_accuracy)}  "
+        f"({abs(r.accuracy_drop):.1f} points {'below' if r.accuracy_drop >= 0 else 'above'} "
+        "float)",
+    ]
+    if r.rtl_count:
+        lines.append(f"  behavioral vs {r.backend}".ljust(34)
+                     + f"{r.rtl_agree}/{r.rtl_count} predictions identical")
+    cyc = ("n/a (no clock)" if r.cycles_per_image < 0 else f"{r.cycles_per_image:,.0f}")
+    lines += [
+        f"  cycles per image ({r.backend})".ljust(34)
+        + f"{cyc}  (predicted {r.predicted_cycles_per_image:,.0f})",
+        f"  GEMM utilization                {pct(r.gemm_utilization)}  "
+        f"({r.macs_per_image:,} MACs/image; GEMM busy {pct(r.gemm_busy)})",
+        f"  layers                          {r.vta_layers} on VTA, {r.host_layers} on the host",
+    ]
+    beh = r.wall.get("behavioral", 0.0)
+    w = (f"compile {r.wall.get('compile', 0):.2f} s, behavioral {beh:.1f} s "
+         f"({1e3 * beh / max(r.n_test, 1):.0f} ms/img)")
+    if "rtl" in r.wall:
+        w += (f", {r.backend} {r.wall['rtl']:.1f} s "
+              f"({1e3 * r.wall['rtl'] / max(r.rtl_count, 1):.0f} ms/img)")
+    lines.append(f"  wall time                       {w}")
+    lines.append("  result: " + ("OK (int8 within 1 point of float; RTL == behavioral)" if r.ok
+                                 else "FAILED acceptance (see above)"))
+    return "\n".join(lines)
