@@ -41,7 +41,10 @@ WINDOW = 16
 def register(sub):
     p = sub.add_parser("compare", help="run a DRAM image on several backends and compare the "
                                        "final DRAM byte for byte")
-    p.add_argument("image", help="DRAM image .npz (dram, insn_addr, insn_count)")
+    p.add_argument("image", help="DRAM image .npz (dram, insn_addr, insn_count), or a compiled "
+                                 "model .vtax (compared layer by layer)")
+    p.add_argument("--input", action="append", default=[], metavar="[NAME=]X.npy",
+                   help="with a .vtax: an input array, as for vtakit run; repeatable")
     p.add_argument("--config", metavar="NAME|FILE", help=CONFIG_HELP)
     p.add_argument("--backends", required=True, metavar="A,B[,...]",
                    help="two or more backends; the first is the reference "
@@ -226,6 +229,10 @@ def run(args):
         raise ValueError(f"--backends needs two or more backends, got {args.backends!r}")
     if len(set(backends)) != len(backends):
         raise ValueError(f"--backends names a backend twice: {args.backends!r}")
+    if str(args.image).endswith(".vtax"):
+        return _run_model(args, backends)
+    if args.input:
+        raise ValueError("--input is for a compiled model (.vtax), not a DRAM image")
     image = DramImage.load(args.image)
     config = image_config(args.config, image, args.image)
     options = {} if args.token_depth is None else {"token_depth": args.token_depth}
@@ -257,3 +264,16 @@ def run(args):
     if status == 0 and isinstance(outcomes[ref], Fault):
         print(f"all backends fault identically: {outcomes[ref].summary()}")
     return status
+
+
+def _run_model(args, backends):
+    # A .vtax: every layer's output compared (vtakit.runtime.layer_compare).
+    from pathlib import Path
+
+    from ...runtime.executable import load, read_inputs
+    from ...runtime.layer_compare import compare_layers, format_comparison
+    exe = load(args.image, config=args.config)
+    inputs = read_inputs(exe, args.input)
+    result = compare_layers(exe, inputs, backends, stem=Path(args.image).stem)
+    print(format_comparison(result))
+    return 0 if result.equal else 1

@@ -1,0 +1,91 @@
+"""``vtakit compare MODEL.vtax``: layer-by-layer comparison, a corrupted layer is named."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+
+from vtakit.cli.main import main  # noqa: E402
+from vtakit.runtime.device import open_device  # noqa: E402
+from vtakit.runtime.image import DramImage  # noqa: E402
+from vtakit.runtime.layer_compare import compare_layers, format_comparison  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    from vtakit.compiler.build_model import compile_model
+    from vtakit.compiler.frontend.onnx import from_onnx
+    from vtakit.compiler.models import digits_cnn_path, load_digits_split
+    from vtakit.compiler.quant.calibrate import calibrate
+    x_train, _, x_test, _ = load_digits_split()
+    exe = compile_model(calibrate(from_onnx(digits_cnn_path()), x_train[:16, None]), "default")
+    d = tmp_path_factory.mktemp("digits")
+    np.save(d / "x.npy", x_test[:1])
+    return exe, exe.save(d / "digits.vtax"), x_test[:1], d
+
+
+class _Corrupting:
+    """A behavioral device whose ``nth`` kernel run stores one wrong byte (one element
+    of that layer's output is off by one)."""
+
+    def __init__(self, nth):
+        self.dev = open_device("behavioral", "default")
+        self.nth, self.count = nth, 0
+        self.run = self.dev.run
+        self.dev.run = self._run
+
+    def _run(self, addr, n):
+        before = self.dev.dram.data.copy()
+        result = self.run(addr, n)
+        if self.count == self.nth:
+            changed = np.flatnonzero(self.dev.dram.data[:len(before)] != before)
+            self.dev.dram.data[changed[0]] += 1
+        self.count += 1
+        return result
+
+
+def test_equal_backends(digits):
+    exe, _, x, d = digits
+    c = compare_layers(exe, x, ["behavioral", "behavioral2"],
+                       devices={"behavioral2": open_device("behavioral", "default")},
+                       save_dir=d)
+    assert c.equal and len(c.layers["behavioral"]) == 10
+    assert "every layer's output is equal" in format_comparison(c)
+
+
+def test_corrupted_layer_is_named(digits):
+    exe, _, x, d = digits
+    bad = _Corrupting(2)        # the third VTA kernel run
+    c = compare_layers(exe, x, ["behavioral", "bad"], devices={"bad": bad.dev}, save_dir=d)
+    (div,) = c.divergences
+    vta = [layer.index for layer in c.layers["behavioral"] if layer.engine == "VTA"]
+    assert div.index == vta[2] and div.engine == "VTA"
+    assert div.name == c.layers["behavioral"][vta[2]].name
+    assert div.count == 1 and int(div.actual) == (int(div.expected) + 1 + 128) % 256 - 128
+    got = c.layers["bad"][div.index].output
+    assert got[div.element] == div.actual
+    # The saved image is that layer's kernel: replaying it reproduces the reference's run.
+    image = DramImage.load(div.image)
+    with open_device("behavioral", "default") as dev:
+        assert dev.run_image(image).dram.shape == image.dram.shape
+    text = format_comparison(c)
+    assert f"first diverging layer #{div.index} {div.name}" in text
+
+
+def test_cli_compare_vtax(digits, capsys, monkeypatch):
+    exe, path, x, d = digits
+    monkeypatch.chdir(d)
+    argv = ["compare", str(path), "--input", str(d / "x.npy"), "--backends"]
+    assert main(argv + ["behavioral,behavioral"]) == 2           # a backend twice
+    capsys.readouterr()
+    # "verilator" stands for a backend that corrupts the second kernel's output.
+    from vtakit.runtime import layer_compare
+    real = layer_compare.open_device
+    monkeypatch.setattr(layer_compare, "open_device",
+                        lambda name, cfg: _Corrupting(1).dev if name == "verilator"
+                        else real(name, cfg))
+    assert main(argv + ["behavioral,verilator"]) == 1
+    out = capsys.readouterr().out
+    assert "behavioral vs verilator: DIFFER: first diverging layer #" in out
+    saved = sorted(d.glob("digits.verilator.layer*.npz"))
+    assert len(saved) == 1 and str(saved[0].name) in out
