@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..hw.spec import INSN_BYTES
 from .image import DramImage
 
 __all__ = ["DeviceRun", "LayerRun", "LayerRecorder"]
@@ -32,6 +33,7 @@ class DeviceRun:
     stats: dict
     wall: float
     image: DramImage | None = None
+    insns: bytes | None = None       # the instruction stream (when the recorder keeps them)
 
 
 @dataclass
@@ -73,6 +75,8 @@ class LayerRecorder:
         instruction range), e.g. to replay a layer's kernel later.
     keep_outputs : bool
         Keep each layer's output (a copy made by the VM).
+    keep_streams : bool
+        Save the instruction bytes of every run (for a cycle prediction of the stream).
 
     Attributes
     ----------
@@ -81,8 +85,10 @@ class LayerRecorder:
         :meth:`clear`.
     """
 
-    def __init__(self, device, *, keep_images: bool = False, keep_outputs: bool = True):
+    def __init__(self, device, *, keep_images: bool = False, keep_outputs: bool = True,
+                 keep_streams: bool = False):
         self.device = device
+        self.keep_streams = keep_streams
         self.keep_images = keep_images
         self.keep_outputs = keep_outputs
         self.layers: list[LayerRun] = []
@@ -97,10 +103,14 @@ class LayerRecorder:
             dev = self.device
             image = DramImage(np.array(dev.read(0, dev.dram.size)), int(insn_addr),
                               int(insn_count), config=dev.config.to_dict())
+        insns = None
+        if self.keep_streams:
+            insns = bytes(np.asarray(self.device.read(int(insn_addr),
+                                                      int(insn_count) * INSN_BYTES)))
         start = time.perf_counter()
         result = self._run(insn_addr, insn_count)
         self._pending.append(DeviceRun(int(result.cycles), dict(result.stats),
-                                       time.perf_counter() - start, image))
+                                       time.perf_counter() - start, image, insns))
         return result
 
     def hook(self, name, output) -> None:

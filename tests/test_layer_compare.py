@@ -89,3 +89,29 @@ def test_cli_compare_vtax(digits, capsys, monkeypatch):
     assert "behavioral vs verilator: DIFFER: first diverging layer #" in out
     saved = sorted(d.glob("digits.verilator.layer*.npz"))
     assert len(saved) == 1 and str(saved[0].name) in out
+
+
+def test_profile_rows(digits):
+    from vtakit.compiler.profile import format_profile, profile_model
+    from vtakit.runtime.recorder import LayerRecorder
+    exe, _, x, _ = digits
+    outputs, rows = profile_model(exe, x)
+    np.testing.assert_array_equal(outputs["logits"], np.asarray(exe.run(x)))
+    assert [r.engine for r in rows].count("VTA") == 7 and len(rows) == 10
+    # The stream's DRAM bytes equal the behavioral model's load/store counters.
+    with open_device("behavioral", "default") as dev, LayerRecorder(dev) as rec:
+        exe.run(x, device=dev, hook=rec.hook)
+    for r, layer in zip(rows, rec.layers):
+        measured = sum(v for run in layer.runs for k, v in run.stats.items()
+                       if k.endswith("_nbytes"))
+        assert r.dram_bytes == measured and (r.predicted_cycles > 0) == (r.engine == "VTA")
+        assert (r.gemm_utilization is not None) == (r.macs > 0)
+    assert "total" in format_profile(rows, "behavioral").splitlines()[-2]
+
+
+def test_cli_run_profile(digits, capsys, tmp_path):
+    _, path, _, d = digits
+    assert main(["run", str(path), "--input", str(d / "x.npy"), "-o", str(tmp_path / "o"),
+                 "--profile"]) == 0
+    out = capsys.readouterr().out
+    assert "vta_conv2d" in out and "7 layer(s) on VTA, 3 on the host" in out

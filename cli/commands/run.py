@@ -26,6 +26,9 @@ def register(sub):
     p.add_argument("-o", "--output", required=True, metavar="OUT.npz",
                    help="one array per model output, by output name (.npz is appended if "
                         "missing)")
+    p.add_argument("--profile", action="store_true",
+                   help="print a per-layer table: engine (VTA/host), cycles, predicted "
+                        "cycles, GEMM utilization, DRAM bytes, wall time")
     p.set_defaults(func=run)
 
 
@@ -33,8 +36,14 @@ def run(args):
     exe = load(args.model, config=args.config)
     inputs = read_inputs(exe, args.input)
     start = time.perf_counter()
-    outputs = exe.run_named(inputs, backend=args.backend)
+    if args.profile:
+        from ...compiler.profile import format_profile, profile_model
+        outputs, rows = profile_model(exe, inputs, args.backend)
+    else:
+        outputs = exe.run_named(inputs, backend=args.backend)
     wall = time.perf_counter() - start
+    if args.profile:
+        print(format_profile(rows, args.backend))
     path = npz_path(args.output)
     np.savez(path, **outputs)
     print(f"{args.backend}: {len(outputs)} output(s) ({', '.join(outputs)}), wall {wall:.3f} s "

@@ -1,0 +1,113 @@
+"""Per-layer profile of a compiled model run (``vtakit run --profile``).
+
+Each layer (a packed call of the VM) is listed with the engine it ran on (VTA when it
+ran instructions on the device, else the host), the cycles measured by the backend
+(RTL backends; the behavioral model has no clock), the cycles the event model of
+:mod:`vtakit.compiler.perfmodel` predicts for the very stream that ran, the GEMM
+utilization (the layer's useful multiply-accumulates, from its IR, over
+``cycles x BATCH x BLOCK_IN x BLOCK_OUT``; predicted cycles stand in where none were
+measured), and the DRAM bytes its loads and stores moved (from the stream).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["LayerProfile", "profile_model", "format_profile"]
+
+
+@dataclass
+class LayerProfile:
+    """One row of the profile."""
+
+    index: int
+    name: str
+    engine: str
+    cycles: int                  # measured; -1 without a clock, 0 on the host
+    predicted_cycles: int
+    macs: int
+    gemm_utilization: float | None
+    dram_bytes: int
+    wall: float
+
+
+def _layer_macs(exe) -> dict:
+    import importlib
+
+    from .demo import model_macs
+    from .ir import IRModule, parse_expr
+    for m in exe.requires:          # the ops the primitives' IR uses (e.g. qnn.*)
+        importlib.import_module(m)
+    out = {}
+    for p in exe.primitives:
+        ir = p.meta_dict.get("ir")
+        if ir is not None:
+            out[p.name] = model_macs(IRModule({"main": parse_expr(ir)}))
+    return out
+
+
+def profile_model(exe, inputs, backend: str = "behavioral", *, device=None):
+    """Run ``exe`` once on ``backend`` and profile every layer.
+
+    Returns
+    -------
+    tuple
+        ``(outputs, rows)``: the model's outputs by name (as :meth:`Executable.run_named`)
+        and one :class:`LayerProfile` per layer.
+    """
+    from ..hw.isa import bytes_to_words, isa_for
+    from ..hw.spec import INSN_BYTES
+    from ..runtime.device import open_device
+    from ..runtime.recorder import LayerRecorder
+    from .perfmodel import predict_stream, stream_traffic
+    cfg = exe.config
+    isa = isa_for(cfg)
+    peak = cfg.batch * cfg.block_in * cfg.block_out
+    macs = _layer_macs(exe)
+    dev = device if device is not None else open_device(backend, cfg)
+    try:
+        with LayerRecorder(dev, keep_outputs=False, keep_streams=True) as rec:
+            y = exe.run_named(inputs, device=dev, hook=rec.hook)
+    finally:
+        if device is None:
+            dev.close()
+    rows = []
+    for layer in rec.layers:
+        predicted = dram = 0
+        for run in layer.runs:
+            insns = [isa.decode(w) for w in bytes_to_words(run.insns, INSN_BYTES)]
+            predicted += predict_stream(insns, cfg).cycles
+            dram += sum(stream_traffic(insns, cfg).values())
+        cycles = layer.cycles
+        basis = cycles if cycles > 0 else predicted
+        m = macs.get(layer.name, 0)
+        rows.append(LayerProfile(layer.index, layer.name, layer.engine, cycles, int(predicted),
+                                 m, m / (basis * peak) if m and basis > 0 else None,
+                                 int(dram), layer.wall))
+    return y, rows
+
+
+def format_profile(rows, backend: str = "") -> str:
+    """The profile as a text table with a total line."""
+    head = (f"{'#':>3} {'layer':<26} {'engine':<6} {'cycles':>10} {'predicted':>10} "
+            f"{'GEMM util':>9} {'DRAM B':>10} {'wall ms':>8}")
+    lines = [head]
+
+    def fmt(r_cycles, pred, util, dram, wall, name, engine, idx):
+        cyc = "-" if r_cycles <= 0 else f"{r_cycles:,}"
+        return (f"{idx:>3} {name:<26} {engine:<6} {cyc:>10} "
+                f"{(f'{pred:,}' if pred else '-'):>10} "
+                f"{('-' if util is None else f'{100 * util:.1f}%'):>9} {dram:>10,} "
+                f"{1e3 * wall:>8.2f}")
+    for r in rows:
+        lines.append(fmt(r.cycles, r.predicted_cycles, r.gemm_utilization, r.dram_bytes,
+                         r.wall, r.name[:26], r.engine, r.index))
+    measured = [r.cycles for r in rows if r.engine == "VTA"]
+    total_cycles = sum(measured) if measured and all(c > 0 for c in measured) else -1
+    lines.append(fmt(total_cycles, sum(r.predicted_cycles for r in rows), None,
+                     sum(r.dram_bytes for r in rows), sum(r.wall for r in rows),
+                     "total" + (f" ({backend})" if backend else ""), "", ""))
+    vta = [r for r in rows if r.engine == "VTA"]
+    lines.append(f"{len(vta)} layer(s) on VTA, {len(rows) - len(vta)} on the host; "
+                 "predicted = event model of the stream that ran (vtakit.compiler.perfmodel)")
+    return "\n".join(lines)
