@@ -115,3 +115,22 @@ def test_cli_run_profile(digits, capsys, tmp_path):
                  "--profile"]) == 0
     out = capsys.readouterr().out
     assert "vta_conv2d" in out and "7 layer(s) on VTA, 3 on the host" in out
+
+
+def test_trace_and_plot(digits, capsys, tmp_path):
+    import json
+    pytest.importorskip("matplotlib")
+    _, path, _, d = digits
+    trace = tmp_path / "t.json"
+    assert main(["run", str(path), "--input", str(d / "x.npy"), "-o", str(tmp_path / "o"),
+                 "--trace", str(trace)]) == 0
+    events = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X"]
+    assert [e["cat"] for e in events].count("VTA") == 7 and len(events) == 10
+    # Slices follow each other without overlap, in layer order.
+    for a, b in zip(events, events[1:]):
+        assert a["ts"] + a["dur"] <= b["ts"] + 1e-3
+        assert a["args"]["layer"] + 1 == b["args"]["layer"]
+    png = tmp_path / "timeline.png"
+    assert main(["plot", "trace", str(trace), "-o", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["plot", "trace", str(d / "x.npy"), "-o", str(png)]) == 2

@@ -29,6 +29,9 @@ def register(sub):
     p.add_argument("--profile", action="store_true",
                    help="print a per-layer table: engine (VTA/host), cycles, predicted "
                         "cycles, GEMM utilization, DRAM bytes, wall time")
+    p.add_argument("--trace", metavar="FILE.json",
+                   help="write the layer timeline as Chrome/Perfetto trace JSON "
+                        "(vtakit plot trace FILE -o timeline.png draws it)")
     p.set_defaults(func=run)
 
 
@@ -36,7 +39,7 @@ def run(args):
     exe = load(args.model, config=args.config)
     inputs = read_inputs(exe, args.input)
     start = time.perf_counter()
-    if args.profile:
+    if args.profile or args.trace:
         from ...compiler.profile import format_profile, profile_model
         outputs, rows = profile_model(exe, inputs, args.backend)
     else:
@@ -44,6 +47,9 @@ def run(args):
     wall = time.perf_counter() - start
     if args.profile:
         print(format_profile(rows, args.backend))
+    if args.trace:
+        from ...compiler.trace import write_trace
+        print(f"layer timeline -> {write_trace(rows, args.trace)}")
     path = npz_path(args.output)
     np.savez(path, **outputs)
     print(f"{args.backend}: {len(outputs)} output(s) ({', '.join(outputs)}), wall {wall:.3f} s "

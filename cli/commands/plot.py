@@ -1,0 +1,19 @@
+"""``vtakit plot trace FILE -o timeline.png``: draw a trace written by ``vtakit run --trace``."""
+
+from __future__ import annotations
+
+__all__ = ["register", "run"]
+
+
+def register(sub):
+    p = sub.add_parser("plot", help="draw a picture (trace: a run's layer timeline)")
+    p.add_argument("kind", choices=["trace"], help="what to draw")
+    p.add_argument("file", help="trace JSON (vtakit run --trace FILE)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.png", help="the PNG to write")
+    p.set_defaults(func=run)
+
+
+def run(args):
+    from ...compiler.trace import plot_trace
+    path = plot_trace(args.file, args.output)
+    print(f"{args.file}: timeline -> {path}")
