@@ -30,4 +30,9 @@ uint32_t vta_step(void *handle, uint64_t budget, uint64_t max_cycles, vta::RunOu
     return static_cast<VtaHarness *>(handle)->step(budget, max_cycles, out);
 }
 
+// Fault injection for tests (see Harness::inject): kind 0 off, 1 flip a DRAM write beat.
+void vta_inject(void *handle, uint32_t kind, uint64_t beat) {
+    static_cast<VtaHarness *>(handle)->inject(kind, beat);
+}
+
 }  // extern "C"
