@@ -103,12 +103,12 @@ class _Gen:
         self.data[addr:addr + 4 * n] = words.view(np.uint8)
         self.uop_next += 4 * n
         bgn = self.base(self.c.uop_depth, n)
-        self.emit(Action("uop", "compute", Opcode.LOAD, dict(
+        self.last_uop = self.emit(Action("uop", "compute", Opcode.LOAD, dict(
             memory_type=MemType.UOP, sram_base=bgn, dram_base=addr // 4, y_size=1, x_size=n,
             x_stride=n), uops=words, label="load UOP"))
         self.uop_view[bgn:bgn + n] = words
         self.ranges = [r for r in self.ranges if r[1] <= bgn or r[0] >= bgn + n]
-        self.ranges.append((bgn, bgn + n))
+        self.ranges.append((bgn, bgn + n, self.last_uop))
         return bgn, bgn + n
 
     def factors(self, depth: int, iters: tuple, used: int) -> tuple[int, int, int]:
@@ -136,7 +136,7 @@ class _Gen:
         iters = (self.small(4, 64), self.small(4, 64))
         reuse = self.ranges and rng.random() < 0.35
         if reuse:
-            bgn, end = self.ranges[int(rng.integers(len(self.ranges)))]
+            bgn, end, source = self.ranges[int(rng.integers(len(self.ranges)))]
             u = self.isa.decode_uops(self.uop_view[bgn:end])
             used = {"dst": int(u["dst_idx"].max()), "src": int(u["src_idx"].max()),
                     "wgt": int(u["wgt_idx"].max())}
@@ -152,6 +152,7 @@ class _Gen:
             triples = [tuple(int(rng.integers(0, depths[k] - fac[k][2])) for k in
                              ("dst", "src", "wgt")) for _ in range(n)]
             bgn, end = self.uops(triples)
+            source = self.last_uop
         f = dict(uop_bgn=bgn, uop_end=end, iter_out=iters[0], iter_in=iters[1],
                  dst_factor_out=fac["dst"][0], dst_factor_in=fac["dst"][1],
                  src_factor_out=fac["src"][0], src_factor_in=fac["src"][1])
@@ -160,7 +161,8 @@ class _Gen:
             f.update(wgt_factor_out=fac["wgt"][0], wgt_factor_in=fac["wgt"][1],
                      reset_reg=int(rng.random() < 0.2))
             label += "gemm reset" if f["reset_reg"] else "gemm"
-            return self.emit(Action("gemm", "compute", Opcode.GEMM, f, label=label))
+            return self.emit(Action("gemm", "compute", Opcode.GEMM, f, label=label,
+                                    source=source))
         op = AluOp(int(rng.integers(len(AluOp))))
         use_imm = op == AluOp.SHR or rng.random() < 0.5
         if op == AluOp.SHR:
@@ -170,7 +172,7 @@ class _Gen:
                 int(rng.integers(-128, 128))
         f.update(alu_opcode=op, use_imm=int(use_imm), imm=imm if use_imm else 0)
         label += f"alu {op.name} {'imm' if use_imm else 'tensor'}"
-        return self.emit(Action("alu", "compute", Opcode.ALU, f, label=label))
+        return self.emit(Action("alu", "compute", Opcode.ALU, f, label=label, source=source))
 
     def store(self):
         c, rng = self.c, self.rng
@@ -204,7 +206,8 @@ class _Gen:
             bgn, end = self.uops([(h * half["out"] + i, h * half["inp"] + i, h * half["wgt"] + i)
                                   for i in range(xs)])
             self.emit(Action("gemm", "compute", Opcode.GEMM, dict(
-                uop_bgn=bgn, uop_end=end, iter_out=1, iter_in=1), label="double-buffer gemm"))
+                uop_bgn=bgn, uop_end=end, iter_out=1, iter_in=1), label="double-buffer gemm",
+                source=self.last_uop))
             a = self.store()
             a.fields.update(sram_base=h * half["out"], x_size=xs, y_size=1, x_stride=xs)
 

@@ -87,6 +87,9 @@ class Action:
         A raw instruction word (an illegal opcode).
     uops : ndarray, optional
         The micro-op words a ``uop`` action loads.
+    source : Action, optional
+        GEMM/ALU: the ``uop`` action that loaded its micro-ops; the builder loads them
+        again if a sub-program lost or overwrote them.
     label : str
         What it covers, for the coverage summary.
     """
@@ -98,6 +101,7 @@ class Action:
     word: int | None = None
     uops: np.ndarray | None = None
     label: str = ""
+    source: "Action | None" = None
 
 
 def _vmax(a, b):
@@ -308,6 +312,10 @@ class ProgramBuilder:
                 prev = self._nop(m, self._ensure(m, need))
             self.stats["chain"] += 1
             return
+        if a.source is not None:
+            f, src = a.fields, a.source
+            if not np.array_equal(self.uop[f["uop_bgn"]:f["uop_end"]], src.uops):
+                self.add(src)
         self.stats[a.label or a.kind] += 1
         if a.kind == "illegal":
             # Built to fault: no ordering needed, the run ends at it on every backend.
