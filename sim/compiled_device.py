@@ -17,7 +17,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, Reg
-from .device import Device, DeviceError, RunResult
+from .device import Device, DeviceError, RunResult, check_int_options
 from .dram import DRAM
 from .rtl_build import Design, get_build
 
@@ -111,6 +111,8 @@ class CompiledDevice(Device):
                  read_latency: int = 1, vcd=None, max_cycles: int = DEFAULT_MAX_CYCLES,
                  design: Design | None = None, progress: bool = True, inject: str | None = None):
         super().__init__(config, dram=dram)
+        check_int_options(self.name, token_depth=token_depth, cmd_depth=cmd_depth,
+                          read_latency=read_latency, max_cycles=max_cycles)
         inject_beat = _inject_beat(self.name, inject)
         if read_latency < 1:
             raise DeviceError(f"{self.name}: read_latency={read_latency}; it must be >= 1 cycle")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import importlib
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,6 +25,14 @@ __all__ = ["Device", "DeviceError", "RunResult", "BACKENDS", "open_device"]
 
 class DeviceError(RuntimeError):
     """A run that failed: the message names the module, instruction index and disassembly."""
+
+
+def check_int_options(backend: str, **options) -> None:
+    """Raise :class:`DeviceError` naming the first option that is not an integer
+    (``None`` is allowed: the option's default or "unbounded")."""
+    for key, value in options.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+            raise DeviceError(f"{backend}: {key}={value!r}; it must be an integer")
 
 
 @dataclass

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..hw.config import load_config
 from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
+from ..sim.image import write_atomic
 
 __all__ = ["register", "run", "generate_verilog", "TOP_NAME"]
 
@@ -53,8 +54,5 @@ def generate_verilog(config, *, token_depth: int = DEFAULT_TOKEN_DEPTH,
 def run(args):
     text = generate_verilog(args.config, token_depth=args.token_depth, cmd_depth=args.cmd_depth)
     out = Path(args.output)
-    try:
-        out.write_text(text)
-    except OSError as e:
-        raise OSError(f"{out}: cannot write ({e.strerror})") from None
+    write_atomic(out, lambda f: f.write(text.encode()))   # never a half-written file
     print(f"wrote {out} ({len(text.splitlines())} lines, top module {TOP_NAME})")
