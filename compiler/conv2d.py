@@ -50,6 +50,7 @@ from .loops import Dim, fold_loops
 from .pipeline import Pipeline, kernel_fence
 from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding
+from .operands import check_fits, check_operand, check_positive
 from .tiling import (ConvProblem, ConvTiling, CostModel, TilingError, estimate, gemm_dims,
                      search_tiles)
 
@@ -428,6 +429,10 @@ def conv2d(rt, x, w, stride=1, padding=0, *, groups=1, bias=None, shift=0, relu=
         (N, O, OH, OW) of ``out_dtype``, equal to :func:`reference.epilogue_ref` of
         :func:`reference.group_conv2d_ref`.
     """
+    x = check_operand("conv2d", "x", x)
+    w = check_operand("conv2d", "w", w)
+    check_positive("conv2d", "stride", stride)
+    check_fits("conv2d", rt, x, w)
     try:
         plan = plan_conv2d(rt.config, np.shape(x), np.shape(w), stride, padding, groups=groups,
                            bias=bias is not None, shift=shift, relu=relu, clip=clip,

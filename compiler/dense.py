@@ -15,6 +15,7 @@ from .conv2d import Conv2dPlan, _residual_kind, assemble_planes
 from .epilogue import Epilogue
 from .layout import unpack_dense_data
 from .tiling import CostModel
+from .operands import check_fits, check_operand
 
 __all__ = ["DensePlan", "plan_dense", "dense"]
 
@@ -64,6 +65,9 @@ def dense(rt, x, w, *, bias=None, shift=0, relu=False, clip=None, residual=None,
     ``x`` is (N, K) int8, ``w`` (O, K) int8, ``bias`` (O,) int32, ``residual`` (N, O);
     the epilogue arguments are those of :func:`conv2d`. Returns (N, O) ``out_dtype``.
     """
+    x = check_operand("dense", "x", x, (2,))
+    w = check_operand("dense", "w", w, (2,))
+    check_fits("dense", rt, x, w)
     plan = plan_dense(rt.config, np.shape(x), np.shape(w), bias=bias is not None,
                       shift=shift, relu=relu, clip=clip, residual=_residual_kind(residual),
                       out_dtype=out_dtype, tiling=tiling)

@@ -26,6 +26,7 @@ from .layout import pack_activation, unpack_activation
 from .loops import Dim
 from .pipeline import Pipeline, kernel_fence
 from .plan import OpPlan, Operand
+from .operands import check_operand
 
 __all__ = ["AddPlan", "plan_add", "plan_add_gemm", "add"]
 
@@ -140,7 +141,8 @@ def add(rt, a, b, *, shift=0, relu=False, clip=None, out_dtype=np.int8,
     """
     if engine not in ("auto", "gemm", "alu"):
         raise ValueError(f"add: engine {engine!r}; expected 'auto', 'gemm' or 'alu'")
-    a, b = np.asarray(a), np.asarray(b)
+    a = check_operand("add", "a", a, (2, 4), int32=True)
+    b = check_operand("add", "b", b, (2, 4), int32=True)
     both_i8 = a.dtype == np.int8 and b.dtype == np.int8
     if engine == "gemm" and not both_i8:
         raise ValueError(f"add: the gemm engine adds int8 operands, got {a.dtype} and {b.dtype}")

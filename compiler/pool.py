@@ -42,6 +42,7 @@ from .pipeline import Pipeline, kernel_fence
 from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding, round_shift_div
 from .tiling import MAX_PAD, TilingError
+from .operands import check_operand, check_positive
 
 __all__ = ["PoolPlan", "plan_pool2d", "plan_avg_pool_gemm", "max_pool2d", "avg_pool2d",
            "global_avg_pool2d"]
@@ -253,6 +254,7 @@ def plan_pool2d(config, x_shape, kind, kernel, stride=None, padding=0, tile=None
 
 
 def _run(rt, x, kind, kernel, stride, padding):
+    x = check_operand(f"{kind}_pool2d", "x", x)
     plan = plan_pool2d(rt.config, np.shape(x), kind, kernel, stride, padding)
     out, _ = plan.run(rt, plan.pack(x))
     return plan.unpack(out)
@@ -289,6 +291,7 @@ def _avg_pool_gemm(rt, x, kernel, stride, padding):
 
 def max_pool2d(rt, x, kernel, stride=None, padding=0) -> np.ndarray:
     """int8 NCHW max pooling (padding never wins); equals :func:`reference.max_pool2d_ref`."""
+    check_positive("max_pool2d", "kernel", kernel)
     return _run(rt, x, "max", kernel, stride, padding)
 
 
@@ -302,6 +305,8 @@ def avg_pool2d(rt, x, kernel, stride=None, padding=0, *, engine="auto") -> np.nd
     """
     if engine not in ("auto", "gemm", "alu"):
         raise ValueError(f"avg_pool2d: engine {engine!r}; expected 'auto', 'gemm' or 'alu'")
+    x = check_operand("avg_pool2d", "x", x)
+    check_positive("avg_pool2d", "kernel", kernel)
     if engine != "alu":
         try:
             return _avg_pool_gemm(rt, x, kernel, stride, padding)
@@ -313,4 +318,5 @@ def avg_pool2d(rt, x, kernel, stride=None, padding=0, *, engine="auto") -> np.nd
 
 def global_avg_pool2d(rt, x, *, engine="auto") -> np.ndarray:
     """int8 NCHW -> (N, C, 1, 1) mean; equals :func:`reference.global_avg_pool2d_ref`."""
+    x = check_operand("global_avg_pool2d", "x", x)
     return avg_pool2d(rt, x, np.shape(x)[2:], None, 0, engine=engine)

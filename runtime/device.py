@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import abc
 import importlib
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,13 +30,22 @@ from .dram import DRAM
 from .image import DramImage, RunRecord
 
 __all__ = ["Device", "DeviceError", "DeviceFault", "RunResult", "BACKENDS", "open_device",
-           "DRAM", "DramImage", "RunRecord"]
+           "DRAM", "DramImage", "RunRecord", "check_int_options"]
 
 
 class DeviceError(RuntimeError):
     """A device that cannot do what was asked: an unknown backend or option, a closed
     device, a failed build, a simulator error. A program's own fault is a
     :class:`DeviceFault` (a subclass)."""
+
+
+def check_int_options(backend: str, **options) -> None:
+    """Raise :class:`DeviceError` naming the first option that is not an integer
+    (``None`` is allowed: the option's default or "unbounded")."""
+    for key, value in options.items():
+        if value is not None and (isinstance(value, bool)
+                                  or not isinstance(value, numbers.Integral)):
+            raise DeviceError(f"{backend}: {key}={value!r}; it must be an integer")
 
 
 class DeviceFault(DeviceError):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import numpy as np
 
 from ..hw.spec import INSN_BYTES
 
-__all__ = ["DramImage", "RunRecord", "ImageError", "npz_path"]
+__all__ = ["DramImage", "RunRecord", "ImageError", "npz_path", "write_atomic"]
 
 
 class ImageError(ValueError):
@@ -44,9 +45,17 @@ def npz_path(path):
 def _open(path, keys):
     path = Path(path)
     try:
-        npz = np.load(path, allow_pickle=False)
+        with open(path, "rb") as f:
+            magic = f.read(4)
     except FileNotFoundError:
         raise ImageError(f"{path}: no such file") from None
+    except OSError as e:
+        raise ImageError(f"{path}: cannot read ({e.strerror})") from None
+    if magic != b"PK\x03\x04":    # numpy would try to unpickle anything else
+        raise ImageError(f"{path}: not a .npz archive (no zip header; write it with "
+                         "numpy.savez or DramImage.save)")
+    try:
+        npz = np.load(path, allow_pickle=False)
     except Exception as e:  # numpy raises several types for a bad archive
         raise ImageError(f"{path}: not a .npz archive ({e})") from None
     with npz:
@@ -54,7 +63,37 @@ def _open(path, keys):
         if missing:
             raise ImageError(f"{path}: missing array {missing[0]!r}; an image needs "
                              + ", ".join(keys))
-        return {k: npz[k] for k in npz.files}
+        arrays = {}
+        for k in npz.files:
+            try:
+                arrays[k] = npz[k]
+            except Exception as e:  # truncated member, object array, bad header
+                raise ImageError(f"{path}: array {k!r} is unreadable ({e})") from None
+        return arrays
+
+
+def write_atomic(path, write) -> Path:
+    """Call ``write(file object)`` on a temporary file next to ``path``, then rename it
+    onto ``path``: a failed or interrupted write never leaves a half-written file."""
+    path = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    except OSError as e:
+        raise OSError(f"{path}: cannot write ({e.strerror})") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise OSError(f"{path}: cannot write ({e.strerror or e})") from None
+        raise
+    return path
 
 
 def _scalar(path, arrays, key):
@@ -82,6 +121,9 @@ class DramImage:
 
     def __post_init__(self):
         self.dram = np.asarray(self.dram, dtype=np.uint8)
+        if self.insn_addr < 0 or self.insn_count < 0:
+            raise ImageError(f"insn_addr {self.insn_addr} and insn_count "
+                             f"{self.insn_count} must be >= 0")
         if self.insn_addr % INSN_BYTES:
             raise ImageError(f"insn_addr 0x{self.insn_addr:x} is not {INSN_BYTES}-byte aligned")
         if self.insn_count < 0 or self.insn_addr + INSN_BYTES * self.insn_count > len(self.dram):
@@ -92,9 +134,13 @@ class DramImage:
         """Write the image; returns the path written (``.npz`` appended if missing)."""
         path = npz_path(path)
         extra = {} if self.config is None else {"config": np.array(json.dumps(self.config))}
-        np.savez_compressed(path, dram=self.dram, insn_addr=np.int64(self.insn_addr),
-                            insn_count=np.int64(self.insn_count), **extra)
-        return path
+        save = lambda f: np.savez_compressed(  # noqa: E731
+            f, dram=self.dram, insn_addr=np.int64(self.insn_addr),
+            insn_count=np.int64(self.insn_count), **extra)
+        if not isinstance(path, (str, os.PathLike)):
+            save(path)
+            return path
+        return write_atomic(path, save)
 
     @classmethod
     def load(cls, path) -> "DramImage":
@@ -164,9 +210,13 @@ class RunRecord:
     def save(self, path) -> Path:
         """Write the result; returns the path written (``.npz`` appended if missing)."""
         path = npz_path(path)
-        np.savez_compressed(path, dram=np.asarray(self.dram, dtype=np.uint8),
-                            cycles=np.int64(self.cycles), stats=np.array(json.dumps(self.stats)))
-        return path
+        save = lambda f: np.savez_compressed(  # noqa: E731
+            f, dram=np.asarray(self.dram, dtype=np.uint8), cycles=np.int64(self.cycles),
+            stats=np.array(json.dumps(self.stats)))
+        if not isinstance(path, (str, os.PathLike)):
+            save(path)
+            return path
+        return write_atomic(path, save)
 
     @classmethod
     def load(cls, path) -> "RunRecord":

@@ -24,7 +24,7 @@ import random
 from ..hw.isa import isa_for, unit_of
 from ..hw.spec import (DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, DEP_QUEUES, INSN_BYTES, PIPELINE,
                        TOKEN_QUEUES, ErrorCode, Opcode, Unit)
-from ..runtime.device import Device, DeviceError, DeviceFault, RunResult
+from ..runtime.device import Device, DeviceError, DeviceFault, RunResult, check_int_options
 from .datapath import Counters, Fault, SRAMs
 
 __all__ = ["BehavioralDevice"]
@@ -95,6 +95,8 @@ class BehavioralDevice(Device):
     def __init__(self, config, *, dram=None, token_depth: int = DEFAULT_TOKEN_DEPTH,
                  interleave_seed: int | None = None, cmd_depth: int | None = DEFAULT_CMD_DEPTH):
         super().__init__(config, dram=dram)
+        check_int_options(self.name, token_depth=token_depth, cmd_depth=cmd_depth,
+                          interleave_seed=interleave_seed)
         if int(token_depth) < 1:
             raise DeviceError(f"token_depth must be at least 1, got {token_depth}")
         if cmd_depth is not None and int(cmd_depth) < 1:

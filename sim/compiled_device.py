@@ -17,7 +17,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, ErrorCode, Reg
-from ..runtime.device import Device, DeviceError, DeviceFault, RunResult
+from ..runtime.device import Device, DeviceError, DeviceFault, RunResult, check_int_options
 from ..runtime.dram import DRAM
 from .rtl_build import Design, get_build
 
@@ -63,11 +63,24 @@ def _load(path) -> ctypes.CDLL:
         lib.vta_start.restype = None
         lib.vta_start.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
                                   ctypes.c_uint32, ctypes.c_uint32]
+        lib.vta_inject.restype = None
+        lib.vta_inject.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64]
         lib.vta_step.restype = ctypes.c_uint32
         lib.vta_step.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64,
                                  ctypes.c_uint64, ctypes.POINTER(_RunOut)]
         _LIBS[path] = lib
     return lib
+
+
+def _inject_beat(name: str, inject) -> int | None:
+    """The write beat of an ``inject="write:N"`` option, or None without one."""
+    if inject is None:
+        return None
+    kind, _, beat = str(inject).partition(":")
+    if kind != "write" or not beat.isdigit():
+        raise DeviceError(f"{name}: inject={inject!r}; the fault injection this backend "
+                          "knows is 'write:N' (flip a bit of DRAM write beat N, N >= 0)")
+    return int(beat)
 
 
 class CompiledDevice(Device):
@@ -93,6 +106,9 @@ class CompiledDevice(Device):
         Another top level with the VTA's top-level signature (tests use a stub).
     progress : bool
         Show tqdm bars on stderr while building and during long runs.
+    inject : str, optional
+        Fault injection, to test that a broken backend is caught: ``"write:N"`` flips
+        bit 0 of the first byte of the N-th DRAM write beat of every run (from 0).
     """
 
     #: The rtl_build backend of this device.
@@ -102,8 +118,11 @@ class CompiledDevice(Device):
                  token_depth: int = DEFAULT_TOKEN_DEPTH, cmd_depth: int = DEFAULT_CMD_DEPTH,
                  read_latency: int = 1, vcd=None, max_cycles: int = DEFAULT_MAX_CYCLES,
                  stall_cycles: int = DEFAULT_STALL_CYCLES, design: Design | None = None,
-                 progress: bool = True):
+                 progress: bool = True, inject: str | None = None):
         super().__init__(config, dram=dram)
+        check_int_options(self.name, token_depth=token_depth, cmd_depth=cmd_depth,
+                          read_latency=read_latency, max_cycles=max_cycles)
+        inject_beat = _inject_beat(self.name, inject)
         if read_latency < 1:
             raise DeviceError(f"{self.name}: read_latency={read_latency}; it must be >= 1 cycle")
         if max_cycles < 1:
@@ -130,6 +149,8 @@ class CompiledDevice(Device):
         handle = self._lib.vta_create(read_latency, str(vcd).encode() if vcd else None)
         self._handle = handle
         self._finalizer = weakref.finalize(self, self._lib.vta_destroy, handle)
+        if inject_beat is not None:
+            self._lib.vta_inject(handle, 1, inject_beat)
 
     def close(self) -> None:
         self._finalizer()

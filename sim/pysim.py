@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from ..hw.config import load_config
 from ..hw.spec import ErrorCode
-from ..runtime.device import Device, DeviceError, DeviceFault, RunResult
+from ..runtime.device import Device, DeviceError, DeviceFault, RunResult, check_int_options
 from ..runtime.dram import DRAM
 
 __all__ = ["DramPortModel", "PysimDevice"]
@@ -187,6 +187,9 @@ class PysimDevice(Device):
                  stall_cycles=DEFAULT_STALL_CYCLES, progress=True, compute=None):
         from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
         super().__init__(load_config(config), dram=dram)
+        check_int_options(self.name, token_depth=token_depth, cmd_depth=cmd_depth,
+                          read_latency=read_latency, max_cycles=max_cycles,
+                          stall_cycles=stall_cycles)
         self.token_depth = int(token_depth if token_depth is not None else DEFAULT_TOKEN_DEPTH)
         self.cmd_depth = int(cmd_depth if cmd_depth is not None else DEFAULT_CMD_DEPTH)
         self.read_latency = int(read_latency)

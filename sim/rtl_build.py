@@ -18,7 +18,9 @@ depths, the design's Python sources, this module, the harness sources, the
 compiler flags and the toolchain versions, so a second run of a config loads the library
 without generating or compiling anything. A build is made in a temporary
 directory and renamed into place (atomic), under a per-key file lock, so
-concurrent processes never see a half-built library.
+concurrent processes never see a half-built library. A cache hit marks the entry
+used; after a build the cache prunes itself, least recently used first
+(:mod:`vtakit.sim.build_cache`, ``vtakit cache``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from tqdm import tqdm
 
 from ..hw.config import VTAConfig, load_config
 from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, Reg
+from . import build_cache
 
 __all__ = ["Design", "Build", "BuildError", "SOURCE_DIGESTS", "harness_defines", "vta_design", "cache_root", "build_key",
            "get_build", "generate_source", "toolchain_versions", "FAST_BACKENDS",
@@ -366,7 +369,13 @@ def get_build(backend: str, config, *, token_depth: int = DEFAULT_TOKEN_DEPTH,
     base = cache_root() / backend
     dest = base / f"{design.name}-{config.name}-t{token_depth}-c{cmd_depth}-{key[:16]}"
     if (dest / "libvta.so").exists():
-        return Build(dest, True, json.loads((dest / "build.json").read_text()))
+        try:
+            meta = json.loads((dest / "build.json").read_text())
+        except FileNotFoundError:
+            pass      # pruned meanwhile: rebuild below, under the lock
+        else:
+            build_cache.touch(dest)     # last use, for LRU pruning
+            return Build(dest, True, meta)
     base.mkdir(parents=True, exist_ok=True)
     with open(base / f"{dest.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)   # another process may be building the same key
@@ -386,4 +395,6 @@ def get_build(backend: str, config, *, token_depth: int = DEFAULT_TOKEN_DEPTH,
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+    # Keep the cache to its default size, least recently used first (never this build).
+    build_cache.prune(cache_root(), build_cache.default_max_bytes(), keep=[dest])
     return Build(dest, False, meta)

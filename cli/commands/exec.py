@@ -8,6 +8,7 @@ import importlib
 import inspect
 import time
 
+from ...hw.config import ConfigError, load_config
 from ...runtime.device import BACKENDS, open_device
 from ...runtime.image import DramImage, ImageError
 
@@ -53,6 +54,12 @@ def parse_option(text: str) -> tuple[str, object]:
 def image_config(requested, image: DramImage, path):
     """The config for ``image``: ``--config`` if given (it must name the hardware the image
     records, if it records one), else the image's, else ``default``."""
+    if image.config is not None:
+        try:
+            load_config(image.config)
+        except ConfigError as e:
+            raise ImageError(f"{path}: the config recorded in the image is illegal ({e}); "
+                             "rebuild the image with a valid config") from None
     try:
         return image.resolve_config(requested)
     except ImageError as e:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ...hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
 from ...hw.verilog import TOP_NAME, generate_verilog
+from ...runtime.image import write_atomic
 
 __all__ = ["register", "run"]
 
@@ -27,8 +28,5 @@ def register(sub):
 def run(args):
     text = generate_verilog(args.config, token_depth=args.token_depth, cmd_depth=args.cmd_depth)
     out = Path(args.output)
-    try:
-        out.write_text(text)
-    except OSError as e:
-        raise OSError(f"{out}: cannot write ({e.strerror})") from None
+    write_atomic(out, lambda f: f.write(text.encode()))   # never a half-written file
     print(f"wrote {out} ({len(text.splitlines())} lines, top module {TOP_NAME})")

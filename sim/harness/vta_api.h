@@ -32,4 +32,9 @@ uint32_t vta_step(void *handle, uint64_t budget, uint64_t max_cycles, uint64_t s
     return static_cast<VtaHarness *>(handle)->step(budget, max_cycles, stall_cycles, out);
 }
 
+// Fault injection for tests (see Harness::inject): kind 0 off, 1 flip a DRAM write beat.
+void vta_inject(void *handle, uint32_t kind, uint64_t beat) {
+    static_cast<VtaHarness *>(handle)->inject(kind, beat);
+}
+
 }  // extern "C"

@@ -93,6 +93,15 @@ public:
         csr_write(INSN_ADDR, insn_addr);
         csr_write(CTRL, 1);
         needs_reset_ = true;  // cleared when the run ends cleanly
+        wr_beats_ = 0;
+    }
+
+    // Fault injection (a deliberately broken backend, for testing the differential
+    // fuzzer): kind 1 flips bit 0 of the first byte of DRAM write beat `beat`
+    // (counted from 0 in every run); kind 0 turns injection off.
+    void inject(uint32_t kind, uint64_t beat) {
+        inject_kind_ = kind;
+        inject_beat_ = beat;
     }
 
     // Simulate at most `budget` cycles; stop early at done, at `max_cycles`, or
@@ -224,6 +233,9 @@ private:
         uint64_t wr_payload = wr_req ? sim_.wr_req_payload() : 0;
         if (wr_beat) {  // committed on the handshake: visible to reads from the next cycle
             sim_.wr_data(dram_ + wr_addr_);
+            if (inject_kind_ == 1 && wr_beats_ == inject_beat_)
+                dram_[wr_addr_] ^= 1;
+            wr_beats_++;
             wr_addr_ += B;
             wr_active_ = --wr_left_ != 0;
         }
@@ -267,6 +279,8 @@ private:
     bool wr_active_ = false;
     uint64_t wr_addr_ = 0;
     uint32_t wr_left_ = 0;
+    uint32_t inject_kind_ = 0;
+    uint64_t inject_beat_ = 0, wr_beats_ = 0;
 };
 
 }  // namespace vta

@@ -1,0 +1,341 @@
+"""Random actions for the differential fuzzer (:mod:`vtakit.sim.fuzz`).
+
+:func:`generate_program` draws a :class:`~vtakit.sim.fuzz_program.FuzzProgram`:
+LOADs of every memory type with random padding and strides, micro-op kernels
+(fresh or reused ranges) driving GEMMs (reset or accumulating, with repeated
+destinations: accumulate hazards) and ALU ops (every supported opcode, immediate
+and tensor operands), STOREs, SRAM bases across the whole depth, double-buffered
+tile loops, long token chains, token queues filled to capacity and, in some
+programs, one instruction built to fault. Every index and loop stays in range
+except in the faulting instruction; the builder adds the dependency tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..hw.config import VTAConfig
+from ..hw.isa import AluOp, MemType, Opcode, isa_for
+from .datapath import SHIFT_LIMIT
+from .fuzz_program import (INPUT_BYTES, INPUT_START, INSN_START, MODULES, OUTPUT_BYTES,
+                           OUTPUT_START, QUEUES, UOP_BYTES, UOP_START, Action, FuzzProgram)
+
+__all__ = ["generate_program", "ILLEGAL_KINDS"]
+
+#: The deliberately illegal instructions a program may contain (one at most).
+ILLEGAL_KINDS = ("opcode", "load memory_type", "store memory_type", "store pads",
+                 "uop load shape", "alu opcode", "shr tensor", "shr range", "uop range",
+                 "load sram range", "store sram range", "gemm sram range", "dep flag",
+                 "dram 4 GiB")
+
+_MAX_ITERS = 4096      # micro-op executions per GEMM/ALU (keeps RTL runs short)
+
+
+class _Gen:
+    def __init__(self, config: VTAConfig, rng: np.random.Generator, token_depth: int):
+        self.c, self.rng, self.token_depth = config, rng, token_depth
+        self.isa = isa_for(config)
+        self.data = np.zeros(INSN_START, np.uint8)
+        self.data[INPUT_START:INPUT_START + INPUT_BYTES] = rng.integers(
+            0, 256, INPUT_BYTES, dtype=np.uint8)
+        self.uop_next = UOP_START          # next free byte of the micro-op area
+        self.uop_view = np.zeros(config.uop_depth, np.uint32)
+        self.ranges: list = []             # (bgn, end) of loaded micro-op ranges
+        self.actions: list = []
+
+    # ------------------------------------------------------------ helpers
+
+    def small(self, hi: int, big: int | None = None) -> int:
+        """Mostly small sizes in [1, hi], sometimes up to ``big``."""
+        if big is not None and self.rng.random() < 0.1:
+            return int(self.rng.integers(1, big + 1))
+        return int(self.rng.integers(1, hi + 1))
+
+    def base(self, depth: int, size: int) -> int:
+        """An SRAM base for ``size`` entries: across the whole depth, often at its ends."""
+        top = depth - size
+        r = self.rng.random()
+        if r < 0.15:
+            return 0
+        if r < 0.3:
+            return top
+        return int(self.rng.integers(0, top + 1))
+
+    def dram_elems(self, start: int, nbytes: int, ebytes: int, span: int) -> int:
+        """An element address in an area with ``span`` elements after it."""
+        first, count = start // ebytes, nbytes // ebytes
+        return first + int(self.rng.integers(0, count - span + 1))
+
+    def emit(self, action: Action) -> Action:
+        self.actions.append(action)
+        return action
+
+    # ------------------------------------------------------------ actions
+
+    def load(self, mt=None):
+        c, rng = self.c, self.rng
+        mt = MemType(mt if mt is not None else rng.choice([MemType.INP, MemType.WGT,
+                                                          MemType.ACC]))
+        depth, eb = c.depth(mt), c.elem_bytes(mt)
+        area = INPUT_BYTES // eb
+        while True:
+            xs, ys = self.small(8, 32), self.small(3, 8)
+            pads = [int(rng.integers(1, 16)) if rng.random() < 0.3 else 0 for _ in range(4)]
+            stride = xs + (int(rng.integers(0, 5)) if rng.random() < 0.5 else 0)
+            total = (pads[2] + xs + pads[3]) * (pads[0] + ys + pads[1])
+            if total <= depth and (ys - 1) * stride + xs <= area:
+                break
+        dram = self.dram_elems(INPUT_START, INPUT_BYTES, eb, (ys - 1) * stride + xs)
+        label = f"load {mt.name}" + (" padded" if any(pads) else "")
+        return self.emit(Action("load", "load" if mt in (MemType.INP, MemType.WGT) else "compute",
+                                Opcode.LOAD, dict(
+            memory_type=mt, sram_base=self.base(depth, total), dram_base=dram, y_size=ys,
+            x_size=xs, x_stride=stride, y_pad_0=pads[0], y_pad_1=pads[1], x_pad_0=pads[2],
+            x_pad_1=pads[3]), label=label))
+
+    def uops(self, triples) -> tuple[int, int]:
+        """Load micro-ops; returns their (bgn, end) in the micro-op SRAM."""
+        words = np.array([self.isa.encode_uop(*t) for t in triples], np.uint32)
+        n = len(words)
+        if self.uop_next + 4 * n > UOP_START + UOP_BYTES:
+            self.uop_next = UOP_START     # reuse the area (earlier loads already ran)
+        addr = self.uop_next
+        self.data[addr:addr + 4 * n] = words.view(np.uint8)
+        self.uop_next += 4 * n
+        bgn = self.base(self.c.uop_depth, n)
+        self.last_uop = self.emit(Action("uop", "compute", Opcode.LOAD, dict(
+            memory_type=MemType.UOP, sram_base=bgn, dram_base=addr // 4, y_size=1, x_size=n,
+            x_stride=n), uops=words, label="load UOP"))
+        self.uop_view[bgn:bgn + n] = words
+        self.ranges = [r for r in self.ranges if r[1] <= bgn or r[0] >= bgn + n]
+        self.ranges.append((bgn, bgn + n, self.last_uop))
+        return bgn, bgn + n
+
+    def factors(self, depth: int, iters: tuple, used: int) -> tuple[int, int, int]:
+        """(factor_out, factor_in, span) with ``used + span < depth``; 0 factors give
+        repeated indices (accumulate hazards)."""
+        room = depth - 1 - used
+        out = []
+        for n in iters:
+            if n <= 1 or room <= 0 or self.rng.random() < 0.25:
+                out.append(0)
+                continue
+            hi = room // (n - 1)
+            f = int(self.rng.integers(0, hi + 1)) if self.rng.random() < 0.3 else \
+                int(self.rng.integers(0, min(hi, 4) + 1))
+            out.append(f)
+            room -= f * (n - 1)
+        span = (iters[0] - 1) * out[0] + (iters[1] - 1) * out[1]
+        return out[0], out[1], span
+
+    def kernel(self, kind: str):
+        """A GEMM or ALU over a fresh or reused micro-op range with a random loop nest."""
+        c, rng = self.c, self.rng
+        depths = {"dst": c.acc_depth, "src": c.inp_depth if kind == "gemm" else c.acc_depth,
+                  "wgt": c.wgt_depth}
+        iters = (self.small(4, 64), self.small(4, 64))
+        reuse = self.ranges and rng.random() < 0.35
+        if reuse:
+            bgn, end, source = self.ranges[int(rng.integers(len(self.ranges)))]
+            u = self.isa.decode_uops(self.uop_view[bgn:end])
+            used = {"dst": int(u["dst_idx"].max()), "src": int(u["src_idx"].max()),
+                    "wgt": int(u["wgt_idx"].max())}
+            if any(used[k] >= depths[k] for k in used):
+                reuse = False
+        n = end - bgn if reuse else self.small(4, 16)
+        if n * iters[0] * iters[1] > _MAX_ITERS:
+            iters = (1, max(1, min(iters[1], _MAX_ITERS // n)))
+        fac = {}
+        for k in ("dst", "src", "wgt"):
+            fac[k] = self.factors(depths[k], iters, used[k] if reuse else 0)
+        if not reuse:
+            triples = [tuple(int(rng.integers(0, depths[k] - fac[k][2])) for k in
+                             ("dst", "src", "wgt")) for _ in range(n)]
+            bgn, end = self.uops(triples)
+            source = self.last_uop
+        f = dict(uop_bgn=bgn, uop_end=end, iter_out=iters[0], iter_in=iters[1],
+                 dst_factor_out=fac["dst"][0], dst_factor_in=fac["dst"][1],
+                 src_factor_out=fac["src"][0], src_factor_in=fac["src"][1])
+        label = "uop reuse " if reuse else ""
+        if kind == "gemm":
+            f.update(wgt_factor_out=fac["wgt"][0], wgt_factor_in=fac["wgt"][1],
+                     reset_reg=int(rng.random() < 0.2))
+            label += "gemm reset" if f["reset_reg"] else "gemm"
+            return self.emit(Action("gemm", "compute", Opcode.GEMM, f, label=label,
+                                    source=source))
+        op = AluOp(int(rng.integers(len(AluOp))))
+        use_imm = op == AluOp.SHR or rng.random() < 0.5
+        if op == AluOp.SHR:
+            imm = int(rng.integers(-SHIFT_LIMIT, SHIFT_LIMIT + 1))
+        else:
+            imm = int(rng.integers(-32768, 32768)) if rng.random() < 0.3 else \
+                int(rng.integers(-128, 128))
+        f.update(alu_opcode=op, use_imm=int(use_imm), imm=imm if use_imm else 0)
+        label += f"alu {op.name} {'imm' if use_imm else 'tensor'}"
+        return self.emit(Action("alu", "compute", Opcode.ALU, f, label=label, source=source))
+
+    def store(self):
+        c, rng = self.c, self.rng
+        eb = c.out_elem_bytes
+        area = OUTPUT_BYTES // eb
+        while True:
+            xs, ys = self.small(8, 32), self.small(3, 8)
+            stride = xs + (int(rng.integers(0, 5)) if rng.random() < 0.5 else 0)
+            if xs * ys <= c.out_depth and (ys - 1) * stride + xs <= area:
+                break
+        return self.emit(Action("store", "store", Opcode.STORE, dict(
+            memory_type=MemType.OUT, sram_base=self.base(c.out_depth, xs * ys),
+            dram_base=self.dram_elems(OUTPUT_START, OUTPUT_BYTES, eb, (ys - 1) * stride + xs),
+            y_size=ys, x_size=xs, x_stride=stride), label="store"))
+
+    def double_buffer(self):
+        """A tile loop over two halves of INP/WGT/OUT: the builder adds the tokens of
+        double buffering (load waits for compute to free a half, store for compute)."""
+        c, rng = self.c, self.rng
+        tiles = int(rng.integers(2, 7))
+        xs = self.small(4)
+        half = {"inp": c.inp_depth // 2, "wgt": c.wgt_depth // 2,
+                "out": min(c.acc_depth, c.out_depth) // 2}
+        for t in range(tiles):
+            h = t % 2
+            for mt, name in ((MemType.INP, "inp"), (MemType.WGT, "wgt")):
+                a = self.load(mt)
+                a.fields.update(sram_base=h * half[name], x_size=xs, y_size=1, x_stride=xs,
+                                y_pad_0=0, y_pad_1=0, x_pad_0=0, x_pad_1=0)
+                a.label = f"double-buffer load {mt.name}"
+            bgn, end = self.uops([(h * half["out"] + i, h * half["inp"] + i, h * half["wgt"] + i)
+                                  for i in range(xs)])
+            self.emit(Action("gemm", "compute", Opcode.GEMM, dict(
+                uop_bgn=bgn, uop_end=end, iter_out=1, iter_in=1), label="double-buffer gemm",
+                source=self.last_uop))
+            a = self.store()
+            a.fields.update(sram_base=h * half["out"], x_size=xs, y_size=1, x_stride=xs)
+
+    def chain(self):
+        mods = [MODULES[int(i)] for i in self.rng.integers(0, 3, int(self.rng.integers(3, 12)))]
+        self.emit(Action("chain", "compute", fields={"modules": mods}, label="chain"))
+
+    def fill(self):
+        q = list(QUEUES)[int(self.rng.integers(len(QUEUES)))]
+        self.emit(Action("fill", QUEUES[q]["producer"], fields={"queue": q}, label="fill"))
+
+    # ------------------------------------------------------------ illegal
+
+    def illegal(self):
+        c, rng = self.c, self.rng
+        kind = ILLEGAL_KINDS[int(rng.integers(len(ILLEGAL_KINDS)))]
+        label = f"illegal {kind}"
+        mem = dict(sram_base=0, dram_base=INPUT_START // 64, y_size=1, x_size=1, x_stride=1)
+        if kind == "opcode":
+            word = int(rng.integers(0, 1 << 62)) << 3 | int(rng.integers(5, 8))
+            return self.emit(Action("illegal", "fetch", word=word, label=label))
+        if kind == "load memory_type":
+            return self.emit(Action("illegal", "compute", Opcode.LOAD, dict(
+                mem, memory_type=int(rng.integers(4, 8))), label=label))
+        if kind == "store memory_type":
+            mt = int(rng.choice([0, 1, 2, 3, 5, 6, 7]))
+            return self.emit(Action("illegal", "store", Opcode.STORE, dict(
+                mem, memory_type=mt, dram_base=OUTPUT_START // 64), label=label))
+        if kind == "store pads":
+            pad = ["y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1"][int(rng.integers(4))]
+            return self.emit(Action("illegal", "store", Opcode.STORE, dict(
+                mem, memory_type=MemType.OUT, dram_base=OUTPUT_START // c.out_elem_bytes,
+                **{pad: int(rng.integers(1, 16))}), label=label))
+        if kind == "uop load shape":
+            bad = dict(y_size=2) if rng.random() < 0.5 else dict(x_pad_0=1)
+            return self.emit(Action("illegal", "compute", Opcode.LOAD, dict(
+                mem, memory_type=MemType.UOP, dram_base=UOP_START // 4, **bad), label=label))
+        loop = dict(uop_bgn=0, uop_end=1, iter_out=1, iter_in=1)
+        if kind in ("alu opcode", "shr tensor", "shr range"):
+            if kind == "alu opcode":
+                f = dict(alu_opcode=int(rng.integers(4, 8)), use_imm=1)
+            elif kind == "shr tensor":
+                f = dict(alu_opcode=AluOp.SHR, use_imm=0)
+            else:
+                f = dict(alu_opcode=AluOp.SHR, use_imm=1,
+                         imm=int(rng.choice([-1, 1])) * int(rng.integers(SHIFT_LIMIT + 1, 32768)))
+            return self.emit(Action("illegal", "compute", Opcode.ALU, {**loop, **f}, label=label))
+        if kind == "uop range":
+            f = (dict(uop_bgn=5, uop_end=3) if rng.random() < 0.5 else
+                 dict(uop_bgn=c.uop_depth - 1, uop_end=c.uop_depth + 1))
+            op = Opcode.GEMM if rng.random() < 0.5 else Opcode.ALU
+            return self.emit(Action("illegal", "compute", op, {**loop, **f}, label=label))
+        if kind == "load sram range":
+            mt = MemType(int(rng.choice([MemType.INP, MemType.WGT, MemType.ACC])))
+            depth = c.depth(mt)
+            xs = int(rng.integers(2, 9))
+            return self.emit(Action("illegal", "load" if mt != MemType.ACC else "compute",
+                                    Opcode.LOAD, dict(
+                mem, memory_type=mt, sram_base=depth - int(rng.integers(1, xs)), x_size=xs,
+                x_stride=xs, dram_base=INPUT_START // c.elem_bytes(mt)), label=label))
+        if kind == "store sram range":
+            xs = int(rng.integers(2, 9))
+            return self.emit(Action("illegal", "store", Opcode.STORE, dict(
+                mem, memory_type=MemType.OUT, sram_base=c.out_depth - int(rng.integers(1, xs)),
+                x_size=xs, x_stride=xs, dram_base=OUTPUT_START // c.out_elem_bytes),
+                label=label))
+        if kind == "gemm sram range":
+            start = c.acc_depth - int(rng.integers(1, 4))
+            bgn, end = self.uops([(start, 0, 0)])
+            return self.emit(Action("illegal", "compute", Opcode.GEMM, dict(
+                uop_bgn=bgn, uop_end=end, iter_out=4, iter_in=1, dst_factor_out=1,
+                reset_reg=int(rng.random() < 0.5)), label=label))
+        if kind == "dep flag":
+            if rng.random() < 0.5:
+                flag = "pop_prev_dep" if rng.random() < 0.5 else "push_prev_dep"
+                return self.emit(Action("illegal", "load", Opcode.LOAD, dict(
+                    mem, memory_type=MemType.INP, dram_base=INPUT_START // c.inp_elem_bytes,
+                    **{flag: 1}), label=label))
+            flag = "pop_next_dep" if rng.random() < 0.5 else "push_next_dep"
+            return self.emit(Action("illegal", "store", Opcode.STORE, dict(
+                mem, memory_type=MemType.OUT, dram_base=OUTPUT_START // c.out_elem_bytes,
+                **{flag: 1}), label=label))
+        # dram 4 GiB: a LOAD/STORE whose bytes cross 2**32
+        if rng.random() < 0.5:
+            mt = MemType(int(rng.choice([MemType.INP, MemType.WGT])))
+            eb, module, op = c.elem_bytes(mt), "load", Opcode.LOAD
+        else:
+            mt, eb, module, op = MemType.OUT, c.out_elem_bytes, "store", Opcode.STORE
+        k = int(rng.integers(0, 3))
+        return self.emit(Action("illegal", module, op, dict(
+            mem, memory_type=mt, dram_base=(1 << 32) // eb - k, x_size=k + 1 + int(
+                rng.integers(0, 3)), x_stride=8), label=label))
+
+
+def generate_program(config: VTAConfig, rng: np.random.Generator, *, token_depth: int,
+                     size: int = 24, illegal: float = 0.15) -> FuzzProgram:
+    """A random program of about ``size`` actions (see the module docstring).
+
+    Parameters
+    ----------
+    config : VTAConfig
+    rng : numpy.random.Generator
+    token_depth : int
+        Token-queue capacity of the devices it will run on (for queue-filling patterns).
+    size : int
+        Upper bound of the number of top-level actions.
+    illegal : float
+        Probability that the program holds one instruction built to fault.
+    """
+    g = _Gen(config, rng, token_depth)
+    n = int(rng.integers(2, size + 1))
+    fault_at = int(rng.integers(0, n)) if rng.random() < illegal else -1
+    choices = ("load", "gemm", "alu", "store", "double", "chain", "fill")
+    weights = np.array([0.25, 0.2, 0.2, 0.2, 0.05, 0.05, 0.015])
+    for i in range(n):
+        if i == fault_at:
+            g.illegal()
+        what = choices[int(rng.choice(len(choices), p=weights / weights.sum()))]
+        if what == "load":
+            g.load()
+        elif what in ("gemm", "alu"):
+            g.kernel(what)
+        elif what == "store":
+            g.store()
+        elif what == "double":
+            g.double_buffer()
+        elif what == "chain":
+            g.chain()
+        else:
+            g.fill()
+    return FuzzProgram(config, g.data, g.actions, token_depth)
