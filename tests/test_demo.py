@@ -69,3 +69,13 @@ def test_demo_on_verilator_counts_cycles():
     assert r.rtl_agree == 3 and r.ok
     assert r.cycles_per_image > 0 and 0 < r.gemm_utilization <= r.gemm_busy <= 1
     assert rtl_build_cached("verilator", "default") and rtl_build_cached("behavioral", "tiny")
+
+
+def test_recorders_nest():
+    with open_device("behavioral", "default") as dev:
+        outer = LayerRecorder(dev)
+        with LayerRecorder(dev):
+            pass
+        assert vars(dev)["run"] == outer._logged_run      # the outer wrapper is back
+        outer.close()
+        assert "run" not in vars(dev)
