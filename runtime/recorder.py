@@ -95,6 +95,9 @@ class LayerRecorder:
         self._pending: list[DeviceRun] = []
         self._mark = time.perf_counter()
         self._run = device.run
+        # A run already wrapped on the instance (another recorder, a test's injector) is
+        # put back on close; otherwise the class's own run shows through again.
+        self._wrapped = "run" in vars(device)
         device.run = self._logged_run
 
     def _logged_run(self, insn_addr, insn_count):
@@ -139,8 +142,11 @@ class LayerRecorder:
 
     def close(self) -> None:
         """Give the device back its own ``run``."""
-        if self.device.run == self._logged_run:
-            del self.device.run
+        if vars(self.device).get("run") == self._logged_run:
+            if self._wrapped:
+                self.device.run = self._run
+            else:
+                del self.device.run
 
     def __enter__(self):
         return self

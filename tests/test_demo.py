@@ -60,3 +60,22 @@ def test_recorder_attributes_runs_to_layers():
 def test_cli_demo_rejects_negative_count(capsys):
     assert main(["demo", "--count", "-1", "--backend", "behavioral"]) == 2
     assert "count=-1" in capsys.readouterr().err
+
+
+def test_demo_on_verilator_counts_cycles():
+    # The one RTL run of these tests (the Verilator build is shared with the other suites).
+    from vtakit.compiler.demo import rtl_build_cached
+    r = run_demo("default", "verilator", 3, test_limit=6, progress=False, log=lambda *_: None)
+    assert r.rtl_agree == 3 and r.ok
+    assert r.cycles_per_image > 0 and 0 < r.gemm_utilization <= r.gemm_busy <= 1
+    assert rtl_build_cached("verilator", "default") and rtl_build_cached("behavioral", "tiny")
+
+
+def test_recorders_nest():
+    with open_device("behavioral", "default") as dev:
+        outer = LayerRecorder(dev)
+        with LayerRecorder(dev):
+            pass
+        assert vars(dev)["run"] == outer._logged_run      # the outer wrapper is back
+        outer.close()
+        assert "run" not in vars(dev)
