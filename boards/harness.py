@@ -10,7 +10,7 @@ core's register-to-register speed) and the top level has four pins: ``clk``,
 per output bit, is reported with the results (:attr:`IOHarness.cost`).
 """
 
-from amaranth.hdl import Elaboratable, Module, Signal
+from amaranth.hdl import Elaboratable, Module, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
@@ -41,7 +41,7 @@ class IOHarness(Elaboratable):
         self.sout = Signal()
         self._ins, self._outs = [], []
         for _path, member, value in component.signature.flatten(component):
-            (self._outs if member.flow == Out else self._ins).append(value)
+            (self._outs if member.flow == Out else self._ins).append(Value.cast(value))
         self.in_bits = sum(len(v) for v in self._ins)
         self.out_bits = sum(len(v) for v in self._outs)
 
