@@ -21,9 +21,20 @@ pytest.importorskip("cocotbext.axi")
 HERE = Path(__file__).resolve().parent
 FIXTURES = ["alu_add_imm__tiny", "gemm_default__tiny", "padded_load_all__tiny",
             "save_load_out__tiny"]
+#: 58k cycles, about a minute of cocotb time: slow.
+SLOW_FIXTURES = ["gemm_tiled__tiny"]
 
 
 def test_axi_shell_replays_fixtures(monkeypatch):
+    _replay(monkeypatch, FIXTURES)
+
+
+@pytest.mark.slow
+def test_axi_shell_replays_tiled_gemm(monkeypatch):
+    _replay(monkeypatch, SLOW_FIXTURES)
+
+
+def _replay(monkeypatch, fixtures):
     from vtakit.boards.shell import SHELL_TOP_NAME, shell_verilog
     for key, value in _verilator_env().items():
         if os.environ.get(key) != value:
@@ -44,7 +55,7 @@ def test_axi_shell_replays_fixtures(monkeypatch):
         run_dir.mkdir(exist_ok=True)
         results = runner.test(hdl_toplevel=SHELL_TOP_NAME, test_module="axi_shell_tb",
                               test_dir=run_dir, build_dir=build / "build",
-                              extra_env={"VTA_FIXTURES": ",".join(FIXTURES),
+                              extra_env={"VTA_FIXTURES": ",".join(fixtures),
                                          "PYTHONPATH": os.pathsep.join(
                                              [str(HERE), os.environ.get("PYTHONPATH", "")])})
     from cocotb_tools.runner import get_results
