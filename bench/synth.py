@@ -11,11 +11,12 @@ large config takes tens of minutes on two cores.
 """
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
 
-from vtakit.boards import TARGETS, format_table, reports_to_json, synth_config
+from vtakit.boards import TARGETS, SynthReport, format_table, reports_to_json, synth_config
 from vtakit.hw.config import VTAConfig, load_config
 
 #: A mid-size config: default's 16x16 GEMM with smaller buffers.
@@ -31,7 +32,15 @@ def main(argv=None):
     p.add_argument("--no-pnr", action="store_true", help="stop after Yosys (no Fmax)")
     p.add_argument("--json", metavar="FILE", help="write the reports as JSON")
     p.add_argument("--workdir", metavar="DIR", help="keep netlists and logs under DIR")
+    p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    p.add_argument("--from-json", nargs="+", metavar="FILE",
+                   help="print the table of earlier --json files instead of running")
     args = p.parse_args(argv)
+    if args.from_json:
+        reports = [SynthReport.from_dict(r) for f in args.from_json
+                   for r in json.loads(Path(f).read_text())]
+        print(format_table(reports, markdown=args.markdown))
+        return
     reports = []
     for spec in args.configs.split(","):
         config = MID if spec == "mid" else load_config(spec)
@@ -43,7 +52,7 @@ def main(argv=None):
             print(f"{config.name} on {target}: {time.monotonic() - t:.0f} s", file=sys.stderr)
             if args.json:
                 Path(args.json).write_text(reports_to_json(reports))
-    print(format_table(reports))
+    print(format_table(reports, markdown=args.markdown))
     for r in reports:
         if not r.fits:
             print(r.overflow_message())

@@ -108,8 +108,9 @@ def _num(x) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 
-def format_table(reports) -> str:
-    """A fixed-width table: one row per report, ``used/available (pct)`` per resource."""
+def format_table(reports, *, markdown: bool = False) -> str:
+    """A fixed-width (or Markdown) table: one row per report, ``used/available (pct)`` per
+    resource, ``!`` marking an overflow."""
     head = ["design", "target", *RESOURCES, "Fmax MHz", "from"]
     rows = []
     for r in reports:
@@ -121,6 +122,9 @@ def format_table(reports) -> str:
         cells.append(f"{r.fmax_mhz:.1f}" if r.fmax_mhz else "-")
         cells.append(r.source)
         rows.append(cells)
+    if markdown:
+        return "\n".join(["| " + " | ".join(map(str, row)) + " |" for row in
+                          [head, ["---"] * len(head), *rows]])
     widths = [max(len(str(row[i])) for row in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
              for row in [head, *rows]]
