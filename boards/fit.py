@@ -3,8 +3,8 @@
 Synthesizing every candidate would take minutes each, so a config that does
 not fit gets a suggestion computed from its own report: hard multipliers scale
 with the MACs per cycle, block RAM with the SRAM bits, and logic and
-flip-flops with a fixed part (control, DMA, queues: :data:`FIXED_SHARE` of the
-measured count) plus a part proportional to the MACs. The I/O harness's cost
+flip-flops with ``FIXED_MACS + MACs`` (the control, DMA and queues cost about as
+much logic as :data:`FIXED_MACS` MACs). The I/O harness's cost
 is not scaled. The candidates are the presets and smaller variants of the
 config (fewer batch rows, smaller blocks, all buffers shrunk by the same
 factor); the suggestion is the one with the most MACs, then the most SRAM,
@@ -18,11 +18,12 @@ from ..hw.config import PRESETS, ConfigError, VTAConfig
 from .report import SynthReport
 from .targets import RESOURCES, get_target
 
-__all__ = ["estimate", "candidates", "suggest_fit", "sram_bits", "FIXED_SHARE"]
+__all__ = ["estimate", "candidates", "suggest_fit", "sram_bits", "FIXED_MACS"]
 
-#: Share of the logic and flip-flops that does not grow with the GEMM array (from the
-#: tiny/default reports of bench/synth.py: about a third of tiny's logic is outside GEMM).
-FIXED_SHARE = 0.35
+#: Logic and flip-flops outside the GEMM array, in MAC equivalents: a straight line through
+#: the tiny (64 MACs) and default (256 MACs) rows of bench/synth.py gives 143 (ECP5 LUTs),
+#: 158 (ECP5 FFs), 239 (7-series LUTs) and 259 (iCE40 LUTs).
+FIXED_MACS = 150
 _BUFFERS = ("log_uop_buff_size", "log_inp_buff_size", "log_wgt_buff_size", "log_acc_buff_size")
 
 
@@ -35,12 +36,14 @@ def sram_bits(config: VTAConfig) -> int:
 def estimate(config: VTAConfig, reference: SynthReport, reference_config: VTAConfig) -> dict:
     """Resources of ``config`` on the reference's target, scaled from ``reference``."""
     macs = config.macs_per_cycle / reference_config.macs_per_cycle
+    logic = ((FIXED_MACS + config.macs_per_cycle)
+             / (FIXED_MACS + reference_config.macs_per_cycle))
     bits = sram_bits(config) / sram_bits(reference_config)
     out = {}
     for r in RESOURCES:
         fixed = reference.harness.get(r, 0)
         core = max(0, reference.resources[r] - fixed)
-        scale = {"dsp": macs, "bram": bits}.get(r, FIXED_SHARE + (1 - FIXED_SHARE) * macs)
+        scale = {"dsp": macs, "bram": bits}.get(r, logic)
         out[r] = round(fixed + core * scale, 1)
     return out
 
