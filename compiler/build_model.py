@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+
 __all__ = ["compile_model", "load_model", "format_report", "ModelError"]
 
 
@@ -34,9 +36,29 @@ def load_model(path):
                      ".tflite or .onnx")
 
 
-def compile_model(path, config="default", *, report: list | None = None):
-    """Compile a model file for ``config`` (preset name, JSON path or VTAConfig).
+def load_samples(samples) -> np.ndarray:
+    """Calibration samples: an array, or the path of a ``.npy`` file holding one."""
+    if isinstance(samples, (str, os.PathLike)):
+        path = Path(samples)
+        try:
+            samples = np.load(path, allow_pickle=False)
+        except FileNotFoundError:
+            raise ModelError(f"{path}: no such file (calibration samples, a .npy array of "
+                             "shape (N, *input shape))") from None
+        except (OSError, ValueError) as e:
+            raise ModelError(f"{path}: not a .npy array ({e}); calibration samples are an "
+                             "array of shape (N, *input shape) saved with numpy.save") from None
+    return np.asarray(samples)
 
+
+def compile_model(path, config="default", *, calibrate=None, report: list | None = None):
+    """Compile a model file (or an IRModule) for ``config`` (preset name, JSON path or
+    VTAConfig).
+
+    ``calibrate``: representative inputs of a float model (an array of shape
+    ``(N, *input shape)``, the model's batch dimension included, or a ``.npy`` path);
+    the model is then quantized to int8 (:func:`~vtakit.compiler.quant.calibrate.calibrate`)
+    before compiling. Pre-quantized models (TFLite int8, ONNX QDQ) need none.
     ``report``, when given, receives one :class:`~vtakit.compiler.lower_vta.LayerRecord`
     per fused layer the VTA lowering examined.
     """
@@ -46,6 +68,9 @@ def compile_model(path, config="default", *, report: list | None = None):
     from .passes import default_pipeline, vm_pipeline
     cfg = load_config(config)
     mod = load_model(path) if not hasattr(path, "functions") else path
+    if calibrate is not None:
+        from .quant.calibrate import calibrate as _calibrate
+        mod = _calibrate(mod, load_samples(calibrate))
     mod = vm_pipeline()(default_pipeline()(mod))
     exe = compile_vm(mod, config=cfg, lowerer=vm_lowerer(cfg, report))
     for m in ("vtakit.compiler.quant", "vtakit.compiler.lower_vta"):

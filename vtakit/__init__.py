@@ -36,12 +36,13 @@ _API = {
 __all__ = ["__version__", "compile", *_API]
 
 
-def compile(path, *, config="default", report=None):  # noqa: A001 -- the product's verb
-    """Compile a model file for ``config``: an :class:`~vtakit.runtime.executable.Executable`
-    (``.save(path)``, ``.run(inputs, backend=...)``); see
-    :func:`vtakit.compiler.build_model.compile_model`."""
+def compile(path, *, config="default", calibrate=None, report=None):  # noqa: A001
+    """Compile a model file (``.tflite``, ``.onnx``) for ``config``: an
+    :class:`~vtakit.runtime.executable.Executable` (``.save(path)``, ``.run(inputs,
+    backend=...)``). ``calibrate`` (samples of shape ``(N, *input shape)`` or a ``.npy``
+    path) quantizes a float model; see :func:`vtakit.compiler.build_model.compile_model`."""
     from .compiler.build_model import compile_model
-    return compile_model(path, config, report=report)
+    return compile_model(path, config, calibrate=calibrate, report=report)
 
 
 def __getattr__(name):

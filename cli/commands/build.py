@@ -9,7 +9,7 @@ __all__ = ["register", "run"]
 
 
 def register(sub):
-    from ..boards.build import BOARDS
+    from ...boards.build import BOARDS
     p = sub.add_parser("build", help="build a bitstream of the VTA for an FPGA board")
     p.add_argument("--board", required=True, choices=sorted(BOARDS))
     p.add_argument("--config", metavar="NAME|FILE",
@@ -21,8 +21,8 @@ def register(sub):
 
 
 def run(args):
-    from ..boards import format_table
-    from ..boards.build import build_bitstream
+    from ...boards import format_table
+    from ...boards.build import build_bitstream
     report = build_bitstream(args.board, args.config, args.output, workdir=args.workdir,
                              seed=args.seed)
     print(format_table([report]))

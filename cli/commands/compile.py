@@ -8,12 +8,15 @@ __all__ = ["register", "run"]
 
 
 def register(sub):
-    p = sub.add_parser("compile", help="compile a model (.tflite) to an executable (.vtax)")
-    p.add_argument("model", help="model file (.tflite)")
+    p = sub.add_parser("compile", help="compile a model (.tflite, .onnx) to an executable (.vtax)")
+    p.add_argument("model", help="model file (.tflite or .onnx)")
     p.add_argument("--config", default="default", metavar="NAME|FILE",
                    help="hardware config: preset name or vta_config.json (default: default)")
     p.add_argument("-o", "--output", required=True, metavar="MODEL.vtax",
                    help="the executable to write")
+    p.add_argument("--calibrate", metavar="SAMPLES.npy",
+                   help="quantize a float model to int8 from representative inputs: an array "
+                        "of shape (N, *input shape), the model's batch dimension included")
     p.add_argument("--report", action="store_true",
                    help="print every layer: where it runs and why, tiling, predicted cycles, "
                         "DRAM bytes")
@@ -24,7 +27,7 @@ def run(args):
     from ...compiler.build_model import compile_model, format_report
     records = []
     start = time.perf_counter()
-    exe = compile_model(args.model, args.config, report=records)
+    exe = compile_model(args.model, args.config, calibrate=args.calibrate, report=records)
     path = exe.save(args.output)
     wall = time.perf_counter() - start
     if args.report:

@@ -11,7 +11,7 @@ __all__ = ["register", "run"]
 
 
 def register(sub):
-    from ..boards.targets import TARGETS
+    from ...boards.targets import TARGETS
     p = sub.add_parser("synth", help="synthesize (and place and route) the VTA for an FPGA: "
                                      "resources and Fmax")
     p.add_argument("--config", default="tiny", metavar="NAME|FILE",
@@ -28,7 +28,7 @@ def register(sub):
 
 
 def run(args):
-    from ..boards import format_table, reports_to_json, synth_config
+    from ...boards import format_table, reports_to_json, synth_config
     report = synth_config(args.config, args.target, place_and_route=not args.no_pnr,
                           freq_mhz=args.freq, seed=args.seed, workdir=args.workdir)
     print(format_table([report]))
