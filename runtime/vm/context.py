@@ -30,6 +30,12 @@ class RuntimeContext:
 
     def __init__(self, config, backend="behavioral", *, device=None, device_options=None,
                  kernels=None, constants=()):
+        if device is None:
+            # An unknown backend fails here, before any layer runs, not at the first kernel.
+            from ..device import BACKENDS, DeviceError
+            if backend not in BACKENDS:
+                raise DeviceError(f"unknown backend {backend!r}; backends are "
+                                  f"{', '.join(BACKENDS)}")
         self.config = config
         self.backend = backend
         self.device_options = dict(device_options or {})
