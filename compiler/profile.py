@@ -49,8 +49,11 @@ def _layer_macs(exe) -> dict:
     return out
 
 
-def profile_model(exe, inputs, backend: str = "behavioral", *, device=None):
+def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook=None):
     """Run ``exe`` once on ``backend`` and profile every layer.
+
+    ``device`` is an open device to use instead of a new one; ``hook`` another VM layer
+    hook, called after the profile's own (e.g. an outer recorder's).
 
     Returns
     -------
@@ -72,7 +75,11 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None):
     dev = device if device is not None else open_device(backend, cfg)
     try:
         with LayerRecorder(dev, keep_outputs=False, keep_streams=True) as rec:
-            y = exe.run_named(inputs, device=dev, hook=rec.hook)
+            def both(name, output):
+                rec.hook(name, output)
+                if hook is not None:
+                    hook(name, output)
+            y = exe.run_named(inputs, device=dev, hook=both)
     finally:
         if device is None:
             dev.close()
