@@ -43,7 +43,7 @@ def write_layer_vcd(layers, index: int, backend: str, config, path) -> tuple[Pat
                           f"(0..{len(layers) - 1})")
     layer = layers[index]
     if layer.engine != "VTA":
-        vta = [l.index for l in layers if l.engine == "VTA"]
+        vta = [run.index for run in layers if run.engine == "VTA"]
         raise DeviceError(f"--vcd-layer {index}: layer {layer.name!r} ran on the host, "
                           f"not on VTA; VTA layers are {vta}")
     if any(run.image is None for run in layer.runs):
