@@ -2,10 +2,10 @@
 
 Tracing a whole model would write a huge VCD, and the RTL backends only take their
 ``vcd=`` option when a device is opened. So the model runs untraced under a
-:class:`~vtakit.runtime.recorder.LayerRecorder` that keeps the DRAM image of every
-kernel run; afterwards layer N's kernel images are run again, in order, on a fresh
-device of the same backend opened with ``vcd=FILE``. The replay starts from the exact
-DRAM contents the layer saw, so its waveform is the layer's run.
+:class:`~vtakit.runtime.recorder.LayerRecorder` that keeps the DRAM images of layer
+N's kernel runs only; afterwards they are run again, in order, on a fresh device of
+the same backend opened with ``vcd=FILE``. The replay starts from the exact DRAM
+contents the layer saw, so its waveform is the layer's run.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ VCD_BACKENDS = ("pysim", "cxxrtl", "verilator")
 
 def write_layer_vcd(layers, index: int, backend: str, config, path) -> tuple[Path, int]:
     """Replay layer ``index`` of ``layers`` (a recorder's :class:`LayerRun` list, kept
-    with ``keep_images=True``) on ``backend`` with a VCD written to ``path``.
+    with ``keep_images=True`` or ``{index}``) on ``backend``, writing a VCD to ``path``.
 
     Returns
     -------
@@ -48,7 +48,7 @@ def write_layer_vcd(layers, index: int, backend: str, config, path) -> tuple[Pat
                           f"not on VTA; VTA layers are {vta}")
     if any(run.image is None for run in layer.runs):
         raise DeviceError("write_layer_vcd: the recorder did not keep the kernel images "
-                          "(LayerRecorder(..., keep_images=True))")
+                          f"of layer {index} (LayerRecorder(..., keep_images={{{index}}}))")
     path = Path(path)
     cycles = 0
     with open_device(backend, config, vcd=path) as dev:

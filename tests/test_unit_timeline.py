@@ -82,3 +82,23 @@ def test_trace_has_four_unit_tracks_inside_layers(digits_rows):
         assert layer["cat"] == "VTA" and e["args"]["modelled"]
         assert layer["ts"] - 1e-3 <= e["ts"]
         assert e["ts"] + e["dur"] <= layer["ts"] + layer["dur"] + 2e-3
+
+
+def test_recorder_keeps_images_of_chosen_layers():
+    pytest.importorskip("sklearn")
+    from vtakit.compiler.build_model import compile_model
+    from vtakit.compiler.frontend.onnx import from_onnx
+    from vtakit.compiler.models import digits_cnn_path, load_digits_split
+    from vtakit.compiler.quant.calibrate import calibrate
+    from vtakit.runtime.device import DeviceError, open_device
+    from vtakit.runtime.layer_vcd import write_layer_vcd
+    from vtakit.runtime.recorder import LayerRecorder
+    x_train, _, x_test, _ = load_digits_split()
+    exe = compile_model(calibrate(from_onnx(digits_cnn_path()), x_train[:16, None]), "default")
+    with open_device("behavioral", "default") as dev, \
+            LayerRecorder(dev, keep_images={2}, keep_outputs=False) as rec:
+        exe.run(x_test[:1], device=dev, hook=rec.hook)
+    kept = [layer.index for layer in rec.layers for r in layer.runs if r.image is not None]
+    assert kept == [2]
+    with pytest.raises(DeviceError, match="did not keep the kernel images of layer 3"):
+        write_layer_vcd(rec.layers, 3, "pysim", "default", "unused.vcd")

@@ -54,10 +54,10 @@ def run(args):
     start = time.perf_counter()
     dev = rec = None
     if args.vcd:
-        # This recorder keeps every kernel's DRAM image for the replay; the profile's
+        # This recorder keeps layer N's kernel images for the replay; the profile's
         # recorder (if any) nests inside it.
         dev = open_device(args.backend, exe.config)
-        rec = LayerRecorder(dev, keep_images=True, keep_outputs=False)
+        rec = LayerRecorder(dev, keep_images={args.vcd_layer}, keep_outputs=False)
     try:
         if args.profile or args.trace:
             from ...compiler.profile import format_profile, profile_model
