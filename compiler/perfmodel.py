@@ -17,20 +17,52 @@ from collections import deque
 from dataclasses import dataclass
 
 from ..hw.isa import MemType, Opcode
-from ..hw.spec import DEP_QUEUES, PIPELINE, TOKEN_QUEUES, dispatch_unit
+from ..hw.spec import DEP_QUEUES, INSN_BYTES, PIPELINE, TOKEN_QUEUES, dispatch_unit
 from .tiling import CostModel
 
-__all__ = ["StreamPrediction", "predict_stream", "stream_traffic"]
+__all__ = ["StreamPrediction", "UnitInterval", "predict_stream", "stream_traffic",
+           "fetch_cycles"]
+
+
+@dataclass(frozen=True)
+class UnitInterval:
+    """One modelled interval of a unit, in cycles from the start of the stream:
+    ``kind`` is ``"busy"`` (executing instruction ``what``, e.g. ``"GEMM"``) or
+    ``"wait"`` (blocked on popping the token queue(s) ``what``, e.g. ``"l2g"``)."""
+
+    start: float
+    end: float
+    kind: str
+    what: str
 
 
 @dataclass(frozen=True)
 class StreamPrediction:
-    """Predicted cycles of a stream and the busy cycles of each module."""
+    """Predicted cycles of a stream and the busy cycles of each module.
+
+    ``intervals`` (with ``predict_stream(..., intervals=True)``) maps each unit name,
+    ``"fetch"`` included, to its :class:`UnitInterval` list in time order; ``busy`` then
+    also has the fetch unit's busy cycles.
+    """
 
     cycles: int
     busy: dict
     gemm_uops: int
     alu_uops: int
+    intervals: dict | None = None
+
+
+def fetch_cycles(config) -> int:
+    """Modelled cycles fetch spends on one instruction: the bus beats of its bytes."""
+    return -(-INSN_BYTES // config.bus_bytes)
+
+
+def _fetch_intervals(insns, config) -> list:
+    # Fetch streams the instructions back to back; it is not coupled to the other units
+    # (command-queue capacity is not modelled), so it never waits here.
+    step = fetch_cycles(config)
+    return [UnitInterval(k * step, (k + 1) * step, "busy", Opcode(insn.opcode).name)
+            for k, insn in enumerate(insns)]
 
 
 def stream_traffic(insns, config) -> dict:
@@ -73,9 +105,14 @@ def _duration(insn, config, cost: CostModel):
     return 1, 0, 0
 
 
-def predict_stream(insns, config, cost: CostModel = CostModel()) -> StreamPrediction:
+def predict_stream(insns, config, cost: CostModel = CostModel(), *,
+                   intervals: bool = False) -> StreamPrediction:
     """Predict the cycles of a decoded stream (``Runtime.instructions`` after finalize,
     or any list of :class:`~vtakit.hw.isa.Insn`).
+
+    With ``intervals=True`` the prediction also lists when each unit (fetch, load,
+    compute, store) is busy on an instruction or waits for a dependency token
+    (:attr:`StreamPrediction.intervals`).
 
     Raises
     ------
@@ -89,19 +126,35 @@ def predict_stream(insns, config, cost: CostModel = CostModel()) -> StreamPredic
     time = dict.fromkeys(queues, 0.0)
     busy = dict.fromkeys(queues, 0.0)
     pos = dict.fromkeys(queues, 0)
+    spans = {m: [] for m in queues}
     gemm = alu = 0
+
+    def result(cycles):
+        if not intervals:
+            return StreamPrediction(cycles, _by_name(busy), gemm, alu)
+        fetch = _fetch_intervals(insns, config)
+        return StreamPrediction(cycles, {"fetch": float(sum(i.end - i.start for i in fetch)),
+                                         **_by_name(busy)}, gemm, alu,
+                                {"fetch": fetch, **_by_name(spans)})
     progress = True
     while progress:
         progress = False
         for m, q in queues.items():
             while pos[m] < len(q):
                 insn = q[pos[m]]
-                pops = [tokens[name] for flag, name in DEP_QUEUES[m].items()
-                        if name and flag.startswith("pop") and insn.fields.get(flag)]
-                if any(not t for t in pops):
+                names = [name for flag, name in DEP_QUEUES[m].items()
+                         if name and flag.startswith("pop") and insn.fields.get(flag)]
+                if any(not tokens[n] for n in names):
                     break
-                start = max([time[m]] + [t.popleft() for t in pops])
+                ready = {n: tokens[n].popleft() for n in names}
+                start = max([time[m], *ready.values()])
                 dur, g, a = _duration(insn, config, cost)
+                if intervals:
+                    if start > time[m]:
+                        late = "+".join(n for n, t in ready.items() if t > time[m])
+                        spans[m].append(UnitInterval(time[m], start, "wait", late))
+                    spans[m].append(UnitInterval(start, start + dur, "busy",
+                                                 Opcode(insn.opcode).name))
                 gemm, alu = gemm + g, alu + a
                 time[m] = start + dur
                 busy[m] += dur
@@ -111,12 +164,12 @@ def predict_stream(insns, config, cost: CostModel = CostModel()) -> StreamPredic
                 pos[m] += 1
                 progress = True
                 if insn.opcode == Opcode.FINISH:
-                    return StreamPrediction(int(round(time[m])), _by_name(busy), gemm, alu)
+                    return result(int(round(time[m])))
     stuck = {str(m): pos[m] for m in queues if pos[m] < len(queues[m])}
     if stuck:
         raise ValueError(f"predict_stream: the stream deadlocks (module -> position of the "
                          f"instruction that waits for a token): {stuck}")
-    return StreamPrediction(int(round(max(time.values()))), _by_name(busy), gemm, alu)
+    return result(int(round(max(time.values()))))
 
 
 def _by_name(per_unit: dict) -> dict:

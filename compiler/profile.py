@@ -11,7 +11,7 @@ measured), and the DRAM bytes its loads and stores moved (from the stream).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["LayerProfile", "profile_model", "format_profile"]
 
@@ -29,6 +29,9 @@ class LayerProfile:
     gemm_utilization: float | None
     dram_bytes: int
     wall: float
+    # Modelled per-unit timeline of the layer's runs, back to back: {unit: [UnitInterval]}
+    # in model cycles (0 .. predicted_cycles); empty on the host.
+    units: dict = field(default_factory=dict)
 
 
 def _layer_macs(exe) -> dict:
@@ -46,8 +49,11 @@ def _layer_macs(exe) -> dict:
     return out
 
 
-def profile_model(exe, inputs, backend: str = "behavioral", *, device=None):
+def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook=None):
     """Run ``exe`` once on ``backend`` and profile every layer.
+
+    ``device`` is an open device to use instead of a new one; ``hook`` another VM layer
+    hook, called after the profile's own (e.g. an outer recorder's).
 
     Returns
     -------
@@ -59,6 +65,8 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None):
     from ..hw.spec import INSN_BYTES
     from ..runtime.device import open_device
     from ..runtime.recorder import LayerRecorder
+    from dataclasses import replace
+
     from .perfmodel import predict_stream, stream_traffic
     cfg = exe.config
     isa = isa_for(cfg)
@@ -67,23 +75,32 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None):
     dev = device if device is not None else open_device(backend, cfg)
     try:
         with LayerRecorder(dev, keep_outputs=False, keep_streams=True) as rec:
-            y = exe.run_named(inputs, device=dev, hook=rec.hook)
+            def both(name, output):
+                rec.hook(name, output)
+                if hook is not None:
+                    hook(name, output)
+            y = exe.run_named(inputs, device=dev, hook=both)
     finally:
         if device is None:
             dev.close()
     rows = []
     for layer in rec.layers:
         predicted = dram = 0
+        units = {}
         for run in layer.runs:
             insns = [isa.decode(w) for w in bytes_to_words(run.insns, INSN_BYTES)]
-            predicted += predict_stream(insns, cfg).cycles
+            pred = predict_stream(insns, cfg, intervals=True)
+            for unit, spans in pred.intervals.items():   # runs follow one another
+                units.setdefault(unit, []).extend(
+                    replace(i, start=i.start + predicted, end=i.end + predicted) for i in spans)
+            predicted += pred.cycles
             dram += sum(stream_traffic(insns, cfg).values())
         cycles = layer.cycles
         basis = cycles if cycles > 0 else predicted
         m = macs.get(layer.name, 0)
         rows.append(LayerProfile(layer.index, layer.name, layer.engine, cycles, int(predicted),
                                  m, m / (basis * peak) if m and basis > 0 else None,
-                                 int(dram), layer.wall))
+                                 int(dram), layer.wall, units))
     return y, rows
 
 

@@ -70,9 +70,10 @@ class LayerRecorder:
     ----------
     device : Device
         An open device; its ``run`` is wrapped until :meth:`close`.
-    keep_images : bool
+    keep_images : bool or collection of int
         Save the DRAM image of every run (the whole DRAM before the run, with the
-        instruction range), e.g. to replay a layer's kernel later.
+        instruction range), e.g. to replay a layer's kernel later; a collection of
+        layer indices keeps only those layers' images.
     keep_outputs : bool
         Keep each layer's output (a copy made by the VM).
     keep_streams : bool
@@ -85,7 +86,7 @@ class LayerRecorder:
         :meth:`clear`.
     """
 
-    def __init__(self, device, *, keep_images: bool = False, keep_outputs: bool = True,
+    def __init__(self, device, *, keep_images=False, keep_outputs: bool = True,
                  keep_streams: bool = False):
         self.device = device
         self.keep_streams = keep_streams
@@ -102,7 +103,8 @@ class LayerRecorder:
 
     def _logged_run(self, insn_addr, insn_count):
         image = None
-        if self.keep_images:
+        keep = self.keep_images
+        if keep if isinstance(keep, (bool, np.bool_)) else len(self.layers) in keep:
             dev = self.device
             image = DramImage(np.array(dev.read(0, dev.dram.size)), int(insn_addr),
                               int(insn_count), config=dev.config.to_dict())

@@ -124,7 +124,8 @@ def test_trace_and_plot(digits, capsys, tmp_path):
     trace = tmp_path / "t.json"
     assert main(["run", str(path), "--input", str(d / "x.npy"), "-o", str(tmp_path / "o"),
                  "--trace", str(trace)]) == 0
-    events = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X"]
+    events = [e for e in json.loads(trace.read_text())["traceEvents"]
+              if e["ph"] == "X" and e["cat"] in ("VTA", "host")]      # the layer tracks
     assert [e["cat"] for e in events].count("VTA") == 7 and len(events) == 10
     # Slices follow each other without overlap, in layer order.
     for a, b in zip(events, events[1:]):

@@ -6,7 +6,10 @@ import time
 
 import numpy as np
 
+from ...runtime.device import open_device
 from ...runtime.executable import load, read_inputs
+from ...runtime.layer_vcd import VCD_BACKENDS, write_layer_vcd
+from ...runtime.recorder import LayerRecorder
 from ...runtime.image import npz_path
 
 __all__ = ["register", "run"]
@@ -32,21 +35,49 @@ def register(sub):
     p.add_argument("--trace", metavar="FILE.json",
                    help="write the layer timeline as Chrome/Perfetto trace JSON "
                         "(vtakit plot trace FILE -o timeline.png draws it)")
+    p.add_argument("--vcd", metavar="FILE.vcd",
+                   help="write a waveform of one layer (--vcd-layer N; pysim, cxxrtl or "
+                        "verilator): the layer's kernel is run again on a traced device")
+    p.add_argument("--vcd-layer", type=int, metavar="N",
+                   help="the layer of --vcd (its # in the --profile table)")
     p.set_defaults(func=run)
 
 
 def run(args):
     exe = load(args.model, config=args.config)
     inputs = read_inputs(exe, args.input)
+    if (args.vcd is None) != (args.vcd_layer is None):
+        raise ValueError("--vcd FILE and --vcd-layer N go together")
+    if args.vcd is not None and args.backend not in VCD_BACKENDS:
+        raise ValueError(f"--vcd: backend {args.backend!r} writes no waveform; use "
+                         f"--backend {'|'.join(VCD_BACKENDS)}")
     start = time.perf_counter()
-    if args.profile or args.trace:
-        from ...compiler.profile import format_profile, profile_model
-        outputs, rows = profile_model(exe, inputs, args.backend)
-    else:
-        outputs = exe.run_named(inputs, backend=args.backend)
+    dev = rec = None
+    if args.vcd:
+        # This recorder keeps layer N's kernel images for the replay; the profile's
+        # recorder (if any) nests inside it.
+        dev = open_device(args.backend, exe.config)
+        rec = LayerRecorder(dev, keep_images={args.vcd_layer}, keep_outputs=False)
+    try:
+        if args.profile or args.trace:
+            from ...compiler.profile import format_profile, profile_model
+            outputs, rows = profile_model(exe, inputs, args.backend, device=dev,
+                                          hook=rec.hook if rec else None)
+        else:
+            outputs = exe.run_named(inputs, backend=args.backend, device=dev,
+                                    hook=rec.hook if rec else None)
+    finally:
+        if dev is not None:
+            rec.close()
+            dev.close()
     wall = time.perf_counter() - start
     if args.profile:
         print(format_profile(rows, args.backend))
+    if args.vcd:
+        vcd, cycles = write_layer_vcd(rec.layers, args.vcd_layer, args.backend, exe.config,
+                                      args.vcd)
+        layer = rec.layers[args.vcd_layer]
+        print(f"layer #{args.vcd_layer} {layer.name}: waveform ({cycles:,} cycles) -> {vcd}")
     if args.trace:
         from ...compiler.trace import write_trace
         print(f"layer timeline -> {write_trace(rows, args.trace)}")
