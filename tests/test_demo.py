@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-pytest.importorskip("sklearn")
 
 from vtakit.cli.main import main  # noqa: E402
 from vtakit.compiler.demo import format_demo, model_macs, run_demo  # noqa: E402

@@ -42,7 +42,7 @@ def test_fixture_replays(fx, open_backend, request):
     tests/test_fixtures.py -k replays`` replays the tiny fixtures on the Verilator RTL."""
     config = request.config.getoption("--config")
     if config is not None and config != fx.preset:
-        pytest.skip(f"--config {config}")
+        pytest.skip(f"a {fx.preset} fixture; --config {config} selects only that preset's")
     assert_replay(fx, open_backend(fx.preset))
 
 

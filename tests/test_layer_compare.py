@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-pytest.importorskip("sklearn")
 
 from vtakit.cli.main import main  # noqa: E402
 from vtakit.runtime.device import open_device  # noqa: E402
@@ -119,7 +118,6 @@ def test_cli_run_profile(digits, capsys, tmp_path):
 
 def test_trace_and_plot(digits, capsys, tmp_path):
     import json
-    pytest.importorskip("matplotlib")
     _, path, _, d = digits
     trace = tmp_path / "t.json"
     assert main(["run", str(path), "--input", str(d / "x.npy"), "-o", str(tmp_path / "o"),

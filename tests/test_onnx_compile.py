@@ -2,19 +2,16 @@
 bit-exact with the IR interpreter; control flow (If, Loop) through the VM."""
 
 import numpy as np
-import pytest
 
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-pytest.importorskip("sklearn")
+import onnx
 
-from onnx import TensorProto, helper  # noqa: E402
+from onnx import TensorProto, helper
 
-from vtakit.compiler.build_model import compile_model  # noqa: E402
-from vtakit.compiler.frontend import from_onnx  # noqa: E402
-from vtakit.compiler.ir import evaluate  # noqa: E402
-from vtakit.compiler.models import digits_cnn_path, load_digits_split  # noqa: E402
-from vtakit.compiler.quant.calibrate import calibrate  # noqa: E402
+from vtakit.compiler.build_model import compile_model
+from vtakit.compiler.frontend import from_onnx
+from vtakit.compiler.ir import evaluate
+from vtakit.compiler.models import digits_cnn_path, load_digits_split
+from vtakit.compiler.quant.calibrate import calibrate
 
 F = TensorProto.FLOAT
 

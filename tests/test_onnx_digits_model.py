@@ -3,8 +3,6 @@
 import numpy as np
 import pytest
 
-pytest.importorskip("onnx")
-pytest.importorskip("sklearn")
 
 from vtakit.compiler.models import digits_cnn_path  # noqa: E402
 from vtakit.compiler.models.train_digits_cnn import to_onnx, train  # noqa: E402

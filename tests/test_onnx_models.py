@@ -4,9 +4,8 @@
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
-pytest.importorskip("sklearn")
+import onnx as onnx
+import onnxruntime as ort
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 

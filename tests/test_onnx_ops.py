@@ -3,13 +3,12 @@
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+import onnxruntime as ort
 
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper
 
-from vtakit.compiler.frontend import OnnxImportError, from_onnx  # noqa: E402
-from vtakit.compiler.ir import evaluate  # noqa: E402
+from vtakit.compiler.frontend import OnnxImportError, from_onnx
+from vtakit.compiler.ir import evaluate
 
 F = TensorProto.FLOAT
 RNG = np.random.default_rng(0)

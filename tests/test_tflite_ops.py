@@ -9,7 +9,6 @@ quantize) and which may differ by one output step.
 import numpy as np
 import pytest
 
-pytest.importorskip("ai_edge_litert")
 
 from tflite_builder import ModelBuilder, reference_run  # noqa: E402
 from vtakit.compiler.frontend import TFLiteError, from_tflite  # noqa: E402

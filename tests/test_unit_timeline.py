@@ -43,7 +43,6 @@ def test_stream_intervals_match_busy_cycles():
 
 @pytest.fixture(scope="module")
 def digits_rows():
-    pytest.importorskip("sklearn")
     from vtakit.compiler.build_model import compile_model
     from vtakit.compiler.frontend.onnx import from_onnx
     from vtakit.compiler.models import digits_cnn_path, load_digits_split
@@ -85,7 +84,6 @@ def test_trace_has_four_unit_tracks_inside_layers(digits_rows):
 
 
 def test_recorder_keeps_images_of_chosen_layers():
-    pytest.importorskip("sklearn")
     from vtakit.compiler.build_model import compile_model
     from vtakit.compiler.frontend.onnx import from_onnx
     from vtakit.compiler.models import digits_cnn_path, load_digits_split

@@ -27,7 +27,7 @@ from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam, AxiResp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from vtakit.testing.fixtures import _load, first_difference, fixture_path  # noqa: E402
 
-from vtakit.boards.shell import SHELL_STATUS, ShellStatus  # noqa: E402
+from vtakit.boards.shell import SHELL_STATUS  # noqa: E402
 from vtakit.hw.config import load_config  # noqa: E402
 from vtakit.hw.interfaces import Reg  # noqa: E402
 

@@ -15,8 +15,7 @@ import pytest
 
 from vtakit.sim.rtl_build import _verilator_env, cache_root
 
-cocotb_tools_runner = pytest.importorskip("cocotb_tools.runner")
-pytest.importorskip("cocotbext.axi")
+import cocotb_tools.runner as cocotb_tools_runner
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = ["alu_add_imm__tiny", "gemm_default__tiny", "padded_load_all__tiny",

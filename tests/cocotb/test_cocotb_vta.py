@@ -12,11 +12,10 @@ import hashlib
 import os
 from pathlib import Path
 
-import pytest
 
 from vtakit.sim.rtl_build import TOP_NAME, _verilator_env, cache_root, generate_source
 
-cocotb_tools_runner = pytest.importorskip("cocotb_tools.runner")
+import cocotb_tools.runner as cocotb_tools_runner
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = ["alu_add_imm__tiny", "gemm_default__tiny"]
