@@ -38,6 +38,7 @@ import numpy as np
 
 from .module import PrimitiveEntry
 from .program import Program, ProgramFormatError
+from .vm.objects import flatten
 from .vm.bytecode import BytecodeError, Opcode, VMFunction, decode_function, encode_function, \
     format_instruction, verify_function
 
@@ -253,7 +254,7 @@ class Executable:
     def run_named(self, inputs=(), backend: str = "behavioral", **kwargs) -> dict:
         """:meth:`run`, with the outputs in a dict by output name (nested tuples flattened)."""
         result = self.run(inputs, backend, **kwargs)
-        flat = list(_flatten(result))
+        flat = list(flatten(result))
         names = self.output_names
         if len(flat) != len(names):
             names = [f"output{i}" for i in range(len(flat))] if len(flat) > 1 else ["output"]
@@ -372,13 +373,6 @@ def _readonly(a) -> np.ndarray:
     a.flags.writeable = False
     return a
 
-
-def _flatten(v):
-    if isinstance(v, tuple):
-        for x in v:
-            yield from _flatten(x)
-    else:
-        yield v
 
 
 def _section(tag: str, payload: bytes) -> bytes:

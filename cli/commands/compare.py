@@ -28,7 +28,7 @@ from ...hw.isa import Opcode, Unit, bytes_to_words, isa_for
 from ...hw.spec import INSN_BYTES
 from ...runtime.device import DeviceFault, open_device
 from ...runtime.image import DramImage, RunRecord
-from .exec import CONFIG_HELP, image_config
+from .exec import CONFIG_HELP, image_config, parse_backends
 
 __all__ = ["register", "run", "run_backends", "run_outcomes", "first_difference",
            "covering_store", "Difference", "format_difference", "Fault", "compare_outcomes",
@@ -224,11 +224,7 @@ def format_difference(d: Difference, image: DramImage) -> str:
 
 
 def run(args):
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    if len(backends) < 2:
-        raise ValueError(f"--backends needs two or more backends, got {args.backends!r}")
-    if len(set(backends)) != len(backends):
-        raise ValueError(f"--backends names a backend twice: {args.backends!r}")
+    backends = parse_backends(args.backends)
     if str(args.image).endswith(".vtax"):
         return _run_model(args, backends)
     if args.input:

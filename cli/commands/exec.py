@@ -12,7 +12,7 @@ from ...hw.config import ConfigError, load_config
 from ...runtime.device import BACKENDS, open_device
 from ...runtime.image import DramImage, ImageError
 
-__all__ = ["register", "run", "parse_option", "image_config", "check_options", "CONFIG_HELP"]
+__all__ = ["register", "run", "parse_option", "parse_backends", "image_config", "check_options", "CONFIG_HELP"]
 
 #: The ``--config`` help text of every command that runs or decodes an image.
 CONFIG_HELP = ("hardware config: preset name or JSON file (default: the config recorded in "
@@ -49,6 +49,16 @@ def parse_option(text: str) -> tuple[str, object]:
         return key, ast.literal_eval(value)
     except (ValueError, SyntaxError):
         return key, value
+
+
+def parse_backends(text: str) -> list[str]:
+    """The backends of a ``--backends a,b,...`` option: two or more, none twice."""
+    backends = [b.strip() for b in text.split(",") if b.strip()]
+    if len(backends) < 2:
+        raise ValueError(f"--backends needs two or more backends, got {text!r}")
+    if len(set(backends)) != len(backends):
+        raise ValueError(f"--backends names a backend twice: {text!r}")
+    return backends
 
 
 def image_config(requested, image: DramImage, path):

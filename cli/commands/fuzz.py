@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from ...sim.fuzz import format_summary, fuzz
-from .exec import check_options, parse_option
+from .exec import check_options, parse_backends, parse_option
 
 __all__ = ["register", "run", "parse_backend_option"]
 
@@ -51,11 +51,7 @@ def register(sub):
 
 
 def run(args):
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    if len(backends) < 2:
-        raise ValueError(f"--backends needs two or more backends, got {args.backends!r}")
-    if len(set(backends)) != len(backends):
-        raise ValueError(f"--backends names a backend twice: {args.backends!r}")
+    backends = parse_backends(args.backends)
     if args.count < 1:
         raise ValueError(f"--count {args.count}: need at least 1 program")
     if args.size < 1:

@@ -14,6 +14,7 @@ import json
 
 from ...runtime.module import FACTORY_PREFIX
 from ...runtime.registry import get_global_func, register_func
+from ...runtime.vm.objects import flatten
 from ..ir import Call, Constant, Function, Let, Op, Tuple, TupleGetItem, Var
 from ..ir.op import get_op
 
@@ -139,20 +140,13 @@ class HostKernel:
                 vals.append(get(s[1])[s[2]])
         result = get(self.out)
         outs = args[self.num_params:]
-        flat = list(_flatten(result))
+        flat = list(flatten(result))
         if len(flat) != len(outs):
             raise ValueError(f"host primitive {self.name!r} produced {len(flat)} outputs, the "
                              f"call passes {len(outs)}")
         for o, r in zip(outs, flat):
             o[...] = r
 
-
-def _flatten(v):
-    if isinstance(v, tuple):
-        for x in v:
-            yield from _flatten(x)
-    else:
-        yield v
 
 
 def host_factory(entry, ctx):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Tensor", "ADT", "Closure", "Storage", "to_python"]
+__all__ = ["Tensor", "ADT", "Closure", "Storage", "to_python", "flatten"]
 
 #: The VM's tensor type.
 Tensor = np.ndarray
@@ -101,3 +101,12 @@ def to_python(value):
         fields = tuple(to_python(v) for v in value.fields)
         return fields if value.tag == 0 else ADT(value.tag, fields)
     return value
+
+
+def flatten(value):
+    """The tensors of a (nested) tuple result, depth first; a tensor alone yields itself."""
+    if isinstance(value, tuple):
+        for x in value:
+            yield from flatten(x)
+    else:
+        yield value

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...reference import normalize_padding
 from ..types import TensorType, TupleType
 
 __all__ = ["tensor_arg", "broadcast_type", "pair", "padding4", "is_int", "is_float",
@@ -42,20 +43,11 @@ def pair(v, name):
 
 
 def padding4(p):
-    """``p`` | ``(ph, pw)`` | ``(top, left, bottom, right)`` -> 4-tuple."""
-    if isinstance(p, (int, np.integer)):
-        p = (int(p),) * 4
-    p = tuple(int(x) for x in p)
-    if len(p) == 1:
-        p = p * 4
-    elif len(p) == 2:
-        p = (p[0], p[1], p[0], p[1])
-    elif len(p) != 4:
-        raise ValueError(f"padding must be an int, (ph, pw) or (top, left, bottom, right), "
-                         f"got {p!r}")
-    if min(p) < 0:
-        raise ValueError(f"padding must be non-negative, got {p!r}")
-    return p
+    """``p`` | ``(p,)`` | ``(ph, pw)`` | ``(top, left, bottom, right)`` -> 4-tuple (the
+    operator library's :func:`~vtakit.compiler.reference.normalize_padding`)."""
+    if not isinstance(p, (int, np.integer)) and len(tuple(p)) == 1:
+        p = tuple(p)[0]
+    return normalize_padding(p)
 
 
 def is_int(dtype):
