@@ -3,10 +3,12 @@
 Columns: compile time (``vtakit.compile``), behavioral wall time of one inference
 through the VM, RTL cycles of the VTA layers (sum over layers, Verilator), GEMM
 utilization (MACs / (cycles x BATCH x BLOCK_IN x BLOCK_OUT)), DRAM traffic of the
-VTA layers (the device's load/store byte counters on the behavioral backend, the
-plans' predicted bytes on the RTL ones), peak DRAM of the executable,
-and how many fused layers run on VTA against the host primitives. Every run is
-checked bit for bit against the IR interpreter.
+VTA layers (their loads and stores), the executable's planned peak DRAM and what a
+behavioral run allocated at most (instruction and micro-op buffers included), and
+how many fused layers run on VTA against the host primitives. The RTL run is the
+compiled executable itself (tensors kept on the device between layers), profiled per
+layer (:func:`vtakit.compiler.profile.profile_model`). Every run is checked bit for
+bit against the IR interpreter.
 
 Usage::
 
@@ -25,9 +27,8 @@ import numpy as np
 import vtakit
 from vtakit.compiler.frontend import from_tflite
 from vtakit.compiler.ir import evaluate
-from vtakit.compiler.lower_vta import run_graph
+from vtakit.compiler.profile import profile_model
 from vtakit.hw.config import load_config
-from vtakit.runtime import Runtime
 from vtakit.sim import open_device
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "mltk"
@@ -52,28 +53,27 @@ def measure(name, config, backend):
     x = _input(mod)
     ref = np.asarray(evaluate(mod, x))
     exe.run([x])                                   # warm-up (tiling searches, device)
+    dev = open_device("behavioral", config)
     t = time.perf_counter()
-    out = exe.run_named([x])
+    out = exe.run_named([x], device=dev)
     wall = time.perf_counter() - t
+    dram_used = dev.dram.peak_allocated
+    dev.close()
     assert np.array_equal(out[exe.output_names[0]], ref), f"{name}: VM != interpreter"
-    records = []
-    rt = Runtime(open_device(backend, config))
-    y = np.asarray(run_graph(mod, rt, x, records=records))
-    assert np.array_equal(y, ref), f"{name}: {backend} != interpreter"
+    y, rows = profile_model(exe, [x], backend)
+    assert np.array_equal(y[exe.output_names[0]], ref), f"{name}: {backend} != interpreter"
     cfg = load_config(config)
     peak = cfg.batch * cfg.block_in * cfg.block_out
-    cycles = sum(r.cycles for r in records)
-    macs = sum(r.macs for r in records)
+    vta = [r for r in rows if r.engine == "VTA"]
+    cycles = sum(r.cycles for r in vta) if vta and all(r.cycles > 0 for r in vta) else -1
+    macs = sum(r.macs for r in vta)
     return {"model": name, "compile_s": compile_s, "behavioral_wall_s": wall,
             "rtl_cycles": cycles, "macs": macs,
             "gemm_utilization": macs / (cycles * peak) if cycles > 0 else None,
-            # measured counters where the backend has them (behavioral), else the
-            # plans' cost-model prediction (the RTL backends count no bytes)
-            "dram_bytes": sum(r.dram_bytes_run or r.dram_bytes for r in records),
-            "peak_dram_bytes": exe.peak_dram_bytes,
+            "dram_bytes": sum(r.dram_bytes for r in vta),
+            "peak_dram_bytes": exe.peak_dram_bytes, "dram_allocated_bytes": dram_used,
             "vta_layers": sum(r.where != "host" for r in report),
-            "host_primitives": sum(r.where == "host" for r in report),
-            "host_requantize_s": sum(r.host_seconds for r in records)}
+            "host_primitives": sum(r.where == "host" for r in report)}
 
 
 def main(argv=None):
@@ -85,14 +85,15 @@ def main(argv=None):
     args = ap.parse_args(argv)
     rows = [measure(m, args.config, args.backend) for m in args.models.split(",")]
     print("| model | compile | behavioral wall | RTL cycles | GEMM util. | DRAM traffic | "
-          "peak VM arena | VTA layers + host primitives |")
+          "peak DRAM planned (used) | VTA layers + host primitives |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         util = "-" if r["gemm_utilization"] is None else f"{100 * r['gemm_utilization']:.1f}%"
         cyc = "-" if r["rtl_cycles"] < 0 else f"{r['rtl_cycles']:,}"
         print(f"| {r['model']} | {r['compile_s']:.2f} s | {r['behavioral_wall_s']:.2f} s | "
               f"{cyc} | {util} | {r['dram_bytes'] / 1e6:.2f} MB | "
-              f"{r['peak_dram_bytes'] / 1e6:.2f} MB | {r['vta_layers']} + {r['host_primitives']} |")
+              f"{r['peak_dram_bytes'] / 1e6:.2f} MB ({r['dram_allocated_bytes'] / 1e6:.2f}) | "
+              f"{r['vta_layers']} + {r['host_primitives']} |")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

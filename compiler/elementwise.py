@@ -118,14 +118,15 @@ def plan_add(config, shape, *, shift=0, relu=False, clip=None, out_dtype=np.int8
     return AddPlan(config, shape, epilogue=epi, tile=tile)
 
 
-def plan_add_gemm(config, shape, *, shift=0, relu=False, clip=None,
+def plan_add_gemm(config, shape, *, bias=False, shift=0, relu=False, clip=None,
                   out_dtype=np.int8) -> Conv2dPlan:
     """Plan ``epilogue(a + b)`` for int8 operands on the GEMM core: a 1x1 depthwise
     convolution of ``a`` with one shared identity weight tile and ``b`` as its int8
-    residual. Pack with ``plan.pack(a4, identity_weight(plan), residual=b4)`` on NCHW
-    views (see :func:`add`)."""
+    residual. Pack with ``plan.pack(a4, ones, bias, residual=b4)`` on NCHW views (see
+    :func:`add`); scaled weights (``2^e`` instead of ones, and the packed ``identity``
+    times ``2^e``) make it ``a 2^e_a + b 2^e_b``."""
     n, c, h, w = _as_nchw(shape)
-    epi = Epilogue.make(residual="int8", shift=shift, clip=clip, relu=relu,
+    epi = Epilogue.make(bias=bias, residual="int8", shift=shift, clip=clip, relu=relu,
                         out_dtype=out_dtype, op="add")
     return Conv2dPlan(config, (n, c, h, w), (c, 1, 1, 1), 1, 0, groups=c, epilogue=epi,
                       shared_weight=True)

@@ -19,67 +19,22 @@ per-channel bias (C,)      (C/c, b, c) int32, broadcast over b    acc tile
 Dense data is the activation layout with ``H = W = 1``, so a dense layer is a
 1x1 convolution on a 1x1 image for the operator library. Packing never changes
 the dtype (sign-extend int8 to int32 *before* packing when an operand goes to
-the accumulator).
+the accumulator). The activation layout itself is :mod:`vtakit.runtime.layout`
+(the VM keeps device tensors in it).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..runtime.layout import (LayoutError, _check, _pad_to, ceil_div,  # noqa: F401
+                              pack_activation, unpack_activation)
+
 __all__ = [
     "ceil_div", "pack_activation", "unpack_activation", "pack_conv_weight",
     "unpack_conv_weight", "pack_block_diagonal_weight", "pack_dense_data", "unpack_dense_data", "pack_dense_weight",
     "unpack_dense_weight", "pack_bias", "unpack_bias", "LayoutError",
 ]
-
-
-class LayoutError(ValueError):
-    """An array whose rank or shape does not fit the requested layout."""
-
-
-def ceil_div(a: int, b: int) -> int:
-    """``ceil(a / b)`` for non-negative integers."""
-    return -(-int(a) // int(b))
-
-
-def _check(name, array, ndim, what):
-    array = np.asarray(array)
-    if array.ndim != ndim:
-        raise LayoutError(f"{name}: expected a {ndim}-D {what} array, got shape {array.shape}")
-    return array
-
-
-def _pad_to(array, shape):
-    """Zero-pad ``array`` at the end of every axis up to ``shape``."""
-    if array.shape == tuple(shape):
-        return array
-    out = np.zeros(shape, dtype=array.dtype)
-    out[tuple(slice(0, s) for s in array.shape)] = array
-    return out
-
-
-def pack_activation(x, config) -> np.ndarray:
-    """NCHW -> (N/b, C/c, H, W, b, c), zero-padding N and C to whole blocks."""
-    x = _check("pack_activation", x, 4, "NCHW")
-    b, c = config.batch, config.block
-    n, ch, h, w = x.shape
-    xp = _pad_to(x, (ceil_div(n, b) * b, ceil_div(ch, c) * c, h, w))
-    xp = xp.reshape(xp.shape[0] // b, b, xp.shape[1] // c, c, h, w)
-    return np.ascontiguousarray(xp.transpose(0, 2, 4, 5, 1, 3))
-
-
-def unpack_activation(xp, config, n: int, c: int) -> np.ndarray:
-    """(N/b, C/c, H, W, b, c) -> NCHW, dropping the batch and channel padding."""
-    xp = _check("unpack_activation", xp, 6, "packed activation")
-    nb, cb, h, w, b, blk = xp.shape
-    if (b, blk) != (config.batch, config.block):
-        raise LayoutError(f"unpack_activation: element shape ({b}, {blk}) does not match "
-                          f"the config's (BATCH, BLOCK) = ({config.batch}, {config.block})")
-    if n > nb * b or c > cb * blk:
-        raise LayoutError(f"unpack_activation: cannot take N={n}, C={c} from a packed array "
-                          f"holding N<={nb * b}, C<={cb * blk}")
-    x = xp.transpose(0, 4, 1, 5, 2, 3).reshape(nb * b, cb * blk, h, w)
-    return np.ascontiguousarray(x[:n, :c])
 
 
 def pack_conv_weight(wt, config) -> np.ndarray:

@@ -20,10 +20,20 @@ runs the operator library's plan on ``rt``'s device:
   requantize, clip and cast run on the host in numpy. VTA's 32-bit ALU cannot
   reproduce TFLite's 64-bit ``x * m >> (31 - s)`` even with TVM's ALU MUL (it keeps
   the low 32 bits of the product), so the exact step stays on the host; the cost
-  is measured by :func:`requantize_cost` (see the README).
+  is measured by :func:`requantize_cost` (see the README). The host step works on
+  the packed int32 result and yields the packed int8 one, so nothing is repacked.
 
-An input zero point other than 0 is padded on the host (VTA's load pads with
-zeros only); zero padding is folded into the plan.
+Padding is folded into the plan (VTA's loads insert it). They insert zeros; a
+convolution padded with another value (an input zero point: ``nn.conv2d``'s
+``pad_value``, or an ``nn.pad`` in front) gets a constant int32 residual, loaded
+into the accumulators before the GEMMs, that adds what the value contributes at
+the border: ``pad_value * sum(w over the taps in the padding)`` per output pixel
+and channel (:func:`_border_correction`).
+
+In an executable (:func:`vm_lowerer`) a layer's input may be a
+:class:`~vtakit.runtime.vm.objects.DeviceTensor` that the previous layer left in
+device DRAM, read in place, and its output may go to one; the packed weights are
+uploaded once per VM and stay resident.
 
 :func:`run_graph` executes a whole module: layers on VTA, every other call with
 the op's numpy compute (softmax, quantize, reshape, TFLite ADD, ...), recording
@@ -38,14 +48,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .conv2d import plan_conv2d
+from ..runtime.dram import PAGE_BYTES
+from ..runtime.layout import pack_activation
+from .conv2d import assemble_planes, plan_conv2d
 from .dense import plan_dense
+from .elementwise import plan_add_gemm
 from .epilogue import EpilogueError
 from .ir import Call, Constant, Function, IRModule, Op, Tuple, TupleGetItem, Var, post_order
 from .layout import LayoutError
 from .pool import plan_pool2d
 from .quant import fixed_point as fp
+from .quant.ops import add_shifts
 from .quant.pool import divide_round
+from .reference import group_conv2d_ref
 from .tiling import TilingError
 
 __all__ = ["VTALayer", "LayerRecord", "match_layer", "split_layer", "lower_layer",
@@ -104,6 +119,9 @@ def match_layer(expr) -> VTALayer | None:
             "padding": a["padding"], "clip": clip, "out_dtype": out_dtype})
     if out_dtype is None:
         return None
+    if _is(e, "qnn.add") and e.attrs["rounding"] == "vta":
+        return VTALayer("add", expr, e.args[0], {
+            "other": e.args[1], "add": dict(e.attrs), "clip": clip, "out_dtype": out_dtype})
     if _is(e, "qnn.avg_pool2d"):
         a = e.attrs
         return VTALayer("avg_pool2d", expr, e.args[0], {
@@ -123,7 +141,7 @@ def match_layer(expr) -> VTALayer | None:
         a = e.attrs
         if tuple(a["dilation"]) != (1, 1) or not isinstance(e.args[1], (Constant, Var)):
             return None
-        data, pad, pad_value = e.args[0], tuple(a["padding"]), 0.0
+        data, pad, pad_value = e.args[0], tuple(a["padding"]), a["pad_value"]
         if _is(data, "nn.pad"):
             pw = data.attrs["pad_width"]
             if any(tuple(p) != (0, 0) for p in pw[:2]) or any(pad):
@@ -159,15 +177,29 @@ class LayerRecord:
     dram_bytes_run: int = 0          # measured: the device's load/store byte counters
 
 
-def _host_requantize(acc, rq, clip, out_dtype):
-    y = _requant(acc, rq)
-    return np.clip(y.astype(np.int64), clip[0], clip[1]).astype(out_dtype)
-
-
 def _requant(acc, rq):
     from .quant.ops import requantize
     return requantize(acc, scale=rq["scale"], zero_point=rq["zero_point"], axis=rq["axis"],
                       rounding=rq["rounding"])
+
+
+def _per_lane(v, packed_shape):
+    """A per-channel vector shaped to broadcast over a packed (N/b, C/c, H, W, b, c) array
+    (the padding lanes repeat channel 0); a scalar stays a scalar."""
+    v = np.asarray(v)
+    if v.size == 1:
+        return v.reshape(())
+    cb, c = packed_shape[1], packed_shape[5]
+    full = np.concatenate([v.ravel(), np.repeat(v.ravel()[:1], cb * c - v.size)])
+    return full.reshape(1, cb, 1, 1, 1, c)
+
+
+def _requantize_packed(planes, rq, clip, out_dtype):
+    """The exact requantize, clip and cast of a packed int32 result (four byte planes)."""
+    acc = assemble_planes(planes)
+    rq = dict(rq, scale=_per_lane(rq["scale"], acc.shape),
+              zero_point=_per_lane(rq["zero_point"], acc.shape), axis=None)
+    return np.clip(_requant(acc, rq).astype(np.int64), clip[0], clip[1]).astype(out_dtype)
 
 
 def _vta_exact(rq):
@@ -179,8 +211,124 @@ def _describe_tiling(plan):
     return "" if t is None else repr(t)
 
 
+@dataclass
+class _Spec:
+    """How a layer runs for one input shape: the plan, what the host does after it (on
+    the packed result), and where/why for reports."""
+
+    plan: object
+    post: object          # None, or f(packed out planes) -> packed result
+    border: float | None  # the pad value whose border correction the int32 residual adds
+    where: str
+    why: str
+    macs: int = 0
+    consts: dict = field(default_factory=dict)   # packed weight operands (filled on use)
+
+
+def _layer_spec(layer: VTALayer, shape, w_shape, config) -> _Spec:
+    """Plan ``layer`` for input ``shape`` (raises TilingError, LoweringError, ...);
+    ``w_shape`` is the weight's shape (an add's: its second operand's)."""
+    a = layer.attrs
+    shape = tuple(int(s) for s in shape)
+    if layer.kind == "add":
+        if tuple(w_shape) != shape or len(shape) not in (2, 4):
+            raise LoweringError(f"an add of shapes {list(shape)} and {list(w_shape)} "
+                                "(broadcasting) runs on the host")
+        q = a["add"]
+        ea, eb, k = add_shifts(q["lhs_scale"], q["rhs_scale"], q["out_scale"])
+        if max(ea, eb) > 6:
+            raise LoweringError(f"an operand scale 2^{max(ea, eb)} times the other's does not "
+                                "fit an int8 weight")
+        plan = plan_add_gemm(config, shape, bias=True, shift=k, clip=a["clip"])
+        return _Spec(plan, None, None, "vta", "requantized add with power-of-two scales: "
+                     "a shifted sum on the GEMM core")
+    if layer.kind in ("conv2d", "dense"):
+        rq, (lo, hi), border = a["requantize"], a["clip"], None
+        pad = tuple(a.get("padding", (0, 0, 0, 0)))
+        if layer.kind == "conv2d" and a["pad_value"] != 0 and any(pad):
+            # VTA's load pads with zeros: what the pad value would add at the border
+            # comes in as a constant int32 residual (see _border_correction).
+            border = a["pad_value"]
+        if _vta_exact(rq) and -(1 << 15) <= lo <= hi < (1 << 15):
+            kw = dict(bias=True, shift=fp.vta_shift(rq["scale"]), clip=(lo, hi),
+                      out_dtype=np.int8)
+            post, where, why = None, "vta", "requantize is a power-of-two shift: epilogue on VTA"
+        else:
+            kw = dict(bias=True, out_dtype=np.int32)
+            out_dtype = a["out_dtype"]
+            post = lambda planes: _requantize_packed(planes, rq, (lo, hi), out_dtype)  # noqa: E731
+            where, why = "vta+host", (f"requantize rounding {rq['rounding']!r} is not a VTA "
+                                      "shift: int32 result, exact requantize on the host")
+        plan = (plan_dense(config, shape, w_shape, **kw) if layer.kind == "dense" else
+                plan_conv2d(config, shape, w_shape, tuple(a["strides"]), pad,
+                            groups=a["groups"], residual="int32" if border else False, **kw))
+        out = plan.operands["out"].shape
+        macs = shape[0] * w_shape[0] * out[3] * out[4] * int(np.prod(w_shape[1:]))
+        if border:
+            why += f"; pad value {border} through a border-correction residual"
+        return _Spec(plan, post, border, where, why, macs)
+    if layer.kind == "avg_pool2d":
+        kh, kw_ = a["pool_size"]
+        if any(a["padding"]) and a["rounding"] != "vta":
+            raise LoweringError("a padded TFLite average pool excludes the padding from the "
+                                "count; VTA's pools count it")
+        # Window sums on the GEMM core (all-ones depthwise kernel), int32 out; the
+        # framework's rounding division on the host.
+        plan = plan_conv2d(config, shape, (shape[1], 1, kh, kw_), tuple(a["strides"]),
+                           tuple(a["padding"]), groups=shape[1], out_dtype=np.int32)
+        mode = "tflite" if a["rounding"] != "vta" else "vta"
+        (lo, hi), out_dtype = a["clip"], a["out_dtype"]
+        post = lambda planes: np.clip(divide_round(assemble_planes(planes), kh * kw_, mode),  # noqa: E731
+                                      lo, hi).astype(out_dtype)
+        return _Spec(plan, post, None, "vta+host",
+                     "window sums on VTA, rounding division on the host")
+    plan = plan_pool2d(config, shape, "max", tuple(a["pool_size"]), tuple(a["strides"]),
+                       tuple(a["padding"]))
+    (lo, hi), out_dtype = a["clip"], a["out_dtype"] or np.int8
+    post = None
+    if lo > -128 or hi < 127 or np.dtype(out_dtype) != np.int8:
+        post = lambda planes: np.clip(planes[0], lo, hi).astype(out_dtype)  # noqa: E731
+    return _Spec(plan, post, None, "vta", "max on the ALU")
+
+
+def _border_correction(plan, w, pad_value) -> np.ndarray:
+    """The int32 (N, O, OH, OW) that padding with ``pad_value`` adds to a convolution
+    over zero padding: ``pad_value`` times the weights over the taps in the padding."""
+    n, c, h, wd = plan.x_shape
+    t, l, b, r = plan.padding
+    outside = np.ones((1, c, h + t + b, wd + l + r), np.int8)
+    outside[:, :, t:t + h, l:l + wd] = 0
+    taps = group_conv2d_ref(outside, w, plan.stride, 0, plan.groups).astype(np.int64)
+    return np.broadcast_to(fp.wrap_int32(taps * int(pad_value)),
+                           (n,) + taps.shape[1:]).astype(np.int32)
+
+
+def _fill_estimate(rec, plan):
+    rec.tiling = _describe_tiling(plan)
+    est = getattr(plan, "estimate", None)
+    if est is not None:
+        rec.predicted_cycles = float(est.cycles)
+        rec.dram_bytes = int(est.read_bytes + est.write_bytes)
+    else:
+        info = plan.inspect()
+        rec.predicted_cycles = float(info["predicted_cycles"])
+        rec.dram_bytes = int(sum(info["dram"].values()))
+
+
+def _as_nchw(x):
+    x = np.asarray(x)
+    return x.reshape(x.shape + (1,) * (4 - x.ndim))
+
+
 class _Lowered:
-    """The packed function of one layer (callable as ``f(rt, x)``)."""
+    """The packed function of one layer (callable as ``f(rt, x, env, out)``).
+
+    The input may be a host array or a :class:`~vtakit.runtime.vm.objects.DeviceTensor`
+    (read in place); the output goes to ``out`` when given (a host array, or a device
+    tensor the kernel stores into directly when no host step follows) and is returned.
+    Host steps after the kernel (exact requantize, rounding division) work on the packed
+    result, so a layer whose output stays on the device is never unpacked.
+    """
 
     def __init__(self, layer: VTALayer, config, records: list | None = None, program=None):
         self.layer = layer
@@ -189,132 +337,187 @@ class _Lowered:
         self.plan = None
         #: a Program from an executable's kernel table, run instead of plan.program()
         self.program = program
+        self.env = {}
+        self._cached, self._spec_key = None, None
+        #: weight operands kept in device DRAM across calls (see :meth:`keep_resident`)
+        self._resident = None
 
-    def __call__(self, rt, x, env=None):
+    def keep_resident(self) -> None:
+        """Keep the packed weights on the device between calls (while the same weight
+        arrays come in) until :meth:`release`."""
+        self._resident = {}
+
+    def release(self) -> None:
+        """Free the resident weights."""
+        for rt, buf in (self._resident or {}).values():
+            try:
+                rt.free(buf)
+            except Exception:   # the device is already closed
+                pass
+        if self._resident is not None:
+            self._resident = {}
+
+    def _operand(self, e):
+        """The value of a layer operand: a constant, or what ``env`` gives (possibly a
+        device tensor)."""
+        if isinstance(e, Constant):
+            return e.data
+        try:
+            return self.env[e]
+        except KeyError:
+            raise LoweringError(f"no value for the layer's operand "
+                                f"{getattr(e, 'name_hint', type(e).__name__)}") from None
+
+    def _value(self, e):
+        return np.asarray(self._operand(e))
+
+    def _spec(self, x_shape):
+        """The layer's spec and packed weights for this input shape and these weight arrays
+        (one kept: the VM passes the same constant arrays every call)."""
+        a = self.layer.attrs
+        params = tuple(self._value(a[k]) for k in ("weight", "bias") if a.get(k) is not None)
+        key = (x_shape, self.config) + tuple(id(p) for p in params)
+        if key != self._spec_key:
+            self.release()
+            w_shape = (params[0].shape if params else
+                       self._operand(a["other"]).shape if "other" in a else None)
+            spec = _layer_spec(self.layer, x_shape, w_shape, self.config)
+            spec.consts = self._pack_constants(spec)
+            spec.params = params        # alive while cached, so their ids stay theirs
+            self._cached, self._spec_key = spec, key
+        return self._cached
+
+    def _pack_constants(self, spec):
+        """The plan's operands other than data and out, packed."""
+        a, plan = self.layer.attrs, spec.plan
+        if self.layer.kind in ("conv2d", "dense"):
+            w = self._value(a["weight"])
+            rq = a["requantize"]
+            bias = (np.zeros(w.shape[0], np.int64) if a["bias"] is None
+                    else self._value(a["bias"]).astype(np.int64))
+            if spec.post is None:       # the rounding shift's zero point joins the bias
+                k = fp.vta_shift(rq["scale"])
+                bias = bias + np.asarray(rq["zero_point"], np.int64) * (1 << k)
+            args = (w, fp.wrap_int32(bias))
+            if spec.border:
+                args += (_border_correction(plan, w, spec.border),)
+        elif self.layer.kind == "add":
+            q = a["add"]
+            ea, eb, k = add_shifts(q["lhs_scale"], q["rhs_scale"], q["out_scale"])
+            offset = (-int(q["lhs_zero_point"]) << ea) - (int(q["rhs_zero_point"]) << eb) \
+                + (int(q["out_zero_point"]) << k)
+            c = plan.x_shape[1]
+            packed = plan.pack(np.zeros(plan.x_shape, np.int8),
+                               np.full((c, 1, 1, 1), 1 << ea, np.int8),
+                               fp.wrap_int32(np.full(c, offset, np.int64)),
+                               np.zeros(plan.x_shape, np.int8))
+            packed["identity"] = packed["identity"] << eb
+            del packed["data"], packed["residual"]
+            return packed
+        elif self.layer.kind == "avg_pool2d":
+            kh, kw = a["pool_size"]
+            args = (np.ones((plan.x_shape[1], 1, kh, kw), np.int8),)
+        else:
+            args = ()
+        dummy = np.zeros(getattr(plan, "dense_shapes", (plan.x_shape,))[0], np.int8)
+        packed = plan.pack(dummy, *args)
+        del packed["data"]
+        return packed
+
+    def __call__(self, rt, x, env=None, out=None):
         """Run the layer on ``x``; ``env`` maps the Vars of weight/bias to arrays."""
-        L = self.layer
-        x = np.asarray(x)
         self.env = env or {}
+        try:
+            return self._run(rt, x, out)
+        finally:
+            self.env = {}       # holds the call's tensors (device ones pin their DRAM)
+
+    def _run(self, rt, x, out):
+        from ..runtime.vm.objects import DeviceTensor
+        L = self.layer
         if self.config is None or self.config != rt.config:
             self.config = rt.config
         rec = LayerRecord(L.kind, tuple(x.shape), "vta", "")
         try:
-            y = getattr(self, "_" + L.kind)(rt, x, rec)
+            spec = self._spec(tuple(x.shape))
         except (TilingError, EpilogueError, LayoutError, LoweringError) as e:
             rec.where, rec.why = "host", f"{type(e).__name__}: {e}"
-            y = self._host(x)
+            y = self._host(np.asarray(x))
+            if self.records is not None:
+                self.records.append(rec)
+            if isinstance(out, DeviceTensor):
+                out.write_packed(pack_activation(_as_nchw(y).astype(out.dtype), self.config))
+                return out
+            if out is not None:
+                out[...] = y
+            return y
+        self.plan = plan = spec.plan
+        rec.where, rec.why, rec.macs = spec.where, spec.why, spec.macs
+        _fill_estimate(rec, plan)
+        program = self.program if self.program is not None else plan.program()
+        _check_program(plan, program)
+        ops = plan.operands
+        direct = (spec.post is None and ops["out"].shape[0] == 1
+                  and isinstance(out, DeviceTensor) and out.nbytes == ops["out"].nbytes)
+        scratch, bufs = [], {}
+
+        def staged(name, array=None):
+            buf = rt.alloc(ops[name].nbytes)
+            scratch.append(buf)
+            if array is not None:
+                rt.upload(buf, array)
+            return buf
+        try:
+            inputs = {"data": x}
+            if "other" in L.attrs:                  # an add's second operand
+                inputs["residual"] = self._operand(L.attrs["other"])
+            for name, v in inputs.items():
+                if isinstance(v, DeviceTensor) and v.nbytes == ops[name].nbytes:
+                    bufs[name] = v.buffer           # left on the device by the last layer
+                else:
+                    bufs[name] = staged(name, pack_activation(_as_nchw(v).astype(np.int8),
+                                                              self.config))
+            for name, array in spec.consts.items():
+                if self._resident is None:
+                    bufs[name] = staged(name, array)
+                    continue
+                if name not in self._resident:
+                    buf = rt.alloc(ops[name].nbytes)
+                    rt.upload(buf, array)
+                    self._resident[name] = (rt, buf)
+                bufs[name] = self._resident[name][1]
+            bufs["out"] = out.buffer if direct else staged("out")
+            rt.bind(program, bufs)
+            res = rt.synchronize()
+            rec.cycles = int(res.cycles)
+            rec.dram_bytes_run = int(sum(v for k, v in res.stats.items()
+                                         if k.endswith("_nbytes")))
+            if direct:
+                y = out
+            else:
+                planes = rt.download(bufs["out"], ops["out"].dtype, ops["out"].shape)
+                t0 = time.perf_counter()
+                y = planes[0] if spec.post is None else spec.post(planes)
+                rec.host_seconds = time.perf_counter() - t0
+        finally:
+            for buf in scratch:
+                rt.free(buf)
         if self.records is not None:
             self.records.append(rec)
+        if direct:
+            return out
+        if isinstance(out, DeviceTensor):
+            out.write_packed(y.astype(out.dtype, copy=False))
+            return out
+        y = plan.unpack(y[None])
+        if L.kind == "add":                         # (N, C) adds run as (N, C, 1, 1)
+            y = y.reshape(tuple(x.shape))
+        dtype = L.attrs.get("out_dtype")
+        if dtype is not None and y.dtype != np.dtype(dtype):
+            y = y.astype(dtype)
+        if out is not None:
+            out[...] = y
         return y
-
-    def _value(self, e):
-        if isinstance(e, Constant):
-            return np.asarray(e.data)
-        try:
-            return np.asarray(self.env[e])
-        except KeyError:
-            raise LoweringError(f"no value for the layer's parameter %{e.name_hint}") from None
-
-    # ------------------------------------------------------------- per kind
-
-    def _run_plan(self, rt, plan, packed, rec):
-        self.plan = plan
-        if self.program is None:
-            out, res = plan.run(rt, packed)
-        else:
-            out, res = _run_program(rt, plan, self.program, packed)
-        rec.tiling = _describe_tiling(plan)
-        est = getattr(plan, "estimate", None)
-        if est is not None:
-            rec.predicted_cycles = float(est.cycles)
-            rec.dram_bytes = int(est.read_bytes + est.write_bytes)
-        rec.cycles = int(res.cycles)
-        rec.dram_bytes_run = int(sum(v for k, v in res.stats.items() if k.endswith("_nbytes")))
-        return plan.unpack(out)
-
-    def _conv_like(self, rt, x, rec, dense):
-        a = self.layer.attrs
-        rq, (lo, hi) = a["requantize"], a["clip"]
-        w = self._value(a["weight"])
-        o = w.shape[0]
-        bias = (np.zeros(o, np.int64) if a["bias"] is None
-                else self._value(a["bias"]).astype(np.int64))
-        if not dense:
-            pad = tuple(a["padding"])
-            if a["pad_value"] != 0 and any(pad):
-                # VTA's load pads with zeros; other pad values are applied here.
-                t, l, b, r = pad
-                x = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)),
-                           constant_values=np.array(a["pad_value"]).astype(x.dtype))
-                pad = (0, 0, 0, 0)
-        if _vta_exact(rq) and -(1 << 15) <= lo <= hi < (1 << 15):
-            k = fp.vta_shift(rq["scale"])
-            zp = np.asarray(rq["zero_point"], np.int64)
-            b32 = fp.wrap_int32(bias + zp * (1 << k))
-            kw = dict(bias=True, shift=k, clip=(lo, hi), out_dtype=np.int8)
-            rec.why = "requantize is a power-of-two shift: epilogue on VTA"
-            exact_host = False
-        else:
-            b32 = fp.wrap_int32(bias)
-            kw = dict(bias=True, out_dtype=np.int32)
-            rec.where = "vta+host"
-            rec.why = (f"requantize rounding {rq['rounding']!r} is not a VTA shift: int32 "
-                       "result, exact requantize on the host")
-            exact_host = True
-        if dense:
-            plan = plan_dense(self.config, x.shape, w.shape, **kw)
-            packed = plan.pack(x, w, b32)
-        else:
-            plan = plan_conv2d(self.config, x.shape, w.shape, tuple(a["strides"]), pad,
-                               groups=a["groups"], **kw)
-            packed = plan.pack(x, w, b32)
-        y = self._run_plan(rt, plan, packed, rec)
-        rec.macs = int(np.prod(y.shape)) * int(np.prod(w.shape[1:]))
-        if exact_host:
-            t0 = time.perf_counter()
-            y = _host_requantize(y, rq, (lo, hi), a["out_dtype"])
-            rec.host_seconds = time.perf_counter() - t0
-        return y.astype(a["out_dtype"]) if y.dtype != np.dtype(a["out_dtype"]) else y
-
-    def _conv2d(self, rt, x, rec):
-        return self._conv_like(rt, x, rec, dense=False)
-
-    def _dense(self, rt, x, rec):
-        return self._conv_like(rt, x, rec, dense=True)
-
-    def _avg_pool2d(self, rt, x, rec):
-        a = self.layer.attrs
-        kh, kw = a["pool_size"]
-        c = x.shape[1]
-        pad = tuple(a["padding"])
-        if any(pad) and a["rounding"] != "vta":
-            raise LoweringError("a padded TFLite average pool excludes the padding from the "
-                                "count; VTA's pools count it")
-        # Window sums on the GEMM core (all-ones depthwise kernel), int32 out; the
-        # framework's rounding division on the host.
-        ones = np.ones((c, 1, kh, kw), np.int8)
-        plan = plan_conv2d(self.config, x.shape, ones.shape, tuple(a["strides"]), pad,
-                           groups=c, out_dtype=np.int32)
-        sums = self._run_plan(rt, plan, plan.pack(x, ones), rec)
-        t0 = time.perf_counter()
-        y = divide_round(sums, kh * kw, "tflite" if a["rounding"] != "vta" else "vta")
-        lo, hi = a["clip"]
-        y = np.clip(y, lo, hi).astype(a["out_dtype"])
-        rec.host_seconds = time.perf_counter() - t0
-        rec.where, rec.why = "vta+host", "window sums on VTA, rounding division on the host"
-        return y
-
-    def _max_pool2d(self, rt, x, rec):
-        a = self.layer.attrs
-        if x.dtype != np.int8:
-            raise LoweringError(f"max pool of {x.dtype}")
-        plan = plan_pool2d(self.config, x.shape, "max", tuple(a["pool_size"]),
-                           tuple(a["strides"]), tuple(a["padding"]))
-        y = self._run_plan(rt, plan, plan.pack(x), rec)
-        lo, hi = a["clip"]
-        rec.why = "max on the ALU"
-        y = np.clip(y, lo, hi)
-        return y if a["out_dtype"] is None else y.astype(a["out_dtype"])
 
     # ------------------------------------------------------------- host fallback
 
@@ -323,33 +526,19 @@ class _Lowered:
         v = Var("x")
         body = _replace_input(self.layer, v)
         named = {"x": x}
-        for key in ("weight", "bias"):
+        for key in ("weight", "bias", "other"):
             e = self.layer.attrs.get(key)
             if isinstance(e, Var):
                 named[e.name_hint] = self._value(e)
         return np.asarray(evaluate(body, **named))
 
 
-def _run_program(rt, plan, program, packed):
-    """``plan.run`` with a stored Program (checked against the plan's operands)."""
+def _check_program(plan, program):
+    """A stored Program must have the slots of the plan it was made for."""
     want = {name: op.nbytes for name, op in plan.operands.items()}
     if dict(program.slots) != want:
         raise LoweringError(f"stored kernel {program.name!r} has slots {dict(program.slots)}, "
                             f"the layer's plan needs {want}")
-    plan.check_packed(packed)
-    bufs = {}
-    try:
-        for name, op in plan.operands.items():
-            bufs[name] = rt.alloc(op.nbytes)
-            if name != "out":
-                rt.upload(bufs[name], packed[name])
-        rt.bind(program, bufs)
-        result = rt.synchronize()
-        out = plan.operands["out"]
-        return rt.download(bufs["out"], out.dtype, out.shape), result
-    finally:
-        for buf in bufs.values():
-            rt.free(buf)
 
 
 def _replace_input(layer: VTALayer, v):
@@ -426,7 +615,9 @@ def run_graph(mod, rt, *args, records: list | None = None):
                 layer = match_layer(e)
                 layers[key] = layer or False
             if layer:
-                val = lower_layer(layer, rt.config, records)(rt, visit(layer.data))
+                other = layer.attrs.get("other")
+                operands = None if other is None else {other: visit(other)}
+                val = lower_layer(layer, rt.config, records)(rt, visit(layer.data), operands)
             else:
                 val = e.op.compute(*[visit(a) for a in e.args], **e.attrs)
         else:
@@ -525,64 +716,36 @@ def vm_lowerer(config, report: list | None = None):
             return None
         shape = tuple(func.params[0].checked_type.shape)
         rec = LayerRecord(layer.kind, shape, "vta", "")
+        w = layer.attrs.get("weight", layer.attrs.get("other"))
+        w_shape = None if w is None else tuple(
+            w.checked_type.shape if isinstance(w, Var) else w.data.shape)
         try:
-            plan = _plan_for(layer, shape, func, config, rec)
+            spec = _layer_spec(layer, shape, w_shape, config)
         except (TilingError, EpilogueError, LayoutError, LoweringError, ValueError) as e:
             rec.where, rec.why = "host", f"{type(e).__name__}: {e}"
             if report is not None:
                 report.append(rec)
             return None
+        plan = spec.plan
+        rec.where, rec.why, rec.macs = spec.where, spec.why, spec.macs
+        _fill_estimate(rec, plan)
         if report is not None:
             report.append(rec)
         blob = plan.program().to_bytes()
         kernel = f"vta_{layer.kind}_{hashlib.sha1(blob).hexdigest()[:12]}"
-        return LoweredPrimitive(VM_KIND, {"ir": astext(func), "kernel": kernel},
-                                kernels=[(kernel, blob)], name=f"vta_{layer.kind}")
+        pages = lambda n: -(-n // PAGE_BYTES) * PAGE_BYTES  # noqa: E731
+        ops = plan.operands
+        int8 = lambda e: getattr(e.checked_type, "dtype", None) == "int8"  # noqa: E731
+        meta = {"ir": astext(func), "kernel": kernel,
+                "dram_weights": sum(pages(op.nbytes) for n, op in ops.items()
+                                    if n not in ("data", "out")),
+                "dram_scratch": pages(ops["data"].nbytes) + pages(ops["out"].nbytes)}
+        return LoweredPrimitive(
+            VM_KIND, meta, kernels=[(kernel, blob)], name=f"vta_{layer.kind}",
+            device_output=not tail and int8(func.body),
+            device_inputs=tuple(int8(p) and (p is layer.data or p is layer.attrs.get("other"))
+                                for p in func.params))
     return lower
-
-
-def _plan_for(layer, shape, func, config, rec):
-    """Plan the layer at compile time (checks that it fits; fills ``rec``)."""
-    a = layer.attrs
-    if layer.kind in ("conv2d", "dense"):
-        rq = a["requantize"]
-        w_shape = tuple(a["weight"].checked_type.shape if isinstance(a["weight"], Var)
-                        else a["weight"].data.shape)
-        exact = _vta_exact(rq)
-        kw = (dict(bias=True, shift=fp.vta_shift(rq["scale"]), clip=a["clip"],
-                   out_dtype=np.int8) if exact else dict(bias=True, out_dtype=np.int32))
-        pad = tuple(a.get("padding", (0, 0, 0, 0)))
-        if layer.kind == "conv2d" and a["pad_value"] != 0 and any(pad):
-            t, l, b, r = pad
-            shape = (shape[0], shape[1], shape[2] + t + b, shape[3] + l + r)
-            pad = (0, 0, 0, 0)
-        plan = (plan_dense(config, shape, w_shape, **kw) if layer.kind == "dense" else
-                plan_conv2d(config, shape, w_shape, tuple(a["strides"]), pad,
-                            groups=a["groups"], **kw))
-        rec.where = "vta" if exact else "vta+host"
-        rec.why = ("requantize is a power-of-two shift: epilogue on VTA" if exact else
-                   f"requantize rounding {rq['rounding']!r}: int32 on VTA, exact step on host")
-    elif layer.kind == "avg_pool2d":
-        kh, kw_ = a["pool_size"]
-        if any(a["padding"]) and a["rounding"] != "vta":
-            raise LoweringError("a padded TFLite average pool excludes the padding")
-        plan = plan_conv2d(config, shape, (shape[1], 1, kh, kw_), tuple(a["strides"]),
-                           tuple(a["padding"]), groups=shape[1], out_dtype=np.int32)
-        rec.where, rec.why = "vta+host", "window sums on VTA, rounding division on the host"
-    else:
-        plan = plan_pool2d(config, shape, "max", tuple(a["pool_size"]), tuple(a["strides"]),
-                           tuple(a["padding"]))
-        rec.why = "max on the ALU"
-    rec.tiling = _describe_tiling(plan)
-    est = getattr(plan, "estimate", None)
-    if est is not None:
-        rec.predicted_cycles = float(est.cycles)
-        rec.dram_bytes = int(est.read_bytes + est.write_bytes)
-    else:
-        info = plan.inspect()
-        rec.predicted_cycles = float(info["predicted_cycles"])
-        rec.dram_bytes = int(sum(info["dram"].values()))
-    return plan
 
 
 def _vta_layer_factory(entry, ctx):
@@ -592,15 +755,20 @@ def _vta_layer_factory(entry, ctx):
     if layer is None:
         raise LoweringError(f"primitive {entry.name}: its IR is not a quantized layer")
     lowered = lower_layer(layer)
-    if "kernel" in entry.meta_dict:
-        lowered.program = ctx.program(entry.meta_dict["kernel"])
+    meta = entry.meta_dict
+    if "kernel" in meta:
+        lowered.program = ctx.program(meta["kernel"])
+    lowered.keep_resident()
+    ctx.on_close(lowered.release)
     n_in = len(func.params)
 
     def run(*args):
         ins, out = args[:n_in], args[n_in]
         env = dict(zip(func.params, ins))
-        y = lowered(ctx.runtime, ins[0], env)
-        out[...] = _apply_tail(y, tail)
+        if tail:
+            out[...] = _apply_tail(lowered(ctx.runtime, ins[0], env), tail)
+        else:
+            lowered(ctx.runtime, ins[0], env, out=out)
     return run
 
 

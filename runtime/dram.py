@@ -32,12 +32,16 @@ class DRAM:
         The whole image, byte address 0 at index 0. Its length is the end of the
         highest allocation; it may be reallocated by :meth:`alloc`, so take no
         long-lived views of it.
+    allocated, peak_allocated : int
+        Bytes in live allocations (whole pages), and the most there have been.
     """
 
     def __init__(self, limit: int = 1 << 30):
         self.limit = limit
         self.data = np.zeros(PAGE_BYTES, dtype=np.uint8)
         self._blocks: dict[int, int] = {}   # address -> size in bytes (page multiple)
+        self.allocated = 0
+        self.peak_allocated = 0
 
     @property
     def size(self) -> int:
@@ -64,12 +68,14 @@ class DRAM:
             self.data = grown
         self.data[addr:end] = 0
         self._blocks[addr] = span
+        self.allocated += span
+        self.peak_allocated = max(self.peak_allocated, self.allocated)
         return addr
 
     def free(self, addr: int) -> None:
         if addr not in self._blocks:
             raise DramError(f"free of 0x{addr:x}: not the start of an allocated buffer")
-        del self._blocks[addr]
+        self.allocated -= self._blocks.pop(addr)
 
     def _check(self, addr: int, nbytes: int, what: str) -> None:
         if addr < 0 or nbytes < 0 or addr + nbytes > len(self.data):
@@ -99,3 +105,5 @@ class DRAM:
         self.data = np.zeros(size, dtype=np.uint8)
         self.data[:len(image)] = image
         self._blocks = {PAGE_BYTES: size - PAGE_BYTES} if size > PAGE_BYTES else {}
+        self.allocated = sum(self._blocks.values())
+        self.peak_allocated = max(self.peak_allocated, self.allocated)

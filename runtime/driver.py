@@ -59,10 +59,19 @@ class DebugFlag(enum.IntFlag):
 
 @dataclass(frozen=True)
 class Buffer:
-    """A device buffer: byte address in device DRAM (page aligned) and size in bytes."""
+    """A device buffer: byte address in device DRAM and size in bytes.
+
+    ``base`` is None for an allocation (page aligned) and the allocation's address
+    for a view of part of one (:meth:`Runtime.view`).
+    """
 
     addr: int
     nbytes: int
+    base: int | None = None
+
+    def __repr__(self):
+        view = "" if self.base is None else f", base={self.base}"
+        return f"Buffer(addr={self.addr}, nbytes={self.nbytes}{view})"
 
 
 class _Stream(ProgramBuilder):
@@ -143,9 +152,20 @@ class Runtime:
         self._buffers[buf.addr] = buf
         return buf
 
+    def view(self, buf: Buffer, offset: int, nbytes: int) -> Buffer:
+        """``nbytes`` of ``buf`` from byte ``offset``, usable wherever a buffer is (bind,
+        upload, download) while ``buf`` is live; a view is not freed."""
+        self._live(buf, "view")
+        if offset < 0 or nbytes <= 0 or offset + nbytes > buf.nbytes:
+            raise DramRangeError(f"view of {nbytes} bytes at offset {offset} overruns the "
+                                 f"{buf.nbytes}-byte buffer at 0x{buf.addr:x}")
+        return Buffer(buf.addr + offset, nbytes, buf.addr if buf.base is None else buf.base)
+
     def free(self, buf: Buffer) -> None:
         """Free a buffer allocated by :meth:`alloc`."""
         self._live(buf, "free")
+        if buf.base is not None:
+            raise BufferHandleError(f"free: {buf!r} is a view; free the buffer it views")
         del self._buffers[buf.addr]
         self.device.free(buf.addr)
 
@@ -170,7 +190,10 @@ class Runtime:
         return self.device.read(buf.addr + offset, nbytes).view(dtype).reshape(shape)
 
     def _live(self, buf, call: str) -> Buffer:
-        if not isinstance(buf, Buffer) or self._buffers.get(buf.addr) != buf:
+        whole = (self._buffers.get(buf.addr if buf.base is None else buf.base)
+                 if isinstance(buf, Buffer) else None)
+        if whole is None or not (whole == buf or buf.base is not None and whole.addr <= buf.addr
+                                 and buf.addr + buf.nbytes <= whole.addr + whole.nbytes):
             raise BufferHandleError(f"{call}: {buf!r} is not a live buffer of this runtime "
                                     "(freed, or not allocated by Runtime.alloc)")
         return buf

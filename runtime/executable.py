@@ -7,8 +7,10 @@ File layout (all integers little-endian)::
     version      u32       FORMAT_VERSION
     sections, in this order, each   tag (4 ASCII bytes) | length u64 | payload | crc32 u32
         HEAD   JSON: vtakit version, hardware config (TVM vta_config.json keys), entry
-               function, input/output names and types, peak planned memory, modules to import
-        GLOB   JSON: per function name, params, registers, code words, planned arena
+               function, input/output names and types, peak planned host memory and
+               device DRAM, modules to import
+        GLOB   JSON: per function name, params, registers, code words, planned host arena
+               and device DRAM arena
         CONS   constants: u32 count, then per constant u64 length + a .npy file (no pickle)
         PRIM   JSON: the primitive table (name, kind, arity, factory metadata)
         KERN   kernel table: u32 count, then per kernel u16 name length, name (UTF-8),
@@ -46,7 +48,7 @@ __all__ = ["Executable", "ExecutableError", "MAGIC", "FORMAT_VERSION", "SECTIONS
            "read_inputs"]
 
 MAGIC = b"\x89VTAX\r\n\x1a"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 SECTIONS = ("HEAD", "GLOB", "CONS", "PRIM", "KERN", "CODE", "END\0")
 _SEC = struct.Struct("<4sQ")
 _CRC = struct.Struct("<I")
@@ -133,13 +135,27 @@ class Executable:
         raise KeyError(f"the executable has no function {name!r}; it has "
                        + ", ".join(f.name for f in self.functions))
 
+    def _storage_bytes(self, device: int) -> int:
+        alloc = Opcode.ALLOC_STORAGE.value
+        return max((sum(ins[1] for ins in f.code if ins[0] == alloc and ins[4] == device)
+                    for f in self.functions), default=0)
+
+    @property
+    def peak_host_bytes(self) -> int:
+        """The most host memory one function call allocates for tensors (its planned arena
+        plus the storage of the tensors it returns or passes on), over the functions."""
+        return self._storage_bytes(0)
+
     @property
     def peak_dram_bytes(self) -> int:
-        """The most memory one function call allocates (its planned arena plus the storage
-        of the tensors it returns or passes on), over the functions; memory is per call."""
-        alloc = Opcode.ALLOC_STORAGE.value
-        return max((sum(ins[1] for ins in f.code if ins[0] == alloc) for f in self.functions),
-                   default=0)
+        """Device DRAM a run needs at most: the VTA kernels' resident weights (uploaded once
+        per VM), the largest planned device arena of a function call (tensors kept on the
+        device between layers, reused by liveness) and the largest staging one kernel
+        needs (inputs arriving from the host, results going to it); whole DRAM pages. The
+        runtime's instruction and micro-op streams come on top."""
+        meta = [p.meta_dict for p in self.primitives]
+        return (sum(int(m.get("dram_weights", 0)) for m in meta) + self._storage_bytes(1)
+                + max((int(m.get("dram_scratch", 0)) for m in meta), default=0))
 
     @property
     def input_names(self) -> list[str]:
@@ -264,14 +280,16 @@ class Executable:
     def header(self) -> dict:
         return {"vtakit_version": _version(), "config": self.config.to_dict(),
                 "entry": self.entry, "inputs": self.inputs, "outputs": self.outputs,
-                "peak_dram_bytes": self.peak_dram_bytes, "requires": list(self.requires)}
+                "peak_host_bytes": self.peak_host_bytes, "peak_dram_bytes": self.peak_dram_bytes,
+                "requires": list(self.requires)}
 
     def to_bytes(self) -> bytes:
         """The ``.vtax`` file contents (deterministic)."""
         codes = [encode_function(f) for f in self.functions]
         glob = [{"name": f.name, "params": list(f.params), "num_regs": f.num_regs,
                  "code_words": len(c), "arena_bytes": f.arena_bytes,
-                 "naive_bytes": f.naive_bytes} for f, c in zip(self.functions, codes)]
+                 "naive_bytes": f.naive_bytes, "dram_bytes": f.dram_bytes}
+                for f, c in zip(self.functions, codes)]
         cons = io.BytesIO()
         cons.write(struct.pack("<I", len(self.constants)))
         for c in self.constants:
@@ -335,7 +353,8 @@ class Executable:
         names = [p.name for p in self.primitives]
         fnames = [f.name for f in self.functions]
         lines = [f"; vtax format {FORMAT_VERSION}, vtakit {_version()}, config "
-                 f"{self.config.name}, peak planned memory {self.peak_dram_bytes} bytes",
+                 f"{self.config.name}, peak planned memory {self.peak_host_bytes} bytes host, "
+                 f"{self.peak_dram_bytes} bytes device DRAM",
                  "; inputs: " + ", ".join(f"{i['name']}: {i.get('dtype')}{i.get('shape')}"
                                            for i in self.inputs),
                  "; outputs: " + ", ".join(o["name"] for o in self.outputs)]
@@ -343,7 +362,8 @@ class Executable:
             params = ", ".join(f"${i}:{p}" for i, p in enumerate(f.params))
             lines.append(f"\ndef @{f.name}({params})"
                          f"  ; {f.num_regs} registers, arena {f.arena_bytes} bytes"
-                         f" (unplanned {f.naive_bytes})")
+                         f" (unplanned {f.naive_bytes})"
+                         + (f", device DRAM arena {f.dram_bytes} bytes" if f.dram_bytes else ""))
             for pc, ins in enumerate(f.code):
                 lines.append(f"  {pc:4d}: " + format_instruction(ins, packed_names=names,
                                                                    func_names=fnames))
@@ -505,6 +525,7 @@ class _Reader:
                 name, params = str(g["name"]), [str(p) for p in g["params"]]
                 num_regs, n = int(g["num_regs"]), int(g["code_words"])
                 arena, naive = int(g["arena_bytes"]), int(g["naive_bytes"])
+                dram = int(g["dram_bytes"])
             except (KeyError, TypeError, ValueError) as e:
                 raise self.fail("GLOB", goff, f"bad function record ({e})") from None
             if n < 0 or pos + n > len(allwords):
@@ -515,7 +536,7 @@ class _Reader:
             except BytecodeError as e:
                 raise self.fail("CODE", coff + 8 * (pos + e.word),
                                 f"function {name!r}: {e}") from None
-            f = VMFunction(name, params, num_regs, instrs, arena, naive)
+            f = VMFunction(name, params, num_regs, instrs, arena, naive, dram)
             f.starts = starts
             first_word[name] = pos
             functions.append(f)

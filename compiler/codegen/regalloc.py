@@ -40,7 +40,12 @@ def _operands(ins):
     return uses, defs
 
 
-def plan_memory(code, arena_reg, new_reg):
+def _host_nbytes(shape, dtype) -> int:
+    return math.prod(shape) * np.dtype(dtype).itemsize
+
+
+def plan_memory(code, arena_reg, new_reg, *, nbytes=_host_nbytes, alignment: int = ALIGNMENT,
+                device: int = 0):
     """Give every ``AllocTensor`` on ``arena_reg`` an arena offset or a fresh storage.
 
     Parameters
@@ -51,6 +56,12 @@ def plan_memory(code, arena_reg, new_reg):
     arena_reg : int
     new_reg : callable
         Returns a fresh virtual register.
+    nbytes : callable
+        ``nbytes(shape, dtype)``: the bytes of a tensor in this arena (device tensors
+        are packed).
+    alignment : int
+    device : int
+        The device of fresh storages (``AllocStorage``'s device code).
 
     Returns
     -------
@@ -73,25 +84,25 @@ def plan_memory(code, arena_reg, new_reg):
     items = []
     for reg, pc in defs.items():
         ins = code[pc]
-        nbytes = math.prod(ins[3]) * np.dtype(ins[4]).itemsize
-        naive += -(-nbytes // ALIGNMENT) * ALIGNMENT      # each at an aligned address
+        size = nbytes(ins[3], ins[4])
+        naive += -(-size // alignment) * alignment      # each at an aligned address
         us = uses.get(reg, [])
         if all(ok for _, ok in us):
             end = max((p for p, _ in us), default=pc)
-            items.append((nbytes, pc, end, reg))
+            items.append((size, pc, end, reg))
     # largest first, each at the lowest offset free during its live range
     placed = []
     size = 0
-    for nbytes, start, end, reg in sorted(items, key=lambda t: (-t[0], t[1])):
-        conflicts = sorted((o, o + n) for o, n, s, e in placed if s <= end and start <= e)
+    for n, start, end, reg in sorted(items, key=lambda t: (-t[0], t[1])):
+        conflicts = sorted((o, o + m) for o, m, s, e in placed if s <= end and start <= e)
         offset = 0
         for lo, hi in conflicts:
-            if offset + nbytes <= lo:
+            if offset + n <= lo:
                 break
-            offset = max(offset, -(-hi // ALIGNMENT) * ALIGNMENT)
-        placed.append((offset, nbytes, start, end))
+            offset = max(offset, -(-hi // alignment) * alignment)
+        placed.append((offset, n, start, end))
         planned[reg] = offset
-        size = max(size, offset + nbytes)
+        size = max(size, offset + n)
     out = []
     for ins in code:
         if ins[0] == _ALLOC_TENSOR and ins[1] == arena_reg:
@@ -100,8 +111,8 @@ def plan_memory(code, arena_reg, new_reg):
                 out.append(AllocTensor(arena_reg, planned[reg], ins[3], ins[4], reg))
             else:
                 storage = new_reg()
-                nbytes = math.prod(ins[3]) * np.dtype(ins[4]).itemsize
-                out.append(AllocStorage(max(nbytes, 1), ALIGNMENT, storage))
+                out.append(AllocStorage(max(nbytes(ins[3], ins[4]), 1), alignment, storage,
+                                        device))
                 out.append(AllocTensor(storage, 0, ins[3], ins[4], reg))
         else:
             out.append(ins)

@@ -13,6 +13,11 @@ here into closures over their free variables) and globals used as values.
 * constants go to one pool, deduplicated by value;
 * outputs of packed calls are planned in a per-function arena by liveness, and
   registers are allocated by liveness (:mod:`.regalloc`);
+* a value that a VTA kernel produces and only VTA kernels read (as the lowerer
+  declares with ``device_output`` / ``device_inputs``) stays in device DRAM in the
+  packed activation layout: it is carved from a second, device arena, planned by
+  liveness like the first, so consecutive layers neither unpack nor repack it and
+  the executable records the DRAM it needs;
 * a call of a global to itself in tail position becomes moves and a ``Goto``.
 """
 
@@ -23,12 +28,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...runtime.dram import PAGE_BYTES
 from ...runtime.executable import Executable
+from ...runtime.layout import packed_activation_nbytes
 from ...runtime.module import PrimitiveEntry
 from ...runtime.registry import register_func
-from ...runtime.vm.bytecode import (AllocADT, AllocClosure, AllocStorage, AllocTensor, GetField,
-                                    Goto, If, Invoke, InvokeClosure, InvokePacked, LoadConst,
-                                    LoadConsti, Move, Opcode, Ret, VMFunction)
+from ...runtime.vm.bytecode import (DEVICES, AllocADT, AllocClosure, AllocStorage, AllocTensor,
+                                    GetField, Goto, If, Invoke, InvokeClosure, InvokePacked,
+                                    LoadConst, LoadConsti, Move, Opcode, Ret, VMFunction)
 from ..ir import (Call, Constant, Function, GlobalVar, IRModule, Let, Op, Tuple, TupleGetItem,
                   TupleType, TensorType, Var, free_vars, infer_types)
 from ..ir import If as IRIf
@@ -62,6 +69,13 @@ class LoweredPrimitive:
         are given to the factory as ``meta["constants"]``.
     name : str, optional
         The primitive's name (default: derived from its operators).
+    device_output : bool
+        The function can write its (single) output into a device tensor
+        (:class:`~vtakit.runtime.vm.objects.DeviceTensor`) instead of a host array.
+    device_inputs : tuple of bool
+        Per input: the function can read it from a device tensor. The VM compiler
+        keeps a value on the device when its producer has ``device_output`` and every
+        reader accepts it; the function must accept both forms.
     """
 
     kind: str
@@ -69,6 +83,8 @@ class LoweredPrimitive:
     kernels: list = field(default_factory=list)
     constants: list = field(default_factory=list)
     name: str | None = None
+    device_output: bool = False
+    device_inputs: tuple = ()
 
 
 def _leaves(ty):
@@ -111,8 +127,10 @@ def _op_names(func):
 class _Builder:
     """Tables shared by every function of the executable."""
 
-    def __init__(self, mod, lowerer):
-        self.mod, self.lowerer = mod, lowerer
+    def __init__(self, mod, lowerer, config):
+        self.mod, self.lowerer, self.config = mod, lowerer, config
+        #: packed index -> (device_inputs, device_output) of a lowered primitive
+        self.device = {}
         self.functions: list[VMFunction] = []
         self.index: dict[str, int] = {}
         self.pending: list = []
@@ -166,6 +184,9 @@ class _Builder:
                     known.add(name)
             entry = PrimitiveEntry(self.unique(lowered.name or base), lowered.kind, n_in, n_out,
                                    json.dumps(meta, sort_keys=True, separators=(",", ":")))
+            if n_out == 1 and (lowered.device_output or any(lowered.device_inputs)):
+                self.device[len(self.primitives)] = (tuple(lowered.device_inputs),
+                                                     lowered.device_output)
         elif callable(lowered):
             # a process-local function: registered under the primitive's name
             name = self.unique(base)
@@ -188,6 +209,8 @@ class _FunctionCompiler:
             self.env[v] = self.reg()
         self.params = [self.env[v] for v in (*free, *params)]
         self.arena = self.reg()
+        self.dram = self.reg()
+        self.readers = {}
         self.body_label = self.label()
 
     def reg(self) -> int:
@@ -283,19 +306,10 @@ class _FunctionCompiler:
     def call(self, e: Call, memo):
         op = e.op
         args = [self.value(a, memo) for a in e.args]
-        if isinstance(op, Op):
-            params = [Var(f"p{i}", a.checked_type) for i, a in enumerate(e.args)]
-            func = Function(params, Call(op, params, e.attrs))
-            func.body._set_type(e.checked_type)
-            key = ("op", op.name, json.dumps(e.attrs, sort_keys=True, default=repr),
-                   tuple(_type_key(a.checked_type) for a in e.args))
-            return self.packed(func, key, args)
-        if isinstance(op, Function) and op.is_primitive():
-            return self.packed(op, ("fn", id(op)), args)
+        prim = _primitive_of(self.b.mod, e)
+        if prim is not None:
+            return self.packed(*prim, args, e)
         if isinstance(op, GlobalVar):
-            func = self.b.mod[op.name_hint]
-            if func.is_primitive():
-                return self.packed(func, ("fn", id(func)), args)
             r = self.reg()
             self.emit(Invoke(self.b.index[op.name_hint], args, r))
             return r
@@ -304,12 +318,31 @@ class _FunctionCompiler:
         self.emit(InvokeClosure(target, args, r))
         return r
 
-    def packed(self, func, key, args):
+    def on_device(self, index, call) -> bool:
+        """Whether packed call ``call`` (of primitive ``index``) leaves its output on the
+        device: it can, and every reader is a primitive that accepts a device input there."""
+        if not self.b.device.get(index, ((), False))[1]:
+            return False
+        readers = self.readers.get(call)
+        if not readers:
+            return False
+        for reader in readers:
+            if reader is None:
+                return False
+            user, i = reader
+            ins = self.b.device.get(self.b.primitive(*_primitive_of(self.b.mod, user))[0],
+                                    ((), False))[0]
+            if i >= len(ins) or not ins[i]:
+                return False
+        return True
+
+    def packed(self, func, key, args, call=None):
         index, out_types = self.b.primitive(func, key)
         outs = []
+        arena = self.dram if self.on_device(index, call) else self.arena
         for t in out_types:
             r = self.reg()
-            self.emit(AllocTensor(self.arena, 0, t.shape, t.dtype, r))
+            self.emit(AllocTensor(arena, 0, t.shape, t.dtype, r))
             outs.append(r)
         self.emit(InvokePacked(index, len(outs), [*args, *outs]))
         return self.rebuild(func.body.checked_type, iter(outs))
@@ -355,16 +388,92 @@ class _FunctionCompiler:
 
     # -------------------------------------------------------------- finishing
     def finish(self, body) -> VMFunction:
+        self.readers = _primitive_readers(self.b.mod, body)
         self.place(self.body_label)
         self.tail(body, {})
         code, arena_size, naive = plan_memory(self.code, self.arena, self.reg)
         if arena_size:
             code.insert(0, AllocStorage(arena_size, ALIGNMENT, self.arena))
+        config = self.b.config
+        code, dram_size, _ = plan_memory(
+            code, self.dram, self.reg, alignment=PAGE_BYTES, device=DEVICES.index("vta"),
+            nbytes=lambda shape, dtype: packed_activation_nbytes(shape, dtype, config))
+        if dram_size:
+            code.insert(0, AllocStorage(dram_size, PAGE_BYTES, self.dram, DEVICES.index("vta")))
         code = _resolve_labels(code)
         code, nregs = allocate_registers(code, len(self.params))
         f = self.b.functions[self.index]
         f.code, f.num_regs, f.arena_bytes, f.naive_bytes = code, nregs, arena_size, naive
+        f.dram_bytes = dram_size
         return f
+
+
+def _primitive_of(mod, call):
+    """``(primitive function, cache key)`` when ``call`` calls a primitive (an operator,
+    a primitive function literal or a primitive global), else None."""
+    op = call.op
+    if isinstance(op, Op):
+        params = [Var(f"p{i}", a.checked_type) for i, a in enumerate(call.args)]
+        func = Function(params, Call(op, params, call.attrs))
+        func.body._set_type(call.checked_type)
+        return func, ("op", op.name, json.dumps(call.attrs, sort_keys=True, default=repr),
+                      tuple(_type_key(a.checked_type) for a in call.args))
+    if isinstance(op, GlobalVar):
+        op = mod[op.name_hint]
+    if isinstance(op, Function) and op.is_primitive():
+        return op, ("fn", id(op))
+    return None
+
+
+def _primitive_readers(mod, body) -> dict:
+    """Who reads each value of a function body: ``{call: [(reader call, argument index) or
+    None]}``, where None is any read other than as a primitive call's argument (returned,
+    in a tuple or an If, passed to a function or captured by a closure). Let-bound
+    variables are followed to the calls they name."""
+    bound, readers = {}, {}
+
+    def origin(e):
+        while isinstance(e, Var) and e in bound:
+            e = bound[e]
+        return e
+
+    def read(e, reader):
+        readers.setdefault(origin(e), []).append(reader)
+
+    stack, seen = [body], set()
+    read(body, None)
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, Let):
+            bound[e.var] = e.value
+            stack += [e.value, e.body]
+            read(e.body, None)
+        elif isinstance(e, Call):
+            prim = _primitive_of(mod, e) is not None
+            for i, a in enumerate(e.args):
+                read(a, (e, i) if prim else None)
+            stack += list(e.args)
+            if not isinstance(e.op, (Op, GlobalVar)):
+                read(e.op, None)
+                stack.append(e.op)
+        elif isinstance(e, Tuple):
+            for f in e.fields:
+                read(f, None)
+            stack += list(e.fields)
+        elif isinstance(e, TupleGetItem):
+            read(e.tuple_value, None)
+            stack.append(e.tuple_value)
+        elif isinstance(e, IRIf):
+            for x in (e.cond, e.true_branch, e.false_branch):
+                read(x, None)
+            stack += [e.cond, e.true_branch, e.false_branch]
+        elif isinstance(e, Function) and not e.is_primitive():
+            for v in free_vars(e):
+                read(v, None)
+    return readers
 
 
 def _resolve_labels(code):
@@ -423,7 +532,9 @@ def compile_vm(mod, *, config="default", lowerer=None, entry: str = "main") -> E
     if isinstance(mod, Function):
         mod = IRModule({entry: mod})
     infer_types(mod)
-    b = _Builder(mod, lowerer)
+    from ...hw.config import load_config
+    config = load_config(config)
+    b = _Builder(mod, lowerer, config)
     names = [entry] + [n for n in mod if n != entry]
     for name in names:
         if not mod[name].is_primitive():

@@ -22,6 +22,7 @@ from .infra import (DumpIR, FunctionPass, ModulePass, Pass, PassContext, PassInf
                     list_passes, module_pass, register_pass)
 from .lifting import InlinePrimitives, LambdaLift
 from .normal_form import ToANormalForm, ToBasicBlockNormalForm
+from .padding import FoldExplicitPadding
 from .pipeline import default_pipeline, optimize_pipeline, vm_pipeline
 from .simplify import FoldScaleAxis, SimplifyInference
 
@@ -31,6 +32,6 @@ __all__ = [
     "register_pass", "get_pass", "list_passes",
     "InferType", "RemoveUnusedFunctions", "ToANormalForm", "ToBasicBlockNormalForm",
     "EliminateCommonSubexpr", "DeadCodeElimination", "FoldConstant", "SimplifyInference",
-    "FoldScaleAxis", "FuseOps", "fuse_function", "LambdaLift", "InlinePrimitives",
+    "FoldScaleAxis", "FoldExplicitPadding", "FuseOps", "fuse_function", "LambdaLift", "InlinePrimitives",
     "default_pipeline", "optimize_pipeline", "vm_pipeline",
 ]

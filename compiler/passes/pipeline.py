@@ -7,6 +7,7 @@ from .basic import (DeadCodeElimination, EliminateCommonSubexpr, FoldConstant, I
 from .fuse_ops import FuseOps
 from .infra import Sequential
 from .lifting import InlinePrimitives, LambdaLift
+from .padding import FoldExplicitPadding
 from .normal_form import ToANormalForm
 from .simplify import FoldScaleAxis, SimplifyInference
 
@@ -15,9 +16,10 @@ __all__ = ["default_pipeline", "optimize_pipeline", "vm_pipeline"]
 
 def optimize_pipeline() -> Sequential:
     """Graph optimizations (Relay's build order): inference simplification, constant
-    folding, scale folding into weights, CSE, DCE."""
+    folding, explicit padding into convolutions, scale folding into weights, CSE, DCE."""
     return Sequential([
         RemoveUnusedFunctions(), InferType(), SimplifyInference(), FoldConstant(),
+        FoldExplicitPadding(),
         FoldScaleAxis(), FoldConstant(), EliminateCommonSubexpr(), DeadCodeElimination(),
         InferType(),
     ], name="optimize")

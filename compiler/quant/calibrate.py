@@ -22,7 +22,8 @@ Two requantization schemes (``rounding``):
     and scale ``2^e`` covering the observed range, weights per tensor with
     scale ``2^e``, so a layer's requantize scale ``s_x s_w / s_y`` is an exact
     ``2^-k`` and the whole layer (bias, rounding shift, clip) runs on VTA's
-    ALU, with zero padding folded into VTA's loads.
+    ALU, with zero padding folded into VTA's loads; a ``qnn.add`` is a shifted
+    sum (``rounding="vta"``), run on VTA's GEMM core too.
 ``"onnx"`` / ``"tflite"``
     Float scales: activations asymmetric (min/max, zero point chosen), weights
     per output channel; the requantize is exact on the host (VTA computes the
@@ -343,12 +344,9 @@ class _Quantizer:
         bias = bias - int(zx) * wq.astype(np.int64).sum(axis=red)
         if core.op.name == "nn.conv2d":
             attrs = dict(core.attrs)
-            pads = attrs["padding"]
-            if zx != 0 and any(pads):
-                t, l, bt, r = pads
-                xe = _call("nn.pad", xe, pad_width=((0, 0), (0, 0), (t, bt), (l, r)),
-                           pad_value=float(zx))
-                attrs["padding"] = (0, 0, 0, 0)
+            # the float padding value (0 unless a Pad was folded in), quantized
+            attrs["pad_value"] = float(np.clip(int(zx) + np.rint(attrs["pad_value"] / float(sx)),
+                                               -128, 127))
             attrs["out_dtype"] = "int32"
             acc = Call(core.op, [xe, Constant(wq)], attrs)
         else:
@@ -365,7 +363,7 @@ class _Quantizer:
     def _add(self, add, node, act):
         (ea, sa, za), (eb, sb, zb) = (self.as_int8(a) for a in add.args)
         sy, zy = self.act_params(node)
-        rnd = "onnx" if self.rounding in ("vta", "onnx") else "tflite"
+        rnd = self.rounding      # "vta": power-of-two scales, a shift-and-add on VTA
         e = _call("qnn.add", ea, eb, lhs_scale=float(sa), lhs_zero_point=int(za),
                   rhs_scale=float(sb), rhs_zero_point=int(zb), out_scale=float(sy),
                   out_zero_point=int(zy), rounding=rnd, out_dtype="int32")

@@ -150,13 +150,15 @@ _BINARY_ATTRS = {"lhs_scale": None, "lhs_zero_point": 0, "rhs_scale": None, "rhs
                  "out_dtype": "int32"}
 
 
-def _binary_type(name):
+def _binary_type(name, roundings=("tflite", "onnx")):
     def infer(types, attrs):
         a, b = _tensor(types, 0, name), _tensor(types, 1, name)
         for k in ("lhs_scale", "rhs_scale", "out_scale"):
             if attrs[k] is None or not attrs[k] > 0:
                 raise ValueError(f"{name}: {k} must be a positive float, got {attrs[k]!r}")
-        _check_rounding(name, attrs["rounding"], ("tflite", "onnx"))
+        _check_rounding(name, attrs["rounding"], roundings)
+        if attrs["rounding"] == "vta":
+            add_shifts(attrs["lhs_scale"], attrs["rhs_scale"], attrs["out_scale"])
         _check_out_dtype(name, attrs["out_dtype"])
         try:
             shape = np.broadcast_shapes(a.shape, b.shape)
@@ -170,6 +172,25 @@ def _binary_type(name):
 ADD_LEFT_SHIFT = 20
 
 
+def add_shifts(lhs_scale, rhs_scale, out_scale) -> tuple[int, int, int]:
+    """``(e_a, e_b, k)`` of an add with power-of-two scales: with ``s`` the smallest scale,
+    ``s_a = 2^e_a s``, ``s_b = 2^e_b s`` and ``s_out = 2^k s``.
+
+    Raises
+    ------
+    ValueError
+        When a scale is not a power of two (rounding ``"vta"`` needs them).
+    """
+    exps = []
+    for name, v in (("lhs_scale", lhs_scale), ("rhs_scale", rhs_scale), ("out_scale", out_scale)):
+        frac, e = np.frexp(float(v))
+        if frac != 0.5:
+            raise ValueError(f"qnn.add rounding 'vta' needs power-of-two scales; {name} is {v}")
+        exps.append(int(e))
+    low = min(exps)
+    return exps[0] - low, exps[1] - low, exps[2] - low
+
+
 def add(a, b, *, lhs_scale, lhs_zero_point=0, rhs_scale, rhs_zero_point=0, out_scale,
         out_zero_point=0, rounding="tflite", out_dtype="int32"):
     """Quantized ``a + b`` (the output zero point added, not clipped).
@@ -178,9 +199,15 @@ def add(a, b, *, lhs_scale, lhs_zero_point=0, rhs_scale, rhs_zero_point=0, out_s
     by 20, scaled by ``s_i / (2 max(s_a, s_b))``; the sum scaled by
     ``2 max(s_a, s_b) / (2^20 s_out)``; each multiplier through QuantizeMultiplier.
     ``"onnx"``: ``rint((s_a (a - z_a) + s_b (b - z_b)) / s_out) + z_out`` in float32.
+    ``"vta"`` (power-of-two scales, :func:`add_shifts`): ``((a - z_a) 2^e_a + (b - z_b)
+    2^e_b + 2^(k-1)) >> k`` + z_out, exact in integers: VTA's rounding shift.
     """
     a = np.asarray(a, np.int64) - lhs_zero_point
     b = np.asarray(b, np.int64) - rhs_zero_point
+    if rounding == "vta":
+        ea, eb, k = add_shifts(lhs_scale, rhs_scale, out_scale)
+        acc = (a << ea) + (b << eb)
+        return _saturate(((acc + ((1 << k) >> 1)) >> k) + out_zero_point, out_dtype)
     if rounding == "onnx":
         f = (np.float32(lhs_scale) * a.astype(np.float32)
              + np.float32(rhs_scale) * b.astype(np.float32)) / np.float32(out_scale)
@@ -242,7 +269,7 @@ def _register():
                 infer_type=_requantize_type, compute=requantize, num_inputs=1,
                 pattern=OpPattern.ELEMWISE,
                 description="int32 -> round(x * scale) + zero_point (framework rounding)")
-    register_op("qnn.add", attrs=dict(_BINARY_ATTRS), infer_type=_binary_type("qnn.add"),
+    register_op("qnn.add", attrs=dict(_BINARY_ATTRS), infer_type=_binary_type("qnn.add", ("tflite", "onnx", "vta")),
                 compute=add, num_inputs=2, pattern=OpPattern.BROADCAST,
                 description="quantized add, output zero point added, not clipped")
     register_op("qnn.mul", attrs=dict(_BINARY_ATTRS), infer_type=_binary_type("qnn.mul"),

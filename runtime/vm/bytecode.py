@@ -16,7 +16,8 @@ InvokeClosure      closure, args, dst           (callee registers: captured + ar
 InvokePacked       packed_index, output_size, args   (outputs are the last ``output_size`` args)
 AllocTensor        storage, offset, shape, dtype, dst   (a view of the storage at byte offset)
 AllocTensorReg     storage, offset, shape_reg, dtype, dst
-AllocStorage       size, alignment, dst
+AllocStorage       size, alignment, dst, device   (device 0: host memory; 1: device DRAM,
+                   whose tensors are in VTA's packed activation layout)
 AllocADT           tag, fields, dst
 AllocClosure       func_index, captured, dst
 GetField           obj, index, dst
@@ -46,7 +47,7 @@ __all__ = [
     "Move", "Ret", "Invoke", "InvokeClosure", "InvokePacked", "AllocTensor", "AllocTensorReg",
     "AllocStorage", "AllocADT", "AllocClosure", "GetField", "GetTag", "If", "Goto", "LoadConst",
     "LoadConsti", "Fatal",
-    "encode_function", "decode_function", "verify_function", "format_instruction",
+    "encode_function", "decode_function", "verify_function", "format_instruction", "DEVICES",
 ]
 
 
@@ -70,6 +71,9 @@ class Opcode(enum.IntEnum):
     FATAL = 16
 
 
+#: Where an AllocStorage allocates, by its code: host memory or the accelerator's DRAM.
+DEVICES = ("host", "vta")
+
 #: Tensor element types an AllocTensor may name, by their code in the binary form.
 DTYPES = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
           "float16", "float32", "float64")
@@ -87,7 +91,7 @@ _LAYOUT = {
                           ("dst", "r")),
     Opcode.ALLOC_TENSOR_REG: (("storage", "r"), ("offset", "n"), ("shape", "r"), ("dtype", "d"),
                               ("dst", "r")),
-    Opcode.ALLOC_STORAGE: (("size", "n"), ("alignment", "n"), ("dst", "r")),
+    Opcode.ALLOC_STORAGE: (("size", "n"), ("alignment", "n"), ("dst", "r"), ("device", "n")),
     Opcode.ALLOC_ADT: (("tag", "n"), ("fields", "R"), ("dst", "r")),
     Opcode.ALLOC_CLOSURE: (("func", "f"), ("captured", "R"), ("dst", "r")),
     Opcode.GET_FIELD: (("obj", "r"), ("index", "n"), ("dst", "r")),
@@ -142,8 +146,8 @@ def AllocTensorReg(storage, offset, shape_reg, dtype, dst):
     return (Opcode.ALLOC_TENSOR_REG.value, storage, offset, shape_reg, np.dtype(dtype).name, dst)
 
 
-def AllocStorage(size, alignment, dst):
-    return (Opcode.ALLOC_STORAGE.value, size, alignment, dst)
+def AllocStorage(size, alignment, dst, device=0):
+    return (Opcode.ALLOC_STORAGE.value, size, alignment, dst, device)
 
 
 def AllocADT(tag, fields, dst):
@@ -201,6 +205,9 @@ class VMFunction:
         Size of the memory-planned storage the function allocates on entry (0 if none).
     naive_bytes : int
         What its planned tensors would take without reuse (for reports).
+    dram_bytes : int
+        Size of its memory-planned device DRAM (tensors kept on the accelerator between
+        layers, in the packed layout), allocated on entry (0 if none).
     """
 
     name: str
@@ -209,6 +216,7 @@ class VMFunction:
     code: list = field(default_factory=list)
     arena_bytes: int = 0
     naive_bytes: int = 0
+    dram_bytes: int = 0
 
 
 def encode_function(func: VMFunction) -> np.ndarray:
@@ -323,6 +331,8 @@ def verify_function(func: VMFunction, *, num_funcs: int, num_packed: int, num_co
             fail(f"output_size {ins[2]} exceeds its {len(ins[3])} arguments")
         if op == Opcode.ALLOC_STORAGE and (ins[2] <= 0 or ins[2] & (ins[2] - 1)):
             fail(f"alignment {ins[2]} is not a power of two")
+        if op == Opcode.ALLOC_STORAGE and ins[4] >= len(DEVICES):
+            fail(f"device {ins[4]} is not one of 0..{len(DEVICES) - 1} ({', '.join(DEVICES)})")
         if op == Opcode.INVOKE and func_params is not None and \
                 len(ins[2]) != func_params[ins[1]]:
             fail(f"function {ins[1]} takes {func_params[ins[1]]} arguments, got {len(ins[2])}")
@@ -351,7 +361,8 @@ def format_instruction(ins, *, packed_names=None, func_names=None) -> str:
                                       f"{a[3]}{list(a[2])}"),
         Opcode.ALLOC_TENSOR_REG: lambda: (f"{reg(a[4])} = alloc_tensor_reg {reg(a[0])}+{a[1]} "
                                           f"{a[3]} shape={reg(a[2])}"),
-        Opcode.ALLOC_STORAGE: lambda: f"{reg(a[2])} = alloc_storage {a[0]} bytes align {a[1]}",
+        Opcode.ALLOC_STORAGE: lambda: (f"{reg(a[2])} = alloc_storage {a[0]} bytes align {a[1]}"
+                                       + (f" on {DEVICES[a[3]]}" if a[3] else "")),
         Opcode.ALLOC_ADT: lambda: f"{reg(a[2])} = alloc_adt tag {a[0]} ({regs(a[1])})",
         Opcode.ALLOC_CLOSURE: lambda: f"{reg(a[2])} = alloc_closure {fname(a[0])} [{regs(a[1])}]",
         Opcode.GET_FIELD: lambda: f"{reg(a[2])} = get_field {reg(a[0])}[{a[1]}]",

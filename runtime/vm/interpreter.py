@@ -15,7 +15,7 @@ from ..module import load_primitives
 from ..registry import get_global_func
 from .bytecode import Opcode, format_instruction
 from .context import RuntimeContext
-from .objects import ADT, Closure, Storage, to_python
+from .objects import ADT, Closure, DeviceStorage, Storage, to_python
 
 __all__ = ["VirtualMachine", "VMError", "ON_LAYER"]
 
@@ -159,7 +159,7 @@ class VirtualMachine:
                         hook(self.packed_names[ins[1]], argv[-ins[2]:])
                     pc += 1
                 elif op == _ALLOC_TENSOR:
-                    regs[ins[5]] = np.ndarray(ins[3], ins[4], regs[ins[1]].buffer, ins[2])
+                    regs[ins[5]] = regs[ins[1]].tensor(ins[2], ins[3], ins[4])
                     pc += 1
                 elif op == _MOVE:
                     regs[ins[2]] = regs[ins[1]]
@@ -201,7 +201,8 @@ class VirtualMachine:
                     new[:len(vals)] = vals
                     regs, pc = new, 0
                 elif op == _ALLOC_STORAGE:
-                    regs[ins[3]] = Storage(ins[1], ins[2])
+                    regs[ins[3]] = (DeviceStorage(self.context.runtime, ins[1], ins[2])
+                                    if ins[4] else Storage(ins[1], ins[2]))
                     pc += 1
                 elif op == _ALLOC_ADT:
                     regs[ins[3]] = ADT(ins[1], [regs[r] for r in ins[2]])
@@ -228,7 +229,7 @@ class VirtualMachine:
                     shape = regs[ins[3]]
                     shape = tuple(int(s) for s in (shape.tolist() if isinstance(shape, np.ndarray)
                                                    else shape))
-                    regs[ins[5]] = np.ndarray(shape, ins[4], regs[ins[1]].buffer, ins[2])
+                    regs[ins[5]] = regs[ins[1]].tensor(ins[2], shape, ins[4])
                     pc += 1
                 elif op == _FATAL:
                     raise VMError("executed Fatal (a match with no matching clause)")

@@ -42,7 +42,7 @@ def _out_hw(h, w, kh, kw, strides, padding, dilation, what):
 def _conv_norm(a):
     return {**a, "strides": pair(a["strides"], "strides"), "padding": padding4(a["padding"]),
             "dilation": pair(a["dilation"], "dilation"), "groups": int(a["groups"]),
-            "out_dtype": dtype_or_empty(a["out_dtype"])}
+            "out_dtype": dtype_or_empty(a["out_dtype"]), "pad_value": float(a["pad_value"])}
 
 
 def _check_mixed(x, w, what):
@@ -67,11 +67,11 @@ def _conv2d_type(types, attrs):
     return TensorType((n, o, oh, ow), attrs["out_dtype"] or x.dtype)
 
 
-def _conv2d(x, w, strides, padding, dilation, groups, out_dtype):
+def _conv2d(x, w, strides, padding, dilation, groups, out_dtype, pad_value=0.0):
     out_dtype = out_dtype or x.dtype
     acc = _acc_dtype(x.dtype, out_dtype)
     o, cg, kh, kw = w.shape
-    win = _windows(x.astype(acc, copy=False), kh, kw, strides, padding, dilation, 0)
+    win = _windows(x.astype(acc, copy=False), kh, kw, strides, padding, dilation, pad_value)
     w = w.astype(acc, copy=False)
     og = o // groups
     parts = [np.tensordot(win[:, g * cg:(g + 1) * cg], w[g * og:(g + 1) * og],
@@ -81,7 +81,8 @@ def _conv2d(x, w, strides, padding, dilation, groups, out_dtype):
 
 
 register_op("nn.conv2d", attrs={"strides": (1, 1), "padding": (0, 0, 0, 0),
-                                "dilation": (1, 1), "groups": 1, "out_dtype": ""},
+                                "dilation": (1, 1), "groups": 1, "out_dtype": "",
+                                "pad_value": 0.0},
             infer_type=_conv2d_type, compute=_conv2d, num_inputs=2,
             pattern=OpPattern.OUT_ELEMWISE_FUSABLE, normalize_attrs=_conv_norm)
 

@@ -1,0 +1,47 @@
+"""FoldExplicitPadding: an ``nn.pad`` feeding a convolution becomes the convolution's own
+padding (Relay's pass of the same name).
+
+``nn.conv2d(nn.pad(x, pad_width, pad_value=v), w)`` with padding only on the spatial
+axes becomes ``nn.conv2d(x, w, padding=..., pad_value=v)``. Quantized frontends pad
+with the input zero point; folded, the convolution runs as one VTA layer (the
+lowering corrects the border of VTA's zero padding, see
+:mod:`vtakit.compiler.lower_vta`), its input stays where the previous layer left
+it, and no padded copy is made.
+"""
+
+from __future__ import annotations
+
+from ..ir.expr import Call, Op
+from .infra import function_pass
+from .rewrite import not_primitive, transform
+
+__all__ = ["FoldExplicitPadding"]
+
+
+def _is_op(e, name):
+    return type(e) is Call and isinstance(e.op, Op) and e.op.name == name
+
+
+@function_pass(opt_level=0, name="FoldExplicitPadding")
+class FoldExplicitPadding:
+    """Fold spatial ``nn.pad`` into the ``nn.conv2d`` it feeds (when the convolution has
+    no padding of its own or pads with the same value)."""
+
+    def transform_function(self, func, mod, ctx):
+        def post(old, new):
+            if not (_is_op(new, "nn.conv2d") and _is_op(new.args[0], "nn.pad")):
+                return new
+            pad, a = new.args[0], new.attrs
+            pw = [tuple(int(v) for v in p) for p in pad.attrs["pad_width"]]
+            value = float(pad.attrs["pad_value"])
+            if len(pw) != 4 or pw[0] != (0, 0) or pw[1] != (0, 0) or any(v < 0 for p in pw
+                                                                        for v in p):
+                return new
+            if any(a["padding"]) and float(a.get("pad_value", 0.0)) != value:
+                return new
+            t, l, b, r = a["padding"]
+            padding = (t + pw[2][0], l + pw[3][0], b + pw[2][1], r + pw[3][1])
+            return Call(new.op, (pad.args[0], new.args[1]),
+                        {**a, "padding": padding, "pad_value": value})
+
+        return transform(func, post, descend=not_primitive)

@@ -1,0 +1,84 @@
+"""VTA's packed activation layout, shared by the operator library and the VM.
+
+An activation (N, C, H, W) lives in device DRAM as (N/b, C/c, H, W, b, c): one
+INP/OUT element holds ``BATCH x BLOCK`` scalars, the batch and channel axes
+zero-padded to whole blocks (reference section 5.4). Dense data (N, K) is the
+same bytes with H = W = 1. The compiler's other layouts (weights, bias) are in
+:mod:`vtakit.compiler.layout`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["LayoutError", "ceil_div", "pack_activation", "unpack_activation",
+           "packed_activation_shape", "packed_activation_nbytes"]
+
+
+class LayoutError(ValueError):
+    """An array whose rank or shape does not fit the requested layout."""
+
+
+def ceil_div(a: int, b: int) -> int:
+    """``ceil(a / b)`` for non-negative integers."""
+    return -(-int(a) // int(b))
+
+
+def _check(name, array, ndim, what):
+    array = np.asarray(array)
+    if array.ndim != ndim:
+        raise LayoutError(f"{name}: expected a {ndim}-D {what} array, got shape {array.shape}")
+    return array
+
+
+def _pad_to(array, shape):
+    """Zero-pad ``array`` at the end of every axis up to ``shape``."""
+    if array.shape == tuple(shape):
+        return array
+    out = np.zeros(shape, dtype=array.dtype)
+    out[tuple(slice(0, s) for s in array.shape)] = array
+    return out
+
+
+def pack_activation(x, config) -> np.ndarray:
+    """NCHW -> (N/b, C/c, H, W, b, c), zero-padding N and C to whole blocks."""
+    x = _check("pack_activation", x, 4, "NCHW")
+    b, c = config.batch, config.block
+    n, ch, h, w = x.shape
+    xp = _pad_to(x, (ceil_div(n, b) * b, ceil_div(ch, c) * c, h, w))
+    xp = xp.reshape(xp.shape[0] // b, b, xp.shape[1] // c, c, h, w)
+    return np.ascontiguousarray(xp.transpose(0, 2, 4, 5, 1, 3))
+
+
+def unpack_activation(xp, config, n: int, c: int) -> np.ndarray:
+    """(N/b, C/c, H, W, b, c) -> NCHW, dropping the batch and channel padding."""
+    xp = _check("unpack_activation", xp, 6, "packed activation")
+    nb, cb, h, w, b, blk = xp.shape
+    if (b, blk) != (config.batch, config.block):
+        raise LayoutError(f"unpack_activation: element shape ({b}, {blk}) does not match "
+                          f"the config's (BATCH, BLOCK) = ({config.batch}, {config.block})")
+    if n > nb * b or c > cb * blk:
+        raise LayoutError(f"unpack_activation: cannot take N={n}, C={c} from a packed array "
+                          f"holding N<={nb * b}, C<={cb * blk}")
+    x = xp.transpose(0, 4, 1, 5, 2, 3).reshape(nb * b, cb * blk, h, w)
+    return np.ascontiguousarray(x[:n, :c])
+
+
+def packed_activation_shape(shape, config) -> tuple:
+    """The packed shape of an activation: (N, C, H, W) -> (N/b, C/c, H, W, b, c);
+    (N, K) is taken as (N, K, 1, 1)."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) == 2:
+        shape += (1, 1)
+    if len(shape) != 4:
+        raise LayoutError(f"an activation is (N, C, H, W) or (N, K), not {list(shape)}")
+    n, c, h, w = shape
+    b, blk = config.batch, config.block
+    return (ceil_div(n, b), ceil_div(c, blk), h, w, b, blk)
+
+
+def packed_activation_nbytes(shape, dtype, config) -> int:
+    """Bytes of an activation of ``shape`` and ``dtype`` in the packed layout."""
+    return math.prod(packed_activation_shape(shape, config)) * np.dtype(dtype).itemsize

@@ -1,0 +1,249 @@
+"""Tensors kept in device DRAM between VTA layers (packed layout), their DRAM planned by
+liveness, and convolutions padded with a non-zero value (folded explicit padding and the
+border-correction residual)."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import vtakit
+import vtakit.compiler.lower_vta as lower_vta
+import vtakit.compiler.quant  # noqa: F401
+from vtakit.compiler.frontend import from_tflite
+from vtakit.compiler.ir import (Call, Constant, Function, IRModule, TensorType, Var, evaluate,
+                                get_op, parse_expr)
+from vtakit.compiler.lower_vta import lower_primitive
+from vtakit.compiler.passes import FoldExplicitPadding
+from vtakit.runtime import Runtime
+from vtakit.runtime.vm.bytecode import Opcode
+from vtakit.sim import open_device
+
+DATA = Path(__file__).parent / "data" / "mltk"
+
+
+def _op(name, *args, **attrs):
+    return Call(get_op(name), list(args), attrs)
+
+
+def _input(mod, seed):
+    t = mod["main"].params[0].type_annotation
+    rng = np.random.default_rng(seed)
+    if t.dtype == "int8":
+        return rng.integers(-128, 128, t.shape).astype(np.int8)
+    return rng.uniform(-4, 4, t.shape).astype(np.float32)
+
+
+def _packed_calls(exe, func="main"):
+    """``(primitive name, input on the device?, output on the device?)`` per packed call,
+    from the bytecode (which storage each tensor register was carved from)."""
+    alloc_storage, alloc_tensor = Opcode.ALLOC_STORAGE.value, Opcode.ALLOC_TENSOR.value
+    device_reg, calls = {}, []
+    for ins in exe.function(func).code:
+        if ins[0] == alloc_storage:
+            device_reg[ins[3]] = bool(ins[4])
+        elif ins[0] == alloc_tensor:
+            device_reg[ins[5]] = device_reg[ins[1]]
+        elif ins[0] == Opcode.INVOKE_PACKED.value:
+            args = ins[3]
+            calls.append((exe.primitives[ins[1]].name, device_reg.get(args[0], False),
+                          device_reg.get(args[-1], False)))
+        elif ins[0] in (Opcode.LOAD_CONST.value, Opcode.MOVE.value):
+            device_reg[ins[-1]] = False          # a register reused for a constant
+    return calls
+
+
+def test_keyword_spotting_layers_chain_on_the_device(monkeypatch):
+    """DS-CNN: every VTA layer whose input another VTA layer produced reads it in place
+    from device DRAM; activations are packed only where they come from the host."""
+    mod = from_tflite(DATA / "keyword_spotting.tflite")
+    exe = vtakit.compile(DATA / "keyword_spotting.tflite", config="default")
+    calls = _packed_calls(exe)
+    vta = [c for c in calls if c[0].startswith("vta_")]
+    assert len(vta) == 11                   # 9 convolutions, the average pool, the dense
+    for prev, cur in zip(calls, calls[1:]):
+        if prev[0].startswith("vta_") and cur[0].startswith("vta_"):
+            assert prev[2] and cur[1], (prev, cur)
+    from_host = sum(1 for c in vta if not c[1])
+    assert from_host == 2                   # the first convolution and the dense layer
+    main = exe.function("main")
+    assert 0 < main.dram_bytes <= 2 * 8192  # ten 8 KB activations in two reused slots
+
+    packs = []
+    real = lower_vta.pack_activation
+    monkeypatch.setattr(lower_vta, "pack_activation",
+                        lambda x, cfg: packs.append(x.shape) or real(x, cfg))
+    for seed in range(2):
+        x = _input(mod, seed)
+        np.testing.assert_array_equal(exe.run([x]), evaluate(mod, x))
+    assert len(packs) == 2 * from_host
+
+
+def test_device_dram_planned_and_released():
+    """The anomaly-detection autoencoder (10 dense layers): its DRAM arena reuses bytes
+    across layers, a run stays within the executable's planned peak (plus the runtime's
+    instruction and micro-op buffers) and closing the VM frees every buffer it made."""
+    mod = from_tflite(DATA / "anomaly_detection.tflite")
+    exe = vtakit.compile(DATA / "anomaly_detection.tflite", config="default")
+    main = exe.function("main")
+    calls = _packed_calls(exe)
+    on_device = sum(1 for c in calls if c[2])
+    assert on_device >= 8
+    assert 0 < main.dram_bytes < on_device * 4096       # pages shared by liveness
+    dev = open_device("behavioral", "default")
+    before = dev.dram.allocated
+    with exe.vm(device=dev) as vm:
+        x = _input(mod, 0)
+        np.testing.assert_array_equal(vm.run(x), evaluate(mod, x))
+        rt = vm.context.runtime
+        streams = sum(-(-b.nbytes // 4096) * 4096 for b in (rt._insn_buf, rt._uop_buf) if b)
+        assert dev.dram.peak_allocated - before <= exe.peak_dram_bytes + streams
+        np.testing.assert_array_equal(vm.run(x), evaluate(mod, x))   # weights stay resident
+    assert dev.dram.allocated - before <= streams
+    dev.close()
+
+
+def test_hook_sees_device_tensors_unpacked():
+    """A layer hook receives host arrays in the model's layout even for tensors that stay
+    on the device: the average pool recomputed from the hook's view of its (device)
+    input equals what the pool kernel computed from the packed bytes in place."""
+    mod = from_tflite(DATA / "keyword_spotting.tflite")
+    exe = vtakit.compile(DATA / "keyword_spotting.tflite", config="default")
+    seen = []
+    x = _input(mod, 3)
+    exe.run([x], hook=lambda name, out: seen.append((name, out)))
+    assert all(isinstance(v, np.ndarray) for _, v in seen)
+    names = [n for n, _ in seen]
+    pool = names.index("vta_avg_pool2d")
+    assert names[pool - 1].startswith("vta_conv2d")
+    assert seen[pool - 1][1].shape == (1, 64, 25, 5) and seen[pool - 1][1].dtype == np.int8
+    prim = next(p for p in exe.primitives if p.name == "vta_avg_pool2d")
+    fn = parse_expr(prim.meta_dict["ir"])
+    np.testing.assert_array_equal(evaluate(fn, seen[pool - 1][1]), seen[pool][1])
+
+
+# ----------------------------------------------------------------- padding value
+
+def _conv(x_shape, w_shape, groups, strides, padding, pad_value, rounding, scale):
+    rng = np.random.default_rng(7)
+    x = Var("x", TensorType(x_shape, "int8"))
+    w = rng.integers(-30, 30, w_shape).astype(np.int8)
+    b = rng.integers(-900, 900, w_shape[0]).astype(np.int32)
+    y = _op("nn.conv2d", x, Constant(w), strides=strides, padding=padding, groups=groups,
+            pad_value=pad_value, out_dtype="int32")
+    y = _op("nn.bias_add", y, Constant(b), axis=1)
+    y = _op("qnn.requantize", y, scale=scale, zero_point=-7, rounding=rounding,
+            axis=None if np.isscalar(scale) else 1)
+    y = _op("cast", _op("clip", y, a_min=-128, a_max=127), dtype="int8")
+    return Function([x], y), rng.integers(-128, 128, x_shape).astype(np.int8)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,groups,strides,padding,pad_value,rounding,scale", [
+    ((1, 16, 9, 7), (32, 16, 3, 3), 1, (1, 1), (1, 1, 1, 1), -128.0, "vta", 2.0 ** -9),
+    ((1, 16, 10, 10), (16, 1, 3, 3), 16, (2, 2), (0, 0, 1, 1), -128.0, "tflite",
+     tuple(np.linspace(2e-3, 9e-3, 16))),                               # depthwise, TF SAME
+    ((1, 8, 6, 6), (24, 8, 5, 3), 1, (1, 2), (2, 1, 2, 0), 37.0, "onnx", 0.003),
+])
+def test_nonzero_pad_value_conv_on_vta(x_shape, w_shape, groups, strides, padding, pad_value,
+                                       rounding, scale):
+    """VTA's loads pad with zeros; the border correction residual makes any pad value
+    exact (vs. the IR interpreter, which pads with the value)."""
+    fn, x = _conv(x_shape, w_shape, groups, strides, padding, pad_value, rounding, scale)
+    records = []
+    got = lower_primitive(fn, records=records)(Runtime(open_device("behavioral", "default")), x)
+    np.testing.assert_array_equal(got, evaluate(fn, x))
+    assert records[0].where in ("vta", "vta+host") and "border" in records[0].why
+
+
+def test_fold_explicit_padding():
+    rng = np.random.default_rng(0)
+    x = Var("x", TensorType((1, 4, 6, 6), "int8"))
+    w = Constant(rng.integers(-9, 9, (8, 4, 3, 3)).astype(np.int8))
+    p = _op("nn.pad", x, pad_width=((0, 0), (0, 0), (1, 2), (0, 1)), pad_value=-3.0)
+    folded = FoldExplicitPadding()(IRModule({"main": Function(
+        [x], _op("nn.conv2d", p, w, padding=(1, 0, 0, 0), pad_value=-3.0,
+                 out_dtype="int32"))}))
+    conv = folded["main"].body
+    assert conv.args[0] is folded["main"].params[0]
+    assert conv.attrs["padding"] == (2, 0, 2, 1) and conv.attrs["pad_value"] == -3.0
+    v = rng.integers(-128, 128, (1, 4, 6, 6)).astype(np.int8)
+    ref = evaluate(Function([x], _op("nn.conv2d", p, w, padding=(1, 0, 0, 0), pad_value=-3.0,
+                                     out_dtype="int32")), v)
+    np.testing.assert_array_equal(evaluate(folded, v), ref)
+    # kept: a pad over channels, or a convolution padding with another value
+    for pw, own in ((((0, 0), (1, 0), (1, 1), (1, 1)), 0.0), (((0, 0), (0, 0), (1, 1), (1, 1)), 5.0)):
+        p2 = _op("nn.pad", x, pad_width=pw, pad_value=-3.0)
+        c = w if pw[1] == (0, 0) else Constant(np.zeros((8, 5, 3, 3), np.int8))
+        m = FoldExplicitPadding()(IRModule({"main": Function(
+            [x], _op("nn.conv2d", p2, c, padding=1, pad_value=own, out_dtype="int32"))}))
+        assert m["main"].body.args[0].op.name == "nn.pad"
+
+
+# ----------------------------------------------------------------- adds
+
+@pytest.mark.parametrize("scales,zps", [
+    ((2.0 ** -4, 2.0 ** -5, 2.0 ** -4), (0, 0, 0)),
+    ((2.0 ** -3, 2.0 ** -3, 2.0 ** -2), (5, -9, 3)),
+    ((2.0 ** -7, 2.0 ** -2, 2.0 ** -6), (0, 0, -1)),
+])
+def test_qnn_add_vta_rounding_is_exact_shift_and_add(scales, zps):
+    """``rounding="vta"``: ``(s_a (a - z_a) + s_b (b - z_b)) / s_out`` rounded half up,
+    computed here in exact rationals."""
+    from fractions import Fraction
+    from vtakit.compiler.quant.ops import add
+    rng = np.random.default_rng(3)
+    a, b = (rng.integers(-128, 128, 200) for _ in range(2))
+    got = add(a, b, lhs_scale=scales[0], lhs_zero_point=zps[0], rhs_scale=scales[1],
+              rhs_zero_point=zps[1], out_scale=scales[2], out_zero_point=zps[2], rounding="vta")
+    sa, sb, so = (Fraction(s) for s in scales)
+    want = [((sa * (int(x) - zps[0]) + sb * (int(y) - zps[1])) / so + Fraction(1, 2)).__floor__()
+             + zps[2] for x, y in zip(a, b)]
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="power-of-two scales; rhs_scale is 0.3"):
+        add(a, b, lhs_scale=0.25, rhs_scale=0.3, out_scale=0.5, rounding="vta")
+
+
+@pytest.mark.parametrize("shape,scales,zps", [
+    ((1, 24, 5, 7), (2.0 ** -4, 2.0 ** -5, 2.0 ** -4), (0, 0, 0)),
+    ((2, 40), (2.0 ** -3, 2.0 ** -6, 2.0 ** -2), (4, -3, 7)),
+])
+def test_add_layer_on_vta(shape, scales, zps):
+    rng = np.random.default_rng(5)
+    x, y = Var("x", TensorType(shape, "int8")), Var("y", TensorType(shape, "int8"))
+    e = _op("qnn.add", x, y, lhs_scale=scales[0], lhs_zero_point=zps[0], rhs_scale=scales[1],
+            rhs_zero_point=zps[1], out_scale=scales[2], out_zero_point=zps[2], rounding="vta")
+    fn = Function([x, y], _op("cast", _op("clip", e, a_min=-100, a_max=127), dtype="int8"))
+    a, b = (rng.integers(-128, 128, shape).astype(np.int8) for _ in range(2))
+    records = []
+    layer = lower_vta.match_layer(fn.body)
+    assert layer is not None and layer.kind == "add" and layer.data is x
+    f = lower_vta.lower_layer(layer, records=records)
+    got = f(Runtime(open_device("behavioral", "default")), a, {y: b})
+    np.testing.assert_array_equal(got, evaluate(fn, a, b))
+    assert [r.where for r in records] == ["vta"]
+
+
+def test_calibrated_residual_cnn_runs_whole_on_the_device():
+    """The shipped digits CNN (conv, residual add, pools, dense), calibrated: every layer
+    from the first convolution to the average pool is a VTA kernel, the residual add
+    included, and each reads its inputs where the previous ones left them."""
+    import importlib.resources as resources
+    from vtakit.compiler.build_model import compile_model
+    from vtakit.compiler.models import load_digits_split
+    x_train, _, x_test, _ = load_digits_split()
+    path = resources.files("vtakit.compiler.models") / "digits_cnn.onnx"
+    report = []
+    exe = compile_model(str(path), "default", calibrate=x_train[:64, None], report=report)
+    calls = _packed_calls(exe)
+    names = [c[0] for c in calls]
+    first, pool = names.index("vta_conv2d"), names.index("vta_avg_pool2d")
+    assert "vta_add" in names[first:pool]
+    assert all(n.startswith("vta_") for n in names[first:pool + 1])
+    assert all(c[1] for c in calls[first + 1:pool + 1])        # inputs on the device
+    assert all(c[2] for c in calls[first:pool])                # outputs on the device
+    import onnxruntime as ort
+    sess = ort.InferenceSession(str(path))
+    agree = [np.argmax(exe.run([x_test[i:i + 1]]))
+             == np.argmax(sess.run(None, {sess.get_inputs()[0].name: x_test[i:i + 1]})[0])
+             for i in range(40)]
+    assert np.mean(agree) >= 0.95
