@@ -50,7 +50,7 @@ def test_recorder_attributes_runs_to_layers():
             y = exe.run(x_test[:1], device=dev, hook=rec.hook)
         assert "run" not in vars(dev)          # the device's own run is back
     engines = [layer.engine for layer in rec.layers]
-    assert engines.count("VTA") == 7 and engines.count("host") == 3
+    assert engines.count("VTA") == 8 and engines.count("host") == 2
     assert all(len(layer.runs) == 1 for layer in rec.layers if layer.engine == "VTA")
     assert all(layer.counter("load_insn_count") > 0 for layer in rec.layers if layer.runs)
     np.testing.assert_array_equal(rec.layers[-1].output, np.asarray(y))
