@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..ir.adt import Match
 from ..ir.analysis import post_order
 from ..ir.expr import Call, Function, If, Let, Op, Tuple, TupleGetItem, Var
 
@@ -40,6 +41,8 @@ def rebuild(node, memo):
         if body is node.body and all(x is y for x, y in zip(params, node.params)):
             return node
         return Function(params, body, node.ret_type, node.attrs)
+    if t is Match:   # pattern variables are binders: kept as they are
+        return node.with_parts(m(node.data, node.data), [m(c.rhs, c.rhs) for c in node.clauses])
     return node
 
 
