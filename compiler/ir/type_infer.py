@@ -38,6 +38,7 @@ class _Inferer:
         self.global_types = {}
         self.in_progress = set()
         self.typed_matches = set()
+        self.param_of, self.match_of = {}, {}
 
     def global_type(self, gv, node):
         name = gv.name_hint
@@ -68,9 +69,10 @@ class _Inferer:
     def infer(self, expr):
         nodes = post_order(expr)
         let_values = {n.var: n.value for n in nodes if type(n) is Let}
-        self.param_of = {p: n for n in nodes if type(n) is Function for p in n.params}
-        self.match_of = {v: n for n in nodes if type(n) is Match
-                         for c in n.clauses for v in pattern_vars(c.lhs)}
+        # updated, not replaced: inferring a global's type may nest inside another's
+        self.param_of.update({p: n for n in nodes if type(n) is Function for p in n.params})
+        self.match_of.update({v: n for n in nodes if type(n) is Match
+                              for c in n.clauses for v in pattern_vars(c.lhs)})
         for node in nodes:
             node._set_type(self.node_type(node, let_values))
         return expr.checked_type
