@@ -13,7 +13,7 @@ from vtakit.compiler.ir import (Call, Clause, Constructor, EvaluationError, Func
                                 check_well_formed, const, evaluate, get_op, infer_types, parse,
                                 structural_equal, values_equal)
 from vtakit.compiler.ir.prelude import Prelude
-from vtakit.compiler.passes import default_pipeline, vm_pipeline
+from vtakit.compiler.passes import default_pipeline, get_pass, list_passes, vm_pipeline
 from vtakit.runtime import Executable
 from vtakit.runtime.vm import ADT, Opcode, VMError
 
@@ -334,3 +334,29 @@ def test_generic_type_parameters_unify():
     mod = IRModule({"main": Function([], box(box(i32(3))))}, [td])
     infer_types(mod)
     assert mod["main"].body.checked_type == TypeCall(Box, [TypeCall(Box, [I32])])
+
+
+def test_closure_inside_a_clause_captures_a_pattern_variable(p):
+    """add_head(l, m) = match l { Cons(h, _) => map(fn (v) { v + h }, m), Nil => m }"""
+    mod = map_module(p)
+    L = p.list_of(I32)
+    lst, m, h, v = Var("l", L), Var("m", L), Var("h"), Var("v", I32)
+    add_head = GlobalVar("add_head")
+    mod[add_head] = Function([lst, m], Match(lst, [
+        Clause(pcon(p.cons, pvar(h), PatternWildcard()),
+               Call(mod.get_global_var("map"), [Function([v], op("add", v, h)), m])),
+        Clause(pcon(p.nil), m),
+    ]), L)
+    k = Var("k", I32)
+    mod["main"] = Function([k], Call(add_head, [p.cons(k, p.nil), mk_list(p, [1, 2])]))
+    assert to_pylist(run_everywhere(mod, np.int32(100))) == [101, 102]
+
+
+@pytest.mark.parametrize("name", sorted(list_passes()))
+def test_every_pass_keeps_adt_programs_meaning(p, name):
+    mod = append_reverse_module(p)
+    want = evaluate(mod)
+    out = get_pass(name)()(mod)
+    check_well_formed(out)
+    assert values_equal(evaluate(out), want)
+    assert structural_equal(parse(astext(out)), out)

@@ -225,8 +225,13 @@ class _Printer:
         return result
 
     def indent_of(self, e):
-        """The indentation of the lines of the scope ``e`` is bound in."""
-        return self.base_indent + "  " * self.scope_of[e].depth
+        """The indentation of the lines of the scope ``e`` is bound in (a match clause
+        is indented twice: under the match, then under its pattern)."""
+        s, levels = self.scope_of[e], 0
+        while s is not None:
+            levels += 2 if s.kind == "clause" else 1 if s.parent is not None else 0
+            s = s.parent
+        return self.base_indent + "  " * levels
 
     def sub_block(self, body, scope, indent):
         inner = self.block(body, scope, indent + "  ")
