@@ -141,7 +141,7 @@ class _Inferer:
             params = [self.param_type(p, node) for p in node.params]
             body = node.body.checked_type
             if node.ret_type is not None:
-                ret = unify(node.ret_type, body)
+                ret = unify(body, node.ret_type)  # the body's quantization wins, as before
                 if ret is None:
                     raise TypeInferenceError(f"{describe(node)}: annotated return type "
                                              f"{node.ret_type!r} but the body has type {body!r}")
