@@ -37,7 +37,8 @@ from .expr import Expr, Var
 from .types import GlobalTypeVar, Type, TypeCall, TypeVar
 
 __all__ = ["TypeData", "Constructor", "Pattern", "PatternWildcard", "PatternVar",
-           "PatternConstructor", "PatternTuple", "Clause", "Match", "pattern_vars", "is_exhaustive"]
+           "PatternConstructor", "PatternTuple", "Clause", "Match", "pattern_vars",
+           "is_exhaustive"]
 
 
 class Constructor(Expr):

@@ -3,9 +3,9 @@
 It is the compiler's executable specification: every transformation and every
 compiled result is checked against it.  Values are numpy arrays, tuples of
 values, :class:`Closure` objects and :class:`ConstructorValue` s (ADT values;
-:func:`values_equal` compares them with the VM's ``ADT`` results).  Shared sub-expressions are evaluated once
-per function invocation; ``If`` evaluates only the branch taken, so recursion
-terminates.
+:func:`values_equal` compares them with the VM's ``ADT`` results).  Shared
+sub-expressions are evaluated once per function invocation; ``If`` and ``match``
+evaluate only the branch or clause taken, so recursion terminates.
 """
 
 from __future__ import annotations

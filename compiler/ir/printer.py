@@ -36,8 +36,7 @@ import re
 
 import numpy as np
 
-from .adt import (Constructor, Match, PatternConstructor, PatternTuple, PatternVar,
-                  PatternWildcard, TypeData)
+from .adt import Constructor, Match, PatternConstructor, PatternVar, PatternWildcard, TypeData
 from .expr import (Call, Function, GlobalVar, If, IRModule, Let, Op, Tuple,
                    TupleGetItem, Var)
 from .scopes import is_atom, place_nodes

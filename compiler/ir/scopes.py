@@ -1,9 +1,10 @@
 """Scope placement: the lowest common ancestor scope of every use of each node.
 
 Scopes are a function's body, each branch of an ``If``, each clause of a
-``Match`` and the body of each nested function.  A node used in several scopes belongs to the innermost scope
-enclosing all its uses (Relay's ``ToBasicBlockNormalForm`` rule); the printer
-uses the same placement so that its text is always well scoped.
+``Match`` and the body of each nested function.  A node used in several scopes
+belongs to the innermost scope enclosing all its uses (Relay's
+``ToBasicBlockNormalForm`` rule); the printer uses the same placement so that
+its text is always well scoped.
 """
 
 from __future__ import annotations
