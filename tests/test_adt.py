@@ -360,3 +360,14 @@ def test_every_pass_keeps_adt_programs_meaning(p, name):
     check_well_formed(out)
     assert values_equal(evaluate(out), want)
     assert structural_equal(parse(astext(out)), out)
+
+
+def test_substitute_renames_pattern_variables_with_their_uses(p):
+    from vtakit.compiler.passes.rewrite import substitute
+    lst, h, h2 = Var("l", p.list_of(I32)), Var("h"), Var("h2")
+    m = Match(lst, [Clause(pcon(p.cons, pvar(h), PatternWildcard()), h),
+                    Clause(PatternWildcard(), i32(0))])
+    out = substitute(m, {h: h2})
+    assert out.clauses[0].lhs.patterns[0].var is h2 and out.clauses[0].rhs is h2
+    assert out.clauses[1].lhs is m.clauses[1].lhs and out.data is lst
+    assert structural_equal(Function([lst], out), Function([lst], m))
