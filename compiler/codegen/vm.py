@@ -18,7 +18,15 @@ here into closures over their free variables) and globals used as values.
   packed activation layout: it is carved from a second, device arena, planned by
   liveness like the first, so consecutive layers neither unpack nor repack it and
   the executable records the DRAM it needs;
-* a call of a global to itself in tail position becomes moves and a ``Goto``.
+* a call of a global to itself in tail position becomes moves and a ``Goto``;
+* a constructor call is an ``AllocADT`` of the constructor's tag (a field-less
+  constructor used as a value too; tuples are tag 0), and a ``match`` a
+  decision sequence: per clause, ``GetTag`` + ``LoadConsti`` + ``If`` for every
+  constructor in its pattern and ``GetField`` for its sub-patterns, jumping to
+  the next clause on a mismatch, and ``Fatal`` when the last clause fails too.
+  A VM result of an ADT type is an ``ADT`` object (``tag``, ``fields``);
+  :func:`vtakit.compiler.ir.values_equal` compares it with the reference
+  interpreter's value.
 """
 
 from __future__ import annotations
@@ -34,10 +42,12 @@ from ...runtime.layout import packed_activation_nbytes
 from ...runtime.module import PrimitiveEntry
 from ...runtime.registry import register_func
 from ...runtime.vm.bytecode import (DEVICES, AllocADT, AllocClosure, AllocStorage, AllocTensor,
-                                    GetField, Goto, If, Invoke, InvokeClosure, InvokePacked,
-                                    LoadConst, LoadConsti, Move, Opcode, Ret, VMFunction)
-from ..ir import (Call, Constant, Function, GlobalVar, IRModule, Let, Op, Tuple, TupleGetItem,
-                  TupleType, TensorType, Var, free_vars, infer_types)
+                                    Fatal, GetField, GetTag, Goto, If, Invoke, InvokeClosure,
+                                    InvokePacked, LoadConst, LoadConsti, Move, Opcode, Ret,
+                                    VMFunction)
+from ..ir import (Call, Constant, Constructor, Function, GlobalVar, IRModule, Let, Match, Op,
+                  PatternConstructor, PatternVar, PatternWildcard, Tuple,
+                  TupleGetItem, TupleType, TensorType, Var, free_vars, infer_types)
 from ..ir import If as IRIf
 from .host import encode_primitive
 from .regalloc import ALIGNMENT, allocate_registers, plan_memory
@@ -269,6 +279,23 @@ class _FunctionCompiler:
             self.emit(Move(self.value(e.false_branch, dict(memo)), r))
             self.place(end)
             return r
+        if isinstance(e, Match):
+            r, end = self.reg(), self.label()
+
+            def arm(rhs, memo):
+                self.emit(Move(self.value(rhs, memo), r))
+                self.emit(Goto(end))
+
+            self.match(e, memo, arm)
+            self.place(end)
+            return r
+        if isinstance(e, Constructor):
+            if e.inputs:
+                raise VMCompileError(f"constructor {e.name_hint} used as a value: call it with "
+                                     f"its {len(e.inputs)} field(s)")
+            r = self.reg()
+            self.emit(AllocADT(e.tag, (), r))
+            return r
         if isinstance(e, Function):
             if e.is_primitive():
                 raise VMCompileError("a primitive function can only be called, not used as a "
@@ -291,6 +318,37 @@ class _FunctionCompiler:
         self.emit(LoadConsti(1, one))
         self.emit(If(c, one, then, else_))
 
+    def match(self, e: Match, memo, arm):
+        """Each clause's pattern test, then ``arm(rhs, memo)`` (which must not fall
+        through); a value no clause matches reaches ``Fatal``."""
+        data = self.value(e.data, memo)
+        for clause in e.clauses:
+            fail = self.label()
+            self.test(clause.lhs, data, fail)
+            arm(clause.rhs, dict(memo))
+            self.place(fail)
+        if not _irrefutable(e.clauses[-1].lhs):
+            self.emit(Fatal())
+
+    def test(self, p, reg, fail):
+        """Code that jumps to ``fail`` unless register ``reg`` matches pattern ``p``,
+        binding the pattern's variables."""
+        t = type(p)
+        if t is PatternVar:
+            self.env[p.var] = reg
+            return
+        if t is PatternConstructor:
+            tag, want, ok = self.reg(), self.reg(), self.label()
+            self.emit(GetTag(reg, tag))
+            self.emit(LoadConsti(p.constructor.tag, want))
+            self.emit(If(tag, want, ok, fail))
+            self.place(ok)
+        for i, q in enumerate(getattr(p, "patterns", ())):
+            if type(q) is not PatternWildcard:
+                field = self.reg()
+                self.emit(GetField(reg, i, field))
+                self.test(q, field, fail)
+
     def closure(self, func: Function) -> int:
         free = [v for v in free_vars(func)]
         for v in free:
@@ -309,6 +367,10 @@ class _FunctionCompiler:
         prim = _primitive_of(self.b.mod, e)
         if prim is not None:
             return self.packed(*prim, args, e)
+        if isinstance(op, Constructor):
+            r = self.reg()
+            self.emit(AllocADT(op.tag, args, r))
+            return r
         if isinstance(op, GlobalVar):
             r = self.reg()
             self.emit(Invoke(self.b.index[op.name_hint], args, r))
@@ -367,6 +429,9 @@ class _FunctionCompiler:
             self.tail(e.true_branch, dict(memo))
             self.place(else_)
             self.tail(e.false_branch, dict(memo))
+            return
+        if isinstance(e, Match) and e not in memo:
+            self.match(e, memo, self.tail)
             return
         if (isinstance(e, Call) and isinstance(e.op, GlobalVar) and self.self_global is not None
                 and e.op.name_hint == self.self_global):
@@ -456,7 +521,7 @@ def _primitive_readers(mod, body) -> dict:
             for i, a in enumerate(e.args):
                 read(a, (e, i) if prim else None)
             stack += list(e.args)
-            if not isinstance(e.op, (Op, GlobalVar)):
+            if not isinstance(e.op, (Op, GlobalVar, Constructor)):
                 read(e.op, None)
                 stack.append(e.op)
         elif isinstance(e, Tuple):
@@ -470,10 +535,21 @@ def _primitive_readers(mod, body) -> dict:
             for x in (e.cond, e.true_branch, e.false_branch):
                 read(x, None)
             stack += [e.cond, e.true_branch, e.false_branch]
+        elif isinstance(e, Match):
+            for x in (e.data, *(c.rhs for c in e.clauses)):
+                read(x, None)
+                stack.append(x)
         elif isinstance(e, Function) and not e.is_primitive():
             for v in free_vars(e):
                 read(v, None)
     return readers
+
+
+def _irrefutable(p) -> bool:
+    """Whether every value matches ``p`` (no constructor test in it)."""
+    if type(p) is PatternConstructor:
+        return False
+    return all(_irrefutable(q) for q in getattr(p, "patterns", ()))
 
 
 def _resolve_labels(code):

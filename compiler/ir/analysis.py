@@ -6,17 +6,19 @@ from __future__ import annotations
 import contextlib
 import sys
 
+from .adt import Constructor, Match, pattern_vars
 from .expr import Call, Constant, Function, GlobalVar, If, Let, Op, Tuple, TupleGetItem, Var
 
-__all__ = ["children", "post_order", "free_vars", "bound_vars", "global_vars_used",
+__all__ = ["children", "binders", "post_order", "free_vars", "bound_vars", "global_vars_used",
            "deep_recursion", "count_nodes"]
 
 
 def children(expr) -> tuple:
-    """The sub-expressions of ``expr`` in evaluation order (binding Vars excluded)."""
+    """The sub-expressions of ``expr`` in evaluation order (binding Vars excluded; an
+    operator or constructor called is not a sub-expression)."""
     t = type(expr)
     if t is Call:
-        return expr.args if isinstance(expr.op, Op) else (expr.op,) + expr.args
+        return expr.args if isinstance(expr.op, (Op, Constructor)) else (expr.op,) + expr.args
     if t is Tuple:
         return expr.fields
     if t is TupleGetItem:
@@ -27,6 +29,20 @@ def children(expr) -> tuple:
         return (expr.cond, expr.true_branch, expr.false_branch)
     if t is Function:
         return (expr.body,)
+    if t is Match:
+        return (expr.data,) + tuple(c.rhs for c in expr.clauses)
+    return ()
+
+
+def binders(expr) -> tuple:
+    """The Vars ``expr`` itself binds: parameters, a let variable, pattern variables."""
+    t = type(expr)
+    if t is Function:
+        return expr.params
+    if t is Let:
+        return (expr.var,)
+    if t is Match:
+        return tuple(v for c in expr.clauses for v in pattern_vars(c.lhs))
     return ()
 
 
@@ -60,25 +76,14 @@ def post_order(expr, visited=None, descend=None) -> list:
 
 
 def bound_vars(expr) -> list:
-    """Vars bound inside ``expr`` (function parameters and let variables)."""
-    out = []
-    for node in post_order(expr):
-        if isinstance(node, Function):
-            out.extend(node.params)
-        elif isinstance(node, Let):
-            out.append(node.var)
-    return out
+    """Vars bound inside ``expr`` (function parameters, let and pattern variables)."""
+    return [v for node in post_order(expr) for v in binders(node)]
 
 
 def free_vars(expr) -> list:
     """Vars used in ``expr`` but not bound in it, in order of first use."""
     nodes = post_order(expr)
-    bound = set()
-    for node in nodes:
-        if isinstance(node, Function):
-            bound.update(node.params)
-        elif isinstance(node, Let):
-            bound.add(node.var)
+    bound = {v for node in nodes for v in binders(node)}
     return [n for n in nodes if type(n) is Var and n not in bound]
 
 
@@ -94,7 +99,8 @@ def global_vars_used(expr) -> list:
 
 def count_nodes(expr) -> int:
     """How many distinct non-leaf nodes ``expr`` has (a size measure for tests and benches)."""
-    return sum(1 for n in post_order(expr) if not isinstance(n, (Var, Constant, Op, GlobalVar)))
+    return sum(1 for n in post_order(expr)
+               if not isinstance(n, (Var, Constant, Op, GlobalVar, Constructor)))
 
 
 @contextlib.contextmanager

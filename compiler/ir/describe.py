@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .adt import Constructor, Match
 from .expr import Call, Constant, Function, GlobalVar, If, Let, Op, Tuple, TupleGetItem, Var
 
 __all__ = ["describe"]
@@ -14,7 +15,7 @@ def _short(e):
         return f"@{e.name_hint}"
     if isinstance(e, Constant):
         return f"constant{tuple(e.data.shape)}:{e.data.dtype}"
-    if isinstance(e, Op):
+    if isinstance(e, (Op, Constructor)):
         return e.name
     if isinstance(e, Call):
         return f"{_target(e.op)}(...)"
@@ -22,7 +23,7 @@ def _short(e):
 
 
 def _target(op):
-    if isinstance(op, Op):
+    if isinstance(op, (Op, Constructor)):
         return op.name
     if isinstance(op, Function):
         return "fn"
@@ -41,6 +42,8 @@ def describe(e) -> str:
         return f"let %{e.var.name_hint}"
     if isinstance(e, If):
         return f"if ({_short(e.cond)})"
+    if isinstance(e, Match):
+        return f"match{'' if e.complete else '?'} ({_short(e.data)})"
     if isinstance(e, Function):
         return f"fn ({', '.join(_short(p) for p in e.params)})"
     return _short(e)

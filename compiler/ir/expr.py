@@ -273,19 +273,59 @@ class GlobalVar(Expr):
 
 
 class IRModule:
-    """A set of named global functions; ``main`` is the entry point.
+    """A set of named global functions (``main`` is the entry point) and the
+    algebraic data types they use.
 
     Parameters
     ----------
     functions : dict of (GlobalVar | str) -> Function
         Global vars are resolved by name, so a body may refer to ``GlobalVar("f")``
         objects other than the key.
+    type_definitions : iterable of TypeData, optional
+        See :meth:`add_type_data`.
     """
 
-    def __init__(self, functions=None):
+    def __init__(self, functions=None, type_definitions=()):
         self._by_name: dict[str, tuple[GlobalVar, Function]] = {}
+        self._types: dict = {}
+        for td in type_definitions:
+            self.add_type_data(td)
         for key, func in (functions or {}).items():
             self[key] = func
+
+    def add_type_data(self, type_data) -> None:
+        """Define an algebraic data type (a :class:`~.adt.TypeData`); its name and its
+        constructors' names must be new to the module."""
+        from .adt import TypeData
+        if not isinstance(type_data, TypeData):
+            raise TypeError(f"add_type_data needs a TypeData, got {type(type_data).__name__}")
+        name = type_data.header.name
+        old = self._types.get(name)
+        if old is type_data:
+            return
+        if old is not None:
+            raise WellFormedError(f"the module already defines type {name}")
+        for c in type_data.constructors:
+            clash = self.get_constructor(c.name_hint, None)
+            if clash is not None:
+                raise WellFormedError(f"constructor {c.name_hint} of type {name} is already "
+                                      f"defined by type {clash.belong_to.name}")
+        self._types[name] = type_data
+
+    @property
+    def type_definitions(self) -> dict:
+        """ADT name -> TypeData, in definition order."""
+        return dict(self._types)
+
+    def get_constructor(self, name: str, default=KeyError):
+        """The constructor called ``name`` among the module's type definitions."""
+        for td in self._types.values():
+            for c in td.constructors:
+                if c.name_hint == name:
+                    return c
+        if default is KeyError:
+            raise WellFormedError(f"the module defines no constructor {name}")
+        return default
 
     @classmethod
     def from_expr(cls, expr) -> "IRModule":
@@ -339,7 +379,7 @@ class IRModule:
 
     def with_functions(self, functions) -> "IRModule":
         """A new module: these functions replace (or add to) this module's."""
-        mod = IRModule()
+        mod = IRModule(type_definitions=self._types.values())
         mod._by_name = dict(self._by_name)
         for key, f in functions.items():
             mod[key] = f

@@ -2,15 +2,17 @@
 
 It is the compiler's executable specification: every transformation and every
 compiled result is checked against it.  Values are numpy arrays, tuples of
-values and :class:`Closure` objects.  Shared sub-expressions are evaluated once
-per function invocation; ``If`` evaluates only the branch taken, so recursion
-terminates.
+values, :class:`Closure` objects and :class:`ConstructorValue` s (ADT values;
+:func:`values_equal` compares them with the VM's ``ADT`` results).  Shared
+sub-expressions are evaluated once per function invocation; ``If`` and ``match``
+evaluate only the branch or clause taken, so recursion terminates.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .adt import Constructor, Match, PatternConstructor, PatternTuple, PatternVar
 from .analysis import deep_recursion, free_vars
 from .describe import describe
 from .errors import EvaluationError
@@ -18,7 +20,7 @@ from .expr import (Call, Constant, Function, GlobalVar, If, IRModule, Let, Op, T
                    TupleGetItem, Var)
 from .types import TensorType
 
-__all__ = ["evaluate", "Closure"]
+__all__ = ["evaluate", "Closure", "ConstructorValue", "values_equal"]
 
 
 class Closure:
@@ -32,6 +34,60 @@ class Closure:
 
     def __repr__(self):
         return f"Closure({describe(self.func)})"
+
+
+class ConstructorValue:
+    """A value of an algebraic data type: its constructor and field values.
+
+    ``tag`` and ``fields`` are what the VM's ``ADT`` object has, so
+    :func:`values_equal` can compare the two.
+    """
+
+    __slots__ = ("constructor", "fields")
+
+    def __init__(self, constructor, fields):
+        self.constructor = constructor
+        self.fields = tuple(fields)
+
+    @property
+    def tag(self) -> int:
+        return self.constructor.tag
+
+    def __repr__(self):
+        if not self.fields:
+            return self.constructor.name_hint
+        return f"{self.constructor.name_hint}({', '.join(map(repr, self.fields))})"
+
+
+def values_equal(a, b) -> bool:
+    """Whether two program results are equal: arrays by dtype, shape and contents, tuples
+    field by field, ADT values (anything with ``tag`` and ``fields``: a
+    :class:`ConstructorValue` or the VM's ``ADT``) by tag and fields."""
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)
+                and all(values_equal(x, y) for x, y in zip(a, b)))
+    if hasattr(a, "tag") or hasattr(b, "tag"):
+        return (hasattr(a, "tag") and hasattr(b, "tag") and a.tag == b.tag
+                and values_equal(tuple(a.fields), tuple(b.fields)))
+    if isinstance(a, Closure) or isinstance(b, Closure):
+        return a is b
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
+
+
+def _match(pattern, value, env) -> bool:
+    """Whether ``value`` matches ``pattern``, binding its variables into ``env``."""
+    t = type(pattern)
+    if t is PatternVar:
+        env[pattern.var] = value
+        return True
+    if t is PatternConstructor:
+        if value.constructor is not pattern.constructor:
+            return False
+    elif t is not PatternTuple:
+        return True  # a wildcard
+    return all(_match(p, v, env) for p, v in zip(pattern.patterns, value.fields
+                                                  if t is PatternConstructor else value))
 
 
 class _Interpreter:
@@ -74,6 +130,8 @@ class _Interpreter:
             if isinstance(op, Op):
                 out = op.compute(*args, **expr.attrs)
                 return tuple(out) if isinstance(out, (tuple, list)) else np.asarray(out)
+            if isinstance(op, Constructor):
+                return ConstructorValue(op, args)
             target = self.eval(op, env, memo)
             if not isinstance(target, Closure):
                 raise EvaluationError(f"{describe(expr)}: calling a non-function")
@@ -86,6 +144,18 @@ class _Interpreter:
             cond = self.eval(expr.cond, env, memo)
             branch = expr.true_branch if bool(np.asarray(cond).item()) else expr.false_branch
             return self.eval(branch, env, memo)
+        if t is Match:
+            value = self.eval(expr.data, env, memo)
+            for clause in expr.clauses:
+                if _match(clause.lhs, value, env):
+                    return self.eval(clause.rhs, env, memo)
+            raise EvaluationError(f"{describe(expr)}: no clause matches the value {value!r} "
+                                  "(add a clause for it)")
+        if t is Constructor:
+            if expr.inputs:
+                raise EvaluationError(f"constructor {expr.name_hint} used as a value: call it "
+                                      f"with its {len(expr.inputs)} field(s)")
+            return ConstructorValue(expr, ())
         if t is Function:
             return Closure(expr, env)
         if t is GlobalVar:

@@ -13,12 +13,15 @@ import re
 
 import numpy as np
 
+from .adt import (Clause, Constructor, Match, PatternConstructor, PatternTuple, PatternVar,
+                  PatternWildcard, TypeData)
 from .errors import IRError, ParseError
 from .expr import (Call, Constant, Function, GlobalVar, If, IRModule, Let, Tuple,
                    TupleGetItem, Var)
 from .op import get_op
 from .printer import DTYPE_SUFFIX
-from .types import FuncType, QuantParams, TensorType, TupleType
+from .types import (FuncType, GlobalTypeVar, IncompleteType, QuantParams, TensorType, TupleType,
+                    TypeCall, TypeVar)
 
 __all__ = ["parse", "parse_expr"]
 
@@ -31,9 +34,9 @@ _TOKEN = re.compile(r"""
   | (?P<scalar>""" + _NUM + r"""(?:f16|f32|f64|i8|i16|i32|i64|u8|u16|u32|u64))(?![A-Za-z0-9_])
   | (?P<number>""" + _NUM + r""")(?![A-Za-z0-9_])
   | (?P<string>"(?:[^"\\]|\\.)*")
-  | (?P<arrow>->)
+  | (?P<arrow>->|=>)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)
-  | (?P<punct>[()\[\]{},;=:.])
+  | (?P<punct>[()\[\]{},;=:.?])
 """, re.VERBOSE | re.DOTALL)
 
 
@@ -88,6 +91,9 @@ class _Parser:
         self.i = 0
         self.scopes = [{}]
         self.globals = {}
+        self.adts = {}           # ADT name -> GlobalTypeVar
+        self.type_vars = {}      # type parameters of the definition being read
+        self.constructors = {}   # name -> Constructor
 
     # ---- token helpers
     def peek(self, k=0):
@@ -161,7 +167,80 @@ class _Parser:
         if tok.kind == "ident" and tok.text in _DTYPES:
             self.next()
             return TensorType((), tok.text)
+        if tok.kind == "ident" and tok.text in self.type_vars:
+            self.next()
+            return self.type_vars[tok.text]
+        if tok.kind == "ident" and tok.text in self.adts:
+            self.next()
+            args = self.comma_list("]", self.parse_type) if self.accept("[") else []
+            return TypeCall(self.adts[tok.text], args)
+        if tok.kind == "ident" and tok.text == "_":
+            self.next()
+            return IncompleteType()
         raise self.error(f"expected a type, got {tok.text!r}")
+
+    def parse_type_data(self):
+        """``type Name[A, B] { Ctor(T, ...), Ctor2, }``"""
+        self.expect("type")
+        header = self.adts[self.expect_kind("ident", "a type name").text]
+        names = self.comma_list("]", lambda: self.expect_kind("ident", "a type parameter").text) \
+            if self.accept("[") else []
+        self.type_vars = {n: TypeVar(n) for n in names}
+        self.expect("{")
+        ctors = self.comma_list("}", lambda: self.parse_constructor(header))
+        self.type_vars = {}
+        return TypeData(header, [TypeVar(n) for n in names], ctors)
+
+    def parse_constructor(self, header):
+        tok = self.expect_kind("ident", "a constructor name")
+        if tok.text in self.constructors:
+            raise self.error(f"constructor {tok.text} is defined twice", tok)
+        inputs = self.comma_list(")", self.parse_type) if self.accept("(") else []
+        self.constructors[tok.text] = Constructor(tok.text, inputs, header)
+        return self.constructors[tok.text]
+
+    # ---- match
+    def parse_match(self):
+        complete = not self.accept("?")
+        self.expect("(")
+        data = self.parse_expr()
+        self.expect(")")
+        self.expect("{")
+        clauses = self.comma_list("}", self.parse_clause)
+        if not clauses:
+            raise self.error("a match needs at least one clause")
+        return Match(data, clauses, complete)
+
+    def parse_clause(self):
+        self.scopes.append({})
+        lhs = self.parse_pattern()
+        self.expect("=>")
+        rhs = self.block() if self.peek().text == "{" else self.parse_expr()
+        self.scopes.pop()
+        return Clause(lhs, rhs)
+
+    def parse_pattern(self):
+        tok = self.peek()
+        if tok.kind == "ident" and tok.text == "_":
+            self.next()
+            return PatternWildcard()
+        if tok.kind == "local":
+            self.next()
+            var = Var(tok.text[1:], self.parse_type() if self.accept(":") else None)
+            self.bind(tok.text, var, tok)
+            return PatternVar(var)
+        if tok.text == "(":
+            self.next()
+            return PatternTuple(self.comma_list(")", self.parse_pattern))
+        if tok.kind == "ident" and tok.text in self.constructors:
+            self.next()
+            subs = self.comma_list(")", self.parse_pattern) if self.accept("(") else []
+            try:
+                return PatternConstructor(self.constructors[tok.text], subs)
+            except ValueError as e:
+                raise self.error(str(e), tok) from None
+        raise self.error(f"expected a pattern (_, %var, a constructor or a tuple), got "
+                         f"{tok.text or 'end of input'!r}")
 
     def comma_list(self, close, item):
         out = []
@@ -321,6 +400,12 @@ class _Parser:
         if tok.kind == "ident" and tok.text == "fn":
             self.next()
             return self.parse_function()
+        if tok.kind == "ident" and tok.text == "match":
+            self.next()
+            return self.parse_match()
+        if tok.kind == "ident" and tok.text in self.constructors:
+            self.next()
+            return self.constructors[tok.text]
         if tok.kind == "ident":
             self.next()
             try:
@@ -364,14 +449,21 @@ class _Parser:
         return Function(params, body, ret, attrs)
 
     def parse_module(self):
-        # every global is known before any body is read (mutual recursion)
+        # every global and type is known before any body is read (mutual recursion)
         for k, tok in enumerate(self.toks[:-1]):
             if tok.text == "def" and self.toks[k + 1].kind == "global":
                 name = self.toks[k + 1].text[1:]
                 if name in self.globals:
                     raise self.error(f"@{name} is defined twice", self.toks[k + 1])
                 self.globals[name] = GlobalVar(name)
+            elif tok.text == "type" and tok.kind == "ident" and self.toks[k + 1].kind == "ident":
+                name = self.toks[k + 1].text
+                if name in self.adts:
+                    raise self.error(f"type {name} is defined twice", self.toks[k + 1])
+                self.adts[name] = GlobalTypeVar(name)
         mod = IRModule()
+        while self.peek().text == "type":
+            mod.add_type_data(self.parse_type_data())
         while self.peek().kind != "eof":
             self.expect("def")
             name = self.expect_kind("global", "a global name").text[1:]
@@ -385,7 +477,7 @@ _DTYPES = set(DTYPE_SUFFIX) | {"bool"}
 def parse(text: str):
     """Parse a module (text with ``def`` s) or an expression."""
     p = _Parser(text)
-    if p.peek().text == "def":
+    if p.peek().text in ("def", "type"):
         return p.parse_module()
     return _finish_expr(p)
 

@@ -16,7 +16,16 @@ enclosing all its uses (so sharing is kept and the text is well scoped); a
 scope's result is printed inline.  Scalar constants are inline literals with a
 dtype suffix; other constants go to the ``#[metadata]`` section (base64 of the
 raw bytes), so printing is exact and :func:`parse` reads it back.  Operator
-attributes equal to their defaults are left out.
+attributes equal to their defaults are left out.  A module's algebraic data
+types come first::
+
+    type List[A] {
+      Cons(A, List[A]),
+      Nil,
+    }
+
+and a match is ``match (%l) { Cons(%h, _) => { ... }, Nil => { ... }, }``
+(``match?`` when it is not complete).
 """
 
 from __future__ import annotations
@@ -27,12 +36,15 @@ import re
 
 import numpy as np
 
+from .adt import Constructor, Match, PatternConstructor, PatternVar, PatternWildcard, TypeData
 from .expr import (Call, Function, GlobalVar, If, IRModule, Let, Op, Tuple,
                    TupleGetItem, Var)
 from .scopes import is_atom, place_nodes
-from .types import FuncType, QuantParams, TensorType, TupleType
+from .types import (FuncType, GlobalTypeVar, IncompleteType, QuantParams, TensorType,
+                    TupleType, Type, TypeCall, TypeVar)
 
-__all__ = ["astext", "type_text", "attr_text", "scalar_text", "DTYPE_SUFFIX"]
+__all__ = ["astext", "type_text", "type_data_text", "attr_text", "scalar_text",
+           "DTYPE_SUFFIX"]
 
 VERSION = '#[version = "0.0.5"]'
 
@@ -75,7 +87,24 @@ def type_text(t) -> str:
     if isinstance(t, FuncType):
         return (f"fn ({', '.join(type_text(a) for a in t.arg_types)}) -> "
                 f"{type_text(t.ret_type)}")
-    return repr(t)
+    if isinstance(t, TypeCall):
+        args = f"[{', '.join(type_text(a) for a in t.args)}]" if t.args else ""
+        return t.func.name + args
+    if isinstance(t, (TypeVar, GlobalTypeVar)):
+        return t.name
+    if isinstance(t, IncompleteType):
+        return "_"
+    return object.__repr__(t)
+
+
+def type_data_text(td: TypeData) -> str:
+    """``type List[A] {\n  Cons(A, List[A]),\n  Nil,\n}``."""
+    params = f"[{', '.join(v.name for v in td.type_vars)}]" if td.type_vars else ""
+    lines = [f"type {td.header.name}{params} {{"]
+    for c in td.constructors:
+        fields = f"({', '.join(type_text(t) for t in c.inputs)})" if c.inputs else ""
+        lines.append(f"  {c.name_hint}{fields},")
+    return "\n".join(lines + ["}"])
 
 
 def attr_text(v) -> str:
@@ -133,7 +162,7 @@ class _Printer:
             return self.var_name(e)
         if t is GlobalVar:
             return "@" + e.name_hint
-        if t is Op:
+        if t is Op or t is Constructor:
             return e.name
         if _inline_const(e):
             return scalar_text(e.data)
@@ -195,8 +224,13 @@ class _Printer:
         return result
 
     def indent_of(self, e):
-        """The indentation of the lines of the scope ``e`` is bound in."""
-        return self.base_indent + "  " * self.scope_of[e].depth
+        """The indentation of the lines of the scope ``e`` is bound in (a match clause
+        is indented twice: under the match, then under its pattern)."""
+        s, levels = self.scope_of[e], 0
+        while s is not None:
+            levels += 2 if s.kind == "clause" else 1 if s.parent is not None else 0
+            s = s.parent
+        return self.base_indent + "  " * levels
 
     def sub_block(self, body, scope, indent):
         inner = self.block(body, scope, indent + "  ")
@@ -229,7 +263,24 @@ class _Printer:
         if t is Function:
             (fs,) = self.child_scopes[e]
             return self.function_text("fn ", e, fs, indent)
+        if t is Match:
+            head = f"match{'' if e.complete else '?'} ({self.ref(e.data, indent)}) {{"
+            clauses = [f"{indent}  {self.pattern_text(c.lhs)} => "
+                       f"{self.sub_block(c.rhs, s, indent + '  ')}," for c, s in
+                       zip(e.clauses, self.child_scopes[e])]
+            return "\n".join([head] + clauses + [indent + "}"])
         raise TypeError(f"cannot print {t.__name__}")
+
+    def pattern_text(self, p):
+        t = type(p)
+        if t is PatternWildcard:
+            return "_"
+        if t is PatternVar:
+            return self.param_text(p.var)
+        subs = [self.pattern_text(q) for q in p.patterns]
+        if t is PatternConstructor:
+            return p.constructor.name_hint + (f"({', '.join(subs)})" if subs else "")
+        return f"({subs[0]},)" if len(subs) == 1 else f"({', '.join(subs)})"
 
     def function_text(self, head, f, scope, indent):
         params = [self.param_text(p) for p in f.params]
@@ -262,13 +313,15 @@ class _Printer:
 
 def astext(obj, show_meta_data=True) -> str:
     """The text of a module, function, expression or type (see the module docstring)."""
-    if isinstance(obj, (TensorType, TupleType, FuncType)):
+    if isinstance(obj, Type):
         return type_text(obj)
+    if isinstance(obj, TypeData):
+        return type_data_text(obj) + "\n"
     p = _Printer()
     from .analysis import deep_recursion
     with deep_recursion():
         if isinstance(obj, IRModule):
-            parts = [VERSION]
+            parts = [VERSION] + [type_data_text(td) for td in obj.type_definitions.values()]
             for gv, f in obj.items():
                 parts.append(p.top(f"def @{gv.name_hint}", f))
             text = "\n".join(parts) + "\n"

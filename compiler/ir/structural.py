@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .adt import (Constructor, Match, PatternConstructor, PatternTuple, PatternVar,
+                  PatternWildcard)
 from .analysis import deep_recursion
 from .expr import (Call, Constant, Function, GlobalVar, If, IRModule, Let, Op, Tuple,
                    TupleGetItem, Var)
@@ -60,6 +62,9 @@ class _Equal:
                     and a.data.tobytes() == b.data.tobytes())
         if t is Op:
             return a.name == b.name
+        if t is Constructor:
+            return (a.name_hint == b.name_hint and a.tag == b.tag and a.belong_to == b.belong_to
+                    and a.inputs == b.inputs)
         if t is GlobalVar:
             return a.name_hint == b.name_hint
         if t is Call:
@@ -85,7 +90,31 @@ class _Equal:
                     and _attrs_equal(a.attrs, b.attrs)
                     and all(self.bind(x, y) for x, y in zip(a.params, b.params))
                     and self.eq(a.body, b.body))
+        if t is Match:
+            return (a.complete == b.complete and len(a.clauses) == len(b.clauses)
+                    and self.eq(a.data, b.data)
+                    and all(self.pattern_eq(x.lhs, y.lhs) and self.eq(x.rhs, y.rhs)
+                            for x, y in zip(a.clauses, b.clauses)))
         return False
+
+    def pattern_eq(self, a, b):
+        if type(a) is not type(b):
+            return False
+        if type(a) is PatternWildcard:
+            return True
+        if type(a) is PatternVar:
+            return self.bind(a.var, b.var)
+        if type(a) is PatternConstructor and not self.eq(a.constructor, b.constructor):
+            return False
+        assert type(a) in (PatternConstructor, PatternTuple), type(a)
+        return len(a.patterns) == len(b.patterns) and all(
+            self.pattern_eq(x, y) for x, y in zip(a.patterns, b.patterns))
+
+
+def _type_data_equal(a, b):
+    return (a.header == b.header and a.type_vars == b.type_vars
+            and len(a.constructors) == len(b.constructors)
+            and all(_Equal(False).eq(x, y) for x, y in zip(a.constructors, b.constructors)))
 
 
 def structural_equal(a, b, map_free_vars=False) -> bool:
@@ -94,13 +123,17 @@ def structural_equal(a, b, map_free_vars=False) -> bool:
     Bound variables (parameters, let variables) are compared up to renaming;
     free variables must be the same objects unless ``map_free_vars``.  Sharing
     (DAG versus tree) is not compared, only values.  Modules are equal when
-    they define the same global names with equal functions.
+    they define the same global names with equal functions and the same algebraic
+    data types.
     """
     with deep_recursion():
         if isinstance(a, IRModule) or isinstance(b, IRModule):
             if not (isinstance(a, IRModule) and isinstance(b, IRModule)):
                 return False
             if sorted(a) != sorted(b):
+                return False
+            ta, tb = a.type_definitions, b.type_definitions
+            if sorted(ta) != sorted(tb) or not all(_type_data_equal(ta[n], tb[n]) for n in ta):
                 return False
             return all(_Equal(map_free_vars).eq(a[n], b[n]) for n in a)
         return _Equal(map_free_vars).eq(a, b)

@@ -1,15 +1,24 @@
-"""Types of the graph IR: tensors (with optional quantization parameters), tuples, functions.
+"""Types of the graph IR: tensors (with optional quantization parameters), tuples, functions,
+and algebraic data types.
 
 Types are immutable values compared structurally (``==``); :func:`type_compatible`
 compares shapes and dtypes only, ignoring quantization metadata.
+
+An algebraic data type is named by a :class:`GlobalTypeVar` and used as a
+:class:`TypeCall` of it on type arguments (``List[Tensor[(), int32]]``); a
+:class:`TypeVar` is a type parameter of an ADT definition.  An
+:class:`IncompleteType` (printed ``_``) is a type argument inference could not
+fix from an expression alone (the element type of a bare ``Nil``); it is
+compatible with every type, and :func:`unify` fills it in where two types meet.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Type", "QuantParams", "TensorType", "TupleType", "FuncType", "type_compatible",
-           "scalar_type"]
+__all__ = ["Type", "QuantParams", "TensorType", "TupleType", "FuncType", "TypeVar",
+           "GlobalTypeVar", "TypeCall", "IncompleteType", "type_compatible", "unify",
+           "substitute_type", "scalar_type"]
 
 
 def _freeze_param(value, dtype):
@@ -156,8 +165,124 @@ class FuncType(Type):
         return hash(("fn", self.arg_types, self.ret_type))
 
 
+class TypeVar(Type):
+    """A type parameter of an ADT definition (``A`` in ``List[A]``); equal by name."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        object.__setattr__(self, "name", str(name))
+
+    def __eq__(self, other):
+        return isinstance(other, TypeVar) and self.name == other.name
+
+    def __hash__(self):
+        return hash(("typevar", self.name))
+
+
+class GlobalTypeVar(Type):
+    """The name of an algebraic data type (``List``); equal by name."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        object.__setattr__(self, "name", str(name))
+
+    @property
+    def name_hint(self):
+        return self.name
+
+    def __eq__(self, other):
+        return isinstance(other, GlobalTypeVar) and self.name == other.name
+
+    def __hash__(self):
+        return hash(("globaltypevar", self.name))
+
+
+class TypeCall(Type):
+    """An ADT applied to type arguments: ``TypeCall(List, [int32])`` is ``List[int32]``."""
+
+    __slots__ = ("func", "args")
+
+    def __init__(self, func, args=()):
+        if not isinstance(func, GlobalTypeVar):
+            raise TypeError(f"TypeCall needs a GlobalTypeVar (an ADT name), got {func!r}")
+        args = tuple(args)
+        for a in args:
+            if not isinstance(a, Type):
+                raise TypeError(f"type arguments of {func.name} must be Types, got {a!r}")
+        object.__setattr__(self, "func", func)
+        object.__setattr__(self, "args", args)
+
+    def __eq__(self, other):
+        return isinstance(other, TypeCall) and self.func == other.func and self.args == other.args
+
+    def __hash__(self):
+        return hash(("typecall", self.func, self.args))
+
+
+class IncompleteType(Type):
+    """A type not yet known (see the module docstring); all are equal."""
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        return isinstance(other, IncompleteType)
+
+    def __hash__(self):
+        return hash("incomplete")
+
+
+def unify(a: Type, b: Type):
+    """The most specific type both ``a`` and ``b`` describe (an :class:`IncompleteType`
+    is filled in from the other side; tensors keep ``a``'s quantization), or None
+    when they are incompatible."""
+    if isinstance(a, IncompleteType):
+        return b
+    if isinstance(b, IncompleteType):
+        return a
+    if isinstance(a, TensorType):
+        return a if type_compatible(a, b) else None
+    if isinstance(a, (TupleType, TypeCall)):
+        xs, ys = (a.fields, getattr(b, "fields", None)) if isinstance(a, TupleType) else \
+            (a.args, b.args if isinstance(b, TypeCall) and b.func == a.func else None)
+        if type(b) is not type(a) or ys is None or len(xs) != len(ys):
+            return None
+        out = [unify(x, y) for x, y in zip(xs, ys)]
+        if any(t is None for t in out):
+            return None
+        return TupleType(out) if isinstance(a, TupleType) else TypeCall(a.func, out)
+    if isinstance(a, FuncType):
+        if not isinstance(b, FuncType) or len(a.arg_types) != len(b.arg_types):
+            return None
+        out = [unify(x, y) for x, y in zip((*a.arg_types, a.ret_type),
+                                           (*b.arg_types, b.ret_type))]
+        return None if any(t is None for t in out) else FuncType(out[:-1], out[-1])
+    return a if a == b else None
+
+
+def substitute_type(t: Type, mapping: dict) -> Type:
+    """``t`` with each :class:`TypeVar` in ``mapping`` replaced by its value."""
+    if isinstance(t, TypeVar):
+        return mapping.get(t, t)
+    if isinstance(t, TupleType):
+        return TupleType([substitute_type(f, mapping) for f in t.fields])
+    if isinstance(t, TypeCall):
+        return TypeCall(t.func, [substitute_type(x, mapping) for x in t.args])
+    if isinstance(t, FuncType):
+        return FuncType([substitute_type(x, mapping) for x in t.arg_types],
+                        substitute_type(t.ret_type, mapping))
+    return t
+
+
 def type_compatible(a: Type, b: Type) -> bool:
-    """Same structure, shapes and dtypes (quantization metadata ignored)."""
+    """Same structure, shapes and dtypes (quantization metadata ignored; an
+    :class:`IncompleteType` is compatible with anything)."""
+    if isinstance(a, IncompleteType) or isinstance(b, IncompleteType):
+        return True
+    if isinstance(a, TypeCall):
+        return (isinstance(b, TypeCall) and a.func == b.func and len(a.args) == len(b.args)
+                and all(type_compatible(x, y) for x, y in zip(a.args, b.args)))
     if isinstance(a, TensorType):
         return isinstance(b, TensorType) and a.shape == b.shape and a.dtype == b.dtype
     if isinstance(a, TupleType):

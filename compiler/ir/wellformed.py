@@ -1,12 +1,13 @@
 """The well-formedness checker: each Var bound once, no free variables in global
-functions, every global defined, and the types consistent."""
+functions, every global and constructor defined, and the types consistent."""
 
 from __future__ import annotations
 
-from .analysis import post_order
+from .adt import Constructor, Match, PatternConstructor, pattern_vars
+from .analysis import binders, children, post_order
 from .describe import describe
 from .errors import WellFormedError
-from .expr import Function, GlobalVar, IRModule, Let, Var
+from .expr import Call, Function, GlobalVar, IRModule, Let, Var
 from .type_infer import infer_types
 
 __all__ = ["check_well_formed"]
@@ -16,9 +17,7 @@ def _check_function(name, func, mod):
     bound = {}
     nodes = post_order(func)
     for node in nodes:
-        binders = node.params if type(node) is Function else (
-            (node.var,) if type(node) is Let else ())
-        for v in binders:
+        for v in binders(node):
             if v in bound:
                 raise WellFormedError(f"in @{name}: variable %{v.name_hint} is bound twice "
                                       f"({bound[v]} and {describe(node)})")
@@ -29,6 +28,13 @@ def _check_function(name, func, mod):
                                   f"parameter nor let-bound)")
         if type(node) is GlobalVar and mod is not None and node.name_hint not in mod:
             raise WellFormedError(f"in @{name}: call to undefined global @{node.name_hint}")
+        if mod is not None:
+            for c in _constructors_used(node):
+                td = mod.type_definitions.get(c.belong_to.name)
+                if td is None or c not in td.constructors:
+                    raise WellFormedError(f"in @{name}: constructor {c.name_hint} of type "
+                                          f"{c.belong_to.name} is not defined in the module "
+                                          "(add its TypeData with add_type_data)")
     _check_scopes(name, func)
 
 
@@ -53,9 +59,28 @@ def _check_scopes(name, func):
         elif t is Let:
             stack.append((node.value, scope | {node.var}))  # recursive closures see themselves
             stack.append((node.body, scope | {node.var}))
+        elif t is Match:
+            stack.append((node.data, scope))
+            stack.extend((c.rhs, scope | set(pattern_vars(c.lhs))) for c in node.clauses)
         else:
-            from .analysis import children
             stack.extend((c, scope) for c in children(node))
+
+
+def _constructors_used(node):
+    """Constructors a node calls, is, or matches on."""
+    if type(node) is Constructor:
+        return [node]
+    if type(node) is Call and type(node.op) is Constructor:
+        return [node.op]
+    if type(node) is Match:
+        out, stack = [], [c.lhs for c in node.clauses]
+        while stack:
+            p = stack.pop()
+            if type(p) is PatternConstructor:
+                out.append(p.constructor)
+            stack.extend(getattr(p, "patterns", ()))
+        return out
+    return []
 
 
 def check_well_formed(mod_or_expr, check_types=True):

@@ -40,7 +40,7 @@ class RemoveUnusedFunctions:
             keep.add(name)
             todo.extend(gv.name_hint for gv in global_vars_used(mod[name])
                         if gv.name_hint in mod)
-        out = type(mod)()
+        out = type(mod)(type_definitions=mod.type_definitions.values())
         for gv, f in mod.items():
             if gv.name_hint in keep:
                 out[gv] = f

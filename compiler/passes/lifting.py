@@ -42,7 +42,7 @@ class LambdaLift:
             out.update(lifted)
         if all(out.get(gv) is f for gv, f in mod.items()) and len(out) == len(mod):
             return mod
-        new_mod = type(mod)()
+        new_mod = type(mod)(type_definitions=mod.type_definitions.values())
         for gv, f in out.items():
             new_mod[gv] = f
         return new_mod

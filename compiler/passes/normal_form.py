@@ -1,12 +1,12 @@
 """ToANormalForm and ToBasicBlockNormalForm.
 
 Both bind values with ``let`` in the innermost scope that encloses all their
-uses (a function body, an If branch, a nested function body), so a value
+uses (a function body, an If branch, a match clause, a nested function body), so a value
 shared by both branches of an ``If`` is computed once, before the ``If``.
 
 *A-normal form* (what the VM compiler consumes): every function body (and every
 If branch) is a chain ``let %x1 = v1; ...; let %xn = vn; result`` where each
-``vi`` is a call, tuple, projection, If or function whose operands are atoms
+``vi`` is a call, tuple, projection, If, match or function whose operands are atoms
 (Vars, GlobalVars, Constants); primitive functions are bound like other values
 and their bodies left as they are (``InlinePrimitives`` moves them back to
 their call sites).
@@ -17,10 +17,10 @@ let-bound (at the lowest common ancestor scope); the rest stays dataflow.
 
 from __future__ import annotations
 
+from ..ir.adt import Match
+from ..ir.analysis import post_order
 from ..ir.expr import Function, If, Let, Var
-from ..ir.scopes import is_atom, lca
-from ..ir.analysis import post_order, children
-from ..ir.scopes import Scope
+from ..ir.scopes import Scope, is_atom, lca, scope_edges
 from .infra import function_pass
 from .rewrite import not_primitive, rebuild
 
@@ -39,20 +39,9 @@ def _place(body):
         s = scope_of.get(node)
         if s is None or is_atom(node):
             continue
-        t = type(node)
-        if t is If:
-            a, b = Scope(s, node, "then"), Scope(s, node, "else")
-            child_scopes[node] = (a, b)
-            edges = ((node.cond, s), (node.true_branch, a), (node.false_branch, b))
-        elif t is Function:
-            if node.is_primitive():
-                continue
-            fs = Scope(s, node, "fn")
-            child_scopes[node] = (fs,)
-            edges = ((node.body, fs),)
-        else:
-            edges = tuple((c, s) for c in children(node))
-        for c, cs in edges:
+        if type(node) is Function and node.is_primitive():
+            continue
+        for c, cs in scope_edges(node, s, child_scopes):
             uses[c] = uses.get(c, 0) + 1
             use_scopes.setdefault(c, []).append(cs)
             old = scope_of.get(c)
@@ -113,6 +102,10 @@ def to_scoped_lets(func: Function, bind_all: bool) -> Function:
             new = If(memo.get(node.cond, node.cond),
                      chain(then_s, memo.get(node.true_branch, node.true_branch)),
                      chain(else_s, memo.get(node.false_branch, node.false_branch)))
+        elif t is Match:
+            new = node.with_parts(memo.get(node.data, node.data),
+                                  [chain(cs, memo.get(c.rhs, c.rhs))
+                                   for c, cs in zip(node.clauses, child_scopes[node])])
         elif t is Function and not node.is_primitive():
             (fs,) = child_scopes[node]
             new = Function(node.params, chain(fs, memo.get(node.body, node.body)),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..ir.adt import Clause, Match, PatternConstructor, PatternTuple, PatternVar
 from ..ir.analysis import post_order
 from ..ir.expr import Call, Function, If, Let, Op, Tuple, TupleGetItem, Var
 
@@ -40,7 +41,29 @@ def rebuild(node, memo):
         if body is node.body and all(x is y for x, y in zip(params, node.params)):
             return node
         return Function(params, body, node.ret_type, node.attrs)
+    if t is Match:
+        lhss = [_rename_pattern(c.lhs, m) for c in node.clauses]
+        if any(a is not c.lhs for a, c in zip(lhss, node.clauses)):
+            return Match(m(node.data, node.data),
+                         [Clause(a, m(c.rhs, c.rhs)) for a, c in zip(lhss, node.clauses)],
+                         node.complete)
+        return node.with_parts(m(node.data, node.data), [m(c.rhs, c.rhs) for c in node.clauses])
     return node
+
+
+def _rename_pattern(p, m):
+    """``p`` with its variables replaced as ``m`` says (``p`` itself if none is)."""
+    t = type(p)
+    if t is PatternVar:
+        v = m(p.var, p.var)
+        return p if v is p.var else PatternVar(v)
+    if t not in (PatternConstructor, PatternTuple):
+        return p
+    subs = [_rename_pattern(q, m) for q in p.patterns]
+    if all(a is b for a, b in zip(subs, p.patterns)):
+        return p
+    return PatternConstructor(p.constructor, subs) if t is PatternConstructor else \
+        PatternTuple(subs)
 
 
 def transform(expr, post=None, memo=None, descend=None):

@@ -32,7 +32,8 @@ class ADT:
     Parameters
     ----------
     tag : int
-        Constructor index (0 for a tuple).
+        0 for a tuple; an IR constructor's ``tag`` (1, 2, ... in its type definition)
+        for a value it built.
     fields : tuple
         The field values.
     """
@@ -199,7 +200,8 @@ class DeviceTensor:
 
 def to_python(value):
     """A VM result as plain Python: tuples (ADTs of tag 0) become Python tuples,
-    recursively; tensors, closures and other ADTs stay as they are."""
+    recursively; tensors and closures stay as they are, and constructor values stay
+    ADTs (``tag``, ``fields``) with their fields converted."""
     if value.__class__ is ADT:
         fields = tuple(to_python(v) for v in value.fields)
         return fields if value.tag == 0 else ADT(value.tag, fields)
