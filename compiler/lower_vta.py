@@ -25,10 +25,11 @@ runs the operator library's plan on ``rt``'s device:
 
 Padding is folded into the plan (VTA's loads insert it). They insert zeros; a
 convolution padded with another value (an input zero point: ``nn.conv2d``'s
-``pad_value``, or an ``nn.pad`` in front) gets a constant int32 residual, loaded
-into the accumulators before the GEMMs, that adds what the value contributes at
-the border: ``pad_value * sum(w over the taps in the padding)`` per output pixel
-and channel (:func:`_border_correction`).
+``pad_value``, or an ``nn.pad`` in front) gets what the value contributes at the
+border, ``pad_value * sum(w over the taps in the padding)`` per output pixel and
+channel (:func:`_border_correction`), added to its int32 result: by the host step
+when the requantize runs there, else as a constant int32 residual loaded into the
+accumulators before the GEMMs.
 
 In an executable (:func:`vm_lowerer`) a layer's input may be a
 :class:`~vtakit.runtime.vm.objects.DeviceTensor` that the previous layer left in
@@ -194,9 +195,12 @@ def _per_lane(v, packed_shape):
     return full.reshape(1, cb, 1, 1, 1, c)
 
 
-def _requantize_packed(planes, rq, clip, out_dtype):
-    """The exact requantize, clip and cast of a packed int32 result (four byte planes)."""
+def _requantize_packed(planes, rq, clip, out_dtype, correction=None):
+    """The exact requantize, clip and cast of a packed int32 result (four byte planes),
+    after adding ``correction`` (packed int32, the border of a non-zero padding)."""
     acc = assemble_planes(planes)
+    if correction is not None:
+        acc = fp.wrap_int32(acc.astype(np.int64) + correction)
     rq = dict(rq, scale=_per_lane(rq["scale"], acc.shape),
               zero_point=_per_lane(rq["zero_point"], acc.shape), axis=None)
     return np.clip(_requant(acc, rq).astype(np.int64), clip[0], clip[1]).astype(out_dtype)
@@ -218,11 +222,13 @@ class _Spec:
 
     plan: object
     post: object          # None, or f(packed out planes) -> packed result
-    border: float | None  # the pad value whose border correction the int32 residual adds
+    border: float | None  # a non-zero pad value, whose border contribution is corrected
     where: str
     why: str
     macs: int = 0
     consts: dict = field(default_factory=dict)   # packed weight operands (filled on use)
+    #: the border correction, packed int32, when the host adds it (filled on use)
+    correction: np.ndarray | None = None
 
 
 def _layer_spec(layer: VTALayer, shape, w_shape, config) -> _Spec:
@@ -246,8 +252,9 @@ def _layer_spec(layer: VTALayer, shape, w_shape, config) -> _Spec:
         rq, (lo, hi), border = a["requantize"], a["clip"], None
         pad = tuple(a.get("padding", (0, 0, 0, 0)))
         if layer.kind == "conv2d" and a["pad_value"] != 0 and any(pad):
-            # VTA's load pads with zeros: what the pad value would add at the border
-            # comes in as a constant int32 residual (see _border_correction).
+            # VTA's load pads with zeros: what the pad value would add at the border is
+            # added to the int32 result by the host step, or else loaded into the
+            # accumulators as a constant int32 residual (see _border_correction).
             border = a["pad_value"]
         if _vta_exact(rq) and -(1 << 15) <= lo <= hi < (1 << 15):
             kw = dict(bias=True, shift=fp.vta_shift(rq["scale"]), clip=(lo, hi),
@@ -255,18 +262,24 @@ def _layer_spec(layer: VTALayer, shape, w_shape, config) -> _Spec:
             post, where, why = None, "vta", "requantize is a power-of-two shift: epilogue on VTA"
         else:
             kw = dict(bias=True, out_dtype=np.int32)
-            out_dtype = a["out_dtype"]
-            post = lambda planes: _requantize_packed(planes, rq, (lo, hi), out_dtype)  # noqa: E731
+            post = True
             where, why = "vta+host", (f"requantize rounding {rq['rounding']!r} is not a VTA "
                                       "shift: int32 result, exact requantize on the host")
+        residual = "int32" if border and post is None else False
         plan = (plan_dense(config, shape, w_shape, **kw) if layer.kind == "dense" else
                 plan_conv2d(config, shape, w_shape, tuple(a["strides"]), pad,
-                            groups=a["groups"], residual="int32" if border else False, **kw))
+                            groups=a["groups"], residual=residual, **kw))
         out = plan.operands["out"].shape
         macs = shape[0] * w_shape[0] * out[3] * out[4] * int(np.prod(w_shape[1:]))
         if border:
-            why += f"; pad value {border} through a border-correction residual"
-        return _Spec(plan, post, border, where, why, macs)
+            why += (f"; pad value {border}: border correction "
+                    + ("residual on VTA" if residual else "added by the host step"))
+        spec = _Spec(plan, None, border, where, why, macs)
+        if post:
+            out_dtype = a["out_dtype"]
+            spec.post = lambda planes: _requantize_packed(  # noqa: E731
+                planes, rq, (lo, hi), out_dtype, spec.correction)
+        return spec
     if layer.kind == "avg_pool2d":
         kh, kw_ = a["pool_size"]
         if any(a["padding"]) and a["rounding"] != "vta":
@@ -400,7 +413,11 @@ class _Lowered:
                 bias = bias + np.asarray(rq["zero_point"], np.int64) * (1 << k)
             args = (w, fp.wrap_int32(bias))
             if spec.border:
-                args += (_border_correction(plan, w, spec.border),)
+                corr = _border_correction(plan, w, spec.border)
+                if spec.post is None:
+                    args += (corr,)
+                else:
+                    spec.correction = pack_activation(corr, self.config)
         elif self.layer.kind == "add":
             q = a["add"]
             ea, eb, k = add_shifts(q["lhs_scale"], q["rhs_scale"], q["out_scale"])

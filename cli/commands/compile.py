@@ -34,4 +34,5 @@ def run(args):
         print(format_report(records))
     on_vta = sum(r.where != "host" for r in records)
     print(f"{args.model}: {on_vta} layer(s) on VTA, {len(records) - on_vta} host "
-          f"primitive(s), compiled in {wall:.2f} s -> {path}")
+          f"primitive(s), peak device DRAM {exe.peak_dram_bytes:,} bytes, compiled in "
+          f"{wall:.2f} s -> {path}")

@@ -34,7 +34,8 @@ images): both schemes keep the float model's top-1 class on every image, and
 min/max and percentile ranges do equally well. Compiled for ``default``,
 ``"vta"`` runs every conv, dense and max-pool layer whole on VTA: 7,040
 predicted cycles and 22.5 kB of DRAM traffic per image, against 8,516 cycles
-and 32.5 kB for ``"onnx"`` (int32 results stored, requantized on the host);
+and 32.5 kB for ``"onnx"`` (int32 results stored, requantized on the host;
+measured before the residual add moved to VTA as well);
 the behavioral model's wall time is the other way round (92 vs 63 ms per
 image: the simulated epilogue costs more than numpy's requantize). So the
 default is ``"vta"``: the accuracy is the same and the accelerator does the
