@@ -60,7 +60,7 @@ from .layout import LayoutError
 from .pool import plan_pool2d
 from .quant import fixed_point as fp
 from .quant.ops import add_shifts
-from .quant.pool import divide_round
+from .quant.pool import divide_round, pool_counts
 from .reference import group_conv2d_ref
 from .tiling import TilingError
 
@@ -282,16 +282,16 @@ def _layer_spec(layer: VTALayer, shape, w_shape, config) -> _Spec:
         return spec
     if layer.kind == "avg_pool2d":
         kh, kw_ = a["pool_size"]
-        if any(a["padding"]) and a["rounding"] != "vta":
-            raise LoweringError("a padded TFLite average pool excludes the padding from the "
-                                "count; VTA's pools count it")
-        # Window sums on the GEMM core (all-ones depthwise kernel), int32 out; the
-        # framework's rounding division on the host.
+        # Window sums on the GEMM core (all-ones depthwise kernel, zero padding), int32
+        # out; the framework's rounding division on the host, by the window's count of
+        # input positions (TFLite does not count the padding).
         plan = plan_conv2d(config, shape, (shape[1], 1, kh, kw_), tuple(a["strides"]),
                            tuple(a["padding"]), groups=shape[1], out_dtype=np.int32)
         mode = "tflite" if a["rounding"] != "vta" else "vta"
+        counts = pool_counts(shape[2:], a["pool_size"], a["strides"], a["padding"], mode)
+        counts = counts.reshape(1, 1, *counts.shape, 1, 1)      # over the packed layout
         (lo, hi), out_dtype = a["clip"], a["out_dtype"]
-        post = lambda planes: np.clip(divide_round(assemble_planes(planes), kh * kw_, mode),  # noqa: E731
+        post = lambda planes: np.clip(divide_round(assemble_planes(planes), counts, mode),  # noqa: E731
                                       lo, hi).astype(out_dtype)
         return _Spec(plan, post, None, "vta+host",
                      "window sums on VTA, rounding division on the host")

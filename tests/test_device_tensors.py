@@ -249,3 +249,21 @@ def test_calibrated_residual_cnn_runs_whole_on_the_device():
              == np.argmax(sess.run(None, {sess.get_inputs()[0].name: x_test[i:i + 1]})[0])
              for i in range(40)]
     assert np.mean(agree) >= 0.95
+
+
+@pytest.mark.parametrize("pool,strides,padding,rounding", [
+    ((3, 3), (2, 2), (1, 1, 1, 1), "tflite"),       # TFLite SAME: the padding not counted
+    ((2, 3), (1, 2), (0, 1, 1, 1), "tflite"),
+    ((3, 3), (1, 1), (1, 1, 1, 1), "vta"),          # counted, as VTA's pools do
+])
+def test_padded_average_pool_on_vta(pool, strides, padding, rounding):
+    rng = np.random.default_rng(11)
+    x = Var("x", TensorType((1, 20, 7, 9), "int8"))
+    e = _op("qnn.avg_pool2d", x, pool_size=pool, strides=strides, padding=padding,
+            rounding=rounding)
+    fn = Function([x], _op("cast", _op("clip", e, a_min=-128, a_max=127), dtype="int8"))
+    v = rng.integers(-128, 128, (1, 20, 7, 9)).astype(np.int8)
+    records = []
+    got = lower_primitive(fn, records=records)(Runtime(open_device("behavioral", "default")), v)
+    np.testing.assert_array_equal(got, evaluate(fn, v))
+    assert [r.where for r in records] == ["vta+host"]

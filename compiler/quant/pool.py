@@ -64,18 +64,34 @@ def avg_pool2d_int(x, *, pool_size, strides=(1, 1), padding=(0, 0, 0, 0), roundi
     top, left, bottom, right = _pad4(padding)
     n, c, h, w = x.shape
     xp = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
-    ones = np.pad(np.ones((h, w), np.int64), ((top, bottom), (left, right)))
     oh = (h + top + bottom - kh) // sh + 1
     ow = (w + left + right - kw) // sw + 1
     sums = np.zeros((n, c, oh, ow), np.int64)
-    counts = np.zeros((oh, ow), np.int64)
     for i in range(kh):
         for j in range(kw):
             sums += xp[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw]
-            counts += ones[i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw]
+    return divide_round(sums, pool_counts((h, w), pool_size, strides, padding, rounding),
+                        rounding).astype(np.int32)
+
+
+def pool_counts(hw, pool_size, strides, padding, rounding) -> np.ndarray:
+    """The divisor of every output position of an average pool over an (H, W) input:
+    the window's positions inside the input (``"tflite"``: padding is not counted) or
+    the whole window (``"vta"``)."""
+    h, w = hw
+    kh, kw = _pair(pool_size)
+    sh, sw = _pair(strides)
+    top, left, bottom, right = _pad4(padding)
+    oh = (h + top + bottom - kh) // sh + 1
+    ow = (w + left + right - kw) // sw + 1
     if rounding == "vta":
-        counts = np.full_like(counts, kh * kw)
-    return divide_round(sums, counts, rounding).astype(np.int32)
+        return np.full((oh, ow), kh * kw, np.int64)
+    ones = np.pad(np.ones((h, w), np.int64), ((top, bottom), (left, right)))
+    counts = np.zeros((oh, ow), np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            counts += ones[i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw]
+    return counts
 
 
 def mean_int(x, *, axis, keepdims=False, in_scale, in_zero_point=0, out_scale,
