@@ -180,7 +180,7 @@ def main(argv=None):
     n_instr = sum(len(f.code) for f in exe.functions)
     ratio = med["dispatch"] / med["device"] if med["device"] else float("inf")
     print(f"small int8 CNN ({len(exe.primitives)} primitives, {n_instr} instructions, "
-          f"peak planned memory {exe.peak_dram_bytes} B), backend {args.backend}, "
+          f"peak planned host memory {exe.peak_host_bytes} B), backend {args.backend}, "
           f"median of {args.repeat}")
     print(f"{'total':>10} {'packed':>10} {'device':>10} {'dispatch':>10} {'dispatch/device':>16}")
     print(f"{med['total'] * 1e3:9.2f}ms {med['packed'] * 1e3:9.2f}ms {med['device'] * 1e3:9.2f}ms "
@@ -188,7 +188,7 @@ def main(argv=None):
     print(f"result bit-exact with the reference interpreter: {exact}")
     result = {"backend": args.backend, "repeat": args.repeat, "median_s": med, "runs": rows,
               "dispatch_over_device": ratio, "exact": exact, "instructions": n_instr,
-              "primitives": len(exe.primitives), "peak_dram_bytes": exe.peak_dram_bytes}
+              "primitives": len(exe.primitives), "peak_host_bytes": exe.peak_host_bytes}
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     return 0 if exact and ratio < 0.05 else 1
