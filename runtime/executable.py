@@ -274,7 +274,11 @@ class Executable:
         names = self.output_names
         if len(flat) != len(names):
             names = [f"output{i}" for i in range(len(flat))] if len(flat) > 1 else ["output"]
-        return {n: np.asarray(v) for n, v in zip(names, flat)}
+        for n, v in zip(names, flat):
+            if not isinstance(v, np.ndarray):
+                raise TypeError(f"output {n!r} is a {type(v).__name__} ({v!r}), not a tensor; "
+                                "Executable.run returns such values as they are")
+        return dict(zip(names, flat))
 
     # ------------------------------------------------------------------ writing
     def header(self) -> dict:

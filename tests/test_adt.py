@@ -371,3 +371,15 @@ def test_substitute_renames_pattern_variables_with_their_uses(p):
     assert out.clauses[0].lhs.patterns[0].var is h2 and out.clauses[0].rhs is h2
     assert out.clauses[1].lhs is m.clauses[1].lhs and out.data is lst
     assert structural_equal(Function([lst], out), Function([lst], m))
+
+
+def test_run_named_refuses_an_adt_output(p):
+    """run() returns an ADT result as it is; run_named (and so ``vtakit run -o OUT.npz``),
+    which maps outputs to arrays, says which output is not a tensor."""
+    mod = IRModule(type_definitions=p.type_definitions)
+    mod["main"] = Function([], mk_list(p, [4, 5]))
+    exe = compile_vm(vm_pipeline()(default_pipeline()(mod)))
+    got = exe.run([])
+    assert isinstance(got, ADT) and got.tag == p.cons.tag and int(got.fields[0]) == 4
+    with pytest.raises(TypeError, match=r"^output 'output' is a ADT \(ADT\(tag=1"):
+        exe.run_named([])
