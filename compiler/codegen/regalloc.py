@@ -1,7 +1,8 @@
 """Memory planning and register allocation for VM functions, both by liveness.
 
 Memory: every tensor a packed call writes is carved from storage. A tensor that
-never escapes (its only uses are packed-call inputs and ``If`` tests) gets an
+never escapes (its only uses, and those of its reshaped views, are packed-call
+inputs, ``If`` tests and ``ReshapeTensor``) gets an
 offset in the function's *arena*, one storage allocated on entry; tensors whose
 live ranges (in instruction order) do not overlap share bytes. A tensor that
 escapes (returned, stored in a tuple or closure, passed to a call, moved) gets a
@@ -27,6 +28,7 @@ ALIGNMENT = 64
 
 _PACKED, _IF, _GOTO = Opcode.INVOKE_PACKED.value, Opcode.IF.value, Opcode.GOTO.value
 _ALLOC_TENSOR = Opcode.ALLOC_TENSOR.value
+_RESHAPE = Opcode.RESHAPE_TENSOR.value
 
 
 def _operands(ins):
@@ -70,6 +72,13 @@ def plan_memory(code, arena_reg, new_reg, *, nbytes=_host_nbytes, alignment: int
         its own aligned address, no reuse).
     """
     defs, uses = {}, {}
+    # a ReshapeTensor's result is its source's memory: its uses are the source's
+    source = {ins[3]: ins[1] for ins in code if ins[0] == _RESHAPE}
+
+    def root(r):
+        while r in source:
+            r = source[r]
+        return r
     for pc, ins in enumerate(code):
         if ins[0] < 0:
             continue
@@ -77,9 +86,10 @@ def plan_memory(code, arena_reg, new_reg, *, nbytes=_host_nbytes, alignment: int
             defs[ins[5]] = pc
             continue
         u, _ = _operands(ins)
-        reads = set(ins[3]) if ins[0] == _PACKED else {ins[1], ins[2]} if ins[0] == _IF else set()
-        for r in u:     # a read by a packed call or an If test does not let the tensor escape
-            uses.setdefault(r, []).append((pc, r in reads))
+        reads = (set(ins[3]) if ins[0] == _PACKED else {ins[1], ins[2]} if ins[0] == _IF
+                 else {ins[1]} if ins[0] == _RESHAPE else set())
+        for r in u:     # a read by a packed call, an If test or a reshape does not let the
+            uses.setdefault(root(r), []).append((pc, r in reads))   # tensor escape
     planned, naive = {}, 0
     items = []
     for reg, pc in defs.items():

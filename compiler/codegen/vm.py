@@ -18,6 +18,9 @@ here into closures over their free variables) and globals used as values.
   packed activation layout: it is carved from a second, device arena, planned by
   liveness like the first, so consecutive layers neither unpack nor repack it and
   the executable records the DRAM it needs;
+* a primitive that only reshapes (``reshape``, ``nn.batch_flatten``, ``squeeze``,
+  ``expand_dims``) is a ``ReshapeTensor``: the same memory under the new shape (on the
+  device too, where the packed bytes stay the same: (N, C, 1, 1) and (N, C));
 * a call of a global to itself in tail position becomes moves and a ``Goto``;
 * a constructor call is an ``AllocADT`` of the constructor's tag (a field-less
   constructor used as a value too; tuples are tag 0), and a ``match`` a
@@ -43,8 +46,8 @@ from ...runtime.module import PrimitiveEntry
 from ...runtime.registry import register_func
 from ...runtime.vm.bytecode import (DEVICES, AllocADT, AllocClosure, AllocStorage, AllocTensor,
                                     Fatal, GetField, GetTag, Goto, If, Invoke, InvokeClosure,
-                                    InvokePacked, LoadConst, LoadConsti, Move, Opcode, Ret,
-                                    VMFunction)
+                                    InvokePacked, LoadConst, LoadConsti, Move, Opcode,
+                                    ReshapeTensor, Ret, VMFunction)
 from ..ir import (Call, Constant, Constructor, Function, GlobalVar, IRModule, Let, Match, Op,
                   PatternConstructor, PatternVar, PatternWildcard, Tuple,
                   TupleGetItem, TupleType, TensorType, Var, free_vars, infer_types)
@@ -366,6 +369,11 @@ class _FunctionCompiler:
         args = [self.value(a, memo) for a in e.args]
         prim = _primitive_of(self.b.mod, e)
         if prim is not None:
+            shape = _view_shape(prim[0])
+            if shape is not None:
+                r = self.reg()
+                self.emit(ReshapeTensor(args[0], shape, r))
+                return r
             return self.packed(*prim, args, e)
         if isinstance(op, Constructor):
             r = self.reg()
@@ -382,18 +390,27 @@ class _FunctionCompiler:
 
     def on_device(self, index, call) -> bool:
         """Whether packed call ``call`` (of primitive ``index``) leaves its output on the
-        device: it can, and every reader is a primitive that accepts a device input there."""
-        if not self.b.device.get(index, ((), False))[1]:
-            return False
-        readers = self.readers.get(call)
+        device: it can, and every reader takes it from there."""
+        return self.b.device.get(index, ((), False))[1] and self.device_readers(call)
+
+    def device_readers(self, value) -> bool:
+        """Whether every reader of ``value`` is a primitive that accepts a device input
+        there, or a reshape keeping the packed bytes whose readers all do."""
+        readers = self.readers.get(value)
         if not readers:
             return False
         for reader in readers:
             if reader is None:
                 return False
             user, i = reader
-            ins = self.b.device.get(self.b.primitive(*_primitive_of(self.b.mod, user))[0],
-                                    ((), False))[0]
+            func, key = _primitive_of(self.b.mod, user)
+            shape = _view_shape(func)
+            if shape is not None:
+                if not (_same_packing(func.params[0].checked_type.shape, shape)
+                        and self.device_readers(user)):
+                    return False
+                continue
+            ins = self.b.device.get(self.b.primitive(func, key)[0], ((), False))[0]
             if i >= len(ins) or not ins[i]:
                 return False
         return True
@@ -488,6 +505,33 @@ def _primitive_of(mod, call):
     if isinstance(op, Function) and op.is_primitive():
         return op, ("fn", id(op))
     return None
+
+
+#: Operators that only reshape: a primitive of one of them alone becomes a ReshapeTensor.
+_VIEW_OPS = frozenset({"reshape", "nn.batch_flatten", "squeeze", "expand_dims"})
+
+
+def _view_shape(func):
+    """The output shape when primitive ``func`` only reshapes its one input, else None."""
+    body = func.body
+    if (len(func.params) == 1 and isinstance(body, Call) and isinstance(body.op, Op)
+            and body.op.name in _VIEW_OPS and len(body.args) == 1
+            and body.args[0] is func.params[0]):
+        t_in, t_out = func.params[0].checked_type, body.checked_type
+        if (isinstance(t_in, TensorType) and isinstance(t_out, TensorType)
+                and t_in.dtype == t_out.dtype
+                and int(np.prod(t_in.shape)) == int(np.prod(t_out.shape))):
+            return tuple(t_out.shape)
+    return None
+
+
+def _same_packing(a, b) -> bool:
+    """Whether activations of shapes ``a`` and ``b`` have the same packed bytes: (N, C) is
+    (N, C, 1, 1)."""
+    def nchw(s):
+        s = tuple(s)
+        return s + (1, 1) if len(s) == 2 else s if len(s) == 4 else None
+    return nchw(a) is not None and nchw(a) == nchw(b)
 
 
 def _primitive_readers(mod, body) -> dict:

@@ -28,6 +28,8 @@ Goto               offset
 LoadConst          const_index, dst
 LoadConsti         value, dst
 Fatal              (none)
+ReshapeTensor      src, shape, dst   (the same memory under another shape; a device
+                   tensor only where the packed bytes stay the same)
 =================  ===========================================================
 
 In the binary form (the ``.vtax`` code section) each instruction is a run of
@@ -46,7 +48,7 @@ __all__ = [
     "Opcode", "DTYPES", "VMFunction", "BytecodeError",
     "Move", "Ret", "Invoke", "InvokeClosure", "InvokePacked", "AllocTensor", "AllocTensorReg",
     "AllocStorage", "AllocADT", "AllocClosure", "GetField", "GetTag", "If", "Goto", "LoadConst",
-    "LoadConsti", "Fatal",
+    "LoadConsti", "Fatal", "ReshapeTensor",
     "encode_function", "decode_function", "verify_function", "format_instruction", "DEVICES",
 ]
 
@@ -69,6 +71,7 @@ class Opcode(enum.IntEnum):
     LOAD_CONST = 14
     LOAD_CONSTI = 15
     FATAL = 16
+    RESHAPE_TENSOR = 17
 
 
 #: Where an AllocStorage allocates, by its code: host memory or the accelerator's DRAM.
@@ -101,6 +104,7 @@ _LAYOUT = {
     Opcode.LOAD_CONST: (("const", "c"), ("dst", "r")),
     Opcode.LOAD_CONSTI: (("value", "i"), ("dst", "r")),
     Opcode.FATAL: (),
+    Opcode.RESHAPE_TENSOR: (("src", "r"), ("shape", "S"), ("dst", "r")),
 }
 
 #: Instructions after which control never falls through to the next one.
@@ -184,6 +188,10 @@ def LoadConsti(value, dst):
 
 def Fatal():
     return (Opcode.FATAL.value,)
+
+
+def ReshapeTensor(src, shape, dst):
+    return (Opcode.RESHAPE_TENSOR.value, src, tuple(int(s) for s in shape), dst)
 
 
 # --------------------------------------------------------------------- functions
@@ -372,5 +380,6 @@ def format_instruction(ins, *, packed_names=None, func_names=None) -> str:
         Opcode.LOAD_CONST: lambda: f"{reg(a[1])} = load_const {a[0]}",
         Opcode.LOAD_CONSTI: lambda: f"{reg(a[1])} = load_consti {a[0]}",
         Opcode.FATAL: lambda: "fatal",
+        Opcode.RESHAPE_TENSOR: lambda: f"{reg(a[2])} = reshape_tensor {reg(a[0])} {list(a[1])}",
     }[op]
     return text()

@@ -39,6 +39,7 @@ _GOTO = Opcode.GOTO.value
 _LOAD_CONST = Opcode.LOAD_CONST.value
 _LOAD_CONSTI = Opcode.LOAD_CONSTI.value
 _FATAL = Opcode.FATAL.value
+_RESHAPE_TENSOR = Opcode.RESHAPE_TENSOR.value
 
 
 class VMError(RuntimeError):
@@ -230,6 +231,9 @@ class VirtualMachine:
                     shape = tuple(int(s) for s in (shape.tolist() if isinstance(shape, np.ndarray)
                                                    else shape))
                     regs[ins[5]] = regs[ins[1]].tensor(ins[2], shape, ins[4])
+                    pc += 1
+                elif op == _RESHAPE_TENSOR:
+                    regs[ins[3]] = regs[ins[1]].reshape(ins[2])
                     pc += 1
                 elif op == _FATAL:
                     raise VMError("executed Fatal (a match with no matching clause)")

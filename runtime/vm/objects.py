@@ -170,6 +170,15 @@ class DeviceTensor:
     def ndim(self) -> int:
         return len(self.shape)
 
+    def reshape(self, shape) -> "DeviceTensor":
+        """The same bytes under another logical shape, where the packed layout is the same
+        (e.g. (N, C, 1, 1) and (N, C)); anything else would need a repack."""
+        view = DeviceTensor(self.storage, self.offset, shape, self.dtype)
+        if view.packed_shape != self.packed_shape or view.shape[:2] != self.shape[:2]:
+            raise ValueError(f"a device tensor {list(self.shape)} cannot be reshaped to "
+                             f"{list(view.shape)} in place: the packed layouts differ")
+        return view
+
     def read_packed(self) -> np.ndarray:
         """Download the packed array."""
         return self.storage.runtime.download(self.buffer, self.dtype, self.packed_shape)
