@@ -71,6 +71,40 @@ def test_tail_call_becomes_a_jump():
     assert int(exe.run([np.array(20000, np.int64)])) == 20000 * 20001 // 2
 
 
+def test_mutual_tail_calls_reuse_the_frame():
+    """is_even(n) = n == 0 ? 1 : is_odd(n - 1); is_odd(n) = n == 0 ? 0 : is_even(n - 1):
+    tail calls to another global become TailInvoke, so 200,001 calls deep needs no
+    stack (the VM's call stack is checked at its largest)."""
+    n, m = Var("n", I64), Var("m", I64)
+    even, odd = GlobalVar("is_even"), GlobalVar("is_odd")
+    x = Var("x", I64)
+    mod = IRModule({
+        "main": Function([x], Call(even, [x])),
+        "is_even": Function([n], If(op("equal", n, c64(0)), c64(1),
+                                    Call(odd, [op("subtract", n, c64(1))])), ret_type=I64),
+        "is_odd": Function([m], If(op("equal", m, c64(0)), c64(0),
+                                   Call(even, [op("subtract", m, c64(1))])), ret_type=I64)})
+    exe = roundtrip(compile_vm(mod))
+    for name in ("main", "is_even", "is_odd"):
+        ops = [ins[0] for ins in exe.function(name).code]
+        assert Opcode.TAIL_INVOKE.value in ops and Opcode.INVOKE.value not in ops
+    assert "tail_invoke is_odd(" in exe.disasm()
+    for v in (0, 7, 10):
+        assert int(exe.run([np.array(v, np.int64)])) == int(evaluate(mod, np.array(v, np.int64)))
+    assert int(exe.run([np.array(200001, np.int64)])) == 0
+
+
+def test_tail_call_of_a_closure():
+    """A closure called in tail position (TailInvokeClosure) gives the interpreter's result."""
+    x, y = Var("x", I64), Var("y", I64)
+    f = Var("f")
+    mod = IRModule({"main": Function([x], Let(f, Function([y], op("add", y, x)),
+                                                  Call(f, [op("multiply", x, c64(3))])))})
+    exe = roundtrip(compile_vm(mod))
+    assert Opcode.TAIL_INVOKE_CLOSURE.value in [ins[0] for ins in exe.function("main").code]
+    assert int(exe.run([np.array(5, np.int64)])) == 20
+
+
 def test_closures_capture_free_variables():
     x = Var("x", TensorType((3,), "float32"))
     y = Var("y", TensorType((3,), "float32"))

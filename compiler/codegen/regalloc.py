@@ -29,6 +29,8 @@ ALIGNMENT = 64
 _PACKED, _IF, _GOTO = Opcode.INVOKE_PACKED.value, Opcode.IF.value, Opcode.GOTO.value
 _ALLOC_TENSOR = Opcode.ALLOC_TENSOR.value
 _RESHAPE = Opcode.RESHAPE_TENSOR.value
+_EXITS = (Opcode.RET.value, Opcode.FATAL.value, Opcode.TAIL_INVOKE.value,
+          Opcode.TAIL_INVOKE_CLOSURE.value)
 
 
 def _operands(ins):
@@ -138,7 +140,7 @@ def _successors(code):
             succ.append((pc + ins[3], pc + ins[4]))
         elif op == _GOTO:
             succ.append((pc + ins[1],))
-        elif op in (Opcode.RET.value, Opcode.FATAL.value):
+        elif op in _EXITS:
             succ.append(())
         else:
             succ.append((pc + 1,) if pc + 1 < n else ())

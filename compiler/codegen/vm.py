@@ -21,7 +21,9 @@ here into closures over their free variables) and globals used as values.
 * a primitive that only reshapes (``reshape``, ``nn.batch_flatten``, ``squeeze``,
   ``expand_dims``) is a ``ReshapeTensor``: the same memory under the new shape (on the
   device too, where the packed bytes stay the same: (N, C, 1, 1) and (N, C));
-* a call of a global to itself in tail position becomes moves and a ``Goto``;
+* a call of a global to itself in tail position becomes moves and a ``Goto``; any
+  other call in tail position a ``TailInvoke`` / ``TailInvokeClosure`` (the callee's
+  frame replaces the caller's: mutual recursion runs in constant stack);
 * a constructor call is an ``AllocADT`` of the constructor's tag (a field-less
   constructor used as a value too; tuples are tag 0), and a ``match`` a
   decision sequence: per clause, ``GetTag`` + ``LoadConsti`` + ``If`` for every
@@ -47,7 +49,7 @@ from ...runtime.registry import register_func
 from ...runtime.vm.bytecode import (DEVICES, AllocADT, AllocClosure, AllocStorage, AllocTensor,
                                     Fatal, GetField, GetTag, Goto, If, Invoke, InvokeClosure,
                                     InvokePacked, LoadConst, LoadConsti, Move, Opcode,
-                                    ReshapeTensor, Ret, VMFunction)
+                                    ReshapeTensor, Ret, TailInvoke, TailInvokeClosure, VMFunction)
 from ..ir import (Call, Constant, Constructor, Function, GlobalVar, IRModule, Let, Match, Op,
                   PatternConstructor, PatternVar, PatternWildcard, Tuple,
                   TupleGetItem, TupleType, TensorType, Var, free_vars, infer_types)
@@ -465,6 +467,15 @@ class _FunctionCompiler:
             for a, p in zip(staged, self.params):
                 self.emit(Move(a, p))
             self.emit(Goto(self.body_label))
+            return
+        if isinstance(e, Call) and e not in memo and _primitive_of(self.b.mod, e) is None \
+                and not isinstance(e.op, Constructor):
+            # any other call in tail position: the callee's frame replaces this one
+            args = [self.value(a, memo) for a in e.args]
+            if isinstance(e.op, GlobalVar):
+                self.emit(TailInvoke(self.b.index[e.op.name_hint], args))
+            else:
+                self.emit(TailInvokeClosure(self.value(e.op, memo), args))
             return
         self.emit(Ret(self.value(e, memo)))
 

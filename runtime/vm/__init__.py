@@ -8,7 +8,7 @@ one dispatch loop), :mod:`.context` (device and kernels for packed functions).
 from .bytecode import (DTYPES, AllocADT, AllocClosure, AllocStorage, AllocTensor, AllocTensorReg,
                        BytecodeError, Fatal, GetField, GetTag, Goto, If, Invoke, InvokeClosure,
                        InvokePacked, LoadConst, LoadConsti, Move, Opcode, ReshapeTensor, Ret,
-                       VMFunction, format_instruction)
+                       TailInvoke, TailInvokeClosure, VMFunction, format_instruction)
 from .context import RuntimeContext
 from .interpreter import ON_LAYER, VirtualMachine, VMError
 from .objects import ADT, Closure, DeviceStorage, DeviceTensor, Storage, Tensor, to_python
@@ -18,6 +18,6 @@ __all__ = [
     "BytecodeError", "format_instruction",
     "Move", "Ret", "Invoke", "InvokeClosure", "InvokePacked", "AllocTensor", "AllocTensorReg",
     "AllocStorage", "AllocADT", "AllocClosure", "GetField", "GetTag", "If", "Goto", "LoadConst",
-    "LoadConsti", "Fatal", "ReshapeTensor",
+    "LoadConsti", "Fatal", "ReshapeTensor", "TailInvoke", "TailInvokeClosure",
     "Tensor", "ADT", "Closure", "Storage", "DeviceStorage", "DeviceTensor", "to_python",
 ]

@@ -30,6 +30,9 @@ LoadConsti         value, dst
 Fatal              (none)
 ReshapeTensor      src, shape, dst   (the same memory under another shape; a device
                    tensor only where the packed bytes stay the same)
+TailInvoke         func_index, args   (Invoke in tail position: the callee's frame
+                   replaces the caller's, and its Ret returns to the caller's caller)
+TailInvokeClosure  closure, args
 =================  ===========================================================
 
 In the binary form (the ``.vtax`` code section) each instruction is a run of
@@ -48,7 +51,7 @@ __all__ = [
     "Opcode", "DTYPES", "VMFunction", "BytecodeError",
     "Move", "Ret", "Invoke", "InvokeClosure", "InvokePacked", "AllocTensor", "AllocTensorReg",
     "AllocStorage", "AllocADT", "AllocClosure", "GetField", "GetTag", "If", "Goto", "LoadConst",
-    "LoadConsti", "Fatal", "ReshapeTensor",
+    "LoadConsti", "Fatal", "ReshapeTensor", "TailInvoke", "TailInvokeClosure",
     "encode_function", "decode_function", "verify_function", "format_instruction", "DEVICES",
 ]
 
@@ -72,6 +75,8 @@ class Opcode(enum.IntEnum):
     LOAD_CONSTI = 15
     FATAL = 16
     RESHAPE_TENSOR = 17
+    TAIL_INVOKE = 18
+    TAIL_INVOKE_CLOSURE = 19
 
 
 #: Where an AllocStorage allocates, by its code: host memory or the accelerator's DRAM.
@@ -105,10 +110,13 @@ _LAYOUT = {
     Opcode.LOAD_CONSTI: (("value", "i"), ("dst", "r")),
     Opcode.FATAL: (),
     Opcode.RESHAPE_TENSOR: (("src", "r"), ("shape", "S"), ("dst", "r")),
+    Opcode.TAIL_INVOKE: (("func", "f"), ("args", "R")),
+    Opcode.TAIL_INVOKE_CLOSURE: (("closure", "r"), ("args", "R")),
 }
 
 #: Instructions after which control never falls through to the next one.
-_TERMINATORS = (Opcode.RET, Opcode.GOTO, Opcode.IF, Opcode.FATAL)
+_TERMINATORS = (Opcode.RET, Opcode.GOTO, Opcode.IF, Opcode.FATAL, Opcode.TAIL_INVOKE,
+                Opcode.TAIL_INVOKE_CLOSURE)
 
 
 class BytecodeError(ValueError):
@@ -192,6 +200,14 @@ def Fatal():
 
 def ReshapeTensor(src, shape, dst):
     return (Opcode.RESHAPE_TENSOR.value, src, tuple(int(s) for s in shape), dst)
+
+
+def TailInvoke(func_index, args):
+    return (Opcode.TAIL_INVOKE.value, func_index, tuple(args))
+
+
+def TailInvokeClosure(closure, args):
+    return (Opcode.TAIL_INVOKE_CLOSURE.value, closure, tuple(args))
 
 
 # --------------------------------------------------------------------- functions
@@ -341,12 +357,12 @@ def verify_function(func: VMFunction, *, num_funcs: int, num_packed: int, num_co
             fail(f"alignment {ins[2]} is not a power of two")
         if op == Opcode.ALLOC_STORAGE and ins[4] >= len(DEVICES):
             fail(f"device {ins[4]} is not one of 0..{len(DEVICES) - 1} ({', '.join(DEVICES)})")
-        if op == Opcode.INVOKE and func_params is not None and \
+        if op in (Opcode.INVOKE, Opcode.TAIL_INVOKE) and func_params is not None and \
                 len(ins[2]) != func_params[ins[1]]:
             fail(f"function {ins[1]} takes {func_params[ins[1]]} arguments, got {len(ins[2])}")
     if Opcode(func.code[-1][0]) not in _TERMINATORS:
         raise BytecodeError(f"instruction {n - 1} ({Opcode(func.code[-1][0]).name}): the last "
-                            "instruction must be Ret, Goto, If or Fatal", n - 1)
+                            "instruction must be Ret, Goto, If, Fatal or a tail call", n - 1)
 
 
 def format_instruction(ins, *, packed_names=None, func_names=None) -> str:
@@ -381,5 +397,7 @@ def format_instruction(ins, *, packed_names=None, func_names=None) -> str:
         Opcode.LOAD_CONSTI: lambda: f"{reg(a[1])} = load_consti {a[0]}",
         Opcode.FATAL: lambda: "fatal",
         Opcode.RESHAPE_TENSOR: lambda: f"{reg(a[2])} = reshape_tensor {reg(a[0])} {list(a[1])}",
+        Opcode.TAIL_INVOKE: lambda: f"tail_invoke {fname(a[0])}({regs(a[1])})",
+        Opcode.TAIL_INVOKE_CLOSURE: lambda: f"tail_invoke_closure {reg(a[0])}({regs(a[1])})",
     }[op]
     return text()

@@ -40,6 +40,8 @@ _LOAD_CONST = Opcode.LOAD_CONST.value
 _LOAD_CONSTI = Opcode.LOAD_CONSTI.value
 _FATAL = Opcode.FATAL.value
 _RESHAPE_TENSOR = Opcode.RESHAPE_TENSOR.value
+_TAIL_INVOKE = Opcode.TAIL_INVOKE.value
+_TAIL_INVOKE_CLOSURE = Opcode.TAIL_INVOKE_CLOSURE.value
 
 
 class VMError(RuntimeError):
@@ -182,17 +184,19 @@ class VirtualMachine:
                     code, pc, regs, dst = stack.pop()
                     regs[dst] = result
                     pc += 1
-                elif op == _INVOKE:
-                    stack.append((code, pc, regs, ins[3]))
+                elif op == _INVOKE or op == _TAIL_INVOKE:
+                    if op == _INVOKE:
+                        stack.append((code, pc, regs, ins[3]))
                     code, nregs = funcs[ins[1]]
                     new = [None] * nregs
                     new[:len(ins[2])] = [regs[r] for r in ins[2]]
                     regs, pc = new, 0
-                elif op == _INVOKE_CLOSURE:
+                elif op == _INVOKE_CLOSURE or op == _TAIL_INVOKE_CLOSURE:
                     clo = regs[ins[1]]
                     if clo.__class__ is not Closure:
                         raise VMError(f"InvokeClosure of a {type(clo).__name__}, not a closure")
-                    stack.append((code, pc, regs, ins[3]))
+                    if op == _INVOKE_CLOSURE:
+                        stack.append((code, pc, regs, ins[3]))
                     code, nregs = funcs[clo.func_index]
                     vals = clo.captured + tuple(regs[r] for r in ins[2])
                     if len(vals) > nregs:
