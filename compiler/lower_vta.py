@@ -120,7 +120,8 @@ def match_layer(expr) -> VTALayer | None:
             "padding": a["padding"], "clip": clip, "out_dtype": out_dtype})
     if out_dtype is None:
         return None
-    if _is(e, "qnn.add") and e.attrs["rounding"] == "vta":
+    if (_is(e, "qnn.add") and e.attrs["rounding"] == "vta"
+            and isinstance(e.args[1], (Var, Constant))):
         return VTALayer("add", expr, e.args[0], {
             "other": e.args[1], "add": dict(e.attrs), "clip": clip, "out_dtype": out_dtype})
     if _is(e, "qnn.avg_pool2d"):
@@ -206,6 +207,12 @@ def _requantize_packed(planes, rq, clip, out_dtype, correction=None):
     return np.clip(_requant(acc, rq).astype(np.int64), clip[0], clip[1]).astype(out_dtype)
 
 
+def _int8_store(lo, hi, out_dtype) -> bool:
+    """Whether a result clipped to [lo, hi] and cast to ``out_dtype`` is what VTA's int8
+    store writes (otherwise the int32 result goes to the host)."""
+    return np.dtype(out_dtype) == np.int8 and -128 <= lo <= hi <= 127
+
+
 def _vta_exact(rq):
     return rq["rounding"] == "vta" and fp.vta_shift(rq["scale"]) is not None
 
@@ -237,6 +244,9 @@ def _layer_spec(layer: VTALayer, shape, w_shape, config) -> _Spec:
     a = layer.attrs
     shape = tuple(int(s) for s in shape)
     if layer.kind == "add":
+        if not _int8_store(*a["clip"], a["out_dtype"]):
+            raise LoweringError(f"an add clipped to {a['clip']} and cast to {a['out_dtype']} "
+                                "is no int8 store")
         if tuple(w_shape) != shape or len(shape) not in (2, 4):
             raise LoweringError(f"an add of shapes {list(shape)} and {list(w_shape)} "
                                 "(broadcasting) runs on the host")
@@ -256,7 +266,7 @@ def _layer_spec(layer: VTALayer, shape, w_shape, config) -> _Spec:
             # added to the int32 result by the host step, or else loaded into the
             # accumulators as a constant int32 residual (see _border_correction).
             border = a["pad_value"]
-        if _vta_exact(rq) and -(1 << 15) <= lo <= hi < (1 << 15):
+        if _vta_exact(rq) and _int8_store(lo, hi, a["out_dtype"]):
             kw = dict(bias=True, shift=fp.vta_shift(rq["scale"]), clip=(lo, hi),
                       out_dtype=np.int8)
             post, where, why = None, "vta", "requantize is a power-of-two shift: epilogue on VTA"
@@ -751,12 +761,13 @@ def vm_lowerer(config, report: list | None = None):
         blob = plan.program().to_bytes()
         kernel = f"vta_{layer.kind}_{hashlib.sha1(blob).hexdigest()[:12]}"
         pages = lambda n: -(-n // PAGE_BYTES) * PAGE_BYTES  # noqa: E731
-        ops = plan.operands
         int8 = lambda e: getattr(e.checked_type, "dtype", None) == "int8"  # noqa: E731
+        # the run's tensors are staged per call (when not on the device), the rest resident
+        staged = {"data", "out"} | ({"residual"} if layer.kind == "add" else set())
+        dram = {n: pages(op.nbytes) for n, op in plan.operands.items()}
         meta = {"ir": astext(func), "kernel": kernel,
-                "dram_weights": sum(pages(op.nbytes) for n, op in ops.items()
-                                    if n not in ("data", "out")),
-                "dram_scratch": pages(ops["data"].nbytes) + pages(ops["out"].nbytes)}
+                "dram_weights": sum(v for n, v in dram.items() if n not in staged),
+                "dram_scratch": sum(v for n, v in dram.items() if n in staged)}
         return LoweredPrimitive(
             VM_KIND, meta, kernels=[(kernel, blob)], name=f"vta_{layer.kind}",
             device_output=not tail and int8(func.body),

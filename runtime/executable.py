@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .dram import PAGE_BYTES
 from .module import PrimitiveEntry
 from .program import Program, ProgramFormatError
 from .vm.objects import flatten
@@ -137,7 +138,9 @@ class Executable:
 
     def _storage_bytes(self, device: int) -> int:
         alloc = Opcode.ALLOC_STORAGE.value
-        return max((sum(ins[1] for ins in f.code if ins[0] == alloc and ins[4] == device)
+        unit = PAGE_BYTES if device else 1          # device DRAM comes in whole pages
+        return max((sum(-(-ins[1] // unit) * unit for ins in f.code
+                        if ins[0] == alloc and ins[4] == device)
                     for f in self.functions), default=0)
 
     @property
@@ -149,10 +152,11 @@ class Executable:
     @property
     def peak_dram_bytes(self) -> int:
         """Device DRAM a run needs at most: the VTA kernels' resident weights (uploaded once
-        per VM), the largest planned device arena of a function call (tensors kept on the
-        device between layers, reused by liveness) and the largest staging one kernel
-        needs (inputs arriving from the host, results going to it); whole DRAM pages. The
-        runtime's instruction and micro-op streams come on top."""
+        per VM), the entry function's planned device arena (tensors kept on the device
+        between layers, reused by liveness; the compiler keeps tensors on the device only
+        there, and only when nothing calls it, so one frame holds one) and the largest
+        staging one kernel needs (inputs arriving from the host, results going to it);
+        whole DRAM pages. The runtime's instruction and micro-op streams come on top."""
         meta = [p.meta_dict for p in self.primitives]
         return (sum(int(m.get("dram_weights", 0)) for m in meta) + self._storage_bytes(1)
                 + max((int(m.get("dram_scratch", 0)) for m in meta), default=0))

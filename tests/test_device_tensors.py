@@ -177,6 +177,15 @@ def test_fold_explicit_padding():
     ref = evaluate(Function([x], _op("nn.conv2d", p, w, padding=(1, 0, 0, 0), pad_value=-3.0,
                                      out_dtype="int32")), v)
     np.testing.assert_array_equal(evaluate(folded, v), ref)
+    # a value the input dtype cannot hold is folded as nn.pad writes it (-1 -> 255)
+    u = Var("u", TensorType((1, 1, 3, 3), "uint8"))
+    pu = _op("nn.pad", u, pad_width=((0, 0), (0, 0), (1, 1), (1, 1)), pad_value=-1.0)
+    fu = Function([u], _op("nn.conv2d", pu, Constant(np.ones((1, 1, 3, 3), np.int8)),
+                           out_dtype="int32"))
+    mu = FoldExplicitPadding()(IRModule({"main": fu}))
+    assert mu["main"].body.attrs["pad_value"] == 255.0
+    ten = np.full((1, 1, 3, 3), 10, np.uint8)
+    np.testing.assert_array_equal(evaluate(mu, ten), evaluate(fu, ten))
     # kept: a pad over channels, or a convolution padding with another value
     for pw, own in ((((0, 0), (1, 0), (1, 1), (1, 1)), 0.0), (((0, 0), (0, 0), (1, 1), (1, 1)), 5.0)):
         p2 = _op("nn.pad", x, pad_width=pw, pad_value=-3.0)

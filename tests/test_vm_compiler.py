@@ -7,6 +7,7 @@ import pytest
 
 from vtakit.compiler import nn
 from vtakit.compiler.codegen import LoweredPrimitive, compile_vm
+from vtakit.compiler.passes import default_pipeline, vm_pipeline
 from vtakit.compiler.ir import (Call, Function, GlobalVar, If, IRModule, Let, TensorType, Tuple,
                                 TupleGetItem, Var, evaluate, get_op)
 from vtakit.hw import VTAConfig
@@ -68,6 +69,11 @@ def test_tail_call_becomes_a_jump():
     assert Opcode.INVOKE.value not in ops and Opcode.GOTO.value in ops
     assert int(exe.run([np.array(10, np.int64)])) == int(evaluate(mod, np.array(10, np.int64)))
     # deep enough that a recursive implementation would need 20000 frames
+    assert int(exe.run([np.array(20000, np.int64)])) == 20000 * 20001 // 2
+    # after the standard pipelines too (A-normal form binds the call: let %x = f(..); %x)
+    exe = compile_vm(vm_pipeline()(default_pipeline()(mod)))
+    ops = [ins[0] for ins in exe.function("countdown").code]
+    assert Opcode.INVOKE.value not in ops and Opcode.GOTO.value in ops
     assert int(exe.run([np.array(20000, np.int64)])) == 20000 * 20001 // 2
 
 

@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...runtime.dram import PAGE_BYTES
 from ...runtime.executable import Executable
 from ...runtime.layout import packed_activation_nbytes
 from ...runtime.module import PrimitiveEntry
@@ -54,6 +53,7 @@ from ..ir import (Call, Constant, Constructor, Function, GlobalVar, IRModule, Le
                   PatternConstructor, PatternVar, PatternWildcard, Tuple,
                   TupleGetItem, TupleType, TensorType, Var, free_vars, infer_types)
 from ..ir import If as IRIf
+from ..ir.analysis import global_vars_used, post_order
 from .host import encode_primitive
 from .regalloc import ALIGNMENT, allocate_registers, plan_memory
 
@@ -216,8 +216,11 @@ class _Builder:
 
 
 class _FunctionCompiler:
-    def __init__(self, b: _Builder, index: int, params, free=(), self_global=None):
+    def __init__(self, b: _Builder, index: int, params, free=(), self_global=None,
+                 device=False):
         self.b, self.index, self.self_global = b, index, self_global
+        #: whether values may stay on the device (one frame of this function at a time)
+        self.device = device
         self.code, self.nregs, self.nlabels = [], 0, 0
         self.env = {}
         for v in (*free, *params):
@@ -393,7 +396,8 @@ class _FunctionCompiler:
     def on_device(self, index, call) -> bool:
         """Whether packed call ``call`` (of primitive ``index``) leaves its output on the
         device: it can, and every reader takes it from there."""
-        return self.b.device.get(index, ((), False))[1] and self.device_readers(call)
+        return (self.device and self.b.device.get(index, ((), False))[1]
+                and self.device_readers(call))
 
     def device_readers(self, value) -> bool:
         """Whether every reader of ``value`` is a primitive that accepts a device input
@@ -439,6 +443,9 @@ class _FunctionCompiler:
     # -------------------------------------------------------------- tail position
     def tail(self, e, memo):
         while isinstance(e, Let):
+            if e.body is e.var:         # `let %x = v; %x` (A-normal form): v is in tail position
+                e = e.value
+                continue
             self.env[e.var] = self.value(e.value, memo)
             e = e.body
         if isinstance(e, IRIf) and e not in memo:
@@ -482,17 +489,26 @@ class _FunctionCompiler:
     # -------------------------------------------------------------- finishing
     def finish(self, body) -> VMFunction:
         self.readers = _primitive_readers(self.b.mod, body)
+        # Lower the primitives in the order they run (placement asks about readers
+        # ahead), so the primitive table, names and reports follow execution order.
+        for node in post_order(body, descend=lambda n: not isinstance(n, Function)):
+            prim = _primitive_of(self.b.mod, node) if isinstance(node, Call) else None
+            if prim is not None and _view_shape(prim[0]) is None:
+                self.b.primitive(*prim)
         self.place(self.body_label)
         self.tail(body, {})
         code, arena_size, naive = plan_memory(self.code, self.arena, self.reg)
         if arena_size:
             code.insert(0, AllocStorage(arena_size, ALIGNMENT, self.arena))
         config = self.b.config
+        # device tensors start on whole DMA elements (the arena itself on a page)
+        align = max(ALIGNMENT, config.inp_elem_bytes, config.out_elem_bits // 8)
+        vta = DEVICES.index("vta")
         code, dram_size, _ = plan_memory(
-            code, self.dram, self.reg, alignment=PAGE_BYTES, device=DEVICES.index("vta"),
+            code, self.dram, self.reg, alignment=align, device=vta,
             nbytes=lambda shape, dtype: packed_activation_nbytes(shape, dtype, config))
         if dram_size:
-            code.insert(0, AllocStorage(dram_size, PAGE_BYTES, self.dram, DEVICES.index("vta")))
+            code.insert(0, AllocStorage(dram_size, align, self.dram, vta))
         code = _resolve_labels(code)
         code, nregs = allocate_registers(code, len(self.params))
         f = self.b.functions[self.index]
@@ -670,6 +686,9 @@ def compile_vm(mod, *, config="default", lowerer=None, entry: str = "main") -> E
     for name in names:
         if not mod[name].is_primitive():
             b.declare(name, mod[name].params)
+    # Device tensors only in the entry function, and only if nothing calls it: one frame
+    # of it at a time, so the executable's peak DRAM is a bound.
+    called = {g.name_hint for name in names for g in global_vars_used(mod[name].body)}
     for name in names:
         func = mod[name]
         if func.is_primitive():
@@ -677,7 +696,8 @@ def compile_vm(mod, *, config="default", lowerer=None, entry: str = "main") -> E
         b.pending.append((b.index[name], func, (), name))
         while b.pending:
             index, f, free, self_global = b.pending.pop(0)
-            _FunctionCompiler(b, index, f.params, free, self_global).finish(f.body)
+            _FunctionCompiler(b, index, f.params, free, self_global,
+                              device=self_global == entry and entry not in called).finish(f.body)
     main = mod[entry]
     ret = main.body.checked_type
     outs = ret.fields if isinstance(ret, TupleType) else [ret]

@@ -11,6 +11,9 @@ it, and no padded copy is made.
 
 from __future__ import annotations
 
+import numpy as np
+
+from ..ir import infer_types
 from ..ir.expr import Call, Op
 from .infra import function_pass
 from .rewrite import not_primitive, transform
@@ -28,12 +31,16 @@ class FoldExplicitPadding:
     no padding of its own or pads with the same value)."""
 
     def transform_function(self, func, mod, ctx):
+        infer_types(func, mod)
+
         def post(old, new):
             if not (_is_op(new, "nn.conv2d") and _is_op(new.args[0], "nn.pad")):
                 return new
             pad, a = new.args[0], new.attrs
             pw = [tuple(int(v) for v in p) for p in pad.attrs["pad_width"]]
-            value = float(pad.attrs["pad_value"])
+            # the value as nn.pad writes it: in the input's dtype
+            dtype = old.args[0].args[0].checked_type.dtype
+            value = float(np.array(pad.attrs["pad_value"]).astype(dtype))
             if len(pw) != 4 or pw[0] != (0, 0) or pw[1] != (0, 0) or any(v < 0 for p in pw
                                                                         for v in p):
                 return new
