@@ -11,8 +11,8 @@ import vtakit
 import vtakit.compiler.lower_vta as lower_vta
 import vtakit.compiler.quant  # noqa: F401
 from vtakit.compiler.frontend import from_tflite
-from vtakit.compiler.ir import (Call, Constant, Function, IRModule, TensorType, Var, evaluate,
-                                get_op, parse_expr)
+from vtakit.compiler.ir import (Call, Constant, Function, GlobalVar, IRModule, TensorType, Var,
+                                evaluate, get_op, parse_expr)
 from vtakit.compiler.lower_vta import lower_primitive
 from vtakit.compiler.passes import FoldExplicitPadding
 from vtakit.runtime import Runtime
@@ -281,3 +281,58 @@ def test_padded_average_pool_on_vta(pool, strides, padding, rounding):
     got = lower_primitive(fn, records=records)(Runtime(open_device("behavioral", "default")), v)
     np.testing.assert_array_equal(got, evaluate(fn, v))
     assert [r.where for r in records] == ["vta+host"]
+
+
+# ----------------------------------------------------------------- review cases
+
+def _qconv(x, cin, cout, seed, k=1, padding=0):
+    rng = np.random.default_rng(seed)
+    y = _op("nn.conv2d", x, Constant(rng.integers(-30, 30, (cout, cin, k, k)).astype(np.int8)),
+            padding=padding, out_dtype="int32")
+    y = _op("nn.bias_add", y, Constant(rng.integers(-900, 900, cout).astype(np.int32)), axis=1)
+    y = _op("qnn.requantize", y, scale=2.0 ** -9, zero_point=-7, rounding="vta")
+    return _op("cast", _op("clip", y, a_min=-128, a_max=127), dtype="int8")
+
+
+def _qadd(a, b, clip=(-128, 127), dtype="int8", out_scale=2.0 ** -4):
+    e = _op("qnn.add", a, b, lhs_scale=2.0 ** -4, rhs_scale=2.0 ** -5, out_scale=out_scale,
+            rounding="vta")
+    return _op("cast", _op("clip", e, a_min=clip[0], a_max=clip[1]), dtype=dtype)
+
+
+def _compiled_equals_interpreter(mod, *xs):
+    from vtakit.compiler.build_model import compile_model
+    exe = compile_model(mod, "default")
+    np.testing.assert_array_equal(np.asarray(exe.run(list(xs))), np.asarray(evaluate(mod, *xs)))
+    return exe
+
+
+def test_adds_fused_together_and_wide_adds():
+    """Two adds in one fused primitive (the second's operand is a call: no VTA add), and an
+    add whose result is wider than int8 (no int8 store): both exact, on the host."""
+    rng = np.random.default_rng(0)
+    x, y = Var("x", TensorType((1, 16, 4, 4), "int8")), Var("y", TensorType((1, 16, 4, 4), "int8"))
+    v, w = (rng.integers(-128, 128, (1, 16, 4, 4)).astype(np.int8) for _ in range(2))
+    _compiled_equals_interpreter(IRModule({"main": Function([x], _qadd(x, _qadd(x, x)))}), v)
+    wide = _qadd(x, y, clip=(-1000, 1000), dtype="int16", out_scale=2.0 ** -6)
+    _compiled_equals_interpreter(IRModule({"main": Function([x, y], wide)}), v, w)
+
+
+def test_device_tensors_only_in_the_uncalled_entry(tmp_path):
+    """A global called from main keeps its tensors on the host (its frames could nest),
+    so the planned peak DRAM bounds what a run allocates."""
+    s = (1, 16, 32, 32)
+    x, xf = Var("x", TensorType(s, "int8")), Var("xf", TensorType(s, "int8"))
+    f = GlobalVar("f")
+    mod = IRModule({"main": Function([x], _qconv(_qconv(Call(f, [_qconv(x, 16, 16, 1)]),
+                                                         16, 16, 2), 16, 16, 3)),
+                    "f": Function([xf], _qconv(_qconv(xf, 16, 16, 4), 16, 16, 5))})
+    exe = _compiled_equals_interpreter(mod, np.ones(s, np.int8))
+    assert exe.function("main").dram_bytes > 0 and exe.function("f").dram_bytes == 0
+    dev = open_device("behavioral", "default")
+    with exe.vm(device=dev) as vm:
+        vm.run(np.ones(s, np.int8))
+        rt = vm.context.runtime
+        streams = sum(-(-b.nbytes // 4096) * 4096 for b in (rt._insn_buf, rt._uop_buf) if b)
+    assert dev.dram.peak_allocated <= exe.peak_dram_bytes + streams
+    dev.close()
