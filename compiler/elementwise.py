@@ -22,6 +22,7 @@ from ..hw.isa import AluOp, MemType
 from ..runtime import UopKernel
 from .conv2d import Conv2dPlan, assemble_planes
 from .epilogue import Epilogue, EpilogueError
+from ..runtime.layout import LayoutError, nchw_shape
 from .layout import pack_activation, unpack_activation
 from .loops import Dim
 from .pipeline import Pipeline, kernel_fence
@@ -32,12 +33,11 @@ __all__ = ["AddPlan", "plan_add", "plan_add_gemm", "add"]
 
 
 def _as_nchw(shape):
-    shape = tuple(int(s) for s in shape)
-    if len(shape) == 2:
-        return shape + (1, 1)
-    if len(shape) != 4:
-        raise ValueError(f"add: operands must be NCHW (4-D) or (N, C), got shape {shape}")
-    return shape
+    try:
+        return nchw_shape(shape)
+    except LayoutError:
+        raise ValueError(f"add: operands must be NCHW (4-D) or (N, C), got shape "
+                         f"{tuple(shape)}") from None
 
 
 class AddPlan(OpPlan):

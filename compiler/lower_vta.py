@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..runtime.dram import PAGE_BYTES
-from ..runtime.layout import pack_activation
+from ..runtime.dram import whole_pages
+from ..runtime.layout import nchw_shape, pack_activation
 from .conv2d import assemble_planes, plan_conv2d
 from .dense import plan_dense
 from .elementwise import plan_add_gemm
@@ -234,6 +234,7 @@ class _Spec:
     why: str
     macs: int = 0
     consts: dict = field(default_factory=dict)   # packed weight operands (filled on use)
+    params: tuple = ()    # the weight arrays they were packed from (kept: ids key the cache)
     #: the border correction, packed int32, when the host adds it (filled on use)
     correction: np.ndarray | None = None
 
@@ -269,13 +270,14 @@ def _layer_spec(layer: VTALayer, shape, w_shape, config) -> _Spec:
         if _vta_exact(rq) and _int8_store(lo, hi, a["out_dtype"]):
             kw = dict(bias=True, shift=fp.vta_shift(rq["scale"]), clip=(lo, hi),
                       out_dtype=np.int8)
-            post, where, why = None, "vta", "requantize is a power-of-two shift: epilogue on VTA"
+            host_step, where, why = False, "vta", ("requantize is a power-of-two shift: "
+                                                   "epilogue on VTA")
         else:
             kw = dict(bias=True, out_dtype=np.int32)
-            post = True
+            host_step = True
             where, why = "vta+host", (f"requantize rounding {rq['rounding']!r} is not a VTA "
                                       "shift: int32 result, exact requantize on the host")
-        residual = "int32" if border and post is None else False
+        residual = "int32" if border and not host_step else False
         plan = (plan_dense(config, shape, w_shape, **kw) if layer.kind == "dense" else
                 plan_conv2d(config, shape, w_shape, tuple(a["strides"]), pad,
                             groups=a["groups"], residual=residual, **kw))
@@ -285,7 +287,7 @@ def _layer_spec(layer: VTALayer, shape, w_shape, config) -> _Spec:
             why += (f"; pad value {border}: border correction "
                     + ("residual on VTA" if residual else "added by the host step"))
         spec = _Spec(plan, None, border, where, why, macs)
-        if post:
+        if host_step:
             out_dtype = a["out_dtype"]
             spec.post = lambda planes: _requantize_packed(  # noqa: E731
                 planes, rq, (lo, hi), out_dtype, spec.correction)
@@ -340,7 +342,7 @@ def _fill_estimate(rec, plan):
 
 def _as_nchw(x):
     x = np.asarray(x)
-    return x.reshape(x.shape + (1,) * (4 - x.ndim))
+    return x.reshape(nchw_shape(x.shape))
 
 
 class _Lowered:
@@ -406,7 +408,7 @@ class _Lowered:
                        self._operand(a["other"]).shape if "other" in a else None)
             spec = _layer_spec(self.layer, x_shape, w_shape, self.config)
             spec.consts = self._pack_constants(spec)
-            spec.params = params        # alive while cached, so their ids stay theirs
+            spec.params = params
             self._cached, self._spec_key = spec, key
         return self._cached
 
@@ -587,10 +589,14 @@ def _replace_input(layer: VTALayer, v):
 
 
 def lower_layer(layer: VTALayer, config=None, records: list | None = None):
-    """A packed function ``f(rt, x) -> numpy.ndarray`` running ``layer`` on ``rt``.
+    """A packed function ``f(rt, x, env=None, out=None)`` running ``layer`` on ``rt``.
 
-    Plans are made for ``rt.config`` (``config`` is a hint kept for callers that plan
-    ahead). ``records``, when given, receives one :class:`LayerRecord` per call.
+    ``x`` is a host array or a :class:`~vtakit.runtime.vm.objects.DeviceTensor`;
+    ``env`` maps the layer's parameter Vars (weights, an add's second operand) to
+    values; the result is a host array, or ``out`` when that is given (filled, a device
+    tensor included). Plans are made for ``rt.config`` (``config`` is a hint kept for
+    callers that plan ahead). ``records``, when given, receives one
+    :class:`LayerRecord` per call.
     """
     return _Lowered(layer, config, records)
 
@@ -760,11 +766,10 @@ def vm_lowerer(config, report: list | None = None):
             report.append(rec)
         blob = plan.program().to_bytes()
         kernel = f"vta_{layer.kind}_{hashlib.sha1(blob).hexdigest()[:12]}"
-        pages = lambda n: -(-n // PAGE_BYTES) * PAGE_BYTES  # noqa: E731
         int8 = lambda e: getattr(e.checked_type, "dtype", None) == "int8"  # noqa: E731
         # the run's tensors are staged per call (when not on the device), the rest resident
         staged = {"data", "out"} | ({"residual"} if layer.kind == "add" else set())
-        dram = {n: pages(op.nbytes) for n, op in plan.operands.items()}
+        dram = {n: whole_pages(op.nbytes) for n, op in plan.operands.items()}
         meta = {"ir": astext(func), "kernel": kernel,
                 "dram_weights": sum(v for n, v in dram.items() if n not in staged),
                 "dram_scratch": sum(v for n, v in dram.items() if n in staged)}

@@ -14,6 +14,11 @@ __all__ = ["DRAM", "DramError", "PAGE_BYTES"]
 PAGE_BYTES = 4096
 
 
+def whole_pages(nbytes: int) -> int:
+    """``nbytes`` rounded up to whole DRAM pages (what an allocation of it takes)."""
+    return -(-int(nbytes) // PAGE_BYTES) * PAGE_BYTES
+
+
 class DramError(RuntimeError):
     """An allocation failure or an access outside the DRAM image."""
 
@@ -52,7 +57,7 @@ class DRAM:
         nbytes = int(nbytes)
         if nbytes <= 0:
             raise DramError(f"cannot allocate {nbytes} bytes: size must be positive")
-        span = -(-nbytes // PAGE_BYTES) * PAGE_BYTES
+        span = whole_pages(nbytes)
         addr = PAGE_BYTES
         for a in sorted(self._blocks):
             if a - addr >= span:
@@ -101,7 +106,7 @@ class DRAM:
             raise DramError(f"a DRAM image must be one-dimensional, got shape {image.shape}")
         if len(image) > self.limit:
             raise DramError(f"DRAM image of {len(image)} bytes exceeds the limit {self.limit}")
-        size = max(PAGE_BYTES, -(-len(image) // PAGE_BYTES) * PAGE_BYTES)
+        size = max(PAGE_BYTES, whole_pages(len(image)))
         self.data = np.zeros(size, dtype=np.uint8)
         self.data[:len(image)] = image
         self._blocks = {PAGE_BYTES: size - PAGE_BYTES} if size > PAGE_BYTES else {}

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .dram import PAGE_BYTES
+from .dram import whole_pages
 from .module import PrimitiveEntry
 from .program import Program, ProgramFormatError
 from .vm.objects import flatten
@@ -138,9 +138,8 @@ class Executable:
 
     def _storage_bytes(self, device: int) -> int:
         alloc = Opcode.ALLOC_STORAGE.value
-        unit = PAGE_BYTES if device else 1          # device DRAM comes in whole pages
-        return max((sum(-(-ins[1] // unit) * unit for ins in f.code
-                        if ins[0] == alloc and ins[4] == device)
+        size = whole_pages if device else int       # device DRAM comes in whole pages
+        return max((sum(size(ins[1]) for ins in f.code if ins[0] == alloc and ins[4] == device)
                     for f in self.functions), default=0)
 
     @property

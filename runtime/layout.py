@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-__all__ = ["LayoutError", "ceil_div", "pack_activation", "unpack_activation",
+__all__ = ["LayoutError", "ceil_div", "pack_activation", "unpack_activation", "nchw_shape",
            "packed_activation_shape", "packed_activation_nbytes"]
 
 
@@ -66,15 +66,20 @@ def unpack_activation(xp, config, n: int, c: int) -> np.ndarray:
     return np.ascontiguousarray(x[:n, :c])
 
 
-def packed_activation_shape(shape, config) -> tuple:
-    """The packed shape of an activation: (N, C, H, W) -> (N/b, C/c, H, W, b, c);
-    (N, K) is taken as (N, K, 1, 1)."""
+def nchw_shape(shape) -> tuple:
+    """An activation shape as (N, C, H, W): (N, K) is (N, K, 1, 1), the same packed bytes."""
     shape = tuple(int(s) for s in shape)
     if len(shape) == 2:
         shape += (1, 1)
     if len(shape) != 4:
         raise LayoutError(f"an activation is (N, C, H, W) or (N, K), not {list(shape)}")
-    n, c, h, w = shape
+    return shape
+
+
+def packed_activation_shape(shape, config) -> tuple:
+    """The packed shape of an activation: (N, C, H, W) -> (N/b, C/c, H, W, b, c);
+    (N, K) is taken as (N, K, 1, 1)."""
+    n, c, h, w = nchw_shape(shape)
     b, blk = config.batch, config.block
     return (ceil_div(n, b), ceil_div(c, blk), h, w, b, blk)
 

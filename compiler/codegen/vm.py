@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...runtime.executable import Executable
-from ...runtime.layout import packed_activation_nbytes
+from ...runtime.layout import LayoutError, nchw_shape, packed_activation_nbytes
 from ...runtime.module import PrimitiveEntry
 from ...runtime.registry import register_func
 from ...runtime.vm.bytecode import (DEVICES, AllocADT, AllocClosure, AllocStorage, AllocTensor,
@@ -555,10 +555,10 @@ def _view_shape(func):
 def _same_packing(a, b) -> bool:
     """Whether activations of shapes ``a`` and ``b`` have the same packed bytes: (N, C) is
     (N, C, 1, 1)."""
-    def nchw(s):
-        s = tuple(s)
-        return s + (1, 1) if len(s) == 2 else s if len(s) == 4 else None
-    return nchw(a) is not None and nchw(a) == nchw(b)
+    try:
+        return nchw_shape(a) == nchw_shape(b)
+    except LayoutError:             # not an activation: never on the device
+        return False
 
 
 def _primitive_readers(mod, body) -> dict:

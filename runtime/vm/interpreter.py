@@ -15,7 +15,7 @@ from ..module import load_primitives
 from ..registry import get_global_func
 from .bytecode import Opcode, format_instruction
 from .context import RuntimeContext
-from .objects import ADT, Closure, DeviceStorage, Storage, to_python
+from .objects import ADT, Closure, DeviceStorage, DeviceTensor, Storage, to_python
 
 __all__ = ["VirtualMachine", "VMError", "ON_LAYER"]
 
@@ -83,7 +83,9 @@ class VirtualMachine:
     hook : callable, optional
         ``hook(name, output)`` after every packed call (every layer): ``name`` is the
         primitive's name, ``output`` a copy of its output tensor (a tuple of copies
-        for several outputs). A function registered as :data:`ON_LAYER` is called too.
+        for several outputs), on the host in the model's layout (a tensor kept on the
+        device is downloaded and unpacked for it). A function registered as
+        :data:`ON_LAYER` is called too.
 
     Attributes
     ----------
@@ -111,7 +113,7 @@ class VirtualMachine:
     @staticmethod
     def _combine(hooks):
         def hook(name, outputs):
-            value = tuple(o.copy() for o in outputs)
+            value = tuple(o.numpy() if o.__class__ is DeviceTensor else o.copy() for o in outputs)
             value = value[0] if len(value) == 1 else value
             for h in hooks:
                 h(name, value)

@@ -7,7 +7,7 @@ nothing for boxing). Tuples are ADTs of tag 0, as in TVM's VM.
 A :class:`DeviceTensor` is a tensor the VM keeps in the accelerator's DRAM
 between two VTA layers, in the packed activation layout, carved from a
 :class:`DeviceStorage`; only VTA kernels read it in place. :meth:`DeviceTensor.numpy`
-(also ``copy()`` and ``numpy.asarray``) downloads and unpacks it.
+(also ``numpy.asarray``) downloads and unpacks it.
 """
 
 from __future__ import annotations
@@ -196,8 +196,6 @@ class DeviceTensor:
         """Download and unpack: a host array of :attr:`shape`."""
         x = unpack_activation(self.read_packed(), self.storage.runtime.config, *self.shape[:2])
         return x.reshape(self.shape)
-
-    copy = numpy
 
     def __array__(self, dtype=None, copy=None):
         x = self.numpy()
