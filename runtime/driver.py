@@ -405,6 +405,16 @@ class Runtime:
         self._stream.reset()
         self._finalized = None
 
+    def release(self) -> None:
+        """Free the device buffers of the instruction and micro-op streams (the runtime
+        allocates them again when it next runs). Buffers from :meth:`alloc` stay the
+        caller's to free."""
+        self.reset()
+        for buf in (self._insn_buf, self._uop_buf):
+            if buf is not None:
+                self.device.free(buf.addr)
+        self._insn_buf = self._uop_buf = None
+
     @property
     def cache_stats(self) -> dict:
         """Uop cache counters: ``hits``, ``misses``, ``evictions``."""

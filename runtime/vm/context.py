@@ -90,6 +90,8 @@ class RuntimeContext:
     def close(self) -> None:
         while self._closers:
             self._closers.pop()()
+        if self._runtime is not None and self._device is not None and not self._owns_device:
+            self._runtime.release()     # a device the caller keeps gets its DRAM back
         if self._owns_device and self._device is not None:
             self._device.close()
             self._device = None
