@@ -156,9 +156,22 @@ class Executable:
         there, and only when nothing calls it, so one frame holds one) and the largest
         staging one kernel needs (inputs arriving from the host, results going to it);
         whole DRAM pages. The runtime's instruction and micro-op streams come on top."""
+        plan = self.dram_plan()
+        return plan["weights"] + plan["arena"] + plan["staging"]
+
+    def dram_plan(self) -> dict:
+        """The parts of :attr:`peak_dram_bytes` (``weights``, ``arena``, ``staging``) and
+        ``device_tensors``: how many tensors the bytecode keeps on the device."""
         meta = [p.meta_dict for p in self.primitives]
-        return (sum(int(m.get("dram_weights", 0)) for m in meta) + self._storage_bytes(1)
-                + max((int(m.get("dram_scratch", 0)) for m in meta), default=0))
+        alloc, tensor = Opcode.ALLOC_STORAGE.value, Opcode.ALLOC_TENSOR.value
+        kept = 0
+        for f in self.functions:
+            device = {ins[3] for ins in f.code if ins[0] == alloc and ins[4]}
+            kept += sum(1 for ins in f.code if ins[0] == tensor and ins[1] in device)
+        return {"weights": sum(int(m.get("dram_weights", 0)) for m in meta),
+                "arena": self._storage_bytes(1),
+                "staging": max((int(m.get("dram_scratch", 0)) for m in meta), default=0),
+                "device_tensors": kept}
 
     @property
     def input_names(self) -> list[str]:

@@ -54,6 +54,8 @@ def test_cli_compile_report(tmp_path):
     assert lines[0].split()[:3] == ["#", "layer", "input"]
     assert sum(" conv2d " in ln for ln in lines) == 9
     assert "11 layer(s) on VTA" in lines[-1] and out.exists()
+    mem = next(ln for ln in lines if ln.startswith("device DRAM: weights"))
+    assert "(10 tensor(s) kept on the device between layers)" in mem
     assert any(" host " in ln and "nn.softmax" in ln for ln in lines)
 
 

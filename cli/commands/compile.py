@@ -32,6 +32,11 @@ def run(args):
     wall = time.perf_counter() - start
     if args.report:
         print(format_report(records))
+        plan = exe.dram_plan()
+        print(f"device DRAM: weights {plan['weights']:,} B resident + arena {plan['arena']:,} B "
+              f"({plan['device_tensors']} tensor(s) kept on the device between layers) + "
+              f"staging {plan['staging']:,} B = peak {exe.peak_dram_bytes:,} B; host arena "
+              f"{exe.peak_host_bytes:,} B")
     on_vta = sum(r.where != "host" for r in records)
     print(f"{args.model}: {on_vta} layer(s) on VTA, {len(records) - on_vta} host "
           f"primitive(s), peak device DRAM {exe.peak_dram_bytes:,} bytes, compiled in "
