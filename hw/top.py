@@ -14,7 +14,7 @@ say where). DRAM reads of fetch, load and compute (uops, acc) share one read
 master through :class:`~vtakit.hw.dma.DmaReadArbiter`; store is the only writer.
 """
 
-from amaranth.hdl import Cat, Module, Mux, ResetInserter
+from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -148,13 +148,22 @@ class VTA(wiring.Component):
                                    Unit.COMPUTE: ~compute.cmd.ready, Unit.STORE: store.busy}[u]
                                   for u in Unit)),
         ]
+        # Each level word is driven by one Cat, not field by field: CXXRTL then inlines it
+        # into its case of the CSR read mux and evaluates it only while that CSR is read.
         words = {Reg.TOKEN_LEVELS_0: regs.token_levels[0], Reg.TOKEN_LEVELS_1: regs.token_levels[1],
                  Reg.CMD_LEVELS: regs.cmd_levels}
         fields = [(self.tokens[name].level, field) for name, field in TOKEN_LEVEL_FIELDS.items()]
         fields += [(self.commands[str(unit)].level, field)
                    for unit, field in CMD_LEVEL_FIELDS.items()]
+        parts = {reg: [] for reg in words}   # (lsb, value, width) per word
         for level, (reg, lsb, width) in fields:
             top = (1 << width) - 1
-            value = Mux(level > top, top, level) if len(level) > width else level
-            m.d.comb += words[reg][lsb:lsb + width].eq(value)
+            value = Mux(level > top, top, level)[:width] if len(level) > width else level
+            parts[reg].append((lsb, value, width))
+        for reg, word in words.items():
+            pos, cat = 0, []
+            for lsb, value, width in sorted(parts[reg], key=lambda part: part[0]):
+                cat += [Const(0, lsb - pos), value, Const(0, width - len(value))]
+                pos = lsb + width
+            m.d.comb += word.eq(Cat(cat))
         return m
