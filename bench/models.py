@@ -30,17 +30,14 @@ from vtakit.compiler.ir import evaluate
 from vtakit.compiler.profile import profile_model
 from vtakit.hw.config import load_config
 from vtakit.sim import open_device
+from vtakit.testing import model_inputs
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "mltk"
 MODELS = ["anomaly_detection", "keyword_spotting", "image_classification", "visual_wake_words"]
 
 
 def _input(mod):
-    t = mod["main"].params[0].type_annotation
-    rng = np.random.default_rng(0)
-    if t.dtype == "int8":
-        return rng.integers(-128, 128, t.shape).astype(np.int8)
-    return rng.uniform(-4, 4, t.shape).astype(np.float32)
+    return model_inputs(mod["main"].params[0].type_annotation)[0]
 
 
 def measure(name, config, backend):

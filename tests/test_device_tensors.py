@@ -18,6 +18,7 @@ from vtakit.compiler.passes import FoldExplicitPadding
 from vtakit.runtime import Runtime
 from vtakit.runtime.vm.bytecode import Opcode
 from vtakit.sim import open_device
+from vtakit.testing import model_inputs
 
 DATA = Path(__file__).parent / "data" / "mltk"
 
@@ -27,11 +28,7 @@ def _op(name, *args, **attrs):
 
 
 def _input(mod, seed):
-    t = mod["main"].params[0].type_annotation
-    rng = np.random.default_rng(seed)
-    if t.dtype == "int8":
-        return rng.integers(-128, 128, t.shape).astype(np.int8)
-    return rng.uniform(-4, 4, t.shape).astype(np.float32)
+    return model_inputs(mod["main"].params[0].type_annotation, 1, seed)[0]
 
 
 def _packed_calls(exe, func="main"):

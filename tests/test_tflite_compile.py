@@ -10,16 +10,13 @@ import pytest
 import vtakit
 from vtakit.compiler.frontend import from_tflite
 from vtakit.compiler.ir import evaluate
+from vtakit.testing import model_inputs
 
 DATA = Path(__file__).parent / "data" / "mltk"
 
 
 def _input(mod, seed):
-    t = mod["main"].params[0].type_annotation
-    rng = np.random.default_rng(seed)
-    if t.dtype == "int8":
-        return rng.integers(-128, 128, t.shape).astype(np.int8)
-    return rng.uniform(-4, 4, t.shape).astype(np.float32)
+    return model_inputs(mod["main"].params[0].type_annotation, 1, seed)[0]
 
 
 @pytest.mark.parametrize("name", ["keyword_spotting", "image_classification",

@@ -13,17 +13,14 @@ import pytest
 
 from vtakit.compiler.frontend import from_tflite
 from vtakit.compiler.ir import evaluate
+from vtakit.testing import model_inputs
 
 DATA = Path(__file__).parent / "data" / "mltk"
 MODELS = ["keyword_spotting", "image_classification", "anomaly_detection", "visual_wake_words"]
 
 
 def _inputs(param, n, seed=0):
-    t = param.type_annotation
-    rng = np.random.default_rng(seed)
-    if t.dtype == "int8":
-        return [rng.integers(-128, 128, t.shape).astype(np.int8) for _ in range(n)]
-    return [rng.uniform(-4, 4, t.shape).astype(np.float32) for _ in range(n)]
+    return model_inputs(param.type_annotation, n, seed)
 
 
 @pytest.mark.parametrize("name", MODELS)

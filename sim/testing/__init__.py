@@ -3,7 +3,8 @@
 * :mod:`vtakit.testing.programs`: program builders (TVM's instruction tests, padded
   loads, a tiled double-buffered GEMM) with their numpy expectations;
 * :mod:`vtakit.testing.fixtures`: the golden fixtures (DRAM images plus the expected
-  final DRAM) and their replay on any device.
+  final DRAM) and their replay on any device;
+* :mod:`vtakit.testing.inputs`: random model inputs.
 
 Imported as ``vtakit.testing`` (the package lives in ``sim/testing/``).
 """
@@ -13,7 +14,8 @@ if __name__ != "vtakit.testing":      # one module identity, whatever the instal
 
 from .fixtures import (FIXTURE_DIR, Fixture, assert_replay, first_difference, fixture_path,
                        load_fixtures)
+from .inputs import model_inputs
 from .programs import PROGRAMS, Check, verify
 
 __all__ = ["FIXTURE_DIR", "Fixture", "assert_replay", "first_difference", "fixture_path",
-           "load_fixtures", "PROGRAMS", "Check", "verify"]
+           "load_fixtures", "model_inputs", "PROGRAMS", "Check", "verify"]
