@@ -483,9 +483,33 @@ class _Lowered:
         self.plan = plan = spec.plan
         rec.where, rec.why, rec.macs = spec.where, spec.why, spec.macs
         _fill_estimate(rec, plan)
+        y = self._launch(rt, spec, x, out, rec)
+        if self.records is not None:
+            self.records.append(rec)
+        if y is None:                               # the kernel stored into ``out``
+            return out
+        if isinstance(out, DeviceTensor):
+            out.write_packed(y.astype(out.dtype, copy=False))
+            return out
+        y = plan.unpack(y[None])
+        if L.kind == "add":                         # (N, C) adds run as (N, C, 1, 1)
+            y = y.reshape(tuple(x.shape))
+        dtype = L.attrs.get("out_dtype")
+        if dtype is not None and y.dtype != np.dtype(dtype):
+            y = y.astype(dtype)
+        if out is not None:
+            out[...] = y
+        return y
+
+    def _launch(self, rt, spec, x, out, rec):
+        """Bind the layer's operands (device tensors in place, host ones packed and staged,
+        weights resident or staged), run the kernel and return its packed result after
+        the host step; None when the kernel stored straight into the device tensor
+        ``out``."""
+        from ..runtime.vm.objects import DeviceTensor
+        plan, ops = spec.plan, spec.plan.operands
         program = self.program if self.program is not None else plan.program()
         _check_program(plan, program)
-        ops = plan.operands
         direct = (spec.post is None and ops["out"].shape[0] == 1
                   and isinstance(out, DeviceTensor) and out.nbytes == ops["out"].nbytes)
         scratch, bufs = [], {}
@@ -498,8 +522,8 @@ class _Lowered:
             return buf
         try:
             inputs = {"data": x}
-            if "other" in L.attrs:                  # an add's second operand
-                inputs["residual"] = self._operand(L.attrs["other"])
+            if "other" in self.layer.attrs:         # an add's second operand
+                inputs["residual"] = self._operand(self.layer.attrs["other"])
             for name, v in inputs.items():
                 if isinstance(v, DeviceTensor) and v.nbytes == ops[name].nbytes:
                     bufs[name] = v.buffer           # left on the device by the last layer
@@ -522,31 +546,15 @@ class _Lowered:
             rec.dram_bytes_run = int(sum(v for k, v in res.stats.items()
                                          if k.endswith("_nbytes")))
             if direct:
-                y = out
-            else:
-                planes = rt.download(bufs["out"], ops["out"].dtype, ops["out"].shape)
-                t0 = time.perf_counter()
-                y = planes[0] if spec.post is None else spec.post(planes)
-                rec.host_seconds = time.perf_counter() - t0
+                return None
+            planes = rt.download(bufs["out"], ops["out"].dtype, ops["out"].shape)
+            t0 = time.perf_counter()
+            y = planes[0] if spec.post is None else spec.post(planes)
+            rec.host_seconds = time.perf_counter() - t0
+            return y
         finally:
             for buf in scratch:
                 rt.free(buf)
-        if self.records is not None:
-            self.records.append(rec)
-        if direct:
-            return out
-        if isinstance(out, DeviceTensor):
-            out.write_packed(y.astype(out.dtype, copy=False))
-            return out
-        y = plan.unpack(y[None])
-        if L.kind == "add":                         # (N, C) adds run as (N, C, 1, 1)
-            y = y.reshape(tuple(x.shape))
-        dtype = L.attrs.get("out_dtype")
-        if dtype is not None and y.dtype != np.dtype(dtype):
-            y = y.astype(dtype)
-        if out is not None:
-            out[...] = y
-        return y
 
     # ------------------------------------------------------------- host fallback
 
