@@ -337,3 +337,24 @@ def test_device_tensors_only_in_the_uncalled_entry(tmp_path):
         streams = sum(-(-b.nbytes // 4096) * 4096 for b in (rt._insn_buf, rt._uop_buf) if b)
     assert dev.dram.peak_allocated <= exe.peak_dram_bytes + streams
     dev.close()
+
+
+def test_a_failing_run_frees_its_device_tensors():
+    """A packed call raising in the middle of a run: the VMError keeps no device tensor
+    (and so no device DRAM) alive."""
+    from vtakit.runtime.vm import VMError
+    mod = from_tflite(DATA / "keyword_spotting.tflite")
+    exe = vtakit.compile(DATA / "keyword_spotting.tflite", config="default")
+    dev = open_device("behavioral", "default")
+    with exe.vm(device=dev) as vm:
+        vm.run(_input(mod, 0))
+        idle = dev.dram.allocated                   # weights resident, no activations
+
+        def boom(*args):
+            raise RuntimeError("injected")
+        name = next(p.name for p in exe.primitives if p.name.startswith("fused_nn_softmax"))
+        vm._packed[[p.name for p in exe.primitives].index(name)] = boom
+        with pytest.raises(VMError, match="injected") as info:
+            vm.run(_input(mod, 0))
+        assert dev.dram.allocated == idle and info.value is not None
+    dev.close()

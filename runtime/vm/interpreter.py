@@ -246,7 +246,11 @@ class VirtualMachine:
                 else:
                     raise VMError(f"unknown opcode {op}")
         except Exception as e:
-            raise self._error(e, code, pc) from e
+            err = self._error(e, code, pc)
+            # The traceback keeps this frame: drop its registers and the call stack, so
+            # their tensors (device DRAM included) are freed now, not with the exception.
+            regs = stack = None     # noqa: F841
+            raise err from e
 
     def _error(self, e, code, pc):
         name = next((self._names[i] for i, (c, _) in enumerate(self._funcs) if c is code), "?")
