@@ -339,9 +339,11 @@ def test_device_tensors_only_in_the_uncalled_entry(tmp_path):
     dev.close()
 
 
-def test_a_failing_run_frees_its_device_tensors():
-    """A packed call raising in the middle of a run: the VMError keeps no device tensor
-    (and so no device DRAM) alive."""
+@pytest.mark.parametrize("victim", ["fused_nn_softmax", "vta_conv2d_2"])
+def test_a_failing_run_frees_its_device_tensors(victim):
+    """A packed call raising in the middle of a run (a host op, or a VTA kernel whose
+    arguments are device tensors): the VMError keeps no device tensor (and so no device
+    DRAM) alive."""
     from vtakit.runtime.vm import VMError
     mod = from_tflite(DATA / "keyword_spotting.tflite")
     exe = vtakit.compile(DATA / "keyword_spotting.tflite", config="default")
@@ -352,7 +354,7 @@ def test_a_failing_run_frees_its_device_tensors():
 
         def boom(*args):
             raise RuntimeError("injected")
-        name = next(p.name for p in exe.primitives if p.name.startswith("fused_nn_softmax"))
+        name = next(p.name for p in exe.primitives if p.name.startswith(victim))
         vm._packed[[p.name for p in exe.primitives].index(name)] = boom
         with pytest.raises(VMError, match="injected") as info:
             vm.run(_input(mod, 0))

@@ -88,11 +88,14 @@ class RuntimeContext:
         self._closers.append(func)
 
     def close(self) -> None:
-        while self._closers:
-            self._closers.pop()()
-        if self._runtime is not None and self._device is not None and not self._owns_device:
-            self._runtime.release()     # a device the caller keeps gets its DRAM back
-        if self._owns_device and self._device is not None:
-            self._device.close()
-            self._device = None
-        self._runtime = None
+        try:
+            while self._closers:
+                self._closers.pop()()
+        finally:                        # the device is released even if a closer failed
+            if self._runtime is not None and self._device is not None \
+                    and not self._owns_device:
+                self._runtime.release()     # a device the caller keeps gets its DRAM back
+            if self._owns_device and self._device is not None:
+                self._device.close()
+                self._device = None
+            self._runtime = None

@@ -9,6 +9,8 @@ resolved to callables once when the VM is created.
 
 from __future__ import annotations
 
+import traceback
+
 import numpy as np
 
 from ..module import load_primitives
@@ -247,9 +249,12 @@ class VirtualMachine:
                     raise VMError(f"unknown opcode {op}")
         except Exception as e:
             err = self._error(e, code, pc)
-            # The traceback keeps this frame: drop its registers and the call stack, so
-            # their tensors (device DRAM included) are freed now, not with the exception.
-            regs = stack = None     # noqa: F841
+            # The tracebacks keep this frame and the failing packed function's: drop their
+            # tensors (device DRAM included) now, not when the exception is dropped; the
+            # VMError names the function, instruction and cause.
+            regs = stack = argv = None     # noqa: F841
+            if e.__traceback__ is not None:
+                traceback.clear_frames(e.__traceback__.tb_next)
             raise err from e
 
     def _error(self, e, code, pc):
