@@ -566,53 +566,35 @@ def _primitive_readers(mod, body) -> dict:
     None]}``, where None is any read other than as a primitive call's argument (returned,
     in a tuple or an If, passed to a function or captured by a closure). Let-bound
     variables are followed to the calls they name."""
-    bound, readers = {}, {}
+    bound, reads = {}, []
+    reads.append((body, None))
+    for e in post_order(body, descend=lambda n: not isinstance(n, Function)):
+        if isinstance(e, Let):
+            bound[e.var] = e.value
+            reads.append((e.body, None))
+        elif isinstance(e, Call):
+            prim = _primitive_of(mod, e) is not None
+            reads += [(a, (e, i) if prim else None) for i, a in enumerate(e.args)]
+            if not isinstance(e.op, (Op, GlobalVar, Constructor)):
+                reads.append((e.op, None))
+        elif isinstance(e, Tuple):
+            reads += [(f, None) for f in e.fields]
+        elif isinstance(e, TupleGetItem):
+            reads.append((e.tuple_value, None))
+        elif isinstance(e, IRIf):
+            reads += [(x, None) for x in (e.cond, e.true_branch, e.false_branch)]
+        elif isinstance(e, Match):
+            reads += [(x, None) for x in (e.data, *(c.rhs for c in e.clauses))]
+        elif isinstance(e, Function) and not e.is_primitive():
+            reads += [(v, None) for v in free_vars(e)]
 
     def origin(e):
         while isinstance(e, Var) and e in bound:
             e = bound[e]
         return e
-
-    def read(e, reader):
+    readers = {}
+    for e, reader in reads:
         readers.setdefault(origin(e), []).append(reader)
-
-    stack, seen = [body], set()
-    read(body, None)
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, Let):
-            bound[e.var] = e.value
-            stack += [e.value, e.body]
-            read(e.body, None)
-        elif isinstance(e, Call):
-            prim = _primitive_of(mod, e) is not None
-            for i, a in enumerate(e.args):
-                read(a, (e, i) if prim else None)
-            stack += list(e.args)
-            if not isinstance(e.op, (Op, GlobalVar, Constructor)):
-                read(e.op, None)
-                stack.append(e.op)
-        elif isinstance(e, Tuple):
-            for f in e.fields:
-                read(f, None)
-            stack += list(e.fields)
-        elif isinstance(e, TupleGetItem):
-            read(e.tuple_value, None)
-            stack.append(e.tuple_value)
-        elif isinstance(e, IRIf):
-            for x in (e.cond, e.true_branch, e.false_branch):
-                read(x, None)
-            stack += [e.cond, e.true_branch, e.false_branch]
-        elif isinstance(e, Match):
-            for x in (e.data, *(c.rhs for c in e.clauses)):
-                read(x, None)
-                stack.append(x)
-        elif isinstance(e, Function) and not e.is_primitive():
-            for v in free_vars(e):
-                read(v, None)
     return readers
 
 
