@@ -47,7 +47,7 @@ from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, Reg
 from . import build_cache
 
 __all__ = ["Design", "Build", "BuildError", "SOURCE_DIGESTS", "harness_defines", "vta_design", "cache_root", "build_key",
-           "get_build", "generate_source", "toolchain_versions", "FAST_BACKENDS",
+           "get_build", "generate_source", "require_toolchain", "toolchain_versions", "FAST_BACKENDS",
            "CXXRTL_FLAGS", "VERILATOR_FLAGS", "TOP_NAME", "fast_slices"]
 
 #: Backends this module builds.
@@ -163,6 +163,19 @@ def _verilator_env() -> dict:
     env["MAKEFLAGS"] = ("PYTHON3=python3 CFG_CXXFLAGS_PCH_I=-include CFG_LDLIBS_THREADS=-pthread "
                         "CFG_CXXFLAGS_COROUTINES=-fcoroutines")
     return env
+
+
+def require_toolchain(backend: str) -> None:
+    """Raise one clear :class:`BuildError` if a host tool the build of ``backend`` runs is
+    missing (the C++ compiler, and ``make`` for Verilator's ``--build``), instead of a
+    traceback from deep inside the build."""
+    needed = ("g++",) if backend == "cxxrtl" else ("g++", "make")
+    missing = [tool for tool in needed if shutil.which(tool) is None]
+    if missing:
+        raise BuildError(
+            f"the {backend} backend compiles the RTL to C++ and needs {' and '.join(missing)} "
+            f"on PATH: install a C++ toolchain (Debian/Ubuntu: apt-get install g++ make; "
+            f"macOS: xcode-select --install), or use --backend behavioral or pysim")
 
 
 @lru_cache(maxsize=None)
@@ -362,6 +375,7 @@ def get_build(backend: str, config, *, token_depth: int = DEFAULT_TOKEN_DEPTH,
         raise BuildError(f"unknown fast backend {backend!r}; fast backends are "
                          + ", ".join(FAST_BACKENDS))
     config = load_config(config)
+    require_toolchain(backend)
     design = design or vta_design()
     trace = trace and backend == "verilator"
     key, desc = build_key(backend, config, token_depth=token_depth, cmd_depth=cmd_depth,
