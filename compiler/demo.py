@@ -139,7 +139,7 @@ def run_demo(config="default", backend: str = "verilator", count: int = 20, *,
     DemoResult
     """
     from ..hw.config import load_config
-    from ..runtime.device import open_device
+    from ..runtime.device import check_backend, open_device
     from ..runtime.recorder import LayerRecorder
     from .build_model import compile_model
     from .frontend.onnx import from_onnx
@@ -149,6 +149,7 @@ def run_demo(config="default", backend: str = "verilator", count: int = 20, *,
 
     if count < 0:
         raise ValueError(f"count={count}; the number of RTL images must be >= 0")
+    check_backend(backend)               # fail now, not after the behavioral phase
     cfg = load_config(config)
     wall = {}
     t = time.perf_counter()

@@ -82,6 +82,9 @@ def plot_trace(trace_path, out_path) -> Path:
     import matplotlib
     matplotlib.use("Agg")           # no display needed
     import matplotlib.pyplot as plt
+    if not Path(trace_path).is_file():
+        raise ValueError(f"{trace_path}: no such file (vtakit run --trace FILE.json "
+                         "writes a trace)")
     try:
         data = json.loads(Path(trace_path).read_text())
         events = [e for e in data["traceEvents"] if e.get("ph") == "X"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..checks import output_file
+
 __all__ = ["register", "run"]
 
 
@@ -22,7 +24,8 @@ def register(sub):
     p.add_argument("--no-pnr", action="store_true", help="stop after Yosys (no Fmax)")
     p.add_argument("--freq", type=float, metavar="MHZ", help="clock target of nextpnr")
     p.add_argument("--seed", type=int, default=1, help="nextpnr placer seed (default: 1)")
-    p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    p.add_argument("--json", type=output_file, metavar="FILE",
+                   help="also write the report as JSON")
     p.add_argument("--workdir", metavar="DIR", help="keep netlist, reports and tool logs in DIR")
     p.set_defaults(func=run)
 

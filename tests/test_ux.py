@@ -1,0 +1,159 @@
+"""What a newcomer meets first (issue 25): every message below is pinned by its new text.
+
+Early rejection before any work, inputs recognized by their magic bytes, quiet ends on a
+closed pipe, partial config files rejected, hints for a float model, aligned reports.
+"""
+
+import json
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from vtakit.cli.main import main
+from vtakit.compiler.build_model import format_report
+from vtakit.compiler.lower_vta import LayerRecord
+from vtakit.compiler.models import digits_cnn_path
+from vtakit.hw.config import ConfigError, PRESETS, VTAConfig, load_config
+
+
+def run_cli(argv, capsys):
+    """(exit code, stdout, stderr) of ``vtakit argv`` in this process."""
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as e:          # argparse rejects its own arguments this way
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def float_vtax(tmp_path_factory):
+    """The shipped digits CNN compiled without calibration (all on the host, 0.2 s)."""
+    path = tmp_path_factory.mktemp("ux") / "digits_float.vtax"
+    assert main(["compile", str(digits_cnn_path()), "-o", str(path)]) == 0
+    return path
+
+
+# ------------------------------------------------------------------ validate before working
+
+def test_demo_unknown_backend_fails_before_the_behavioral_phase(capsys):
+    code, out, err = run_cli(["demo", "--backend", "gpu"], capsys)
+    assert code == 2
+    assert err.strip() == ("vtakit demo: error: unknown backend 'gpu'; backends are "
+                           "behavioral, pysim, cxxrtl, verilator")
+    assert "behavioral" not in out and "img" not in err    # no image ran, no progress bar
+
+
+def test_output_into_missing_folder_rejected_up_front(tmp_path, capsys):
+    out = tmp_path / "nodir" / "m.vtax"
+    code, _, err = run_cli(["compile", digits_cnn_path(), "-o", out], capsys)
+    assert code == 2
+    assert re.search(r"^vtakit compile: error: argument -o/--output: folder '.*nodir' of "
+                     r"'.*m\.vtax' does not exist \(create it first: mkdir -p .*nodir\)$",
+                     err.strip()), err
+    code, _, err = run_cli(["verilog", "--config", "tiny", "-o", tmp_path], capsys)
+    assert code == 2 and "is a folder; give a file name in it" in err
+
+
+def test_input_recognized_by_magic_bytes(float_vtax, tmp_path, capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello\n")
+    code, _, err = run_cli(["run", float_vtax, "--input", notes, "-o", tmp_path / "o.npz"],
+                           capsys)
+    assert code == 2
+    assert err.strip().endswith(
+        "notes.txt: not a .npy or .npz file (it starts with b'hello\\n', not "
+        "b'\\x93NUMPY' or b'PK'); write arrays with numpy.save or numpy.savez"), err
+    assert "pickle" not in err
+
+
+def test_run_without_input_names_the_inputs(float_vtax, tmp_path, capsys):
+    code, _, err = run_cli(["run", float_vtax, "-o", tmp_path / "o.npz"], capsys)
+    assert code == 2
+    assert err.strip() == ("vtakit run: error: the model takes 1 input(s) "
+                           "(input: float32[1, 1, 8, 8]); give them with --input [NAME=]X.npy "
+                           "(repeatable) or one --input X.npz")
+    # A .npz that lacks an input is named too.
+    np.savez(tmp_path / "other.npz", other=np.zeros(3))
+    code, _, err = run_cli(["run", float_vtax, "--input", tmp_path / "other.npz", "-o",
+                            tmp_path / "o.npz"], capsys)
+    assert code == 2 and "no array for input(s) input; the model takes input: float32" in err
+
+
+def test_plot_trace_missing_file(tmp_path, capsys):
+    code, _, err = run_cli(["plot", "trace", tmp_path / "missing.json", "-o",
+                            tmp_path / "t.png"], capsys)
+    assert code == 2
+    assert err.strip().endswith("missing.json: no such file (vtakit run --trace FILE.json "
+                                "writes a trace)"), err
+
+
+# ------------------------------------------------------------------ partial config files
+
+def test_partial_config_rejected_naming_the_missing_keys(tmp_path, capsys):
+    part = tmp_path / "part.json"
+    part.write_text(json.dumps({"LOG_BATCH": 0}))
+    with pytest.raises(ConfigError, match=re.escape(
+            f"{part}: missing keys TARGET, HW_VER, LOG_INP_WIDTH, LOG_WGT_WIDTH, "
+            "LOG_ACC_WIDTH, LOG_BLOCK, LOG_UOP_BUFF_SIZE, LOG_INP_BUFF_SIZE, "
+            "LOG_WGT_BUFF_SIZE, LOG_ACC_BUFF_SIZE; a vta_config.json sets all 11 keys")):
+        load_config(part)
+    one = {k: v for k, v in VTAConfig().to_dict().items() if k != "LOG_BLOCK"}
+    with pytest.raises(ConfigError, match=r"^config: missing key LOG_BLOCK; "):
+        VTAConfig.from_dict(one)
+    code, out, err = run_cli(["config", "show", part], capsys)
+    assert code == 2 and out == "" and "missing keys TARGET" in err
+    for name in PRESETS:              # every shipped preset names every key
+        assert isinstance(load_config(name), VTAConfig)
+
+
+# ------------------------------------------------------------------ SIGPIPE
+
+def test_closed_pipe_ends_quietly(tmp_path):
+    raw = tmp_path / "big.bin"
+    raw.write_bytes(bytes(16 * 20000))        # 20,000 instructions: far more than a pipe holds
+    p = subprocess.Popen([sys.executable, "-m", "vtakit", "disasm", str(raw)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = p.stdout.readline()
+    p.stdout.close()                          # as `| head -1` does
+    err = p.stderr.read().decode()
+    code = p.wait()
+    assert first.strip()
+    assert code in (0, 141), err
+    assert err == ""
+
+
+# ------------------------------------------------------------------ hints and reports
+
+def test_float_model_without_calibrate_gets_a_hint(tmp_path, capsys):
+    code, out, err = run_cli(["compile", digits_cnn_path(), "-o", tmp_path / "f.vtax"], capsys)
+    assert code == 0 and "0 layer(s) on VTA" in out
+    assert err.strip() == ("hint: the model is float (input 'input': float32), so every layer "
+                           "runs on the host; --calibrate SAMPLES.npy quantizes it to int8 "
+                           "for VTA")
+
+
+def test_report_aligns_long_names_and_footnotes_repeated_reasons():
+    why = "not a quantized conv/dense/pool layer: numpy on the host"
+    records = [LayerRecord("nn.conv2d+nn.bias_add+multiply+add+nn.relu", (1, 1, 8, 8), "host",
+                           why),
+               LayerRecord("dense", (1, 64), "vta", "int8 dense", "1x4 tiles", 1234.0, 5678),
+               LayerRecord("nn.max_pool2d", (1, 8, 8, 8), "host", why)]
+    lines = format_report(records).splitlines()
+    assert len(lines) == 5 and lines[-1] == f"[1] {why}"
+    cols = [ln.index(" host ") if " host " in ln else ln.index(" vta ") for ln in lines[1:4]]
+    assert len(set(cols)) == 1 and lines[0].index(" where ") == cols[0]
+    assert lines[1].endswith("  [1]") and lines[3].endswith("  [1]")
+    assert lines[2].endswith("  int8 dense; 1x4 tiles") and " 1,234 " in lines[2]
+    assert sum(why in ln for ln in lines) == 1
+
+
+def test_help_names_vtax_for_compare_and_disasm(capsys):
+    code, out, _ = run_cli(["--help"], capsys)
+    assert code == 0
+    for cmd in ("compare", "disasm"):
+        entry = out[out.index(f"    {cmd} "):].split("\n    ")[0]
+        assert ".vtax" in entry, entry
