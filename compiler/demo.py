@@ -21,7 +21,6 @@ lanes and accumulator resets included).
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field
 
@@ -100,9 +99,24 @@ def rtl_build_cached(backend: str, config) -> bool:
 
 
 def _bar(iterable, desc, progress):
-    from tqdm import tqdm
-    return tqdm(iterable, desc=desc, unit="img", file=sys.stderr, leave=False,
-                disable=not progress)
+    from ..runtime.progress import bar
+    return bar(iterable, desc=desc, unit="img", enable=progress)
+
+
+def _start_build(backend, cfg, progress, log):
+    """Build the RTL simulator of ``backend`` in a background thread (its work is mostly
+    in the compilers' processes) while the behavioral phase runs; ``None`` when cached."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..sim.rtl_build import get_build
+    if rtl_build_cached(backend, cfg):
+        return None
+    log(f"building the {backend} simulator of {cfg.name} in the background (first run only; "
+        "later runs reuse ~/.cache/vtakit)")
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vtakit-build")
+    future = pool.submit(get_build, backend, cfg, progress=progress)
+    pool.shutdown(wait=False)
+    return future
 
 
 def _predict(exe, images, device, desc, progress, recorder=None):
@@ -151,6 +165,7 @@ def run_demo(config="default", backend: str = "verilator", count: int = 20, *,
         raise ValueError(f"count={count}; the number of RTL images must be >= 0")
     check_backend(backend)               # fail now, not after the behavioral phase
     cfg = load_config(config)
+    build = _start_build(backend, cfg, progress, log) if count else None
     wall = {}
     t = time.perf_counter()
     x_train, _, x_test, y_test = load_digits_split()
@@ -181,10 +196,9 @@ def run_demo(config="default", backend: str = "verilator", count: int = 20, *,
     rtl_pred = np.empty(0, np.int64)
     cycles, gemm_ops = -1, 0
     if count:
-        if not rtl_build_cached(backend, cfg):
-            log(f"building the {backend} simulator of {cfg.name} (first run only, about a "
-                "minute; later runs reuse ~/.cache/vtakit)")
         t = time.perf_counter()
+        if build is not None:
+            build.result()        # wait for the background build; raises its error
         with open_device(backend, cfg) as dev:
             wall["rtl_open"] = time.perf_counter() - t
             t = time.perf_counter()

@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,3 +158,66 @@ def test_help_names_vtax_for_compare_and_disasm(capsys):
     for cmd in ("compare", "disasm"):
         entry = out[out.index(f"    {cmd} "):].split("\n    ")[0]
         assert ".vtax" in entry, entry
+
+
+# ------------------------------------------------------------------ progress
+
+def test_stage_lines_and_heartbeat(capsys):
+    from vtakit.runtime.progress import Stages
+    stages = Stages("job", 2, heartbeat=0.0)
+    with stages.stage("first", "log /x.log"):
+        stages.tick("Info: at iteration #4\n")
+    with stages.stage("second"):
+        pass
+    silent = Stages("quiet", enable=False)
+    with silent.stage("x"):
+        silent.tick()
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "job: [1/2] first ... log /x.log"
+    assert re.fullmatch(r"job: \[1/2\] first still running \(0 s\): Info: at iteration #4",
+                        err[1])
+    assert re.fullmatch(r"job: \[1/2\] first done in \d+\.\d s", err[2])
+    assert err[3] == "job: [2/2] second ..." and err[4].startswith("job: [2/2] second done in")
+    assert len(err) == 5 and set(stages.seconds) == {"first", "second"}
+
+
+def test_progress_bar_is_plain_lines_off_a_terminal(capsys):
+    from vtakit.runtime.progress import bar
+    for _ in bar(range(5), desc="images", unit="img", interval=0.0):
+        pass
+    err = capsys.readouterr().err          # pytest's capture is not a terminal
+    assert "\r" not in err
+    lines = err.splitlines()
+    assert len(lines) >= 2 and all(ln.startswith("images:") for ln in lines)
+    assert "5/5" in lines[-1]
+
+
+def test_cold_rtl_build_prints_its_stages(tmp_path, monkeypatch, capsys):
+    """A cold build (the path of open_device) prints each stage with its time; the tools
+    are stubbed here: the real build takes minutes."""
+    from vtakit.sim import rtl_build
+    monkeypatch.setenv("VTAKIT_CACHE", str(tmp_path))
+    monkeypatch.setattr(rtl_build, "generate_source", lambda *a, **k: "module vta_top; endmodule")
+    ran = []
+
+    def fake_run(cmd, *, cwd, env=None, stages=None, what=""):
+        ran.append(Path(cmd[0]).name)
+        (cwd / "obj").mkdir(exist_ok=True)
+        if "-o" in cmd:                         # the link writes the library
+            Path(cmd[cmd.index("-o") + 1]).write_bytes(b"\x7fELF")
+        stages.tick()
+        return ""
+
+    monkeypatch.setattr(rtl_build, "_run", fake_run)
+    build = rtl_build.get_build("verilator", "tiny")
+    assert not build.cached and build.library.exists() and ran == ["verilator", "make", "g++"]
+    err = capsys.readouterr().err.splitlines()
+    starts = [ln.split("] ", 1)[1].removesuffix(" ...") for ln in err if ln.endswith(" ...")]
+    assert [re.sub(r" \(.*", "", st) for st in starts] == [
+        "elaborate + generate Verilog", "verilate", "compile the verilated C++", "link the harness"]
+    assert all(ln.startswith(f"building verilator {load_config('tiny').name}: ") for ln in err)
+    assert sum(bool(re.search(r"\] .* done in \d+\.\d s$", ln)) for ln in err) == 4
+    assert re.search(r"built in \d+ s$", err[-1])
+    assert list(build.meta["stage_seconds"]) == starts
+    assert rtl_build.get_build("verilator", "tiny").cached      # then a cache hit, silent
+    assert capsys.readouterr().err == ""
