@@ -104,28 +104,35 @@ def _bar(iterable, desc, progress):
 
 
 def _start_build(backend, cfg, progress, log):
-    """Build the RTL simulator of ``backend`` in a background thread (its work is mostly
-    in the compilers' processes) while the behavioral phase runs; ``None`` when cached."""
-    from concurrent.futures import ThreadPoolExecutor
+    """Build the RTL simulator of ``backend`` in a child process (elaboration is Python
+    and would hold this process's interpreter) while the behavioral phase runs; a future
+    of the build, or ``None`` when it is cached."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
     from ..sim.rtl_build import get_build
     if rtl_build_cached(backend, cfg):
         return None
     log(f"building the {backend} simulator of {cfg.name} in the background (first run only; "
         "later runs reuse ~/.cache/vtakit)")
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vtakit-build")
+    # fork: no thread runs yet, and the child needs no re-import of the command line.
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
     future = pool.submit(get_build, backend, cfg, progress=progress)
     pool.shutdown(wait=False)
     return future
 
 
 def _predict(exe, images, device, desc, progress, recorder=None):
+    """The predicted class of each image. One VM runs them all: it parses the primitives
+    and plans each layer's kernel once, where ``exe.run`` per image would redo both."""
     preds = np.empty(len(images), np.int64)
-    for i, x in enumerate(_bar(images, desc, progress)):
-        if recorder is not None:
-            recorder.start()
-        y = exe.run(x[None], device=device, hook=None if recorder is None else recorder.hook)
-        preds[i] = int(np.argmax(np.asarray(y)))
+    hook = None if recorder is None else recorder.hook
+    with exe.vm(device=device, hook=hook) as vm:
+        for i, x in enumerate(_bar(images, desc, progress)):
+            if recorder is not None:
+                recorder.start()
+            y = vm.run(x[None], func=exe.entry)
+            preds[i] = int(np.argmax(np.asarray(y)))
     return preds
 
 

@@ -221,3 +221,55 @@ def test_cold_rtl_build_prints_its_stages(tmp_path, monkeypatch, capsys):
     assert list(build.meta["stage_seconds"]) == starts
     assert rtl_build.get_build("verilator", "tiny").cached      # then a cache hit, silent
     assert capsys.readouterr().err == ""
+
+
+# ------------------------------------------------------------------ the timeline picture
+
+def _trace(tmp_path, cycles=(1000, 3000)):
+    """A trace of a host layer then two VTA layers, with modelled load/compute units only
+    (the fetch and store tracks are named but empty)."""
+    ev = [{"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": name}}
+          for tid, name in ((1, "VTA"), (2, "host"), (3, "fetch (modelled)"),
+                            (4, "load (modelled)"), (5, "compute (modelled)"),
+                            (6, "store (modelled)"))]
+    ev.append({"name": "quantize", "cat": "host", "ph": "X", "pid": 1, "tid": 2, "ts": 0,
+               "dur": 500, "args": {"layer": 0, "cycles": 0, "predicted_cycles": 0}})
+    t = 500
+    for i, c in enumerate(cycles, start=1):
+        ev.append({"name": f"vta_{i}", "cat": "VTA", "ph": "X", "pid": 1, "tid": 1, "ts": t,
+                   "dur": 100, "args": {"layer": i, "cycles": c, "predicted_cycles": 2000}})
+        for tid, (lo, hi) in ((4, (0, 500)), (5, (500, 2000))):
+            ev.append({"name": "x", "cat": "busy", "ph": "X", "pid": 1, "tid": tid, "ts": t,
+                       "dur": 10, "args": {"layer": i, "model_cycles": [lo, hi],
+                                           "measured_cycles": [lo * c / 2000, hi * c / 2000]}})
+        t += 100
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    return path
+
+
+def test_timeline_on_cycles_with_labels_no_empty_tracks(tmp_path):
+    from vtakit.compiler.trace import trace_figure
+    fig = trace_figure(_trace(tmp_path))
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "VTA cycles"                       # measured: cycles by default
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        "VTA", "host", "load (modelled)", "compute (modelled)"]  # fetch, store: no events
+    assert {t.get_text() for t in ax.texts} == {"#0", "#1", "#2"}
+    assert ax.get_xlim()[1] == pytest.approx(4000 * 1.01)        # 1000 + 3000 cycles
+    label2 = next(t for t in ax.texts if t.get_text() == "#2")
+    assert label2.get_position()[0] == pytest.approx(1000 + 3000 / 2)
+    legend = ax.get_legend()
+    anchor = legend.get_bbox_to_anchor().transformed(ax.transAxes.inverted())
+    assert anchor.x0 > 1.0                                       # beside the data, not on it
+    assert [t.get_text() for t in legend.get_texts()][:2] == [
+        "VTA layer", "host layer (no VTA cycles: a tick)"]
+
+
+def test_timeline_wall_axis_without_measured_cycles(tmp_path):
+    from vtakit.compiler.trace import trace_figure
+    path = _trace(tmp_path, cycles=(-1, -1))                     # behavioral: no clock
+    assert trace_figure(path).axes[0].get_xlabel() == "wall time on the simulating machine (ms)"
+    ax = trace_figure(path, axis="cycles").axes[0]
+    assert ax.get_xlabel() == "VTA cycles (predicted by the event model)"
+    assert ax.get_xlim()[1] == pytest.approx(4000 * 1.01)        # 2 x 2000 predicted

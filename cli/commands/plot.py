@@ -13,10 +13,13 @@ def register(sub):
     p.add_argument("file", help="trace JSON (vtakit run --trace FILE)")
     p.add_argument("-o", "--output", required=True, type=output_file, metavar="OUT.png",
                    help="the PNG to write")
+    p.add_argument("--axis", choices=["auto", "cycles", "wall"], default="auto",
+                   help="x axis: VTA cycles (measured, else predicted), wall time, or auto: "
+                        "cycles when the trace has measured ones (default)")
     p.set_defaults(func=run)
 
 
 def run(args):
     from ...compiler.trace import plot_trace
-    path = plot_trace(args.file, args.output)
+    path = plot_trace(args.file, args.output, axis=args.axis)
     print(f"{args.file}: timeline -> {path}")
