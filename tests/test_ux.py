@@ -273,3 +273,51 @@ def test_timeline_wall_axis_without_measured_cycles(tmp_path):
     ax = trace_figure(path, axis="cycles").axes[0]
     assert ax.get_xlabel() == "VTA cycles (predicted by the event model)"
     assert ax.get_xlim()[1] == pytest.approx(4000 * 1.01)        # 2 x 2000 predicted
+
+
+# ------------------------------------------------------------------ synthesis tools, demo build
+
+def test_tool_runner_heartbeat_and_verbose(tmp_path, monkeypatch, capsys):
+    """While a tool works, a line with its log's last line (every 25 s in vtakit synth;
+    every poll here); --verbose copies the log to stderr."""
+    from vtakit.boards import tools
+    from vtakit.runtime.progress import Stages
+    (tmp_path / "faketool.py").write_text(
+        "import time\n"
+        "def run(argv):\n"
+        "    for i in range(3):\n"
+        "        print(f'Info: iteration {i}', flush=True)\n"
+        "        time.sleep(0.6)\n"
+        "    return 0\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setitem(tools.TOOLS, "fake", ("numpy", "faketool", "run"))
+    stages = Stages("synth x", 1, heartbeat=0.0)
+    with stages.stage("fake tool"):
+        tools.run_tool("fake", [], cwd=tmp_path, log=tmp_path / "fake.log", stages=stages,
+                       verbose=True)
+    err = capsys.readouterr().err.splitlines()
+    assert [ln for ln in err if ln.startswith("  fake| ")] == [
+        f"  fake| Info: iteration {i}" for i in range(3)]
+    beats = [ln for ln in err if "still running" in ln]
+    assert beats and all(ln.startswith("synth x: [1/1] fake tool still running (") for ln in beats)
+    assert any(ln.endswith("): Info: iteration 0") or ln.endswith("): Info: iteration 1")
+               for ln in beats)
+    assert (tmp_path / "fake.log").read_text().count("Info: iteration") == 3
+
+
+def fake_get_build(backend, cfg, progress=True):
+    return f"built {backend} {cfg.name}"
+
+
+def test_demo_starts_the_rtl_build_in_the_background(monkeypatch):
+    from vtakit.compiler import demo
+    from vtakit.sim import rtl_build
+    monkeypatch.setattr(demo, "rtl_build_cached", lambda backend, cfg: False)
+    monkeypatch.setattr(rtl_build, "get_build", fake_get_build)
+    logged = []
+    future = demo._start_build("verilator", load_config("tiny"), False, logged.append)
+    assert future.result(timeout=60) == f"built verilator {load_config('tiny').name}"
+    assert logged[0].startswith("building the verilator simulator of 1x8_i8w8a32_12_12_14_14 "
+                                "in the background")
+    monkeypatch.setattr(demo, "rtl_build_cached", lambda backend, cfg: True)
+    assert demo._start_build("verilator", load_config("tiny"), False, logged.append) is None
