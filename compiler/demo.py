@@ -110,11 +110,11 @@ def _start_build(backend, cfg, progress, log):
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from ..sim.rtl_build import get_build
+    from ..sim.rtl_build import cache_root, get_build
     if rtl_build_cached(backend, cfg):
         return None
     log(f"building the {backend} simulator of {cfg.name} in the background (first run only; "
-        "later runs reuse ~/.cache/vtakit)")
+        f"later runs reuse {cache_root()})")
     # fork: no thread runs yet, and the child needs no re-import of the command line.
     pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
     future = pool.submit(get_build, backend, cfg, progress=progress)
