@@ -94,7 +94,11 @@ class Stages:
         self._what = what
         self._start = self._last = time.monotonic()
         self.print(f"{self._label()} ...{' ' + detail if detail else ''}")
-        yield self
+        try:
+            yield self
+        except BaseException:
+            self.print(f"{self._label()} failed after {time.monotonic() - self._start:.1f} s")
+            raise
         elapsed = time.monotonic() - self._start
         self.seconds[what] = elapsed
         self.print(f"{self._label()} done in {elapsed:.1f} s")

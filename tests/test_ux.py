@@ -179,6 +179,11 @@ def test_stage_lines_and_heartbeat(capsys):
     assert re.fullmatch(r"job: \[1/2\] first done in \d+\.\d s", err[2])
     assert err[3] == "job: [2/2] second ..." and err[4].startswith("job: [2/2] second done in")
     assert len(err) == 5 and set(stages.seconds) == {"first", "second"}
+    with pytest.raises(RuntimeError):
+        with Stages("job", heartbeat=0.0).stage("third"):
+            raise RuntimeError("tool failed")
+    assert re.fullmatch(r"job: third \.\.\.\njob: third failed after \d+\.\d s\n",
+                        capsys.readouterr().err)
 
 
 def test_progress_bar_is_plain_lines_off_a_terminal(capsys):
