@@ -56,7 +56,12 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     try:
-        return args.func(args) or 0
+        code = args.func(args) or 0
+        sys.stdout.flush()           # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:          # `vtakit disasm m.vtax | head`: end quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13              # 141, the shell's status of a SIGPIPE death
     except KeyboardInterrupt:
         print("vtakit: interrupted", file=sys.stderr)
         return 130

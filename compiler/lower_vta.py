@@ -237,6 +237,8 @@ class _Spec:
     params: tuple = ()    # the weight arrays they were packed from (kept: ids key the cache)
     #: the border correction, packed int32, when the host adds it (filled on use)
     correction: np.ndarray | None = None
+    #: (tiling, predicted cycles, DRAM bytes) of the plan, for the records (filled on use)
+    estimate: tuple | None = None
 
 
 def _layer_spec(layer: VTALayer, shape, w_shape, config) -> _Spec:
@@ -328,7 +330,12 @@ def _border_correction(plan, w, pad_value) -> np.ndarray:
                            (n,) + taps.shape[1:]).astype(np.int32)
 
 
-def _fill_estimate(rec, plan):
+def _fill_estimate(rec, plan, spec=None):
+    """The record's tiling, predicted cycles and DRAM bytes from ``plan``; kept in
+    ``spec`` (a plan's estimate does not change), so a layer run again reuses it."""
+    if spec is not None and spec.estimate is not None:
+        rec.tiling, rec.predicted_cycles, rec.dram_bytes = spec.estimate
+        return
     rec.tiling = _describe_tiling(plan)
     est = getattr(plan, "estimate", None)
     if est is not None:
@@ -338,6 +345,8 @@ def _fill_estimate(rec, plan):
         info = plan.inspect()
         rec.predicted_cycles = float(info["predicted_cycles"])
         rec.dram_bytes = int(sum(info["dram"].values()))
+    if spec is not None:
+        spec.estimate = (rec.tiling, rec.predicted_cycles, rec.dram_bytes)
 
 
 def _as_nchw(x):
@@ -482,7 +491,7 @@ class _Lowered:
             return y
         self.plan = plan = spec.plan
         rec.where, rec.why, rec.macs = spec.where, spec.why, spec.macs
-        _fill_estimate(rec, plan)
+        _fill_estimate(rec, plan, spec)
         y = self._launch(rt, spec, x, out, rec)
         if self.records is not None:
             self.records.append(rec)

@@ -104,6 +104,14 @@ class VTAConfig:
             elif isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"{source}: {key} must be an integer, got {value!r}")
             kwargs[name] = value
+        # Like TVM's vta_config.json, a config names every key: a partial file is an
+        # error rather than silently completed from the default design.
+        missing = [k for k in _KEYS if k not in values]
+        if missing:
+            raise ConfigError(
+                f"{source}: missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)}; "
+                f"a vta_config.json sets all {len(_KEYS)} keys (copy one of "
+                f"vtakit/hw/presets/*.json)")
         try:
             return cls(**kwargs)
         except ConfigError as e:

@@ -30,7 +30,7 @@ from .dram import DRAM
 from .image import DramImage, RunRecord
 
 __all__ = ["Device", "DeviceError", "DeviceFault", "RunResult", "BACKENDS", "open_device",
-           "DRAM", "DramImage", "RunRecord", "check_int_options"]
+           "check_backend", "DRAM", "DramImage", "RunRecord", "check_int_options"]
 
 
 class DeviceError(RuntimeError):
@@ -222,13 +222,17 @@ BACKENDS = {
 }
 
 
+def check_backend(backend: str) -> str:
+    """``backend`` if it names one of :data:`BACKENDS`, else a :class:`DeviceError` (a
+    command checks its backend with this before any work)."""
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise DeviceError(f"unknown backend {backend!r}; backends are " + ", ".join(BACKENDS))
+    return backend
+
+
 def open_device(backend: str, config, **options) -> Device:
     """Create a device of a named backend for a config."""
-    try:
-        target = BACKENDS[backend]
-    except (KeyError, TypeError):
-        raise DeviceError(f"unknown backend {backend!r}; backends are "
-                          + ", ".join(BACKENDS)) from None
+    target = BACKENDS[check_backend(backend)]
     module, cls = target.split(":")
     try:
         mod = importlib.import_module(module)

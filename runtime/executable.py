@@ -627,6 +627,10 @@ def load(path, *, config=None) -> Executable:
     return Executable.load(path, config=config)
 
 
+#: First bytes of a ``.npy`` file and of a ``.npz`` (a zip archive).
+NPY_MAGIC, NPZ_MAGIC = b"\x93NUMPY", b"PK"
+
+
 def read_inputs(exe: Executable, specs) -> dict:
     """Model inputs from files, as the command line gives them.
 
@@ -642,6 +646,12 @@ def read_inputs(exe: Executable, specs) -> dict:
     dict of str -> numpy.ndarray
     """
     names = exe.input_names
+    expected = ", ".join(f"{i['name']}: {i.get('dtype')}"
+                         + (str(list(i["shape"])) if i.get("shape") is not None else "")
+                         for i in exe.inputs)
+    if not specs and names:
+        raise ValueError(f"the model takes {len(names)} input(s) ({expected}); give them with "
+                         "--input [NAME=]X.npy (repeatable) or one --input X.npz")
     out = {}
     positional = 0
     for spec in specs:
@@ -649,9 +659,18 @@ def read_inputs(exe: Executable, specs) -> dict:
         if not sep:
             name, path = None, spec
         try:
-            data = np.load(path, allow_pickle=False)
+            with open(path, "rb") as f:
+                head = f.read(6)
         except FileNotFoundError:
             raise ValueError(f"--input {spec}: no such file") from None
+        except OSError as e:
+            raise ValueError(f"--input {spec}: cannot read ({e.strerror})") from None
+        if not head.startswith((NPY_MAGIC, NPZ_MAGIC)):
+            raise ValueError(f"--input {spec}: not a .npy or .npz file (it starts with "
+                             f"{head!r}, not {NPY_MAGIC!r} or {NPZ_MAGIC!r}); write arrays "
+                             "with numpy.save or numpy.savez")
+        try:
+            data = np.load(path, allow_pickle=False)
         except Exception as e:    # numpy raises several types for a malformed file
             raise ValueError(f"--input {spec}: not a .npy/.npz file ({e})") from None
         if isinstance(data, np.lib.npyio.NpzFile):
@@ -665,4 +684,8 @@ def read_inputs(exe: Executable, specs) -> dict:
             name = names[positional]
             positional += 1
         out[name] = data
+    missing = [n for n in names if n not in out]
+    if missing:
+        raise ValueError(f"--input: no array for input(s) {', '.join(missing)}; the model "
+                         f"takes {expected}")
     return out

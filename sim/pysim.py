@@ -9,16 +9,15 @@ into a :class:`~vtakit.runtime.device.DeviceFault`.
 
 from __future__ import annotations
 
-import sys
 from collections import deque
 
 import numpy as np
-from tqdm import tqdm
 
 from ..hw.config import load_config
 from ..hw.spec import ErrorCode
 from ..runtime.device import Device, DeviceError, DeviceFault, RunResult, check_int_options
 from ..runtime.dram import DRAM
+from ..runtime.progress import bar as progress_bar
 
 __all__ = ["DramPortModel", "PysimDevice"]
 
@@ -289,8 +288,8 @@ class PysimDevice(Device):
         self.check_stream(insn_addr, insn_count)
         if self._sim is None:
             self._build()
-        bar = tqdm(desc="pysim run", unit="cycle", unit_scale=True, file=sys.stderr, delay=2.0,
-                   disable=None if self.progress else True, leave=False)
+        bar = progress_bar(desc="pysim run", unit="cycle", unit_scale=True, delay=2.0,
+                           enable=self.progress)
         self._job = job = {"addr": int(insn_addr), "count": int(insn_count), "bar": bar}
         try:
             with bar:

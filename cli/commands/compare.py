@@ -39,8 +39,8 @@ WINDOW = 16
 
 
 def register(sub):
-    p = sub.add_parser("compare", help="run a DRAM image on several backends and compare the "
-                                       "final DRAM byte for byte")
+    p = sub.add_parser("compare", help="run a DRAM image (.npz) or a compiled model (.vtax) on "
+                                       "several backends and compare them byte for byte")
     p.add_argument("image", help="DRAM image .npz (dram, insn_addr, insn_count), or a compiled "
                                  "model .vtax (compared layer by layer)")
     p.add_argument("--input", action="append", default=[], metavar="[NAME=]X.npy",

@@ -13,8 +13,10 @@ __all__ = ["register", "run"]
 
 
 def register(sub):
-    p = sub.add_parser("disasm", help="disassemble a raw instruction stream or a DRAM image (.npz)")
-    p.add_argument("file", help="raw little-endian 16-byte instructions, or a DRAM image .npz")
+    p = sub.add_parser("disasm", help="disassemble a compiled model (.vtax), a DRAM image "
+                                      "(.npz) or a raw instruction stream")
+    p.add_argument("file", help="a compiled model .vtax, a DRAM image .npz, or raw "
+                                "little-endian 16-byte instructions")
     p.add_argument("--config", metavar="NAME|FILE",
                    help="config whose field widths to decode with (default: the config "
                         "recorded in the image, else default)")

@@ -11,6 +11,7 @@ import time
 from ...hw.config import ConfigError, load_config
 from ...runtime.device import BACKENDS, open_device
 from ...runtime.image import DramImage, ImageError
+from ..checks import output_file
 
 __all__ = ["register", "run", "parse_option", "parse_backends", "image_config", "check_options", "CONFIG_HELP"]
 
@@ -26,7 +27,7 @@ def register(sub):
     p.add_argument("--backend", default="behavioral",
                    help="execution backend: behavioral, pysim, cxxrtl, verilator "
                         "(default: behavioral)")
-    p.add_argument("-o", "--output", required=True, metavar="OUT.npz",
+    p.add_argument("-o", "--output", required=True, type=output_file, metavar="OUT.npz",
                    help="result file: final dram, cycles, stats (.npz is appended if missing)")
     p.add_argument("--token-depth", type=int, metavar="N",
                    help="capacity of each dependency-token queue")
