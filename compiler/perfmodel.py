@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..hw.isa import MemType, Opcode
 from ..hw.spec import DEP_QUEUES, INSN_BYTES, PIPELINE, TOKEN_QUEUES, dispatch_unit
-from .tiling import CostModel
+from .tiling import RTL_COST, CostModel
 
 __all__ = ["StreamPrediction", "UnitInterval", "predict_stream", "stream_traffic",
            "fetch_cycles"]
@@ -105,7 +105,7 @@ def _duration(insn, config, cost: CostModel):
     return 1, 0, 0
 
 
-def predict_stream(insns, config, cost: CostModel = CostModel(), *,
+def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
                    intervals: bool = False) -> StreamPrediction:
     """Predict the cycles of a decoded stream (``Runtime.instructions`` after finalize,
     or any list of :class:`~vtakit.hw.isa.Insn`).
