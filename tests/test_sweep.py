@@ -173,3 +173,76 @@ def test_public_api_and_cli_errors(tmp_path, capsys):
     assert "missing.tflite: no such file" in capsys.readouterr().err
     assert main(["sweep", "-o", str(tmp_path / "x.csv")]) == 2
     assert "is a .parquet file" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- sharded compare
+
+@pytest.fixture(scope="module")
+def digits_tiny(tmp_path_factory):
+    from vtakit.tools.point import load_model_input
+    mod, x, _ = load_model_input("demo", None)
+    exe = vtakit.compile(mod, config="tiny")
+    d = tmp_path_factory.mktemp("shard")
+    np.save(d / "x.npy", x)
+    return exe, exe.save(d / "digits.vtax"), x, d
+
+
+def _register_corrupting_backend(insn_count):
+    # In a worker: a behavioral backend "corrupt" whose kernels of `insn_count`
+    # instructions store one wrong byte (the first byte the run changed, plus one).
+    from vtakit.runtime import device
+    from vtakit.sim import behavioral
+
+    class CorruptDevice(behavioral.BehavioralDevice):
+        def run_image(self, image):
+            record = super().run_image(image)
+            if image.insn_count == insn_count:
+                changed = np.flatnonzero(record.dram != image.dram)
+                record.dram[changed[0]] += 1
+            return record
+    behavioral.CorruptDevice = CorruptDevice
+    device.BACKENDS["corrupt"] = "vtakit.sim.behavioral:CorruptDevice"
+
+
+def test_sharded_compare_names_the_first_diverging_layer(client, digits_tiny):
+    from vtakit.tools.shard import compare_sharded, format_sharded
+    exe, _, x, d = digits_tiny
+    same = compare_sharded(exe, x, ["behavioral", "behavioral"], client=client, save_dir=d,
+                           progress=False)
+    assert same.equal and len(same.checks) == 8
+    assert [name for name, _ in same.layers][4] == "vta_add"
+    # the add kernel is the only one with its instruction count: corrupt it on the workers
+    from vtakit.runtime.device import open_device
+    from vtakit.runtime.recorder import LayerRecorder
+    with open_device("behavioral", exe.config) as dev, \
+            LayerRecorder(dev, keep_images=True, keep_outputs=False) as rec:
+        exe.run(x, device=dev, hook=rec.hook)
+    counts = [layer.runs[0].image.insn_count for layer in rec.layers if layer.runs]
+    add = counts[3]
+    assert counts.count(add) == 1, counts
+    cloudpickle.register_pickle_by_value(__import__(__name__))
+    try:
+        client.run(_register_corrupting_backend, add)
+    finally:
+        cloudpickle.unregister_pickle_by_value(__import__(__name__))
+    bad = compare_sharded(exe, x, ["behavioral", "corrupt"], client=client, save_dir=d,
+                          stem="digits", progress=False)
+    index, name, run, report, saved = bad.divergences["corrupt"]
+    assert (index, name, run) == (4, "vta_add", 0)
+    assert "DIFFER: first differing byte" in report and "(1 byte differ)" in report
+    text = format_sharded(bad)
+    assert "first diverging layer #4 vta_add" in text and saved.exists()
+
+
+def test_cli_compare_vtax_on_workers_against_verilator(client, digits_tiny, capsys):
+    _, vtax, _, d = digits_tiny
+    code = main(["compare", str(vtax), "--input", str(d / "x.npy"), "--backends",
+                 "behavioral,verilator", "--scheduler", client.scheduler.address])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "every VTA kernel's final DRAM is equal" in out
+    cycles = int(out.split("verilator: ")[1].split("cycles ")[1].split()[0].replace(",", ""))
+    assert cycles > 0
+    assert main(["compare", str(d / "x.npy"), "--backends", "behavioral,pysim",
+                 "--workers", "2"]) == 2
+    assert "are for a compiled model" in capsys.readouterr().err
