@@ -35,7 +35,9 @@ DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "mltk"
 MLTK = ["anomaly_detection", "keyword_spotting", "image_classification", "visual_wake_words"]
 
 
-def _resnet18(size):
+def resnet18_model(size):
+    """ResNet-18 (builder, random weights) calibrated on two random images, and a third
+    image as its input."""
     from vtakit.compiler.nn import resnet18
     from vtakit.compiler.quant.calibrate import calibrate
     rng = np.random.default_rng(0)
@@ -83,7 +85,7 @@ def main(argv=None):
         mod, x, _ = load_model_input(str(DATA / f"{name}.tflite"), None)
         models.append((name, mod, x))
     if args.resnet18:
-        models.append((f"resnet18_{args.resnet18}", *_resnet18(args.resnet18)))
+        models.append((f"resnet18_{args.resnet18}", *resnet18_model(args.resnet18)))
     rows = [measure(label, mod, x, c, args.backend)
             for c in args.configs.split(",") for label, mod, x in models]
     print(f"| model | config | {args.backend} cycles | model cycles | error | compile + "

@@ -246,3 +246,29 @@ def test_cli_compare_vtax_on_workers_against_verilator(client, digits_tiny, caps
     assert main(["compare", str(d / "x.npy"), "--backends", "behavioral,pysim",
                  "--workers", "2"]) == 2
     assert "are for a compiled model" in capsys.readouterr().err
+
+
+def test_synth_resources_are_cached_per_config_and_target(tmp_path, monkeypatch):
+    # The Yosys run itself is slow (bench/synth.py); here synth_config is replaced by a
+    # counter to check the cache: one synthesis per (config, target).
+    from types import SimpleNamespace
+
+    from vtakit.boards import synth as synth_mod
+    from vtakit.hw.config import load_config
+    from vtakit.tools.resources import synth_resources
+    calls = []
+
+    def fake(cfg, target, **kw):
+        calls.append((cfg.name, target, kw["place_and_route"]))
+        return SimpleNamespace(resources={"lut": 1000 * cfg.block_in, "ff": 7, "dsp": 16,
+                                          "bram": 3})
+    monkeypatch.setattr(synth_mod, "synth_config", fake)
+    monkeypatch.setenv("VTAKIT_CACHE", str(tmp_path))
+    cj = json.dumps(load_config("tiny").to_dict(), sort_keys=True)
+    first = synth_resources(cj, "ecp5-85k")
+    again = synth_resources(cj, "ecp5-85k")
+    other = synth_resources(cj, "xilinx-7")
+    assert calls == [(load_config("tiny").name, "ecp5-85k", False),
+                     (load_config("tiny").name, "xilinx-7", False)]
+    assert first["lut"] == again["lut"] == other["lut"] == 8000
+    assert again["wall_synth_s"] == 0.0
