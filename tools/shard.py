@@ -5,21 +5,28 @@ Once the reference backend (the first one) has run the model, every VTA layer's 
 is an independent DRAM image (inputs, weights, micro-ops and instructions, as the
 reference produced them), so the kernels run in parallel on Dask workers. The
 reference runs the model through the VM with a
-:class:`~vtakit.runtime.recorder.LayerRecorder`; as soon as a layer finishes, each of
-its kernel images is scattered to the cluster and a task replays it on every backend
-(:func:`vtakit.cli.commands.compare.run_outcomes`) and compares each final DRAM with
-the reference's byte for byte (``first_difference``; faults as ``compare_outcomes``),
-so the reference's run overlaps the RTL runs. The first layer (in call order) with a
+:class:`~vtakit.runtime.recorder.LayerRecorder`; as soon as a kernel has run, its image
+(the DRAM before the run) goes to the cluster with a digest of the reference's final
+DRAM, and a task replays it on the other backends
+(:func:`vtakit.cli.commands.compare.run_outcomes`) and compares digests, so the
+reference's run overlaps the RTL runs and the reference is not run twice. A kernel whose
+DRAM differs (or that faults) is replayed on the reference in the worker too, for the
+byte-level report of ``vtakit compare IMAGE.npz`` (``first_difference``,
+``compare_outcomes``). The first layer (in call order) with a
 differing kernel is the first diverging layer; its image is saved for
 ``vtakit compare IMAGE.npz``. Host layers run once, on the reference.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 __all__ = ["ShardedComparison", "KernelCheck", "compare_sharded", "check_kernel",
            "format_sharded"]
@@ -36,6 +43,7 @@ class KernelCheck:
     cycles: dict
     wall: dict
     reports: dict
+    image: object = None        # the kernel's DramImage when a backend differs
 
 
 @dataclass
@@ -55,24 +63,36 @@ class ShardedComparison:
         return not self.divergences
 
 
-def check_kernel(image, config, backends, layer: int, run: int) -> KernelCheck:
-    """Run one kernel image on each backend (a fresh device each) and compare each final
-    DRAM with the first backend's; what a worker runs."""
+def _digest(dram) -> str:
+    return hashlib.blake2b(memoryview(np.ascontiguousarray(dram)), digest_size=16).hexdigest()
+
+
+def check_kernel(image, config, backends, expected: str, layer: int, run: int) -> KernelCheck:
+    """What a worker runs: replay one kernel image on each backend but the first (a fresh
+    device each) and compare the digest of each final DRAM with ``expected``, the
+    reference's. Only when one differs (or faults) is the reference replayed here too,
+    for the byte-level report of ``vtakit compare IMAGE.npz``; the image then comes back
+    in :attr:`KernelCheck.image` to be saved."""
     from ..cli.commands.compare import (Fault, compare_outcomes, first_difference,
                                         format_difference, run_outcomes)
-    outcomes = run_outcomes(image, config, backends)
+    outcomes = run_outcomes(image, config, backends[1:])
     ref = backends[0]
-    reports = {}
-    for name in backends[1:]:
-        expected, actual = outcomes[ref], outcomes[name]
-        if isinstance(expected, Fault) or isinstance(actual, Fault):
-            reports[name] = compare_outcomes(ref, expected, name, actual)
-            continue
-        d = first_difference(image, config, ref, expected, name, actual)
-        reports[name] = None if d is None else format_difference(d, image)
+    differ = [n for n, o in outcomes.items()
+              if isinstance(o, Fault) or _digest(o.dram) != expected]
+    reports = dict.fromkeys(outcomes)
+    if differ:
+        reference = run_outcomes(image, config, [ref])[ref]
+        for name in differ:
+            actual = outcomes[name]
+            if isinstance(reference, Fault) or isinstance(actual, Fault):
+                reports[name] = compare_outcomes(ref, reference, name, actual)
+                continue
+            d = first_difference(image, config, ref, reference, name, actual)
+            reports[name] = None if d is None else format_difference(d, image)
     cycles = {n: (-1 if isinstance(o, Fault) else int(o.cycles)) for n, o in outcomes.items()}
+    keep = any(r is not None for r in reports.values())
     return KernelCheck(layer, run, cycles, {n: o.stats["wall"] for n, o in outcomes.items()},
-                       reports)
+                       reports, image if keep else None)
 
 
 def compare_sharded(exe, inputs, backends, *, workers=None, scheduler=None, client=None,
@@ -90,40 +110,48 @@ def compare_sharded(exe, inputs, backends, *, workers=None, scheduler=None, clie
     config = exe.config.to_dict()
     start = time.perf_counter()
     with open_client(workers, scheduler, client) as c:
-        futures, images = [], {}
+        futures, ref_cycles = [], {}
         with open_device(backends[0], exe.config) as dev, \
                 LayerRecorder(dev, keep_images=True, keep_outputs=False) as rec:
-            def hook(name, output):
-                rec.hook(name, output)
-                layer = rec.layers[-1]
-                for j, r in enumerate(layer.runs):
-                    img = c.scatter(r.image)
-                    images[layer.index, j] = img
-                    futures.append(c.submit(check_kernel, img, config, backends, layer.index,
-                                            j, pure=False, retries=1))
-                    r.image = None          # the cluster holds it now
-            exe.run(inputs, device=dev, hook=hook)
+            logged = dev.run
+
+            def run(insn_addr, insn_count):
+                result = logged(insn_addr, insn_count)
+                r = rec.runs[-1]
+                key = (len(rec.layers), len(rec.runs) - sum(len(x.runs) for x in rec.layers)
+                       - 1)
+                ref_cycles[key] = r.cycles
+                expected = _digest(dev.dram.data[:len(r.image.dram)])
+                with warnings.catch_warnings():     # the image is the task's data
+                    warnings.simplefilter("ignore", UserWarning)
+                    futures.append(c.submit(check_kernel, r.image, config, backends, expected,
+                                            *key, pure=False, retries=1))
+                r.image = None                      # the cluster holds it now
+                return result
+            dev.run = run
+            try:
+                exe.run(inputs, device=dev, hook=rec.hook)
+            finally:
+                dev.run = logged
         reference_s = time.perf_counter() - start
         checks = []
         bar = _bar(len(futures), progress)
         for fut in as_completed(futures):
             k = fut.result()
+            k.cycles = {backends[0]: ref_cycles[k.layer, k.run], **k.cycles}
             checks.append(k)
-            if all(r is None for r in k.reports.values()):
-                del images[k.layer, k.run]          # equal: the cluster may drop the image
             bar.update(1)
         bar.close()
-        checks.sort(key=lambda k: (k.layer, k.run))
-        layers = [(layer.name, layer.engine) for layer in rec.layers]
-        divergences = {}
-        for k in checks:
-            for name, report in k.reports.items():
-                if report is not None and name not in divergences:
-                    path = Path(save_dir or ".")
-                    path.mkdir(parents=True, exist_ok=True)
-                    saved = images[k.layer, k.run].result().save(
-                        path / f"{stem}.{name}.layer{k.layer}.npz")
-                    divergences[name] = (k.layer, layers[k.layer][0], k.run, report, saved)
+    checks.sort(key=lambda k: (k.layer, k.run))
+    layers = [(layer.name, layer.engine) for layer in rec.layers]
+    divergences = {}
+    for k in checks:
+        for name, report in k.reports.items():
+            if report is not None and name not in divergences:
+                path = Path(save_dir or ".")
+                path.mkdir(parents=True, exist_ok=True)
+                saved = k.image.save(path / f"{stem}.{name}.layer{k.layer}.npz")
+                divergences[name] = (k.layer, layers[k.layer][0], k.run, report, saved)
     return ShardedComparison(backends, layers, checks, divergences,
                              {"reference": reference_s, "total": time.perf_counter() - start})
 
