@@ -127,11 +127,8 @@ def load_model_input(model_path: str, calibrate: str | None):
 def _kernel_streams(exe) -> dict:
     """Kernel name -> the decoded stream the runtime builds for it (bound to fresh
     buffers on a behavioral device: fences, micro-op load and FINISH included)."""
-    from ..hw.isa import bytes_to_words, isa_for
-    from ..hw.spec import INSN_BYTES
     from ..runtime.device import open_device
     from ..runtime.driver import Runtime
-    isa = isa_for(exe.config)
     out = {}
     with open_device("behavioral", exe.config) as dev:
         rt = Runtime(dev)
@@ -140,11 +137,8 @@ def _kernel_streams(exe) -> dict:
             bufs = {slot: rt.alloc(max(1, size)) for slot, size in prog.slots.items()}
             try:
                 rt.bind(prog, bufs)
-                image = rt.finalize()
-                start = image.insn_addr
-                words = bytes_to_words(
-                    bytes(image.dram[start:start + image.insn_count * INSN_BYTES]), INSN_BYTES)
-                out[name] = [isa.decode(w) for w in words]
+                rt.finalize()
+                out[name] = rt.instructions
             finally:
                 rt.reset()
                 for b in bufs.values():
