@@ -50,9 +50,11 @@ def plot_pareto(table, path) -> Path:
         front = pareto_front(mine, cost)
         ax.plot([r[cost] for r in front], [r["cycles"] for r in front], "o-", color=colour,
                 label=f"{model} ({len(front)} on the Pareto set of {len(mine)})")
-        for r in front:
-            ax.annotate(r["config"], (r[cost], r["cycles"]), fontsize=7,
-                        xytext=(4, 4), textcoords="offset points", color=colour)
+        for r in mine:
+            on = any(r is f for f in front)
+            ax.annotate(r["config"], (r[cost], r["cycles"]), fontsize=7 if on else 6,
+                        xytext=(4, 4), textcoords="offset points", color=colour,
+                        alpha=1.0 if on else 0.5)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("LUTs (Yosys)" if cost == "lut" else "peak MACs/cycle (BATCH x BLOCK_IN x "
