@@ -48,8 +48,8 @@ def test_grid_skips_illegal_combinations_with_the_loader_error():
         parse_grid(["LOG_BLOCK"])
     points, _ = make_points(["tiny", "default"], ["demo", ANOMALY])
     assert [(p.config, p.model) for p in points] == [
-        ("default", "anomaly_detection"), ("default", "digits_cnn"),
-        ("tiny", "anomaly_detection"), ("tiny", "digits_cnn")]
+        ("default", "anomaly_detection"), ("default", "demo"),
+        ("tiny", "anomaly_detection"), ("tiny", "demo")]
 
 
 def test_model_engine_equals_the_event_model_on_the_streams_that_ran(client):
@@ -116,8 +116,8 @@ def test_a_worker_killed_mid_sweep_loses_no_point(client, tmp_path):
         cloudpickle.unregister_pickle_by_value(__import__(__name__))
     assert marker.exists(), "no worker was killed"
     assert [(r["config"], r["model"], r["status"]) for r in res.rows] == [
-        ("default", "anomaly_detection", "ok"), ("default", "digits_cnn", "ok"),
-        ("tiny", "anomaly_detection", "ok"), ("tiny", "digits_cnn", "ok")]
+        ("default", "anomaly_detection", "ok"), ("default", "demo", "ok"),
+        ("tiny", "anomaly_detection", "ok"), ("tiny", "demo", "ok")]
     client.wait_for_workers(2, timeout=60)     # the nanny restarted the killed one
 
 
@@ -128,13 +128,13 @@ def test_failed_point_is_recorded_and_resuming_runs_only_what_is_missing(client,
     kw = dict(engine="model", client=client, progress=False, log=None, output=out)
     first = sweep(["tiny"], ["demo", str(bad)], **kw)
     rows = {r["model"]: r for r in first.rows}
-    assert rows["digits_cnn"]["status"] == "ok"
+    assert rows["demo"]["status"] == "ok"
     assert rows["broken"]["status"] == "error" and "broken.onnx" in rows["broken"]["error"]
     # the same sweep plus a model: the done point is kept, the failed one retried
     lines = []
     second = sweep(["tiny"], ["demo", str(bad), ANOMALY], **{**kw, "log": lines.append})
     assert second.ran == 2 and "1 point(s) done, 2 to run" in lines[0]
-    assert [r["model"] for r in second.rows] == ["anomaly_detection", "broken", "digits_cnn"]
+    assert [r["model"] for r in second.rows] == ["anomaly_detection", "broken", "demo"]
     assert _deterministic(second.table)[2] == _deterministic(first.table)[1]
     # an interrupted sweep: only its journal exists
     journal = tmp_path / "s.parquet.partial.jsonl"
@@ -158,7 +158,7 @@ def test_cli_sweep_writes_table_plot_and_layer_breakdown(client, tmp_path, capsy
     assert len(table) == 8 and all(r["status"] == "ok" for r in table)
     assert "costliest layers" in text and "wrote" in text
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    for model in ("digits_cnn", "anomaly_detection"):
+    for model in ("demo", "anomaly_detection"):
         mine = [r for r in table if r["model"] == model]
         front = pareto_front(mine, "macs_per_cycle")
         best = min(r["cycles"] for r in mine)
@@ -272,3 +272,18 @@ def test_synth_resources_are_cached_per_config_and_target(tmp_path, monkeypatch)
                      (load_config("tiny").name, "xilinx-7", False)]
     assert first["lut"] == again["lut"] == other["lut"] == 8000
     assert again["wall_synth_s"] == 0.0
+
+
+def test_float_model_calibrated_from_a_npy_file(client, tmp_path):
+    # The shipped ONNX file given by path with the demo's calibration images as a .npy of
+    # shape (N, *input shape): the same int8 model as "demo", so the same cycles.
+    from vtakit.compiler.demo import CALIBRATION_SAMPLES
+    from vtakit.compiler.models import digits_cnn_path, load_digits_split
+    x_train = load_digits_split()[0]
+    np.save(tmp_path / "cal.npy", x_train[:CALIBRATION_SAMPLES, None])
+    res = sweep(["tiny"], ["demo", str(digits_cnn_path())], engine="behavioral",
+                calibrate=tmp_path / "cal.npy", client=client, progress=False, log=None)
+    demo, onnx = res.rows
+    assert (demo["model"], onnx["model"]) == ("demo", "digits_cnn")
+    assert onnx["status"] == "ok", onnx["error"]
+    assert onnx["matches_interpreter"] and onnx["cycles"] == demo["cycles"]

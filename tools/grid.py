@@ -71,19 +71,24 @@ def expand_configs(configs, grid=None):
 
 
 def model_specs(models) -> list[tuple[str, str]]:
-    """``(label, path)`` of each model (:data:`~.point.DEMO` for the shipped demo CNN, the
-    default). A missing file raises FileNotFoundError naming it."""
+    """``(label, path)`` of each model: the file stem (numbered ``stem#1``, ``stem#2`` when
+    two files share one), or :data:`~.point.DEMO` for the shipped demo CNN (the default).
+    A missing file raises FileNotFoundError naming it."""
     out = []
     for m in models or (DEMO,):
         m = str(m)
         if m == DEMO:
-            out.append(("digits_cnn", DEMO))
+            out.append((DEMO, DEMO))
             continue
         path = Path(m)
         if not path.is_file():
             raise FileNotFoundError(f"model {m}: no such file (a .tflite or .onnx model, or "
                                     f"{DEMO!r} for the shipped digits CNN)")
         out.append((path.stem, str(path.resolve())))
+    labels = [label for label, _ in out]
+    for k, (label, path) in enumerate(out):     # two files with one stem: number them
+        if labels.count(label) > 1:
+            out[k] = (f"{label}#{labels[:k + 1].count(label)}", path)
     return out
 
 

@@ -116,7 +116,7 @@ def load_model_input(model_path: str, calibrate: str | None):
         if calibrate:
             samples = load_samples(calibrate)
             mod = quantize(mod, samples)
-            x = samples[:1]
+            x = samples[0]                  # (N, *input shape): one input
         else:
             x = model_inputs(mod["main"].params[0].type_annotation)[0]
     ref = evaluate(mod, x)
