@@ -31,6 +31,7 @@ _API = {
     "Runtime": "vtakit.runtime.driver",
     "load": "vtakit.runtime.executable",
     "Executable": "vtakit.runtime.executable",
+    "sweep": "vtakit.tools.sweep",
 }
 
 __all__ = ["__version__", "compile", *_API]

@@ -51,6 +51,11 @@ def register(sub):
                         "(e.g. behavioral,cxxrtl,verilator)")
     p.add_argument("--token-depth", type=int, metavar="N",
                    help="capacity of each dependency-token queue (every backend)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="with a .vtax: replay the kernels on N Dask worker processes "
+                        "(vtakit.tools.shard)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="with a .vtax: replay the kernels on an existing Dask cluster")
     p.set_defaults(func=run)
 
 
@@ -227,8 +232,9 @@ def run(args):
     backends = parse_backends(args.backends)
     if str(args.image).endswith(".vtax"):
         return _run_model(args, backends)
-    if args.input:
-        raise ValueError("--input is for a compiled model (.vtax), not a DRAM image")
+    if args.input or args.workers or args.scheduler:
+        raise ValueError("--input, --workers and --scheduler are for a compiled model (.vtax), "
+                         "not a DRAM image")
     image = DramImage.load(args.image)
     config = image_config(args.config, image, args.image)
     options = {} if args.token_depth is None else {"token_depth": args.token_depth}
@@ -270,6 +276,12 @@ def _run_model(args, backends):
     from ...runtime.layer_compare import compare_layers, format_comparison
     exe = load(args.image, config=args.config)
     inputs = read_inputs(exe, args.input)
+    if args.workers or args.scheduler:
+        from ...tools.shard import compare_sharded, format_sharded
+        result = compare_sharded(exe, inputs, backends, workers=args.workers,
+                                 scheduler=args.scheduler, stem=Path(args.image).stem)
+        print(format_sharded(result))
+        return 0 if result.equal else 1
     result = compare_layers(exe, inputs, backends, stem=Path(args.image).stem)
     print(format_comparison(result))
     return 0 if result.equal else 1
