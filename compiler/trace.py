@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..hw.errors import InputError
+
 __all__ = ["trace_events", "write_trace", "plot_trace", "TRACKS", "UNIT_TRACKS"]
 
 #: Track (thread) id of each engine in the trace.
@@ -86,7 +88,7 @@ def plot_trace(trace_path, out_path) -> Path:
         data = json.loads(Path(trace_path).read_text())
         events = [e for e in data["traceEvents"] if e.get("ph") == "X"]
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{trace_path}: not a vtakit trace JSON ({e})") from None
+        raise InputError(f"{trace_path}: not a vtakit trace JSON ({e})") from None
     names = {e["tid"]: e["args"]["name"] for e in data["traceEvents"] if e.get("ph") == "M"}
     tids = sorted(names)
     fig, ax = plt.subplots(figsize=(10, 1.2 + 0.6 * len(tids)))

@@ -17,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from .errors import VtakitError
 from .config import VTAConfig
 from .spec import (ALU_OPCODE_BITS, DEP_FLAGS, DEP_QUEUES, DRAM_BASE_BITS, ENCODING_UNIT_BITS,
                    IMM_BITS, INSN_BITS, INSN_BYTES, LOOP_ITER_BITS, MEM_TYPE_BITS, OPCODE_BITS,
@@ -36,7 +37,7 @@ def unit_of(insn) -> Unit:
     return dispatch_unit(insn.opcode, insn.fields.get("memory_type"))
 
 
-class IsaError(ValueError):
+class IsaError(VtakitError, ValueError):
     """A value that cannot be encoded, or a word that cannot be decoded."""
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..hw.errors import InputError
 from .device import open_device
 from .recorder import LayerRecorder
 
@@ -98,7 +99,7 @@ def compare_layers(exe, inputs, backends, *, devices=None, save_dir=None,
     LayerComparison
     """
     if len(backends) < 2:
-        raise ValueError(f"compare needs two or more backends, got {list(backends)}")
+        raise InputError(f"compare needs two or more backends, got {list(backends)}")
     devices = dict(devices or {})
     layers = {}
     for i, name in enumerate(backends):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..hw.errors import VtakitError
 from ..hw.config import VTAConfig
 from ..hw.spec import DRAM_ADDR_BITS, ErrorCode
 from ..hw.isa import AluSemantics, MemType, alu_semantics, alu_violation, isa_for
@@ -41,7 +42,7 @@ _EXACT_FLOAT32_TERMS = 1 << 10
 _SHORT_GROUP = 32
 
 
-class Fault(Exception):
+class Fault(VtakitError):
     """A datapath fault: ``code`` (an :class:`ErrorCode`) and a ``detail`` sentence."""
 
     def __init__(self, code, detail: str):

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from ..hw.errors import InputError
 from ..hw.config import load_config
 from ..hw.spec import ErrorCode
 from ..runtime.device import DeviceError, DeviceFault, open_device
@@ -222,7 +223,7 @@ def fuzz(config, backends, count: int, seed: int = 0, *, token_depth: int = 256,
     config_arg = config_arg or config.name
     backends = list(backends)
     if len(backends) < 2:
-        raise ValueError(f"fuzzing needs two or more backends, got {backends}")
+        raise InputError(f"fuzzing needs two or more backends, got {backends}")
     options = {"*": {"token_depth": token_depth}, **(options or {})}
     report = FuzzReport(config.name, backends)
     for b in backends:     # open each once first: an unknown backend or option fails now

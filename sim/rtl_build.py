@@ -42,6 +42,7 @@ from typing import Callable
 
 from tqdm import tqdm
 
+from ..hw.errors import VtakitError
 from ..hw.config import VTAConfig, load_config
 from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, Reg
 from . import build_cache
@@ -68,7 +69,7 @@ VERILATOR_FLAGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "--noasse
 VERILATOR_CFLAGS = ("-fPIC", "-O2")
 
 
-class BuildError(RuntimeError):
+class BuildError(VtakitError, RuntimeError):
     """A generator or compiler failure; the message holds the tool's output tail."""
 
 

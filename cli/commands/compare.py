@@ -28,6 +28,7 @@ from ...hw.isa import Opcode, Unit, bytes_to_words, isa_for
 from ...hw.spec import INSN_BYTES
 from ...runtime.device import DeviceFault, open_device
 from ...runtime.image import DramImage, RunRecord
+from ..main import UsageError
 from .exec import CONFIG_HELP, image_config, parse_backends
 
 __all__ = ["register", "run", "run_backends", "run_outcomes", "first_difference",
@@ -228,7 +229,7 @@ def run(args):
     if str(args.image).endswith(".vtax"):
         return _run_model(args, backends)
     if args.input:
-        raise ValueError("--input is for a compiled model (.vtax), not a DRAM image")
+        raise UsageError("--input is for a compiled model (.vtax), not a DRAM image")
     image = DramImage.load(args.image)
     config = image_config(args.config, image, args.image)
     options = {} if args.token_depth is None else {"token_depth": args.token_depth}

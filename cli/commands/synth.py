@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..main import UsageError
+
 __all__ = ["register", "run"]
 
 
@@ -35,5 +37,5 @@ def run(args):
     if args.json:
         Path(args.json).write_text(reports_to_json([report]))
     if not report.fits:
-        raise ValueError(report.overflow_message())
+        raise UsageError(report.overflow_message())
     return 0
