@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from vtakit.cli.commands.compare import Fault
+from vtakit.runtime.compare import Fault
 from vtakit.hw.config import load_config
 from vtakit.hw.isa import AluOp, MemType, Opcode, bytes_to_words, isa_for
 from vtakit.hw.spec import ErrorCode, Unit
