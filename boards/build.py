@@ -16,6 +16,7 @@ from pathlib import Path
 
 from amaranth.hdl import Elaboratable, Module
 
+from ..hw.errors import InputError
 from ..hw.config import load_config
 from ..runtime.progress import Stages
 from .board_top import BoardTop
@@ -112,7 +113,7 @@ def build_bitstream(board: str, config=None, output="vta.bit", *, workdir=None,
         A tool failed (including timing not met at the board clock).
     """
     if board not in BOARDS:
-        raise ValueError(f"unknown board {board!r}; boards are {', '.join(BOARDS)}")
+        raise InputError(f"unknown board {board!r}; boards are {', '.join(BOARDS)}")
     b = BOARDS[board]
     config = load_config(config or b.config)
     if workdir is None:

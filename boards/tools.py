@@ -14,6 +14,8 @@ import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from ..hw.errors import InputError, VtakitError
+
 __all__ = ["TOOLS", "ToolError", "run_tool", "tool_version"]
 
 #: tool -> (PyPI package, module, function)
@@ -28,7 +30,7 @@ TOOLS = {
 _TAIL_LINES = 12
 
 
-class ToolError(RuntimeError):
+class ToolError(VtakitError, RuntimeError):
     """A tool is missing or failed; the message ends with the tail of its log."""
 
 
@@ -56,7 +58,7 @@ def run_tool(tool: str, args, *, cwd: Path, log: Path, stages=None,
         If the package is missing or the tool exits non-zero.
     """
     if tool not in TOOLS:
-        raise ValueError(f"unknown tool {tool!r}; tools are {', '.join(TOOLS)}")
+        raise InputError(f"unknown tool {tool!r}; tools are {', '.join(TOOLS)}")
     tool_version(tool)
     _package, module, function = TOOLS[tool]
     code = f"import sys, {module} as m; sys.exit(m.{function}(sys.argv[1:]))"

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..hw.errors import VtakitError
+
 __all__ = ["compile_model", "load_model", "format_report", "ModelError"]
 
 
-class ModelError(ValueError):
+class ModelError(VtakitError, ValueError):
     """A model file vtakit cannot read (unknown format)."""
 
 

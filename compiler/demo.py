@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..hw.errors import InputError
+
 __all__ = ["DemoResult", "run_demo", "format_demo", "model_macs", "rtl_build_cached",
            "CALIBRATION_SAMPLES"]
 
@@ -169,7 +171,7 @@ def run_demo(config="default", backend: str = "verilator", count: int = 20, *,
     from .quant.calibrate import calibrate
 
     if count < 0:
-        raise ValueError(f"count={count}; the number of RTL images must be >= 0")
+        raise InputError(f"count={count}; the number of RTL images must be >= 0")
     check_backend(backend)               # fail now, not after the behavioral phase
     cfg = load_config(config)
     build = _start_build(backend, cfg, progress, log) if count else None

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..hw.errors import VtakitError
 from ..runtime.dram import whole_pages
 from ..runtime.layout import nchw_shape, pack_activation
 from .conv2d import assemble_planes, plan_conv2d
@@ -69,7 +70,7 @@ __all__ = ["VTALayer", "LayerRecord", "match_layer", "split_layer", "lower_layer
            "run_graph", "requantize_cost", "LoweringError"]
 
 
-class LoweringError(ValueError):
+class LoweringError(VtakitError, ValueError):
     """A layer that the operator library cannot run (the graph runs it on the host)."""
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..hw.errors import VtakitError
 from .layout import ceil_div
 from .loops import Dim, fold_loops
 from ..hw.spec import MAX_PAD
@@ -32,7 +33,7 @@ __all__ = [
 
 
 
-class TilingError(ValueError):
+class TilingError(VtakitError, ValueError):
     """An operator that cannot be tiled for a config (names the op, shape and buffer)."""
 
 

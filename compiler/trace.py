@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..hw.errors import InputError
+
 __all__ = ["trace_events", "write_trace", "plot_trace", "trace_figure", "TRACKS", "UNIT_TRACKS"]
 
 #: Track (thread) id of each engine in the trace.
@@ -90,7 +92,7 @@ _LEGEND = {"VTA": "VTA layer", "host": "host layer", "busy": "unit busy (modelle
 def _read_trace(trace_path):
     """(layer events, unit events, track names) of a trace JSON."""
     if not Path(trace_path).is_file():
-        raise ValueError(f"{trace_path}: no such file (vtakit run --trace FILE.json "
+        raise InputError(f"{trace_path}: no such file (vtakit run --trace FILE.json "
                          "writes a trace)")
     try:
         data = json.loads(Path(trace_path).read_text())
@@ -100,7 +102,7 @@ def _read_trace(trace_path):
         for e in layers:
             e["args"]["layer"], e["args"]["cycles"], e["args"]["predicted_cycles"]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise ValueError(f"{trace_path}: not a vtakit trace JSON ({e})") from None
+        raise InputError(f"{trace_path}: not a vtakit trace JSON ({e})") from None
     units = [e for e in events if e.get("cat") not in TRACKS]
     return layers, units, names
 
@@ -150,7 +152,7 @@ def trace_figure(trace_path, *, axis: str = "auto"):
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
     if axis not in ("auto", "cycles", "wall"):
-        raise ValueError(f"axis {axis!r}; axes are auto, cycles, wall")
+        raise InputError(f"axis {axis!r}; axes are auto, cycles, wall")
     layers, units, names = _read_trace(trace_path)
     measured = any(e["cat"] == "VTA" and e["args"]["cycles"] > 0 for e in layers)
     if axis == "auto":

@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from .errors import VtakitError
 from .spec import (ALU_OPCODE_BITS, DEP_FLAGS, ENCODING_UNIT_BITS, IMM_BITS, INSN_BITS,
                    LOOP_ITER_BITS, OPCODE_BITS, SRAM_BASE_BITS, UOP_BITS)
 
 __all__ = ["VTAConfig", "ConfigError", "PRESETS", "load_config", "BUS_WIDTH_BY_TARGET"]
 
 
-class ConfigError(ValueError):
+class ConfigError(VtakitError, ValueError):
     """An illegal or unreadable VTA configuration."""
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..hw.errors import VtakitError
 from ..hw.config import VTAConfig, load_config
 from ..hw.spec import (CMD_LEVEL_FIELDS, DRAM_ADDR_BITS, INSN_BYTES, OPCODE_BITS,
                        TOKEN_LEVEL_FIELDS,
@@ -33,7 +34,7 @@ __all__ = ["Device", "DeviceError", "DeviceFault", "RunResult", "BACKENDS", "ope
            "check_backend", "DRAM", "DramImage", "RunRecord", "check_int_options"]
 
 
-class DeviceError(RuntimeError):
+class DeviceError(VtakitError, RuntimeError):
     """A device that cannot do what was asked: an unknown backend or option, a closed
     device, a failed build, a simulator error. A program's own fault is a
     :class:`DeviceFault` (a subclass)."""

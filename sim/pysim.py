@@ -13,6 +13,7 @@ from collections import deque
 
 import numpy as np
 
+from ..hw.errors import InputError
 from ..hw.config import load_config
 from ..hw.spec import ErrorCode
 from ..runtime.device import Device, DeviceError, DeviceFault, RunResult, check_int_options
@@ -52,7 +53,7 @@ class DramPortModel:
 
     def __init__(self, memory, bus_bytes: int, *, read_latency: int = 1):
         if read_latency < 1:
-            raise ValueError(f"read_latency must be >= 1 cycle, got {read_latency}")
+            raise InputError(f"read_latency must be >= 1 cycle, got {read_latency}")
         self._memory = memory if callable(memory) else (lambda: memory)
         self.bus_bytes = bus_bytes
         self.read_latency = read_latency

@@ -39,6 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
+from ..hw.errors import VtakitError
 from ..hw.config import VTAConfig, load_config
 from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, Reg
 from ..runtime.progress import Stages
@@ -66,7 +67,7 @@ VERILATOR_FLAGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "--noasse
 VERILATOR_CFLAGS = ("-fPIC", "-O2")
 
 
-class BuildError(RuntimeError):
+class BuildError(VtakitError, RuntimeError):
     """A generator or compiler failure; the message holds the tool's output tail."""
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from ..hw.errors import InputError
 
 __all__ = ["open_client", "default_workers"]
 
@@ -39,7 +40,7 @@ def open_client(workers: int | None = None, scheduler: str | None = None, client
         return
     n = default_workers() if workers is None else int(workers)
     if n < 1:
-        raise ValueError(f"workers={n}; a sweep needs at least one worker")
+        raise InputError(f"workers={n}; a sweep needs at least one worker")
     with LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                       dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
             Client(cluster) as c:

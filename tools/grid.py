@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from .point import DEMO, PointSpec
+from ..hw.errors import InputError
 
 __all__ = ["parse_grid", "expand_configs", "model_specs", "make_points"]
 
@@ -29,7 +30,7 @@ def parse_grid(settings) -> dict:
         key, sep, values = str(s).partition("=")
         vals = [v.strip() for v in values.split(",") if v.strip()]
         if not sep or not key.strip() or not vals:
-            raise ValueError(f"grid setting {s!r}: expected KEY=v1,v2,... (e.g. LOG_BLOCK=3,4)")
+            raise InputError(f"grid setting {s!r}: expected KEY=v1,v2,... (e.g. LOG_BLOCK=3,4)")
         out[key.strip()] = [int(v) if v.lstrip("-").isdigit() else v for v in vals]
     return out
 

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from ..hw.errors import InputError
 
 __all__ = ["PointSpec", "run_point", "predict_layers", "error_row", "DEMO", "ENGINES",
            "COLUMNS", "LAYER_COLUMNS", "TIMING_COLUMNS", "load_model_input"]
@@ -206,7 +207,7 @@ def _run(spec: PointSpec):
     from ..compiler.build_model import compile_model
     from ..hw.config import VTAConfig
     if spec.engine not in ENGINES:
-        raise ValueError(f"engine {spec.engine!r}; engines are {', '.join(ENGINES)}")
+        raise InputError(f"engine {spec.engine!r}; engines are {', '.join(ENGINES)}")
     cfg = VTAConfig.from_dict(json.loads(spec.config_json), source=spec.config)
     mod, x, ref = load_model_input(spec.model_path, spec.calibrate)
     t = time.perf_counter()

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from ..hw.errors import InputError
 
 __all__ = ["ShardedComparison", "KernelCheck", "compare_sharded", "check_kernel",
            "format_sharded"]
@@ -106,7 +107,7 @@ def compare_sharded(exe, inputs, backends, *, workers=None, scheduler=None, clie
     from .cluster import open_client
     backends = list(backends)
     if len(backends) < 2:
-        raise ValueError(f"compare needs two or more backends, got {backends}")
+        raise InputError(f"compare needs two or more backends, got {backends}")
     config = exe.config.to_dict()
     start = time.perf_counter()
     with open_client(workers, scheduler, client) as c:

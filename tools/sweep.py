@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .grid import make_points
 from .point import COLUMNS, LAYER_COLUMNS, error_row, run_point
+from ..hw.errors import InputError
 
 __all__ = ["sweep", "SweepResult", "to_arrow", "output_paths"]
 
@@ -67,7 +68,7 @@ def output_paths(output) -> dict:
     """The files of a sweep written to ``output`` (a ``.parquet`` path)."""
     out = Path(output)
     if out.suffix != ".parquet":
-        raise ValueError(f"{out}: the sweep output is a .parquet file (the CSV and the "
+        raise InputError(f"{out}: the sweep output is a .parquet file (the CSV and the "
                          "per-layer table are written next to it)")
     stem = out.with_suffix("")
     return {"parquet": out, "csv": stem.with_suffix(".csv"),
@@ -210,7 +211,7 @@ def sweep(configs=("default",), models=None, *, grid=None, engine: str = "model"
     for label, err in skipped:
         log(f"skipped {err}" if err.startswith(label) else f"skipped {label}: {err}")
     if not points:
-        raise ValueError("the sweep has no points: every config combination was rejected "
+        raise InputError("the sweep has no points: every config combination was rejected "
                          "(see the skipped lines)")
     paths = output_paths(output) if output is not None else {}
     done = _done(paths, points) if paths else {}

@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 
 #: Public name -> the module that defines it.
 _API = {
+    "VtakitError": "vtakit.hw.errors",
     "VTAConfig": "vtakit.hw.config",
     "load_config": "vtakit.hw.config",
     "Unit": "vtakit.hw.spec",

@@ -7,6 +7,7 @@ from ...hw.isa import bytes_to_words, isa_for
 from ...hw.spec import INSN_BYTES
 from ...runtime.image import DramImage
 from ...runtime.executable import load as _load_vtax
+from ..main import UsageError
 from .exec import image_config
 
 __all__ = ["register", "run"]
@@ -37,7 +38,7 @@ def run(args):
         except OSError as e:
             raise OSError(f"{path}: {e.strerror}") from None
         if len(data) % INSN_BYTES:
-            raise ValueError(f"{path}: {len(data)} bytes is not a whole number of "
+            raise UsageError(f"{path}: {len(data)} bytes is not a whole number of "
                              "16-byte instructions")
         config = load_config(args.config or "default")
     isa = isa_for(config)

@@ -12,6 +12,7 @@ from ...runtime.layer_vcd import VCD_BACKENDS, write_layer_vcd
 from ...runtime.recorder import LayerRecorder
 from ...runtime.image import npz_path
 from ..checks import output_file
+from ..main import UsageError
 
 __all__ = ["register", "run"]
 
@@ -49,9 +50,9 @@ def run(args):
     exe = load(args.model, config=args.config)
     inputs = read_inputs(exe, args.input)
     if (args.vcd is None) != (args.vcd_layer is None):
-        raise ValueError("--vcd FILE and --vcd-layer N go together")
+        raise UsageError("--vcd FILE and --vcd-layer N go together")
     if args.vcd is not None and args.backend not in VCD_BACKENDS:
-        raise ValueError(f"--vcd: backend {args.backend!r} writes no waveform; use "
+        raise UsageError(f"--vcd: backend {args.backend!r} writes no waveform; use "
                          f"--backend {'|'.join(VCD_BACKENDS)}")
     start = time.perf_counter()
     dev = rec = None

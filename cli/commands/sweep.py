@@ -8,6 +8,8 @@ the files written. Exit status 0 when every point succeeded, 1 when some failed
 
 from __future__ import annotations
 
+from ..main import UsageError
+
 __all__ = ["register", "run"]
 
 
@@ -54,7 +56,7 @@ def run(args):
     if args.synth:
         from ...boards.targets import TARGETS
         if args.synth not in TARGETS:
-            raise ValueError(f"--synth {args.synth}: unknown target; targets are "
+            raise UsageError(f"--synth {args.synth}: unknown target; targets are "
                              + ", ".join(sorted(TARGETS)))
     result = sweep(_split(args.configs), _split(args.models), grid=args.grid,
                    engine=args.engine, synth=args.synth, calibrate=args.calibrate,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..checks import output_file
+from ..main import UsageError
 
 __all__ = ["register", "run"]
 
@@ -41,5 +42,5 @@ def run(args):
     if args.json:
         Path(args.json).write_text(reports_to_json([report]))
     if not report.fits:
-        raise ValueError(report.overflow_message())
+        raise UsageError(report.overflow_message())
     return 0
