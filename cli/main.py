@@ -33,7 +33,6 @@ EXIT_INTERNAL_ERROR = 3
 # being edited elsewhere): user errors all the same. Remove each entry once its class
 # derives from VtakitError (tests/test_errors.py says when).
 NOT_YET_ROOTED = frozenset({("vtakit.compiler.frontend.onnx", "OnnxImportError"),
-                            ("vtakit.compiler.frontend.tflite", "TFLiteError"),
                             ("vtakit.compiler.quant.calibrate", "CalibrationError")})
 
 

@@ -3,8 +3,9 @@ pins the package list). Every import counts, including those inside functions; t
 root package ``vtakit`` (its ``__version__``) may be imported from anywhere.
 
 The layers today, bottom up: hw; runtime; sim (and vtakit.testing, which lives in
-sim/testing); boards beside them over hw; compiler over hw, runtime and sim (only its
-demo tool uses sim); the command line on top. The next re-layout (compiler split into
+sim/testing); boards beside them over hw (and the runtime's progress lines); compiler
+over hw, runtime and sim (only its demo tool uses sim); tools (sweeps, sharded runs)
+over all of these; the command line on top. The next re-layout (compiler split into
 the graph compiler, the operator library and the VTA lowering, tools apart) extends
 ALLOWED with its new packages.
 """
@@ -18,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Source folder -> the import name pyproject.toml maps it to.
 FOLDERS = {"hw": "vtakit.hw", "sim": "vtakit.sim", "runtime": "vtakit.runtime",
-           "compiler": "vtakit.compiler", "boards": "vtakit.boards", "cli": "vtakit.cli",
-           "vtakit": "vtakit"}
+           "compiler": "vtakit.compiler", "boards": "vtakit.boards", "tools": "vtakit.tools",
+           "cli": "vtakit.cli", "vtakit": "vtakit"}
 
 #: Package -> the vtakit packages its modules may import (itself included).
 ALLOWED = {
@@ -27,9 +28,10 @@ ALLOWED = {
     "runtime": {"hw", "runtime"},
     "sim": {"hw", "runtime", "sim", "testing"},
     "testing": {"hw", "runtime", "sim", "testing"},
-    "boards": {"hw", "boards"},
+    "boards": {"hw", "runtime", "boards"},
     "compiler": {"hw", "runtime", "sim", "compiler"},
-    "cli": {"hw", "runtime", "sim", "testing", "boards", "compiler", "cli"},
+    "tools": {"hw", "runtime", "sim", "testing", "boards", "compiler", "tools"},
+    "cli": {"hw", "runtime", "sim", "testing", "boards", "compiler", "tools", "cli"},
 }
 
 

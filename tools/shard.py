@@ -8,7 +8,7 @@ reference runs the model through the VM with a
 :class:`~vtakit.runtime.recorder.LayerRecorder`; as soon as a kernel has run, its image
 (the DRAM before the run) goes to the cluster with a digest of the reference's final
 DRAM, and a task replays it on the other backends
-(:func:`vtakit.cli.commands.compare.run_outcomes`) and compares digests, so the
+(:func:`vtakit.runtime.compare.run_outcomes`) and compares digests, so the
 reference's run overlaps the RTL runs and the reference is not run twice. A kernel whose
 DRAM differs (or that faults) is replayed on the reference in the worker too, for the
 byte-level report of ``vtakit compare IMAGE.npz`` (``first_difference``,
@@ -74,25 +74,19 @@ def check_kernel(image, config, backends, expected: str, layer: int, run: int) -
     reference's. Only when one differs (or faults) is the reference replayed here too,
     for the byte-level report of ``vtakit compare IMAGE.npz``; the image then comes back
     in :attr:`KernelCheck.image` to be saved."""
-    from ..cli.commands.compare import (Fault, compare_outcomes, first_difference,
-                                        format_difference, run_outcomes)
+    from ..runtime.compare import compare_outcomes, format_comparison, run_outcomes
     outcomes = run_outcomes(image, config, backends[1:])
-    ref = backends[0]
-    differ = [n for n, o in outcomes.items()
-              if isinstance(o, Fault) or _digest(o.dram) != expected]
+    differ = [n for n, o in outcomes.items() if o.fault is not None or _digest(o.dram) != expected]
     reports = dict.fromkeys(outcomes)
     if differ:
-        reference = run_outcomes(image, config, [ref])[ref]
+        reference = run_outcomes(image, config, [backends[0]])[backends[0]]
         for name in differ:
-            actual = outcomes[name]
-            if isinstance(reference, Fault) or isinstance(actual, Fault):
-                reports[name] = compare_outcomes(ref, reference, name, actual)
-                continue
-            d = first_difference(image, config, ref, reference, name, actual)
-            reports[name] = None if d is None else format_difference(d, image)
-    cycles = {n: (-1 if isinstance(o, Fault) else int(o.cycles)) for n, o in outcomes.items()}
+            c = compare_outcomes(reference, outcomes[name])
+            reports[name] = None if c.equal else format_comparison(c, image, config)
+    cycles = {n: (-1 if o.fault is not None else int(o.record.cycles))
+              for n, o in outcomes.items()}
     keep = any(r is not None for r in reports.values())
-    return KernelCheck(layer, run, cycles, {n: o.stats["wall"] for n, o in outcomes.items()},
+    return KernelCheck(layer, run, cycles, {n: o.wall for n, o in outcomes.items()},
                        reports, image if keep else None)
 
 
