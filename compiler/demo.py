@@ -86,18 +86,8 @@ def model_macs(mod) -> int:
 def rtl_build_cached(backend: str, config) -> bool:
     """Whether the simulator library of a compiled RTL backend is already built (always
     True for the behavioral and pysim backends, which build nothing)."""
-    from ..hw.config import load_config
-    from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
-    from ..sim.rtl_build import FAST_BACKENDS, build_key, cache_root, vta_design
-    if backend not in FAST_BACKENDS:
-        return True
-    cfg = load_config(config)
-    design = vta_design()
-    key, _ = build_key(backend, cfg, token_depth=DEFAULT_TOKEN_DEPTH,
-                       cmd_depth=DEFAULT_CMD_DEPTH, design=design)
-    dest = (cache_root() / backend /
-            f"{design.name}-{cfg.name}-t{DEFAULT_TOKEN_DEPTH}-c{DEFAULT_CMD_DEPTH}-{key[:16]}")
-    return (dest / "libvta.so").exists()
+    from ..sim.rtl_build import FAST_BACKENDS, is_built
+    return backend not in FAST_BACKENDS or is_built(backend, config)
 
 
 def _bar(iterable, desc, progress):
@@ -112,7 +102,9 @@ def _start_build(backend, cfg, progress, log):
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from ..sim.rtl_build import cache_root, get_build
+    from ..sim.rtl_build import FAST_BACKENDS, cache_root, get_build, require_toolchain
+    if backend in FAST_BACKENDS:
+        require_toolchain(backend)       # one clear line now, not a failure after the images
     if rtl_build_cached(backend, cfg):
         return None
     log(f"building the {backend} simulator of {cfg.name} in the background (first run only; "

