@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Top-level folders that are not part of the package.
-NOT_PACKAGED = {"tests", "bench", "build", "dist", ".git", ".ci"}
+#: Top-level folders that are not part of the package (besides hidden ones such as .git,
+#: .ci or a user's .venv).
+NOT_PACKAGED = {"tests", "bench", "build", "dist"}
 
 
 def _setuptools_table():
@@ -44,6 +45,7 @@ def test_every_package_directory_is_listed():
     listed = {_package_dir(p, table["package-dir"]).resolve(): p for p in table["packages"]}
     on_disk = {p.parent.resolve() for p in ROOT.glob("*/**/__init__.py")
                if p.relative_to(ROOT).parts[0] not in NOT_PACKAGED
+               and not p.relative_to(ROOT).parts[0].startswith(".")
                and "__pycache__" not in p.parts}
     missing = sorted(str(d.relative_to(ROOT)) for d in on_disk - set(listed))
     assert not missing, f"package directories missing from pyproject.toml packages: {missing}"
