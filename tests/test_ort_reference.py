@@ -163,7 +163,8 @@ def test_qdq_digits_equals_onnxruntime(tmp_path):
 
 def _pool_net():
     """Float ops without weights: AveragePool (padded, counted with and without the
-    padding), Add, Mul, Sigmoid, Concat of differently scaled inputs, MaxPool, GAP."""
+    padding), Add, Mul, Sigmoid, MaxPool, Concat of differently scaled inputs,
+    LeakyRelu, Softmax (along channels), GlobalAveragePool."""
     n = helper.make_node
     nodes = [n("AveragePool", ["x"], ["p1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
              n("AveragePool", ["x"], ["p2"], kernel_shape=[2, 3], strides=[2, 2],
@@ -173,7 +174,9 @@ def _pool_net():
              n("Sigmoid", ["m"], ["g"]),
              n("MaxPool", ["g"], ["mp"], kernel_shape=[2, 2], strides=[2, 2]),
              n("Concat", ["mp", "p2"], ["c"], axis=1),
-             n("GlobalAveragePool", ["c"], ["y"])]
+             n("LeakyRelu", ["c"], ["lr"], alpha=0.2),
+             n("Softmax", ["lr"], ["sm"], axis=1),
+             n("GlobalAveragePool", ["sm"], ["y"])]
     graph = helper.make_graph(nodes, "pools", [helper.make_tensor_value_info(
         "x", TensorProto.FLOAT, [1, 4, 8, 8])], [helper.make_tensor_value_info(
             "y", TensorProto.FLOAT, [1, 8, 1, 1])])
@@ -184,9 +187,10 @@ def _pool_net():
 
 @pytest.mark.parametrize("act", ["uint8", "int8"])
 def test_qdq_pools_equal_onnxruntime(tmp_path, act):
-    """QLinearAveragePool, QLinearAdd, QLinearMul, QLinearSigmoid, QLinearConcat and
-    QLinearGlobalAveragePool (fused on every CPU for both activation types, and
-    float32 formulas without saturating integer kernels): every quantized tensor."""
+    """QLinearAveragePool, QLinearAdd, QLinearMul, QLinearSigmoid, QLinearConcat,
+    QLinearLeakyRelu, QLinearSoftmax and QLinearGlobalAveragePool (fused on every CPU
+    for both activation types, and no saturating integer kernel): every quantized
+    tensor."""
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_static)
 

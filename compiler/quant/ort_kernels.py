@@ -256,3 +256,32 @@ def avg_pool(x, x_scale, x_zp, y_scale, y_zp, dtype, *, kernel, strides=(1, 1),
             v = (v + _F(int(y_zp))).astype(_F)
             y[:, :, i, j] = _sat(np.rint(v).astype(np.int64), dtype)
     return y
+
+
+def softmax(x, x_scale, y_scale, y_zp, dtype, axis=-1):
+    """QLinearSoftmax (``contrib_ops/cpu/quantization/qlinear_softmax.cc``), opset 13
+    semantics along ``axis`` (``D`` elements), float table:
+
+        shift = max(0, ln(FLT_MAX / D) - 5) / sx                     (double)
+        T[i]  = float32(exp((i - 255 + shift) * sx)),  i = 0..255    (double exp)
+        u     = x - max(x) + 255                                     (table index)
+        S     = T[u_0] + T[u_1] + ...                (float32, in order along the axis)
+        y     = nearbyintf(T[u] * floor(1.0f / sy) / S) + zy          (float32)
+
+    ``floor(1 / sy)`` is 254, not 255, for ``sy = float32(1/255)``; the result
+    saturates (onnxruntime 1.32 measured: 127, not a wrapped -128, for int8 when
+    ``T[u] * 256 / S`` rounds to 256).
+    """
+    x = np.moveaxis(np.asarray(x, np.int64), axis, -1)
+    d = x.shape[-1]
+    shift = max(0.0, float(np.log(np.finfo(np.float32).max / d)) - 5.0) / float(_F(x_scale))
+    i = np.arange(256, dtype=np.float64)
+    table = np.exp((i - 255 + shift) * float(_F(x_scale))).astype(_F)
+    # int8: onnxruntime indexes a rotated table by uint8(x + 127 - max): the same entry
+    t = table[x - x.max(axis=-1, keepdims=True) + 255]
+    s = np.zeros(x.shape[:-1], _F)
+    for k in range(d):
+        s = (s + t[..., k]).astype(_F)
+    ys = _F(np.floor(_F(1.0) / _F(y_scale)))
+    q = np.rint(((t * ys).astype(_F) / s[..., None]).astype(_F)).astype(np.int64) + int(y_zp)
+    return np.moveaxis(_sat(q, dtype), -1, axis)

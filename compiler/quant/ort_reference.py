@@ -12,7 +12,8 @@ QLinearMatMul), with each kernel's exact formula from :mod:`.ort_kernels`:
 * Add (QLinearAdd), Mul (QLinearMul), GlobalAveragePool
   (QLinearGlobalAveragePool), AveragePool (QLinearAveragePool), Concat
   (QLinearConcat: each input requantized by a table unless its parameters equal
-  the output's), Sigmoid (QLinearSigmoid table);
+  the output's), Sigmoid and LeakyRelu (QLinearSigmoid / QLinearLeakyRelu
+  tables), Softmax (QLinearSoftmax);
 * ops that only move or select values (MaxPool, Reshape, Flatten, Transpose,
   Squeeze, Unsqueeze, Identity) run in float between their DequantizeLinear and
   QuantizeLinear: with equal parameters that detour gives back the very integers
@@ -188,7 +189,7 @@ class _Run:
         if op in _MOVE_OPS:
             return None  # the float detour is exact for these (see the module docstring)
         if op not in ("Conv", "Gemm", "MatMul", "Add", "Mul", "GlobalAveragePool", "AveragePool",
-                      "Concat", "Sigmoid"):
+                      "Concat", "Sigmoid", "LeakyRelu", "Softmax"):
             return None
         act, qn = self.single_q(node.output[0])
         if qn is None:
@@ -244,6 +245,18 @@ class _Run:
                     t = K.lookup_table(lambda f: f, v.scale, v.zp, scale, zp, dtype)
                     parts.append(K.apply_table(v.q, t, dtype))
             y = np.concatenate(parts, axis=int(a["axis"]))
+        elif op == "LeakyRelu":
+            alpha = np.float32(a.get("alpha", 0.01))
+            t = K.lookup_table(lambda f: np.where(f >= 0, f, (f * alpha).astype(np.float32)),
+                               x.scale, x.zp, scale, zp, dtype)
+            y = K.apply_table(x.q, t, dtype)
+        elif op == "Softmax":
+            if self.opset >= 13:
+                y = K.softmax(x.q, x.scale, scale, zp, dtype, axis=int(a.get("axis", -1)))
+            else:  # coerced to 2-D at axis
+                ax = int(a.get("axis", 1)) % x.q.ndim
+                flat = x.q.reshape(int(np.prod(x.q.shape[:ax])), -1)
+                y = K.softmax(flat, x.scale, scale, zp, dtype).reshape(x.q.shape)
         else:  # Sigmoid
             t = K.lookup_table(K.logistic, x.scale, x.zp, scale, zp, dtype)
             y = K.apply_table(x.q, t, dtype)
