@@ -44,6 +44,8 @@ import os
 import numpy as np
 
 from .. import quant  # noqa: F401  (registers the qnn.* operators)
+from ..quant import ort_kernels as _ort
+from ..quant.ort_ops import lut_table
 from ..ir import (Call, Constant, Function, GlobalVar, If, IRModule, Tuple, TupleGetItem,
                   TupleType, TensorType, Var, get_op, infer_expr_type)
 
@@ -76,10 +78,15 @@ class _QInfo:
     domain, ``scale``/``zp`` are scalars or 1-D along ``axis``.
     """
 
-    __slots__ = ("src", "scale", "zp", "axis")
+    __slots__ = ("src", "scale", "zp", "axis", "raw")
 
-    def __init__(self, src, scale, zp, axis):
-        self.src, self.scale, self.zp, self.axis = src, scale, zp, axis
+    def __init__(self, src, scale, zp, axis, raw="int8"):
+        self.src, self.scale, self.zp, self.axis, self.raw = src, scale, zp, axis, raw
+
+    @property
+    def raw_zp(self):
+        """The zero point as written in the model (uint8 tensors: in 0..255)."""
+        return int(self.zp) + 128 if self.raw == "uint8" else int(self.zp)
 
     def same_params(self, scale, zp, axis):
         if self.scale.shape != np.shape(scale) or self.zp.shape != np.shape(zp):
@@ -427,6 +434,10 @@ def _int_attr_list(a, key, default):
 
 def _unary(name, **fixed):
     def conv(ctx, node, ins, a):
+        if node.op_type == "Sigmoid":
+            fused = _qdq_table(ctx, node, ins[0], _ort.logistic)
+            if fused is not None:
+                return fused
         return [ctx.out(_call(name, ctx.value_expr(ctx.float_val(ins[0])), **fixed))]
     return conv
 
@@ -468,6 +479,11 @@ def _identity(ctx, node, ins, a):
 
 @_converter("LeakyRelu")
 def _leaky(ctx, node, ins, a):
+    alpha = np.float32(a.get("alpha", 0.01))
+    fused = _qdq_table(ctx, node, ins[0],
+                       lambda f: np.where(f >= 0, f, (f * alpha).astype(np.float32)))
+    if fused is not None:
+        return fused
     return [ctx.out(_call("nn.leaky_relu", ctx.value_expr(ctx.float_val(ins[0])),
                           alpha=float(a.get("alpha", 0.01))))]
 
@@ -490,6 +506,9 @@ def _clip(ctx, node, ins, a):
 
 @_converter("Softmax")
 def _softmax(ctx, node, ins, a):
+    fused = _qdq_softmax(ctx, node, ins[0], a)
+    if fused is not None:
+        return fused
     x = ctx.float_val(ins[0])
     shape = ctx.shape_of(x)
     e = ctx.value_expr(x)
@@ -720,6 +739,9 @@ def _max_pool(ctx, node, ins, a):
 
 @_converter("AveragePool")
 def _avg_pool(ctx, node, ins, a):
+    fused = _qdq_avg_pool(ctx, node, ins[0], a)
+    if fused is not None:
+        return fused
     kernel, strides, pads = _pool_common(ctx, node, a, ins[0])
     include = bool(a.get("count_include_pad", 0))
     return [ctx.out(_call("nn.avg_pool2d", ctx.value_expr(ctx.float_val(ins[0])),
@@ -733,6 +755,10 @@ def _global_pool(ctx, node, ins, a):
         "nn.global_max_pool2d"
     if len(ctx.shape_of(ins[0])) != 4:
         raise OnnxImportError(f"{_where(node)}: only NCHW (4-D) input is supported")
+    if node.op_type == "GlobalAveragePool":
+        fused = _qdq_single(ctx, node, ins[0], "qnn.ort_global_avg_pool2d", {})
+        if fused is not None:
+            return fused
     return [ctx.out(_call(name, ctx.value_expr(ctx.float_val(ins[0]))))]
 
 
@@ -941,13 +967,14 @@ def _dequantize(ctx, node, ins, a):
     axis = int(a.get("axis", 1))
     if axis < 0 and scale.ndim:
         axis += len(src.shape if src.shape else ctx.shape_of(src))
-    return [_Val(q=_QInfo(src, scale, zp, axis), shape=src.shape, dtype="float32")]
+    return [_Val(q=_QInfo(src, scale, zp, axis, x.dtype), shape=src.shape, dtype="float32")]
 
 
 def _requant_passthrough(ctx, x, int8_expr):
     """A quantized value computed on int8 data with ``x``'s parameters unchanged."""
     q = x.q
-    return _Val(q=_QInfo(_Val(int8_expr, dtype="int8"), q.scale, q.zp, q.axis), dtype="float32")
+    return _Val(q=_QInfo(_Val(int8_expr, dtype="int8"), q.scale, q.zp, q.axis, q.raw),
+                dtype="float32")
 
 
 def _requantize(ctx, acc, zp_in, scale, zp_out, lo, hi, axis=None):
@@ -1118,6 +1145,83 @@ def _qlinear(ctx, node, ins, a):
         wq = np.ascontiguousarray(wq.T)
         e = _int_layer(ctx, xe, sx, zx, wq, sw, None, sy, zy, -128, 127, "dense", {})
     return [_Val(e, dtype=ydtype, u8=ydtype == "uint8")]
+
+
+# ---- onnxruntime's single-input QDQ kernels -------------------------------------------------
+#
+# DequantizeLinear -> op -> QuantizeLinear of the same 8-bit type, the op's output used by
+# that QuantizeLinear alone: onnxruntime's QDQ transformer fuses the group into one kernel
+# (QLinearAveragePool, QLinearGlobalAveragePool, QLinearSoftmax, QLinearSigmoid,
+# QLinearLeakyRelu); vtakit gives it that kernel's exact formula (the ``qnn.ort_*`` and
+# ``qnn.lut`` ops, compiler/quant/ort_ops.py, formulas in compiler/quant/ort_kernels.py).
+# They run on the host (float32 arithmetic or a 256-entry table).
+
+def _qdq_single(ctx, node, x, op, attrs):
+    """``op`` on ``x``'s int8 values for the fused group of ``node``, or None."""
+    if x.q is None or x.q.scale.ndim or x.q.raw not in ("uint8", "int8"):
+        return None
+    tail = ctx.quantized_tail(node)
+    if tail is None or tail[0] is not None:
+        return None
+    qnode = tail[1]
+    qins = [None] + [ctx.scope.lookup(n, ctx) if n else None for n in qnode.input[1:]]
+    sy, zy_raw, ydtype = _qparams(qnode, qins, 2)
+    if len(qins) > 2 and qins[2] is not None:
+        ydtype = qins[2].dtype
+    if ydtype != x.q.raw or sy.ndim:
+        return None
+    zy = int(np.asarray(zy_raw if zy_raw is not None else 0).reshape(()))
+    if op == "qnn.lut":
+        e = _call(op, ctx.int8_expr(x.q.src),
+                  table=lut_table(attrs["fn"], x.q.scale, x.q.raw_zp, sy, zy, ydtype))
+    else:
+        q = dict(in_scale=float(x.q.scale), out_scale=float(sy), out_zero_point=zy,
+                 raw_dtype=ydtype)
+        if op != "qnn.ort_softmax":
+            q["in_zero_point"] = x.q.raw_zp
+        e = _call(op, ctx.int8_expr(x.q.src), **attrs, **q)
+    ctx.fused.add(id(qnode))
+    return {qnode.output[0]: _Val(e, dtype=ydtype, u8=ydtype == "uint8")}
+
+
+def _qdq_table(ctx, node, x, fn):
+    """QLinearSigmoid / QLinearLeakyRelu: a table of ``fn`` on every input value."""
+    return _qdq_single(ctx, node, x, "qnn.lut", {"fn": fn})
+
+
+def _qdq_avg_pool(ctx, node, x, a):
+    if x.q is None:
+        return None
+    kernel = _int_attr_list(a, "kernel_shape", [])
+    if len(kernel) != 2 or len(ctx.shape_of(x)) != 4:
+        return None
+    strides, pads, dil = _spatial(ctx, node, a, ctx.shape_of(x), kernel, "AveragePool")
+    if dil != (1, 1):
+        return None
+    return _qdq_single(ctx, node, x, "qnn.ort_avg_pool2d", dict(
+        pool_size=tuple(kernel), strides=strides, padding=pads,
+        count_include_pad=bool(a.get("count_include_pad", 0)),
+        ceil_mode=bool(a.get("ceil_mode", 0))))
+
+
+def _qdq_softmax(ctx, node, x, a):
+    if x.q is None:
+        return None
+    shape = ctx.shape_of(x)
+    if ctx.opset >= 13:
+        return _qdq_single(ctx, node, x, "qnn.ort_softmax",
+                           {"axis": int(a.get("axis", -1)) % len(shape)})
+    # opsets < 13: normalized over the tail from `axis`, as a 2-D softmax
+    axis = int(a.get("axis", 1)) % len(shape)
+    flat = (int(np.prod(shape[:axis])), int(np.prod(shape[axis:])))
+    x2 = _requant_passthrough(ctx, x, _call("reshape", ctx.int8_expr(x.q.src), newshape=flat))
+    x2.shape = flat
+    out = _qdq_single(ctx, node, x2, "qnn.ort_softmax", {"axis": 1})
+    if out is None:
+        return None
+    (name, v), = out.items()
+    v.expr = _call("reshape", v.expr, newshape=tuple(shape))
+    return out
 
 
 # ---- control flow --------------------------------------------------------------------------

@@ -211,16 +211,27 @@ def apply_table(x, table, dtype):
     return table[np.asarray(x, np.int64) - lo]
 
 
+def avg_pool_out_size(size, kernel, stride, pad_begin, pad_end, ceil_mode=False):
+    """One spatial output size of a pool (onnxruntime's PoolAttributes::SetOutputSize)."""
+    span = size + pad_begin + pad_end - kernel
+    out = (-(-span // stride) if ceil_mode else span // stride) + 1
+    if ceil_mode and (out - 1) * stride >= size + pad_begin:
+        out -= 1
+    return out
+
+
 def avg_pool(x, x_scale, x_zp, y_scale, y_zp, dtype, *, kernel, strides=(1, 1),
              pads=(0, 0, 0, 0), count_include_pad=False, ceil_mode=False):
     """QLinearAveragePool, 2-D NCHW (``contrib_ops/cpu/quantization/qlinear_pool.cc``):
 
         d = float32(sx * (x - zx))                 (every input, dequantize_array)
-        s = d[h0, w0] + d[h0, w0 + 1] + ...        (float32, row by row in window order)
+        s = d[h0, w0] + d[h0, w0 + 1] + ...        (float32, row by row in window order,
+                                                    over the window's part inside the input)
         y = saturate(nearbyintf(s / count / sy + zy))   (float32 at each step)
 
-    ``count`` is the window's size inside the input, or the whole window with
-    ``count_include_pad``. A window covering the whole unpadded input is
+    ``count`` is the window's size inside the input, or the whole kernel with
+    ``count_include_pad``; the zero point is added before rounding, in the raw
+    (uint8 or int8) domain. A kernel covering the whole unpadded input is
     QLinearGlobalAveragePool instead (onnxruntime's own fallback): integer sum.
     """
     x = np.asarray(x)
@@ -230,32 +241,29 @@ def avg_pool(x, x_scale, x_zp, y_scale, y_zp, dtype, *, kernel, strides=(1, 1),
     t, l, b, r = pads
     if (kh, kw) == (h, w) and not any(pads):
         return global_avg_pool(x, x_scale, x_zp, y_scale, y_zp, dtype)
-
-    def out_size(size, k, s, p0, p1):
-        span = size + p0 + p1 - k
-        o = (-(-span // s) if ceil_mode else span // s) + 1
-        if ceil_mode and (o - 1) * s >= size + p0:
-            o -= 1
-        return o
-
-    oh, ow = out_size(h, kh, sh, t, b), out_size(w, kw, sw, l, r)
+    oh = avg_pool_out_size(h, kh, sh, t, b, ceil_mode)
+    ow = avg_pool_out_size(w, kw, sw, l, r, ceil_mode)
     d = ((x.astype(np.int64) - int(x_zp)).astype(_F) * _F(x_scale)).astype(_F)
-    y = np.empty((n, c, oh, ow), dtype)
-    for i in range(oh):
-        h0 = i * sh - t
-        h1, h0 = min(h0 + kh, h), max(h0, 0)
-        for j in range(ow):
-            w0 = j * sw - l
-            w1, w0 = min(w0 + kw, w), max(w0, 0)
-            s = np.zeros((n, c), _F)
-            for hh in range(h0, h1):
-                for ww in range(w0, w1):
-                    s = (s + d[:, :, hh, ww]).astype(_F)
-            cnt = kh * kw if count_include_pad else (h1 - h0) * (w1 - w0)
-            v = ((s / _F(cnt)).astype(_F) / _F(y_scale)).astype(_F)
-            v = (v + _F(int(y_zp))).astype(_F)
-            y[:, :, i, j] = _sat(np.rint(v).astype(np.int64), dtype)
-    return y
+    # zeros around the input: adding +0.0 leaves a float32 sum unchanged, so summing
+    # every kernel tap in row-major order is the window-order sum over the valid taps
+    ph, pw = (oh - 1) * sh + kh, (ow - 1) * sw + kw
+    dp = np.zeros((n, c, max(ph, t + h), max(pw, l + w)), _F)
+    dp[:, :, t:t + h, l:l + w] = d
+    s = np.zeros((n, c, oh, ow), _F)
+    for i in range(kh):
+        for j in range(kw):
+            s = (s + dp[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw]).astype(_F)
+    if count_include_pad:
+        cnt = np.full((oh, ow), kh * kw)
+    else:
+        h0 = np.arange(oh) * sh - t
+        w0 = np.arange(ow) * sw - l
+        rows = np.minimum(h0 + kh, h) - np.maximum(h0, 0)
+        cols = np.minimum(w0 + kw, w) - np.maximum(w0, 0)
+        cnt = rows[:, None] * cols[None, :]
+    v = ((s / cnt.astype(_F)).astype(_F) / _F(y_scale)).astype(_F)
+    v = (v + _F(int(y_zp))).astype(_F)
+    return _sat(np.rint(v).astype(np.int64), dtype)
 
 
 def softmax(x, x_scale, y_scale, y_zp, dtype, axis=-1):
