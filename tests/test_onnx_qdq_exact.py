@@ -133,18 +133,70 @@ def test_every_fused_kernel_bit_exact(tmp_path, act, per_channel):
     assert "nn.avg_pool2d" not in called and "nn.global_avg_pool2d" not in called
 
 
-def test_compiled_equals_reference_behavioral_and_verilator(tmp_path):
-    """Compiled for the default VTA (convs and dense layers on VTA, the float32 kernels
-    on the host): the behavioral model and the Verilator RTL give the reference's output."""
+@pytest.mark.parametrize("act", ["uint8", "int8"])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_compiled_equals_reference_behavioral_and_verilator(tmp_path, act, per_channel):
+    """Compiled for the default VTA (convs, dense layers and the max pool on VTA, the
+    float32 kernels on the host): the behavioral model and the Verilator RTL give the
+    reference's output bit for bit."""
     from vtakit.compiler.build_model import compile_model
 
-    path = _quantize(tmp_path, "int8", True)
+    path = _quantize(tmp_path, act, per_channel)
     model = onnx.load(str(path))
     report = []
     exe = compile_model(path, "default", report=report)
-    assert sum(r.where != "host" for r in report) >= 4
+    assert [r.kind for r in report if r.where != "host"] == \
+        ["conv2d", "conv2d", "max_pool2d", "dense", "dense"]
     for i, x in enumerate(_images(2, 3)):
         want = run_reference(model, {"x": x})[0]
         np.testing.assert_array_equal(np.asarray(exe.run([x])), want)
         if i == 0:
             np.testing.assert_array_equal(np.asarray(exe.run([x], backend="verilator")), want)
+
+
+def attn_net():
+    """x (1, 5, 8) -> MatMul by a constant (8, 6) -> Add a constant -> Softmax(-1)."""
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.5, (8, 6)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.normal(0, 0.5, 6).astype(np.float32), "b")]
+    n = helper.make_node
+    graph = helper.make_graph(
+        [n("MatMul", ["x", "w"], ["mm"]), n("Add", ["mm", "b"], ["a"]),
+         n("Softmax", ["a"], ["y"], axis=-1)], "attn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 5, 8))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 5, 6))], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("act", ["uint8", "int8"])
+def test_batched_matmul_and_softmax_bit_exact(tmp_path, act):
+    """MatMul of a (1, 5, 8) tensor by a constant (QLinearMatMul over the rows), Add of a
+    constant bias, Softmax over the last axis: every quantized tensor equals the reference."""
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+
+    onnx.save(attn_net(), str(tmp_path / "f.onnx"))
+    rng = np.random.default_rng(4)
+    xs = rng.normal(0, 1, (12, 1, 5, 8)).astype(np.float32)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter({"x": x} for x in xs[:8])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), Reader(),
+                    quant_format=QuantFormat.QDQ,
+                    activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8,
+                    weight_type=QuantType.QInt8)
+    full = _with_quantized_outputs(onnx.load(str(tmp_path / "q.onnx")))
+    mod = from_onnx(full)
+    called = [nd.op.name for nd in post_order(mod["main"].body)
+              if isinstance(nd, Call) and hasattr(nd.op, "name")]
+    assert called.count("nn.dense") == 1 and called.count("qnn.ort_softmax") == 1
+    for x in xs[8:]:
+        for g, w in zip(evaluate(mod, x), run_reference(full, {"x": x})):
+            np.testing.assert_array_equal(g, w)

@@ -210,3 +210,14 @@ def test_qdq_pools_equal_onnxruntime(tmp_path, act):
                     activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8)
     model = onnx.load(str(tmp_path / "q.onnx"))
     assert _check(model, [{"x": x} for x in xs[10:]]) > 3000
+
+
+def test_qdq_batched_matmul_equals_onnxruntime(tmp_path):
+    """QLinearMatMul of a (1, 5, 8) tensor, QLinearAdd of a constant, QLinearSoftmax."""
+    from test_onnx_qdq_exact import attn_net
+
+    onnx.save(attn_net(), str(tmp_path / "f.onnx"))
+    xs = np.random.default_rng(6).normal(0, 1, (20, 1, 5, 8)).astype(np.float32)
+    model = _quantize(tmp_path / "f.onnx", tmp_path / "q.onnx", [{"x": x} for x in xs[:10]],
+                      True)
+    assert _check(model, [{"x": x} for x in xs[10:]]) > 500

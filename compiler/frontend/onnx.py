@@ -678,9 +678,20 @@ def _gemm(ctx, node, ins, a):
                               f"shapes {list(xshape)} x {list(wshape)}")
     tail = ctx.quantized_tail(node)
     if (tail and not trans_a and alpha == 1.0 and beta == 1.0 and x.q is not None
-            and w.q is not None and w.q.src.const is not None and len(xshape) == 2
+            and w.q is not None and w.q.src.const is not None and len(xshape) >= 2
+            and x.q.scale.ndim == 0
             and (b is None or b.const is not None or (b.q and b.q.src.const is not None))):
-        fused = _qdq_layer(ctx, node, tail, x, w, b, "dense", dict(trans_b=bool(trans_b)))
+        x2 = x
+        if len(xshape) > 2:  # MatMul of a batch: QLinearMatMul on the rows, as a 2-D dense
+            rows = (int(np.prod(xshape[:-1])), xshape[-1])
+            x2 = _requant_passthrough(ctx, x, _call("reshape", ctx.int8_expr(x.q.src),
+                                                    newshape=rows))
+            x2.shape = rows
+        fused = _qdq_layer(ctx, node, tail, x2, w, b, "dense", dict(trans_b=bool(trans_b)))
+        if fused is not None and len(xshape) > 2:
+            (name, v), = fused.items()
+            n_out = wshape[0] if trans_b else wshape[1]
+            v.expr = _call("reshape", v.expr, newshape=tuple(xshape[:-1]) + (n_out,))
         if fused is not None:
             return fused
     xe = ctx.value_expr(ctx.float_val(x))
