@@ -115,3 +115,10 @@ def test_cli_accuracy(tmp_path, capsys):
     assert main(args + ["--accuracy"]) == 2
     assert "--accuracy compares the float model with its calibrated int8 version" in \
         capsys.readouterr().err
+
+
+def test_symmetric_option_keeps_zero_points_zero():
+    q = calibrate(from_onnx(cnn_models.lenet()), cnn_models.samples(cnn_models.lenet(), 8, 1),
+                  asymmetric=False)
+    assert all(r.attrs["zero_point"] == 0 for r in _calls(q, "qnn.requantize"))
+    assert all(r.attrs["zero_point"] == 0 for r in _calls(q, "qnn.quantize"))
