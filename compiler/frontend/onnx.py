@@ -24,8 +24,15 @@ How nodes are imported:
   whose inputs are quantized and whose only consumer is a QuantizeLinear
   (possibly through Relu or Clip) become the integer layer above; MaxPool,
   Reshape, Flatten, Transpose, Identity and Concat (equal parameters) work on
-  the int8 values directly; every other op on quantized values runs in float
-  between ``qnn.dequantize`` and ``qnn.quantize`` (the QDQ semantics);
+  the int8 values directly; Add, Mul, AveragePool, GlobalAveragePool, Softmax,
+  Sigmoid and LeakyRelu between a DequantizeLinear and a QuantizeLinear of the
+  same type get the formula of the kernel onnxruntime fuses them into
+  (``qnn.add``/``qnn.mul`` rounding ``"onnx"``, the ``qnn.ort_*`` ops and
+  ``qnn.lut``, formulas in :mod:`vtakit.compiler.quant.ort_kernels`), so a
+  ``quantize_static`` model equals :func:`~vtakit.compiler.quant.ort_reference.run_reference`
+  bit for bit; every other op on quantized values runs in float between
+  ``qnn.dequantize`` and ``qnn.quantize`` (the QDQ semantics; for Concat that
+  is QLinearConcat's requantization exactly);
 * ``If`` becomes an IR ``If`` (or one branch, when the condition is
   constant); ``Loop`` becomes a recursive global function ``@loop_N`` whose
   parameters are the iteration count, the condition, the loop-carried values
