@@ -200,3 +200,40 @@ def test_batched_matmul_and_softmax_bit_exact(tmp_path, act):
     for x in xs[8:]:
         for g, w in zip(evaluate(mod, x), run_reference(full, {"x": x})):
             np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("act", ["uint8", "int8"])
+def test_operator_format_bit_exact(tmp_path, act):
+    """The same net through quantize_static(quant_format=QOperator): QLinearConv,
+    com.microsoft QLinearAdd / QLinearMul / QLinearAveragePool / QLinearConcat /
+    QLinearLeakyRelu / QLinearSigmoid / QLinearGlobalAveragePool / QGemm /
+    QLinearSoftmax, QLinearMatMul: vtakit equals the reference on every output."""
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+
+    onnx.save(_every_op_net(), str(tmp_path / "f.onnx"))
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter({"x": x} for x in _images(16, 1))
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), Reader(),
+                    quant_format=QuantFormat.QOperator, per_channel=True,
+                    activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8,
+                    weight_type=QuantType.QInt8)
+    model = onnx.load(str(tmp_path / "q.onnx"))
+    ms = {nd.op_type for nd in model.graph.node if nd.domain == "com.microsoft"}
+    assert {"QLinearAdd", "QLinearMul", "QLinearAveragePool", "QLinearConcat",
+            "QLinearLeakyRelu", "QLinearSigmoid", "QLinearGlobalAveragePool", "QGemm",
+            "QLinearSoftmax"} <= ms
+    mod = from_onnx(model)
+    for x in _images(4, 2):
+        np.testing.assert_array_equal(evaluate(mod, x), run_reference(model, {"x": x})[0])
+    from vtakit.compiler.build_model import compile_model
+
+    exe = compile_model(tmp_path / "q.onnx", "default")
+    x = _images(1, 5)[0]
+    np.testing.assert_array_equal(np.asarray(exe.run([x])), run_reference(model, {"x": x})[0])

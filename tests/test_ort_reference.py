@@ -95,7 +95,7 @@ def _with_quantized_outputs(model):
     return m
 
 
-def _quantize(path, out, feeds, per_channel):
+def _quantize(path, out, feeds, per_channel, fmt="QDQ", act="uint8"):
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_static)
 
@@ -106,14 +106,15 @@ def _quantize(path, out, feeds, per_channel):
         def get_next(self):
             return next(self.it, None)
 
-    quantize_static(str(path), str(out), Reader(), quant_format=QuantFormat.QDQ,
+    quantize_static(str(path), str(out), Reader(), quant_format=getattr(QuantFormat, fmt),
                     per_channel=per_channel, reduce_range=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+                    activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8,
+                    weight_type=QuantType.QInt8)
     model = onnx.load(str(out))
-    for init in model.graph.initializer:  # 7-bit weights: no CPU can saturate
-        a = numpy_helper.to_array(init)
-        if a.dtype == np.int8:
-            assert np.abs(a.astype(int)).max() <= 64
+    weights = [numpy_helper.to_array(i) for i in model.graph.initializer
+               if i.data_type == TensorProto.INT8 and len(i.dims) >= 2]
+    assert weights   # 7-bit weights: no CPU can saturate
+    assert all(np.abs(w.astype(int)).max() <= 64 for w in weights)
     return model
 
 
@@ -221,3 +222,22 @@ def test_qdq_batched_matmul_equals_onnxruntime(tmp_path):
     model = _quantize(tmp_path / "f.onnx", tmp_path / "q.onnx", [{"x": x} for x in xs[:10]],
                       True)
     assert _check(model, [{"x": x} for x in xs[10:]]) > 500
+
+
+@pytest.mark.parametrize("act", ["uint8", "int8"])
+def test_operator_format_equals_onnxruntime(tmp_path, act):
+    """quantize_static(QOperator): onnxruntime runs QLinearConv, QLinearMatMul and the
+    com.microsoft QLinearAdd, QLinearMul, QLinearAveragePool, QLinearConcat,
+    QLinearLeakyRelu, QLinearSigmoid, QLinearGlobalAveragePool, QGemm and QLinearSoftmax
+    as written (no fusion involved, int8 as well as uint8; 7-bit weights)."""
+    from test_onnx_qdq_exact import _every_op_net, _images
+
+    onnx.save(_every_op_net(), str(tmp_path / "f.onnx"))
+    model = _quantize(tmp_path / "f.onnx", tmp_path / "q.onnx",
+                      [{"x": x} for x in _images(16, 1)], True, "QOperator", act)
+    assert sum(nd.domain == "com.microsoft" for nd in model.graph.node) >= 10
+    ties = {}
+    for x in _images(6, 2):
+        np.testing.assert_array_equal(run_reference(model, {"x": x}, ties)[0],
+                                      _ort(model, {"x": x})[0])
+    assert not any(ties.values()), ties

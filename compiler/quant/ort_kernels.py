@@ -25,7 +25,8 @@ from .fixed_point import per_axis
 
 __all__ = ["qrange", "quantize_linear", "dequantize_linear", "requantize_output",
            "conv_acc", "matmul_acc", "output_scale", "qlinear_add", "qlinear_mul",
-           "qlinear_add_exact", "qlinear_mul_exact", "near_tie", "avg_pool",
+           "qlinear_add_exact", "qlinear_mul_exact", "near_tie", "avg_pool", "avg_pool_out_size",
+           "softmax",
            "global_avg_pool", "lookup_table", "apply_table", "logistic"]
 
 _F = np.float32

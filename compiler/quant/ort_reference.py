@@ -3,7 +3,10 @@
 It computes what onnxruntime's CPU provider computes for a QDQ model once its
 QDQ transformer has fused every ``DequantizeLinear -> op -> QuantizeLinear`` group
 into an integer kernel, and for the operator-format ops (QLinearConv,
-QLinearMatMul), with each kernel's exact formula from :mod:`.ort_kernels`:
+QLinearMatMul, and onnxruntime's com.microsoft QLinearAdd, QLinearMul,
+QLinearConcat, QLinearAveragePool, QLinearGlobalAveragePool, QLinearSigmoid,
+QLinearLeakyRelu, QLinearSoftmax and QGemm), with each kernel's exact formula
+from :mod:`.ort_kernels`:
 
 * Conv / Gemm / MatMul (QLinearConv, QGemm, QLinearMatMul), including a Relu or
   Clip between the op and its QuantizeLinear (onnxruntime drops it when the
@@ -167,6 +170,8 @@ class _Run:
             return [K.quantize_linear(x, scale, zp, dtype, axis)]
         if op in ("QLinearConv", "QLinearMatMul"):
             return [self.qlinear_op(node, a)]
+        if node.domain == "com.microsoft":
+            return [_ms_op(self, node, a)]
         fused = self.fuse(node, a)
         if fused is not None:
             return fused
@@ -175,6 +180,9 @@ class _Run:
     def float_node(self, node):
         from onnx.reference import ReferenceEvaluator
 
+        x = self.vals.get(node.input[0]) if node.input else None
+        if node.op_type == "MaxPool" and isinstance(x, np.ndarray) and x.dtype.kind in "iu":
+            return [_int_max_pool(node, _attrs(node), x)]
         if node.domain not in ("", "ai.onnx"):
             raise ReferenceError(f"{node.op_type} node {node.name!r}: domain {node.domain} "
                                  f"is not covered")
@@ -321,6 +329,104 @@ class _Run:
         s = K.output_scale(xs, ws, ys)
         acc = K.matmul_acc(x, xz, w, wz)
         return K.requantize_output(acc, s, yz, dtype, axis=-1 if np.ndim(s) else None)
+
+
+def _int_max_pool(node, a, x):
+    """MaxPool on 8-bit integers (2-D NCHW), as onnxruntime's kernel: the max of each
+    window's taps inside the input (onnx's reference pads with NaN, not integers)."""
+    if x.ndim != 4 or len(node.output) > 1 and node.output[1] or \
+            a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"", "") or \
+            tuple(a.get("dilations", (1, 1))) != (1, 1):
+        raise ReferenceError(f"MaxPool node {node.name!r}: only plain 2-D integer pooling "
+                             f"is covered")
+    kh, kw = a["kernel_shape"]
+    sh, sw = a.get("strides", (1, 1))
+    t, l, b, r = a.get("pads", (0, 0, 0, 0))
+    n, c, h, w = x.shape
+    ceil = bool(a.get("ceil_mode", 0))
+    oh = K.avg_pool_out_size(h, kh, sh, t, b, ceil)
+    ow = K.avg_pool_out_size(w, kw, sw, l, r, ceil)
+    lo = np.iinfo(x.dtype).min
+    xp = np.full((n, c, max((oh - 1) * sh + kh, t + h), max((ow - 1) * sw + kw, l + w)), lo,
+                 x.dtype)
+    xp[:, :, t:t + h, l:l + w] = x
+    y = np.full((n, c, oh, ow), lo, x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            y = np.maximum(y, xp[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw])
+    return y
+
+
+def _ms_scalar(v, default=0):
+    return default if v is None else np.asarray(v).reshape(-1)[0]
+
+
+def _ms_op(self, node, a):  # noqa: C901 (one branch per op, as in onnxruntime)
+    """onnxruntime's com.microsoft quantized ops (operator format), same kernels."""
+    op = node.op_type
+    v = [self.vals[n] if n else None for n in node.input]
+    if op in ("QLinearAdd", "QLinearMul"):
+        dtype = _dtype(v[0])
+        fn = K.qlinear_add if op == "QLinearAdd" else K.qlinear_mul
+        args = (v[0], _ms_scalar(v[1]), _ms_scalar(v[2]), v[3], _ms_scalar(v[4]),
+                _ms_scalar(v[5]), _ms_scalar(v[6]))
+        exact = (K.qlinear_add_exact if op == "QLinearAdd" else K.qlinear_mul_exact)(*args)
+        self.count_ties(op, exact)
+        return fn(*args, _ms_scalar(v[7]), dtype)
+    if op == "QLinearConcat":
+        ys, yz = _ms_scalar(v[0]), _ms_scalar(v[1])
+        dtype = _dtype(v[2])
+        parts = []
+        for k in range(2, len(v), 3):
+            xs, xz = _ms_scalar(v[k + 1]), _ms_scalar(v[k + 2])
+            if np.float32(xs) == np.float32(ys) and int(xz) == int(yz):
+                parts.append(v[k])
+            else:
+                parts.append(K.apply_table(v[k], K.lookup_table(lambda f: f, xs, xz, ys, yz,
+                                                                 dtype), dtype))
+        return np.concatenate(parts, axis=int(a["axis"]))
+    if op == "QGemm":
+        if int(a.get("transA", 0)) or len(v) < 9 or v[7] is None:
+            raise ReferenceError(f"QGemm node {node.name!r}: transA or a float output is not "
+                                 f"covered")
+        b = v[3].T if int(a.get("transB", 0)) else v[3]
+        bz = v[5] if v[5] is not None else 0
+        acc = K.matmul_acc(v[0], _ms_scalar(v[2]), b, bz, v[6])
+        s = K.output_scale(_ms_scalar(v[1]), v[4], _ms_scalar(v[7]), float(a.get("alpha", 1.0)))
+        return K.requantize_output(acc, s, _ms_scalar(v[8]), _dtype(v[0]),
+                                   axis=-1 if np.ndim(s) else None)
+    x, xs, xz, ys, yz = v[0], _ms_scalar(v[1]), _ms_scalar(v[2]), _ms_scalar(v[3]), \
+        _ms_scalar(v[4])
+    dtype = _dtype(x)
+    if int(a.get("channels_last", 0)):
+        raise ReferenceError(f"{op} node {node.name!r}: channels_last is not covered")
+    if op == "QLinearGlobalAveragePool":
+        return K.global_avg_pool(x, xs, xz, ys, yz, dtype)
+    if op == "QLinearAveragePool":
+        if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"", ""):
+            raise ReferenceError(f"{op} node {node.name!r}: auto_pad is not covered")
+        p = list(a.get("pads", [0, 0, 0, 0]))
+        return K.avg_pool(x, xs, xz, ys, yz, dtype, kernel=tuple(a["kernel_shape"]),
+                          strides=tuple(a.get("strides", (1, 1))), pads=(p[0], p[1], p[2], p[3]),
+                          count_include_pad=bool(a.get("count_include_pad", 0)),
+                          ceil_mode=bool(a.get("ceil_mode", 0)))
+    if op in ("QLinearSigmoid", "QLinearLeakyRelu"):
+        if op == "QLinearSigmoid":
+            fn = K.logistic
+        else:
+            alpha = np.float32(a.get("alpha", 0.01))
+
+            def fn(f):
+                return np.where(f >= 0, f, (f * alpha).astype(np.float32))
+        return K.apply_table(x, K.lookup_table(fn, xs, xz, ys, yz, dtype), dtype)
+    if op == "QLinearSoftmax":
+        if int(a.get("opset", 13)) >= 13:
+            return K.softmax(x, xs, ys, yz, dtype, axis=int(a.get("axis", -1)))
+        ax = int(a.get("axis", 1)) % x.ndim
+        flat = x.reshape(int(np.prod(x.shape[:ax])), -1)
+        return K.softmax(flat, xs, ys, yz, dtype).reshape(x.shape)
+    raise ReferenceError(f"com.microsoft.{op} node {node.name!r} is not covered")
+
 
 
 def run_reference(model, feeds, ties=None):
