@@ -118,6 +118,15 @@ def _quantize(path, out, feeds, per_channel, fmt="QDQ", act="uint8"):
     return model
 
 
+def _fused(model, tmp_path):
+    """The op types of onnxruntime's optimized graph (its QDQ fusions applied)."""
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    so.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return {nd.op_type for nd in onnx.load(so.optimized_model_filepath).graph.node}
+
+
 def _check(model, feeds):
     m = _with_quantized_outputs(model)
     names = [o.name for o in m.graph.output]
@@ -147,6 +156,9 @@ def test_qdq_mobile_net_equals_onnxruntime(tmp_path, per_channel):
     xs = rng.random((28, 1, 3, 12, 12)).astype(np.float32)
     model = _quantize(tmp_path / "f.onnx", tmp_path / "q.onnx", [{"x": x} for x in xs[:16]],
                       per_channel)
+    # the kernels compared are onnxruntime's fused ones (uint8: fused on every CPU)
+    assert {"QLinearConv", "QLinearConcat", "QLinearGlobalAveragePool", "QGemm",
+            "QLinearSigmoid"} <= _fused(model, tmp_path)
     assert _check(model, [{"x": x} for x in xs[16:]]) > 5000
 
 
@@ -159,6 +171,8 @@ def test_qdq_digits_equals_onnxruntime(tmp_path):
     model = _quantize(digits_cnn_path(), tmp_path / "q.onnx",
                       [{"input": x[None]} for x in x_train[:32]], True)
     assert {"Add", "AveragePool", "MaxPool", "Gemm"} <= {n.op_type for n in model.graph.node}
+    assert {"QLinearConv", "QLinearAdd", "QLinearAveragePool", "QGemm"} <= \
+        _fused(model, tmp_path)
     assert _check(model, [{"input": x[None]} for x in x_test[:12]]) > 5000
 
 
@@ -210,6 +224,11 @@ def test_qdq_pools_equal_onnxruntime(tmp_path, act):
                     quant_format=QuantFormat.QDQ,
                     activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8)
     model = onnx.load(str(tmp_path / "q.onnx"))
+    fused = _fused(model, tmp_path)
+    assert {"QLinearSigmoid", "QLinearConcat", "QLinearLeakyRelu", "QLinearSoftmax",
+            "QLinearGlobalAveragePool"} <= fused
+    if act == "uint8":  # (x86 runs int8 Add/Mul and some pools as float ops between Q/DQ)
+        assert {"QLinearAveragePool", "QLinearAdd", "QLinearMul"} <= fused
     assert _check(model, [{"x": x} for x in xs[10:]]) > 3000
 
 
@@ -221,6 +240,7 @@ def test_qdq_batched_matmul_equals_onnxruntime(tmp_path):
     xs = np.random.default_rng(6).normal(0, 1, (20, 1, 5, 8)).astype(np.float32)
     model = _quantize(tmp_path / "f.onnx", tmp_path / "q.onnx", [{"x": x} for x in xs[:10]],
                       True)
+    assert {"QLinearMatMul", "QLinearAdd", "QLinearSoftmax"} <= _fused(model, tmp_path)
     assert _check(model, [{"x": x} for x in xs[10:]]) > 500
 
 
