@@ -237,3 +237,50 @@ def test_operator_format_bit_exact(tmp_path, act):
     exe = compile_model(tmp_path / "q.onnx", "default")
     x = _images(1, 5)[0]
     np.testing.assert_array_equal(np.asarray(exe.run([x])), run_reference(model, {"x": x})[0])
+
+
+def conv1d_net():
+    """x (1, 3, 40) -> Conv1D (6 filters of 5, pads 2/1, stride 2) + bias -> Relu."""
+    rng = np.random.default_rng(8)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.4, (6, 3, 5)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.normal(0, 0.2, 6).astype(np.float32), "b")]
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[2, 1], strides=[2]),
+         helper.make_node("Relu", ["c"], ["y"])], "conv1d",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 3, 40))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 6, 20))], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("act", ["uint8", "int8"])
+def test_conv1d_bit_exact(tmp_path, act):
+    """A 1-D QDQ convolution (audio-style, padded, strided) stays the integer layer."""
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+
+    onnx.save(conv1d_net(), str(tmp_path / "f.onnx"))
+    rng = np.random.default_rng(8)
+    xs = rng.normal(0, 1, (10, 1, 3, 40)).astype(np.float32)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter({"x": x} for x in xs[:6])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), Reader(),
+                    quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8,
+                    weight_type=QuantType.QInt8)
+    model = onnx.load(str(tmp_path / "q.onnx"))
+    mod = from_onnx(model)
+    called = [nd.op.name for nd in post_order(mod["main"].body)
+              if isinstance(nd, Call) and hasattr(nd.op, "name")]
+    assert "qnn.requantize" in called and "qnn.dequantize" in called[-2:]
+    assert not [c for c in post_order(mod["main"].body) if isinstance(c, Call)
+                and getattr(c.op, "name", "") == "nn.conv2d" and c.args[1].data.dtype != np.int8]
+    for x in xs[6:]:
+        np.testing.assert_array_equal(evaluate(mod, x), run_reference(model, {"x": x})[0])

@@ -261,3 +261,14 @@ def test_operator_format_equals_onnxruntime(tmp_path, act):
         np.testing.assert_array_equal(run_reference(model, {"x": x}, ties)[0],
                                       _ort(model, {"x": x})[0])
     assert not any(ties.values()), ties
+
+
+def test_qdq_conv1d_equals_onnxruntime(tmp_path):
+    from test_onnx_qdq_exact import conv1d_net
+
+    onnx.save(conv1d_net(), str(tmp_path / "f.onnx"))
+    xs = np.random.default_rng(9).normal(0, 1, (16, 1, 3, 40)).astype(np.float32)
+    model = _quantize(tmp_path / "f.onnx", tmp_path / "q.onnx", [{"x": x} for x in xs[:8]],
+                      True)
+    assert "QLinearConv" in _fused(model, tmp_path)
+    assert _check(model, [{"x": x} for x in xs[8:]]) > 1000

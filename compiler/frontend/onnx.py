@@ -576,11 +576,20 @@ def _dilate_kernel(w, dil):
 
 
 def _conv_1d_to_2d(ctx, ins):
-    """(N, C, L) conv operands as (N, C, 1, L)."""
+    """(N, C, L) conv operands as (N, C, 1, L); quantized ones stay quantized."""
     x, w = ins[0], ins[1]
     shape = ctx.shape_of(x)
-    return (_Val(_call("reshape", ctx.value_expr(ctx.float_val(x)),
-                       newshape=(shape[0], shape[1], 1, shape[2]))),
+    shape4 = (shape[0], shape[1], 1, shape[2])
+    if x.q is not None and x.q.scale.ndim == 0 and w.q is not None and \
+            w.q.src.const is not None:
+        x4 = _requant_passthrough(ctx, x, _call("reshape", ctx.int8_expr(x.q.src),
+                                                 newshape=shape4))
+        x4.shape = shape4
+        q = w.q
+        w4 = _Val(q=_QInfo(_Val(const=q.src.const[:, :, None, :]), q.scale, q.zp, q.axis,
+                           q.raw), dtype="float32")
+        return x4, w4
+    return (_Val(_call("reshape", ctx.value_expr(ctx.float_val(x)), newshape=shape4)),
             _Val(const=ctx.float_val(w).const[:, :, None, :]) if w.const is not None or
             (w.q is not None and w.q.src.const is not None) else
             _Val(_call("expand_dims", ctx.value_expr(w), axis=2)))
@@ -621,7 +630,13 @@ def _conv1d(ctx, node, ins, a):
         a2["pads"] = [0, a["pads"][0], 0, a["pads"][1]]
     if "kernel_shape" in a:
         a2["kernel_shape"] = [1] + list(a["kernel_shape"])
-    y = _conv(ctx, node, [x2, w2] + list(ins[2:]), a2)[0]
+    out = _conv(ctx, node, [x2, w2] + list(ins[2:]), a2)
+    if isinstance(out, dict):  # the integer layer, fused with its QuantizeLinear
+        for v in out.values():
+            n, c, _, length = ctx.shape_of(v)
+            v.expr, v.shape = _call("reshape", v.expr, newshape=(n, c, length)), None
+        return out
+    y = out[0]
     shape = ctx.shape_of(y)
     return [ctx.out(_call("reshape", ctx.value_expr(y), newshape=(shape[0], shape[1], shape[3])))]
 

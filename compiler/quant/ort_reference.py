@@ -304,8 +304,18 @@ class _Run:
         return K.requantize_output(acc, s, zp, dtype, axis=-1 if np.ndim(s) else None)
 
     def conv(self, node, a, xq, xs, xz, wq, ws, wz, bias, ys, yz, dtype):
+        if xq.ndim == 3:  # 1-D: as a 2-D convolution of height 1
+            a = dict(a)
+            for key in ("strides", "dilations"):
+                a[key] = [1] + list(a.get(key, [1]))
+            p = list(a.get("pads", [0, 0]))
+            a["pads"] = [0, p[0], 0, p[1]]
+            y = self.conv(node, a, xq[:, :, None], xs, xz, wq[:, :, None], ws, wz, bias, ys,
+                          yz, dtype)
+            return y[:, :, 0]
         if xq.ndim != 4:
-            raise ReferenceError(f"Conv node {node.name!r}: only 2-D convolutions are covered")
+            raise ReferenceError(f"Conv node {node.name!r}: only 1-D and 2-D convolutions are "
+                                 f"covered")
         auto = a.get("auto_pad", b"NOTSET")
         if auto not in (b"NOTSET", "NOTSET", b"", ""):
             raise ReferenceError(f"Conv node {node.name!r}: auto_pad is not covered")
