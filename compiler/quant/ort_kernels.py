@@ -15,6 +15,9 @@ int8-activation Conv / MatMul groups only on arm64 (``QDQIsInt8Allowed`` in
 ``core/optimizer/qdq_transformer/qdq_selector_action_transformer.h``). The
 formulas here are what every CPU computes when nothing saturates (the
 accumulation is exact in int32), which is what the kernels are meant to compute.
+Three float kernels evaluate in a CPU-specific order (QLinearAdd, QLinearMul, the
+logistic of QLinearSigmoid's table); they agree except within a hair of a
+rounding tie, which :func:`near_tie` detects.
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ from .fixed_point import per_axis
 
 __all__ = ["qrange", "quantize_linear", "dequantize_linear", "requantize_output",
            "conv_acc", "matmul_acc", "output_scale", "qlinear_add", "qlinear_mul",
-           "qlinear_add_exact", "qlinear_mul_exact", "near_tie", "avg_pool", "avg_pool_out_size",
-           "softmax",
-           "global_avg_pool", "lookup_table", "apply_table", "logistic"]
+           "qlinear_add_exact", "qlinear_mul_exact", "near_tie", "avg_pool",
+           "avg_pool_out_size", "global_avg_pool", "softmax", "lookup_table", "apply_table",
+           "logistic"]
 
 _F = np.float32
 
