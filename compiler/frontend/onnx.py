@@ -1070,8 +1070,10 @@ def _qdq_layer(ctx, node, tail, x, w, b, kind, p):
     sy, zy_raw, ydtype = _qparams(qnode, qins, 2)
     if len(qins) > 2 and qins[2] is not None:
         ydtype = qins[2].dtype
-    if ydtype not in ("int8", "uint8") or sy.ndim or x.q.scale.ndim:
-        return None  # not the integer form: the caller imports the float op (QDQ semantics)
+    if ydtype not in ("int8", "uint8") or sy.ndim or x.q.scale.ndim or x.q.raw != ydtype:
+        # not a group onnxruntime fuses (its input and output types must match): the
+        # caller imports the float op (QDQ semantics)
+        return None
     zy = int(_zp_domain(zy_raw, ydtype))
     try:
         wq, sw, waxis = _weight_int8(node, w)
@@ -1103,7 +1105,7 @@ def _qdq_binary(ctx, node, ins):
     sy, zy_raw, ydtype = _qparams(qnode, qins, 2)
     if len(qins) > 2 and qins[2] is not None:
         ydtype = qins[2].dtype
-    if ydtype not in ("int8", "uint8") or sy.ndim:
+    if ydtype not in ("int8", "uint8") or sy.ndim or not x.q.raw == y.q.raw == ydtype:
         return None
     zy = int(_zp_domain(zy_raw, ydtype))
     lo, hi = _act_bounds(ctx, act, sy, zy)
