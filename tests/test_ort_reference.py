@@ -272,3 +272,23 @@ def test_qdq_conv1d_equals_onnxruntime(tmp_path):
                       True)
     assert "QLinearConv" in _fused(model, tmp_path)
     assert _check(model, [{"x": x} for x in xs[8:]]) > 1000
+
+
+def test_operator_format_batched_matmul_equals_onnxruntime(tmp_path):
+    """QOperator QLinearMatMul of a (1, 5, 8) tensor (and QLinearAdd, QLinearSoftmax)."""
+    from test_onnx_qdq_exact import attn_net
+
+    onnx.save(attn_net(), str(tmp_path / "f.onnx"))
+    xs = np.random.default_rng(7).normal(0, 1, (12, 1, 5, 8)).astype(np.float32)
+    model = _quantize(tmp_path / "f.onnx", tmp_path / "q.onnx", [{"x": x} for x in xs[:8]],
+                      True, "QOperator")
+    assert "QLinearMatMul" in {nd.op_type for nd in model.graph.node}
+    from vtakit.compiler.frontend import from_onnx
+    from vtakit.compiler.ir import evaluate
+    mod = from_onnx(model)
+    ties = {}
+    for x in xs[8:]:
+        ref = run_reference(model, {"x": x}, ties)[0]
+        np.testing.assert_array_equal(ref, _ort(model, {"x": x})[0])
+        np.testing.assert_array_equal(evaluate(mod, x), ref)
+    assert not any(ties.values()), ties

@@ -1184,11 +1184,17 @@ def _qlinear(ctx, node, ins, a):
                                                     np.zeros(1, np.int32)[0], 0))
         e = _int_layer(ctx, xe, sx, zx, wq, sw, bias, sy, zy, -128, 127, "conv", p)
     else:
-        if len(wq.shape) != 2 or len(ctx.shape_of(x)) != 2:
-            raise OnnxImportError(f"{_where(node)}: only 2-D QLinearMatMul is supported")
+        xshape = ctx.shape_of(x)
+        if len(wq.shape) != 2 or len(xshape) < 2:
+            raise OnnxImportError(f"{_where(node)}: only QLinearMatMul by a 2-D weight is "
+                                  f"supported")
+        if len(xshape) > 2:  # a batch of rows: one 2-D product
+            xe = _call("reshape", xe, newshape=(int(np.prod(xshape[:-1])), xshape[-1]))
         # (K, N) weight with per-column scales -> nn.dense's (N, K)
         wq = np.ascontiguousarray(wq.T)
         e = _int_layer(ctx, xe, sx, zx, wq, sw, None, sy, zy, -128, 127, "dense", {})
+        if len(xshape) > 2:
+            e = _call("reshape", e, newshape=tuple(xshape[:-1]) + (wq.shape[0],))
     return [_Val(e, dtype=ydtype, u8=ydtype == "uint8")]
 
 

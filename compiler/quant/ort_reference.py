@@ -334,8 +334,9 @@ class _Run:
         if node.op_type == "QLinearConv":
             bias = v[8] if len(v) > 8 else None
             return self.conv(node, a, x, xs, xz, w, ws, wz, bias, ys, yz, dtype)
-        if x.ndim != 2 or w.ndim != 2:
-            raise ReferenceError(f"QLinearMatMul node {node.name!r}: only 2-D is covered")
+        if x.ndim < 2 or w.ndim != 2:
+            raise ReferenceError(f"QLinearMatMul node {node.name!r}: only a 2-D weight is "
+                                 f"covered")
         s = K.output_scale(xs, ws, ys)
         acc = K.matmul_acc(x, xz, w, wz)
         return K.requantize_output(acc, s, yz, dtype, axis=-1 if np.ndim(s) else None)
