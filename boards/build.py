@@ -16,7 +16,9 @@ from pathlib import Path
 
 from amaranth.hdl import Elaboratable, Module
 
+from ..hw.errors import InputError
 from ..hw.config import load_config
+from ..runtime.progress import Stages
 from .board_top import BoardTop
 from .report import SynthReport
 from .targets import get_target
@@ -111,7 +113,7 @@ def build_bitstream(board: str, config=None, output="vta.bit", *, workdir=None,
         A tool failed (including timing not met at the board clock).
     """
     if board not in BOARDS:
-        raise ValueError(f"unknown board {board!r}; boards are {', '.join(BOARDS)}")
+        raise InputError(f"unknown board {board!r}; boards are {', '.join(BOARDS)}")
     b = BOARDS[board]
     config = load_config(config or b.config)
     if workdir is None:
@@ -121,16 +123,23 @@ def build_bitstream(board: str, config=None, output="vta.bit", *, workdir=None,
     work.mkdir(parents=True, exist_ok=True)
     platform = _platform(b)
     name = "vta"
-    plan = platform.prepare(_BoardDesign(config, b.dram_size), name=name)
-    plan.extract(work)
-    run_tool("yosys", ["-q", "-l", f"{name}.rpt", f"{name}.ys"], cwd=work, log=work / "yosys.log")
+    stages = Stages(f"build {config.name} for {board}", 4, heartbeat=25.0)
+    stages.print(f"build files and tool logs in {work}")
+    with stages.stage("elaborate + RTLIL (Amaranth)"):
+        plan = platform.prepare(_BoardDesign(config, b.dram_size), name=name)
+        plan.extract(work)
+    with stages.stage("synthesize (Yosys)", f"log {work / 'yosys.log'}"):
+        run_tool("yosys", ["-l", f"{name}.rpt", f"{name}.ys"], cwd=work,
+                 log=work / "yosys.log", stages=stages)
     freq = platform.default_clk_frequency / 1e6
-    run_tool("nextpnr-ecp5", [*b.pnr_device, "--json", f"{name}.json", "--lpf", f"{name}.lpf",
-                              "--textcfg", f"{name}.config", "--report", "pnr.json",
-                              "--freq", f"{freq:g}", "--seed", str(seed)],
-             cwd=work, log=work / "nextpnr.log")
-    run_tool(b.packer, ["--input", f"{name}.config", "--bit", f"{name}.bit"], cwd=work,
-             log=work / f"{b.packer}.log")
+    with stages.stage("place and route (nextpnr)", f"log {work / 'nextpnr.log'}"):
+        run_tool("nextpnr-ecp5", [*b.pnr_device, "--json", f"{name}.json", "--lpf",
+                                  f"{name}.lpf", "--textcfg", f"{name}.config", "--report",
+                                  "pnr.json", "--freq", f"{freq:g}", "--seed", str(seed)],
+                 cwd=work, log=work / "nextpnr.log", stages=stages)
+    with stages.stage(f"pack the bitstream ({b.packer})"):
+        run_tool(b.packer, ["--input", f"{name}.config", "--bit", f"{name}.bit"], cwd=work,
+                 log=work / f"{b.packer}.log", stages=stages)
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(work / f"{name}.bit", output)
     target = get_target(b.target)

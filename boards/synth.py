@@ -14,12 +14,14 @@ adds the largest config estimated to fit (:mod:`vtakit.boards.fit`).
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import time
 from pathlib import Path
 
 from ..hw.config import load_config
 from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
+from ..runtime.progress import Stages
 from .harness import IOHarness
 from .report import Overflow, SynthReport
 from .targets import RESOURCES, Target, get_target
@@ -40,13 +42,16 @@ def _write_rtlil(component, path: Path) -> IOHarness:
     return harness
 
 
-def _yosys(target: Target, work: Path, *, netlist: bool) -> dict:
+def _yosys(target: Target, work: Path, *, netlist: bool, stages=None,
+           verbose: bool = False) -> dict:
     script = [f"read_rtlil {TOP}.il", f"{' '.join(target.synth)} -top {TOP}",
               "tee -q -o stat.json stat -json"]
     if netlist:
         script.append(f"write_json {TOP}.json")
     (work / "synth.ys").write_text("\n".join(script) + "\n")
-    run_tool("yosys", ["-q", "-s", "synth.ys"], cwd=work, log=work / "yosys.log")
+    # Not -q: the log names each pass, which the heartbeat lines show.
+    run_tool("yosys", ["-s", "synth.ys"], cwd=work, log=work / "yosys.log", stages=stages,
+             verbose=verbose)
     stat = json.loads((work / "stat.json").read_text())
     cells = stat.get("design", {}).get("num_cells_by_type")
     if cells is None:   # one module: its counts are the design's
@@ -56,11 +61,11 @@ def _yosys(target: Target, work: Path, *, netlist: bool) -> dict:
 
 
 def _nextpnr(target: Target, work: Path, *, freq_mhz: float, seed: int,
-             extra=()) -> tuple[dict, float | None]:
+             extra=(), stages=None, verbose: bool = False) -> tuple[dict, float | None]:
     tool, *device = target.pnr
     run_tool(tool, [*device, "--json", f"{TOP}.json", "--report", "pnr.json",
                     "--freq", f"{freq_mhz:g}", "--timing-allow-fail", "--seed", str(seed), *extra],
-             cwd=work, log=work / "nextpnr.log")
+             cwd=work, log=work / "nextpnr.log", stages=stages, verbose=verbose)
     report = json.loads((work / "pnr.json").read_text())
     used = {}
     for key, resource in target.pnr_cells.items():
@@ -71,7 +76,8 @@ def _nextpnr(target: Target, work: Path, *, freq_mhz: float, seed: int,
 
 
 def synthesize(component, target, *, name: str, workdir=None, place_and_route: bool = True,
-               freq_mhz: float | None = None, seed: int = 1, pnr_args=()) -> SynthReport:
+               freq_mhz: float | None = None, seed: int = 1, pnr_args=(),
+               progress: bool = True, verbose: bool = False) -> SynthReport:
     """Synthesize ``component`` for ``target`` (and place and route it where possible).
 
     Parameters
@@ -92,6 +98,11 @@ def synthesize(component, target, *, name: str, workdir=None, place_and_route: b
         nextpnr placer seed (fixed, so a report is reproducible).
     pnr_args : sequence of str
         Extra nextpnr arguments (e.g. ``--textcfg`` for a bitstream).
+    progress : bool
+        Stage lines on stderr, the log folder, and a line at least every 30 s while a
+        tool works (its log's last line).
+    verbose : bool
+        Copy the tools' logs to stderr as they are written.
 
     Raises
     ------
@@ -100,20 +111,32 @@ def synthesize(component, target, *, name: str, workdir=None, place_and_route: b
     """
     target = get_target(target) if isinstance(target, str) else target
     freq_mhz = freq_mhz or DEFAULT_FREQ_MHZ[target.family]
-    if workdir is None:
-        with tempfile.TemporaryDirectory(prefix="vtakit-synth-") as tmp:
-            return synthesize(component, target, name=name, workdir=tmp,
-                              place_and_route=place_and_route, freq_mhz=freq_mhz, seed=seed,
-                              pnr_args=pnr_args)
-    work = Path(workdir)
+    temporary = workdir is None      # removed after a success, kept when a tool fails
+    work = Path(tempfile.mkdtemp(prefix="vtakit-synth-") if temporary else workdir)
     work.mkdir(parents=True, exist_ok=True)
+    pnr = place_and_route and target.pnr is not None
+    stages = Stages(f"synth {name} {target.name}", 3 if pnr else 2, enable=progress,
+                    heartbeat=25.0)
+    stages.print(f"tool logs in {work} (yosys.log{', nextpnr.log' if pnr else ''}"
+                 + ("; removed after a success, --workdir DIR keeps them" if temporary else "")
+                 + ("" if verbose else "; --verbose streams them") + ")")
+    report = _synthesize(component, target, name, work, pnr, freq_mhz, seed, pnr_args,
+                         stages, verbose)
+    if temporary:
+        shutil.rmtree(work, ignore_errors=True)
+    return report
+
+
+def _synthesize(component, target, name, work, pnr, freq_mhz, seed, pnr_args, stages,
+                verbose) -> SynthReport:
     seconds, tools = {}, {"yosys": tool_version("yosys")}
     t = time.monotonic()
-    harness = _write_rtlil(component, work / f"{TOP}.il")
+    with stages.stage("elaborate + RTLIL (Amaranth)"):
+        harness = _write_rtlil(component, work / f"{TOP}.il")
     seconds["rtlil"] = round(time.monotonic() - t, 1)
     t = time.monotonic()
-    pnr = place_and_route and target.pnr is not None
-    cells = _yosys(target, work, netlist=pnr)
+    with stages.stage("synthesize (Yosys)", f"log {work / 'yosys.log'}"):
+        cells = _yosys(target, work, netlist=pnr, stages=stages, verbose=verbose)
     seconds["yosys"] = round(time.monotonic() - t, 1)
     report = SynthReport(design=name, target=target.name, device=target.device,
                          resources=target.count(cells), capacity=dict(target.capacity),
@@ -124,8 +147,9 @@ def synthesize(component, target, *, name: str, workdir=None, place_and_route: b
     if pnr and report.fits:
         tools[target.pnr[0]] = tool_version(target.pnr[0])
         t = time.monotonic()
-        used, report.fmax_mhz = _nextpnr(target, work, freq_mhz=freq_mhz, seed=seed,
-                                         extra=pnr_args)
+        with stages.stage("place and route (nextpnr)", f"log {work / 'nextpnr.log'}"):
+            used, report.fmax_mhz = _nextpnr(target, work, freq_mhz=freq_mhz, seed=seed,
+                                             extra=pnr_args, stages=stages, verbose=verbose)
         seconds["nextpnr"] = round(time.monotonic() - t, 1)
         report.resources.update(used)
         report.source = "nextpnr"

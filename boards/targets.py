@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..hw.errors import InputError
+
 __all__ = ["Target", "TARGETS", "RESOURCES", "get_target"]
 
 #: Resource names, in table order.
@@ -119,4 +121,4 @@ def get_target(name: str) -> Target:
     try:
         return TARGETS[name]
     except KeyError:
-        raise ValueError(f"unknown target {name!r}; targets are {', '.join(TARGETS)}") from None
+        raise InputError(f"unknown target {name!r}; targets are {', '.join(TARGETS)}") from None

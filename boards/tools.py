@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+from ..hw.errors import InputError, VtakitError
 
 __all__ = ["TOOLS", "ToolError", "run_tool", "tool_version"]
 
@@ -27,7 +30,7 @@ TOOLS = {
 _TAIL_LINES = 12
 
 
-class ToolError(RuntimeError):
+class ToolError(VtakitError, RuntimeError):
     """A tool is missing or failed; the message ends with the tail of its log."""
 
 
@@ -41,8 +44,13 @@ def tool_version(tool: str) -> str:
                         f"(pip install 'vtakit[boards]')") from None
 
 
-def run_tool(tool: str, args, *, cwd: Path, log: Path) -> None:
+def run_tool(tool: str, args, *, cwd: Path, log: Path, stages=None,
+             verbose: bool = False) -> None:
     """Run ``tool`` with ``args`` in ``cwd``, its output to ``log``.
+
+    ``stages`` (a :class:`~vtakit.runtime.progress.Stages`) gets a heartbeat line with
+    the log's last line while the tool works; ``verbose`` copies the log to stderr as
+    it grows.
 
     Raises
     ------
@@ -50,13 +58,28 @@ def run_tool(tool: str, args, *, cwd: Path, log: Path) -> None:
         If the package is missing or the tool exits non-zero.
     """
     if tool not in TOOLS:
-        raise ValueError(f"unknown tool {tool!r}; tools are {', '.join(TOOLS)}")
+        raise InputError(f"unknown tool {tool!r}; tools are {', '.join(TOOLS)}")
     tool_version(tool)
     _package, module, function = TOOLS[tool]
     code = f"import sys, {module} as m; sys.exit(m.{function}(sys.argv[1:]))"
-    with open(log, "w") as out:
-        proc = subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=cwd,
-                              stdout=out, stderr=subprocess.STDOUT)
+    with open(log, "w") as out, open(log, errors="replace") as follow:
+        proc = subprocess.Popen([sys.executable, "-c", code, *map(str, args)], cwd=cwd,
+                                stdout=out, stderr=subprocess.STDOUT)
+        last, partial = "", ""
+        while True:
+            done = proc.poll() is not None
+            partial += follow.read()
+            *lines, partial = partial.split("\n")
+            for line in lines:
+                if verbose:
+                    print(f"  {tool}| {line}", file=sys.stderr, flush=True)
+                if line.strip():
+                    last = line
+            if done:
+                break
+            if stages is not None:
+                stages.tick(last)
+            time.sleep(0.5)
     if proc.returncode != 0:
         lines = [line for line in Path(log).read_text(errors="replace").splitlines() if line.strip()]
         tail = "\n".join(lines[-_TAIL_LINES:])

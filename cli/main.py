@@ -1,10 +1,12 @@
 """The ``vtakit`` command line.
 
 Each subcommand is a module of :mod:`vtakit.cli.commands` with a ``register(subparsers)``
-function that adds its parser and sets ``func``. Any error prints one line on
-stderr and exits 2 (set ``VTAKIT_DEBUG=1`` to see the traceback). A message of
-several lines (e.g. a build error followed by the tool's output) is shortened to
-its first and last non-empty lines plus a hint.
+function that adds its parser and sets ``func``. A user error (a
+:class:`~vtakit.hw.errors.VtakitError`, or an ``OSError`` about a path) prints one
+line on stderr and exits 2 (set ``VTAKIT_DEBUG=1`` to see the traceback). A message
+of several lines (e.g. a build error followed by the tool's output) is shortened to
+its first and last non-empty lines plus a hint. Anything else is a bug in vtakit: it
+prints the traceback and "internal error: please report" and exits 3.
 """
 
 from __future__ import annotations
@@ -14,11 +16,36 @@ import importlib
 import os
 import pkgutil
 import sys
+import traceback
 
 from .. import __version__
+from ..hw.errors import InputError, VtakitError
 from . import commands
 
-__all__ = ["main", "error_lines"]
+__all__ = ["main", "error_lines", "is_user_error", "UsageError", "EXIT_USER_ERROR",
+           "EXIT_INTERNAL_ERROR"]
+
+#: Exit status of a user error (bad input, a fault, a failed build) and of a bug.
+EXIT_USER_ERROR = 2
+EXIT_INTERNAL_ERROR = 3
+
+# Error classes of modules this step could not edit (compiler/frontend, compiler/quant,
+# being edited elsewhere): user errors all the same. Remove each entry once its class
+# derives from VtakitError (tests/test_errors.py says when).
+NOT_YET_ROOTED = frozenset()
+
+
+class UsageError(InputError):
+    """A command that cannot do what its options ask: options that do not fit together
+    or do not fit the input, a design that does not fit the chosen FPGA."""
+
+
+def is_user_error(error: BaseException) -> bool:
+    """True for an error the user caused and can fix (shown in one line, exit 2):
+    a :class:`VtakitError`, or an ``OSError`` (a missing or unreadable path)."""
+    if isinstance(error, (VtakitError, OSError)):
+        return True
+    return any((c.__module__, c.__qualname__) in NOT_YET_ROOTED for c in type(error).__mro__)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,12 +83,23 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     try:
-        return args.func(args) or 0
+        code = args.func(args) or 0
+        sys.stdout.flush()           # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:          # `vtakit disasm m.vtax | head`: end quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13              # 141, the shell's status of a SIGPIPE death
     except KeyboardInterrupt:
         print("vtakit: interrupted", file=sys.stderr)
         return 130
-    except Exception as e:  # short, no traceback: the contract of the CLI
+    except Exception as e:
+        if not is_user_error(e):
+            traceback.print_exc()
+            print(f"vtakit {args.command}: internal error: please report it with the "
+                  f"traceback above ({type(e).__name__}: {e})", file=sys.stderr)
+            return EXIT_INTERNAL_ERROR
         if os.environ.get("VTAKIT_DEBUG"):
             raise
+        # short, no traceback: the contract of the CLI
         print("\n".join(error_lines(args.command, e)), file=sys.stderr)
-        return 2
+        return EXIT_USER_ERROR

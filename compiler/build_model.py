@@ -12,10 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..hw.errors import VtakitError
+
 __all__ = ["compile_model", "load_model", "format_report", "ModelError"]
 
 
-class ModelError(ValueError):
+class ModelError(VtakitError, ValueError):
     """A model file vtakit cannot read (unknown format)."""
 
 
@@ -81,11 +83,21 @@ def compile_model(path, config="default", *, calibrate=None, report: list | None
 
 def format_report(records) -> str:
     """One line per layer: kind, input shape, where it runs and why, predicted cycles,
-    DRAM bytes, tiling."""
-    lines = [f"{'#':>3} {'layer':<11} {'input':<18} {'where':<9} {'pred. cycles':>12} "
-             f"{'DRAM B':>9}  why / tiling"]
-    for i, r in enumerate(records):
-        lines.append(f"{i:>3} {r.kind:<11} {str(r.shape):<18} {r.where:<9} "
-                     f"{r.predicted_cycles:>12,.0f} {r.dram_bytes:>9,}  {r.why}"
-                     + (f"; {r.tiling}" if r.tiling else ""))
+    DRAM bytes, tiling. The columns are as wide as their longest entry; a reason given
+    for several layers is printed once, as a footnote ``[n]`` below the table."""
+    counts = {}
+    for r in records:
+        counts[r.why] = counts.get(r.why, 0) + 1
+    notes = {why: i + 1 for i, why in enumerate(w for w, n in counts.items() if n > 1)}
+    rows = [(str(i), r.kind, str(r.shape), r.where, f"{r.predicted_cycles:,.0f}",
+             f"{r.dram_bytes:,}", (f"[{notes[r.why]}]" if r.why in notes else r.why)
+             + (f"; {r.tiling}" if r.tiling else "")) for i, r in enumerate(records)]
+    head = ("#", "layer", "input", "where", "pred. cycles", "DRAM B", "why / tiling")
+    width = [max(len(c) for c in col) for col in zip(head, *rows)]
+    right = (True, False, False, False, True, True)
+    def line(cells):
+        out = [c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, width, right)]
+        return " ".join(out) + "  " + cells[-1]
+    lines = [line(head)] + [line(r) for r in rows]
+    lines += [f"[{n}] {why}" for why, n in notes.items()]
     return "\n".join(lines)

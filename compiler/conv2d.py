@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..hw.errors import VtakitError
 from ..hw.isa import MemType
 from ..runtime import UopKernel
 from .epilogue import Epilogue
@@ -58,7 +59,7 @@ __all__ = ["Conv2dPlan", "plan_conv2d", "conv2d", "group_conv2d", "assemble_plan
            "GroupMappingError"]
 
 
-class GroupMappingError(ValueError):
+class GroupMappingError(VtakitError, ValueError):
     """A grouped convolution that one plan cannot map onto whole or diagonal blocks."""
 
 

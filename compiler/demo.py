@@ -21,11 +21,12 @@ lanes and accumulator resets included).
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from ..hw.errors import InputError
 
 __all__ = ["DemoResult", "run_demo", "format_demo", "model_macs", "rtl_build_cached",
            "CALIBRATION_SAMPLES"]
@@ -100,18 +101,40 @@ def rtl_build_cached(backend: str, config) -> bool:
 
 
 def _bar(iterable, desc, progress):
-    from tqdm import tqdm
-    return tqdm(iterable, desc=desc, unit="img", file=sys.stderr, leave=False,
-                disable=not progress)
+    from ..runtime.progress import bar
+    return bar(iterable, desc=desc, unit="img", enable=progress)
+
+
+def _start_build(backend, cfg, progress, log):
+    """Build the RTL simulator of ``backend`` in a child process (elaboration is Python
+    and would hold this process's interpreter) while the behavioral phase runs; a future
+    of the build, or ``None`` when it is cached."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from ..sim.rtl_build import cache_root, get_build
+    if rtl_build_cached(backend, cfg):
+        return None
+    log(f"building the {backend} simulator of {cfg.name} in the background (first run only; "
+        f"later runs reuse {cache_root()})")
+    # fork: no thread runs yet, and the child needs no re-import of the command line.
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
+    future = pool.submit(get_build, backend, cfg, progress=progress)
+    pool.shutdown(wait=False)
+    return future
 
 
 def _predict(exe, images, device, desc, progress, recorder=None):
+    """The predicted class of each image. One VM runs them all: it parses the primitives
+    and plans each layer's kernel once, where ``exe.run`` per image would redo both."""
     preds = np.empty(len(images), np.int64)
-    for i, x in enumerate(_bar(images, desc, progress)):
-        if recorder is not None:
-            recorder.start()
-        y = exe.run(x[None], device=device, hook=None if recorder is None else recorder.hook)
-        preds[i] = int(np.argmax(np.asarray(y)))
+    hook = None if recorder is None else recorder.hook
+    with exe.vm(device=device, hook=hook) as vm:
+        for i, x in enumerate(_bar(images, desc, progress)):
+            if recorder is not None:
+                recorder.start()
+            y = vm.run(x[None], func=exe.entry)
+            preds[i] = int(np.argmax(np.asarray(y)))
     return preds
 
 
@@ -139,7 +162,7 @@ def run_demo(config="default", backend: str = "verilator", count: int = 20, *,
     DemoResult
     """
     from ..hw.config import load_config
-    from ..runtime.device import open_device
+    from ..runtime.device import check_backend, open_device
     from ..runtime.recorder import LayerRecorder
     from .build_model import compile_model
     from .frontend.onnx import from_onnx
@@ -148,8 +171,10 @@ def run_demo(config="default", backend: str = "verilator", count: int = 20, *,
     from .quant.calibrate import calibrate
 
     if count < 0:
-        raise ValueError(f"count={count}; the number of RTL images must be >= 0")
+        raise InputError(f"count={count}; the number of RTL images must be >= 0")
+    check_backend(backend)               # fail now, not after the behavioral phase
     cfg = load_config(config)
+    build = _start_build(backend, cfg, progress, log) if count else None
     wall = {}
     t = time.perf_counter()
     x_train, _, x_test, y_test = load_digits_split()
@@ -180,10 +205,9 @@ def run_demo(config="default", backend: str = "verilator", count: int = 20, *,
     rtl_pred = np.empty(0, np.int64)
     cycles, gemm_ops = -1, 0
     if count:
-        if not rtl_build_cached(backend, cfg):
-            log(f"building the {backend} simulator of {cfg.name} (first run only, about a "
-                "minute; later runs reuse ~/.cache/vtakit)")
         t = time.perf_counter()
+        if build is not None:
+            build.result()        # wait for the background build; raises its error
         with open_device(backend, cfg) as dev:
             wall["rtl_open"] = time.perf_counter() - t
             t = time.perf_counter()

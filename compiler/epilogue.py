@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..hw.errors import VtakitError
 from ..hw.isa import AluOp
 from ..hw.spec import IMM_MAX, IMM_MIN, SHIFT_LIMIT
 from ..runtime import UopKernel
@@ -42,7 +43,7 @@ __all__ = ["Epilogue", "EpilogueError", "MAX_SHIFT"]
 MAX_SHIFT = SHIFT_LIMIT
 
 
-class EpilogueError(ValueError):
+class EpilogueError(VtakitError, ValueError):
     """An epilogue parameter VTA cannot execute (shift, clip bounds, dtype)."""
 
 

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..hw.errors import VtakitError
 from ..runtime.dram import whole_pages
 from ..runtime.layout import nchw_shape, pack_activation
 from .conv2d import assemble_planes, plan_conv2d
@@ -69,7 +70,7 @@ __all__ = ["VTALayer", "LayerRecord", "match_layer", "split_layer", "lower_layer
            "run_graph", "requantize_cost", "LoweringError"]
 
 
-class LoweringError(ValueError):
+class LoweringError(VtakitError, ValueError):
     """A layer that the operator library cannot run (the graph runs it on the host)."""
 
 
@@ -237,6 +238,8 @@ class _Spec:
     params: tuple = ()    # the weight arrays they were packed from (kept: ids key the cache)
     #: the border correction, packed int32, when the host adds it (filled on use)
     correction: np.ndarray | None = None
+    #: (tiling, predicted cycles, DRAM bytes) of the plan, for the records (filled on use)
+    estimate: tuple | None = None
 
 
 def _layer_spec(layer: VTALayer, shape, w_shape, config) -> _Spec:
@@ -328,7 +331,12 @@ def _border_correction(plan, w, pad_value) -> np.ndarray:
                            (n,) + taps.shape[1:]).astype(np.int32)
 
 
-def _fill_estimate(rec, plan):
+def _fill_estimate(rec, plan, spec=None):
+    """The record's tiling, predicted cycles and DRAM bytes from ``plan``; kept in
+    ``spec`` (a plan's estimate does not change), so a layer run again reuses it."""
+    if spec is not None and spec.estimate is not None:
+        rec.tiling, rec.predicted_cycles, rec.dram_bytes = spec.estimate
+        return
     rec.tiling = _describe_tiling(plan)
     est = getattr(plan, "estimate", None)
     if est is not None:
@@ -338,6 +346,8 @@ def _fill_estimate(rec, plan):
         info = plan.inspect()
         rec.predicted_cycles = float(info["predicted_cycles"])
         rec.dram_bytes = int(sum(info["dram"].values()))
+    if spec is not None:
+        spec.estimate = (rec.tiling, rec.predicted_cycles, rec.dram_bytes)
 
 
 def _as_nchw(x):
@@ -482,7 +492,7 @@ class _Lowered:
             return y
         self.plan = plan = spec.plan
         rec.where, rec.why, rec.macs = spec.where, spec.why, spec.macs
-        _fill_estimate(rec, plan)
+        _fill_estimate(rec, plan, spec)
         y = self._launch(rt, spec, x, out, rec)
         if self.records is not None:
             self.records.append(rec)

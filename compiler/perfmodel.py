@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..hw.isa import MemType, Opcode
 from ..hw.spec import DEP_QUEUES, INSN_BYTES, PIPELINE, TOKEN_QUEUES, dispatch_unit
-from .tiling import CostModel
+from .tiling import RTL_COST, CostModel
 
 __all__ = ["StreamPrediction", "UnitInterval", "predict_stream", "stream_traffic",
            "fetch_cycles"]
@@ -71,6 +71,7 @@ def stream_traffic(insns, config) -> dict:
                out_store_nbytes=0)
     names = {MemType.INP: "inp_load_nbytes", MemType.WGT: "wgt_load_nbytes",
              MemType.ACC: "acc_load_nbytes", MemType.UOP: "uop_load_nbytes"}
+    elem = _elem_bytes(config)
     for insn in insns:
         if insn.opcode not in (Opcode.LOAD, Opcode.STORE) or insn.x_size == 0:
             continue
@@ -78,12 +79,17 @@ def stream_traffic(insns, config) -> dict:
         if insn.opcode == Opcode.STORE:
             out["out_store_nbytes"] += n * config.out_elem_bytes
         else:
-            out[names[MemType(insn.memory_type)]] += n * config.elem_bytes(insn.memory_type)
+            out[names[MemType(insn.memory_type)]] += n * elem[insn.memory_type]
     return out
 
 
-def _duration(insn, config, cost: CostModel):
-    """(cycles, gemm uops, alu uops) of one instruction."""
+def _elem_bytes(config) -> dict:
+    """Element bytes by memory type (int value), looked up once per stream."""
+    return {int(m): config.elem_bytes(m) for m in MemType}
+
+
+def _duration(insn, config, cost: CostModel, elem: dict):
+    """(cycles, gemm uops, alu uops) of one instruction (``elem``: :func:`_elem_bytes`)."""
     op = insn.opcode
     if op in (Opcode.LOAD, Opcode.STORE):
         if insn.x_size == 0:
@@ -94,7 +100,7 @@ def _duration(insn, config, cost: CostModel):
         if op == Opcode.LOAD and mem != MemType.UOP:
             xt = insn.x_pad_0 + insn.x_size + insn.x_pad_1
             pads = xt * (insn.y_pad_0 + insn.y_size + insn.y_pad_1) - n
-        beats = -(-n * config.elem_bytes(mem) // config.bus_bytes)
+        beats = -(-n * elem[mem] // config.bus_bytes)
         return cost.dma_insn_cycles + beats + pads + insn.y_size * cost.dma_row_cycles, 0, 0
     if op in (Opcode.GEMM, Opcode.ALU):
         uops = insn.iter_out * insn.iter_in * max(0, insn.uop_end - insn.uop_bgn)
@@ -105,7 +111,7 @@ def _duration(insn, config, cost: CostModel):
     return 1, 0, 0
 
 
-def predict_stream(insns, config, cost: CostModel = CostModel(), *,
+def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
                    intervals: bool = False) -> StreamPrediction:
     """Predict the cycles of a decoded stream (``Runtime.instructions`` after finalize,
     or any list of :class:`~vtakit.hw.isa.Insn`).
@@ -123,6 +129,7 @@ def predict_stream(insns, config, cost: CostModel = CostModel(), *,
     for insn in insns:
         queues[dispatch_unit(insn.opcode, insn.fields.get("memory_type"))].append(insn)
     tokens = {q: deque() for q in TOKEN_QUEUES}
+    elem = _elem_bytes(config)
     time = dict.fromkeys(queues, 0.0)
     busy = dict.fromkeys(queues, 0.0)
     pos = dict.fromkeys(queues, 0)
@@ -148,7 +155,7 @@ def predict_stream(insns, config, cost: CostModel = CostModel(), *,
                     break
                 ready = {n: tokens[n].popleft() for n in names}
                 start = max([time[m], *ready.values()])
-                dur, g, a = _duration(insn, config, cost)
+                dur, g, a = _duration(insn, config, cost, elem)
                 if intervals:
                     if start > time[m]:
                         late = "+".join(n for n, t in ready.items() if t > time[m])

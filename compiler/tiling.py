@@ -20,19 +20,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..hw.errors import VtakitError
 from .layout import ceil_div
 from .loops import Dim, fold_loops
 from ..hw.spec import MAX_PAD
 from .reference import normalize_padding
 
 __all__ = [
-    "ConvProblem", "ConvTiling", "CostModel", "Estimate", "TilingError", "search_tiles",
-    "best_tiling", "gemm_dims", "uop_budget", "MAX_PAD",
+    "ConvProblem", "ConvTiling", "CostModel", "RTL_COST", "Estimate", "TilingError",
+    "search_tiles", "best_tiling", "gemm_dims", "uop_budget", "MAX_PAD",
 ]
 
 
 
-class TilingError(ValueError):
+class TilingError(VtakitError, ValueError):
     """An operator that cannot be tiled for a config (names the op, shape and buffer)."""
 
 
@@ -221,6 +222,15 @@ class CostModel:
     dma_insn_cycles: int = 16
     dma_row_cycles: int = 2
     insn_cycles: int = 4
+
+
+#: The costs of the RTL (``hw/``), for :func:`vtakit.compiler.perfmodel.predict_stream`:
+#: GEMM and ALU issue one micro-op per cycle with either operand kind and occupy the
+#: compute module N + 4 cycles (``hw/compute.py``); a LOAD/STORE costs 10 cycles plus one
+#: per bus beat, pad element and 2 per row, fitted to Verilator's cycles of whole models
+#: (``bench/costmodel.py``: within 1.6% on the demo CNN and the four MLPerf Tiny models,
+#: default and tiny configs). The tile search keeps :class:`CostModel`'s defaults.
+RTL_COST = CostModel(alu_tensor_cycles=1.0, dma_insn_cycles=10)
 
 
 @dataclass(frozen=True)

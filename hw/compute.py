@@ -48,14 +48,14 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from .alu import SHIFT_BITS, VectorAlu
+from .alu import SHIFT_BITS, VectorAlu, alu_illegal
 from .config import VTAConfig
 from .gemm import GemmCore
 from .interfaces import (CommandSignature, ErrorCode, ErrorReport, dep_ports, token_ports,
                          dma_read_signature)
-from .isa import AluOp, MemType, Opcode, isa_for
+from .isa import MemType, Opcode, alu_opcode_bits, isa_for
 from .load_engine import LoadEngine
-from .spec import LOOP_ITER_BITS, SHIFT_LIMIT, Unit
+from .spec import LOOP_ITER_BITS, Unit
 
 __all__ = ["Compute", "compute_signature"]
 
@@ -180,9 +180,7 @@ class Compute(wiring.Component):
         bad_field = (
             (load_uop & ((mem.y_size != 1) | (pads != 0)))
             | (loop_insn & ((loop.uop_end < loop.uop_bgn) | (loop.uop_end > c.uop_depth)))
-            | (is_alu & ((alu_f.alu_opcode > AluOp.SHR)
-                         | ((alu_f.alu_opcode == AluOp.SHR)
-                            & (~alu_f.use_imm | (imm > SHIFT_LIMIT) | (imm < -SHIFT_LIMIT))))))
+            | (is_alu & alu_illegal(alu_f.alu_opcode, alu_f.use_imm, imm)))
         bad_range = (
             (load_uop & (mem.sram_base + mem.x_size > c.uop_depth))
             | (load_acc & (mem.sram_base + x_total * y_total > c.acc_depth)))
@@ -193,7 +191,7 @@ class Compute(wiring.Component):
         # instructions, so they are constant while uops are in flight).
         mode_gemm = Signal()
         mode_reset = Signal()
-        alu_op = Signal(2)
+        alu_op = Signal(alu_opcode_bits())
         use_imm = Signal()
         imm_word = Signal(signed(c.acc_width))
         shift = Signal(signed(SHIFT_BITS))

@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from .errors import VtakitError
 from .spec import (ALU_OPCODE_BITS, DEP_FLAGS, ENCODING_UNIT_BITS, IMM_BITS, INSN_BITS,
                    LOOP_ITER_BITS, OPCODE_BITS, SRAM_BASE_BITS, UOP_BITS)
 
 __all__ = ["VTAConfig", "ConfigError", "PRESETS", "load_config", "BUS_WIDTH_BY_TARGET"]
 
 
-class ConfigError(ValueError):
+class ConfigError(VtakitError, ValueError):
     """An illegal or unreadable VTA configuration."""
 
 
@@ -104,6 +105,14 @@ class VTAConfig:
             elif isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"{source}: {key} must be an integer, got {value!r}")
             kwargs[name] = value
+        # Like TVM's vta_config.json, a config names every key: a partial file is an
+        # error rather than silently completed from the default design.
+        missing = [k for k in _KEYS if k not in values]
+        if missing:
+            raise ConfigError(
+                f"{source}: missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)}; "
+                f"a vta_config.json sets all {len(_KEYS)} keys (copy one of "
+                f"vtakit/hw/presets/*.json)")
         try:
             return cls(**kwargs)
         except ConfigError as e:

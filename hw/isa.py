@@ -13,18 +13,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Callable
 
 import numpy as np
 
+from .errors import VtakitError
 from .config import VTAConfig
 from .spec import (ALU_OPCODE_BITS, DEP_FLAGS, DEP_QUEUES, DRAM_BASE_BITS, ENCODING_UNIT_BITS,
                    IMM_BITS, INSN_BITS, INSN_BYTES, LOOP_ITER_BITS, MEM_TYPE_BITS, OPCODE_BITS,
-                   PAD_BITS, SRAM_BASE_BITS, UOP_BITS, XFER_BITS, AluOp, MemType,
-                   Opcode, Unit, dispatch_unit)
+                   IMM_MAX, IMM_MIN, PAD_BITS, SHIFT_LIMIT, SRAM_BASE_BITS, UOP_BITS, XFER_BITS,
+                   AluOp, MemType, Opcode, Unit, dispatch_unit)
 
 __all__ = [
     "Opcode", "MemType", "AluOp", "Unit", "DEP_FLAGS", "DEP_QUEUES", "unit_of", "IsaError",
     "Field", "Format", "Insn", "Uop", "ISA", "isa_for", "insns_to_bytes", "bytes_to_words",
+    "AluSemantics", "ALU_OPS", "AluTableError", "alu_ops", "alu_semantics", "alu_violation",
+    "illegal_alu_opcodes", "alu_opcode_bits",
 ]
 
 
@@ -33,8 +37,181 @@ def unit_of(insn) -> Unit:
     return dispatch_unit(insn.opcode, insn.fields.get("memory_type"))
 
 
-class IsaError(ValueError):
+class IsaError(VtakitError, ValueError):
     """A value that cannot be encoded, or a word that cannot be decoded."""
+
+
+# ------------------------------------------------------------------ the ALU table
+
+class AluTableError(IsaError):
+    """The ALU table is inconsistent, or an opcode in it has no implementation
+    (no lane function for the models, no RTL for the hardware)."""
+
+
+_MASK32 = np.int64(0xFFFFFFFF)
+
+
+def _wrap32(values) -> np.ndarray:
+    """int64 -> int32 modulo 2**32 (two's complement)."""
+    return np.asarray(values).astype(np.int32, casting="unsafe")
+
+
+def _column(times, ndim: int):
+    """A per-row count as a column that broadcasts over the lanes of ``ndim``-D rows."""
+    times = np.asarray(times, dtype=np.int64)
+    return times.reshape((-1,) + (1,) * (ndim - 1)) if np.ndim(times) else times
+
+
+def _shift(a: np.ndarray, k: int, times=1) -> np.ndarray:
+    """SHR by ``k`` applied ``times`` times (array or int): right shifts compose to
+    one arithmetic shift (saturating at 31), left shifts to one shift (0 past 31)."""
+    total = _column(times, a.ndim) * abs(k)
+    wide = a.astype(np.int64)
+    if k >= 0:
+        return (wide >> np.minimum(total, 31)).astype(np.int32)
+    shifted = (wide << np.minimum(total, 32)) & _MASK32
+    return _wrap32(np.where(total >= 32, 0, shifted))
+
+
+@dataclass(frozen=True)
+class AluSemantics:
+    """One ALU opcode: its encoding, operand rules and the function it computes.
+
+    Attributes
+    ----------
+    code : int
+        The ``alu_opcode`` field value.
+    name : str
+    fn : callable or None
+        ``fn(a, b) -> int32 array``: the lane function on int32 lanes; ``a`` is an int32
+        array (the destination), ``b`` an int32 array of the same shape (tensor operand)
+        or a Python int (the sign-extended immediate). Results wrap modulo ``2**32``.
+        None: not implemented, so the models refuse to run it.
+    tensor : bool
+        A tensor operand (``use_imm=0``) is legal.
+    imm : bool
+        An immediate operand (``use_imm=1``) is legal.
+    imm_range : (int, int)
+        Legal immediates, inclusive (the whole 16-bit field unless restricted).
+    base : bool
+        Legal in the base ISA (HW_VER 0.0.2). An extension opcode would be legal only
+        behind a config flag; there is none yet, so only base opcodes are legal.
+    repeat : callable or None
+        Optional fast form for the behavioral model: ``repeat(a, b, n)`` is ``fn`` applied
+        ``n[i]`` times (``n >= 1``) to row ``a[i]`` with the same immediate ``b``.
+    reduce : numpy.ufunc or None
+        Optional: the op is commutative and associative as this ufunc, so repeated
+        destinations with unwritten operands may be folded in any order.
+    """
+
+    code: int
+    name: str
+    fn: Callable | None
+    tensor: bool = True
+    imm: bool = True
+    imm_range: tuple = (IMM_MIN, IMM_MAX)
+    base: bool = True
+    repeat: Callable | None = None
+    reduce: np.ufunc | None = None
+
+    def __str__(self):
+        return f"{self.name}={int(self.code)}"
+
+    def function(self) -> Callable:
+        """The lane function; :class:`AluTableError` if the table gives none."""
+        if self.fn is None:
+            raise AluTableError(f"ALU opcode {self} is in the ALU table (vtakit.hw.isa.ALU_OPS) "
+                                f"without a lane function, so the models cannot execute it; "
+                                f"give it fn=...")
+        return self.fn
+
+
+#: The ALU opcodes: the one definition of what each computes and which operands it takes.
+#: MIN and MAX are signed; ADD wraps modulo 2**32; SHR shifts every lane by the immediate
+#: ``k`` (``k >= 0``: arithmetic right shift; ``k < 0``: left shift by ``-k`` keeping the
+#: low 32 bits) and takes no tensor operand.
+ALU_OPS = (
+    AluSemantics(AluOp.MIN, "MIN", lambda a, b: np.minimum(a, b),
+                 repeat=lambda a, b, n: np.minimum(a, b), reduce=np.minimum),
+    AluSemantics(AluOp.MAX, "MAX", lambda a, b: np.maximum(a, b),
+                 repeat=lambda a, b, n: np.maximum(a, b), reduce=np.maximum),
+    AluSemantics(AluOp.ADD, "ADD", lambda a, b: _wrap32(a.astype(np.int64) + b),
+                 repeat=lambda a, b, n: _wrap32(a.astype(np.int64)
+                                                + np.int64(b) * _column(n, a.ndim)),
+                 reduce=np.add),
+    AluSemantics(AluOp.SHR, "SHR", lambda a, b: _shift(a, b), tensor=False,
+                 imm_range=(-SHIFT_LIMIT, SHIFT_LIMIT), repeat=_shift),
+)
+
+
+def _check_table(table) -> dict:
+    codes = [int(e.code) for e in table]
+    for e in table:
+        if not 0 <= e.code < 1 << ALU_OPCODE_BITS:
+            raise AluTableError(f"ALU opcode {e} does not fit the {ALU_OPCODE_BITS}-bit "
+                                f"alu_opcode field")
+        if codes.count(int(e.code)) > 1:
+            raise AluTableError(f"ALU opcode {int(e.code)} appears twice in the ALU table")
+        lo, hi = e.imm_range
+        if not IMM_MIN <= lo <= hi <= IMM_MAX:
+            raise AluTableError(f"ALU opcode {e}: immediate range {lo}..{hi} is outside the "
+                                f"{IMM_BITS}-bit field {IMM_MIN}..{IMM_MAX}")
+        if not (e.tensor or e.imm):
+            raise AluTableError(f"ALU opcode {e} takes neither a tensor nor an immediate")
+        if e.code in AluOp._value2member_map_ and AluOp(e.code).name != e.name:
+            raise AluTableError(f"ALU opcode {e} is {AluOp(e.code).name} in hw.spec.AluOp")
+    return {int(e.code): e for e in sorted(table, key=lambda e: e.code) if e.base}
+
+
+_checked: tuple = (None, {})
+
+
+def _legal() -> dict:
+    """``{code: entry}`` of the legal opcodes, checked once per table object."""
+    global _checked
+    if _checked[0] is not ALU_OPS:
+        _checked = (ALU_OPS, _check_table(ALU_OPS))
+    return _checked[1]
+
+
+def alu_ops() -> tuple:
+    """The legal ALU opcodes (:data:`ALU_OPS` entries with ``base``) by code, checked:
+    distinct codes that fit the ``alu_opcode`` field, immediates inside the field."""
+    return tuple(_legal().values())
+
+
+def alu_semantics(code) -> AluSemantics | None:
+    """The legal ALU opcode with this code, or None."""
+    return _legal().get(int(code))
+
+
+def illegal_alu_opcodes() -> list[int]:
+    """The ``alu_opcode`` field values that are no legal opcode, ascending."""
+    legal = {int(e.code) for e in alu_ops()}
+    return [v for v in range(1 << ALU_OPCODE_BITS) if v not in legal]
+
+
+def alu_opcode_bits() -> int:
+    """Bits the RTL keeps of a legal ``alu_opcode`` (enough for the largest legal code)."""
+    return max(1, max(int(e.code) for e in alu_ops()).bit_length())
+
+
+def alu_violation(code, use_imm, imm) -> str | None:
+    """Why an ALU instruction with these operand fields is illegal (a sentence that
+    starts with the opcode; callers prefix ``"ALU "`` or their context), or None if legal.
+    The behavioral model, the sequential spec and the kernel builder all ask this."""
+    e = alu_semantics(code)
+    if e is None:
+        return (f"opcode {int(code)} is illegal; legal opcodes are "
+                + ", ".join(str(o) for o in alu_ops()))
+    if not use_imm and not e.tensor:
+        return f"{e.name} needs use_imm=1 (an immediate); a tensor operand is not supported"
+    if use_imm and not e.imm:
+        return f"{e.name} needs use_imm=0 (a tensor operand); an immediate is not supported"
+    lo, hi = e.imm_range
+    if use_imm and not lo <= imm <= hi:
+        return f"{e.name} imm {imm} is out of range; {e.name} immediates are {lo}..{hi}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -167,7 +344,8 @@ class Insn:
             sub = MemType(mt).name if mt in MemType._value2member_map_ else f"mem{mt}"
         elif self.opcode == Opcode.ALU:
             op = self.fields["alu_opcode"]
-            sub = AluOp(op).name if op in AluOp._value2member_map_ else f"aluop{op}"
+            e = alu_semantics(op)
+            sub = e.name if e is not None else f"aluop{op}"
         deps = [d[:-4] for d in DEP_FLAGS if self.fields[d]]
         rest = " ".join(f"{k}={v}" for k, v in self.fields.items()
                         if k != "opcode" and k not in DEP_FLAGS)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..hw.errors import VtakitError
 from ..hw.config import VTAConfig, load_config
 from ..hw.spec import (CMD_LEVEL_FIELDS, DRAM_ADDR_BITS, INSN_BYTES, OPCODE_BITS,
                        TOKEN_LEVEL_FIELDS,
@@ -30,10 +31,10 @@ from .dram import DRAM
 from .image import DramImage, RunRecord
 
 __all__ = ["Device", "DeviceError", "DeviceFault", "RunResult", "BACKENDS", "open_device",
-           "DRAM", "DramImage", "RunRecord", "check_int_options"]
+           "check_backend", "DRAM", "DramImage", "RunRecord", "check_int_options"]
 
 
-class DeviceError(RuntimeError):
+class DeviceError(VtakitError, RuntimeError):
     """A device that cannot do what was asked: an unknown backend or option, a closed
     device, a failed build, a simulator error. A program's own fault is a
     :class:`DeviceFault` (a subclass)."""
@@ -222,13 +223,17 @@ BACKENDS = {
 }
 
 
+def check_backend(backend: str) -> str:
+    """``backend`` if it names one of :data:`BACKENDS`, else a :class:`DeviceError` (a
+    command checks its backend with this before any work)."""
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise DeviceError(f"unknown backend {backend!r}; backends are " + ", ".join(BACKENDS))
+    return backend
+
+
 def open_device(backend: str, config, **options) -> Device:
     """Create a device of a named backend for a config."""
-    try:
-        target = BACKENDS[backend]
-    except (KeyError, TypeError):
-        raise DeviceError(f"unknown backend {backend!r}; backends are "
-                          + ", ".join(BACKENDS)) from None
+    target = BACKENDS[check_backend(backend)]
     module, cls = target.split(":")
     try:
         mod = importlib.import_module(module)

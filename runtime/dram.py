@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..hw.errors import VtakitError
+
 __all__ = ["DRAM", "DramError", "PAGE_BYTES"]
 
 PAGE_BYTES = 4096
@@ -19,7 +21,7 @@ def whole_pages(nbytes: int) -> int:
     return -(-int(nbytes) // PAGE_BYTES) * PAGE_BYTES
 
 
-class DramError(RuntimeError):
+class DramError(VtakitError, RuntimeError):
     """An allocation failure or an access outside the DRAM image."""
 
 

@@ -1,8 +1,11 @@
 """Errors raised by the runtime driver.
 
-Every error is a :class:`VTARuntimeError` (a :class:`RuntimeError`), so callers
-can catch the whole family; the subclasses say which rule was broken.
+Every error is a :class:`VTARuntimeError` (a :class:`RuntimeError` and a
+:class:`~vtakit.hw.errors.VtakitError`), so callers can catch the whole family; the
+subclasses say which rule was broken.
 """
+
+from ..hw.errors import VtakitError
 
 __all__ = [
     "VTARuntimeError", "BufferHandleError", "InvalidArgumentError", "SramRangeError",
@@ -10,7 +13,7 @@ __all__ = [
 ]
 
 
-class VTARuntimeError(RuntimeError):
+class VTARuntimeError(VtakitError, RuntimeError):
     """Base class of every error of :mod:`vtakit.runtime`."""
 
 

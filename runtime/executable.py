@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..hw.errors import InputError, VtakitError
 from .dram import whole_pages
 from .module import PrimitiveEntry
 from .program import Program, ProgramFormatError
@@ -55,7 +56,7 @@ _SEC = struct.Struct("<4sQ")
 _CRC = struct.Struct("<I")
 
 
-class ExecutableError(ValueError):
+class ExecutableError(VtakitError, ValueError):
     """A ``.vtax`` file that cannot be loaded; the message is one line naming the section and
     byte offset.
 
@@ -238,7 +239,7 @@ class Executable:
             unknown = [k for k in inputs if k not in names]
             missing = [n for n in names if n not in inputs]
             if unknown or missing:
-                raise ValueError(f"inputs {sorted(inputs)} do not match the model's inputs "
+                raise InputError(f"inputs {sorted(inputs)} do not match the model's inputs "
                                  f"{names}")
             args = [inputs[n] for n in names]
         elif isinstance(inputs, (list, tuple)):
@@ -246,7 +247,7 @@ class Executable:
         else:
             args = [inputs]
         if len(args) != len(names):
-            raise ValueError(f"the model takes {len(names)} inputs ({', '.join(names)}), "
+            raise InputError(f"the model takes {len(names)} inputs ({', '.join(names)}), "
                              f"got {len(args)}")
         out = []
         for spec, a in zip(self.inputs, args):
@@ -254,7 +255,7 @@ class Executable:
             shape, dtype = spec.get("shape"), spec.get("dtype")
             if (shape is not None and tuple(a.shape) != tuple(shape)) or \
                     (dtype is not None and a.dtype != np.dtype(dtype)):
-                raise ValueError(f"input {spec['name']!r} is {a.dtype}{list(a.shape)}; the model "
+                raise InputError(f"input {spec['name']!r} is {a.dtype}{list(a.shape)}; the model "
                                  f"expects {dtype}{list(shape) if shape is not None else ''}")
             out.append(a)
         return out
@@ -420,7 +421,7 @@ def _section(tag: str, payload: bytes) -> bytes:
     return head + payload + _CRC.pack(zlib.crc32(head + payload))
 
 
-class KernelTableError(ValueError):
+class KernelTableError(VtakitError, ValueError):
     """A kernel-table entry that is not a Program for the executable's config."""
 
     def __init__(self, message, name):
@@ -627,6 +628,10 @@ def load(path, *, config=None) -> Executable:
     return Executable.load(path, config=config)
 
 
+#: First bytes of a ``.npy`` file and of a ``.npz`` (a zip archive).
+NPY_MAGIC, NPZ_MAGIC = b"\x93NUMPY", b"PK"
+
+
 def read_inputs(exe: Executable, specs) -> dict:
     """Model inputs from files, as the command line gives them.
 
@@ -642,6 +647,12 @@ def read_inputs(exe: Executable, specs) -> dict:
     dict of str -> numpy.ndarray
     """
     names = exe.input_names
+    expected = ", ".join(f"{i['name']}: {i.get('dtype')}"
+                         + (str(list(i["shape"])) if i.get("shape") is not None else "")
+                         for i in exe.inputs)
+    if not specs and names:
+        raise InputError(f"the model takes {len(names)} input(s) ({expected}); give them with "
+                         "--input [NAME=]X.npy (repeatable) or one --input X.npz")
     out = {}
     positional = 0
     for spec in specs:
@@ -649,20 +660,33 @@ def read_inputs(exe: Executable, specs) -> dict:
         if not sep:
             name, path = None, spec
         try:
-            data = np.load(path, allow_pickle=False)
+            with open(path, "rb") as f:
+                head = f.read(6)
         except FileNotFoundError:
-            raise ValueError(f"--input {spec}: no such file") from None
+            raise InputError(f"--input {spec}: no such file") from None
+        except OSError as e:
+            raise InputError(f"--input {spec}: cannot read ({e.strerror})") from None
+        if not head.startswith((NPY_MAGIC, NPZ_MAGIC)):
+            raise InputError(f"--input {spec}: not a .npy or .npz file (it starts with "
+                             f"{head!r}, not {NPY_MAGIC!r} or {NPZ_MAGIC!r}); write arrays "
+                             "with numpy.save or numpy.savez")
+        try:
+            data = np.load(path, allow_pickle=False)
         except Exception as e:    # numpy raises several types for a malformed file
-            raise ValueError(f"--input {spec}: not a .npy/.npz file ({e})") from None
+            raise InputError(f"--input {spec}: not a .npy/.npz file ({e})") from None
         if isinstance(data, np.lib.npyio.NpzFile):
             with data:
                 out.update({k: data[k] for k in data.files})
             continue
         if name is None:
             if positional >= len(names):
-                raise ValueError(f"--input {spec}: the model has only {len(names)} inputs "
+                raise InputError(f"--input {spec}: the model has only {len(names)} inputs "
                                  f"({', '.join(names)})")
             name = names[positional]
             positional += 1
         out[name] = data
+    missing = [n for n in names if n not in out]
+    if missing:
+        raise InputError(f"--input: no array for input(s) {', '.join(missing)}; the model "
+                         f"takes {expected}")
     return out

@@ -23,12 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..hw.errors import VtakitError
 from ..hw.spec import INSN_BYTES
 
 __all__ = ["DramImage", "RunRecord", "ImageError", "npz_path", "write_atomic"]
 
 
-class ImageError(ValueError):
+class ImageError(VtakitError, ValueError):
     """An unreadable or malformed image or result file."""
 
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..hw.config import VTAConfig
-from ..hw.isa import AluOp, IsaError, isa_for
-from ..hw.spec import IMM_BITS, IMM_MAX, IMM_MIN, LOOP_ITER_BITS, MAX_LOOP_EXTENT, SHIFT_LIMIT
+from ..hw.isa import AluOp, IsaError, alu_semantics, alu_violation, isa_for
+from ..hw.spec import LOOP_ITER_BITS, MAX_LOOP_EXTENT
 from .errors import KernelError, SramRangeError
 
 __all__ = ["UopKernel", "MAX_LOOPS"]
@@ -116,8 +116,8 @@ class UopKernel:
 
         Parameters
         ----------
-        op : AluOp
-            MIN, MAX, ADD or SHR.
+        op : AluOp or int
+            An opcode of :data:`~vtakit.hw.isa.ALU_OPS` (MIN, MAX, ADD or SHR).
         uops : sequence of (dst, src)
             Destination and source accumulator indices of each micro-op.
         loops : sequence of (extent, dst_factor, src_factor)
@@ -130,25 +130,19 @@ class UopKernel:
         Raises
         ------
         KernelError
-            On malformed uops or loops, an unsupported opcode, SHR without an
-            immediate, an immediate outside 16 bits, or a shift beyond +-31.
+            On malformed uops or loops, or an opcode and operand the ALU table does
+            not allow (:func:`~vtakit.hw.isa.alu_violation`: an unknown opcode, SHR
+            without an immediate, an immediate outside its opcode's range).
         """
         try:
-            op = AluOp(op)
-        except ValueError:
-            raise KernelError(f"ALU kernel: opcode {op!r} is not supported; opcodes are "
-                              + ", ".join(f"{o.name}={o.value}" for o in AluOp)) from None
-        if imm is not None:
-            imm = int(imm)
-            if not IMM_MIN <= imm <= IMM_MAX:
-                raise KernelError(f"ALU {op.name} kernel: imm={imm} does not fit the signed "
-                                  f"{IMM_BITS}-bit immediate (range {IMM_MIN}..{IMM_MAX})")
-            if op == AluOp.SHR and abs(imm) > SHIFT_LIMIT:
-                raise KernelError(f"ALU SHR kernel: shift imm={imm} is outside "
-                                  f"-{SHIFT_LIMIT}..{SHIFT_LIMIT}")
-        elif op == AluOp.SHR:
-            raise KernelError("ALU SHR kernel: a shift needs an immediate amount (imm=k); "
-                              "tensor-operand SHR is not supported")
+            code = int(op)
+        except (TypeError, ValueError):
+            raise KernelError(f"ALU kernel: opcode {op!r} is not an integer opcode") from None
+        imm = None if imm is None else int(imm)
+        violation = alu_violation(code, imm is not None, imm)
+        if violation is not None:
+            raise KernelError(f"ALU kernel: {violation}")
+        op = AluOp(code) if code in AluOp._value2member_map_ else code
         uops = tuple((d, s, 0) for d, s in _ints(uops, 2, "uop", "ALU"))
         loops = tuple((e, d, s, 0) for e, d, s in _ints(loops, 3, "loop", "ALU"))
         kernel = cls("alu", uops, loops, False, op, imm)
@@ -159,7 +153,7 @@ class UopKernel:
 
     @property
     def kind(self) -> str:
-        return "GEMM" if self.mode == "gemm" else f"ALU {self.alu_op.name}"
+        return "GEMM" if self.mode == "gemm" else f"ALU {alu_semantics(self.alu_op).name}"
 
     @property
     def size(self) -> int:

@@ -2,8 +2,10 @@
 
 Every backend runs the executable through the VM with a
 :class:`~vtakit.runtime.recorder.LayerRecorder` as its layer hook; the outputs of
-the layers are compared in call order against the first backend (the reference).
-The first layer whose output differs is reported with its first differing element
+the layers are compared in call order against the first backend (the reference), by
+:func:`vtakit.runtime.compare.first_difference` (the comparison ``vtakit compare`` and
+the fuzzer use). The first layer whose output differs is reported with its first
+differing element
 and both values, and the DRAM image of that layer's kernel as the reference backend
 ran it (the whole DRAM before the run: inputs, weights, micro-ops and instructions)
 is saved, so ``vtakit compare IMAGE.npz --backends ...`` replays that one kernel.
@@ -17,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
+from ..hw.errors import InputError
+from .compare import first_difference
 from .device import open_device
 from .recorder import LayerRecorder
 
@@ -55,20 +57,6 @@ class LayerComparison:
         return not self.divergences
 
 
-def _first_difference(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return (), f"{a.dtype}{list(a.shape)}", f"{b.dtype}{list(b.shape)}", a.size, a.size
-    diff = a != b
-    if a.dtype.kind == "f":
-        diff &= ~(np.isnan(a) & np.isnan(b))
-    flat = np.flatnonzero(diff)
-    if not len(flat):
-        return None
-    idx = tuple(int(i) for i in np.unravel_index(flat[0], a.shape))
-    return idx, a[idx].item(), b[idx].item(), len(flat), a.size
-
-
 def _outputs(value):
     return value if isinstance(value, tuple) else (value,)
 
@@ -98,7 +86,7 @@ def compare_layers(exe, inputs, backends, *, devices=None, save_dir=None,
     LayerComparison
     """
     if len(backends) < 2:
-        raise ValueError(f"compare needs two or more backends, got {list(backends)}")
+        raise InputError(f"compare needs two or more backends, got {list(backends)}")
     devices = dict(devices or {})
     layers = {}
     for i, name in enumerate(backends):
@@ -124,11 +112,11 @@ def compare_layers(exe, inputs, backends, *, devices=None, save_dir=None,
                 raise RuntimeError(f"{name} called {b.name} as layer {k}, {ref_name} called "
                                    f"{a.name}: the runs took different paths")
             for j, (x, y) in enumerate(zip(_outputs(a.output), _outputs(b.output))):
-                d = _first_difference(x, y)
+                d = first_difference(x, y)
                 if d is not None:
-                    element = (j, *d[0]) if isinstance(a.output, tuple) else d[0]
-                    div = LayerDivergence(ref_name, name, k, a.name, element, d[1], d[2], d[3],
-                                          d[4], a.engine)
+                    element = (j, *d.index) if isinstance(a.output, tuple) else d.index
+                    div = LayerDivergence(ref_name, name, k, a.name, element, d.expected,
+                                          d.actual, d.count, d.size, a.engine)
                     break
             if div is not None:
                 break

@@ -13,11 +13,13 @@ import math
 
 import numpy as np
 
+from ..hw.errors import VtakitError
+
 __all__ = ["LayoutError", "ceil_div", "pack_activation", "unpack_activation", "nchw_shape",
            "packed_activation_shape", "packed_activation_nbytes"]
 
 
-class LayoutError(ValueError):
+class LayoutError(VtakitError, ValueError):
     """An array whose rank or shape does not fit the requested layout."""
 
 

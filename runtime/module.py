@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..hw.errors import VtakitError
 from .registry import get_global_func
 
 __all__ = ["Module", "PrimitiveEntry", "PrimitiveError", "FACTORY_PREFIX", "load_primitives"]
@@ -32,7 +33,7 @@ __all__ = ["Module", "PrimitiveEntry", "PrimitiveError", "FACTORY_PREFIX", "load
 FACTORY_PREFIX = "vtakit.vm.primitive."
 
 
-class PrimitiveError(RuntimeError):
+class PrimitiveError(VtakitError, RuntimeError):
     """A primitive that cannot be resolved, or a user function returning the wrong outputs."""
 
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 import difflib
 import threading
 
+from ..hw.errors import VtakitError
+
 __all__ = ["register_func", "get_global_func", "list_global_func_names", "remove_global_func",
            "RegistryError"]
 
@@ -33,7 +35,7 @@ _FUNCS: dict[str, object] = {}
 _LOCK = threading.Lock()
 
 
-class RegistryError(KeyError):
+class RegistryError(VtakitError, KeyError):
     """A missing name, a name registered twice, or a value that is not callable."""
 
     def __str__(self):   # KeyError quotes its message; this one is a sentence

@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..hw.errors import InputError
+
 __all__ = ["CacheEntry", "cache_entries", "prune", "clean", "parse_size", "format_size",
            "default_max_bytes", "touch", "DEFAULT_MAX_BYTES", "GRACE_SECONDS"]
 
@@ -41,7 +43,7 @@ def parse_size(text) -> int:
     """``"500M"``, ``"2G"``, ``"1.5GiB"``, ``"4096"`` -> bytes (binary units)."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*", str(text), re.IGNORECASE)
     if not m:
-        raise ValueError(f"size {text!r} is not a number of bytes with an optional unit "
+        raise InputError(f"size {text!r} is not a number of bytes with an optional unit "
                          "K, M, G or T (e.g. 500M, 2G)")
     return int(float(m[1]) * _UNITS[m[2].upper()])
 
@@ -61,7 +63,7 @@ def default_max_bytes() -> int:
     try:
         return parse_size(text)
     except ValueError as e:
-        raise ValueError(f"$VTAKIT_CACHE_MAX: {e}") from None
+        raise InputError(f"$VTAKIT_CACHE_MAX: {e}") from None
 
 
 @dataclass
@@ -142,7 +144,7 @@ def prune(root: Path, max_bytes: int, *, keep=(), grace: float = GRACE_SECONDS) 
     Entries in ``keep`` (paths) and entries in use are skipped. Returns the removed
     entries."""
     if max_bytes < 0:
-        raise ValueError(f"--max-size {max_bytes}: a cache size must be >= 0")
+        raise InputError(f"--max-size {max_bytes}: a cache size must be >= 0")
     keep = {Path(k).resolve() for k in keep}
     entries = cache_entries(root)
     total = sum(e.size for e in entries)

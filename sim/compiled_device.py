@@ -10,15 +10,14 @@ cycles (to update the progress bar), never per cycle.
 from __future__ import annotations
 
 import ctypes
-import sys
 import weakref
 
 import numpy as np
-from tqdm import tqdm
 
 from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, ErrorCode, Reg
 from ..runtime.device import Device, DeviceError, DeviceFault, RunResult, check_int_options
 from ..runtime.dram import DRAM
+from ..runtime.progress import bar
 from .rtl_build import Design, get_build
 
 __all__ = ["CompiledDevice", "DEFAULT_MAX_CYCLES", "DEFAULT_STALL_CYCLES", "CHUNK_CYCLES"]
@@ -164,12 +163,12 @@ class CompiledDevice(Device):
         assert data.dtype == np.uint8 and data.flags.c_contiguous
         self._lib.vta_start(self._handle, data.ctypes.data, len(data), insn_addr, insn_count)
         out = _RunOut()
-        with tqdm(desc=f"{self.name} run", unit="cycle", unit_scale=True, file=sys.stderr,
-                  delay=2.0, disable=None if self.progress else True, leave=False) as bar:
+        with bar(desc=f"{self.name} run", unit="cycle", unit_scale=True, delay=2.0,
+                 enable=self.progress) as progress:
             while True:
                 status = self._lib.vta_step(self._handle, CHUNK_CYCLES, self.max_cycles,
                                             self.stall_cycles, ctypes.byref(out))
-                bar.update(out.cycles - bar.n)
+                progress.update(out.cycles - progress.n)
                 if status != _RUNNING:
                     break
         return self._result(out, status, insn_addr, insn_count)

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..hw.errors import VtakitError
 from ..hw.config import VTAConfig
-from ..hw.spec import DRAM_ADDR_BITS, SHIFT_LIMIT, ErrorCode
-from ..hw.isa import AluOp, MemType, isa_for
+from ..hw.spec import DRAM_ADDR_BITS, ErrorCode
+from ..hw.isa import AluSemantics, MemType, alu_semantics, alu_violation, isa_for
 
-__all__ = ["Fault", "SRAMs", "Counters", "COUNTER_KEYS", "SHIFT_LIMIT"]
+__all__ = ["Fault", "SRAMs", "Counters", "COUNTER_KEYS"]
 
 #: fsim's profiler keys (reference 4.6), in its order.
 COUNTER_KEYS = ("inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_load_nbytes",
@@ -37,13 +38,11 @@ COUNTER_KEYS = ("inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_lo
 # Sums across iterations are then done in int32, which wraps modulo 2**32 as ACC does.
 _EXACT_FLOAT32_TERMS = 1 << 10
 
-_MASK32 = np.int64(0xFFFFFFFF)
-
 # Group length up to which per-index sums are done as whole-array adds.
 _SHORT_GROUP = 32
 
 
-class Fault(Exception):
+class Fault(VtakitError):
     """A datapath fault: ``code`` (an :class:`ErrorCode`) and a ``detail`` sentence."""
 
     def __init__(self, code, detail: str):
@@ -349,22 +348,15 @@ class SRAMs:
         return order, rows.reshape(n, b * bo)
 
     def alu(self, insn, counters: Counters) -> None:
-        """ALU MIN/MAX/ADD/SHR over the loop nest, exact in sequential order."""
+        """An ALU instruction (an opcode of :data:`~vtakit.hw.isa.ALU_OPS`) over the loop
+        nest, exact in sequential order."""
         f = insn.fields
-        op = f["alu_opcode"]
-        if op not in AluOp._value2member_map_:
-            raise Fault(ErrorCode.ILLEGAL_FIELD,
-                        f"ALU opcode {op} is illegal; legal opcodes are "
-                        + ", ".join(f"{o.name}={o.value}" for o in AluOp))
+        violation = alu_violation(f["alu_opcode"], f["use_imm"], f["imm"])
+        if violation is not None:
+            raise Fault(ErrorCode.ILLEGAL_FIELD, "ALU " + violation)
+        op = alu_semantics(f["alu_opcode"])
+        op.function()   # an opcode without a lane function fails here, before any work
         imm = f["imm"] if f["use_imm"] else None
-        if op == AluOp.SHR:
-            if imm is None:
-                raise Fault(ErrorCode.ILLEGAL_FIELD,
-                            "ALU SHR needs use_imm=1 (tensor shift amounts are not supported)")
-            if abs(imm) > SHIFT_LIMIT:
-                raise Fault(ErrorCode.ILLEGAL_FIELD,
-                            f"ALU SHR imm {imm} is out of range; shift amounts are "
-                            f"-{SHIFT_LIMIT}..{SHIFT_LIMIT}")
         uops = self._uops(insn)
         if uops is None:
             return
@@ -431,39 +423,28 @@ def _sum_by_index(index: np.ndarray, values: np.ndarray):
     return idx[starts], sums
 
 
-def _alu_op(op: AluOp, a: np.ndarray, b) -> np.ndarray:
-    """One elementwise ALU step on int32 arrays (b: int32 array or Python int)."""
-    if op == AluOp.MIN:
-        return np.minimum(a, b)
-    if op == AluOp.MAX:
-        return np.maximum(a, b)
-    if op == AluOp.ADD:
-        return _wrap32(a.astype(np.int64) + b)
-    return _shift(a, b, 1)
+def _repeat(op: AluSemantics, a: np.ndarray, imm: int, times: np.ndarray) -> np.ndarray:
+    """``op`` applied ``times[i]`` times to row ``a[i]`` with the immediate ``imm``: the
+    table's fast form if it gives one, else one application per round."""
+    if op.repeat is not None:
+        return op.repeat(a, imm, times)
+    a = a.copy()
+    for k in range(int(times.max())):
+        more = times > k
+        a[more] = op.fn(a[more], imm)
+    return a
 
 
-def _shift(a: np.ndarray, k: int, times) -> np.ndarray:
-    """SHR by ``k`` applied ``times`` times (array or int): right shifts compose to
-    one arithmetic shift (saturating at 31), left shifts to one shift (0 past 31)."""
-    total = np.asarray(times, dtype=np.int64) * abs(k)
-    if np.ndim(total):
-        total = total.reshape((-1,) + (1,) * (a.ndim - 1))
-    wide = a.astype(np.int64)
-    if k >= 0:
-        return (wide >> np.minimum(total, 31)).astype(np.int32)
-    shifted = (wide << np.minimum(total, 32)) & _MASK32
-    return _wrap32(np.where(total >= 32, 0, shifted))
-
-
-def _alu_apply(acc: np.ndarray, op: AluOp, dst: np.ndarray, src, imm) -> np.ndarray:
+def _alu_apply(acc: np.ndarray, op: AluSemantics, dst: np.ndarray, src, imm) -> np.ndarray:
     """Apply ``acc[dst[n]] = op(acc[dst[n]], acc[src[n]] or imm)`` for n in order, exactly.
 
     Returns the destination rows (each once). Three paths, fastest first:
     distinct destinations with no read of an entry written earlier (one gather and
     one scatter); repeated destinations whose operands are never written earlier
-    (a fold per destination: MIN/MAX/ADD are commutative and associative, repeated
-    shifts compose); anything else (chains through written entries) in dependency
-    waves, each wave a gather-before-scatter over distinct destinations.
+    (a fold per destination: the table's ``repeat`` for an immediate, its ``reduce``
+    ufunc for a tensor operand); anything else (chains through written entries, or an
+    opcode without a ``reduce``) in dependency waves, each wave a gather-before-scatter
+    over distinct destinations.
     """
     n = len(dst)
     counts = np.bincount(dst)
@@ -487,26 +468,21 @@ def _alu_apply(acc: np.ndarray, op: AluOp, dst: np.ndarray, src, imm) -> np.ndar
     if not reads_written:
         operand = imm if src is None else acc[src]
         if distinct:
-            acc[dst] = _alu_op(op, acc[dst], operand)
-        elif op == AluOp.SHR:
-            acc[uniq] = _shift(acc[uniq], imm, counts)
-        elif src is None:   # MIN/MAX idempotent, ADD repeated: imm * count
-            if op == AluOp.ADD:
-                acc[uniq] = _wrap32(acc[uniq].astype(np.int64)
-                                    + np.int64(imm) * counts[:, None])
-            else:
-                acc[uniq] = _alu_op(op, acc[uniq], imm)
-        else:
-            ufunc = {AluOp.MIN: np.minimum, AluOp.MAX: np.maximum}.get(op)
-            if ufunc is not None:
-                ufunc.at(acc, dst, operand)
-            else:
-                idx, total = _sum_by_index(dst, operand.astype(np.int64))
-                acc[idx] = _wrap32(acc[idx].astype(np.int64) + total)
-        return uniq
+            acc[dst] = op.fn(acc[dst], operand)
+            return uniq
+        if src is None:
+            acc[uniq] = _repeat(op, acc[uniq], imm, counts)
+            return uniq
+        if op.reduce is np.add:
+            idx, total = _sum_by_index(dst, operand.astype(np.int64))
+            acc[idx] = _wrap32(acc[idx].astype(np.int64) + total)
+            return uniq
+        if op.reduce is not None:
+            op.reduce.at(acc, dst, operand)
+            return uniq
     for wave in _waves(dst, src):
         d, s = dst[wave], src[wave]
-        acc[d] = _alu_op(op, acc[d], acc[s])
+        acc[d] = op.fn(acc[d], acc[s])
     return uniq
 
 

@@ -1,8 +1,9 @@
 """Differential fuzzing of the backends: random legal programs, compared, shrunk.
 
 :func:`fuzz` draws programs with :func:`~vtakit.sim.fuzz_gen.generate_program`,
-runs each on every backend (a fresh device per program) and compares the final
-DRAM, the counters the backends share and, for programs built to fault, the
+runs each on every backend (a fresh device per program) and compares the outcomes
+by the rule of :mod:`vtakit.runtime.compare` (the one ``vtakit compare`` uses): the
+final DRAM, the counters the backends share and, for programs built to fault, the
 fault (error code, module, instruction index). The behavioral model also runs
 each program under a seeded random module interleaving: a result that depends
 on the schedule would mean the generator made a race, and such a program is
@@ -17,7 +18,6 @@ minimal one that still differs, saved as a DRAM image, and reported with the
 from __future__ import annotations
 
 import sys
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,46 +26,17 @@ import numpy as np
 from tqdm import tqdm
 
 from ..hw.config import load_config
-from ..hw.spec import ErrorCode
-from ..runtime.device import DeviceError, DeviceFault, open_device
-from .fuzz_gen import generate_program
+from ..hw.errors import InputError
+from ..runtime.compare import Outcome, compare_outcomes, run_outcome
+from ..runtime.device import open_device
 from ..runtime.image import DramImage
+from .fuzz_gen import generate_program
 
-__all__ = ["fault_key", "Outcome", "run_program", "compare_outcomes", "shrink", "fuzz",
-           "FuzzReport", "Mismatch", "COMPARED_COUNTERS", "RTL_MAX_CYCLES", "format_summary"]
+__all__ = ["run_program", "shrink", "fuzz", "FuzzReport", "Mismatch", "RTL_MAX_CYCLES",
+           "format_summary"]
 
-#: Counters every backend reports, compared after a clean run.
-COMPARED_COUNTERS = ("gemm_counter", "alu_counter", "load_insn_count", "store_insn_count")
 #: Cycle budget of an RTL run while fuzzing (a generated program needs far fewer).
 RTL_MAX_CYCLES = 5_000_000
-
-# "<module> module, instruction <i>: <CODE>" in a fault message (Device.rtl_fault_message).
-
-def fault_key(exc: BaseException) -> tuple:
-    """``(code, module, index)`` of a device fault, as comparable names, read from the
-    :class:`~vtakit.runtime.device.DeviceFault` attributes every backend sets. A run
-    without FINISH (a deadlock, a timeout) is ``("NO_FINISH", None, None)``; any other
-    failure ``("ERROR", None, message)``."""
-    if isinstance(exc, DeviceFault):
-        if exc.code in (ErrorCode.DEADLOCK, ErrorCode.TIMEOUT):
-            return ("NO_FINISH", None, None)
-        module = None if exc.module is None else exc.module.name.lower()
-        return (ErrorCode(exc.code).name, module, exc.index)
-    text = str(exc)
-    return ("ERROR", None, text.splitlines()[0] if text else type(exc).__name__)
-
-
-@dataclass
-class Outcome:
-    """What one backend did with one program: the final DRAM and counters, or a fault."""
-
-    backend: str
-    dram: np.ndarray | None = None
-    counters: dict = field(default_factory=dict)
-    fault: tuple | None = None
-    message: str = ""
-    wall: float = 0.0
-
 
 def _device_options(backend: str, options: dict) -> dict:
     opts = dict(options.get("*", {}))
@@ -77,45 +48,19 @@ def _device_options(backend: str, options: dict) -> dict:
 
 
 def run_program(image: DramImage, config, backend: str, options: dict | None = None) -> Outcome:
-    """Run ``image`` on a fresh device of ``backend``.
+    """Run ``image`` on a fresh device of ``backend`` (its outcome, by the rule of
+    :mod:`vtakit.runtime.compare`).
 
     ``options``: ``{backend or "*": {keyword: value}}`` device options. Errors opening
     the device (unknown backend or option, failed build) raise."""
-    dev = open_device(backend, config, **_device_options(backend, options or {}))
-    with dev:
-        start = time.perf_counter()
-        try:
-            record = dev.run_image(image)
-        except DeviceError as e:
-            return Outcome(backend, fault=fault_key(e), message=str(e).splitlines()[0],
-                           wall=time.perf_counter() - start)
-        wall = time.perf_counter() - start
-    counters = {k: int(record.stats[k]) for k in COMPARED_COUNTERS if k in record.stats}
-    return Outcome(backend, np.asarray(record.dram), counters, wall=wall)
-
-
-def compare_outcomes(ref: Outcome, other: Outcome) -> str | None:
-    """None when two outcomes agree, else one line saying how they differ."""
-    head = f"{ref.backend} vs {other.backend}: "
-    if ref.fault or other.fault:
-        if ref.fault == other.fault:
-            return None
-        say = lambda o: f"fault {o.fault}" if o.fault else "completes"  # noqa: E731
-        return head + f"{say(ref)} / {say(other)}"
-    diff = np.flatnonzero(ref.dram != other.dram)
-    if len(diff):
-        return head + f"{len(diff)} DRAM bytes differ, first at 0x{int(diff[0]):x}"
-    common = [k for k in ref.counters if k in other.counters]
-    bad = [k for k in common if ref.counters[k] != other.counters[k]]
-    if bad:
-        return head + ", ".join(f"{k} {ref.counters[k]} / {other.counters[k]}" for k in bad)
-    return None
+    with open_device(backend, config, **_device_options(backend, options or {})) as dev:
+        return run_outcome(dev, image, backend)
 
 
 def _schedule_independent(image, config, reference: Outcome, seeds) -> bool:
     for seed in seeds:
         again = run_program(image, config, "behavioral", {"behavioral": {"interleave_seed": seed}})
-        if compare_outcomes(reference, again) is not None:
+        if not compare_outcomes(reference, again).equal:
             return False
     return True
 
@@ -131,7 +76,7 @@ def shrink(program, backends, options=None, *, progress=None) -> list:
         b = run_program(image, config, backends[1], options)
         if progress is not None:
             progress.update()
-        return compare_outcomes(a, b) is not None
+        return not compare_outcomes(a, b).equal
 
     actions = list(program.actions)
     n = 2
@@ -222,7 +167,7 @@ def fuzz(config, backends, count: int, seed: int = 0, *, token_depth: int = 256,
     config_arg = config_arg or config.name
     backends = list(backends)
     if len(backends) < 2:
-        raise ValueError(f"fuzzing needs two or more backends, got {backends}")
+        raise InputError(f"fuzzing needs two or more backends, got {backends}")
     options = {"*": {"token_depth": token_depth}, **(options or {})}
     report = FuzzReport(config.name, backends)
     for b in backends:     # open each once first: an unknown backend or option fails now
@@ -249,13 +194,12 @@ def fuzz(config, backends, count: int, seed: int = 0, *, token_depth: int = 256,
             report.touched[name] = report.touched.get(name, 0) | hit
         if ref.fault is not None:
             report.faulting += 1
-            report.faults[ref.fault[0]] += 1
-        diffs = [d for o in outcomes[1:] if (d := compare_outcomes(ref, o)) is not None]
+            report.faults[ref.fault.code] += 1
+        diffs = [c for o in outcomes[1:] if not (c := compare_outcomes(ref, o)).equal]
         if not diffs:
             continue
-        culprit = next(o.backend for o in outcomes[1:] if compare_outcomes(ref, o))
-        pair = [backends[0], culprit]
-        mismatch = Mismatch(i, (seed, i), diffs[0])
+        pair = [backends[0], diffs[0].other.backend]
+        mismatch = Mismatch(i, (seed, i), diffs[0].line())
         actions = program.actions
         if shrink_failures:
             bar.set_postfix_str(f"shrinking program {i}")

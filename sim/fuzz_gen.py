@@ -15,18 +15,37 @@ from __future__ import annotations
 import numpy as np
 
 from ..hw.config import VTAConfig
-from ..hw.isa import AluOp, MemType, Opcode, isa_for
-from .datapath import SHIFT_LIMIT
+from ..hw.isa import MemType, Opcode, alu_ops, illegal_alu_opcodes, isa_for
+from ..hw.spec import IMM_MAX, IMM_MIN
 from .fuzz_program import (INPUT_BYTES, INPUT_START, INSN_START, MODULES, OUTPUT_BYTES,
                            OUTPUT_START, QUEUES, UOP_BYTES, UOP_START, Action, FuzzProgram)
 
-__all__ = ["generate_program", "ILLEGAL_KINDS"]
+__all__ = ["generate_program", "ILLEGAL_KINDS", "illegal_kinds"]
 
 #: The deliberately illegal instructions a program may contain (one at most).
 ILLEGAL_KINDS = ("opcode", "load memory_type", "store memory_type", "store pads",
-                 "uop load shape", "alu opcode", "shr tensor", "shr range", "uop range",
-                 "load sram range", "store sram range", "gemm sram range", "dep flag",
-                 "dram 4 GiB")
+                 "uop load shape", "alu opcode", "alu tensor operand", "alu imm range",
+                 "uop range", "load sram range", "store sram range", "gemm sram range",
+                 "dep flag", "dram 4 GiB")
+
+
+def _no_tensor_ops():
+    """Legal ALU opcodes that take no tensor operand (SHR)."""
+    return [e for e in alu_ops() if not e.tensor]
+
+
+def _restricted_imm_ops():
+    """Legal ALU opcodes whose immediates are a part of the 16-bit field (SHR)."""
+    return [e for e in alu_ops() if e.imm and e.imm_range != (IMM_MIN, IMM_MAX)]
+
+
+def illegal_kinds() -> tuple:
+    """:data:`ILLEGAL_KINDS` that the ALU table leaves possible (e.g. "alu opcode" only
+    while some ``alu_opcode`` value is no legal opcode)."""
+    possible = {"alu opcode": bool(illegal_alu_opcodes()),
+                "alu tensor operand": bool(_no_tensor_ops()),
+                "alu imm range": bool(_restricted_imm_ops())}
+    return tuple(k for k in ILLEGAL_KINDS if possible.get(k, True))
 
 _MAX_ITERS = 4096      # micro-op executions per GEMM/ALU (keeps RTL runs short)
 
@@ -163,14 +182,16 @@ class _Gen:
             label += "gemm reset" if f["reset_reg"] else "gemm"
             return self.emit(Action("gemm", "compute", Opcode.GEMM, f, label=label,
                                     source=source))
-        op = AluOp(int(rng.integers(len(AluOp))))
-        use_imm = op == AluOp.SHR or rng.random() < 0.5
-        if op == AluOp.SHR:
-            imm = int(rng.integers(-SHIFT_LIMIT, SHIFT_LIMIT + 1))
+        ops = alu_ops()
+        op = ops[int(rng.integers(len(ops)))]
+        use_imm = not op.tensor or (op.imm and rng.random() < 0.5)
+        lo, hi = op.imm_range
+        if (lo, hi) != (IMM_MIN, IMM_MAX):
+            imm = int(rng.integers(lo, hi + 1))
         else:
             imm = int(rng.integers(-32768, 32768)) if rng.random() < 0.3 else \
                 int(rng.integers(-128, 128))
-        f.update(alu_opcode=op, use_imm=int(use_imm), imm=imm if use_imm else 0)
+        f.update(alu_opcode=op.code, use_imm=int(use_imm), imm=imm if use_imm else 0)
         label += f"alu {op.name} {'imm' if use_imm else 'tensor'}"
         return self.emit(Action("alu", "compute", Opcode.ALU, f, label=label, source=source))
 
@@ -223,7 +244,8 @@ class _Gen:
 
     def illegal(self):
         c, rng = self.c, self.rng
-        kind = ILLEGAL_KINDS[int(rng.integers(len(ILLEGAL_KINDS)))]
+        kinds = illegal_kinds()
+        kind = kinds[int(rng.integers(len(kinds)))]
         label = f"illegal {kind}"
         mem = dict(sram_base=0, dram_base=INPUT_START // 64, y_size=1, x_size=1, x_stride=1)
         if kind == "opcode":
@@ -246,14 +268,23 @@ class _Gen:
             return self.emit(Action("illegal", "compute", Opcode.LOAD, dict(
                 mem, memory_type=MemType.UOP, dram_base=UOP_START // 4, **bad), label=label))
         loop = dict(uop_bgn=0, uop_end=1, iter_out=1, iter_in=1)
-        if kind in ("alu opcode", "shr tensor", "shr range"):
+        if kind in ("alu opcode", "alu tensor operand", "alu imm range"):
             if kind == "alu opcode":
-                f = dict(alu_opcode=int(rng.integers(4, 8)), use_imm=1)
-            elif kind == "shr tensor":
-                f = dict(alu_opcode=AluOp.SHR, use_imm=0)
+                bad = illegal_alu_opcodes()
+                f = dict(alu_opcode=bad[int(rng.integers(len(bad)))], use_imm=1)
+            elif kind == "alu tensor operand":
+                ops = _no_tensor_ops()
+                f = dict(alu_opcode=ops[int(rng.integers(len(ops)))].code, use_imm=0)
             else:
-                f = dict(alu_opcode=AluOp.SHR, use_imm=1,
-                         imm=int(rng.choice([-1, 1])) * int(rng.integers(SHIFT_LIMIT + 1, 32768)))
+                ops = _restricted_imm_ops()
+                op = ops[int(rng.integers(len(ops)))]
+                lo, hi = op.imm_range
+                # A value past one end of the range, inside the 16-bit field.
+                if int(rng.choice([-1, 1])) > 0 and hi < IMM_MAX or lo == IMM_MIN:
+                    imm = int(rng.integers(hi + 1, IMM_MAX + 1))
+                else:
+                    imm = -int(rng.integers(-lo + 1, -IMM_MIN))
+                f = dict(alu_opcode=op.code, use_imm=1, imm=imm)
             return self.emit(Action("illegal", "compute", Opcode.ALU, {**loop, **f}, label=label))
         if kind == "uop range":
             f = (dict(uop_bgn=5, uop_end=3) if rng.random() < 0.5 else

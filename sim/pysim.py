@@ -9,16 +9,16 @@ into a :class:`~vtakit.runtime.device.DeviceFault`.
 
 from __future__ import annotations
 
-import sys
 from collections import deque
 
 import numpy as np
-from tqdm import tqdm
 
+from ..hw.errors import InputError
 from ..hw.config import load_config
 from ..hw.spec import ErrorCode
 from ..runtime.device import Device, DeviceError, DeviceFault, RunResult, check_int_options
 from ..runtime.dram import DRAM
+from ..runtime.progress import bar as progress_bar
 
 __all__ = ["DramPortModel", "PysimDevice"]
 
@@ -53,7 +53,7 @@ class DramPortModel:
 
     def __init__(self, memory, bus_bytes: int, *, read_latency: int = 1):
         if read_latency < 1:
-            raise ValueError(f"read_latency must be >= 1 cycle, got {read_latency}")
+            raise InputError(f"read_latency must be >= 1 cycle, got {read_latency}")
         self._memory = memory if callable(memory) else (lambda: memory)
         self.bus_bytes = bus_bytes
         self.read_latency = read_latency
@@ -289,8 +289,8 @@ class PysimDevice(Device):
         self.check_stream(insn_addr, insn_count)
         if self._sim is None:
             self._build()
-        bar = tqdm(desc="pysim run", unit="cycle", unit_scale=True, file=sys.stderr, delay=2.0,
-                   disable=None if self.progress else True, leave=False)
+        bar = progress_bar(desc="pysim run", unit="cycle", unit_scale=True, delay=2.0,
+                           enable=self.progress)
         self._job = job = {"addr": int(insn_addr), "count": int(insn_count), "bar": bar}
         try:
             with bar:

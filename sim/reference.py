@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..hw.spec import DRAM_ADDR_BITS, SHIFT_LIMIT, AluOp, ErrorCode, MemType, Opcode
+from ..hw.isa import alu_semantics, alu_violation
+from ..hw.spec import DRAM_ADDR_BITS, ErrorCode, MemType, Opcode
 from .datapath import Counters, Fault, SRAMs
 
 __all__ = ["execute", "load", "store", "gemm", "alu"]
@@ -148,26 +149,15 @@ def gemm(srams: SRAMs, insn, counters: Counters) -> None:
         counters["gemm_counter"] += 1
 
 
-def _alu_op(op: AluOp, a: int, b: int) -> int:
-    if op == AluOp.MIN:
-        return min(a, b)
-    if op == AluOp.MAX:
-        return max(a, b)
-    if op == AluOp.ADD:
-        return a + b
-    return a >> b if b >= 0 else a << -b        # SHR; a negative amount shifts left
-
-
 def alu(srams: SRAMs, insn, counters: Counters) -> None:
-    """ALU: ``ACC[d] = op(ACC[d], imm or ACC[s])`` lane by lane, wrapping at 32 bits, and
-    ``OUT[d] = low 8 bits of ACC[d]``; SHR only with an immediate in
-    ``[-SHIFT_LIMIT, SHIFT_LIMIT]``."""
-    try:
-        op = AluOp(insn.alu_opcode)
-    except ValueError:
-        raise Fault(ErrorCode.ILLEGAL_FIELD, f"ALU opcode {insn.alu_opcode}") from None
-    if op == AluOp.SHR and not (insn.use_imm and abs(insn.imm) <= SHIFT_LIMIT):
-        raise Fault(ErrorCode.ILLEGAL_FIELD, "SHR needs an immediate within the shift limit")
+    """ALU: ``ACC[d] = op(ACC[d], imm or ACC[s])`` lane by lane with the opcode's function
+    in :data:`~vtakit.hw.isa.ALU_OPS` (wrapping at 32 bits), and ``OUT[d] = low 8 bits of
+    ACC[d]``; the operand rules are the table's (SHR only with an immediate in
+    ``[-SHIFT_LIMIT, SHIFT_LIMIT]``)."""
+    violation = alu_violation(insn.alu_opcode, insn.use_imm, insn.imm)
+    if violation is not None:
+        raise Fault(ErrorCode.ILLEGAL_FIELD, "ALU " + violation)
+    fn = alu_semantics(insn.alu_opcode).function()
     acc, out = srams.acc, srams.out
     for p, q, u in _loop(srams, insn):
         d = _index("acc", u.dst_idx + p * insn.dst_factor_out + q * insn.dst_factor_in, len(acc))
@@ -176,7 +166,7 @@ def alu(srams: SRAMs, insn, counters: Counters) -> None:
                        len(acc))
         for b in range(acc.shape[1]):
             for o in range(acc.shape[2]):
-                other = insn.imm if insn.use_imm else int(acc[s, b, o])
-                acc[d, b, o] = _wrap32(np.int64(_alu_op(op, int(acc[d, b, o]), other)))
+                other = insn.imm if insn.use_imm else acc[s, b, o:o + 1]
+                acc[d, b, o:o + 1] = fn(acc[d, b, o:o + 1], other)
         out[d] = acc[d].astype(np.int8)
         counters["alu_counter"] += 1

@@ -32,7 +32,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -40,14 +39,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-from tqdm import tqdm
-
+from ..hw.errors import VtakitError
 from ..hw.config import VTAConfig, load_config
 from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, Reg
+from ..runtime.progress import Stages
 from . import build_cache
 
 __all__ = ["Design", "Build", "BuildError", "SOURCE_DIGESTS", "harness_defines", "vta_design", "cache_root", "build_key",
-           "get_build", "generate_source", "toolchain_versions", "FAST_BACKENDS",
+           "get_build", "generate_source", "require_toolchain", "toolchain_versions", "FAST_BACKENDS",
            "CXXRTL_FLAGS", "VERILATOR_FLAGS", "TOP_NAME", "fast_slices"]
 
 #: Backends this module builds.
@@ -68,7 +67,7 @@ VERILATOR_FLAGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "--noasse
 VERILATOR_CFLAGS = ("-fPIC", "-O2")
 
 
-class BuildError(RuntimeError):
+class BuildError(VtakitError, RuntimeError):
     """A generator or compiler failure; the message holds the tool's output tail."""
 
 
@@ -163,6 +162,19 @@ def _verilator_env() -> dict:
     env["MAKEFLAGS"] = ("PYTHON3=python3 CFG_CXXFLAGS_PCH_I=-include CFG_LDLIBS_THREADS=-pthread "
                         "CFG_CXXFLAGS_COROUTINES=-fcoroutines")
     return env
+
+
+def require_toolchain(backend: str) -> None:
+    """Raise one clear :class:`BuildError` if a host tool the build of ``backend`` runs is
+    missing (the C++ compiler, and ``make`` for Verilator's ``--build``), instead of a
+    traceback from deep inside the build."""
+    needed = ("g++",) if backend == "cxxrtl" else ("g++", "make")
+    missing = [tool for tool in needed if shutil.which(tool) is None]
+    if missing:
+        raise BuildError(
+            f"the {backend} backend compiles the RTL to C++ and needs {' and '.join(missing)} "
+            f"on PATH: install a C++ toolchain (Debian/Ubuntu: apt-get install g++ make; "
+            f"macOS: xcode-select --install), or use --backend behavioral or pysim")
 
 
 @lru_cache(maxsize=None)
@@ -267,19 +279,19 @@ class Build:
         return sum(self.meta.get("stage_seconds", {}).values())
 
 
-def _run(cmd, *, cwd, env=None, bar=None, what=""):
-    """Run a tool, ticking the bar's elapsed time; on failure raise BuildError with
-    the tail of the tool's output."""
+def _run(cmd, *, cwd, env=None, stages=None, what=""):
+    """Run a tool; a line from ``stages`` (:class:`~vtakit.runtime.progress.Stages`)
+    every heartbeat while it works. On failure raise BuildError with the tail of the
+    tool's output."""
     import threading
-    t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     chunks = []
     reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read()), daemon=True)
     reader.start()
     while proc.poll() is None:
-        if bar is not None:
-            bar.set_postfix_str(f"{time.monotonic() - t0:.0f}s", refresh=True)
+        if stages is not None:
+            stages.tick()
         time.sleep(0.25)
     reader.join()
     out = "".join(chunks)
@@ -289,54 +301,44 @@ def _run(cmd, *, cwd, env=None, bar=None, what=""):
     return out
 
 
-def _build_cxxrtl(tmp: Path, config, token_depth, cmd_depth, design, trace, bar, times):
-    t = time.monotonic()
-    bar.set_description(f"cxxrtl {config.name}: generating C++")
-    (tmp / "vta_design.cc").write_text(generate_source(
-        "cxxrtl", config, token_depth=token_depth, cmd_depth=cmd_depth, design=design))
-    times["generate"] = time.monotonic() - t
-    bar.update()
-    t = time.monotonic()
-    bar.set_description(f"cxxrtl {config.name}: compiling (g++)")
-    _run(["g++", *CXXRTL_FLAGS, *harness_defines(config),
-          f"-I{tmp}", f"-I{HARNESS_DIR}", f"-I{_cxxrtl_include()}",
-          str(HARNESS_DIR / "cxxrtl_adapter.cc"), "-o", str(tmp / "libvta.so")],
-         cwd=tmp, bar=bar, what="g++ (CXXRTL design)")
-    times["compile"] = time.monotonic() - t
-    bar.update()
+def _build_cxxrtl(tmp: Path, config, token_depth, cmd_depth, design, trace, stages):
+    with stages.stage("elaborate + generate C++ (Amaranth, Yosys CXXRTL)"):
+        (tmp / "vta_design.cc").write_text(generate_source(
+            "cxxrtl", config, token_depth=token_depth, cmd_depth=cmd_depth, design=design))
+    with stages.stage("compile + link (g++)"):
+        _run(["g++", *CXXRTL_FLAGS, *harness_defines(config),
+              f"-I{tmp}", f"-I{HARNESS_DIR}", f"-I{_cxxrtl_include()}",
+              str(HARNESS_DIR / "cxxrtl_adapter.cc"), "-o", str(tmp / "libvta.so")],
+             cwd=tmp, stages=stages, what="g++ (CXXRTL design)")
 
 
-def _build_verilator(tmp: Path, config, token_depth, cmd_depth, design, trace, bar, times):
-    t = time.monotonic()
-    bar.set_description(f"verilator {config.name}: generating Verilog")
-    (tmp / f"{TOP_NAME}.v").write_text(generate_source(
-        "verilator", config, token_depth=token_depth, cmd_depth=cmd_depth, design=design))
-    times["generate"] = time.monotonic() - t
-    bar.update()
-    t = time.monotonic()
-    bar.set_description(f"verilator {config.name}: verilating + compiling")
+def _build_verilator(tmp: Path, config, token_depth, cmd_depth, design, trace, stages):
+    with stages.stage("elaborate + generate Verilog (Amaranth, Yosys)"):
+        (tmp / f"{TOP_NAME}.v").write_text(generate_source(
+            "verilator", config, token_depth=token_depth, cmd_depth=cmd_depth, design=design))
     root, env = _verilator_root(), _verilator_env()
     cflags = [*VERILATOR_CFLAGS, *harness_defines(config)]
     jobs = str(max(1, os.cpu_count() or 1))
-    _run([str(root / "bin" / "verilator"), "--cc", f"{TOP_NAME}.v", "--top-module", TOP_NAME,
-          "-Mdir", "obj", "--build", "-j", jobs, *VERILATOR_FLAGS, *(["--trace"] if trace else []),
-          "-CFLAGS", " ".join(cflags)], cwd=tmp, env=env, bar=bar, what="verilator")
-    times["verilate"] = time.monotonic() - t
-    bar.update()
-    t = time.monotonic()
-    bar.set_description(f"verilator {config.name}: linking harness")
+    with stages.stage("verilate"):
+        _run([str(root / "bin" / "verilator"), "--cc", f"{TOP_NAME}.v", "--top-module",
+              TOP_NAME, "-Mdir", "obj", *VERILATOR_FLAGS, *(["--trace"] if trace else []),
+              "-CFLAGS", " ".join(cflags)], cwd=tmp, env=env, stages=stages, what="verilator")
+    with stages.stage(f"compile the verilated C++ (make -j {jobs})"):
+        # What ``verilator --build`` runs after verilating.
+        _run(["make", "-C", "obj", "-f", f"V{TOP_NAME}.mk", "-j", jobs], cwd=tmp, env=env,
+             stages=stages, what="make (verilated C++)")
     obj = tmp / "obj"
-    _run(["g++", "-std=c++17", "-O2", "-fPIC", "-shared", *cflags, f"-DVTA_TRACE={int(trace)}",
-          f"-I{obj}", f"-I{HARNESS_DIR}", f"-I{root / 'include'}", f"-I{root / 'include' / 'vltstd'}",
-          str(HARNESS_DIR / "verilator_adapter.cc"), str(obj / f"V{TOP_NAME}__ALL.a"),
-          str(obj / "libverilated.a"), "-pthread", "-o", str(tmp / "libvta.so")],
-         cwd=tmp, bar=bar, what="g++ (Verilator harness)")
+    with stages.stage("link the harness (g++)"):
+        _run(["g++", "-std=c++17", "-O2", "-fPIC", "-shared", *cflags,
+              f"-DVTA_TRACE={int(trace)}", f"-I{obj}", f"-I{HARNESS_DIR}",
+              f"-I{root / 'include'}", f"-I{root / 'include' / 'vltstd'}",
+              str(HARNESS_DIR / "verilator_adapter.cc"), str(obj / f"V{TOP_NAME}__ALL.a"),
+              str(obj / "libverilated.a"), "-pthread", "-o", str(tmp / "libvta.so")],
+             cwd=tmp, stages=stages, what="g++ (Verilator harness)")
     shutil.rmtree(obj)   # the archives are linked in; keep the cache small
-    times["link"] = time.monotonic() - t
-    bar.update()
 
 
-_STAGES = {"cxxrtl": (2, _build_cxxrtl), "verilator": (3, _build_verilator)}
+_STAGES = {"cxxrtl": (2, _build_cxxrtl), "verilator": (4, _build_verilator)}
 
 
 def get_build(backend: str, config, *, token_depth: int = DEFAULT_TOKEN_DEPTH,
@@ -356,12 +358,13 @@ def get_build(backend: str, config, *, token_depth: int = DEFAULT_TOKEN_DEPTH,
         Verilator only: build with ``--trace`` (VCD output). CXXRTL builds can
         always write VCD.
     progress : bool
-        Show a tqdm progress bar on stderr while building.
+        Print the stage lines of a build on stderr (:class:`~vtakit.runtime.progress.Stages`).
     """
     if backend not in FAST_BACKENDS:
         raise BuildError(f"unknown fast backend {backend!r}; fast backends are "
                          + ", ".join(FAST_BACKENDS))
     config = load_config(config)
+    require_toolchain(backend)
     design = design or vta_design()
     trace = trace and backend == "verilator"
     key, desc = build_key(backend, config, token_depth=token_depth, cmd_depth=cmd_depth,
@@ -385,11 +388,13 @@ def get_build(backend: str, config, *, token_depth: int = DEFAULT_TOKEN_DEPTH,
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=base))
         try:
             nstages, builder = _STAGES[backend]
-            times: dict[str, float] = {}
-            with tqdm(total=nstages, desc=f"{backend} {config.name}", unit="stage",
-                      file=sys.stderr, disable=None if progress else True, leave=False) as bar:
-                builder(tmp, config, token_depth, cmd_depth, design, trace, bar, times)
-            meta = {"key": key, **desc, "stage_seconds": times}
+            stages = Stages(f"building {backend} {config.name}", nstages, enable=progress,
+                            heartbeat=15.0)
+            stages.print(f"not built yet: {nstages} stages, 1-2 minutes (first use only; "
+                         f"cached in {base})")
+            builder(tmp, config, token_depth, cmd_depth, design, trace, stages)
+            stages.print(f"built in {time.monotonic() - stages.began:.0f} s")
+            meta = {"key": key, **desc, "stage_seconds": stages.seconds}
             (tmp / "build.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
             os.rename(tmp, dest)
         except BaseException:

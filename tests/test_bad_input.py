@@ -40,7 +40,7 @@ def files(tmp_path, monkeypatch):
     np.savez("float.npz", dram=dram, insn_addr=np.float64(4096), insn_count=np.int64(1))
     np.savez("missing.npz", dram=dram, insn_addr=np.int64(4096))
     np.savez("badcfg.npz", dram=dram, insn_addr=np.int64(4096), insn_count=np.int64(1),
-             config=np.array('{"LOG_INP_WIDTH": 99}'))
+             config=np.array(json.dumps({**json.loads(tiny), "LOG_INP_WIDTH": 99})))
     np.savez("pickled.npz", dram=np.array([None], dtype=object), insn_addr=np.int64(0),
              insn_count=np.int64(0))
     os.mkdir("adir.npz")
@@ -180,10 +180,13 @@ def test_bad_arguments(files, capsys, argv, message):
 
 
 def test_unwritable_outputs(files, capsys):
+    # Rejected by the argument check, before the image runs or the Verilog is generated.
     fails(capsys, ["exec", "tinyimg.npz", "-o", "nodir/out.npz"],
-          "nodir/out.npz: cannot write (No such file or directory)")
+          "argument -o/--output: folder 'nodir' of 'nodir/out.npz' does not exist "
+          "(create it first: mkdir -p nodir)")
     fails(capsys, ["verilog", "--config", "tiny", "-o", "nodir/out.v"],
-          "nodir/out.v: cannot write (No such file or directory)")
+          "argument -o/--output: folder 'nodir' of 'nodir/out.v' does not exist "
+          "(create it first: mkdir -p nodir)")
 
 
 def test_failed_write_leaves_no_file(files, monkeypatch):

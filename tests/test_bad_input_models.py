@@ -56,7 +56,7 @@ CASES = [
     (["compare", "{d}/m.vtax", "--input", "{d}/wrong_shape.npy", "--backends",
       "behavioral,pysim"], r"the model expects float32\[1, 5, 128, 1\]"),
     (["plot", "trace", "{d}/nothere.json", "-o", "{d}/out.png"],
-     r"nothere\.json: not a vtakit trace JSON"),
+     r"nothere\.json: no such file"),
     (["demo", "--count", "-1"], r"count=-1; the number of RTL images must be >= 0"),
     (["demo", "--config", "nosuch"], r"'nosuch' is neither a preset"),
     (["synth", "--config", "nosuch", "--target", "ecp5-85k"], r"'nosuch' is neither a preset"),

@@ -736,7 +736,7 @@ def test_error_uop_load_shape(kwargs, pattern):
                                       r"ADD=2, SHR=3"),
     (lambda p: p.alu(7, 0, 1), r"ALU opcode 7 is illegal"),
     (lambda p: p.alu(AluOp.SHR, 0, 1), r"ALU SHR needs use_imm=1"),
-    (lambda p: p.alu(AluOp.SHR, 0, 1, imm=32), r"ALU SHR imm 32 is out of range; shift amounts "
+    (lambda p: p.alu(AluOp.SHR, 0, 1, imm=32), r"ALU SHR imm 32 is out of range; SHR immediates "
                                                r"are -31..31"),
     (lambda p: p.alu(AluOp.SHR, 0, 1, imm=-32), r"ALU SHR imm -32 is out of range"),
     (lambda p: p.gemm(5, 4), r"uop range \[5, 4\) is illegal; need uop_bgn <= uop_end <= 1024 "

@@ -7,12 +7,13 @@ import re
 import numpy as np
 import pytest
 
-from vtakit.cli.commands.compare import Fault
+from vtakit.runtime.compare import Fault
 from vtakit.hw.config import load_config
 from vtakit.hw.isa import AluOp, MemType, Opcode, bytes_to_words, isa_for
 from vtakit.hw.spec import ErrorCode, Unit
 from vtakit.cli.main import error_lines, main
 from vtakit.sim.behavioral import BehavioralDevice
+from vtakit.sim.rtl_build import BuildError
 from vtakit.runtime.device import DeviceFault
 from vtakit.runtime.device import BACKENDS
 from vtakit.runtime.image import DramImage, ImageError, RunRecord
@@ -290,7 +291,7 @@ class BuildFails(BehavioralDevice):
     """A backend whose construction fails with a build error and the tool's output."""
 
     def __init__(self, config, **options):
-        raise RuntimeError("cxxrtl: building the simulator failed (exit 1)\n"
+        raise BuildError("cxxrtl: building the simulator failed (exit 1)\n"
                            "In file included from vta.cc:1:\n\n"
                            "vta.cc:12: error: expected ';'\n"
                            "1 error generated.\n\n")
@@ -298,7 +299,7 @@ class BuildFails(BehavioralDevice):
 
 class TwoLines(BehavioralDevice):
     def __init__(self, config, **options):
-        raise RuntimeError("first line\n  second line\n")
+        raise BuildError("first line\n  second line\n")
 
 
 def test_multi_line_error(tmp_path, capsys, monkeypatch):

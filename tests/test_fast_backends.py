@@ -237,12 +237,12 @@ def test_concurrent_builds_install_one_library(tmp_path):
 
 # ------------------------------------------------------------------- vtakit compare
 
-from vtakit.cli.commands import compare as compare_cmd   # noqa: E402
+from vtakit.runtime import compare as outcomes   # noqa: E402
 from vtakit.hw.interfaces import Unit   # noqa: E402
 from vtakit.hw.isa import AluOp, MemType, Opcode   # noqa: E402
 from vtakit.sim.behavioral import BehavioralDevice   # noqa: E402
 from vtakit.runtime.device import BACKENDS   # noqa: E402
-from vtakit.runtime.image import DramImage   # noqa: E402
+from vtakit.runtime.image import DramImage, RunRecord   # noqa: E402
 
 
 def alu_store_image(config=TINY):
@@ -334,19 +334,24 @@ def test_compare_equal_and_uncovered_region(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().out.splitlines()[-1] == \
         f"behavioral vs model2: equal ({len(image.dram)} bytes)"
     # A difference in the instruction stream: covered by no STORE.
-    ref = compare_cmd.run_backends(image, TINY, ["behavioral"])["behavioral"]
-    bad = DramImage(ref.dram.copy(), image.insn_addr, image.insn_count)
-    bad.dram[image.insn_addr + 17] ^= 1
-    d = compare_cmd.first_difference(image, TINY, "a", ref, "b", bad)
-    assert (d.addr, d.count, d.store) == (image.insn_addr + 17, 1, None)
-    assert "region: the instruction stream (no STORE" in compare_cmd.format_difference(d, image)
+    ref = outcomes.run_outcomes(image, TINY, ["behavioral"])["behavioral"]
+    a = outcomes.Outcome("a", ref.record)
+
+    def flipped(addr):
+        dram = ref.dram.copy()
+        dram[addr] ^= 1
+        return outcomes.Outcome("b", RunRecord(dram, ref.record.cycles, ref.record.stats))
+
+    c = outcomes.compare_outcomes(a, flipped(image.insn_addr + 17))
+    assert (c.dram.index, c.dram.count, c.counters) == ((image.insn_addr + 17,), 1, [])
+    assert outcomes.covering_store(image, TINY, image.insn_addr + 17) is None
+    assert "region: the instruction stream (no STORE" in outcomes.format_comparison(c, image, TINY)
     # Row 1 of STORE 5 (pitch 3 elements): covered by STORE 5 only.
     e = TINY.out_elem_bytes
-    bad = DramImage(ref.dram.copy(), image.insn_addr, image.insn_count)
-    bad.dram[out + 3 * e + 2] ^= 1
-    d = compare_cmd.first_difference(image, TINY, "a", ref, "b", bad)
-    assert d.store[0] == 5 and d.store[2:] == (1, 2)
-    assert compare_cmd.first_difference(image, TINY, "a", ref, "b", ref) is None
+    c = outcomes.compare_outcomes(a, flipped(out + 3 * e + 2))
+    store = outcomes.covering_store(image, TINY, c.dram.index[0])
+    assert store[0] == 5 and store[2:] == (1, 2)
+    assert outcomes.compare_outcomes(a, outcomes.Outcome("b", ref.record)).equal
 
 
 # --------------------------------------------------------------- the real VTA

@@ -4,8 +4,8 @@ An editable install finds a package directory that ``pyproject.toml`` forgot (th
 source tree is on the path); a wheel does not. These tests catch that before a user
 does: the first statically, the second by installing the tree (``pip install
 --no-deps --no-build-isolation``, offline: setuptools and wheel come from the ``test``
-extra) into a fresh venv that sees the system's dependencies, and importing every
-subpackage from outside the checkout.
+extra) into a fresh venv that sees the running environment's packages, and importing
+every subpackage from outside the checkout.
 """
 
 import json
@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
 from pathlib import Path
 
@@ -74,9 +75,17 @@ def test_non_editable_install_imports_every_subpackage(tmp_path):
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
         ".git", "build", "dist", "*.egg-info", "__pycache__", "tests", "bench"))
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                   check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
+    # The new venv sees the packages of the environment running the tests (setuptools and
+    # wheel from the test extra among them). ``--system-site-packages`` would not do: run
+    # from a venv, it exposes the base interpreter's site-packages, where a fresh machine
+    # has neither wheel nor a setuptools recent enough to build.
+    own = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
+    nested = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                             "['purelib'])"], capture_output=True, text=True, check=True
+                            ).stdout.strip()
+    (Path(nested) / "outer_env.pth").write_text("".join(f"{d}\n" for d in sorted(own)))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PIP_NO_INDEX"] = "1"            # offline: never reach for a package index
     proc = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps",

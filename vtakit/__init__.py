@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 
 #: Public name -> the module that defines it.
 _API = {
+    "VtakitError": "vtakit.hw.errors",
     "VTAConfig": "vtakit.hw.config",
     "load_config": "vtakit.hw.config",
     "Unit": "vtakit.hw.spec",
@@ -31,6 +32,7 @@ _API = {
     "Runtime": "vtakit.runtime.driver",
     "load": "vtakit.runtime.executable",
     "Executable": "vtakit.runtime.executable",
+    "sweep": "vtakit.tools.sweep",
 }
 
 __all__ = ["__version__", "compile", *_API]

@@ -5,6 +5,8 @@ Thin: the flow is :func:`vtakit.boards.build.build_bitstream`.
 
 from __future__ import annotations
 
+from ..checks import output_file
+
 __all__ = ["register", "run"]
 
 
@@ -14,7 +16,7 @@ def register(sub):
     p.add_argument("--board", required=True, choices=sorted(BOARDS))
     p.add_argument("--config", metavar="NAME|FILE",
                    help="hardware config (default: the board's, e.g. tiny for ulx3s)")
-    p.add_argument("-o", "--output", default="vta.bit", metavar="OUT.bit")
+    p.add_argument("-o", "--output", default="vta.bit", type=output_file, metavar="OUT.bit")
     p.add_argument("--seed", type=int, default=1, help="nextpnr placer seed (default: 1)")
     p.add_argument("--workdir", metavar="DIR", help="keep the build files in DIR")
     p.set_defaults(func=run)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 import time
+
+from ..checks import output_file
 
 __all__ = ["register", "run"]
 
@@ -12,7 +15,7 @@ def register(sub):
     p.add_argument("model", help="model file (.tflite or .onnx)")
     p.add_argument("--config", default="default", metavar="NAME|FILE",
                    help="hardware config: preset name or vta_config.json (default: default)")
-    p.add_argument("-o", "--output", required=True, metavar="MODEL.vtax",
+    p.add_argument("-o", "--output", required=True, type=output_file, metavar="MODEL.vtax",
                    help="the executable to write")
     p.add_argument("--calibrate", metavar="SAMPLES.npy",
                    help="quantize a float model to int8 from representative inputs: an array "
@@ -47,6 +50,11 @@ def run(args):
     print(f"{args.model}: {on_vta} layer(s) on VTA, {len(records) - on_vta} host "
           f"primitive(s), peak device DRAM {exe.peak_dram_bytes:,} bytes, compiled in "
           f"{wall:.2f} s -> {path}")
+    floats = [i for i in exe.inputs if str(i.get("dtype", "")).startswith("float")]
+    if not on_vta and floats and not args.calibrate:
+        print(f"hint: the model is float (input {floats[0]['name']!r}: {floats[0]['dtype']}), so "
+              "every layer runs on the host; --calibrate SAMPLES.npy quantizes it to int8 "
+              "for VTA", file=sys.stderr)
 
 
 def _print_accuracy(args):

@@ -11,6 +11,8 @@ import time
 from ...hw.config import ConfigError, load_config
 from ...runtime.device import BACKENDS, open_device
 from ...runtime.image import DramImage, ImageError
+from ..checks import output_file
+from ..main import UsageError
 
 __all__ = ["register", "run", "parse_option", "parse_backends", "image_config", "check_options", "CONFIG_HELP"]
 
@@ -26,7 +28,7 @@ def register(sub):
     p.add_argument("--backend", default="behavioral",
                    help="execution backend: behavioral, pysim, cxxrtl, verilator "
                         "(default: behavioral)")
-    p.add_argument("-o", "--output", required=True, metavar="OUT.npz",
+    p.add_argument("-o", "--output", required=True, type=output_file, metavar="OUT.npz",
                    help="result file: final dram, cycles, stats (.npz is appended if missing)")
     p.add_argument("--token-depth", type=int, metavar="N",
                    help="capacity of each dependency-token queue")
@@ -55,9 +57,9 @@ def parse_backends(text: str) -> list[str]:
     """The backends of a ``--backends a,b,...`` option: two or more, none twice."""
     backends = [b.strip() for b in text.split(",") if b.strip()]
     if len(backends) < 2:
-        raise ValueError(f"--backends needs two or more backends, got {text!r}")
+        raise UsageError(f"--backends needs two or more backends, got {text!r}")
     if len(set(backends)) != len(backends):
-        raise ValueError(f"--backends names a backend twice: {text!r}")
+        raise UsageError(f"--backends names a backend twice: {text!r}")
     return backends
 
 
@@ -95,7 +97,7 @@ def check_options(backend: str, options: dict) -> None:
     accepted = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name != "dram"]
     unknown = [k for k in options if k not in accepted]
     if unknown:
-        raise ValueError(f"backend {backend!r} has no option {unknown[0]!r}; its options are "
+        raise UsageError(f"backend {backend!r} has no option {unknown[0]!r}; its options are "
                          + ", ".join(accepted))
 
 
@@ -107,7 +109,7 @@ def _backend_options(args) -> dict:
         options["token_depth"] = args.token_depth
     if args.seed is not None:
         if args.backend != "behavioral":
-            raise ValueError(f"--seed (random module interleaving) is an option of the "
+            raise UsageError(f"--seed (random module interleaving) is an option of the "
                              f"behavioral backend, not of {args.backend!r}")
         options["interleave_seed"] = args.seed
     check_options(args.backend, options)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from ...sim.fuzz import format_summary, fuzz
+from ..main import UsageError
 from .exec import check_options, parse_backends, parse_option
 
 __all__ = ["register", "run", "parse_backend_option"]
@@ -53,15 +54,15 @@ def register(sub):
 def run(args):
     backends = parse_backends(args.backends)
     if args.count < 1:
-        raise ValueError(f"--count {args.count}: need at least 1 program")
+        raise UsageError(f"--count {args.count}: need at least 1 program")
     if args.size < 1:
-        raise ValueError(f"--size {args.size}: need at least 1 action per program")
+        raise UsageError(f"--size {args.size}: need at least 1 action per program")
     if args.token_depth < 1:
-        raise ValueError(f"--token-depth {args.token_depth}: a token queue needs capacity >= 1")
+        raise UsageError(f"--token-depth {args.token_depth}: a token queue needs capacity >= 1")
     options: dict = {}
     for backend, key, value in args.options:
         if backend != "*" and backend not in backends:
-            raise ValueError(f"-O {backend}:{key}: {backend!r} is not one of --backends "
+            raise UsageError(f"-O {backend}:{key}: {backend!r} is not one of --backends "
                              f"{','.join(backends)}")
         options.setdefault(backend, {})[key] = value
     for b in backends:

@@ -6,11 +6,13 @@ import time
 
 import numpy as np
 
-from ...runtime.device import open_device
+from ...runtime.device import check_backend, open_device
 from ...runtime.executable import load, read_inputs
 from ...runtime.layer_vcd import VCD_BACKENDS, write_layer_vcd
 from ...runtime.recorder import LayerRecorder
 from ...runtime.image import npz_path
+from ..checks import output_file
+from ..main import UsageError
 
 __all__ = ["register", "run"]
 
@@ -26,16 +28,16 @@ def register(sub):
                         "(default: behavioral)")
     p.add_argument("--config", metavar="NAME|FILE",
                    help="the hardware expected (default: the config the model records)")
-    p.add_argument("-o", "--output", required=True, metavar="OUT.npz",
+    p.add_argument("-o", "--output", required=True, type=output_file, metavar="OUT.npz",
                    help="one array per model output, by output name (.npz is appended if "
                         "missing)")
     p.add_argument("--profile", action="store_true",
                    help="print a per-layer table: engine (VTA/host), cycles, predicted "
                         "cycles, GEMM utilization, DRAM bytes, wall time")
-    p.add_argument("--trace", metavar="FILE.json",
+    p.add_argument("--trace", type=output_file, metavar="FILE.json",
                    help="write the layer timeline as Chrome/Perfetto trace JSON "
                         "(vtakit plot trace FILE -o timeline.png draws it)")
-    p.add_argument("--vcd", metavar="FILE.vcd",
+    p.add_argument("--vcd", type=output_file, metavar="FILE.vcd",
                    help="write a waveform of one layer (--vcd-layer N; pysim, cxxrtl or "
                         "verilator): the layer's kernel is run again on a traced device")
     p.add_argument("--vcd-layer", type=int, metavar="N",
@@ -44,12 +46,13 @@ def register(sub):
 
 
 def run(args):
+    check_backend(args.backend)
     exe = load(args.model, config=args.config)
     inputs = read_inputs(exe, args.input)
     if (args.vcd is None) != (args.vcd_layer is None):
-        raise ValueError("--vcd FILE and --vcd-layer N go together")
+        raise UsageError("--vcd FILE and --vcd-layer N go together")
     if args.vcd is not None and args.backend not in VCD_BACKENDS:
-        raise ValueError(f"--vcd: backend {args.backend!r} writes no waveform; use "
+        raise UsageError(f"--vcd: backend {args.backend!r} writes no waveform; use "
                          f"--backend {'|'.join(VCD_BACKENDS)}")
     start = time.perf_counter()
     dev = rec = None

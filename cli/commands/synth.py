@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..checks import output_file
+from ..main import UsageError
+
 __all__ = ["register", "run"]
 
 
@@ -22,18 +25,22 @@ def register(sub):
     p.add_argument("--no-pnr", action="store_true", help="stop after Yosys (no Fmax)")
     p.add_argument("--freq", type=float, metavar="MHZ", help="clock target of nextpnr")
     p.add_argument("--seed", type=int, default=1, help="nextpnr placer seed (default: 1)")
-    p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    p.add_argument("--json", type=output_file, metavar="FILE",
+                   help="also write the report as JSON")
     p.add_argument("--workdir", metavar="DIR", help="keep netlist, reports and tool logs in DIR")
+    p.add_argument("--verbose", action="store_true",
+                   help="stream the tools' logs (Yosys, nextpnr) to stderr as they work")
     p.set_defaults(func=run)
 
 
 def run(args):
     from ...boards import format_table, reports_to_json, synth_config
     report = synth_config(args.config, args.target, place_and_route=not args.no_pnr,
-                          freq_mhz=args.freq, seed=args.seed, workdir=args.workdir)
+                          freq_mhz=args.freq, seed=args.seed, workdir=args.workdir,
+                          verbose=args.verbose)
     print(format_table([report]))
     if args.json:
         Path(args.json).write_text(reports_to_json([report]))
     if not report.fits:
-        raise ValueError(report.overflow_message())
+        raise UsageError(report.overflow_message())
     return 0

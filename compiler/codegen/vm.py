@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...hw.errors import VtakitError
 from ...runtime.executable import Executable
 from ...runtime.layout import LayoutError, nchw_shape, packed_activation_nbytes
 from ...runtime.module import PrimitiveEntry
@@ -62,7 +63,7 @@ __all__ = ["compile_vm", "LoweredPrimitive", "VMCompileError"]
 _LABEL = -1
 
 
-class VMCompileError(ValueError):
+class VMCompileError(VtakitError, ValueError):
     """IR the VM compiler cannot translate (the message names the node)."""
 
 

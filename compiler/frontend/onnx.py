@@ -50,6 +50,7 @@ import os
 
 import numpy as np
 
+from ...hw.errors import VtakitError
 from .. import quant  # noqa: F401  (registers the qnn.* operators)
 from ..ir import (Call, Constant, Function, GlobalVar, If, IRModule, Tuple, TupleGetItem,
                   TupleType, TensorType, Var, get_op, infer_expr_type)
@@ -60,7 +61,7 @@ __all__ = ["from_onnx", "OnnxImportError", "SUPPORTED_OPS", "OPSET_RANGE"]
 OPSET_RANGE = (11, 21)
 
 
-class OnnxImportError(ValueError):
+class OnnxImportError(VtakitError, ValueError):
     """A model that cannot be imported (unsupported op, malformed graph); one line."""
 
 

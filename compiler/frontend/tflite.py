@@ -25,13 +25,14 @@ import numpy as np
 
 from ..ir import (Call, Constant, Function, IRModule, QuantParams, TensorType, Tuple, Var,
                   get_op)
+from ...hw.errors import VtakitError
 from .. import quant  # noqa: F401  (registers the qnn.* operators)
 from ..quant import activation_range
 
 __all__ = ["from_tflite", "TFLiteError", "SUPPORTED_OPS"]
 
 
-class TFLiteError(ValueError):
+class TFLiteError(VtakitError, ValueError):
     """A model file that is not a valid TFLite flatbuffer or uses an unsupported feature."""
 
 

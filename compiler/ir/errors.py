@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from ...hw.errors import VtakitError
+
 __all__ = ["IRError", "TypeInferenceError", "WellFormedError", "ParseError", "OpError",
            "EvaluationError"]
 
 
-class IRError(Exception):
+class IRError(VtakitError):
     """Base class of every error about a graph-IR program."""
 
 

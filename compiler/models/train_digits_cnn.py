@@ -152,6 +152,25 @@ class _Net:
 
 # ---- training ------------------------------------------------------------------------------
 
+def _load_digits():
+    """scikit-learn's ``load_digits()`` images (N, 8, 8) float64 and targets, read from the
+    CSV file its wheel ships, without importing scikit-learn (and SciPy: seconds)."""
+    import gzip
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("sklearn")
+    if spec is not None and spec.submodule_search_locations:
+        path = Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz"
+        if path.exists():
+            with gzip.open(path) as f:        # what load_digits reads, the same way
+                data = np.loadtxt(f, delimiter=",")
+            return data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(int)
+    from sklearn.datasets import load_digits     # another layout: the public loader
+    data = load_digits()
+    return data.images, data.target
+
+
 def load_split(seed=0):
     """``load_digits`` scaled to [0, 1] as (N, 1, 8, 8) float32, split 80/20 (seeded).
 
@@ -160,11 +179,9 @@ def load_split(seed=0):
     tuple
         ``(x_train, y_train, x_test, y_test)``.
     """
-    from sklearn.datasets import load_digits
-
-    data = load_digits()
-    x = (data.images / 16.0).astype(np.float32)[:, None]
-    y = data.target.astype(np.int64)
+    images, target = _load_digits()
+    x = (images / 16.0).astype(np.float32)[:, None]
+    y = target.astype(np.int64)
     order = np.random.default_rng(seed).permutation(len(x))
     cut = int(0.8 * len(x))
     tr, te = order[:cut], order[cut:]

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...hw.errors import VtakitError
 from ..ir import (Call, Constant, Function, IRModule, Op, Tuple, TupleGetItem, Var, evaluate,
                   get_op, infer_types)
 from ..ir.analysis import post_order
@@ -66,7 +67,7 @@ __all__ = ["calibrate", "quantize_model", "Calibrated", "fold_batch_norm", "Cali
            "activation_range", "choose_params", "kl_threshold", "METHODS"]
 
 
-class CalibrationError(ValueError):
+class CalibrationError(VtakitError, ValueError):
     """A module or sample set that :func:`calibrate` cannot work with."""
 
 

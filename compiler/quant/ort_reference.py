@@ -42,12 +42,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...hw.errors import VtakitError
 from . import ort_kernels as K
 
-__all__ = ["run_reference", "ReferenceError"]
+__all__ = ["run_reference", "OrtReferenceError"]
 
 
-class ReferenceError(ValueError):
+class OrtReferenceError(VtakitError, ValueError):
     """A model the reference does not cover (one line: the node and why)."""
 
 
@@ -184,7 +185,7 @@ class _Run:
         if node.op_type == "MaxPool" and isinstance(x, np.ndarray) and x.dtype.kind in "iu":
             return [_int_max_pool(node, _attrs(node), x)]
         if node.domain not in ("", "ai.onnx"):
-            raise ReferenceError(f"{node.op_type} node {node.name!r}: domain {node.domain} "
+            raise OrtReferenceError(f"{node.op_type} node {node.name!r}: domain {node.domain} "
                                  f"is not covered")
         feeds = {n: self.vals[n] for n in node.input if n}
         return ReferenceEvaluator(node, opsets={"": self.opset}).run(None, feeds)
@@ -314,11 +315,11 @@ class _Run:
                           yz, dtype)
             return y[:, :, 0]
         if xq.ndim != 4:
-            raise ReferenceError(f"Conv node {node.name!r}: only 1-D and 2-D convolutions are "
+            raise OrtReferenceError(f"Conv node {node.name!r}: only 1-D and 2-D convolutions are "
                                  f"covered")
         auto = a.get("auto_pad", b"NOTSET")
         if auto not in (b"NOTSET", "NOTSET", b"", ""):
-            raise ReferenceError(f"Conv node {node.name!r}: auto_pad is not covered")
+            raise OrtReferenceError(f"Conv node {node.name!r}: auto_pad is not covered")
         p = list(a.get("pads", [0, 0, 0, 0]))
         acc = K.conv_acc(xq, xz, wq, wz, bias, strides=tuple(a.get("strides", (1, 1))),
                          pads=(p[0], p[1], p[2], p[3]),
@@ -335,7 +336,7 @@ class _Run:
             bias = v[8] if len(v) > 8 else None
             return self.conv(node, a, x, xs, xz, w, ws, wz, bias, ys, yz, dtype)
         if x.ndim < 2 or w.ndim != 2:
-            raise ReferenceError(f"QLinearMatMul node {node.name!r}: only a 2-D weight is "
+            raise OrtReferenceError(f"QLinearMatMul node {node.name!r}: only a 2-D weight is "
                                  f"covered")
         s = K.output_scale(xs, ws, ys)
         acc = K.matmul_acc(x, xz, w, wz)
@@ -348,7 +349,7 @@ def _int_max_pool(node, a, x):
     if x.ndim != 4 or len(node.output) > 1 and node.output[1] or \
             a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"", "") or \
             tuple(a.get("dilations", (1, 1))) != (1, 1):
-        raise ReferenceError(f"MaxPool node {node.name!r}: only plain 2-D integer pooling "
+        raise OrtReferenceError(f"MaxPool node {node.name!r}: only plain 2-D integer pooling "
                              f"is covered")
     kh, kw = a["kernel_shape"]
     sh, sw = a.get("strides", (1, 1))
@@ -398,7 +399,7 @@ def _ms_op(self, node, a):  # noqa: C901 (one branch per op, as in onnxruntime)
         return np.concatenate(parts, axis=int(a["axis"]))
     if op == "QGemm":
         if int(a.get("transA", 0)) or len(v) < 9 or v[7] is None:
-            raise ReferenceError(f"QGemm node {node.name!r}: transA or a float output is not "
+            raise OrtReferenceError(f"QGemm node {node.name!r}: transA or a float output is not "
                                  f"covered")
         b = v[3].T if int(a.get("transB", 0)) else v[3]
         bz = v[5] if v[5] is not None else 0
@@ -410,12 +411,12 @@ def _ms_op(self, node, a):  # noqa: C901 (one branch per op, as in onnxruntime)
         _ms_scalar(v[4])
     dtype = _dtype(x)
     if int(a.get("channels_last", 0)):
-        raise ReferenceError(f"{op} node {node.name!r}: channels_last is not covered")
+        raise OrtReferenceError(f"{op} node {node.name!r}: channels_last is not covered")
     if op == "QLinearGlobalAveragePool":
         return K.global_avg_pool(x, xs, xz, ys, yz, dtype)
     if op == "QLinearAveragePool":
         if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"", ""):
-            raise ReferenceError(f"{op} node {node.name!r}: auto_pad is not covered")
+            raise OrtReferenceError(f"{op} node {node.name!r}: auto_pad is not covered")
         p = list(a.get("pads", [0, 0, 0, 0]))
         return K.avg_pool(x, xs, xz, ys, yz, dtype, kernel=tuple(a["kernel_shape"]),
                           strides=tuple(a.get("strides", (1, 1))), pads=(p[0], p[1], p[2], p[3]),
@@ -436,7 +437,7 @@ def _ms_op(self, node, a):  # noqa: C901 (one branch per op, as in onnxruntime)
         ax = int(a.get("axis", 1)) % x.ndim
         flat = x.reshape(int(np.prod(x.shape[:ax])), -1)
         return K.softmax(flat, xs, ys, yz, dtype).reshape(x.shape)
-    raise ReferenceError(f"com.microsoft.{op} node {node.name!r} is not covered")
+    raise OrtReferenceError(f"com.microsoft.{op} node {node.name!r} is not covered")
 
 
 

@@ -47,6 +47,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...hw.errors import VtakitError
+
 __all__ = [
     "Opcode", "DTYPES", "VMFunction", "BytecodeError",
     "Move", "Ret", "Invoke", "InvokeClosure", "InvokePacked", "AllocTensor", "AllocTensorReg",
@@ -119,7 +121,7 @@ _TERMINATORS = (Opcode.RET, Opcode.GOTO, Opcode.IF, Opcode.FATAL, Opcode.TAIL_IN
                 Opcode.TAIL_INVOKE_CLOSURE)
 
 
-class BytecodeError(ValueError):
+class BytecodeError(VtakitError, ValueError):
     """Malformed bytecode; ``index`` is the instruction and ``word`` its first word."""
 
     def __init__(self, message, index=None, word=None, function=None):

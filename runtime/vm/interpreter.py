@@ -13,6 +13,7 @@ import traceback
 
 import numpy as np
 
+from ...hw.errors import VtakitError
 from ..module import load_primitives
 from ..registry import get_global_func
 from .bytecode import Opcode, format_instruction
@@ -46,7 +47,7 @@ _TAIL_INVOKE = Opcode.TAIL_INVOKE.value
 _TAIL_INVOKE_CLOSURE = Opcode.TAIL_INVOKE_CLOSURE.value
 
 
-class VMError(RuntimeError):
+class VMError(VtakitError, RuntimeError):
     """A failure while running bytecode; the message names the function, pc and instruction.
 
     Attributes

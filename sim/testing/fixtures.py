@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vtakit.runtime.compare import first_difference as _first_difference
 from vtakit.runtime.image import DramImage
 
 __all__ = ["Fixture", "FIXTURE_DIR", "load_fixtures", "fixture_path", "assert_replay",
@@ -72,16 +73,16 @@ def load_fixtures(preset: str | None = None) -> list[Fixture]:
 
 
 def first_difference(got: np.ndarray, expected: np.ndarray) -> str | None:
-    """None if equal, else a sentence locating the first differing byte."""
-    got = np.asarray(got, dtype=np.uint8)
+    """None if equal, else a sentence locating the first differing byte
+    (:func:`vtakit.runtime.compare.first_difference`)."""
+    got, expected = np.asarray(got, dtype=np.uint8), np.asarray(expected, dtype=np.uint8)
     if got.shape != expected.shape:
         return f"final DRAM has {got.size} bytes, expected {expected.size}"
-    bad = np.flatnonzero(got != expected)
-    if not len(bad):
+    d = _first_difference(expected, got)
+    if d is None:
         return None
-    a = int(bad[0])
-    return (f"{len(bad)} bytes differ; first at 0x{a:x}: got 0x{int(got[a]):02x}, "
-            f"expected 0x{int(expected[a]):02x}")
+    return (f"{d.count} bytes differ; first at 0x{d.index[0]:x}: got 0x{d.actual:02x}, "
+            f"expected 0x{d.expected:02x}")
 
 
 def assert_replay(fixture: Fixture, device) -> None:

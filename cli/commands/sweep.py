@@ -1,0 +1,81 @@
+"""``vtakit sweep``: configs x models on Dask, a tidy table, a Pareto plot.
+
+Thin: the work is :func:`vtakit.tools.sweep.sweep`. Prints the skipped grid cells,
+one summary line per point, the per-layer breakdown of each model's best point, and
+the files written. Exit status 0 when every point succeeded, 1 when some failed
+(their rows hold the errors), 2 on an error of the command itself.
+"""
+
+from __future__ import annotations
+
+from ..main import UsageError
+
+__all__ = ["register", "run"]
+
+
+def register(sub):
+    from ...tools.point import ENGINES
+    p = sub.add_parser("sweep", help="design-space sweep (configs x models) on Dask: table "
+                                     "(Parquet, CSV), Pareto plot, per-layer breakdown")
+    p.add_argument("--configs", default="default", metavar="A,B,...",
+                   help="base configs: preset names or vta_config.json files (default: default)")
+    p.add_argument("--grid", nargs="+", default=[], metavar="KEY=v1,v2",
+                   help="config keys to vary over every base config (e.g. LOG_BLOCK=3,4 "
+                        "LOG_BATCH=0,1); illegal combinations are reported and skipped")
+    p.add_argument("--models", default="demo", metavar="A,B,...",
+                   help=".tflite/.onnx files; 'demo' is the shipped digits CNN, calibrated as "
+                        "vtakit demo does (default: demo)")
+    p.add_argument("--calibrate", metavar="X.npy",
+                   help="samples (N, *input shape) quantizing the float models")
+    p.add_argument("--engine", default="model", choices=ENGINES,
+                   help="model: event model, no simulation (default); behavioral; "
+                        "verilator/cxxrtl: cycle-exact RTL")
+    p.add_argument("--synth", metavar="TARGET",
+                   help="add Yosys resource counts for an FPGA target (ecp5-85k, xilinx-7, "
+                        "...; one synthesis per config, cached; slow)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="worker processes of the LocalCluster (default: one per core)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="use an existing Dask cluster instead of a LocalCluster")
+    p.add_argument("-o", "--output", default="sweep.parquet", metavar="S.parquet",
+                   help="the table (S.csv and S.layers.parquet next to it); an existing one is "
+                        "resumed (default: sweep.parquet)")
+    p.add_argument("--plot", metavar="P.png", help="Pareto plot (cycles vs cost) as PNG")
+    p.add_argument("--retries", type=int, default=2, metavar="N",
+                   help="Dask retries of a point whose worker dies (default: 2)")
+    p.set_defaults(func=run)
+
+
+def _split(text):
+    return [s.strip() for s in text.split(",") if s.strip()]
+
+
+def run(args):
+    from ...tools.pareto import best_points, format_layers
+    from ...tools.sweep import sweep
+    if args.synth:
+        from ...boards.targets import TARGETS
+        if args.synth not in TARGETS:
+            raise UsageError(f"--synth {args.synth}: unknown target; targets are "
+                             + ", ".join(sorted(TARGETS)))
+    result = sweep(_split(args.configs), _split(args.models), grid=args.grid,
+                   engine=args.engine, synth=args.synth, calibrate=args.calibrate,
+                   workers=args.workers, scheduler=args.scheduler, output=args.output,
+                   plot=args.plot, retries=args.retries)
+    rows = result.rows
+    print(f"{len(rows)} point(s) ({result.ran} run now), {len(result.failed)} failed, "
+          f"{len(result.skipped)} config combination(s) skipped")
+    for r in rows:
+        if r["status"] == "ok":
+            util = "-" if r["gemm_utilization"] is None else f"{100 * r['gemm_utilization']:.1f}%"
+            check = {True: ", = interpreter", False: ", DIFFERS from the interpreter",
+                     None: ""}[r["matches_interpreter"]]
+            print(f"  {r['config']:<36} {r['model']:<22} {r['cycles']:>12,} cycles  "
+                  f"GEMM {util:>6}  DRAM {r['dram_bytes']:>11,} B{check}")
+        else:
+            print(f"  {r['config']:<36} {r['model']:<22} FAILED: {r['error']}")
+    for r in best_points(result.table):
+        print(format_layers(result.layers, r))
+    for kind, path in result.paths.items():
+        print(f"wrote {path} ({kind})")
+    return 1 if result.failed else 0

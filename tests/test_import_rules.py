@@ -1,0 +1,107 @@
+"""Imports point down: which top-level package may import which (as tests/test_packaging.py
+pins the package list). Every import counts, including those inside functions; the
+root package ``vtakit`` (its ``__version__``) may be imported from anywhere.
+
+The layers today, bottom up: hw; runtime; sim (and vtakit.testing, which lives in
+sim/testing); boards beside them over hw (and the runtime's progress lines); compiler
+over hw, runtime and sim (only its demo tool uses sim); tools (sweeps, sharded runs)
+over all of these; the command line on top. The next re-layout (compiler split into
+the graph compiler, the operator library and the VTA lowering, tools apart) extends
+ALLOWED with its new packages.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Source folder -> the import name pyproject.toml maps it to.
+FOLDERS = {"hw": "vtakit.hw", "sim": "vtakit.sim", "runtime": "vtakit.runtime",
+           "compiler": "vtakit.compiler", "boards": "vtakit.boards", "tools": "vtakit.tools",
+           "cli": "vtakit.cli", "vtakit": "vtakit"}
+
+#: Package -> the vtakit packages its modules may import (itself included).
+ALLOWED = {
+    "hw": {"hw"},
+    "runtime": {"hw", "runtime"},
+    "sim": {"hw", "runtime", "sim", "testing"},
+    "testing": {"hw", "runtime", "sim", "testing"},
+    "boards": {"hw", "runtime", "boards"},
+    "compiler": {"hw", "runtime", "sim", "compiler"},
+    "tools": {"hw", "runtime", "sim", "testing", "boards", "compiler", "tools"},
+    "cli": {"hw", "runtime", "sim", "testing", "boards", "compiler", "tools", "cli"},
+}
+
+
+def module_name(root: Path, folder: str, path: Path) -> tuple[str, bool]:
+    """The dotted name of a source file and whether it is a package ``__init__``."""
+    parts = list(path.relative_to(root / folder).with_suffix("").parts)
+    is_package = parts[-1] == "__init__"
+    if is_package:
+        parts = parts[:-1]
+    if folder == "sim" and parts[:1] == ["testing"]:
+        return ".".join(["vtakit.testing", *parts[1:]]), is_package
+    return ".".join([FOLDERS[folder], *parts]), is_package
+
+
+def imported_names(source: str, module: str, is_package: bool) -> list[str]:
+    """Absolute names of every module an import statement of ``source`` names."""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    names = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1]
+                names.append(".".join(base + ([node.module] if node.module else [])))
+            else:
+                names.append(node.module or "")
+        elif isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+    return names
+
+
+def violations(root: Path = ROOT) -> list[str]:
+    """``"importer -> imported"`` for every import the ALLOWED table forbids."""
+    found = []
+    for folder in FOLDERS:
+        for path in sorted((root / folder).rglob("*.py")):
+            module, is_package = module_name(root, folder, path)
+            layer = module.split(".")[1] if "." in module else "vtakit"
+            if layer not in ALLOWED:      # the root package and vtakit.__main__
+                continue
+            for name in imported_names(path.read_text(), module, is_package):
+                parts = name.split(".")
+                if parts[0] != "vtakit" or len(parts) == 1:
+                    continue
+                if parts[1] not in ALLOWED[layer]:
+                    found.append(f"{module} -> {name}")
+    return found
+
+
+def test_imports_point_down():
+    assert violations() == []
+
+
+def test_every_source_folder_has_a_rule():
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "bench"}
+    assert packages <= set(FOLDERS), packages - set(FOLDERS)
+
+
+@pytest.mark.parametrize("folder,source,expected", [
+    ("runtime", "def f():\n    from ..compiler import ir\n",
+     "vtakit.runtime.planted -> vtakit.compiler"),
+    ("runtime", "import vtakit.sim.behavioral\n",
+     "vtakit.runtime.planted -> vtakit.sim.behavioral"),
+    ("hw", "from ..runtime.device import Device\n",
+     "vtakit.hw.planted -> vtakit.runtime.device"),
+    ("sim", "from vtakit.compiler.ir import expr\n",
+     "vtakit.sim.planted -> vtakit.compiler.ir"),
+    ("boards", "from ..sim import pysim\n", "vtakit.boards.planted -> vtakit.sim"),
+])
+def test_a_planted_upward_import_is_found(tmp_path, folder, source, expected):
+    for name in FOLDERS:
+        (tmp_path / name).mkdir()
+    (tmp_path / folder / "planted.py").write_text(source)
+    assert violations(tmp_path) == [expected]

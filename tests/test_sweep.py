@@ -1,0 +1,289 @@
+"""`vtakit sweep` on a real 2-worker dask LocalCluster: grid expansion, engines (model,
+behavioral, one Verilator point on the tiny config), 1 vs 2 workers, a worker killed
+mid-sweep, failed points, resuming, the CLI and the Pareto plot."""
+
+import functools
+import json
+import os
+from pathlib import Path
+
+import cloudpickle
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from distributed import Client, LocalCluster
+
+import vtakit
+from vtakit.cli.main import main
+from vtakit.tools import point as point_mod
+from vtakit.tools.grid import expand_configs, make_points, parse_grid
+from vtakit.tools.pareto import pareto_front
+from vtakit.tools.point import TIMING_COLUMNS, run_point
+from vtakit.tools.sweep import sweep
+
+MLTK = Path(__file__).parent / "data" / "mltk"
+ANOMALY = str(MLTK / "anomaly_detection.tflite")
+
+
+@pytest.fixture(scope="module")
+def client():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as c:
+        yield c
+
+
+def _deterministic(table):
+    return table.drop_columns(list(TIMING_COLUMNS)).to_pylist()
+
+
+def test_grid_skips_illegal_combinations_with_the_loader_error():
+    cfgs, skipped = expand_configs(["default"], ["LOG_BLOCK=3,4", "LOG_BATCH=0"])
+    assert [c[0] for c in cfgs] == ["default/LOG_BLOCK=4/LOG_BATCH=0"]
+    (label, err), = skipped
+    assert label == "default/LOG_BLOCK=3/LOG_BATCH=0"
+    assert "LOG_ACC_BUFF_SIZE=17" in err and "bits" in err
+    _, skipped = expand_configs(["tiny"], {"NOT_A_KEY": [1]})
+    assert "unknown config key(s) NOT_A_KEY" in skipped[0][1]
+    with pytest.raises(ValueError, match="KEY=v1,v2"):
+        parse_grid(["LOG_BLOCK"])
+    points, _ = make_points(["tiny", "default"], ["demo", ANOMALY])
+    assert [(p.config, p.model) for p in points] == [
+        ("default", "anomaly_detection"), ("default", "demo"),
+        ("tiny", "anomaly_detection"), ("tiny", "demo")]
+
+
+def test_model_engine_equals_the_event_model_on_the_streams_that_ran(client):
+    # The model engine binds each kernel as the VM does; its per-layer cycles are the
+    # behavioral engine's (event model of the recorded streams), without running.
+    res = sweep(["tiny", "default"], ["demo", ANOMALY], engine="behavioral", client=client,
+                progress=False, log=None)
+    model = sweep(["tiny", "default"], ["demo", ANOMALY], engine="model", client=client,
+                  progress=False, log=None)
+    assert not res.failed and not model.failed
+    rows = res.rows
+    assert all(r["matches_interpreter"] and r["mismatched_elements"] == 0 for r in rows)
+    assert [r["cycles"] for r in rows] == [r["cycles"] for r in model.rows]
+    assert all(r["matches_interpreter"] is None for r in model.rows)
+    layers = model.layers.to_pylist()
+    assert [(r["layer"], r["cycles"]) for r in layers] == \
+        [(r["layer"], r["cycles"]) for r in res.layers.to_pylist()]
+    for r in rows:
+        mine = [x for x in layers if (x["config"], x["model"]) == (r["config"], r["model"])]
+        assert r["cycles"] == sum(x["cycles"] for x in mine) > 0
+        assert r["vta_layers"] == sum(x["where"] == "VTA" for x in mine)
+        assert r["peak_dram_bytes"] > 0 and r["dram_bytes"] > 0
+        assert 0 < r["gemm_utilization"] < 1
+
+
+def test_one_verilator_point_measures_cycles_and_matches_the_interpreter(client):
+    res = sweep(["tiny"], ["demo"], engine="verilator", client=client, progress=False,
+                log=None)
+    row, = res.rows
+    assert row["status"] == "ok", row["error"]
+    assert row["cycles_source"] == "rtl" and row["matches_interpreter"]
+    # measured cycles differ from the event model's prediction, which is also recorded
+    assert row["cycles"] > 0 and row["predicted_cycles"] > 0
+
+
+def test_one_and_two_workers_give_the_same_table(client, tmp_path):
+    args = (["default", "4x8"], ["demo", ANOMALY])
+    kw = dict(grid=["LOG_BLOCK=3,4"], engine="model", progress=False, log=None)
+    two = sweep(*args, client=client, output=tmp_path / "two.parquet", **kw)
+    one = sweep(*args, workers=1, output=tmp_path / "one.parquet", **kw)
+    assert len(two.rows) == 6 and len(two.skipped) == 1
+    assert _deterministic(one.table) == _deterministic(two.table)
+    assert _deterministic(pq.read_table(tmp_path / "one.parquet")) == _deterministic(two.table)
+    assert one.layers.to_pylist() == two.layers.to_pylist()
+    assert (tmp_path / "two.csv").read_text().count("\n") == 7
+
+
+def _crash_once(spec, marker):
+    # Kills its worker process the first time any worker runs it (the marker file is
+    # shared); the scheduler reschedules the point, which then runs normally.
+    if spec.model == "anomaly_detection" and not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(1)
+    return run_point(spec)
+
+
+def test_a_worker_killed_mid_sweep_loses_no_point(client, tmp_path):
+    marker = tmp_path / "crashed"
+    cloudpickle.register_pickle_by_value(__import__(__name__))
+    try:
+        res = sweep(["tiny", "default"], ["demo", ANOMALY], engine="model", client=client,
+                    progress=False, log=None, task=functools.partial(_crash_once, marker=str(marker)))
+    finally:
+        cloudpickle.unregister_pickle_by_value(__import__(__name__))
+    assert marker.exists(), "no worker was killed"
+    assert [(r["config"], r["model"], r["status"]) for r in res.rows] == [
+        ("default", "anomaly_detection", "ok"), ("default", "demo", "ok"),
+        ("tiny", "anomaly_detection", "ok"), ("tiny", "demo", "ok")]
+    client.wait_for_workers(2, timeout=60)     # the nanny restarted the killed one
+
+
+def test_failed_point_is_recorded_and_resuming_runs_only_what_is_missing(client, tmp_path):
+    bad = tmp_path / "broken.onnx"
+    bad.write_bytes(b"not an onnx model")
+    out = tmp_path / "s.parquet"
+    kw = dict(engine="model", client=client, progress=False, log=None, output=out)
+    first = sweep(["tiny"], ["demo", str(bad)], **kw)
+    rows = {r["model"]: r for r in first.rows}
+    assert rows["demo"]["status"] == "ok"
+    assert rows["broken"]["status"] == "error" and "broken.onnx" in rows["broken"]["error"]
+    # the same sweep plus a model: the done point is kept, the failed one retried
+    lines = []
+    second = sweep(["tiny"], ["demo", str(bad), ANOMALY], **{**kw, "log": lines.append})
+    assert second.ran == 2 and "1 point(s) done, 2 to run" in lines[0]
+    assert [r["model"] for r in second.rows] == ["anomaly_detection", "broken", "demo"]
+    assert _deterministic(second.table)[2] == _deterministic(first.table)[1]
+    # an interrupted sweep: only its journal exists
+    journal = tmp_path / "s.parquet.partial.jsonl"
+    for f in (out, tmp_path / "s.layers.parquet"):
+        f.unlink()
+    journal.write_text("".join(
+        json.dumps({"row": r, "layers": []}) + "\n" for r in second.rows[:1])
+        + '{"row": {"cut sh')
+    third = sweep(["tiny"], ["demo", ANOMALY], **kw)
+    assert third.ran == 1 and not journal.exists() and out.exists()
+
+
+def test_cli_sweep_writes_table_plot_and_layer_breakdown(client, tmp_path, capsys):
+    out, png = tmp_path / "s.parquet", tmp_path / "p.png"
+    code = main(["sweep", "--configs", "tiny,default", "--grid", "LOG_BATCH=0,1",
+                 "--models", f"demo,{ANOMALY}", "--scheduler", client.scheduler.address,
+                 "-o", str(out), "--plot", str(png)])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    table = pq.read_table(out).to_pylist()
+    assert len(table) == 8 and all(r["status"] == "ok" for r in table)
+    assert "costliest layers" in text and "wrote" in text
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for model in ("demo", "anomaly_detection"):
+        mine = [r for r in table if r["model"] == model]
+        front = pareto_front(mine, "macs_per_cycle")
+        best = min(r["cycles"] for r in mine)
+        assert front[-1]["cycles"] == best
+        assert np.all(np.diff([r["cycles"] for r in front]) < 0)
+
+
+def test_public_api_and_cli_errors(tmp_path, capsys):
+    assert vtakit.sweep is sweep
+    assert point_mod.ENGINES == ("model", "behavioral", "verilator", "cxxrtl")
+    assert main(["sweep", "--models", str(tmp_path / "missing.tflite")]) == 2
+    assert "missing.tflite: no such file" in capsys.readouterr().err
+    assert main(["sweep", "-o", str(tmp_path / "x.csv")]) == 2
+    assert "is a .parquet file" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- sharded compare
+
+@pytest.fixture(scope="module")
+def digits_tiny(tmp_path_factory):
+    from vtakit.tools.point import load_model_input
+    mod, x, _ = load_model_input("demo", None)
+    exe = vtakit.compile(mod, config="tiny")
+    d = tmp_path_factory.mktemp("shard")
+    np.save(d / "x.npy", x)
+    return exe, exe.save(d / "digits.vtax"), x, d
+
+
+def _register_corrupting_backend(insn_count):
+    # In a worker: a behavioral backend "corrupt" whose kernels of `insn_count`
+    # instructions store one wrong byte (the first byte the run changed, plus one).
+    from vtakit.runtime import device
+    from vtakit.sim import behavioral
+
+    class CorruptDevice(behavioral.BehavioralDevice):
+        def run_image(self, image):
+            record = super().run_image(image)
+            if image.insn_count == insn_count:
+                changed = np.flatnonzero(record.dram != image.dram)
+                record.dram[changed[0]] += 1
+            return record
+    behavioral.CorruptDevice = CorruptDevice
+    device.BACKENDS["corrupt"] = "vtakit.sim.behavioral:CorruptDevice"
+
+
+def test_sharded_compare_names_the_first_diverging_layer(client, digits_tiny):
+    from vtakit.tools.shard import compare_sharded, format_sharded
+    exe, _, x, d = digits_tiny
+    same = compare_sharded(exe, x, ["behavioral", "behavioral"], client=client, save_dir=d,
+                           progress=False)
+    assert same.equal and len(same.checks) == 8
+    assert [name for name, _ in same.layers][4] == "vta_add"
+    # the add kernel is the only one with its instruction count: corrupt it on the workers
+    from vtakit.runtime.device import open_device
+    from vtakit.runtime.recorder import LayerRecorder
+    with open_device("behavioral", exe.config) as dev, \
+            LayerRecorder(dev, keep_images=True, keep_outputs=False) as rec:
+        exe.run(x, device=dev, hook=rec.hook)
+    counts = [layer.runs[0].image.insn_count for layer in rec.layers if layer.runs]
+    add = counts[3]
+    assert counts.count(add) == 1, counts
+    cloudpickle.register_pickle_by_value(__import__(__name__))
+    try:
+        client.run(_register_corrupting_backend, add)
+    finally:
+        cloudpickle.unregister_pickle_by_value(__import__(__name__))
+    bad = compare_sharded(exe, x, ["behavioral", "corrupt"], client=client, save_dir=d,
+                          stem="digits", progress=False)
+    index, name, run, report, saved = bad.divergences["corrupt"]
+    assert (index, name, run) == (4, "vta_add", 0)
+    assert "DIFFER: first differing byte" in report and "(1 byte differ)" in report
+    text = format_sharded(bad)
+    assert "first diverging layer #4 vta_add" in text and saved.exists()
+
+
+def test_cli_compare_vtax_on_workers_against_verilator(client, digits_tiny, capsys):
+    _, vtax, _, d = digits_tiny
+    code = main(["compare", str(vtax), "--input", str(d / "x.npy"), "--backends",
+                 "behavioral,verilator", "--scheduler", client.scheduler.address])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "every VTA kernel's final DRAM is equal" in out
+    cycles = int(out.split("verilator: ")[1].split("cycles ")[1].split()[0].replace(",", ""))
+    assert cycles > 0
+    assert main(["compare", str(d / "x.npy"), "--backends", "behavioral,pysim",
+                 "--workers", "2"]) == 2
+    assert "are for a compiled model" in capsys.readouterr().err
+
+
+def test_synth_resources_are_cached_per_config_and_target(tmp_path, monkeypatch):
+    # The Yosys run itself is slow (bench/synth.py); here synth_config is replaced by a
+    # counter to check the cache: one synthesis per (config, target).
+    from types import SimpleNamespace
+
+    from vtakit.boards import synth as synth_mod
+    from vtakit.hw.config import load_config
+    from vtakit.tools.resources import synth_resources
+    calls = []
+
+    def fake(cfg, target, **kw):
+        calls.append((cfg.name, target, kw["place_and_route"]))
+        return SimpleNamespace(resources={"lut": 1000 * cfg.block_in, "ff": 7, "dsp": 16,
+                                          "bram": 3})
+    monkeypatch.setattr(synth_mod, "synth_config", fake)
+    monkeypatch.setenv("VTAKIT_CACHE", str(tmp_path))
+    cj = json.dumps(load_config("tiny").to_dict(), sort_keys=True)
+    first = synth_resources(cj, "ecp5-85k")
+    again = synth_resources(cj, "ecp5-85k")
+    other = synth_resources(cj, "xilinx-7")
+    assert calls == [(load_config("tiny").name, "ecp5-85k", False),
+                     (load_config("tiny").name, "xilinx-7", False)]
+    assert first["lut"] == again["lut"] == other["lut"] == 8000
+    assert again["wall_synth_s"] == 0.0
+
+
+def test_float_model_calibrated_from_a_npy_file(client, tmp_path):
+    # The shipped ONNX file given by path with the demo's calibration images as a .npy of
+    # shape (N, *input shape): the same int8 model as "demo", so the same cycles.
+    from vtakit.compiler.demo import CALIBRATION_SAMPLES
+    from vtakit.compiler.models import digits_cnn_path, load_digits_split
+    x_train = load_digits_split()[0]
+    np.save(tmp_path / "cal.npy", x_train[:CALIBRATION_SAMPLES, None])
+    res = sweep(["tiny"], ["demo", str(digits_cnn_path())], engine="behavioral",
+                calibrate=tmp_path / "cal.npy", client=client, progress=False, log=None)
+    demo, onnx = res.rows
+    assert (demo["model"], onnx["model"]) == ("demo", "digits_cnn")
+    assert onnx["status"] == "ok", onnx["error"]
+    assert onnx["matches_interpreter"] and onnx["cycles"] == demo["cycles"]

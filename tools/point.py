@@ -1,0 +1,247 @@
+"""One point of a sweep: a model compiled for a config and measured on an engine.
+
+:func:`run_point` is what a Dask worker runs. It compiles the model
+(:func:`vtakit.compile`; a float model is calibrated first), then measures it on the
+point's engine:
+
+``model``
+    no simulation: every VTA layer's kernel is bound by a :class:`~vtakit.Runtime`
+    exactly as the VM binds it (its stream: fences, micro-op load, FINISH) and its
+    cycles predicted by the event model (:func:`~vtakit.compiler.perfmodel.predict_stream`);
+    no output, so no accuracy check.
+``behavioral``
+    the VM on the behavioral model; cycles are the event model's on the streams that ran.
+``verilator`` / ``cxxrtl``
+    the VM on the RTL; cycles are measured.
+
+A simulating engine's outputs are compared element for element with the IR
+interpreter's on the quantized model (``matches_interpreter``). A point that raises
+is a row with ``status="error"`` and the one-line error; the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from ..hw.errors import InputError
+
+__all__ = ["PointSpec", "run_point", "predict_layers", "error_row", "DEMO", "ENGINES",
+           "COLUMNS", "LAYER_COLUMNS", "TIMING_COLUMNS", "load_model_input"]
+
+#: The model name that stands for the shipped demo CNN, calibrated as ``vtakit demo`` does.
+DEMO = "demo"
+#: Engines of a point.
+ENGINES = ("model", "behavioral", "verilator", "cxxrtl")
+
+#: Columns of the sweep table, in order, with their Arrow type names. ``wall_*`` columns
+#: are timings (they vary from run to run); every other column is deterministic.
+COLUMNS = {
+    "config": "string", "model": "string", "engine": "string", "synth": "string",
+    "status": "string", "error": "string",
+    "config_name": "string", "config_json": "string", "model_path": "string",
+    "macs_per_cycle": "int64", "cycles": "int64", "cycles_source": "string",
+    "predicted_cycles": "int64", "macs": "int64", "gemm_utilization": "float64",
+    "dram_bytes": "int64", "peak_dram_bytes": "int64", "vta_layers": "int64",
+    "host_layers": "int64", "matches_interpreter": "bool", "mismatched_elements": "int64",
+    "lut": "int64", "ff": "int64", "dsp": "int64", "bram": "int64",
+    "wall_compile_s": "float64", "wall_run_s": "float64", "wall_synth_s": "float64",
+}
+TIMING_COLUMNS = tuple(c for c in COLUMNS if c.startswith("wall_"))
+#: Columns of the per-layer table (one row per layer call of each successful point).
+LAYER_COLUMNS = {
+    "config": "string", "model": "string", "engine": "string", "index": "int64",
+    "layer": "string", "where": "string", "cycles": "int64", "predicted_cycles": "int64",
+    "macs": "int64", "gemm_utilization": "float64", "dram_bytes": "int64",
+}
+
+
+@dataclass(frozen=True)
+class PointSpec:
+    """What one point runs. ``config_json`` is the full config (``VTAConfig.to_dict()``,
+    sorted keys); ``config`` its label (preset, file stem, plus grid settings)."""
+
+    config: str
+    config_json: str
+    model: str                  # label (file stem)
+    model_path: str             # a .tflite/.onnx path, or DEMO
+    engine: str = "model"
+    calibrate: str | None = None
+    synth: str | None = None    # FPGA target whose resources the sweep adds (not run here)
+
+    @property
+    def key(self) -> tuple:
+        """Identity of the point in a table (what resuming matches)."""
+        return (self.config, self.config_json, self.model, self.model_path, self.engine,
+                self.synth or "")
+
+
+def _base_row(spec: PointSpec) -> dict:
+    row = dict.fromkeys(COLUMNS)
+    row.update(config=spec.config, model=spec.model, engine=spec.engine,
+               synth=spec.synth or "", config_json=spec.config_json,
+               model_path=spec.model_path)
+    return row
+
+
+def error_row(spec: PointSpec, error: BaseException | str) -> dict:
+    """The row of a point that failed: its identity, ``status="error"`` and the message's
+    first line."""
+    row = _base_row(spec)
+    text = str(error).strip().splitlines()
+    name = type(error).__name__ if isinstance(error, BaseException) else "error"
+    row.update(status="error", error=f"{name}: {text[0]}" if text else name)
+    return row
+
+
+@functools.lru_cache(maxsize=8)
+def load_model_input(model_path: str, calibrate: str | None):
+    """``(quantized IRModule, one input, the interpreter's outputs on it)`` of a model,
+    cached per worker process. :data:`DEMO` is the digits CNN calibrated with the demo's
+    64 training images; its input is the first test image."""
+    from ..compiler.build_model import load_model, load_samples
+    from ..compiler.ir import evaluate
+    from ..compiler.quant.calibrate import calibrate as quantize
+    from ..testing import model_inputs
+    if model_path == DEMO:
+        from ..compiler.demo import CALIBRATION_SAMPLES
+        from ..compiler.models import digits_cnn_path, load_digits_split
+        x_train, _, x_test, _ = load_digits_split()
+        mod = quantize(load_model(digits_cnn_path()), x_train[:CALIBRATION_SAMPLES, None])
+        x = x_test[:1]
+    else:
+        mod = load_model(model_path)
+        if calibrate:
+            samples = load_samples(calibrate)
+            mod = quantize(mod, samples)
+            x = samples[0]                  # (N, *input shape): one input
+        else:
+            x = model_inputs(mod["main"].params[0].type_annotation)[0]
+    ref = evaluate(mod, x)
+    ref = [np.asarray(r) for r in (ref if isinstance(ref, tuple) else (ref,))]
+    return mod, x, ref
+
+
+def _kernel_streams(exe) -> dict:
+    """Kernel name -> the decoded stream the runtime builds for it (bound to fresh
+    buffers on a behavioral device: fences, micro-op load and FINISH included)."""
+    from ..runtime.device import open_device
+    from ..runtime.driver import Runtime
+    out = {}
+    with open_device("behavioral", exe.config) as dev:
+        rt = Runtime(dev)
+        for name, _ in exe.kernels:
+            prog = exe.program(name)
+            bufs = {slot: rt.alloc(max(1, size)) for slot, size in prog.slots.items()}
+            try:
+                rt.bind(prog, bufs)
+                rt.finalize()
+                out[name] = rt.instructions
+            finally:
+                rt.reset()
+                for b in bufs.values():
+                    rt.free(b)
+    return out
+
+
+def _calls(exe):
+    """Packed indices invoked by the entry function, in bytecode order (callees inlined)."""
+    from ..runtime.vm.bytecode import Opcode
+    funcs = {i: f for i, f in enumerate(exe.functions)}
+    index = {f.name: i for i, f in funcs.items()}
+
+    def walk(i, depth):
+        if depth > 32:
+            raise ValueError("the executable's call graph is deeper than 32 (recursion?)")
+        for ins in funcs[i].code:
+            if ins[0] == Opcode.INVOKE_PACKED:
+                yield ins[1]
+            elif ins[0] == Opcode.INVOKE:
+                yield from walk(ins[1], depth + 1)
+    return list(walk(index[exe.entry], 0))
+
+
+def predict_layers(exe) -> list[dict]:
+    """The model engine: one dict per layer call (``layer``, ``where``, ``cycles`` = the
+    event model's, ``macs``, ``dram_bytes``), without running anything."""
+    from ..compiler.perfmodel import predict_stream, stream_traffic
+    from ..compiler.profile import _layer_macs
+    streams = _kernel_streams(exe)
+    cost = {name: (predict_stream(s, exe.config).cycles,
+                   sum(stream_traffic(s, exe.config).values())) for name, s in streams.items()}
+    macs = _layer_macs(exe)
+    rows = []
+    for k, p in enumerate(_calls(exe)):
+        prim = exe.primitives[p]
+        kernel = prim.meta_dict.get("kernel")
+        cycles, dram = cost[kernel] if kernel else (0, 0)
+        rows.append(dict(index=k, layer=prim.name, where="VTA" if kernel else "host",
+                         cycles=int(cycles), predicted_cycles=int(cycles),
+                         macs=macs.get(prim.name, 0), dram_bytes=int(dram)))
+    return rows
+
+
+def _simulate(exe, x, engine):
+    from ..compiler.profile import profile_model
+    outputs, profile = profile_model(exe, [x], engine)
+    rows = [dict(index=r.index, layer=r.name, where=r.engine,
+                 cycles=int(r.cycles if engine != "behavioral" else r.predicted_cycles),
+                 predicted_cycles=int(r.predicted_cycles), macs=r.macs,
+                 dram_bytes=int(r.dram_bytes)) for r in profile]
+    return list(outputs.values()), rows
+
+
+def run_point(spec: PointSpec) -> tuple[dict, list]:
+    """Compile and measure one point; returns ``(row, layer rows)``. Never raises for the
+    point's own failure (that is a row with ``status="error"``)."""
+    try:
+        return _run(spec)
+    except Exception as e:  # noqa: BLE001 - a failed point is a result
+        return error_row(spec, e), []
+
+
+def _run(spec: PointSpec):
+    from ..compiler.build_model import compile_model
+    from ..hw.config import VTAConfig
+    if spec.engine not in ENGINES:
+        raise InputError(f"engine {spec.engine!r}; engines are {', '.join(ENGINES)}")
+    cfg = VTAConfig.from_dict(json.loads(spec.config_json), source=spec.config)
+    mod, x, ref = load_model_input(spec.model_path, spec.calibrate)
+    t = time.perf_counter()
+    report = []
+    exe = compile_model(mod, cfg, report=report)
+    row = _base_row(spec)
+    row["wall_compile_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    if spec.engine == "model":
+        layers, outputs = predict_layers(exe), None
+    else:
+        outputs, layers = _simulate(exe, x, spec.engine)
+    row["wall_run_s"] = time.perf_counter() - t
+    peak = cfg.batch * cfg.block_in * cfg.block_out
+    vta = [r for r in layers if r["where"] == "VTA"]
+    for r in layers:
+        r.update(config=spec.config, model=spec.model, engine=spec.engine)
+        r["gemm_utilization"] = (r["macs"] / (r["cycles"] * peak)
+                                 if r["macs"] and r["cycles"] > 0 else None)
+    cycles = sum(r["cycles"] for r in vta)
+    macs = sum(r["macs"] for r in vta)
+    row.update(status="ok", config_name=cfg.name, macs_per_cycle=peak, cycles=cycles,
+               cycles_source="rtl" if spec.engine in ("verilator", "cxxrtl") else "model",
+               predicted_cycles=sum(r["predicted_cycles"] for r in vta), macs=macs,
+               gemm_utilization=macs / (cycles * peak) if cycles > 0 else None,
+               dram_bytes=sum(r["dram_bytes"] for r in vta),
+               peak_dram_bytes=exe.peak_dram_bytes,
+               vta_layers=sum(r.where != "host" for r in report),
+               host_layers=sum(r.where == "host" for r in report))
+    if outputs is not None:
+        bad = 0
+        for a, b in zip(outputs, ref):
+            a, b = np.asarray(a), np.asarray(b)
+            bad += a.size if a.shape != b.shape else int(np.count_nonzero(a != b))
+        bad += abs(len(outputs) - len(ref))
+        row.update(matches_interpreter=bad == 0, mismatched_elements=bad)
+    return row, layers
