@@ -32,8 +32,7 @@ EXIT_INTERNAL_ERROR = 3
 # Error classes of modules this step could not edit (compiler/frontend, compiler/quant,
 # being edited elsewhere): user errors all the same. Remove each entry once its class
 # derives from VtakitError (tests/test_errors.py says when).
-NOT_YET_ROOTED = frozenset({("vtakit.compiler.frontend.onnx", "OnnxImportError"),
-                            ("vtakit.compiler.quant.calibrate", "CalibrationError")})
+NOT_YET_ROOTED = frozenset()
 
 
 class UsageError(InputError):

@@ -28,7 +28,7 @@ def _calls(mod, name):
 
 
 @pytest.mark.parametrize("rounding,method", [("vta", "minmax"), ("onnx", "minmax"),
-                                             ("vta", "percentile")])
+                                             ("vta", "percentile"), ("vta", "entropy")])
 def test_digits_top1_agreement(data, rounding, method):
     samples, x, ref = data
     q = calibrate(from_onnx(digits_cnn_path()), samples, rounding=rounding, method=method)
@@ -36,11 +36,13 @@ def test_digits_top1_agreement(data, rounding, method):
     assert got.dtype == np.float32 and got.shape == ref.shape
     assert (got.argmax(1) == ref.argmax(1)).mean() >= 0.95
     # the integer form: int8 weights, int32 accumulators, BN folded away
+    # (the 2x2 average pool: window sums as an all-ones depthwise conv, its own scale)
     convs = _calls(q, "nn.conv2d")
-    assert len(convs) == 4 and not _calls(q, "nn.batch_norm")
+    assert len(convs) == 5 and not _calls(q, "nn.batch_norm")
+    assert sum(bool(np.all(c.args[1].data == 1)) for c in convs) == 1
     assert all(c.args[1].data.dtype == np.int8 and c.attrs["out_dtype"] == "int32" for c in convs)
     reqs = _calls(q, "qnn.requantize")
-    assert len(reqs) == 5 and all(r.attrs["rounding"] == rounding for r in reqs)
+    assert len(reqs) == 6 and all(r.attrs["rounding"] == rounding for r in reqs)
     if rounding == "vta":  # every layer is a pure shift: VTA runs it whole
         assert all(fixed_point.vta_shift(r.attrs["scale"]) is not None for r in reqs)
 

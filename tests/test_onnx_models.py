@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from vtakit.compiler.frontend import from_onnx  # noqa: E402
 from vtakit.compiler.ir import Call, evaluate, post_order  # noqa: E402
 from vtakit.compiler.models import digits_cnn_path, load_digits_split  # noqa: E402
+from vtakit.compiler.quant.ort_reference import run_reference  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -79,16 +80,17 @@ def qdq_model(request, digits, tmp_path_factory):
     return d / "q.onnx"
 
 
-def test_qdq_digits_within_one_step(qdq_model, digits):
+def test_qdq_digits_equal_reference(qdq_model, digits):
+    """Bit for bit the host-independent reference of onnxruntime's fused kernels
+    (:mod:`vtakit.compiler.quant.ort_reference`: QLinearConv, QLinearAdd, MaxPool,
+    QLinearAveragePool, QGemm); onnxruntime's own u8s8 kernels saturate on x86 CPUs
+    without VNNI, so its output depends on the CPU."""
     _, x, _ = digits
     model = onnx.load(str(qdq_model))
-    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
-    step = float(inits["logits_scale"])
     mod = from_onnx(qdq_model)
-    got, want = ir_run(mod, x[:100]), ort_run(qdq_model, x[:100])
-    steps = np.abs(got - want) / step
-    assert (steps <= 1 + 1e-3).mean() >= 0.99
-    assert (got.argmax(1) == want.argmax(1)).mean() >= 0.99
+    got = ir_run(mod, x[:100])
+    want = np.concatenate([run_reference(model, {"input": xi[None]})[0] for xi in x[:100]])
+    np.testing.assert_array_equal(got, want)
     # every conv and the dense layer became the integer form
     ops = [n.op.name for n in post_order(mod["main"].body)
            if isinstance(n, Call) and hasattr(n.op, "name")]
@@ -124,27 +126,37 @@ def _qlinear_model(op, x, w_q, attrs, y_scale, y_zp, bias=None):
 
 
 def test_qlinear_conv():
+    """Full-range int8 weights: vtakit equals the host-independent reference
+    (:mod:`vtakit.compiler.quant.ort_reference`, onnxruntime's QLinearConv formula:
+    exact integer accumulation, MlasRequantizeOutput) bit for bit. Not onnxruntime's
+    own output: its u8s8 kernel saturates 16-bit pair sums on x86 CPUs without VNNI,
+    so that answer depends on the CPU (the reference is checked against onnxruntime
+    where no CPU saturates, in tests/test_ort_reference.py)."""
     rng = np.random.default_rng(1)
     x = rng.integers(0, 256, (1, 2, 7, 7), dtype=np.uint8)
     w = rng.integers(-127, 128, (3, 2, 3, 3), dtype=np.int8)
     b = rng.integers(-500, 500, 3).astype(np.int32)
-    m, want = _qlinear_model("QLinearConv", x, w, dict(pads=[1, 0, 1, 2], strides=[1, 2]),
-                             0.1, 128, b)
+    m, _ = _qlinear_model("QLinearConv", x, w, dict(pads=[1, 0, 1, 2], strides=[1, 2]),
+                          0.1, 128, b)
+    want = run_reference(m, {"x": x})[0]
     got = evaluate(from_onnx(m), x)
-    assert got.dtype == np.uint8 and got.shape == want.shape
-    assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
-    assert (got == want).mean() >= 0.99
+    assert got.dtype == np.uint8 and got.shape == want.shape == (1, 3, 7, 4)
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(want)) > 20  # not a saturated, constant output
 
 
 def test_qlinear_matmul():
+    """As :func:`test_qlinear_conv` for QLinearMatMul (full-range weights, bit-exact
+    with the host-independent reference)."""
     rng = np.random.default_rng(2)
     x = rng.integers(0, 256, (4, 6), dtype=np.uint8)
     w = rng.integers(-127, 128, (6, 5), dtype=np.int8)
-    m, want = _qlinear_model("QLinearMatMul", x, w, {}, 0.2, 100)
+    m, _ = _qlinear_model("QLinearMatMul", x, w, {}, 0.2, 100)
+    want = run_reference(m, {"x": x})[0]
     got = evaluate(from_onnx(m), x)
-    assert got.dtype == np.uint8
-    assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
-    assert (got == want).mean() >= 0.95
+    assert got.dtype == np.uint8 and got.shape == want.shape == (4, 5)
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(want)) > 10
 
 
 def test_qdq_digits_compiled_bit_exact(qdq_model, digits):
@@ -191,7 +203,15 @@ def _mobile_net(rng):
     return m
 
 
-def test_qdq_mobile_ops_within_one_step(tmp_path):
+@pytest.mark.parametrize("act", ["uint8", "int8"])
+def test_qdq_mobile_ops_equal_reference(tmp_path, act):
+    """quantize_static (QDQ, per-channel int8 weights) of a small mobile CNN: vtakit's
+    output equals the host-independent reference of onnxruntime's fused kernels
+    (QLinearConv, QLinearConcat, QLinearGlobalAveragePool, QGemm, QLinearSigmoid) bit
+    for bit. Host-independent: the reference is numpy integer arithmetic and single
+    float32 operations (:mod:`vtakit.compiler.quant.ort_reference`), not onnxruntime's
+    CPU-dependent u8s8 kernels; onnxruntime only calibrates the model, and whatever
+    scales it picks on a CPU, both sides compute on the same model."""
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_static)
 
@@ -208,16 +228,14 @@ def test_qdq_mobile_ops_within_one_step(tmp_path):
 
     quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), Reader(),
                     quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+                    activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8,
+                    weight_type=QuantType.QInt8)
     model = onnx.load(str(tmp_path / "q.onnx"))
-    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
-    last = next(nd for nd in model.graph.node if nd.output[0] == "y")
-    step = float(inits[last.input[1]]) if last.op_type == "DequantizeLinear" else 1 / 256
     mod = from_onnx(model)
-    sess = ort.InferenceSession(str(tmp_path / "q.onnx"), providers=["CPUExecutionProvider"])
     got = np.concatenate([evaluate(mod, x) for x in xs[20:]])
-    want = np.concatenate([sess.run(None, {"x": x})[0] for x in xs[20:]])
-    assert (np.abs(got - want) / step <= 1 + 1e-3).mean() >= 0.99
+    want = np.concatenate([run_reference(model, {"x": x})[0] for x in xs[20:]])
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(want)) > 20
     ops = [nd.op.name for nd in post_order(mod["main"].body)
            if isinstance(nd, Call) and hasattr(nd.op, "name")]
     assert ops.count("nn.conv2d") == 3 and ops.count("qnn.requantize") >= 4

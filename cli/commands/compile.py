@@ -20,6 +20,10 @@ def register(sub):
     p.add_argument("--calibrate", metavar="SAMPLES.npy",
                    help="quantize a float model to int8 from representative inputs: an array "
                         "of shape (N, *input shape), the model's batch dimension included")
+    p.add_argument("--accuracy", action="store_true",
+                   help="with --calibrate: run the float model and the calibrated one on the "
+                        "samples and print, per layer, SQNR and cosine against float, the "
+                        "scale and range chosen, marking the layers that lose the most")
     p.add_argument("--report", action="store_true",
                    help="print every layer: where it runs and why, tiling, predicted cycles, "
                         "DRAM bytes")
@@ -28,6 +32,8 @@ def register(sub):
 
 def run(args):
     from ...compiler.build_model import compile_model, format_report
+    if args.accuracy:
+        _print_accuracy(args)
     records = []
     start = time.perf_counter()
     exe = compile_model(args.model, args.config, calibrate=args.calibrate, report=records)
@@ -49,3 +55,12 @@ def run(args):
         print(f"hint: the model is float (input {floats[0]['name']!r}: {floats[0]['dtype']}), so "
               "every layer runs on the host; --calibrate SAMPLES.npy quantizes it to int8 "
               "for VTA", file=sys.stderr)
+
+
+def _print_accuracy(args):
+    from ...compiler.build_model import ModelError, load_model, load_samples
+    from ...compiler.quant.accuracy import accuracy_report
+    if args.calibrate is None:
+        raise ModelError(f"{args.model}: --accuracy compares the float model with its "
+                         "calibrated int8 version; give the samples with --calibrate SAMPLES.npy")
+    print(accuracy_report(load_model(args.model), load_samples(args.calibrate)).format())

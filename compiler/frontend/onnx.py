@@ -24,8 +24,15 @@ How nodes are imported:
   whose inputs are quantized and whose only consumer is a QuantizeLinear
   (possibly through Relu or Clip) become the integer layer above; MaxPool,
   Reshape, Flatten, Transpose, Identity and Concat (equal parameters) work on
-  the int8 values directly; every other op on quantized values runs in float
-  between ``qnn.dequantize`` and ``qnn.quantize`` (the QDQ semantics);
+  the int8 values directly; Add, Mul, AveragePool, GlobalAveragePool, Softmax,
+  Sigmoid and LeakyRelu between a DequantizeLinear and a QuantizeLinear of the
+  same type get the formula of the kernel onnxruntime fuses them into
+  (``qnn.add``/``qnn.mul`` rounding ``"onnx"``, the ``qnn.ort_*`` ops and
+  ``qnn.lut``, formulas in :mod:`vtakit.compiler.quant.ort_kernels`), so a
+  ``quantize_static`` model equals :func:`~vtakit.compiler.quant.ort_reference.run_reference`
+  bit for bit; every other op on quantized values runs in float between
+  ``qnn.dequantize`` and ``qnn.quantize`` (the QDQ semantics; for Concat that
+  is QLinearConcat's requantization exactly);
 * ``If`` becomes an IR ``If`` (or one branch, when the condition is
   constant); ``Loop`` becomes a recursive global function ``@loop_N`` whose
   parameters are the iteration count, the condition, the loop-carried values
@@ -43,6 +50,7 @@ import os
 
 import numpy as np
 
+from ...hw.errors import VtakitError
 from .. import quant  # noqa: F401  (registers the qnn.* operators)
 from ..ir import (Call, Constant, Function, GlobalVar, If, IRModule, Tuple, TupleGetItem,
                   TupleType, TensorType, Var, get_op, infer_expr_type)
@@ -53,7 +61,7 @@ __all__ = ["from_onnx", "OnnxImportError", "SUPPORTED_OPS", "OPSET_RANGE"]
 OPSET_RANGE = (11, 21)
 
 
-class OnnxImportError(ValueError):
+class OnnxImportError(VtakitError, ValueError):
     """A model that cannot be imported (unsupported op, malformed graph); one line."""
 
 
@@ -76,10 +84,15 @@ class _QInfo:
     domain, ``scale``/``zp`` are scalars or 1-D along ``axis``.
     """
 
-    __slots__ = ("src", "scale", "zp", "axis")
+    __slots__ = ("src", "scale", "zp", "axis", "raw")
 
-    def __init__(self, src, scale, zp, axis):
-        self.src, self.scale, self.zp, self.axis = src, scale, zp, axis
+    def __init__(self, src, scale, zp, axis, raw="int8"):
+        self.src, self.scale, self.zp, self.axis, self.raw = src, scale, zp, axis, raw
+
+    @property
+    def raw_zp(self):
+        """The zero point as written in the model (uint8 tensors: in 0..255)."""
+        return int(self.zp) + 128 if self.raw == "uint8" else int(self.zp)
 
     def same_params(self, scale, zp, axis):
         if self.scale.shape != np.shape(scale) or self.zp.shape != np.shape(zp):
@@ -108,12 +121,14 @@ class _Val:
 # ---- the importer --------------------------------------------------------------------------
 
 _CONVERTERS = {}
+_MS_CONVERTERS = {}   # com.microsoft ops (onnxruntime's operator-format quantized ops)
 
 
-def _converter(*names):
+def _converter(*names, domain=""):
+    table = _MS_CONVERTERS if domain == "com.microsoft" else _CONVERTERS
     def deco(fn):
         for n in names:
-            _CONVERTERS[n] = fn
+            table[n] = fn
         return fn
     return deco
 
@@ -258,6 +273,14 @@ class _Importer:
 
     def convert_node(self, node, ins, scope):
         op = node.op_type
+        if node.domain == "com.microsoft" and op in _MS_CONVERTERS:
+            try:
+                return _MS_CONVERTERS[op](self, node, ins, _attrs(node))
+            except OnnxImportError:
+                raise
+            except Exception as e:  # an IR type error etc.: name the node
+                msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+                raise OnnxImportError(f"{_where(node)}: {msg}") from e
         if node.domain not in ("", "ai.onnx"):
             self.unsupported(node, f"{node.domain}.{op}")
         if (ins and all(v is None or v.const is not None for v in ins) or not ins) \
@@ -427,6 +450,10 @@ def _int_attr_list(a, key, default):
 
 def _unary(name, **fixed):
     def conv(ctx, node, ins, a):
+        if node.op_type == "Sigmoid":
+            fused = _ortq._qdq_table(ctx, node, ins[0], _ortq.logistic)
+            if fused is not None:
+                return fused
         return [ctx.out(_call(name, ctx.value_expr(ctx.float_val(ins[0])), **fixed))]
     return conv
 
@@ -468,6 +495,11 @@ def _identity(ctx, node, ins, a):
 
 @_converter("LeakyRelu")
 def _leaky(ctx, node, ins, a):
+    alpha = np.float32(a.get("alpha", 0.01))
+    fused = _ortq._qdq_table(ctx, node, ins[0],
+                       lambda f: np.where(f >= 0, f, (f * alpha).astype(np.float32)))
+    if fused is not None:
+        return fused
     return [ctx.out(_call("nn.leaky_relu", ctx.value_expr(ctx.float_val(ins[0])),
                           alpha=float(a.get("alpha", 0.01))))]
 
@@ -490,6 +522,9 @@ def _clip(ctx, node, ins, a):
 
 @_converter("Softmax")
 def _softmax(ctx, node, ins, a):
+    fused = _ortq._qdq_softmax(ctx, node, ins[0], a)
+    if fused is not None:
+        return fused
     x = ctx.float_val(ins[0])
     shape = ctx.shape_of(x)
     e = ctx.value_expr(x)
@@ -542,11 +577,20 @@ def _dilate_kernel(w, dil):
 
 
 def _conv_1d_to_2d(ctx, ins):
-    """(N, C, L) conv operands as (N, C, 1, L)."""
+    """(N, C, L) conv operands as (N, C, 1, L); quantized ones stay quantized."""
     x, w = ins[0], ins[1]
     shape = ctx.shape_of(x)
-    return (_Val(_call("reshape", ctx.value_expr(ctx.float_val(x)),
-                       newshape=(shape[0], shape[1], 1, shape[2]))),
+    shape4 = (shape[0], shape[1], 1, shape[2])
+    if x.q is not None and x.q.scale.ndim == 0 and w.q is not None and \
+            w.q.src.const is not None:
+        x4 = _requant_passthrough(ctx, x, _call("reshape", ctx.int8_expr(x.q.src),
+                                                 newshape=shape4))
+        x4.shape = shape4
+        q = w.q
+        w4 = _Val(q=_QInfo(_Val(const=q.src.const[:, :, None, :]), q.scale, q.zp, q.axis,
+                           q.raw), dtype="float32")
+        return x4, w4
+    return (_Val(_call("reshape", ctx.value_expr(ctx.float_val(x)), newshape=shape4)),
             _Val(const=ctx.float_val(w).const[:, :, None, :]) if w.const is not None or
             (w.q is not None and w.q.src.const is not None) else
             _Val(_call("expand_dims", ctx.value_expr(w), axis=2)))
@@ -587,7 +631,13 @@ def _conv1d(ctx, node, ins, a):
         a2["pads"] = [0, a["pads"][0], 0, a["pads"][1]]
     if "kernel_shape" in a:
         a2["kernel_shape"] = [1] + list(a["kernel_shape"])
-    y = _conv(ctx, node, [x2, w2] + list(ins[2:]), a2)[0]
+    out = _conv(ctx, node, [x2, w2] + list(ins[2:]), a2)
+    if isinstance(out, dict):  # the integer layer, fused with its QuantizeLinear
+        for v in out.values():
+            n, c, _, length = ctx.shape_of(v)
+            v.expr, v.shape = _call("reshape", v.expr, newshape=(n, c, length)), None
+        return out
+    y = out[0]
     shape = ctx.shape_of(y)
     return [ctx.out(_call("reshape", ctx.value_expr(y), newshape=(shape[0], shape[1], shape[3])))]
 
@@ -659,9 +709,20 @@ def _gemm(ctx, node, ins, a):
                               f"shapes {list(xshape)} x {list(wshape)}")
     tail = ctx.quantized_tail(node)
     if (tail and not trans_a and alpha == 1.0 and beta == 1.0 and x.q is not None
-            and w.q is not None and w.q.src.const is not None and len(xshape) == 2
+            and w.q is not None and w.q.src.const is not None and len(xshape) >= 2
+            and x.q.scale.ndim == 0
             and (b is None or b.const is not None or (b.q and b.q.src.const is not None))):
-        fused = _qdq_layer(ctx, node, tail, x, w, b, "dense", dict(trans_b=bool(trans_b)))
+        x2 = x
+        if len(xshape) > 2:  # MatMul of a batch: QLinearMatMul on the rows, as a 2-D dense
+            rows = (int(np.prod(xshape[:-1])), xshape[-1])
+            x2 = _requant_passthrough(ctx, x, _call("reshape", ctx.int8_expr(x.q.src),
+                                                    newshape=rows))
+            x2.shape = rows
+        fused = _qdq_layer(ctx, node, tail, x2, w, b, "dense", dict(trans_b=bool(trans_b)))
+        if fused is not None and len(xshape) > 2:
+            (name, v), = fused.items()
+            n_out = wshape[0] if trans_b else wshape[1]
+            v.expr = _call("reshape", v.expr, newshape=tuple(xshape[:-1]) + (n_out,))
         if fused is not None:
             return fused
     xe = ctx.value_expr(ctx.float_val(x))
@@ -720,6 +781,9 @@ def _max_pool(ctx, node, ins, a):
 
 @_converter("AveragePool")
 def _avg_pool(ctx, node, ins, a):
+    fused = _ortq._qdq_avg_pool(ctx, node, ins[0], a)
+    if fused is not None:
+        return fused
     kernel, strides, pads = _pool_common(ctx, node, a, ins[0])
     include = bool(a.get("count_include_pad", 0))
     return [ctx.out(_call("nn.avg_pool2d", ctx.value_expr(ctx.float_val(ins[0])),
@@ -733,6 +797,10 @@ def _global_pool(ctx, node, ins, a):
         "nn.global_max_pool2d"
     if len(ctx.shape_of(ins[0])) != 4:
         raise OnnxImportError(f"{_where(node)}: only NCHW (4-D) input is supported")
+    if node.op_type == "GlobalAveragePool":
+        fused = _ortq._qdq_single(ctx, node, ins[0], "qnn.ort_global_avg_pool2d", {})
+        if fused is not None:
+            return fused
     return [ctx.out(_call(name, ctx.value_expr(ctx.float_val(ins[0]))))]
 
 
@@ -941,13 +1009,14 @@ def _dequantize(ctx, node, ins, a):
     axis = int(a.get("axis", 1))
     if axis < 0 and scale.ndim:
         axis += len(src.shape if src.shape else ctx.shape_of(src))
-    return [_Val(q=_QInfo(src, scale, zp, axis), shape=src.shape, dtype="float32")]
+    return [_Val(q=_QInfo(src, scale, zp, axis, x.dtype), shape=src.shape, dtype="float32")]
 
 
 def _requant_passthrough(ctx, x, int8_expr):
     """A quantized value computed on int8 data with ``x``'s parameters unchanged."""
     q = x.q
-    return _Val(q=_QInfo(_Val(int8_expr, dtype="int8"), q.scale, q.zp, q.axis), dtype="float32")
+    return _Val(q=_QInfo(_Val(int8_expr, dtype="int8"), q.scale, q.zp, q.axis, q.raw),
+                dtype="float32")
 
 
 def _requantize(ctx, acc, zp_in, scale, zp_out, lo, hi, axis=None):
@@ -1002,8 +1071,10 @@ def _qdq_layer(ctx, node, tail, x, w, b, kind, p):
     sy, zy_raw, ydtype = _qparams(qnode, qins, 2)
     if len(qins) > 2 and qins[2] is not None:
         ydtype = qins[2].dtype
-    if ydtype not in ("int8", "uint8") or sy.ndim or x.q.scale.ndim:
-        return None  # not the integer form: the caller imports the float op (QDQ semantics)
+    if ydtype not in ("int8", "uint8") or sy.ndim or x.q.scale.ndim or x.q.raw != ydtype:
+        # not a group onnxruntime fuses (its input and output types must match): the
+        # caller imports the float op (QDQ semantics)
+        return None
     zy = int(_zp_domain(zy_raw, ydtype))
     try:
         wq, sw, waxis = _weight_int8(node, w)
@@ -1035,7 +1106,7 @@ def _qdq_binary(ctx, node, ins):
     sy, zy_raw, ydtype = _qparams(qnode, qins, 2)
     if len(qins) > 2 and qins[2] is not None:
         ydtype = qins[2].dtype
-    if ydtype not in ("int8", "uint8") or sy.ndim:
+    if ydtype not in ("int8", "uint8") or sy.ndim or not x.q.raw == y.q.raw == ydtype:
         return None
     zy = int(_zp_domain(zy_raw, ydtype))
     lo, hi = _act_bounds(ctx, act, sy, zy)
@@ -1098,8 +1169,10 @@ def _qlinear(ctx, node, ins, a):
     _check_qdtype(node, ydtype)
     zx = int(_zp_domain(xz.const, xdtype))
     zy = int(_zp_domain(yz.const, ydtype))
+    # per-channel scales: along the output channels (QLinearConv's axis 0, the
+    # columns of QLinearMatMul's (K, N) weight)
     wv = _Val(q=_QInfo(_Val(const=_to_int8_domain(w.const)), np.asarray(ws.const, np.float32),
-                       _zp_domain(wz.const, w.dtype), 0), dtype="float32")
+                       _zp_domain(wz.const, w.dtype), 0 if conv else 1), dtype="float32")
     wq, sw, _ = _weight_int8(node, wv)
     sx, sy = float(xs.const), float(ys.const)
     xe = ctx.int8_expr(x) if x.const is None else Constant(_to_int8_domain(x.const))
@@ -1112,11 +1185,17 @@ def _qlinear(ctx, node, ins, a):
                                                     np.zeros(1, np.int32)[0], 0))
         e = _int_layer(ctx, xe, sx, zx, wq, sw, bias, sy, zy, -128, 127, "conv", p)
     else:
-        if len(wq.shape) != 2 or len(ctx.shape_of(x)) != 2:
-            raise OnnxImportError(f"{_where(node)}: only 2-D QLinearMatMul is supported")
+        xshape = ctx.shape_of(x)
+        if len(wq.shape) != 2 or len(xshape) < 2:
+            raise OnnxImportError(f"{_where(node)}: only QLinearMatMul by a 2-D weight is "
+                                  f"supported")
+        if len(xshape) > 2:  # a batch of rows: one 2-D product
+            xe = _call("reshape", xe, newshape=(int(np.prod(xshape[:-1])), xshape[-1]))
         # (K, N) weight with per-column scales -> nn.dense's (N, K)
         wq = np.ascontiguousarray(wq.T)
         e = _int_layer(ctx, xe, sx, zx, wq, sw, None, sy, zy, -128, 127, "dense", {})
+        if len(xshape) > 2:
+            e = _call("reshape", e, newshape=tuple(xshape[:-1]) + (wq.shape[0],))
     return [_Val(e, dtype=ydtype, u8=ydtype == "uint8")]
 
 
@@ -1201,8 +1280,12 @@ def _loop(ctx, node, ins, a):
             for k, t in enumerate(v_types)]
 
 
-#: ONNX op types the importer converts (default domain)
-SUPPORTED_OPS = sorted(set(_CONVERTERS) | {"Constant", "Shape", "Size"} | set(_FOLD_ONLY))
+# onnxruntime's fused QDQ kernels and com.microsoft ops (registers their converters)
+from . import onnx_ort as _ortq  # noqa: E402
+
+#: ONNX op types the importer converts (default domain, then onnxruntime's com.microsoft ops)
+SUPPORTED_OPS = sorted(set(_CONVERTERS) | {"Constant", "Shape", "Size"} | set(_FOLD_ONLY)) \
+    + sorted(f"com.microsoft.{op}" for op in _MS_CONVERTERS)
 
 
 # ---- entry point ---------------------------------------------------------------------------

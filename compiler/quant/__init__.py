@@ -50,4 +50,5 @@ def activation_range(activation: str, scale: float, zero_point: int, dtype: str 
 
 # Registers the qnn.* operators with the IR's op registry.
 from . import ops  # noqa: E402,F401
+from . import ort_ops  # noqa: E402,F401
 from .ops import QNN_OPS, ROUNDINGS  # noqa: E402
