@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Source folder -> the import name pyproject.toml maps it to.
 FOLDERS = {"hw": "vtakit.hw", "sim": "vtakit.sim", "runtime": "vtakit.runtime",
            "compiler": "vtakit.compiler", "boards": "vtakit.boards", "cli": "vtakit.cli",
-           "vtakit": "vtakit"}
+           "tools": "vtakit.tools", "vtakit": "vtakit"}
 
 #: Package -> the vtakit packages its modules may import (itself included).
 ALLOWED = {
@@ -29,7 +29,8 @@ ALLOWED = {
     "testing": {"hw", "runtime", "sim", "testing"},
     "boards": {"hw", "boards"},
     "compiler": {"hw", "runtime", "sim", "compiler"},
-    "cli": {"hw", "runtime", "sim", "testing", "boards", "compiler", "cli"},
+    "tools": {"hw", "runtime", "sim", "testing", "boards", "compiler", "tools"},
+    "cli": {"hw", "runtime", "sim", "testing", "boards", "compiler", "tools", "cli"},
 }
 
 
