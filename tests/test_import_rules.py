@@ -6,8 +6,8 @@ The layers today, bottom up: hw; runtime; sim (and vtakit.testing, which lives i
 sim/testing); boards beside them over hw (and the runtime's progress lines); compiler
 over hw, runtime and sim (only its demo tool uses sim); tools (sweeps, sharded runs)
 over all of these; the command line on top. The next re-layout (compiler split into
-the graph compiler, the operator library and the VTA lowering, tools apart) extends
-ALLOWED with its new packages.
+the graph compiler, the operator library and the VTA lowering) extends ALLOWED with
+its new packages.
 """
 
 import ast
@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Source folder -> the import name pyproject.toml maps it to.
 FOLDERS = {"hw": "vtakit.hw", "sim": "vtakit.sim", "runtime": "vtakit.runtime",
-           "compiler": "vtakit.compiler", "boards": "vtakit.boards", "tools": "vtakit.tools",
-           "cli": "vtakit.cli", "vtakit": "vtakit"}
+           "compiler": "vtakit.compiler", "boards": "vtakit.boards", "cli": "vtakit.cli",
+           "tools": "vtakit.tools", "vtakit": "vtakit"}
 
 #: Package -> the vtakit packages its modules may import (itself included).
 ALLOWED = {

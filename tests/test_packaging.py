@@ -79,11 +79,13 @@ def test_non_editable_install_imports_every_subpackage(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
-    # The new venv sees the packages of the environment running the tests (setuptools and
-    # wheel from the test extra among them). ``--system-site-packages`` would not do: run
+    # The new venv sees the packages of the environment running the tests, the site
+    # folders of its own sys.path included (setuptools and wheel from the test extra among
+    # them). ``--system-site-packages`` would not do: run
     # from a venv, it exposes the base interpreter's site-packages, where a fresh machine
     # has neither wheel nor a setuptools recent enough to build.
     own = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
+    own |= {p for p in sys.path if p.endswith(("site-packages", "dist-packages"))}
     nested = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
                              "['purelib'])"], capture_output=True, text=True, check=True
                             ).stdout.strip()

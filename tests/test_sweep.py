@@ -111,7 +111,8 @@ def test_a_worker_killed_mid_sweep_loses_no_point(client, tmp_path):
     cloudpickle.register_pickle_by_value(__import__(__name__))
     try:
         res = sweep(["tiny", "default"], ["demo", ANOMALY], engine="model", client=client,
-                    progress=False, log=None, task=functools.partial(_crash_once, marker=str(marker)))
+                    progress=False, log=None,
+                    task=functools.partial(_crash_once, marker=str(marker)))
     finally:
         cloudpickle.unregister_pickle_by_value(__import__(__name__))
     assert marker.exists(), "no worker was killed"

@@ -155,7 +155,7 @@ def _calls(exe):
 
     def walk(i, depth):
         if depth > 32:
-            raise ValueError("the executable's call graph is deeper than 32 (recursion?)")
+            raise InputError("the executable's call graph is deeper than 32 (recursion?)")
         for ins in funcs[i].code:
             if ins[0] == Opcode.INVOKE_PACKED:
                 yield ins[1]

@@ -3,18 +3,16 @@ MODEL.vtax --backends behavioral,verilator --workers N``).
 
 Once the reference backend (the first one) has run the model, every VTA layer's kernel
 is an independent DRAM image (inputs, weights, micro-ops and instructions, as the
-reference produced them), so the kernels run in parallel on Dask workers. The
-reference runs the model through the VM with a
-:class:`~vtakit.runtime.recorder.LayerRecorder`; as soon as a kernel has run, its image
-(the DRAM before the run) goes to the cluster with a digest of the reference's final
-DRAM, and a task replays it on the other backends
-(:func:`vtakit.runtime.compare.run_outcomes`) and compares digests, so the
+reference produced them), so the kernels run in parallel on Dask workers. The reference
+runs the model through the VM with a :class:`~vtakit.runtime.recorder.LayerRecorder`; as
+soon as a kernel has run, its image (the DRAM before the run) goes to the cluster with a
+digest of the reference's final DRAM, and a task replays it on the other backends
+(:func:`vtakit.runtime.compare.run_outcomes`) and compares digests and counters, so the
 reference's run overlaps the RTL runs and the reference is not run twice. A kernel whose
 DRAM differs (or that faults) is replayed on the reference in the worker too, for the
-byte-level report of ``vtakit compare IMAGE.npz`` (``first_difference``,
-``compare_outcomes``). The first layer (in call order) with a
-differing kernel is the first diverging layer; its image is saved for
-``vtakit compare IMAGE.npz``. Host layers run once, on the reference.
+report of ``vtakit compare IMAGE.npz`` (:mod:`vtakit.runtime.compare`). The first layer
+(in call order) with a differing kernel is the first diverging layer; its image is saved
+for ``vtakit compare IMAGE.npz``. Host layers run once, on the reference.
 """
 
 from __future__ import annotations
@@ -68,22 +66,35 @@ def _digest(dram) -> str:
     return hashlib.blake2b(memoryview(np.ascontiguousarray(dram)), digest_size=16).hexdigest()
 
 
-def check_kernel(image, config, backends, expected: str, layer: int, run: int) -> KernelCheck:
+def _expected(dram, stats) -> tuple:
+    """What a replay must reproduce: the final DRAM's digest and the compared counters."""
+    from ..runtime.compare import COMPARED_COUNTERS
+    return _digest(dram), {k: int(stats[k]) for k in COMPARED_COUNTERS if k in stats}
+
+
+def check_kernel(image, config, backends, expected: tuple, layer: int,
+                 run: int) -> KernelCheck:
     """What a worker runs: replay one kernel image on each backend but the first (a fresh
-    device each) and compare the digest of each final DRAM with ``expected``, the
-    reference's. Only when one differs (or faults) is the reference replayed here too,
-    for the byte-level report of ``vtakit compare IMAGE.npz``; the image then comes back
-    in :attr:`KernelCheck.image` to be saved."""
+    device each) and check its final DRAM digest and compared counters against
+    ``expected`` (:func:`_expected` of the reference's run). Only when one differs (or
+    faults) is the reference replayed here too, for the report of ``vtakit compare
+    IMAGE.npz`` (:func:`vtakit.runtime.compare.format_comparison`); the image then comes
+    back in :attr:`KernelCheck.image` to be saved."""
     from ..runtime.compare import compare_outcomes, format_comparison, run_outcomes
     outcomes = run_outcomes(image, config, backends[1:])
-    differ = [n for n, o in outcomes.items() if o.fault is not None or _digest(o.dram) != expected]
+    digest, counters = expected
+
+    def same(o):
+        return (o.fault is None and _digest(o.dram) == digest
+                and all(counters[k] == v for k, v in o.counters.items() if k in counters))
     reports = dict.fromkeys(outcomes)
+    differ = [n for n, o in outcomes.items() if not same(o)]
     if differ:
-        reference = run_outcomes(image, config, [backends[0]])[backends[0]]
+        reference = run_outcomes(image, config, backends[:1])[backends[0]]
         for name in differ:
             c = compare_outcomes(reference, outcomes[name])
             reports[name] = None if c.equal else format_comparison(c, image, config)
-    cycles = {n: (-1 if o.fault is not None else int(o.record.cycles))
+    cycles = {n: (-1 if o.record is None else int(o.record.cycles))
               for n, o in outcomes.items()}
     keep = any(r is not None for r in reports.values())
     return KernelCheck(layer, run, cycles, {n: o.wall for n, o in outcomes.items()},
@@ -116,7 +127,7 @@ def compare_sharded(exe, inputs, backends, *, workers=None, scheduler=None, clie
                 key = (len(rec.layers), len(rec.runs) - sum(len(x.runs) for x in rec.layers)
                        - 1)
                 ref_cycles[key] = r.cycles
-                expected = _digest(dev.dram.data[:len(r.image.dram)])
+                expected = _expected(dev.dram.data[:len(r.image.dram)], r.stats)
                 with warnings.catch_warnings():     # the image is the task's data
                     warnings.simplefilter("ignore", UserWarning)
                     futures.append(c.submit(check_kernel, r.image, config, backends, expected,
