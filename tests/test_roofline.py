@@ -76,6 +76,21 @@ def test_dense_batch1():
     assert (r.cycles, r.kind) == (552, "dram")
 
 
+def test_conv_int32_result():
+    # 1x1 conv 64 -> 64 on 25x5 with bias and an int32 result (host requantize), as DS-CNN.
+    plan = plan_conv2d(CFG, (1, 64, 25, 5), (64, 64, 1, 1), 1, 0, bias=True,
+                       out_dtype=np.int32)
+    r = plan_roofline(plan)
+    # 4 output blocks x 125 pixels = 500 output vectors x 4 input blocks = 2000 micro-ops.
+    assert (r.mac, r.lanes) == (2000, 1.0)
+    # No shift or clip on VTA; three SHR to expose bytes 1-3 of each int32: 500 x 3.
+    assert r.alu == 1500
+    # Reads: data 4 x 125 x 16 B = 8000, weight 16 x 256 B = 4096, bias 4 x 64 B = 256:
+    # 1000 + 512 + 32 = 1544 beats. Writes: 4 planes x 8000 B = 32,000 B = 4000 beats.
+    assert (r.read_bytes, r.write_bytes, r.dram) == (12_352, 32_000, 4000)
+    assert (r.cycles, r.kind) == (4000, "dram")              # 4000 > 2000 + 1500
+
+
 def test_max_pool():
     # 2x2 stride 2 on 16 channels x 16x16: 8x8 outputs.
     r = plan_roofline(plan_pool2d(CFG, (1, 16, 16, 16), "max", (2, 2), (2, 2), 0))
