@@ -8,7 +8,10 @@ behavioral run allocated at most (instruction and micro-op buffers included), an
 how many fused layers run on VTA against the host primitives. The RTL run is the
 compiled executable itself (tensors kept on the device between layers), profiled per
 layer (:func:`vtakit.compiler.profile.profile_model`). Every run is checked bit for
-bit against the IR interpreter.
+bit against the IR interpreter. The roofline column sums the layers' rooflines
+(:mod:`vtakit.compiler.roofline`: the fewest cycles the config allows each layer) and
+``x roofline`` is the RTL cycles over it (the event model's predicted cycles stand in
+without an RTL backend, e.g. ``--backend behavioral``).
 
 Usage::
 
@@ -66,6 +69,8 @@ def measure(name, config, backend):
     macs = sum(r.macs for r in vta)
     return {"model": name, "compile_s": compile_s, "behavioral_wall_s": wall,
             "rtl_cycles": cycles, "macs": macs,
+            "predicted_cycles": sum(r.predicted_cycles for r in vta),
+            "roofline_cycles": sum(r.roofline.cycles for r in vta if r.roofline is not None),
             "gemm_utilization": macs / (cycles * peak) if cycles > 0 else None,
             "dram_bytes": sum(r.dram_bytes for r in vta),
             "peak_dram_bytes": exe.peak_dram_bytes, "dram_allocated_bytes": dram_used,
@@ -81,14 +86,19 @@ def main(argv=None):
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args(argv)
     rows = [measure(m, args.config, args.backend) for m in args.models.split(",")]
-    print("| model | compile | behavioral wall | RTL cycles | GEMM util. | DRAM traffic | "
-          "peak DRAM planned (used) | VTA layers + host primitives |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| model | compile | behavioral wall | RTL cycles | predicted | roofline | "
+          "x roofline | GEMM util. | DRAM traffic | peak DRAM planned (used) | "
+          "VTA layers + host primitives |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         util = "-" if r["gemm_utilization"] is None else f"{100 * r['gemm_utilization']:.1f}%"
         cyc = "-" if r["rtl_cycles"] < 0 else f"{r['rtl_cycles']:,}"
+        basis = r["rtl_cycles"] if r["rtl_cycles"] > 0 else r["predicted_cycles"]
+        roof = r["roofline_cycles"]
+        ratio = f"{basis / roof:.2f}" if roof else "-"
         print(f"| {r['model']} | {r['compile_s']:.2f} s | {r['behavioral_wall_s']:.2f} s | "
-              f"{cyc} | {util} | {r['dram_bytes'] / 1e6:.2f} MB | "
+              f"{cyc} | {r['predicted_cycles']:,} | {roof:,} | {ratio} | {util} | "
+              f"{r['dram_bytes'] / 1e6:.2f} MB | "
               f"{r['peak_dram_bytes'] / 1e6:.2f} MB ({r['dram_allocated_bytes'] / 1e6:.2f}) | "
               f"{r['vta_layers']} + {r['host_primitives']} |")
     if args.json:

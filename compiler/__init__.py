@@ -13,7 +13,8 @@ Operator level (this package's user API; every function takes a
   buffer slot per packed DRAM operand, named as in ``operands``), whose
   ``lower(rt, bufs)`` binds it into a runtime's stream with caller-owned buffers
   and whose ``estimate`` is the cost model's prediction; :func:`search_tiles`
-  ranks tilings.
+  ranks tilings; :func:`plan_roofline` gives a plan's :class:`Roofline` (the fewest
+  cycles the config allows it, :mod:`vtakit.compiler.roofline`).
 
 Integer references of every operator are in :mod:`vtakit.compiler.reference`,
 layout packing in :mod:`vtakit.compiler.layout`.
@@ -31,6 +32,7 @@ from .layout import LayoutError
 from .plan import OpPlan, Operand
 from .pool import (PoolPlan, avg_pool2d, global_avg_pool2d, max_pool2d, plan_avg_pool_gemm,
                    plan_pool2d)
+from .roofline import Roofline, plan_roofline
 from .tiling import (ConvProblem, ConvTiling, CostModel, Estimate, TilingError, best_tiling,
                      search_tiles)
 
@@ -41,5 +43,5 @@ __all__ = [
     "Conv2dPlan", "DensePlan", "AddPlan", "PoolPlan", "OpPlan", "Operand", "assemble_planes",
     "Epilogue", "EpilogueError", "LayoutError",
     "ConvProblem", "ConvTiling", "CostModel", "Estimate", "TilingError", "search_tiles",
-    "best_tiling", "ir", "nn", "passes",
+    "best_tiling", "Roofline", "plan_roofline", "ir", "nn", "passes",
 ]

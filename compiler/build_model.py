@@ -83,21 +83,37 @@ def compile_model(path, config="default", *, calibrate=None, report: list | None
 
 def format_report(records) -> str:
     """One line per layer: kind, input shape, where it runs and why, predicted cycles,
+    the layer's roofline (:mod:`.roofline`: binding bound, cycles, predicted / roofline),
     DRAM bytes, tiling. The columns are as wide as their longest entry; a reason given
-    for several layers is printed once, as a footnote ``[n]`` below the table."""
+    for several layers is printed once, as a footnote ``[n]`` below the table. When some
+    layer has a roofline, a total line sums the VTA layers."""
     counts = {}
     for r in records:
         counts[r.why] = counts.get(r.why, 0) + 1
     notes = {why: i + 1 for i, why in enumerate(w for w, n in counts.items() if n > 1)}
-    rows = [(str(i), r.kind, str(r.shape), r.where, f"{r.predicted_cycles:,.0f}",
+
+    def roof(r):
+        rl = getattr(r, "roofline", None)
+        if rl is None:
+            return ("", "", "")
+        return (rl.kind, f"{rl.cycles:,}",
+                f"{r.predicted_cycles / rl.cycles:.2f}x" if rl.cycles else "-")
+    rows = [(str(i), r.kind, str(r.shape), r.where, f"{r.predicted_cycles:,.0f}", *roof(r),
              f"{r.dram_bytes:,}", (f"[{notes[r.why]}]" if r.why in notes else r.why)
              + (f"; {r.tiling}" if r.tiling else "")) for i, r in enumerate(records)]
-    head = ("#", "layer", "input", "where", "pred. cycles", "DRAM B", "why / tiling")
+    roofed = [r for r in records if getattr(r, "roofline", None) is not None]
+    if roofed:
+        pred, rl = sum(r.predicted_cycles for r in roofed), sum(r.roofline.cycles for r in roofed)
+        rows.append(("", "total", "", f"{len(roofed)} VTA", f"{pred:,.0f}", "", f"{rl:,}",
+                     f"{pred / rl:.2f}x" if rl else "-",
+                     f"{sum(r.dram_bytes for r in roofed):,}", ""))
+    head = ("#", "layer", "input", "where", "pred. cycles", "bound", "roofline", "pred/roof",
+            "DRAM B", "why / tiling")
     width = [max(len(c) for c in col) for col in zip(head, *rows)]
-    right = (True, False, False, False, True, True)
+    right = (True, False, False, False, True, False, True, True, True)
     def line(cells):
         out = [c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, width, right)]
-        return " ".join(out) + "  " + cells[-1]
+        return (" ".join(out) + "  " + cells[-1]).rstrip()
     lines = [line(head)] + [line(r) for r in rows]
     lines += [f"[{n}] {why}" for why, n in notes.items()]
     return "\n".join(lines)

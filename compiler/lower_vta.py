@@ -178,6 +178,7 @@ class LayerRecord:
     host_seconds: float = 0.0
     macs: int = 0
     dram_bytes_run: int = 0          # measured: the device's load/store byte counters
+    roofline: object = None          # the plan's Roofline (vtakit.compiler.roofline)
 
 
 def _requant(acc, rq):
@@ -238,7 +239,8 @@ class _Spec:
     params: tuple = ()    # the weight arrays they were packed from (kept: ids key the cache)
     #: the border correction, packed int32, when the host adds it (filled on use)
     correction: np.ndarray | None = None
-    #: (tiling, predicted cycles, DRAM bytes) of the plan, for the records (filled on use)
+    #: (tiling, predicted cycles, DRAM bytes, roofline) of the plan, for the records
+    #: (filled on use)
     estimate: tuple | None = None
 
 
@@ -333,11 +335,13 @@ def _border_correction(plan, w, pad_value) -> np.ndarray:
 
 def _fill_estimate(rec, plan, spec=None):
     """The record's tiling, predicted cycles and DRAM bytes from ``plan``; kept in
-    ``spec`` (a plan's estimate does not change), so a layer run again reuses it."""
+    ``spec`` (a plan's estimate does not change), so a layer run again reuses it; and
+    the plan's roofline."""
+    from .roofline import plan_roofline
     if spec is not None and spec.estimate is not None:
-        rec.tiling, rec.predicted_cycles, rec.dram_bytes = spec.estimate
+        rec.tiling, rec.predicted_cycles, rec.dram_bytes, rec.roofline = spec.estimate
         return
-    rec.tiling = _describe_tiling(plan)
+    rec.tiling, rec.roofline = _describe_tiling(plan), plan_roofline(plan)
     est = getattr(plan, "estimate", None)
     if est is not None:
         rec.predicted_cycles = float(est.cycles)
@@ -347,7 +351,7 @@ def _fill_estimate(rec, plan, spec=None):
         rec.predicted_cycles = float(info["predicted_cycles"])
         rec.dram_bytes = int(sum(info["dram"].values()))
     if spec is not None:
-        spec.estimate = (rec.tiling, rec.predicted_cycles, rec.dram_bytes)
+        spec.estimate = (rec.tiling, rec.predicted_cycles, rec.dram_bytes, rec.roofline)
 
 
 def _as_nchw(x):

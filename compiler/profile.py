@@ -32,20 +32,32 @@ class LayerProfile:
     # Modelled per-unit timeline of the layer's runs, back to back: {unit: [UnitInterval]}
     # in model cycles (0 .. predicted_cycles); empty on the host.
     units: dict = field(default_factory=dict)
+    #: the layer's :class:`~vtakit.compiler.roofline.Roofline` (None on the host)
+    roofline: object = None
+
+    @property
+    def roofline_ratio(self) -> float | None:
+        """Measured cycles (predicted without a clock) over the roofline."""
+        basis = self.cycles if self.cycles > 0 else self.predicted_cycles
+        r = self.roofline
+        return basis / r.cycles if r is not None and r.cycles and basis > 0 else None
 
 
-def _layer_macs(exe) -> dict:
+def _layer_info(exe) -> dict:
+    """``{primitive name: (MACs, Roofline or None)}`` from the primitives' IR."""
     import importlib
 
     from .demo import model_macs
-    from .ir import IRModule, parse_expr
+    from .ir import IRModule, infer_types, parse_expr
+    from .roofline import function_roofline
     for m in exe.requires:          # the ops the primitives' IR uses (e.g. qnn.*)
         importlib.import_module(m)
     out = {}
     for p in exe.primitives:
         ir = p.meta_dict.get("ir")
         if ir is not None:
-            out[p.name] = model_macs(IRModule({"main": parse_expr(ir)}))
+            mod = infer_types(IRModule({"main": parse_expr(ir)}))
+            out[p.name] = (model_macs(mod), function_roofline(mod["main"], exe.config))
     return out
 
 
@@ -71,7 +83,7 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook
     cfg = exe.config
     isa = isa_for(cfg)
     peak = cfg.batch * cfg.block_in * cfg.block_out
-    macs = _layer_macs(exe)
+    info = _layer_info(exe)
     dev = device if device is not None else open_device(backend, cfg)
     try:
         with LayerRecorder(dev, keep_outputs=False, keep_streams=True) as rec:
@@ -97,34 +109,46 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook
             dram += sum(stream_traffic(insns, cfg).values())
         cycles = layer.cycles
         basis = cycles if cycles > 0 else predicted
-        m = macs.get(layer.name, 0)
+        m, roof = info.get(layer.name, (0, None))
         rows.append(LayerProfile(layer.index, layer.name, layer.engine, cycles, int(predicted),
                                  m, m / (basis * peak) if m and basis > 0 else None,
-                                 int(dram), layer.wall, units))
+                                 int(dram), layer.wall, units,
+                                 roof if layer.engine == "VTA" else None))
     return y, rows
 
 
 def format_profile(rows, backend: str = "") -> str:
-    """The profile as a text table with a total line."""
+    """The profile as a text table with a total line. ``bound`` and ``roofline`` are the
+    layer's :mod:`~vtakit.compiler.roofline` (binding bound, cycles); ``x roof`` is the
+    measured cycles (predicted without a clock) over the roofline."""
     head = (f"{'#':>3} {'layer':<26} {'engine':<6} {'cycles':>10} {'predicted':>10} "
+            f"{'bound':<5} {'roofline':>10} {'x roof':>6} "
             f"{'GEMM util':>9} {'DRAM B':>10} {'wall ms':>8}")
     lines = [head]
 
-    def fmt(r_cycles, pred, util, dram, wall, name, engine, idx):
+    def fmt(r_cycles, pred, kind, roof, ratio, util, dram, wall, name, engine, idx):
         cyc = "-" if r_cycles <= 0 else f"{r_cycles:,}"
         return (f"{idx:>3} {name:<26} {engine:<6} {cyc:>10} "
-                f"{(f'{pred:,}' if pred else '-'):>10} "
+                f"{(f'{pred:,}' if pred else '-'):>10} {kind:<5} "
+                f"{(f'{roof:,}' if roof else '-'):>10} "
+                f"{('-' if ratio is None else f'{ratio:.2f}'):>6} "
                 f"{('-' if util is None else f'{100 * util:.1f}%'):>9} {dram:>10,} "
                 f"{1e3 * wall:>8.2f}")
     for r in rows:
-        lines.append(fmt(r.cycles, r.predicted_cycles, r.gemm_utilization, r.dram_bytes,
-                         r.wall, r.name[:26], r.engine, r.index))
+        rl = r.roofline
+        lines.append(fmt(r.cycles, r.predicted_cycles, rl.kind if rl else "",
+                         rl.cycles if rl else 0, r.roofline_ratio, r.gemm_utilization,
+                         r.dram_bytes, r.wall, r.name[:26], r.engine, r.index))
     measured = [r.cycles for r in rows if r.engine == "VTA"]
     total_cycles = sum(measured) if measured and all(c > 0 for c in measured) else -1
-    lines.append(fmt(total_cycles, sum(r.predicted_cycles for r in rows), None,
-                     sum(r.dram_bytes for r in rows), sum(r.wall for r in rows),
+    predicted = sum(r.predicted_cycles for r in rows)
+    roof = sum(r.roofline.cycles for r in rows if r.roofline is not None)
+    basis = total_cycles if total_cycles > 0 else predicted
+    lines.append(fmt(total_cycles, predicted, "", roof, basis / roof if roof else None,
+                     None, sum(r.dram_bytes for r in rows), sum(r.wall for r in rows),
                      "total" + (f" ({backend})" if backend else ""), "", ""))
     vta = [r for r in rows if r.engine == "VTA"]
     lines.append(f"{len(vta)} layer(s) on VTA, {len(rows) - len(vta)} on the host; "
-                 "predicted = event model of the stream that ran (vtakit.compiler.perfmodel)")
+                 "predicted = event model of the stream that ran (vtakit.compiler.perfmodel); "
+                 "roofline = max(GEMM + ALU micro-ops, DRAM beats) (vtakit.compiler.roofline)")
     return "\n".join(lines)

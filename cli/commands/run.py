@@ -33,7 +33,8 @@ def register(sub):
                         "missing)")
     p.add_argument("--profile", action="store_true",
                    help="print a per-layer table: engine (VTA/host), cycles, predicted "
-                        "cycles, GEMM utilization, DRAM bytes, wall time")
+                        "cycles, roofline (binding bound, cycles, cycles over roofline), "
+                        "GEMM utilization, DRAM bytes, wall time")
     p.add_argument("--trace", type=output_file, metavar="FILE.json",
                    help="write the layer timeline as Chrome/Perfetto trace JSON "
                         "(vtakit plot trace FILE -o timeline.png draws it)")

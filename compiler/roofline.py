@@ -1,0 +1,189 @@
+"""The roofline of a VTA layer: the fewest cycles its config allows, whatever the schedule.
+
+Three bounds, each a count of work at the hardware's peak rate (``B``, ``BI``, ``BO``:
+the config's BATCH, BLOCK_IN, BLOCK_OUT; ``bus``: bytes per DRAM beat):
+
+* **mac**: GEMM micro-ops, one per cycle, each ``B x BI x BO`` multiply-accumulates.
+  A layer can use only the lanes its packed layout gives it (channels padded to whole
+  blocks, batch to whole ``B``), so the bound counts the micro-ops that layout forces,
+  not ``MACs / (B*BI*BO)``. Per output vector (one acc element: ``B x BO`` outputs):
+
+  - convolution / dense (groups of whole blocks): ``ceil(Cg/BI) * taps``, ``Cg``
+    the input channels per group (a 3-channel stem uses 3 of ``BI`` lanes) and
+    ``taps`` the kernel positions of the output's window inside the input (``KH * KW``
+    away from the border; taps that only read padding multiply zeros and need no
+    micro-op);
+  - depthwise and other block-diagonal grouped convolutions: ``taps`` (each
+    micro-op does ``BI x BO`` MACs of which ``BO x Cg`` are useful: 1/BI for depthwise);
+    average pooling and element-wise adds run this way (an all-ones or identity
+    weight tile), an int8 residual adds one micro-op per output vector;
+  - max pooling: int8 data reaches the accumulators only through the GEMM core, so
+    one identity micro-op per input vector a window covers.
+
+  ``lanes`` reports what fraction of the micro-ops' lanes do useful MACs.
+* **alu**: ALU micro-ops, one per cycle, ``B x BO`` lanes each: per output vector, the
+  epilogue's requantize shift, clip low and clip high (each when the layer has it),
+  and three SHR passes to store an int32 result as four byte planes; for pools, the
+  window reduction (``taps - 1`` MAX or ADD per output vector, ``taps`` the window's
+  positions inside the input; padding adds nothing) and, for an average rounded on
+  VTA, its rounding ADD and SHR. The accumulator reset and the bias add are not
+  counted: the bias could be the accumulators' initial value. An int32 residual is
+  read into the accumulators by the compute module (LOAD ACC): its beats count here.
+* **dram**: bytes moved once each, in the packed layouts the kernel reads and writes
+  (the plan's operands: data, weights, bias, residual, output planes), at one bus
+  beat per cycle per direction (the design has one read and one write master), so
+  ``max(read beats, write beats)``. Instructions and micro-ops are not counted.
+
+GEMM and ALU micro-ops issue from the one compute module, so the compute bound is
+their sum. The layer's roofline is ``max(mac + alu, dram)``; the binding bound
+(:attr:`Roofline.kind`) is ``"dram"`` when the DRAM bound is the larger, else the
+larger of ``"mac"`` and ``"alu"``. Every bound is work the layer cannot avoid on this
+config, so a measured cycle count below the roofline is a bug. (The event model of
+:mod:`.perfmodel` does not model the modules' contention for the read master, so in
+principle its prediction of a layer whose compute module reads much, an int32
+residual, could fall below the DRAM bound; the tests check that none does on the
+demo CNN and DS-CNN.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .layout import ceil_div
+
+__all__ = ["Roofline", "plan_roofline", "function_roofline", "covered_positions"]
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """The bounds of one layer (cycles, except the byte counts and ``lanes``)."""
+
+    mac: int                 # GEMM micro-ops the packed layout forces
+    alu: int                 # ALU micro-ops (and compute-module LOAD ACC beats)
+    dram: int                # max(read beats, write beats)
+    read_bytes: int
+    write_bytes: int
+    macs: int = 0            # useful multiply-accumulates (0 for max pooling)
+    lanes: float | None = None   # macs / (mac x B x BI x BO)
+
+    @property
+    def cycles(self) -> int:
+        """The roofline: ``max(mac + alu, dram)``."""
+        return max(self.mac + self.alu, self.dram)
+
+    @property
+    def kind(self) -> str:
+        """The binding bound: ``"dram"``, ``"mac"`` or ``"alu"``."""
+        if self.dram > self.mac + self.alu:
+            return "dram"
+        return "mac" if self.mac >= self.alu else "alu"
+
+
+def covered_positions(size, kernel, stride, pad_before, out):
+    """Along one axis of ``size`` inputs and ``out`` windows: ``(taps, covered)``,
+    ``taps[k]`` the input positions inside window ``k`` (padding excluded) and
+    ``covered`` how many input positions some window reads."""
+    starts = np.arange(out) * stride - pad_before
+    lo, hi = np.maximum(starts, 0), np.minimum(starts + kernel, size)
+    taps = hi - lo
+    covered = np.zeros(size, bool)
+    for a, b in zip(lo, hi):
+        covered[a:b] = True
+    return taps, int(covered.sum())
+
+
+def _dram(plan, config):
+    bus = config.bus_bytes
+    ops = plan.operands
+    rd = sum(op.nbytes for n, op in ops.items() if n != "out")
+    wr = ops["out"].nbytes
+    beats = lambda names: sum(ceil_div(ops[n].nbytes, bus) for n in names)  # noqa: E731
+    dram = max(beats([n for n in ops if n != "out"]), beats(["out"]))
+    return dram, rd, wr
+
+
+def _epilogue_alu(epi) -> int:
+    """ALU micro-ops per output vector the epilogue's arithmetic needs."""
+    if epi.planes > 1:
+        return 3
+    return int(bool(epi.shift)) + (epi.lo is not None) + (epi.hi is not None)
+
+
+def _conv(plan, config) -> Roofline:
+    n, c, h, w = plan.x_shape
+    o, cg, kh, kw = plan.w_shape
+    b, bi, bo = config.batch, config.block_in, config.block_out
+    (sh, sw), (t, l, _, _) = plan.stride, plan.padding
+    taps = (int(covered_positions(h, kh, sh, t, plan.oh)[0].sum())
+            * int(covered_positions(w, kw, sw, l, plan.ow)[0].sum()))   # over all outputs
+    nb, ob = ceil_div(n, b), ceil_div(o, bo)
+    vectors = nb * ob * plan.oh * plan.ow
+    mac = nb * ob * taps * (1 if plan.problem.diag else ceil_div(cg, bi))
+    epi = plan.epilogue
+    macs = n * o * cg * taps
+    if epi.residual == "int8":
+        mac += vectors
+        macs += n * o * plan.oh * plan.ow
+    alu = vectors * _epilogue_alu(epi)
+    dram, rd, wr = _dram(plan, config)
+    if epi.residual == "int32":
+        alu += ceil_div(plan.operands["residual"].nbytes, config.bus_bytes)
+    return Roofline(mac, alu, dram, rd, wr, macs, macs / (mac * b * bi * bo))
+
+
+def _pool(plan, config) -> Roofline:
+    n, c, h, w = plan.x_shape
+    (kh, kw), (sh, sw), (t, l, _, _) = plan.kernel, plan.stride, plan.padding
+    taps_h, rows = covered_positions(h, kh, sh, t, plan.oh)
+    taps_w, cols = covered_positions(w, kw, sw, l, plan.ow)
+    blocks = plan.nb * plan.cb
+    mac = blocks * rows * cols
+    alu = blocks * int((np.outer(taps_h, taps_w) - 1).clip(0).sum())
+    vectors = blocks * plan.oh * plan.ow
+    if plan.kind == "avg":
+        alu += vectors * (3 if plan.host_divide else 2)
+    dram, rd, wr = _dram(plan, config)
+    return Roofline(mac, alu, dram, rd, wr)
+
+
+def _add_alu(plan, config) -> Roofline:
+    vectors = plan.elements
+    dram, rd, wr = _dram(plan, config)
+    return Roofline(0, vectors * (1 + _epilogue_alu(plan.epilogue)), dram, rd, wr)
+
+
+def plan_roofline(plan) -> Roofline | None:
+    """The :class:`Roofline` of a planned layer (a conv2d, dense, pool or add plan of
+    the operator library); None for a plan of another kind."""
+    from .conv2d import Conv2dPlan
+    from .elementwise import AddPlan
+    from .pool import PoolPlan
+    cfg = plan.config
+    if isinstance(plan, Conv2dPlan):
+        return _conv(plan, cfg)
+    if isinstance(plan, PoolPlan):
+        return _pool(plan, cfg)
+    if isinstance(plan, AddPlan):
+        return _add_alu(plan, cfg)
+    return None
+
+
+def function_roofline(func, config) -> Roofline | None:
+    """The roofline of a VTA layer primitive (a typed :class:`~vtakit.compiler.ir.Function`
+    whose body is a quantized layer, as :func:`.lower_vta.vm_lowerer` claims); None when
+    the body is no VTA layer or does not fit ``config``."""
+    from .lower_vta import _layer_spec, split_layer
+    from .ir import Var
+    layer, _ = split_layer(func.body)
+    if layer is None or not func.params or layer.data is not func.params[0]:
+        return None
+    shape = tuple(func.params[0].checked_type.shape)
+    w = layer.attrs.get("weight", layer.attrs.get("other"))
+    w_shape = None if w is None else tuple(
+        w.checked_type.shape if isinstance(w, Var) else w.data.shape)
+    try:
+        return plan_roofline(_layer_spec(layer, shape, w_shape, config).plan)
+    except ValueError:          # TilingError, LoweringError, ...: the layer runs on the host
+        return None
