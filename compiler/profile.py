@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["LayerProfile", "profile_model", "format_profile"]
+__all__ = ["LayerProfile", "profile_model", "format_profile", "layer_info"]
 
 
 @dataclass
@@ -43,7 +43,7 @@ class LayerProfile:
         return basis / r.cycles if r is not None and r.cycles and basis > 0 else None
 
 
-def _layer_info(exe) -> dict:
+def layer_info(exe) -> dict:
     """``{primitive name: (MACs, Roofline or None)}`` from the primitives' IR."""
     import importlib
 
@@ -83,7 +83,7 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook
     cfg = exe.config
     isa = isa_for(cfg)
     peak = cfg.batch * cfg.block_in * cfg.block_out
-    info = _layer_info(exe)
+    info = layer_info(exe)
     dev = device if device is not None else open_device(backend, cfg)
     try:
         with LayerRecorder(dev, keep_outputs=False, keep_streams=True) as rec:

@@ -168,11 +168,11 @@ def predict_layers(exe) -> list[dict]:
     """The model engine: one dict per layer call (``layer``, ``where``, ``cycles`` = the
     event model's, ``macs``, ``dram_bytes``), without running anything."""
     from ..compiler.perfmodel import predict_stream, stream_traffic
-    from ..compiler.profile import _layer_macs
+    from ..compiler.profile import layer_info
     streams = _kernel_streams(exe)
     cost = {name: (predict_stream(s, exe.config).cycles,
                    sum(stream_traffic(s, exe.config).values())) for name, s in streams.items()}
-    macs = _layer_macs(exe)
+    macs = {name: m for name, (m, _) in layer_info(exe).items()}
     rows = []
     for k, p in enumerate(_calls(exe)):
         prim = exe.primitives[p]
