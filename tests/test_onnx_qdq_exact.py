@@ -20,6 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 from vtakit.compiler.frontend import from_onnx
 from vtakit.compiler.ir import Call, evaluate, post_order
 from vtakit.compiler.quant.ort_reference import run_reference
+from onnx_quant import feeds_reader  # noqa: E402
 
 SHAPE = (1, 3, 12, 12)
 
@@ -70,20 +71,14 @@ def _images(n, seed):
 
 
 def _quantize(tmp_path, act, per_channel):
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
+    from onnxruntime.quantization import (QuantFormat, QuantType, quantize_static)
 
     onnx.save(_every_op_net(), str(tmp_path / "f.onnx"))
 
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.it = iter({"x": x} for x in _images(16, 1))
-
-        def get_next(self):
-            return next(self.it, None)
+    reader = feeds_reader({"x": x} for x in _images(16, 1))
 
     out = tmp_path / f"q_{act}_{per_channel}.onnx"
-    quantize_static(str(tmp_path / "f.onnx"), str(out), Reader(), quant_format=QuantFormat.QDQ,
+    quantize_static(str(tmp_path / "f.onnx"), str(out), reader, quant_format=QuantFormat.QDQ,
                     per_channel=per_channel,
                     activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8,
                     weight_type=QuantType.QInt8)
@@ -174,21 +169,15 @@ def attn_net():
 def test_batched_matmul_and_softmax_bit_exact(tmp_path, act):
     """MatMul of a (1, 5, 8) tensor by a constant (QLinearMatMul over the rows), Add of a
     constant bias, Softmax over the last axis: every quantized tensor equals the reference."""
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
+    from onnxruntime.quantization import (QuantFormat, QuantType, quantize_static)
 
     onnx.save(attn_net(), str(tmp_path / "f.onnx"))
     rng = np.random.default_rng(4)
     xs = rng.normal(0, 1, (12, 1, 5, 8)).astype(np.float32)
 
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.it = iter({"x": x} for x in xs[:8])
+    reader = feeds_reader({"x": x} for x in xs[:8])
 
-        def get_next(self):
-            return next(self.it, None)
-
-    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), Reader(),
+    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), reader,
                     quant_format=QuantFormat.QDQ,
                     activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8,
                     weight_type=QuantType.QInt8)
@@ -208,19 +197,13 @@ def test_operator_format_bit_exact(tmp_path, act):
     com.microsoft QLinearAdd / QLinearMul / QLinearAveragePool / QLinearConcat /
     QLinearLeakyRelu / QLinearSigmoid / QLinearGlobalAveragePool / QGemm /
     QLinearSoftmax, QLinearMatMul: vtakit equals the reference on every output."""
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
+    from onnxruntime.quantization import (QuantFormat, QuantType, quantize_static)
 
     onnx.save(_every_op_net(), str(tmp_path / "f.onnx"))
 
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.it = iter({"x": x} for x in _images(16, 1))
+    reader = feeds_reader({"x": x} for x in _images(16, 1))
 
-        def get_next(self):
-            return next(self.it, None)
-
-    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), Reader(),
+    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), reader,
                     quant_format=QuantFormat.QOperator, per_channel=True,
                     activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8,
                     weight_type=QuantType.QInt8)
@@ -257,21 +240,15 @@ def conv1d_net():
 @pytest.mark.parametrize("act", ["uint8", "int8"])
 def test_conv1d_bit_exact(tmp_path, act):
     """A 1-D QDQ convolution (audio-style, padded, strided) stays the integer layer."""
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
+    from onnxruntime.quantization import (QuantFormat, QuantType, quantize_static)
 
     onnx.save(conv1d_net(), str(tmp_path / "f.onnx"))
     rng = np.random.default_rng(8)
     xs = rng.normal(0, 1, (10, 1, 3, 40)).astype(np.float32)
 
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.it = iter({"x": x} for x in xs[:6])
+    reader = feeds_reader({"x": x} for x in xs[:6])
 
-        def get_next(self):
-            return next(self.it, None)
-
-    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), Reader(),
+    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), reader,
                     quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8,
                     weight_type=QuantType.QInt8)
