@@ -19,12 +19,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..hw.errors import InputError
+from ..hw.errors import InputError, VtakitError
 from .compare import first_difference
 from .device import open_device
 from .recorder import LayerRecorder
 
-__all__ = ["LayerDivergence", "LayerComparison", "compare_layers", "format_comparison"]
+__all__ = ["LayerDivergence", "LayerComparison", "LayerPathError", "compare_layers", "format_comparison"]
+
+
+class LayerPathError(VtakitError, RuntimeError):
+    """Two backends ran different sequences of layers (a data-dependent branch went
+    another way), so their layers cannot be compared one by one."""
 
 
 @dataclass
@@ -109,7 +114,7 @@ def compare_layers(exe, inputs, backends, *, devices=None, save_dir=None,
         div = None
         for k, (a, b) in enumerate(zip(ref, got)):
             if a.name != b.name:
-                raise RuntimeError(f"{name} called {b.name} as layer {k}, {ref_name} called "
+                raise LayerPathError(f"{name} called {b.name} as layer {k}, {ref_name} called "
                                    f"{a.name}: the runs took different paths")
             for j, (x, y) in enumerate(zip(_outputs(a.output), _outputs(b.output))):
                 d = first_difference(x, y)
@@ -121,7 +126,7 @@ def compare_layers(exe, inputs, backends, *, devices=None, save_dir=None,
             if div is not None:
                 break
         if div is None and len(ref) != len(got):
-            raise RuntimeError(f"{name} ran {len(got)} layers, {ref_name} {len(ref)}")
+            raise LayerPathError(f"{name} ran {len(got)} layers, {ref_name} {len(ref)}")
         if div is not None:
             run = ref[div.index].runs[0] if ref[div.index].runs else None
             if run is not None and run.image is not None:

@@ -17,19 +17,18 @@ minimal one that still differs, saved as a DRAM image, and reported with the
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from ..hw.config import load_config
 from ..hw.errors import InputError
 from ..runtime.compare import Outcome, compare_outcomes, run_outcome
 from ..runtime.device import open_device
 from ..runtime.image import DramImage
+from ..runtime.progress import bar as progress_bar
 from .fuzz_gen import generate_program
 
 __all__ = ["run_program", "shrink", "fuzz", "FuzzReport", "Mismatch", "RTL_MAX_CYCLES",
@@ -172,8 +171,7 @@ def fuzz(config, backends, count: int, seed: int = 0, *, token_depth: int = 256,
     report = FuzzReport(config.name, backends)
     for b in backends:     # open each once first: an unknown backend or option fails now
         open_device(b, config, **_device_options(b, options)).close()
-    bar = tqdm(range(count), desc=f"fuzz {config.name}", unit="prog", file=sys.stderr,
-               disable=None if progress else True)
+    bar = progress_bar(range(count), desc=f"fuzz {config.name}", unit="prog", enable=progress)
     for i in bar:
         rng = np.random.default_rng([seed, i])
         program = generate_program(config, rng, token_depth=token_depth, size=size)
