@@ -53,14 +53,17 @@ def load_samples(samples) -> np.ndarray:
     return np.asarray(samples)
 
 
-def compile_model(path, config="default", *, calibrate=None, report: list | None = None):
+def compile_model(path, config="default", *, calibrate=None, report: list | None = None,
+                  calibrate_options: dict | None = None):
     """Compile a model file (or an IRModule) for ``config`` (preset name, JSON path or
     VTAConfig).
 
     ``calibrate``: representative inputs of a float model (an array of shape
     ``(N, *input shape)``, the model's batch dimension included, or a ``.npy`` path);
     the model is then quantized to int8 (:func:`~vtakit.compiler.quant.calibrate.calibrate`)
-    before compiling. Pre-quantized models (TFLite int8, ONNX QDQ) need none.
+    before compiling, with ``calibrate_options`` (e.g. ``{"method": "entropy"}`` or
+    ``{"asymmetric": False}``) passed to it. Pre-quantized models (TFLite int8, ONNX QDQ)
+    need none.
     ``report``, when given, receives one :class:`~vtakit.compiler.lower_vta.LayerRecord`
     per fused layer the VTA lowering examined.
     """
@@ -72,7 +75,7 @@ def compile_model(path, config="default", *, calibrate=None, report: list | None
     mod = load_model(path) if not hasattr(path, "functions") else path
     if calibrate is not None:
         from .quant.calibrate import calibrate as _calibrate
-        mod = _calibrate(mod, load_samples(calibrate))
+        mod = _calibrate(mod, load_samples(calibrate), **(calibrate_options or {}))
     mod = vm_pipeline()(default_pipeline()(mod))
     exe = compile_vm(mod, config=cfg, lowerer=vm_lowerer(cfg, report))
     for m in ("vtakit.compiler.quant", "vtakit.compiler.lower_vta"):

@@ -122,3 +122,38 @@ def test_symmetric_option_keeps_zero_points_zero():
                   asymmetric=False)
     assert all(r.attrs["zero_point"] == 0 for r in _calls(q, "qnn.requantize"))
     assert all(r.attrs["zero_point"] == 0 for r in _calls(q, "qnn.quantize"))
+
+
+def test_cli_calibration_options(tmp_path, capsys):
+    """``--calibrate-method`` and ``--symmetric`` reach the calibrator: the executables differ
+    from the default one, a symmetric compile has no border-correction residual, and the
+    options without ``--calibrate`` are one clear error."""
+    import onnx
+
+    import vtakit
+    from vtakit.cli.main import main
+    from vtakit.runtime.executable import load
+
+    model = cnn_models.resnet()
+    onnx.save(model, str(tmp_path / "r.onnx"))
+    np.save(tmp_path / "s.npy", cnn_models.samples(model, 8, 10))
+    base = ["compile", str(tmp_path / "r.onnx"), "--calibrate", str(tmp_path / "s.npy"), "-o"]
+    blobs = {}
+    for name, extra in [("default", []), ("entropy", ["--calibrate-method", "entropy"]),
+                        ("symmetric", ["--symmetric"])]:
+        assert main(base + [str(tmp_path / f"{name}.vtax"), *extra]) == 0, capsys.readouterr()
+        blobs[name] = (tmp_path / f"{name}.vtax").read_bytes()
+    capsys.readouterr()
+    assert len(set(blobs.values())) == 3
+    x = cnn_models.samples(model, 1, 11)[0]
+    outs = {n: np.asarray(load(tmp_path / f"{n}.vtax").run(x)) for n in blobs}
+    assert all(o.shape == outs["default"].shape for o in outs.values())
+    for name, options, corrected in [("default", None, True),
+                                     ("symmetric", {"asymmetric": False}, False)]:
+        report = []
+        vtakit.compile(tmp_path / "r.onnx", calibrate=tmp_path / "s.npy", report=report,
+                       calibrate_options=options)
+        assert any("border correction" in r.why for r in report) == corrected, name
+    assert main(["compile", str(tmp_path / "r.onnx"), "-o", str(tmp_path / "x.vtax"),
+                 "--symmetric"]) == 2
+    assert "give the samples with --calibrate SAMPLES.npy" in capsys.readouterr().err

@@ -38,13 +38,17 @@ _API = {
 __all__ = ["__version__", "compile", *_API]
 
 
-def compile(path, *, config="default", calibrate=None, report=None):  # noqa: A001
+def compile(path, *, config="default", calibrate=None, report=None,  # noqa: A001
+            calibrate_options=None):
     """Compile a model file (``.tflite``, ``.onnx``) for ``config``: an
     :class:`~vtakit.runtime.executable.Executable` (``.save(path)``, ``.run(inputs,
     backend=...)``). ``calibrate`` (samples of shape ``(N, *input shape)`` or a ``.npy``
-    path) quantizes a float model; see :func:`vtakit.compiler.build_model.compile_model`."""
+    path) quantizes a float model, with ``calibrate_options`` for
+    :func:`vtakit.compiler.quant.calibrate.calibrate` (``method``, ``asymmetric``, ...); see
+    :func:`vtakit.compiler.build_model.compile_model`."""
     from .compiler.build_model import compile_model
-    return compile_model(path, config, calibrate=calibrate, report=report)
+    return compile_model(path, config, calibrate=calibrate, report=report,
+                         calibrate_options=calibrate_options)
 
 
 def __getattr__(name):
