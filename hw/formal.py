@@ -208,6 +208,7 @@ def check(spec, *, name: str, workdir, mode: str = "prove", depth: int = 10,
     from amaranth.back import rtlil
 
     if mode not in MODES:
+        spec._MustUse__silence = True      # never elaborated: no "unused" warning
         raise ValueError(f"formal: mode {mode!r} of {name!r} is not one of {MODES}")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise ValueError(f"formal: run name {name!r} must be letters, digits, '_', '.', '-'")

@@ -81,9 +81,9 @@ def one_client_forwards(m, clients, master_req):
 
 
 class ReadRouting(Spec):
-    def __init__(self, dut):
+    def __init__(self, dut, *, cover_full=False):
         super().__init__()
-        self.dut = dut
+        self.dut, self.cover_full = dut, cover_full
 
     def properties(self, m, platform):
         m.submodules.dut = arb = self.dut
@@ -121,8 +121,12 @@ class ReadRouting(Spec):
         for i, c in enumerate(clients):
             with m.If(mine & arb.master.data.valid & (t_client == i)):
                 m.d.comb += [Assert(c.data.valid), Assert(arb.master.data.ready == c.data.ready)]
-        m.d.comb += Cover(mine & beat & (delivered == t_first + t_beats - 1) & (t_beats == 2)
-                          & (k == 2))
+        if self.cover_full:
+            m.d.comb += Cover(arb.master.req.ready & ~arb.master.req.valid
+                              & sum(c.req.valid for c in clients).bool() & (owed != 0))
+        else:
+            m.d.comb += Cover(mine & beat & (delivered == t_first + t_beats - 1) & (t_beats == 2)
+                              & (k == 2))
 
 
 class MasterRequestHeld(Spec):
@@ -295,9 +299,17 @@ READ_DEPTH = 8
 LIVENESS_BOUND = 7
 
 
-def test_read_arbiter_routing_bmc(tmp_path):
-    prove(ReadRouting(DmaReadArbiter(CONFIG, 4)), "rd_routing", tmp_path, mode="bmc",
-          depth=READ_DEPTH)
+@pytest.mark.parametrize("outstanding", [8, 2])
+def test_read_arbiter_routing_bmc(outstanding, tmp_path):
+    # 8: as the top level builds it; 2: the routing FIFO fills within the BMC depth.
+    prove(ReadRouting(DmaReadArbiter(CONFIG, 4, max_outstanding=outstanding)),
+          f"rd_routing{outstanding}", tmp_path, mode="bmc", depth=READ_DEPTH)
+
+
+def test_read_arbiter_full_routing_fifo_reachable(tmp_path):
+    # With 2 requests in flight, a waiting client is held back by the full FIFO.
+    prove(ReadRouting(DmaReadArbiter(CONFIG, 4, max_outstanding=2), cover_full=True),
+          "rd_full_cover", tmp_path, mode="cover", depth=READ_DEPTH)
 
 
 def test_read_arbiter_routing_cover(tmp_path):
