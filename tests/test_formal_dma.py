@@ -189,18 +189,29 @@ class ReadLiveness(Spec):
 
 
 class WriteOrder(Spec):
-    def __init__(self, dut):
+    """With ``fair_beats``: requests of at most that many beats, and the clients' data
+    and the DRAM's readies never low two cycles in a row; then the contract is
+    k-inductive (a wrong count or owner shows within 3 * fair_beats + 2 cycles: a beat
+    takes at most 3 cycles under these rules)."""
+
+    def __init__(self, dut, *, fair_beats=None):
         super().__init__()
-        self.dut = dut
+        self.dut, self.fair_beats = dut, fair_beats
 
     def properties(self, m, platform):
         m.submodules.dut = arb = self.dut
         clients = list(arb.clients)
-        free_requests(m, clients)
+        free_requests(m, clients, max_beats=self.fair_beats)
         for i, c in enumerate(clients):
             free_stream_source(m, c.data)
         master = arb.master
         m.d.comb += [master.req.ready.eq(AnySeq(1)), master.data.ready.eq(AnySeq(1))]
+        if self.fair_beats is not None:
+            for name, sig in [("dram_ready", master.data.ready), ("dram_req_ready", master.req.ready),
+                              *((f"client{i}_data", c.data.valid) for i, c in enumerate(clients))]:
+                low = Signal(name=f"{name}_low")
+                m.d.sync += low.eq(~sig)
+                m.d.comb += Assume(~low | sig)
         stream_rules(m, master.data, name="master_data")
         taken = one_client_forwards(m, clients, master.req)
         left, owner = Signal(17), Signal(range(len(clients)))
@@ -213,6 +224,11 @@ class WriteOrder(Spec):
             m.d.comb += Assert(left != 0)        # no beat beyond the request's
         with m.If(beat):
             m.d.sync += left.eq(left - 1)
+        # Busy exactly while a burst is open or a request waits.
+        any_req = sum(c.req.valid for c in clients).bool()
+        m.d.comb += Assert(arb.busy == ((left != 0) | any_req))
+        if self.fair_beats is not None:
+            m.d.comb += Assert(left <= self.fair_beats)
         for i, c in enumerate(clients):
             with m.If(c.data.valid & c.data.ready):
                 m.d.comb += [Assert(owner == i), Assert(beat),
@@ -325,6 +341,12 @@ def test_read_arbiter_liveness_bmc(tmp_path):
 @pytest.mark.parametrize("n", [1, 2])
 def test_write_arbiter_bmc(n, tmp_path):
     prove(WriteOrder(DmaWriteArbiter(CONFIG, n)), f"wr{n}", tmp_path, mode="bmc", depth=16)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_write_arbiter_proved_with_fairness(n, tmp_path):
+    prove(WriteOrder(DmaWriteArbiter(CONFIG, n), fair_beats=2), f"wr{n}_fair", tmp_path,
+          mode="prove", depth=10)
 
 
 def test_write_arbiter_cover(tmp_path):
