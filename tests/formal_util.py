@@ -10,7 +10,7 @@ Free inputs of a design: :func:`free_stream_source` drives a stream's ``valid`` 
 import shutil
 
 from amaranth.asserts import AnySeq
-from amaranth.hdl import Assert, Assume, Signal
+from amaranth.hdl import Assert, Assume, Signal, Value
 
 from vtakit.hw.formal import check
 
@@ -46,9 +46,8 @@ def refute(spec, name, tmp_path, *, mode="prove", depth=10, **kw):
 def free_stream_source(m, stream, *, held=True):
     """Drive ``stream`` (a ``lib.stream`` interface the design consumes) from free
     variables; with ``held``, assume the producer's stream rules."""
-    m.d.comb += [stream.valid.eq(AnySeq(1)), stream.payload.eq(AnySeq(len(stream.payload.as_value())
-                                                                       if hasattr(stream.payload, "as_value")
-                                                                       else len(stream.payload)))]
+    m.d.comb += [stream.valid.eq(AnySeq(1)),
+                 stream.payload.eq(AnySeq(len(Value.cast(stream.payload))))]
     if held:
         stream_rules(m, stream, assume=True)
 
@@ -57,7 +56,7 @@ def stream_rules(m, stream, *, assume=False, name="stream"):
     """The handshake rules of a stream: once ``valid`` is high, ``valid`` and ``payload``
     hold until ``ready`` (asserted, or assumed of a free producer)."""
     waiting = Signal(name=f"{name}_waiting")
-    payload = stream.payload.as_value() if hasattr(stream.payload, "as_value") else stream.payload
+    payload = Value.cast(stream.payload)
     last = Signal(len(payload), name=f"{name}_last")
     m.d.sync += [waiting.eq(stream.valid & ~stream.ready), last.eq(payload)]
     prop = Assume if assume else Assert
