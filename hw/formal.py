@@ -214,16 +214,19 @@ def check(spec, *, name: str, workdir, mode: str = "prove", depth: int = 10,
         raise ValueError(f"formal: run name {name!r} must be letters, digits, '_', '.', '-'")
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    env = tool_env(workdir / "tools")
+    tools = workdir / "tools"
+    env = tool_env(tools)
     il = workdir / f"{name}.il"
-    il.write_text(rtlil.convert(spec, name="top", ports=ports if ports is not None else spec.ports, platform="formal"))
+    if ports is None:
+        ports = spec.ports
+    il.write_text(rtlil.convert(spec, name="top", ports=ports, platform="formal"))
     sby = workdir / f"{name}.sby"
     sby.write_text(sby_text(mode=mode, depth=depth, rtlil_name=il.name, engine=engine,
                             timeout=timeout))
     run_dir = workdir / name
     start = time.monotonic()
-    proc = subprocess.run([env["PATH"].split(os.pathsep)[0] + "/sby", "-f", "-d", str(run_dir),
-                           str(sby)], cwd=workdir, env=env, stdin=subprocess.DEVNULL,
+    proc = subprocess.run([str(tools / "sby"), "-f", "-d", str(run_dir), str(sby)],
+                          cwd=workdir, env=env, stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seconds = time.monotonic() - start
     log = proc.stdout
