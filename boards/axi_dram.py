@@ -95,9 +95,13 @@ class DramToAxi4(wiring.Component):
         # ---- reads: cut each request into legal bursts; data passes through.
         rd_addr, rd_left, rd_busy = Signal(DRAM_ADDR_BITS), Signal(rd.req.payload.beats.shape()), Signal()
         rd_beats = self._burst(m, rd_addr, rd_left, "rd")
+        # The barrier applies when an address is first offered: once ARVALID is up it stays
+        # up until ARREADY (AXI4 A3.2.1), even if a write's last beat goes out meanwhile.
+        ar_offered = Signal()
+        m.d.sync += ar_offered.eq(axi.arvalid & ~axi.arready)
         m.d.comb += [
             rd.req.ready.eq(~rd_busy),
-            axi.arvalid.eq(rd_busy & (unacked == 0)),
+            axi.arvalid.eq(rd_busy & ((unacked == 0) | ar_offered)),
             axi.araddr.eq(rd_addr), axi.arlen.eq(rd_beats - 1), axi.arsize.eq(log_nb),
             axi.arburst.eq(BURST_INCR), axi.arcache.eq(CACHE_NORMAL), axi.arid.eq(0),
             rd.data.valid.eq(axi.rvalid), rd.data.payload.eq(axi.rdata),
