@@ -36,6 +36,8 @@ from pathlib import Path
 
 from amaranth.hdl import ClockDomain, Elaboratable, Module
 
+from .errors import VtakitError
+
 __all__ = ["Spec", "FormalResult", "FormalToolError", "check", "tool_env", "TOOLS"]
 
 #: Plain tool name SymbiYosys runs -> console script of a wheel that provides it.
@@ -79,7 +81,7 @@ class Spec(Elaboratable):
         return m
 
 
-class FormalToolError(RuntimeError):
+class FormalToolError(VtakitError, RuntimeError):
     """A tool is missing or SymbiYosys ended in an error (not a property failure)."""
 
 
