@@ -14,6 +14,7 @@ latency beyond the fixed per-instruction cost, and command-queue capacity.
 from __future__ import annotations
 
 from collections import deque
+import bisect
 from dataclasses import dataclass
 
 from ..hw.isa import MemType, Opcode
@@ -111,6 +112,54 @@ def _duration(insn, config, cost: CostModel, elem: dict):
     return 1, 0, 0
 
 
+class _ReadPort:
+    """The one DRAM read port: the cycles in which it moves a beat. A LOAD's beats take
+    the free cycles from the time it may start on, split across gaps as the arbiter
+    interleaves bursts. Streams are predicted module by module, not in time order, so
+    a later reservation may fill an earlier gap."""
+
+    def __init__(self):
+        self.busy: list[list[float]] = []          # sorted, disjoint [start, end)
+
+    def reserve(self, t: float, beats: int) -> float:
+        """Take ``beats`` free cycles from ``t`` on; the end of the last one."""
+        i = bisect.bisect_right(self.busy, [t, float("inf")]) - 1
+        if i >= 0 and self.busy[i][1] > t:
+            t = self.busy[i][1]
+        i += 1
+        taken = []
+        while beats > 0:
+            gap_end = self.busy[i][0] if i < len(self.busy) else float("inf")
+            take = min(beats, gap_end - t)
+            if take > 0:
+                taken.append([t, t + take])
+                beats -= take
+                t += take
+            if beats > 0:
+                t = self.busy[i][1]
+                i += 1
+        for span in taken:
+            bisect.insort(self.busy, span)
+        self._merge()
+        return t
+
+    def _merge(self):
+        merged = []
+        for a, b in self.busy:
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        self.busy = merged
+
+
+def _read_beats(insn, config, elem) -> int:
+    """DRAM read beats of a LOAD (0 for anything else)."""
+    if insn.opcode != Opcode.LOAD or insn.x_size == 0:
+        return 0
+    return -(-insn.x_size * insn.y_size * elem[insn.memory_type] // config.bus_bytes)
+
+
 def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
                    intervals: bool = False) -> StreamPrediction:
     """Predict the cycles of a decoded stream (``Runtime.instructions`` after finalize,
@@ -130,6 +179,7 @@ def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
         queues[dispatch_unit(insn.opcode, insn.fields.get("memory_type"))].append(insn)
     tokens = {q: deque() for q in TOKEN_QUEUES}
     elem = _elem_bytes(config)
+    port = _ReadPort() if cost.shared_read_port else None
     time = dict.fromkeys(queues, 0.0)
     busy = dict.fromkeys(queues, 0.0)
     pos = dict.fromkeys(queues, 0)
@@ -156,6 +206,9 @@ def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
                 ready = {n: tokens[n].popleft() for n in names}
                 start = max([time[m], *ready.values()])
                 dur, g, a = _duration(insn, config, cost, elem)
+                beats = port and _read_beats(insn, config, elem)
+                if beats:
+                    dur = max(dur, port.reserve(start + cost.dma_insn_cycles, beats) - start)
                 if intervals:
                     if start > time[m]:
                         late = "+".join(n for n, t in ready.items() if t > time[m])

@@ -214,6 +214,11 @@ class CostModel:
         Extra cost of each 2-D row (one DRAM burst each).
     insn_cycles : int
         Issue cost of each GEMM/ALU instruction.
+    shared_read_port : bool
+        :func:`~vtakit.compiler.perfmodel.predict_stream` only: the DRAM read beats of
+        every LOAD (the load module's inputs and weights, the compute module's micro-ops
+        and accumulators) share one read port, as in ``hw/top.py``'s read arbiter,
+        instead of overlapping freely.
     """
 
     gemm_uop_cycles: float = 1.0
@@ -222,15 +227,17 @@ class CostModel:
     dma_insn_cycles: int = 16
     dma_row_cycles: int = 2
     insn_cycles: int = 4
+    shared_read_port: bool = False
 
 
 #: The costs of the RTL (``hw/``), for :func:`vtakit.compiler.perfmodel.predict_stream`:
 #: GEMM and ALU issue one micro-op per cycle with either operand kind and occupy the
 #: compute module N + 4 cycles (``hw/compute.py``); a LOAD/STORE costs 10 cycles plus one
-#: per bus beat, pad element and 2 per row, fitted to Verilator's cycles of whole models
-#: (``bench/costmodel.py``: within 1.6% on the demo CNN and the four MLPerf Tiny models,
-#: default and tiny configs). The tile search keeps :class:`CostModel`'s defaults.
-RTL_COST = CostModel(alu_tensor_cycles=1.0, dma_insn_cycles=10)
+#: per bus beat, pad element and 2 per row; all LOADs share the one DRAM read port. Fitted
+#: to Verilator's cycles of whole models (``bench/costmodel.py``: within 2.3% on the demo
+#: CNN, the four MLPerf Tiny models and ResNet-18, default and tiny configs). The tile
+#: search keeps :class:`CostModel`'s defaults.
+RTL_COST = CostModel(alu_tensor_cycles=1.0, dma_insn_cycles=10, shared_read_port=True)
 
 
 @dataclass(frozen=True)

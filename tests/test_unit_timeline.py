@@ -100,3 +100,30 @@ def test_recorder_keeps_images_of_chosen_layers():
     assert kept == [2]
     with pytest.raises(DeviceError, match="did not keep the kernel images of layer 3"):
         write_layer_vcd(rec.layers, 3, "pysim", "default", "unused.vcd")
+
+
+def test_loads_of_two_modules_share_the_read_port():
+    """An INP load (load module) and an ACC load (compute module) with no token between
+    them: the RTL moves their beats through one read port, so the calibrated model
+    (``RTL_COST``) serializes the beats while the tile search's model lets them overlap."""
+    from vtakit.compiler.tiling import RTL_COST, CostModel
+    from vtakit.hw.config import load_config
+    from vtakit.hw.isa import MemType, Opcode, isa_for
+
+    cfg = load_config("default")
+    isa = isa_for(cfg)
+    load = dict(sram_base=0, dram_base=0, y_size=1, x_stride=64)
+    insns = [isa.decode(isa.encode(Opcode.LOAD, memory_type=MemType.INP, x_size=64, **load)),
+             isa.decode(isa.encode(Opcode.LOAD, memory_type=MemType.ACC, x_size=64, **load)),
+             isa.decode(isa.encode(Opcode.FINISH))]
+    inp_beats = 64 * cfg.elem_bytes(MemType.INP) // cfg.bus_bytes     # 64 x 16 B / 8 B = 128
+    acc_beats = 64 * cfg.elem_bytes(MemType.ACC) // cfg.bus_bytes     # 64 x 64 B / 8 B = 512
+    assert (inp_beats, acc_beats) == (128, 512)
+    shared = predict_stream(insns, cfg).cycles
+    free = predict_stream(insns, cfg, cost=CostModel(alu_tensor_cycles=1.0,
+                                                     dma_insn_cycles=10)).cycles
+    assert RTL_COST.shared_read_port
+    # overlapping: the ACC load alone (10 + 512 + 2 per row) and the FINISH
+    assert free == 10 + acc_beats + 2 + 1
+    # shared: the ACC beats wait for the INP beats that took the port first
+    assert shared >= 10 + inp_beats + acc_beats + 1
