@@ -43,8 +43,9 @@ class LayerProfile:
         return basis / r.cycles if r is not None and r.cycles and basis > 0 else None
 
 
-def layer_info(exe) -> dict:
-    """``{primitive name: (MACs, Roofline or None)}`` from the primitives' IR."""
+def layer_info(exe, *, roofline: bool = True) -> dict:
+    """``{primitive name: (MACs, Roofline or None)}`` from the primitives' IR; with
+    ``roofline=False`` the rooflines are None (they re-plan each layer, a tile search)."""
     import importlib
 
     from .demo import model_macs
@@ -57,7 +58,8 @@ def layer_info(exe) -> dict:
         ir = p.meta_dict.get("ir")
         if ir is not None:
             mod = infer_types(IRModule({"main": parse_expr(ir)}))
-            out[p.name] = (model_macs(mod), function_roofline(mod["main"], exe.config))
+            out[p.name] = (model_macs(mod), function_roofline(mod["main"], exe.config)
+                           if roofline else None)
     return out
 
 

@@ -172,7 +172,7 @@ def predict_layers(exe) -> list[dict]:
     streams = _kernel_streams(exe)
     cost = {name: (predict_stream(s, exe.config).cycles,
                    sum(stream_traffic(s, exe.config).values())) for name, s in streams.items()}
-    macs = {name: m for name, (m, _) in layer_info(exe).items()}
+    macs = {name: m for name, (m, _) in layer_info(exe, roofline=False).items()}
     rows = []
     for k, p in enumerate(_calls(exe)):
         prim = exe.primitives[p]
