@@ -19,6 +19,7 @@ operator, its shape and the buffer that overflows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from ..hw.errors import VtakitError
 from .layout import ceil_div
@@ -364,7 +365,9 @@ def _fit_error(p: ConvProblem, config):
 
 def search_tiles(p: ConvProblem, config, *, cost: CostModel = CostModel(), top: int = 8,
                  nthreads=(2, 1), orders=("co_outer", "sp_outer")):
-    """Rank the tilings of a convolution that fit every SRAM of ``config``.
+    """Rank the tilings of a convolution that fit every SRAM of ``config``. The search is
+    a pure function of its arguments and is memoized: a model's repeated layers (and the
+    profiles and rooflines that re-plan them) search once.
 
     Returns
     -------
@@ -377,6 +380,11 @@ def search_tiles(p: ConvProblem, config, *, cost: CostModel = CostModel(), top: 
     TilingError
         If no tiling fits (the message names the op, its shape and the buffer).
     """
+    return list(_search_tiles(p, config, cost, top, tuple(nthreads), tuple(orders)))
+
+
+@lru_cache(maxsize=512)
+def _search_tiles(p, config, cost, top, nthreads, orders) -> tuple:
     for name, v in (("padding", max(p.pad)),):
         if v > MAX_PAD:
             raise TilingError(f"{p.describe}: {name} {v} exceeds {MAX_PAD}, the largest pad "
@@ -422,7 +430,7 @@ def search_tiles(p: ConvProblem, config, *, cost: CostModel = CostModel(), top: 
         raise TilingError(f"{p.describe}: every tiling that fits the SRAMs of config "
                           f"{config.name} needs a GEMM kernel larger than the uop buffer "
                           f"({config.uop_depth} micro-ops)")
-    return out
+    return tuple(out)
 
 
 def best_tiling(p: ConvProblem, config, *, cost: CostModel = CostModel()) -> ConvTiling:
