@@ -10,7 +10,7 @@ from onnx import helper as oh
 from onnx import numpy_helper
 
 from vtakit.compiler.build_model import compile_model
-from onnx_quant import feeds_reader  # noqa: E402
+from onnx_quant import quantize  # noqa: E402
 
 SHAPE = (1, 3, 32, 32)
 
@@ -84,15 +84,12 @@ def test_qdq_mobilenet_equals_onnxruntime_reference(mobilenet, tmp_path):
     formulas in single float32 operations). Not onnxruntime's own output: its u8s8
     kernels saturate on x86 CPUs without VNNI and it fuses int8 convolutions only on
     arm64, so its answer depends on the CPU; the reference does not."""
-    from onnxruntime.quantization import (QuantFormat, QuantType, quantize_static)
 
     from vtakit.compiler.quant.ort_reference import run_reference
 
-    reader = feeds_reader({"input": x} for x in _images(16, 3))
     qdq = str(tmp_path / "mobilenet_qdq.onnx")
-    quantize_static(mobilenet, qdq, reader, quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                    per_channel=True)
+    quantize(mobilenet, qdq, ({"input": x} for x in _images(16, 3)), act="int8",
+             per_channel=True)
     exe = compile_model(qdq, "default")
     model = onnx.load(qdq)
     for x in _images(10, 4):

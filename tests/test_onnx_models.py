@@ -13,7 +13,7 @@ from vtakit.compiler.frontend import from_onnx  # noqa: E402
 from vtakit.compiler.ir import Call, evaluate, post_order  # noqa: E402
 from vtakit.compiler.models import digits_cnn_path, load_digits_split  # noqa: E402
 from vtakit.compiler.quant.ort_reference import run_reference  # noqa: E402
-from onnx_quant import feeds_reader  # noqa: E402
+from onnx_quant import quantize  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -57,21 +57,17 @@ def test_shipped_model_accuracy(digits):
 
 @pytest.fixture(scope="module", params=["uint8-per-tensor", "int8-per-channel"])
 def qdq_model(request, digits, tmp_path_factory):
-    from onnxruntime.quantization import (QuantFormat, QuantType, quantize_static)
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     x_train = digits[0]
 
-    reader = feeds_reader({"input": x[None]} for x in x_train[:64])
 
     act, per_channel = request.param.split("-", 1)
     d = tmp_path_factory.mktemp("qdq")
     # the usual onnxruntime flow: pre-process (folds batch norm into the convs), then quantize
     quant_pre_process(str(digits_cnn_path()), str(d / "pre.onnx"))
-    quantize_static(str(d / "pre.onnx"), str(d / "q.onnx"), reader,
-                    quant_format=QuantFormat.QDQ, per_channel=per_channel == "per-channel",
-                    activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8,
-                    weight_type=QuantType.QInt8)
+    quantize(str(d / "pre.onnx"), str(d / "q.onnx"), ({"input": x[None]} for x in x_train[:64]),
+             act=act, per_channel=per_channel == "per-channel")
     return d / "q.onnx"
 
 
@@ -207,18 +203,14 @@ def test_qdq_mobile_ops_equal_reference(tmp_path, act):
     float32 operations (:mod:`vtakit.compiler.quant.ort_reference`), not onnxruntime's
     CPU-dependent u8s8 kernels; onnxruntime only calibrates the model, and whatever
     scales it picks on a CPU, both sides compute on the same model."""
-    from onnxruntime.quantization import (QuantFormat, QuantType, quantize_static)
 
     rng = np.random.default_rng(3)
     onnx.save(_mobile_net(rng), str(tmp_path / "f.onnx"))
     xs = rng.random((40, 1, 3, 12, 12)).astype(np.float32)
 
-    reader = feeds_reader({"x": x} for x in xs[:20])
 
-    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), reader,
-                    quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8,
-                    weight_type=QuantType.QInt8)
+    quantize(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), ({"x": x} for x in xs[:20]),
+             act=act, per_channel=True)
     model = onnx.load(str(tmp_path / "q.onnx"))
     mod = from_onnx(model)
     got = np.concatenate([evaluate(mod, x) for x in xs[20:]])

@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 from vtakit.compiler.frontend import from_onnx
 from vtakit.compiler.ir import Call, evaluate, post_order
 from vtakit.compiler.quant.ort_reference import run_reference
-from onnx_quant import feeds_reader  # noqa: E402
+from onnx_quant import quantize  # noqa: E402
 
 SHAPE = (1, 3, 12, 12)
 
@@ -71,17 +71,13 @@ def _images(n, seed):
 
 
 def _quantize(tmp_path, act, per_channel):
-    from onnxruntime.quantization import (QuantFormat, QuantType, quantize_static)
 
     onnx.save(_every_op_net(), str(tmp_path / "f.onnx"))
 
-    reader = feeds_reader({"x": x} for x in _images(16, 1))
 
     out = tmp_path / f"q_{act}_{per_channel}.onnx"
-    quantize_static(str(tmp_path / "f.onnx"), str(out), reader, quant_format=QuantFormat.QDQ,
-                    per_channel=per_channel,
-                    activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8,
-                    weight_type=QuantType.QInt8)
+    quantize(str(tmp_path / "f.onnx"), str(out), ({"x": x} for x in _images(16, 1)), act=act,
+             per_channel=per_channel)
     return out
 
 
@@ -169,18 +165,14 @@ def attn_net():
 def test_batched_matmul_and_softmax_bit_exact(tmp_path, act):
     """MatMul of a (1, 5, 8) tensor by a constant (QLinearMatMul over the rows), Add of a
     constant bias, Softmax over the last axis: every quantized tensor equals the reference."""
-    from onnxruntime.quantization import (QuantFormat, QuantType, quantize_static)
 
     onnx.save(attn_net(), str(tmp_path / "f.onnx"))
     rng = np.random.default_rng(4)
     xs = rng.normal(0, 1, (12, 1, 5, 8)).astype(np.float32)
 
-    reader = feeds_reader({"x": x} for x in xs[:8])
 
-    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), reader,
-                    quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8,
-                    weight_type=QuantType.QInt8)
+    quantize(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), ({"x": x} for x in xs[:8]),
+             act=act)
     full = _with_quantized_outputs(onnx.load(str(tmp_path / "q.onnx")))
     mod = from_onnx(full)
     called = [nd.op.name for nd in post_order(mod["main"].body)
@@ -197,16 +189,12 @@ def test_operator_format_bit_exact(tmp_path, act):
     com.microsoft QLinearAdd / QLinearMul / QLinearAveragePool / QLinearConcat /
     QLinearLeakyRelu / QLinearSigmoid / QLinearGlobalAveragePool / QGemm /
     QLinearSoftmax, QLinearMatMul: vtakit equals the reference on every output."""
-    from onnxruntime.quantization import (QuantFormat, QuantType, quantize_static)
 
     onnx.save(_every_op_net(), str(tmp_path / "f.onnx"))
 
-    reader = feeds_reader({"x": x} for x in _images(16, 1))
 
-    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), reader,
-                    quant_format=QuantFormat.QOperator, per_channel=True,
-                    activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8,
-                    weight_type=QuantType.QInt8)
+    quantize(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"),
+             ({"x": x} for x in _images(16, 1)), fmt="QOperator", act=act, per_channel=True)
     model = onnx.load(str(tmp_path / "q.onnx"))
     ms = {nd.op_type for nd in model.graph.node if nd.domain == "com.microsoft"}
     assert {"QLinearAdd", "QLinearMul", "QLinearAveragePool", "QLinearConcat",
@@ -240,18 +228,14 @@ def conv1d_net():
 @pytest.mark.parametrize("act", ["uint8", "int8"])
 def test_conv1d_bit_exact(tmp_path, act):
     """A 1-D QDQ convolution (audio-style, padded, strided) stays the integer layer."""
-    from onnxruntime.quantization import (QuantFormat, QuantType, quantize_static)
 
     onnx.save(conv1d_net(), str(tmp_path / "f.onnx"))
     rng = np.random.default_rng(8)
     xs = rng.normal(0, 1, (10, 1, 3, 40)).astype(np.float32)
 
-    reader = feeds_reader({"x": x} for x in xs[:6])
 
-    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), reader,
-                    quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8,
-                    weight_type=QuantType.QInt8)
+    quantize(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), ({"x": x} for x in xs[:6]),
+             act=act, per_channel=True)
     model = onnx.load(str(tmp_path / "q.onnx"))
     mod = from_onnx(model)
     called = [nd.op.name for nd in post_order(mod["main"].body)

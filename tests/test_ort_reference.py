@@ -18,7 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from vtakit.compiler.quant import ort_kernels as K
 from vtakit.compiler.quant.ort_reference import run_reference
-from onnx_quant import feeds_reader  # noqa: E402
+from onnx_quant import quantize  # noqa: E402
 
 
 def _ort(model, feeds):
@@ -97,14 +97,10 @@ def _with_quantized_outputs(model):
 
 
 def _quantize(path, out, feeds, per_channel, fmt="QDQ", act="uint8"):
-    from onnxruntime.quantization import (QuantFormat, QuantType, quantize_static)
 
-    reader = feeds_reader(feeds)
 
-    quantize_static(str(path), str(out), reader, quant_format=getattr(QuantFormat, fmt),
-                    per_channel=per_channel, reduce_range=True,
-                    activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8,
-                    weight_type=QuantType.QInt8)
+    quantize(str(path), str(out), feeds, fmt=fmt, act=act, per_channel=per_channel,
+             reduce_range=True)
     model = onnx.load(str(out))
     weights = [numpy_helper.to_array(i) for i in model.graph.initializer
                if i.data_type == TensorProto.INT8 and len(i.dims) >= 2]
@@ -201,17 +197,14 @@ def test_qdq_pools_equal_onnxruntime(tmp_path, act):
     QLinearLeakyRelu, QLinearSoftmax and QLinearGlobalAveragePool (fused on every CPU
     for both activation types, and no saturating integer kernel): every quantized
     tensor."""
-    from onnxruntime.quantization import (QuantFormat, QuantType, quantize_static)
 
     rng = np.random.default_rng(5)
     onnx.save(_pool_net(), str(tmp_path / "f.onnx"))
     xs = rng.normal(0, 1, (20, 1, 4, 8, 8)).astype(np.float32)
 
-    reader = feeds_reader({"x": x} for x in xs[:10])
 
-    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), reader,
-                    quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8)
+    quantize(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), ({"x": x} for x in xs[:10]),
+             act=act)
     model = onnx.load(str(tmp_path / "q.onnx"))
     fused = _fused(model, tmp_path)
     assert {"QLinearSigmoid", "QLinearConcat", "QLinearLeakyRelu", "QLinearSoftmax",
