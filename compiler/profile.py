@@ -63,7 +63,8 @@ def layer_info(exe, *, roofline: bool = True) -> dict:
     return out
 
 
-def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook=None):
+def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook=None,
+                  roofline: bool = True):
     """Run ``exe`` once on ``backend`` and profile every layer.
 
     ``device`` is an open device to use instead of a new one; ``hook`` another VM layer
@@ -85,7 +86,7 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook
     cfg = exe.config
     isa = isa_for(cfg)
     peak = cfg.batch * cfg.block_in * cfg.block_out
-    info = layer_info(exe)
+    info = layer_info(exe, roofline=roofline)
     dev = device if device is not None else open_device(backend, cfg)
     try:
         with LayerRecorder(dev, keep_outputs=False, keep_streams=True) as rec:

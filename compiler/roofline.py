@@ -38,11 +38,8 @@ GEMM and ALU micro-ops issue from the one compute module, so the compute bound i
 their sum. The layer's roofline is ``max(mac + alu, dram)``; the binding bound
 (:attr:`Roofline.kind`) is ``"dram"`` when the DRAM bound is the larger, else the
 larger of ``"mac"`` and ``"alu"``. Every bound is work the layer cannot avoid on this
-config, so a measured cycle count below the roofline is a bug. (The event model of
-:mod:`.perfmodel` does not model the modules' contention for the read master, so in
-principle its prediction of a layer whose compute module reads much, an int32
-residual, could fall below the DRAM bound; the tests check that none does on the
-demo CNN and DS-CNN.)
+config, so a measured or predicted cycle count below the roofline is a bug (the tests
+check the event model of :mod:`.perfmodel` on the demo CNN and DS-CNN).
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ for these solvers).
   strobe, answers SLVERR and has no effect (no CSR write, read data 0); an in-window
   access answers OKAY, writes the CSR at the address with the data, returns the CSR
   read data of the address.
-* AXI4 manager (BMC): AW and W held until ready, AR, AW, W payloads stable (ARVALID:
-  see the strict xfail :func:`test_arvalid_held_until_arready`); every
+* AXI4 manager (BMC): AW and W held until ready, AR, AW, W payloads stable (ARVALID held
+  until ARREADY too, since the bridge's fix); every
   burst INCR of the bus size, at most 256 beats, never across a 4 KiB boundary; a
   DRAM request is cut into bursts that cover exactly its addresses, in order; each
   write burst has exactly ``awlen + 1`` W beats with WLAST on the last; a read address

@@ -186,7 +186,7 @@ def predict_layers(exe) -> list[dict]:
 
 def _simulate(exe, x, engine):
     from ..compiler.profile import profile_model
-    outputs, profile = profile_model(exe, [x], engine)
+    outputs, profile = profile_model(exe, [x], engine, roofline=False)
     rows = [dict(index=r.index, layer=r.name, where=r.engine,
                  cycles=int(r.cycles if engine != "behavioral" else r.predicted_cycles),
                  predicted_cycles=int(r.predicted_cycles), macs=r.macs,

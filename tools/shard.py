@@ -18,7 +18,6 @@ for ``vtakit compare IMAGE.npz``. Host layers run once, on the reference.
 from __future__ import annotations
 
 import hashlib
-import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -163,9 +162,9 @@ def compare_sharded(exe, inputs, backends, *, workers=None, scheduler=None, clie
 
 
 def _bar(total, progress):
-    from tqdm import tqdm
-    show = sys.stderr.isatty() if progress is None else progress
-    return tqdm(total=total, desc="kernels", unit="kernel", file=sys.stderr, disable=not show)
+    from ..runtime.progress import bar, is_terminal
+    return bar(total=total, desc="kernels", unit="kernel",
+               enable=is_terminal() if progress is None else progress)
 
 
 def format_sharded(c: ShardedComparison) -> str:

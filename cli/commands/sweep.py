@@ -8,7 +8,7 @@ the files written. Exit status 0 when every point succeeded, 1 when some failed
 
 from __future__ import annotations
 
-from ..main import UsageError
+from ..checks import output_file
 
 __all__ = ["register", "run"]
 
@@ -37,10 +37,11 @@ def register(sub):
                    help="worker processes of the LocalCluster (default: one per core)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="use an existing Dask cluster instead of a LocalCluster")
-    p.add_argument("-o", "--output", default="sweep.parquet", metavar="S.parquet",
+    p.add_argument("-o", "--output", default="sweep.parquet", type=output_file,
+                   metavar="S.parquet",
                    help="the table (S.csv and S.layers.parquet next to it); an existing one is "
                         "resumed (default: sweep.parquet)")
-    p.add_argument("--plot", metavar="P.png", help="Pareto plot (cycles vs cost) as PNG")
+    p.add_argument("--plot", type=output_file, metavar="P.png", help="Pareto plot (cycles vs cost) as PNG")
     p.add_argument("--retries", type=int, default=2, metavar="N",
                    help="Dask retries of a point whose worker dies (default: 2)")
     p.set_defaults(func=run)
@@ -54,10 +55,8 @@ def run(args):
     from ...tools.pareto import best_points, format_layers
     from ...tools.sweep import sweep
     if args.synth:
-        from ...boards.targets import TARGETS
-        if args.synth not in TARGETS:
-            raise UsageError(f"--synth {args.synth}: unknown target; targets are "
-                             + ", ".join(sorted(TARGETS)))
+        from ...boards.targets import get_target
+        get_target(args.synth)          # an unknown target fails before any work
     result = sweep(_split(args.configs), _split(args.models), grid=args.grid,
                    engine=args.engine, synth=args.synth, calibrate=args.calibrate,
                    workers=args.workers, scheduler=args.scheduler, output=args.output,
