@@ -78,7 +78,8 @@ class Conv2dPlan(OpPlan):
 
     Operands (packed layouts of :mod:`.layout`): ``data`` int8 (N/b, C/c, H, W, b, c),
     ``weight`` int8 (O/c, C/c, KH, KW, c, c), ``bias`` int32 (O/c, b, c) when the
-    epilogue has a bias tile, ``residual`` int32 (N/b, O/c, OH, OW, b, c), and
+    epilogue has a bias tile, ``requant`` int32 (rows, O/c, b, c) for an exact
+    requantize (ALU extension ``"requant"``), ``residual`` int32 (N/b, O/c, OH, OW, b, c), and
     ``out`` int8 (planes, N/b, O/c, OH, OW, b, c) with 1 plane (int8) or 4 (int32).
     """
 
@@ -103,6 +104,7 @@ class Conv2dPlan(OpPlan):
         self.stride, self.padding = _pair(stride), normalize_padding(padding)
         self.oh, self.ow = conv2d_output_shape(h, w, kh, kw, self.stride, self.padding)
         self.epilogue = epilogue
+        epilogue.check_config(config)
         cfg = config
         b, blk = cfg.batch, cfg.block
         og = o // g
@@ -122,7 +124,8 @@ class Conv2dPlan(OpPlan):
             self.padding, bias=epilogue.bias_tile, residual=epilogue.residual == "int32",
             residual_gemm=epilogue.residual == "int8",
             alu_imm=len(epilogue.imm_passes()), int32_out=epilogue.planes == 4,
-            op=self.name, shape_text=text, shared_wgt=bool(shared_weight), **grouping)
+            op=self.name, shape_text=text, shared_wgt=bool(shared_weight),
+            acc_rows=epilogue.rows, **grouping)
         p = self.problem
         if tiling is None:
             tiling = search_tiles(p, cfg, cost=cost, top=1,
@@ -136,6 +139,8 @@ class Conv2dPlan(OpPlan):
                                            (p.ob, p.ib, kh, kw, blk, blk), np.int8)}
         if epilogue.bias_tile:
             self.operands["bias"] = Operand("bias", (p.ob, b, blk), np.int32)
+        if epilogue.rows:
+            self.operands["requant"] = Operand("requant", (epilogue.rows, p.ob, b, blk), np.int32)
         if epilogue.residual:
             self.operands["residual"] = Operand("residual", (p.nb, p.ob, p.oh, p.ow) + e,
                                                 np.dtype(epilogue.residual))
@@ -161,9 +166,10 @@ class Conv2dPlan(OpPlan):
 
     # ---------------------------------------------------------------- host side
 
-    def pack(self, x, w, bias=None, residual=None) -> dict:
+    def pack(self, x, w, bias=None, residual=None, requant=None) -> dict:
         """Pack framework-layout operands (NCHW int8, OIHW int8, (O,) int32, NCHW
-        int8/int32 residual) into this plan's DRAM operands."""
+        int8/int32 residual, (rows, O) int32 requantize rows of
+        :meth:`.epilogue.Requant.from_scale`) into this plan's DRAM operands."""
         cfg = self.config
         x, w = np.asarray(x), np.asarray(w)
         if x.shape != self.x_shape or w.shape != self.w_shape:
@@ -181,6 +187,12 @@ class Conv2dPlan(OpPlan):
                              f"but the plan was made with bias={self.epilogue.bias}")
         if self.epilogue.bias_tile:
             out["bias"] = pack_bias(self.epilogue.pack_bias_values(bias, self.w_shape[0]), cfg)
+        if (requant is not None) != bool(self.epilogue.rows):
+            raise ValueError(f"{self.name}: requantize rows "
+                             f"{'given' if requant is not None else 'missing'}, but the plan "
+                             f"was made with requant={self.epilogue.requant}")
+        if self.epilogue.rows:
+            out["requant"] = self.epilogue.pack_rows(requant, self.w_shape[0], cfg)
         if self.epilogue.residual:
             r = np.asarray(residual)
             want = (self.x_shape[0], self.w_shape[0], self.oh, self.ow)
@@ -265,6 +277,7 @@ class Conv2dPlan(OpPlan):
             a = ti % nth
             acc_base = a * acc_slot
             bias_base = (a + 1) * acc_slot - t.tco
+            rows_base = bias_base - t.tco * epi.rows + (0 if epi.bias_tile else t.tco)
             ent = tn * tco * th * tw
             r_start, rows, ypad0, ypad1, hi = self._window(h0, th, sh, p.kh, pt, p.h)
             c_start, cols, xpad0, xpad1, wi = self._window(w0, tw, sw, p.kw, pl, p.w)
@@ -272,8 +285,12 @@ class Conv2dPlan(OpPlan):
                         Dim("p", th * tw, 1)]
             # ---- compute: start the tile
             pipe.acquire_out(ti * planes)
-            if epi.bias_tile and bias_has[a] != (co0, tco):
-                builder.load_2d(MemType.ACC, bias_base, slots["bias"], co0, tco, 1, tco)
+            if (epi.bias_tile or epi.rows) and bias_has[a] != (co0, tco):
+                if epi.bias_tile:
+                    builder.load_2d(MemType.ACC, bias_base, slots["bias"], co0, tco, 1, tco)
+                if epi.rows:     # row r lands at rows_base + r * tco
+                    builder.load_2d(MemType.ACC, rows_base, slots["requant"], co0, tco,
+                                    epi.rows, p.ob)
                 bias_has[a] = (co0, tco)
             if epi.residual == "int32":
                 self._move(builder, "load", slots["residual"], acc_base, 0, n0, tn, co0, tco, h0,
@@ -348,7 +365,7 @@ class Conv2dPlan(OpPlan):
             # ---- compute: epilogue, then store (byte planes for int32 results)
             bias_dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
                          Dim("p", th * tw, 1, 0)]
-            epi.emit(builder, acc_base, out_dims, bias_base, bias_dims)
+            epi.emit(builder, acc_base, out_dims, bias_base, bias_dims, rows_base, tco)
             for k in range(planes):
                 e = ti * planes + k
                 if k:
@@ -385,10 +402,11 @@ class Conv2dPlan(OpPlan):
 
 def plan_conv2d(config, x_shape, w_shape, stride=1, padding=0, *, groups=1, bias=False,
                 shift=0, relu=False, clip=None, residual=False, out_dtype=np.int8, tiling=None,
-                cost: CostModel = CostModel()) -> Conv2dPlan:
-    """Plan a convolution without running it (``bias``/``residual`` are flags here)."""
+                cost: CostModel = CostModel(), requant=None) -> Conv2dPlan:
+    """Plan a convolution without running it (``bias``/``residual`` are flags here;
+    ``requant`` an :class:`.epilogue.Requant`, on a config with the ALU extension)."""
     epi = Epilogue.make(bias=bias, residual=residual, shift=shift, clip=clip, relu=relu,
-                        out_dtype=out_dtype, op="conv2d")
+                        out_dtype=out_dtype, op="conv2d", requant=requant)
     return Conv2dPlan(config, x_shape, w_shape, stride, padding, groups=groups, epilogue=epi,
                       tiling=tiling, cost=cost)
 

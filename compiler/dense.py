@@ -33,14 +33,15 @@ class DensePlan(Conv2dPlan):
         super().__init__(config, (n, k, 1, 1), (o, k2, 1, 1), 1, 0, epilogue=epilogue,
                          tiling=tiling, cost=cost)
 
-    def pack(self, x, w, bias=None, residual=None) -> dict:
-        """Pack (N, K) int8 data, (O, K) int8 weights, (O,) bias, (N, O) residual."""
+    def pack(self, x, w, bias=None, residual=None, requant=None) -> dict:
+        """Pack (N, K) int8 data, (O, K) int8 weights, (O,) bias, (N, O) residual,
+        (rows, O) requantize rows."""
         x, w = np.asarray(x), np.asarray(w)
         if (x.shape, w.shape) != self.dense_shapes:
             raise ValueError(f"dense: got x{list(x.shape)} w{list(w.shape)}, the plan is for "
                              f"x{list(self.dense_shapes[0])} w{list(self.dense_shapes[1])}")
         res = None if residual is None else np.asarray(residual)[:, :, None, None]
-        return super().pack(x[:, :, None, None], w[:, :, None, None], bias, res)
+        return super().pack(x[:, :, None, None], w[:, :, None, None], bias, res, requant)
 
     def unpack(self, out) -> np.ndarray:
         """Packed ``out`` -> (N, O)."""
@@ -51,10 +52,11 @@ class DensePlan(Conv2dPlan):
 
 def plan_dense(config, x_shape, w_shape, *, bias=False, shift=0, relu=False, clip=None,
                residual=False, out_dtype=np.int8, tiling=None,
-               cost: CostModel = CostModel()) -> DensePlan:
-    """Plan a dense layer without running it (``bias``/``residual`` are flags here)."""
+               cost: CostModel = CostModel(), requant=None) -> DensePlan:
+    """Plan a dense layer without running it (``bias``/``residual`` are flags here;
+    ``requant`` an :class:`.epilogue.Requant`)."""
     epi = Epilogue.make(bias=bias, residual=residual, shift=shift, clip=clip, relu=relu,
-                        out_dtype=out_dtype, op="dense")
+                        out_dtype=out_dtype, op="dense", requant=requant)
     return DensePlan(config, x_shape, w_shape, epilogue=epi, tiling=tiling, cost=cost)
 
 

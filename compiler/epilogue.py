@@ -20,6 +20,19 @@ tile and its store (reference 5.6, requantization with power-of-two scales):
 4. shift: ALU SHR imm ``shift``;
 5. clip: ALU MAX imm ``lo`` then MIN imm ``hi`` (``relu`` raises lo to 0).
 
+With the ISA extension ``"requant"`` (config ``EXTENSIONS``) an epilogue may instead
+requantize exactly as TFLite (:class:`Requant`): after the bias, one ALU pass with a
+tensor operand per per-channel *row* (int32 acc tiles loaded like the bias, one 2-D
+LOAD ACC for all of them):
+
+* double rounding (conv, depthwise: gemmlowp): ``RSHR`` by ``-max(s, 0)`` (a left
+  shift, only when some channel has ``s > 0``), ``SRDHM`` by ``m``, ``RSHR`` by
+  ``max(-s, 0)``;
+* single rounding (FULLY_CONNECTED): ``MULSHR`` by ``m`` with the immediate
+  ``k = 31 - s`` (one ``s`` for every channel);
+
+then ALU ADD imm of the output zero point and the clip.
+
 The narrowing store keeps the low 8 bits of every lane; without a clip to
 [-128, 127] values outside int8 wrap, exactly as in :func:`reference.epilogue_ref`.
 """
@@ -37,7 +50,10 @@ from ..runtime import UopKernel
 from .loops import Dim, fold_loops
 from .reference import wrap32
 
-__all__ = ["Epilogue", "EpilogueError", "MAX_SHIFT"]
+__all__ = ["Epilogue", "EpilogueError", "MAX_SHIFT", "Requant", "REQUANT_EXTENSION"]
+
+#: The config ``EXTENSIONS`` name of the exact-requantization ALU opcodes.
+REQUANT_EXTENSION = "requant"
 
 #: Largest requantization shift (the ALU's shift limit).
 MAX_SHIFT = SHIFT_LIMIT
@@ -45,6 +61,80 @@ MAX_SHIFT = SHIFT_LIMIT
 
 class EpilogueError(VtakitError, ValueError):
     """An epilogue parameter VTA cannot execute (shift, clip bounds, dtype)."""
+
+
+@dataclass(frozen=True)
+class Requant:
+    """TFLite's exact requantization on the ALU extension ``"requant"``.
+
+    Attributes
+    ----------
+    rounding : str
+        ``"double"`` (gemmlowp: SRDHM then a rounding divide; TFLite conv, depthwise)
+        or ``"single"`` (one 64-bit product and rounding; TFLite FULLY_CONNECTED).
+    left : bool
+        ``"double"``: some channel's exponent ``s`` is positive, so the accumulators are
+        first shifted left by ``max(s, 0)`` (an RSHR row of ``-max(s, 0)``).
+    k : int
+        ``"single"``: MULSHR's shift ``31 - s`` (1..62), one for every channel.
+    zero_point : int
+        The output zero point (an ADD immediate).
+    """
+
+    rounding: str
+    left: bool = False
+    k: int = 0
+    zero_point: int = 0
+
+    @classmethod
+    def make(cls, multiplier, shift, zero_point=0, *, single_rounding: bool,
+             op: str = "op") -> tuple["Requant", np.ndarray]:
+        """``(Requant, rows)`` for TFLite's ``MultiplyByQuantizedMultiplier`` by the Q31
+        ``multiplier`` and exponent ``shift`` (per-channel vectors of
+        :func:`~vtakit.compiler.quant.fixed_point.quantize_multiplier`) then
+        ``+ zero_point``; ``rows`` is the (rows, channels) int32 constant the tensor
+        passes read. EpilogueError when the ALU cannot do it exactly (a per-channel zero
+        point, per-channel single-rounding shifts, a left shift past the ALU's limit)."""
+        zp = np.asarray(zero_point, np.int64)
+        if np.unique(zp).size != 1:
+            raise EpilogueError(f"{op}: a per-channel output zero point is not one ALU "
+                                "ADD immediate")
+        zp = int(zp.ravel()[0])
+        if not IMM_MIN <= zp <= IMM_MAX:
+            raise EpilogueError(f"{op}: output zero point {zp} does not fit a signed 16-bit "
+                                f"ALU immediate ({IMM_MIN}..{IMM_MAX})")
+        m, s = np.atleast_1d(np.asarray(multiplier, np.int64)), np.atleast_1d(
+            np.asarray(shift, np.int64))
+        if m.shape != s.shape or m.ndim != 1:
+            raise EpilogueError(f"{op}: multiplier {m.shape} and shift {s.shape} must be "
+                                "per-channel vectors of one length")
+        if single_rounding:
+            ks = {int(31 - v) for v, mm in zip(np.minimum(s, 30), m) if mm}
+            if len(ks) > 1:
+                raise EpilogueError(f"{op}: single-rounding requantize with per-channel "
+                                    f"shifts {sorted(31 - k for k in ks)}; MULSHR takes one "
+                                    "shift immediate for every channel")
+            k = ks.pop() if ks else 31
+            return cls("single", k=k, zero_point=zp), wrap32(m)[None]
+        left, right = np.maximum(s, 0), np.maximum(-s, 0)
+        if max(left.max(), right.max()) > SHIFT_LIMIT:
+            raise EpilogueError(f"{op}: requantize exponents {int(s.min())}..{int(s.max())} "
+                                f"exceed the ALU's shift limit {SHIFT_LIMIT}")
+        rows = [m, right]
+        if left.any():
+            rows.insert(0, -left)
+        return cls("double", left=bool(left.any()), zero_point=zp), wrap32(np.stack(rows))
+
+    def passes(self) -> list:
+        """[(AluOp, imm or None)]: one tensor pass per row, in row order."""
+        if self.rounding == "single":
+            return [(AluOp.MULSHR, self.k)]
+        return ([(AluOp.RSHR, None)] if self.left else []) + [(AluOp.SRDHM, None),
+                                                               (AluOp.RSHR, None)]
+
+    @property
+    def rows(self) -> int:
+        return len(self.passes())
 
 
 @dataclass(frozen=True)
@@ -65,6 +155,8 @@ class Epilogue:
         ``"int8"`` (the store) or ``"int32"`` (four byte planes).
     op : str
         Operator name for messages.
+    requant : Requant or None
+        Exact TFLite requantization on the ALU extension (``shift`` is then 0).
     """
 
     bias: bool = False
@@ -74,13 +166,17 @@ class Epilogue:
     hi: int | None = None
     out_dtype: str = "int8"
     op: str = "op"
+    requant: Requant | None = None
 
     @classmethod
     def make(cls, *, bias=False, residual=False, shift=0, clip=None, relu=False,
-             out_dtype=np.int8, op="op") -> "Epilogue":
+             out_dtype=np.int8, op="op", requant: Requant | None = None) -> "Epilogue":
         """Validate user arguments (``clip=(lo, hi)``, ``relu``) into an Epilogue.
         ``residual``: False/None, ``"int8"``/``np.int8``, or ``"int32"``/``np.int32``/True."""
         shift = int(shift)
+        if requant is not None and shift:
+            raise EpilogueError(f"{op}: shift={shift} with an exact requantize; the "
+                                "requantize replaces the shift (give shift=0)")
         if not 0 <= shift <= MAX_SHIFT:
             raise EpilogueError(f"{op}: shift={shift} is outside 0..{MAX_SHIFT} (the ALU "
                                 f"shifts by at most {SHIFT_LIMIT})")
@@ -110,7 +206,7 @@ class Epilogue:
                 raise EpilogueError(f"{op}: residual={residual!r}; expected 'int8', 'int32', "
                                     "True or None")
         return cls(bool(bias), res, shift, None if lo is None else int(lo),
-                   None if hi is None else int(hi), dt, op)
+                   None if hi is None else int(hi), dt, op, requant)
 
     # ------------------------------------------------------------------ plan
 
@@ -126,6 +222,8 @@ class Epilogue:
     def imm_passes(self) -> list:
         """[(AluOp, imm)] applied to every accumulator after the bias add."""
         out = []
+        if self.requant is not None and self.requant.zero_point:
+            out.append((AluOp.ADD, self.requant.zero_point))
         if self.round_const and not self.bias_tile:
             out.append((AluOp.ADD, self.round_const))
         if self.shift:
@@ -135,6 +233,27 @@ class Epilogue:
         if self.hi is not None:
             out.append((AluOp.MIN, self.hi))
         return out
+
+    @property
+    def rows(self) -> int:
+        """Per-channel requantize rows (acc tiles of one element per channel block)."""
+        return 0 if self.requant is None else self.requant.rows
+
+    def check_config(self, config) -> None:
+        """EpilogueError when the epilogue needs an ALU extension ``config`` lacks."""
+        if self.requant is not None and REQUANT_EXTENSION not in config.extensions:
+            raise EpilogueError(f"{self.op}: the exact requantize needs the ALU extension "
+                                f"{REQUANT_EXTENSION!r}; config {config.name} has EXTENSIONS "
+                                f"{list(config.extensions)} (add \"{REQUANT_EXTENSION}\")")
+
+    def pack_rows(self, rows, channels: int, config) -> np.ndarray:
+        """The packed (rows, C/c, b, c) int32 requantize rows of (rows, C) values."""
+        from .layout import pack_bias
+        rows = np.asarray(rows)
+        if rows.shape != (self.rows, channels):
+            raise EpilogueError(f"{self.op}: requantize rows have shape {rows.shape}, "
+                                f"expected ({self.rows}, {channels})")
+        return np.stack([pack_bias(r, config) for r in rows])
 
     @property
     def planes(self) -> int:
@@ -150,7 +269,7 @@ class Epilogue:
     # ------------------------------------------------------------------ emit
 
     def emit(self, stream, acc_base: int, dims, bias_base: int | None = None,
-             bias_dims=None) -> None:
+             bias_dims=None, rows_base: int | None = None, rows_step: int = 0) -> None:
         """Queue the ALU passes over one acc tile into ``stream`` (a
         :class:`~vtakit.runtime.ProgramBuilder` or a Runtime).
 
@@ -160,11 +279,19 @@ class Epilogue:
             The tile's accumulators (dst strides), for the immediate passes.
         bias_dims : list of Dim
             The same nest with src strides selecting the tile's bias element.
+        rows_base, rows_step : int
+            Requantize row ``r`` starts at ``rows_base + r * rows_step`` (addressed as
+            the bias, with ``bias_dims``).
         """
         if self.bias_tile:
             f = fold_loops(bias_dims, (acc_base, bias_base, 0))
             stream.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
                                       [lp[:3] for lp in f.loops]))
+        if self.requant is not None:
+            for r, (op, imm) in enumerate(self.requant.passes()):
+                f = fold_loops(bias_dims, (acc_base, rows_base + r * rows_step, 0))
+                stream.push_alu(UopKernel.alu(op, [u[:2] for u in f.uops],
+                                              [lp[:3] for lp in f.loops], imm=imm))
         passes = self.imm_passes()
         if passes:
             f = fold_loops([Dim(d.name, d.extent, d.dst, d.dst) for d in dims],

@@ -15,7 +15,13 @@ runs the operator library's plan on ``rt``'s device:
 * requantize rounding ``"vta"`` (scale ``2^-k``): the whole layer on VTA, bias plus
   ``zero_point * 2^k`` and the rounding constant in the bias tile, ``SHR k``, clip,
   int8 store;
-* any other rounding (TFLite's fixed-point multiplier, ONNX's float rounding): VTA
+* TFLite's fixed-point roundings (``"tflite"``: gemmlowp's double rounding of conv
+  and depthwise; ``"tflite_single"``: FULLY_CONNECTED's single rounding) on a config
+  with the ALU extension ``"requant"`` (``EXTENSIONS``): the whole layer on VTA, the
+  per-channel multipliers and shifts as int32 rows in the accumulator SRAM
+  (:class:`.epilogue.Requant`: SRDHM and RSHR, or MULSHR), the zero point as an
+  ADD immediate, clip, int8 store;
+* any other rounding (TFLite's without the extension, ONNX's float rounding): VTA
   computes ``conv + bias`` and stores int32 (four byte planes); the exact
   requantize, clip and cast run on the host in numpy. VTA's 32-bit ALU cannot
   reproduce TFLite's 64-bit ``x * m >> (31 - s)`` even with TVM's ALU MUL (it keeps
@@ -55,7 +61,7 @@ from ..runtime.layout import nchw_shape, pack_activation
 from .conv2d import assemble_planes, plan_conv2d
 from .dense import plan_dense
 from .elementwise import plan_add_gemm
-from .epilogue import EpilogueError
+from .epilogue import REQUANT_EXTENSION, EpilogueError, Requant
 from .ir import Call, Constant, Function, IRModule, Op, Tuple, TupleGetItem, Var, post_order
 from .layout import LayoutError
 from .pool import plan_pool2d
@@ -242,6 +248,8 @@ class _Spec:
     #: (tiling, predicted cycles, DRAM bytes, roofline) of the plan, for the records
     #: (filled on use)
     estimate: tuple | None = None
+    #: the (rows, O) int32 requantize rows of an exact requantize on VTA
+    requant_rows: np.ndarray | None = None
 
 
 def _layer_spec(layer: VTALayer, shape, w_shape, config) -> _Spec:
@@ -272,16 +280,26 @@ def _layer_spec(layer: VTALayer, shape, w_shape, config) -> _Spec:
             # added to the int32 result by the host step, or else loaded into the
             # accumulators as a constant int32 residual (see _border_correction).
             border = a["pad_value"]
+        exact = _exact_requant(rq, w_shape[0], config, layer.kind)
+        rows = None
         if _vta_exact(rq) and _int8_store(lo, hi, a["out_dtype"]):
             kw = dict(bias=True, shift=fp.vta_shift(rq["scale"]), clip=(lo, hi),
                       out_dtype=np.int8)
             host_step, where, why = False, "vta", ("requantize is a power-of-two shift: "
                                                    "epilogue on VTA")
+        elif isinstance(exact, tuple) and _int8_store(lo, hi, a["out_dtype"]):
+            (requant, rows), ops = exact, " then ".join(o.name for o, _ in exact[0].passes())
+            kw = dict(bias=True, requant=requant, clip=(lo, hi), out_dtype=np.int8)
+            host_step, where, why = False, "vta", (
+                f"requantize rounding {rq['rounding']!r} exact on the ALU extension "
+                f"{REQUANT_EXTENSION!r} ({ops} by per-channel rows): epilogue on VTA")
         else:
             kw = dict(bias=True, out_dtype=np.int32)
             host_step = True
             where, why = "vta+host", (f"requantize rounding {rq['rounding']!r} is not a VTA "
                                       "shift: int32 result, exact requantize on the host")
+            if isinstance(exact, str):
+                why += f" ({exact})"
         residual = "int32" if border and not host_step else False
         plan = (plan_dense(config, shape, w_shape, **kw) if layer.kind == "dense" else
                 plan_conv2d(config, shape, w_shape, tuple(a["strides"]), pad,
@@ -291,7 +309,7 @@ def _layer_spec(layer: VTALayer, shape, w_shape, config) -> _Spec:
         if border:
             why += (f"; pad value {border}: border correction "
                     + ("residual on VTA" if residual else "added by the host step"))
-        spec = _Spec(plan, None, border, where, why, macs)
+        spec = _Spec(plan, None, border, where, why, macs, requant_rows=rows)
         if host_step:
             out_dtype = a["out_dtype"]
             spec.post = lambda planes: _requantize_packed(  # noqa: E731
@@ -319,6 +337,23 @@ def _layer_spec(layer: VTALayer, shape, w_shape, config) -> _Spec:
     if lo > -128 or hi < 127 or np.dtype(out_dtype) != np.int8:
         post = lambda planes: np.clip(planes[0], lo, hi).astype(out_dtype)  # noqa: E731
     return _Spec(plan, post, None, "vta", "max on the ALU")
+
+
+def _exact_requant(rq, channels, config, kind):
+    """``(Requant, rows)`` when ``config``'s ALU extension runs this requantize exactly;
+    else None (no extension, another rounding) or a string saying why not."""
+    if REQUANT_EXTENSION not in config.extensions or rq["rounding"] not in (
+            "tflite", "tflite_single"):
+        return None
+    single = rq["rounding"] == "tflite_single"
+    scale = np.asarray(rq["scale"], np.float64).ravel()
+    if scale.size not in (1, channels):
+        return f"{scale.size} requantize scales for {channels} channels"
+    m, s = fp.quantize_multiplier(np.broadcast_to(scale, (channels,)), single_rounding=single)
+    try:
+        return Requant.make(m, s, rq["zero_point"], single_rounding=single, op=kind)
+    except EpilogueError as e:
+        return str(e)
 
 
 def _border_correction(plan, w, pad_value) -> np.ndarray:
@@ -434,7 +469,8 @@ class _Lowered:
             rq = a["requantize"]
             bias = (np.zeros(w.shape[0], np.int64) if a["bias"] is None
                     else self._value(a["bias"]).astype(np.int64))
-            if spec.post is None:       # the rounding shift's zero point joins the bias
+            if spec.post is None and spec.requant_rows is None:
+                # the rounding shift's zero point joins the bias
                 k = fp.vta_shift(rq["scale"])
                 bias = bias + np.asarray(rq["zero_point"], np.int64) * (1 << k)
             args = (w, fp.wrap_int32(bias))
@@ -463,7 +499,8 @@ class _Lowered:
         else:
             args = ()
         dummy = np.zeros(getattr(plan, "dense_shapes", (plan.x_shape,))[0], np.int8)
-        packed = plan.pack(dummy, *args)
+        rows = getattr(spec, "requant_rows", None)
+        packed = plan.pack(dummy, *args, **({} if rows is None else {"requant": rows}))
         del packed["data"]
         return packed
 

@@ -23,6 +23,8 @@ the config's BATCH, BLOCK_IN, BLOCK_OUT; ``bus``: bytes per DRAM beat):
   ``lanes`` reports what fraction of the micro-ops' lanes do useful MACs.
 * **alu**: ALU micro-ops, one per cycle, ``B x BO`` lanes each: per output vector, the
   epilogue's requantize shift, clip low and clip high (each when the layer has it),
+  with the ALU extension ``"requant"`` the exact requantize's passes (one per
+  per-channel row: SRDHM and RSHR, or MULSHR) and the output zero point's ADD,
   and three SHR passes to store an int32 result as four byte planes; for pools, the
   window reduction (``taps - 1`` MAX or ADD per output vector, ``taps`` the window's
   positions inside the input; padding adds nothing) and, for an average rounded on
@@ -105,7 +107,8 @@ def _epilogue_alu(epi) -> int:
     """ALU micro-ops per output vector the epilogue's arithmetic needs."""
     if epi.planes > 1:
         return 3
-    return int(bool(epi.shift)) + (epi.lo is not None) + (epi.hi is not None)
+    rq = 0 if epi.requant is None else epi.rows + bool(epi.requant.zero_point)
+    return int(bool(epi.shift)) + (epi.lo is not None) + (epi.hi is not None) + rq
 
 
 def _conv(plan, config) -> Roofline:

@@ -58,6 +58,10 @@ class ConvProblem:
         An int8 residual tile is added by one more GEMM group per tile (identity weights).
     alu_imm : int
         Number of immediate ALU passes over each tile (round, shift, max, min).
+    acc_rows : int
+        Per-channel int32 rows besides the bias (the exact requantize's multiplier and
+        shifts on the ALU extension ``"requant"``): each is one more acc tile of ``tco``
+        elements, loaded with the bias, and one ALU pass with a tensor operand.
     int32_out : bool
         The result is stored as four int8 byte planes (three extra SHR passes).
     op : str
@@ -97,6 +101,7 @@ class ConvProblem:
     diag: bool = False
     shared_wgt: bool = False
     residual_gemm: bool = False
+    acc_rows: int = 0
 
     def __post_init__(self):
         object.__setattr__(self, "pad", normalize_padding(self.pad))
@@ -165,7 +170,8 @@ class ConvTiling:
             inp = max(inp, self.tn * self.tco * self.th * self.tw)
         return {"inp": inp,
                 "wgt": 1 if p.shared_wgt else self.tco * self.tci * p.kh * p.kw,
-                "acc": self.tn * self.tco * self.th * self.tw + (self.tco if p.bias else 0)}
+                "acc": (self.tn * self.tco * self.th * self.tw
+                        + self.tco * (int(p.bias) + p.acc_rows))}
 
 
 def gemm_dims(p: ConvProblem, tn, tco, th, tw, tci, hi, wi):
@@ -304,6 +310,11 @@ def estimate(p: ConvProblem, t: ConvTiling, config, cost: CostModel = CostModel(
                         rd += m * tco * e_acc
                         c_tile += tco * e_acc / bus + cost.dma_insn_cycles
                         c_tile += ent * cost.alu_tensor_cycles + cost.insn_cycles
+                    if p.acc_rows:     # one 2-D LOAD ACC of every row, a tensor pass each
+                        rd += m * p.acc_rows * tco * e_acc
+                        c_tile += (p.acc_rows * tco * e_acc / bus + cost.dma_insn_cycles
+                                   + p.acc_rows * cost.dma_row_cycles)
+                        c_tile += p.acc_rows * (ent * cost.alu_tensor_cycles + cost.insn_cycles)
                     passes = p.alu_imm + (3 if p.int32_out else 0)
                     c_tile += passes * (ent * cost.alu_imm_cycles + cost.insn_cycles)
                     planes = 4 if p.int32_out else 1

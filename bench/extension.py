@@ -1,0 +1,166 @@
+"""What the ISA extension ``"requant"`` (exact TFLite requantization on the ALU) buys.
+
+For the four MLPerf Tiny int8 models (tests/data/mltk), compiled for a config without
+and with ``"EXTENSIONS": ["requant"]``, one inference on the RTL (Verilator; ``--engine
+behavioral`` for a quick run without a clock), checked bit for bit against LiteRT's
+reference kernels (``BUILTIN_REF``):
+
+* ``cycles``: the device cycles of the layers that ran on VTA (sum over layers);
+* ``DRAM B``: the bytes their loads and stores moved (from the streams that ran);
+* ``host rq``: host requantize steps (conv/dense layers whose int32 result the host
+  requantizes: ``"vta+host"``); ``host steps`` counts every layer with a host part
+  (rounding divisions of average pools, host primitives such as TFLite's ADD);
+* ``wall s``: wall time of the inference (simulator and host steps together).
+
+With ``--synth`` it also synthesizes both configs (``vtakit synth``'s
+:func:`vtakit.boards.synth_config`): ``tiny`` on ecp5-85k with place and route (LUT, FF,
+DSP, Fmax; tens of minutes) and ``default`` on xilinx-7 with Yosys only (cell counts);
+``--synth yosys`` skips the place and route.
+
+Usage::
+
+    python bench/extension.py [--engine verilator|behavioral] [--config default]
+                              [--models a,b] [--json FILE] [--synth [pnr|yosys]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import vtakit
+from vtakit.compiler.profile import profile_model
+from vtakit.hw.config import load_config
+from vtakit.testing import model_inputs
+
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "mltk"
+MODELS = ["anomaly_detection", "keyword_spotting", "image_classification", "visual_wake_words"]
+EXTENSION = "requant"
+
+
+def with_extension(config, on: bool):
+    """``config`` with the extension on or off (every other key kept)."""
+    cfg = load_config(config)
+    ext = set(cfg.extensions) | {EXTENSION} if on else set(cfg.extensions) - {EXTENSION}
+    return cfg.replace(extensions=tuple(sorted(ext)))
+
+
+def litert_reference(path, x):
+    """LiteRT's output with the reference kernels (``BUILTIN_REF``)."""
+    import ai_edge_litert.interpreter as litert
+    it = litert.Interpreter(model_path=str(path),
+                            experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    (i,), (o,) = it.get_input_details(), it.get_output_details()
+    it.set_tensor(i["index"], x)
+    it.invoke()
+    return it.get_tensor(o["index"])
+
+
+def measure(name, config, engine) -> dict:
+    path = DATA / f"{name}.tflite"
+    report = []
+    t = time.perf_counter()
+    exe = vtakit.compile(path, config=config, report=report)
+    compile_s = time.perf_counter() - t
+    x = model_inputs(exe_input_type(path), 1, 0)[0]
+    ref = litert_reference(path, x)
+    t = time.perf_counter()
+    y, rows = profile_model(exe, [x], engine, roofline=False)
+    wall = time.perf_counter() - t
+    got = np.asarray(y[exe.output_names[0]])
+    if not np.array_equal(got, ref):
+        raise SystemExit(f"{name} on {config.name} ({engine}): output differs from LiteRT "
+                         "BUILTIN_REF")
+    vta = [r for r in rows if r.engine == "VTA"]
+    cycles = sum(r.cycles for r in vta) if vta and all(r.cycles > 0 for r in vta) else -1
+    return {"model": name, "config": config.name, "engine": engine,
+            "cycles": cycles, "predicted_cycles": sum(r.predicted_cycles for r in vta),
+            "dram_bytes": sum(r.dram_bytes for r in vta),
+            "host_requantize_steps": sum(r.where == "vta+host" and r.kind in ("conv2d", "dense")
+                                         for r in report),
+            "host_steps": sum(r.where != "vta" for r in report),
+            "vta_layers": sum(r.where != "host" for r in report),
+            "wall_s": wall, "compile_s": compile_s, "equals_litert": True}
+
+
+def exe_input_type(path):
+    from vtakit.compiler.frontend import from_tflite
+    return from_tflite(path)["main"].params[0].type_annotation
+
+
+def format_rows(results) -> str:
+    head = (f"{'model':<22} {'cycles':>11} {'+requant':>11} {'ratio':>6} {'DRAM B':>10} "
+            f"{'+requant':>10} {'ratio':>6} {'host rq':>7} {'+rq':>4} {'host steps':>10} "
+            f"{'+rq':>4} {'wall s':>7} {'+rq':>7}")
+    lines = [head]
+    for base, ext in results:
+        cyc = lambda r: r["cycles"] if r["cycles"] > 0 else r["predicted_cycles"]  # noqa: E731
+        lines.append(
+            f"{base['model']:<22} {cyc(base):>11,} {cyc(ext):>11,} "
+            f"{cyc(ext) / cyc(base):>6.2f} {base['dram_bytes']:>10,} {ext['dram_bytes']:>10,} "
+            f"{ext['dram_bytes'] / base['dram_bytes']:>6.2f} "
+            f"{base['host_requantize_steps']:>7} {ext['host_requantize_steps']:>4} "
+            f"{base['host_steps']:>10} {ext['host_steps']:>4} "
+            f"{base['wall_s']:>7.2f} {ext['wall_s']:>7.2f}")
+    if results and results[0][0]["cycles"] <= 0:
+        lines.append("(no clock on this engine: cycles are the event model's prediction)")
+    return "\n".join(lines)
+
+
+def synth(config_name, mode) -> list:
+    """Synthesis reports of ``config_name`` without and with the extension."""
+    from vtakit.boards import format_table, synth_config
+    runs = [("tiny", "ecp5-85k", mode == "pnr"), ("default", "xilinx-7", False)]
+    reports = []
+    for preset, target, pnr in runs:
+        for on in (False, True):
+            cfg = with_extension(preset, on)
+            t = time.monotonic()
+            reports.append(synth_config(cfg, target, place_and_route=pnr))
+            print(f"synth {cfg.name} on {target}: {time.monotonic() - t:.0f} s",
+                  file=sys.stderr)
+    print(format_table(reports))
+    return reports
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--engine", default="verilator",
+                   help="device backend: verilator (cycles), behavioral (quick, no clock), ...")
+    p.add_argument("--config", default="default", help="base config (preset or JSON)")
+    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--json", metavar="FILE", help="write every measurement as JSON")
+    p.add_argument("--synth", nargs="?", const="pnr", choices=("pnr", "yosys"),
+                   help="also synthesize tiny (ecp5-85k) and default (xilinx-7) with and "
+                        "without the extension; 'yosys': no place and route")
+    args = p.parse_args(argv)
+    base, ext = with_extension(args.config, False), with_extension(args.config, True)
+    results = []
+    for name in args.models.split(","):
+        pair = []
+        for cfg in (base, ext):
+            t = time.monotonic()
+            pair.append(measure(name, cfg, args.engine))
+            print(f"{name} on {cfg.name} ({args.engine}): {time.monotonic() - t:.0f} s",
+                  file=sys.stderr)
+        results.append(tuple(pair))
+        if args.json:
+            Path(args.json).write_text(json.dumps({"models": [r for p_ in results for r in p_]},
+                                                  indent=1))
+    print(format_rows(results))
+    out = {"models": [r for pair in results for r in pair]}
+    if args.synth:
+        out["synth"] = [r.to_dict() for r in synth(args.config, args.synth)]
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    print(json.dumps(out["models"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""The compiler half of the ISA extension ``"requant"``: TFLite's exact requantization as
+a VTA epilogue (SRDHM, RSHR, MULSHR by per-channel rows), checked against the numpy
+TFLite arithmetic of :mod:`vtakit.compiler.quant.fixed_point` (itself checked against
+LiteRT) and, for a whole model, against LiteRT's reference kernels."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vtakit.compiler.conv2d import plan_conv2d
+from vtakit.compiler.dense import plan_dense
+from vtakit.compiler.epilogue import EpilogueError, Requant
+from vtakit.compiler.quant import fixed_point as fp
+from vtakit.compiler.reference import group_conv2d_ref
+from vtakit.hw.config import load_config
+from vtakit.runtime import Runtime
+from vtakit.sim import open_device
+
+DATA = Path(__file__).parent / "data" / "mltk"
+TINY_RQ = load_config("tiny").replace(extensions=("requant",))
+
+
+def _tflite(acc, scale, zp, single):
+    """TFLite's requantize (axis 1), clip to int8."""
+    y = fp.requantize_tflite(acc, scale, zp, axis=1, single_rounding=single)
+    return np.clip(y.astype(np.int64), -128, 127).astype(np.int8)
+
+
+def _requant(scale, zp, channels, single):
+    m, s = fp.quantize_multiplier(np.broadcast_to(scale, (channels,)), single_rounding=single)
+    return Requant.make(m, s, zp, single_rounding=single)
+
+
+def test_requant_rows():
+    m, s = np.array([1 << 30, 3 << 29, 0]), np.array([2, -7, 0])
+    rq, rows = Requant.make(m, s, -5, single_rounding=False)
+    assert (rq.rounding, rq.left, rq.zero_point, rq.rows) == ("double", True, -5, 3)
+    np.testing.assert_array_equal(rows, [[-2, 0, 0], m, [0, 7, 0]])
+    rq, rows = Requant.make(m, [-3, -3, 9], 0, single_rounding=True)
+    assert (rq.rounding, rq.k, rq.rows) == ("single", 34, 1)      # m = 0 takes any shift
+    np.testing.assert_array_equal(rows, [m])
+    with pytest.raises(EpilogueError, match="per-channel shifts"):
+        Requant.make(m, [-3, -4, 0], 0, single_rounding=True)
+    with pytest.raises(EpilogueError, match="zero point 40000"):
+        Requant.make(m, s, 40000, single_rounding=False)
+
+
+def test_requant_needs_the_extension():
+    rq, _ = _requant(0.01, 0, 16, False)
+    with pytest.raises(EpilogueError, match="EXTENSIONS .* add \"requant\""):
+        plan_conv2d(load_config("tiny"), (1, 16, 4, 4), (16, 16, 3, 3), bias=True,
+                    requant=rq, clip=(-128, 127))
+
+
+@pytest.mark.parametrize("groups,single", [(1, False), (16, False), (1, True)])
+def test_conv_requant_epilogue_equals_tflite(groups, single):
+    rng = np.random.default_rng(groups + single)
+    c, o = 16, 24 if groups == 1 else 16
+    x = rng.integers(-128, 128, (1, c, 6, 5), dtype=np.int8)
+    w = rng.integers(-128, 128, (o, c // groups, 3, 3), dtype=np.int8)
+    bias = rng.integers(-5000, 5000, o).astype(np.int32)
+    # per-channel scales around 2^-8, one above 1 (a left shift first) unless single
+    scale = (rng.uniform(1, 2, o) * 2.0 ** rng.integers(-14, -6, o)) if not single else \
+        rng.uniform(0.5, 1, o) * 2.0 ** -9
+    if not single:
+        scale[3] = 3.7
+    rq, rows = _requant(scale, -3, o, single)
+    plan = plan_conv2d(TINY_RQ, x.shape, w.shape, 1, 1, groups=groups, bias=True,
+                       requant=rq, clip=(-128, 127))
+    rt = Runtime(open_device("behavioral", TINY_RQ))
+    out, _ = plan.run(rt, plan.pack(x, w, bias, requant=rows))
+    acc = fp.wrap_int32(group_conv2d_ref(x, w, 1, 1, groups).astype(np.int64) + bias[:, None, None])
+    np.testing.assert_array_equal(plan.unpack(out), _tflite(acc, scale, -3, single))
+    assert plan.inspect()["instructions"] > 0
+
+
+def test_dense_single_rounding_equals_tflite():
+    rng = np.random.default_rng(7)
+    x = rng.integers(-128, 128, (3, 40), dtype=np.int8)
+    w = rng.integers(-128, 128, (20, 40), dtype=np.int8)
+    bias = rng.integers(-1 << 14, 1 << 14, 20).astype(np.int32)
+    scale = 0.00123
+    rq, rows = _requant(scale, 7, 20, True)
+    plan = plan_dense(TINY_RQ, x.shape, w.shape, bias=True, requant=rq, clip=(-128, 127))
+    rt = Runtime(open_device("behavioral", TINY_RQ))
+    out, _ = plan.run(rt, plan.pack(x, w, bias, requant=rows))
+    acc = fp.wrap_int32(x.astype(np.int64) @ w.T.astype(np.int64) + bias)
+    np.testing.assert_array_equal(plan.unpack(out), _tflite(acc, scale, 7, True))
+
+
+def test_keyword_spotting_whole_on_vta_equals_litert():
+    """DS-CNN (conv, depthwise, dense): with the extension no layer requantizes on the
+    host, and the compiled model equals LiteRT's reference kernels bit for bit."""
+    import ai_edge_litert.interpreter as litert
+
+    import vtakit
+    from vtakit.compiler.frontend import from_tflite
+    from vtakit.testing import model_inputs
+    path = DATA / "keyword_spotting.tflite"
+    config = load_config("default").replace(extensions=("requant",))
+    report = []
+    exe = vtakit.compile(path, config=config, report=report)
+    layers = [r for r in report if r.kind in ("conv2d", "dense")]
+    assert len(layers) == 11
+    assert all(r.where == "vta" and "'requant'" in r.why for r in layers), \
+        [(r.kind, r.where, r.why) for r in layers]
+    it = litert.Interpreter(model_path=str(path),
+                            experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    (i,), (o,) = it.get_input_details(), it.get_output_details()
+    for x in model_inputs(from_tflite(path)["main"].params[0].type_annotation, 2, 5):
+        it.set_tensor(i["index"], x)
+        it.invoke()
+        np.testing.assert_array_equal(np.asarray(exe.run([x])), it.get_tensor(o["index"]))
