@@ -10,7 +10,8 @@ reference kernels (``BUILTIN_REF``):
 * ``host rq``: host requantize steps (conv/dense layers whose int32 result the host
   requantizes: ``"vta+host"``); ``host steps`` counts every layer with a host part
   (rounding divisions of average pools, host primitives such as TFLite's ADD);
-* ``wall s``: wall time of the inference (simulator and host steps together).
+* ``wall s``: wall time of the inference on the engine after a warm-up run (simulator,
+  packing and host steps together).
 
 With ``--synth`` it also synthesizes both configs (``vtakit synth``'s
 :func:`vtakit.boards.synth_config`): ``tiny`` on ecp5-85k with place and route (LUT, FF,
@@ -70,6 +71,7 @@ def measure(name, config, engine) -> dict:
     compile_s = time.perf_counter() - t
     x = model_inputs(exe_input_type(path), 1, 0)[0]
     ref = litert_reference(path, x)
+    exe.run([x])                  # warm-up on the behavioral model (imports, tile searches)
     t = time.perf_counter()
     y, rows = profile_model(exe, [x], engine, roofline=False)
     wall = time.perf_counter() - t
