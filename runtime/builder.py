@@ -242,7 +242,7 @@ class ProgramBuilder:
             self._queue.create(Unit.COMPUTE, Opcode.GEMM, **fields)
         else:
             fields.update(reset_reg=0, alu_opcode=int(kernel.alu_op),
-                          use_imm=int(kernel.imm is not None), imm=kernel.imm or 0)
+                          use_imm=int(kernel.use_imm), imm=kernel.imm or 0)
             self._queue.create(Unit.COMPUTE, Opcode.ALU, **fields)
 
     def staging_cost(self, kernel: UopKernel) -> int:
