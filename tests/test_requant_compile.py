@@ -89,27 +89,39 @@ def test_dense_single_rounding_equals_tflite():
     np.testing.assert_array_equal(plan.unpack(out), _tflite(acc, scale, 7, True))
 
 
-def test_keyword_spotting_whole_on_vta_equals_litert():
-    """DS-CNN (conv, depthwise, dense): with the extension no layer requantizes on the
-    host, and the compiled model equals LiteRT's reference kernels bit for bit."""
+def _whole_on_vta_equals_litert(name, n, n_layers=None):
+    """With the extension no conv/dense layer requantizes on the host, and the compiled
+    model equals LiteRT's reference kernels bit for bit on ``n`` inputs."""
     import ai_edge_litert.interpreter as litert
 
     import vtakit
     from vtakit.compiler.frontend import from_tflite
     from vtakit.testing import model_inputs
-    path = DATA / "keyword_spotting.tflite"
+    path = DATA / f"{name}.tflite"
     config = load_config("default").replace(extensions=("requant",))
     report = []
     exe = vtakit.compile(path, config=config, report=report)
     layers = [r for r in report if r.kind in ("conv2d", "dense")]
-    assert len(layers) == 10          # 5 conv, 4 depthwise, 1 dense
+    assert layers and n_layers in (None, len(layers))
     assert all(r.where == "vta" and "'requant'" in r.why for r in layers), \
         [(r.kind, r.where, r.why) for r in layers]
     it = litert.Interpreter(model_path=str(path),
                             experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
     it.allocate_tensors()
     (i,), (o,) = it.get_input_details(), it.get_output_details()
-    for x in model_inputs(from_tflite(path)["main"].params[0].type_annotation, 2, 5):
+    for x in model_inputs(from_tflite(path)["main"].params[0].type_annotation, n, 5):
         it.set_tensor(i["index"], x)
         it.invoke()
         np.testing.assert_array_equal(np.asarray(exe.run([x])), it.get_tensor(o["index"]))
+
+
+def test_keyword_spotting_whole_on_vta_equals_litert():
+    """DS-CNN: 5 conv, 4 depthwise, 1 dense layer."""
+    _whole_on_vta_equals_litert("keyword_spotting", 2, 10)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["anomaly_detection", "keyword_spotting",
+                                  "image_classification", "visual_wake_words"])
+def test_mlperf_tiny_whole_on_vta_equals_litert(name):
+    _whole_on_vta_equals_litert(name, 8)
