@@ -125,3 +125,35 @@ def test_keyword_spotting_whole_on_vta_equals_litert():
                                   "image_classification", "visual_wake_words"])
 def test_mlperf_tiny_whole_on_vta_equals_litert(name):
     _whole_on_vta_equals_litert(name, 8)
+
+
+def test_conv_requant_on_verilator_equals_behavioral():
+    """A small conv + requant layer (tiny + requant) on the Verilator RTL, bit for bit
+    against the behavioral model and TFLite's arithmetic."""
+    rng = np.random.default_rng(11)
+    x = rng.integers(-128, 128, (1, 8, 5, 5), dtype=np.int8)
+    w = rng.integers(-128, 128, (16, 8, 3, 3), dtype=np.int8)
+    bias = rng.integers(-3000, 3000, 16).astype(np.int32)
+    scale = rng.uniform(1, 2, 16) * 2.0 ** rng.integers(-14, -7, 16)
+    scale[0] = 2.5                                   # a left shift row too
+    rq, rows = _requant(scale, 5, 16, False)
+    plan = plan_conv2d(TINY_RQ, x.shape, w.shape, 1, 1, bias=True, requant=rq,
+                       clip=(-128, 127))
+    acc = fp.wrap_int32(group_conv2d_ref(x, w, 1, 1).astype(np.int64) + bias[:, None, None])
+    want = _tflite(acc, scale, 5, False)
+    xd, wd = x.reshape(1, -1)[:, :72], w.reshape(16, -1)[:, :72]
+    drq, drows = _requant(0.0007, -9, 16, True)      # MULSHR
+    dplan = plan_dense(TINY_RQ, xd.shape, wd.shape, bias=True, requant=drq, clip=(-128, 127))
+    dwant = _tflite(fp.wrap_int32(xd.astype(np.int64) @ wd.T.astype(np.int64) + bias),
+                    0.0007, -9, True)
+    for backend in ("behavioral", "verilator"):
+        dev = open_device(backend, TINY_RQ)
+        try:
+            rt = Runtime(dev)
+            out, _ = plan.run(rt, plan.pack(x, w, bias, requant=rows))
+            dout, _ = dplan.run(rt, dplan.pack(xd, wd, bias, requant=drows))
+        finally:
+            dev.close()
+        assert dev.name == backend
+        np.testing.assert_array_equal(plan.unpack(out), want, err_msg=backend)
+        np.testing.assert_array_equal(dplan.unpack(dout), dwant, err_msg=backend)
