@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..hw.errors import VtakitError
-from ..hw.isa import MemType
+from ..hw.isa import AluOp, MemType
 from ..runtime import UopKernel
 from .epilogue import Epilogue
 from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_weight,
@@ -56,7 +56,7 @@ from .tiling import (ConvProblem, ConvTiling, CostModel, TilingError, estimate, 
                      search_tiles)
 
 __all__ = ["Conv2dPlan", "plan_conv2d", "conv2d", "group_conv2d", "assemble_planes",
-           "GroupMappingError"]
+           "GroupMappingError", "border_cases"]
 
 
 class GroupMappingError(VtakitError, ValueError):
@@ -65,6 +65,26 @@ class GroupMappingError(VtakitError, ValueError):
 
 def _pair(v):
     return (int(v), int(v)) if np.isscalar(v) else tuple(int(a) for a in v)
+
+
+def border_cases(h, w, kh, kw, stride, pad, oh, ow) -> list:
+    """The rectangles ``(r0, r1, c0, c1)`` (half-open output rows and columns) whose
+    windows read the same kernel taps from the padding, for every such set but the empty
+    one (row-major). Padding with a value ``v`` adds ``v`` times the weights of those taps,
+    one per-channel constant per rectangle."""
+    def segments(size, k, s, before, out):
+        segs = []
+        for o in range(out):
+            start = o * s - before
+            key = (max(0, -start), max(0, start + k - size))   # taps before / after
+            if segs and segs[-1][2] == key:
+                segs[-1][1] = o + 1
+            else:
+                segs.append([o, o + 1, key])
+        return segs
+    (sh, sw), (pt, pl, _, _) = stride, pad
+    return [(r0, r1, c0, c1) for r0, r1, rk in segments(h, kh, sh, pt, oh)
+            for c0, c1, ck in segments(w, kw, sw, pl, ow) if rk != (0, 0) or ck != (0, 0)]
 
 
 def assemble_planes(planes) -> np.ndarray:
@@ -79,7 +99,10 @@ class Conv2dPlan(OpPlan):
     Operands (packed layouts of :mod:`.layout`): ``data`` int8 (N/b, C/c, H, W, b, c),
     ``weight`` int8 (O/c, C/c, KH, KW, c, c), ``bias`` int32 (O/c, b, c) when the
     epilogue has a bias tile, ``requant`` int32 (rows, O/c, b, c) for an exact
-    requantize (ALU extension ``"requant"``), ``residual`` int32 (N/b, O/c, OH, OW, b, c), and
+    requantize (ALU extension ``"requant"``), ``border`` int32 (cases, O/c, b, c) with
+    ``border=True`` (what padding with a non-zero value adds: one per-channel row per
+    rectangle of :func:`border_cases`, added by an ALU ADD over the rectangle's
+    accumulators), ``residual`` int32 (N/b, O/c, OH, OW, b, c), and
     ``out`` int8 (planes, N/b, O/c, OH, OW, b, c) with 1 plane (int8) or 4 (int32).
     """
 
@@ -87,7 +110,8 @@ class Conv2dPlan(OpPlan):
 
     def __init__(self, config, x_shape, w_shape, stride=1, padding=0, *, groups: int = 1,
                  epilogue: Epilogue = Epilogue(), tiling: ConvTiling | None = None,
-                 cost: CostModel = CostModel(), shared_weight: bool = False):
+                 cost: CostModel = CostModel(), shared_weight: bool = False,
+                 border: bool = False):
         super().__init__(config)
         n, c, h, w = (int(v) for v in x_shape)
         o, i, kh, kw = (int(v) for v in w_shape)
@@ -105,6 +129,8 @@ class Conv2dPlan(OpPlan):
         self.oh, self.ow = conv2d_output_shape(h, w, kh, kw, self.stride, self.padding)
         self.epilogue = epilogue
         epilogue.check_config(config)
+        self.border_cases = (border_cases(h, w, kh, kw, self.stride, self.padding, self.oh,
+                                          self.ow) if border else [])
         cfg = config
         b, blk = cfg.batch, cfg.block
         og = o // g
@@ -125,7 +151,9 @@ class Conv2dPlan(OpPlan):
             residual_gemm=epilogue.residual == "int8",
             alu_imm=len(epilogue.imm_passes()), int32_out=epilogue.planes == 4,
             op=self.name, shape_text=text, shared_wgt=bool(shared_weight),
-            acc_rows=epilogue.rows, **grouping)
+            acc_rows=epilogue.rows, border_cases=len(self.border_cases),
+            border_vectors=sum((r1 - r0) * (c1 - c0) for r0, r1, c0, c1 in self.border_cases)
+            * ceil_div(n, b) * ceil_div(o, blk), **grouping)
         p = self.problem
         if tiling is None:
             tiling = search_tiles(p, cfg, cost=cost, top=1,
@@ -141,6 +169,9 @@ class Conv2dPlan(OpPlan):
             self.operands["bias"] = Operand("bias", (p.ob, b, blk), np.int32)
         if epilogue.rows:
             self.operands["requant"] = Operand("requant", (epilogue.rows, p.ob, b, blk), np.int32)
+        if self.border_cases:
+            self.operands["border"] = Operand("border", (len(self.border_cases), p.ob, b, blk),
+                                              np.int32)
         if epilogue.residual:
             self.operands["residual"] = Operand("residual", (p.nb, p.ob, p.oh, p.ow) + e,
                                                 np.dtype(epilogue.residual))
@@ -166,7 +197,7 @@ class Conv2dPlan(OpPlan):
 
     # ---------------------------------------------------------------- host side
 
-    def pack(self, x, w, bias=None, residual=None, requant=None) -> dict:
+    def pack(self, x, w, bias=None, residual=None, requant=None, border=None) -> dict:
         """Pack framework-layout operands (NCHW int8, OIHW int8, (O,) int32, NCHW
         int8/int32 residual, (rows, O) int32 requantize rows of
         :meth:`.epilogue.Requant.from_scale`) into this plan's DRAM operands."""
@@ -193,6 +224,12 @@ class Conv2dPlan(OpPlan):
                              f"was made with requant={self.epilogue.requant}")
         if self.epilogue.rows:
             out["requant"] = self.epilogue.pack_rows(requant, self.w_shape[0], cfg)
+        if (border is not None) != bool(self.border_cases):
+            raise ValueError(f"{self.name}: border correction "
+                             f"{'given' if border is not None else 'missing'}, but the plan "
+                             f"has {len(self.border_cases)} border cases")
+        if self.border_cases:
+            out["border"] = self._pack_border(border)
         if self.epilogue.residual:
             r = np.asarray(residual)
             want = (self.x_shape[0], self.w_shape[0], self.oh, self.ow)
@@ -206,6 +243,29 @@ class Conv2dPlan(OpPlan):
             out["identity"] = np.eye(cfg.block, dtype=np.int8).reshape(
                 1, 1, 1, 1, cfg.block, cfg.block)
         return out
+
+    def _pack_border(self, corr) -> np.ndarray:
+        """(cases, O/c, b, c) from the int32 (N, O, OH, OW) border correction (the value
+        of each rectangle of :attr:`border_cases`, which it must hold throughout)."""
+        corr = np.asarray(corr)
+        want = (self.x_shape[0], self.w_shape[0], self.oh, self.ow)
+        if corr.shape != want:
+            raise ValueError(f"{self.name}: border correction has shape {corr.shape}, "
+                             f"expected {want}")
+        rows = []
+        for r0, r1, c0, c1 in self.border_cases:
+            v = corr[0, :, r0, c0]
+            if not (corr[:, :, r0:r1, c0:c1] == v[None, :, None, None]).all():
+                raise ValueError(f"{self.name}: the border correction is not constant over "
+                                 f"output rows {r0}..{r1 - 1}, columns {c0}..{c1 - 1}")
+            rows.append(pack_bias(v, self.config))
+        covered = np.zeros(want[2:], bool)
+        for r0, r1, c0, c1 in self.border_cases:
+            covered[r0:r1, c0:c1] = True
+        if (corr[:, :, ~covered] != 0).any():
+            raise ValueError(f"{self.name}: the border correction is non-zero away from "
+                             "the border")
+        return np.stack(rows)
 
     def _shared_tile(self, w):
         """The one weight tile of a shared-weight plan: every packed tile of ``w`` must
@@ -278,6 +338,7 @@ class Conv2dPlan(OpPlan):
             acc_base = a * acc_slot
             bias_base = (a + 1) * acc_slot - t.tco
             rows_base = bias_base - t.tco * epi.rows + (0 if epi.bias_tile else t.tco)
+            border_base = rows_base - t.tco * len(self.border_cases)
             ent = tn * tco * th * tw
             r_start, rows, ypad0, ypad1, hi = self._window(h0, th, sh, p.kh, pt, p.h)
             c_start, cols, xpad0, xpad1, wi = self._window(w0, tw, sw, p.kw, pl, p.w)
@@ -285,12 +346,15 @@ class Conv2dPlan(OpPlan):
                         Dim("p", th * tw, 1)]
             # ---- compute: start the tile
             pipe.acquire_out(ti * planes)
-            if (epi.bias_tile or epi.rows) and bias_has[a] != (co0, tco):
+            if (epi.bias_tile or p.acc_rows or p.border_cases) and bias_has[a] != (co0, tco):
                 if epi.bias_tile:
                     builder.load_2d(MemType.ACC, bias_base, slots["bias"], co0, tco, 1, tco)
                 if epi.rows:     # row r lands at rows_base + r * tco
                     builder.load_2d(MemType.ACC, rows_base, slots["requant"], co0, tco,
                                     epi.rows, p.ob)
+                if self.border_cases:
+                    builder.load_2d(MemType.ACC, border_base, slots["border"], co0, tco,
+                                    len(self.border_cases), p.ob)
                 bias_has[a] = (co0, tco)
             if epi.residual == "int32":
                 self._move(builder, "load", slots["residual"], acc_base, 0, n0, tn, co0, tco, h0,
@@ -362,7 +426,9 @@ class Conv2dPlan(OpPlan):
                 builder.push_gemm(UopKernel.gemm(f.uops, f.loops))
                 pipe.compute_end(g)
                 g += 1
-            # ---- compute: epilogue, then store (byte planes for int32 results)
+            # ---- compute: border correction, epilogue, then store (byte planes for
+            # int32 results)
+            self._emit_border(builder, acc_base, border_base, tn, tco, h0, th, w0, tw)
             bias_dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
                          Dim("p", th * tw, 1, 0)]
             epi.emit(builder, acc_base, out_dims, bias_base, bias_dims, rows_base, tco)
@@ -377,6 +443,20 @@ class Conv2dPlan(OpPlan):
                            h0, th, w0, tw, full_out)
                 pipe.store_end(e)
         kernel_fence(builder)
+
+    def _emit_border(self, builder, acc_base, border_base, tn, tco, h0, th, w0, tw):
+        """ALU ADD of each border rectangle's per-channel row over the tile's part of it."""
+        for k, (r0, r1, c0, c1) in enumerate(self.border_cases):
+            rr0, rr1 = max(r0, h0), min(r1, h0 + th)
+            cc0, cc1 = max(c0, w0), min(c1, w0 + tw)
+            if rr0 >= rr1 or cc0 >= cc1:
+                continue
+            dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
+                    Dim("r", rr1 - rr0, tw, 0), Dim("c", cc1 - cc0, 1, 0)]
+            f = fold_loops(dims, (acc_base + (rr0 - h0) * tw + cc0 - w0,
+                                  border_base + k * tco, 0))
+            builder.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
+                                           [lp[:3] for lp in f.loops]))
 
     def _move(self, builder, kind, buf, sram, base, n0, tn, co0, tco, h0, th, w0, tw, full_out):
         """Store an acc tile to (or LOAD ACC / LOAD INP it from) an (N/b, O/c, OH, OW)
@@ -402,13 +482,13 @@ class Conv2dPlan(OpPlan):
 
 def plan_conv2d(config, x_shape, w_shape, stride=1, padding=0, *, groups=1, bias=False,
                 shift=0, relu=False, clip=None, residual=False, out_dtype=np.int8, tiling=None,
-                cost: CostModel = CostModel(), requant=None) -> Conv2dPlan:
-    """Plan a convolution without running it (``bias``/``residual`` are flags here;
-    ``requant`` an :class:`.epilogue.Requant`, on a config with the ALU extension)."""
+                cost: CostModel = CostModel(), requant=None, border=False) -> Conv2dPlan:
+    """Plan a convolution without running it (``bias``/``residual``/``border`` are flags
+    here; ``requant`` an :class:`.epilogue.Requant`, on a config with the ALU extension)."""
     epi = Epilogue.make(bias=bias, residual=residual, shift=shift, clip=clip, relu=relu,
                         out_dtype=out_dtype, op="conv2d", requant=requant)
     return Conv2dPlan(config, x_shape, w_shape, stride, padding, groups=groups, epilogue=epi,
-                      tiling=tiling, cost=cost)
+                      tiling=tiling, cost=cost, border=border)
 
 
 def conv2d(rt, x, w, stride=1, padding=0, *, groups=1, bias=None, shift=0, relu=False,

@@ -300,15 +300,20 @@ def _layer_spec(layer: VTALayer, shape, w_shape, config) -> _Spec:
                                       "shift: int32 result, exact requantize on the host")
             if isinstance(exact, str):
                 why += f" ({exact})"
-        residual = "int32" if border and not host_step else False
+        # with the exact requantize on VTA the border correction is one per-channel row
+        # per border rectangle, added by the ALU (the shift epilogue keeps its residual)
+        rows_border = bool(border) and rows is not None
+        residual = "int32" if border and not host_step and not rows_border else False
         plan = (plan_dense(config, shape, w_shape, **kw) if layer.kind == "dense" else
                 plan_conv2d(config, shape, w_shape, tuple(a["strides"]), pad,
-                            groups=a["groups"], residual=residual, **kw))
+                            groups=a["groups"], residual=residual, border=rows_border, **kw))
         out = plan.operands["out"].shape
         macs = shape[0] * w_shape[0] * out[3] * out[4] * int(np.prod(w_shape[1:]))
         if border:
             why += (f"; pad value {border}: border correction "
-                    + ("residual on VTA" if residual else "added by the host step"))
+                    + ("residual on VTA" if residual else
+                       f"ALU ADD of {len(plan.border_cases)} per-channel rows on VTA"
+                       if rows_border else "added by the host step"))
         spec = _Spec(plan, None, border, where, why, macs, requant_rows=rows)
         if host_step:
             out_dtype = a["out_dtype"]
@@ -473,10 +478,14 @@ class _Lowered:
                 # the rounding shift's zero point joins the bias
                 k = fp.vta_shift(rq["scale"])
                 bias = bias + np.asarray(rq["zero_point"], np.int64) * (1 << k)
-            args = (w, fp.wrap_int32(bias))
+            args, kwargs = (w, fp.wrap_int32(bias)), {}
+            if spec.requant_rows is not None:
+                kwargs["requant"] = spec.requant_rows
             if spec.border:
                 corr = _border_correction(plan, w, spec.border)
-                if spec.post is None:
+                if getattr(plan, "border_cases", None):
+                    kwargs["border"] = corr
+                elif spec.post is None:
                     args += (corr,)
                 else:
                     spec.correction = pack_activation(corr, self.config)
@@ -499,8 +508,8 @@ class _Lowered:
         else:
             args = ()
         dummy = np.zeros(getattr(plan, "dense_shapes", (plan.x_shape,))[0], np.int8)
-        rows = getattr(spec, "requant_rows", None)
-        packed = plan.pack(dummy, *args, **({} if rows is None else {"requant": rows}))
+        packed = plan.pack(dummy, *args, **(kwargs if self.layer.kind in ("conv2d", "dense")
+                                            else {}))
         del packed["data"]
         return packed
 

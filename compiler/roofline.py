@@ -24,7 +24,8 @@ the config's BATCH, BLOCK_IN, BLOCK_OUT; ``bus``: bytes per DRAM beat):
 * **alu**: ALU micro-ops, one per cycle, ``B x BO`` lanes each: per output vector, the
   epilogue's requantize shift, clip low and clip high (each when the layer has it),
   with the ALU extension ``"requant"`` the exact requantize's passes (one per
-  per-channel row: SRDHM and RSHR, or MULSHR) and the output zero point's ADD,
+  per-channel row: SRDHM and RSHR, or MULSHR) and the output zero point's ADD, one ADD
+  per border accumulator of a padding with a non-zero value corrected on the ALU,
   and three SHR passes to store an int32 result as four byte planes; for pools, the
   window reduction (``taps - 1`` MAX or ADD per output vector, ``taps`` the window's
   positions inside the input; padding adds nothing) and, for an average rounded on
@@ -126,7 +127,7 @@ def _conv(plan, config) -> Roofline:
     if epi.residual == "int8":
         mac += vectors
         macs += n * o * plan.oh * plan.ow
-    alu = vectors * _epilogue_alu(epi)
+    alu = vectors * _epilogue_alu(epi) + plan.problem.border_vectors
     dram, rd, wr = _dram(plan, config)
     if epi.residual == "int32":
         alu += ceil_div(plan.operands["residual"].nbytes, config.bus_bytes)

@@ -62,6 +62,11 @@ class ConvProblem:
         Per-channel int32 rows besides the bias (the exact requantize's multiplier and
         shifts on the ALU extension ``"requant"``): each is one more acc tile of ``tco``
         elements, loaded with the bias, and one ALU pass with a tensor operand.
+    border_cases, border_vectors : int
+        Padding with a non-zero value corrected on the ALU: per-channel rows (acc tiles
+        of ``tco`` elements, loaded with the bias), one per rectangle of output positions
+        that read the same taps from the padding, added by ALU ADD tensor over the
+        ``border_vectors`` accumulators those rectangles hold (whole problem).
     int32_out : bool
         The result is stored as four int8 byte planes (three extra SHR passes).
     op : str
@@ -102,6 +107,8 @@ class ConvProblem:
     shared_wgt: bool = False
     residual_gemm: bool = False
     acc_rows: int = 0
+    border_cases: int = 0
+    border_vectors: int = 0
 
     def __post_init__(self):
         object.__setattr__(self, "pad", normalize_padding(self.pad))
@@ -171,7 +178,7 @@ class ConvTiling:
         return {"inp": inp,
                 "wgt": 1 if p.shared_wgt else self.tco * self.tci * p.kh * p.kw,
                 "acc": (self.tn * self.tco * self.th * self.tw
-                        + self.tco * (int(p.bias) + p.acc_rows))}
+                        + self.tco * (int(p.bias) + p.acc_rows + p.border_cases))}
 
 
 def gemm_dims(p: ConvProblem, tn, tco, th, tw, tci, hi, wi):
@@ -310,11 +317,16 @@ def estimate(p: ConvProblem, t: ConvTiling, config, cost: CostModel = CostModel(
                         rd += m * tco * e_acc
                         c_tile += tco * e_acc / bus + cost.dma_insn_cycles
                         c_tile += ent * cost.alu_tensor_cycles + cost.insn_cycles
-                    if p.acc_rows:     # one 2-D LOAD ACC of every row, a tensor pass each
-                        rd += m * p.acc_rows * tco * e_acc
-                        c_tile += (p.acc_rows * tco * e_acc / bus + cost.dma_insn_cycles
-                                   + p.acc_rows * cost.dma_row_cycles)
+                    rows = p.acc_rows + p.border_cases
+                    if rows:     # 2-D LOAD ACC of the rows; a tensor pass per requant row
+                        rd += m * rows * tco * e_acc
+                        c_tile += (rows * tco * e_acc / bus + cost.dma_insn_cycles * (
+                            bool(p.acc_rows) + bool(p.border_cases)) + rows * cost.dma_row_cycles)
                         c_tile += p.acc_rows * (ent * cost.alu_tensor_cycles + cost.insn_cycles)
+                    if p.border_cases:   # border ADDs: the tile's share of them
+                        share = ent / (p.nb * p.ob * p.oh * p.ow)
+                        c_tile += share * p.border_vectors * cost.alu_tensor_cycles
+                        c_tile += max(1.0, share * p.border_cases) * cost.insn_cycles
                     passes = p.alu_imm + (3 if p.int32_out else 0)
                     c_tile += passes * (ent * cost.alu_imm_cycles + cost.insn_cycles)
                     planes = 4 if p.int32_out else 1
