@@ -157,3 +157,30 @@ def test_conv_requant_on_verilator_equals_behavioral():
         assert dev.name == backend
         np.testing.assert_array_equal(plan.unpack(out), want, err_msg=backend)
         np.testing.assert_array_equal(dplan.unpack(dout), dwant, err_msg=backend)
+
+
+@pytest.mark.parametrize("stride,padding,groups", [(1, 1, 1), (2, (0, 0, 1, 1), 16),
+                                                   (2, (4, 1, 5, 2), 1)])
+def test_border_rows_equal_padding_with_a_value(stride, padding, groups):
+    """border=True: a padding value's contribution, one per-channel row per border
+    rectangle added on the ALU, equals convolving the input padded with that value."""
+    from vtakit.compiler.conv2d import border_cases
+    from vtakit.compiler.reference import epilogue_ref, normalize_padding
+    rng = np.random.default_rng(3)
+    kh, kw = (10, 4) if padding == (4, 1, 5, 2) else (3, 3)
+    x = rng.integers(-128, 128, (1, 16, 10, 8), dtype=np.int8)
+    w = rng.integers(-128, 128, (16, 16 // groups, kh, kw), dtype=np.int8)
+    bias = rng.integers(-3000, 3000, 16).astype(np.int32)
+    t, l, b, r = normalize_padding(padding)
+    xv = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=-128)
+    want_acc = group_conv2d_ref(xv, w, stride, 0, groups).astype(np.int64)
+    corr = fp.wrap_int32(want_acc - group_conv2d_ref(x, w, stride, padding, groups))
+    cfg = load_config("tiny")
+    plan = plan_conv2d(cfg, x.shape, w.shape, stride, padding, groups=groups, bias=True,
+                       shift=9, clip=(-128, 127), border=True)
+    cases = border_cases(10, 8, kh, kw, plan.stride, plan.padding, plan.oh, plan.ow)
+    assert plan.border_cases == cases and 0 < len(cases) < plan.oh * plan.ow
+    out, _ = plan.run(Runtime(open_device("behavioral", cfg)),
+                      plan.pack(x, w, bias, border=corr))
+    np.testing.assert_array_equal(plan.unpack(out), epilogue_ref(
+        fp.wrap_int32(want_acc), bias=bias, shift=9, clip=(-128, 127)))
