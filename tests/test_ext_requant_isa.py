@@ -394,3 +394,33 @@ def test_verilog_has_the_extension_only_when_enabled():
     assert head[3] == ("// ISA extension requant: exact TFLite requantization: ALU SRDHM, "
                        "RSHR and MULSHR")
     assert "requant_prod0" in text
+
+
+# ------------------------------------------------------------------ executables, images
+
+def test_executable_for_the_extension_refuses_hardware_without_it(tmp_path):
+    import math
+
+    import vtakit
+    from vtakit.runtime import ExecutableError
+    from vtakit.runtime.device import DeviceError, open_device
+    from vm_programs import factorial_exe
+    default = load_config("default")
+    exe = factorial_exe()
+    exe.config = default.replace(extensions=("requant",))
+    assert exe.header()["config"]["EXTENSIONS"] == ["requant"]
+    path = exe.save(tmp_path / "m.vtax")
+    assert vtakit.load(path).config == exe.config
+    note = (r"; it uses the ISA extension requant, which config 1x16_i8w8a32_15_15_18_17 does "
+            r"not have \(run it on hardware built with \"EXTENSIONS\": \[\"requant\"\]\)$")
+    with pytest.raises(ExecutableError, match=r"section HEAD, byte 24: built for config "
+                                              r"1x16_i8w8a32_15_15_18_17\+requant, not "
+                                              r"1x16_i8w8a32_15_15_18_17" + note):
+        vtakit.load(path, config="default")
+    with open_device("behavioral", default) as dev:
+        with pytest.raises(DeviceError, match=r"^the executable is built for config "
+                                              r"1x16_i8w8a32_15_15_18_17\+requant, not the "
+                                              r"device's 1x16_i8w8a32_15_15_18_17" + note):
+            exe.run([np.array(5, np.int64)], device=dev)
+    with open_device("behavioral", exe.config) as dev:
+        assert int(exe.run([np.array(5, np.int64)], device=dev)) == math.factorial(5)
