@@ -135,7 +135,7 @@ class VTAConfig:
         if unknown:
             raise ConfigError(
                 f"{source}: unknown key {unknown[0]!r}; valid keys are {', '.join(_KEYS)} "
-                f"and {EXTENSIONS_KEY}")
+                f"(and the optional {EXTENSIONS_KEY})")
         kwargs = {}
         if EXTENSIONS_KEY in values:
             ext = values[EXTENSIONS_KEY]
