@@ -150,7 +150,7 @@ class VectorAlu(wiring.Component):
     def _requant_lane(self, m, j, x, y, k, k_half, base):
         """Lane ``j`` of SRDHM, RSHR and MULSHR (the ``requant`` extension), else ``base``."""
         w = self._config.acc_width
-        prod = Signal(signed(2 * w), name=f"prod{j}")
+        prod = Signal(signed(2 * w), name=f"requant_prod{j}")
         m.d.comb += prod.eq(x * y)                # the lane's one multiplier
         # SRDHM: gemmlowp's (ab + nudge) / 2^31 truncated equals floor((ab + 2^30) / 2^31)
         # for either sign of ab; only INT32_MIN * INT32_MIN leaves the int32 range.

@@ -19,7 +19,8 @@ from .errors import VtakitError
 from .spec import (ALU_OPCODE_BITS, DEP_FLAGS, ENCODING_UNIT_BITS, EXTENSIONS, IMM_BITS,
                    INSN_BITS, LOOP_ITER_BITS, OPCODE_BITS, SRAM_BASE_BITS, UOP_BITS)
 
-__all__ = ["VTAConfig", "ConfigError", "PRESETS", "load_config", "BUS_WIDTH_BY_TARGET"]
+__all__ = ["VTAConfig", "ConfigError", "PRESETS", "load_config", "BUS_WIDTH_BY_TARGET",
+           "extension_note"]
 
 
 class ConfigError(VtakitError, ValueError):
@@ -134,7 +135,7 @@ class VTAConfig:
         if unknown:
             raise ConfigError(
                 f"{source}: unknown key {unknown[0]!r}; valid keys are {', '.join(_KEYS)} "
-                f"and {EXTENSIONS_KEY}")
+                f"(and the optional {EXTENSIONS_KEY})")
         kwargs = {}
         if EXTENSIONS_KEY in values:
             ext = values[EXTENSIONS_KEY]
@@ -417,6 +418,17 @@ class VTAConfig:
     def replace(self, **changes) -> "VTAConfig":
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
+
+
+def extension_note(built: VTAConfig, target: VTAConfig) -> str:
+    """What to append to a "built for config A, not B" message when A enables ISA
+    extensions that B lacks (``""`` otherwise): code built for A may use their opcodes."""
+    missing = [e for e in built.extensions if e not in target.extensions]
+    if not missing:
+        return ""
+    return (f"; it uses the ISA extension{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)}, which config {target.name} does not have (run it on "
+            f"hardware built with \"EXTENSIONS\": {list(built.extensions)!r})".replace("'", '"'))
 
 
 def load_config(spec) -> VTAConfig:

@@ -327,3 +327,100 @@ def test_rtl_alu_lanes_match_the_references():
     sim = Simulator(dut)
     sim.add_testbench(testbench)
     sim.run()
+
+
+# ------------------------------------------------- every backend, bit for bit (tiny RTL)
+
+RTL = ["behavioral", "cxxrtl", "verilator"]
+
+
+def _requant_prefix(seed):
+    """A fuzzed requant program's actions up to its first extension ALU, plus its data."""
+    from vtakit.sim.fuzz_gen import generate_program
+    for i in range(20):
+        program = generate_program(RQ, np.random.default_rng([seed, i]), token_depth=256,
+                                   illegal=0.0)
+        for n, a in enumerate(program.actions):
+            if a.kind == "alu" and a.fields["alu_opcode"] >= AluOp.SRDHM:
+                return program, program.actions[:n + 1]
+    pytest.fail("no program holds an extension opcode")
+
+
+def test_rtl_backends_agree_with_the_extension(capsys, tmp_path):
+    """The CI campaign with the extension: behavioral vs cxxrtl vs verilator."""
+    from vtakit.cli.main import main
+    path = tmp_path / "requant.json"
+    path.write_text(json.dumps(RQ.to_dict()))
+    code = main(["fuzz", "--config", str(path), "--backends", ",".join(RTL), "--count", "20",
+                 "--seed", "1", "--out-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.startswith("fuzz 1x8_i8w8a32_12_12_14_14+requant on behavioral,cxxrtl,verilator: "
+                          "20 programs, "), out
+    assert ", 0 mismatching, 0 skipped" in out.splitlines()[0], out
+    for name in ("SRDHM", "RSHR", "MULSHR"):
+        assert f"alu {name} tensor" in out, out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_extension_program_faults_without_the_extension_on_every_backend(seed):
+    from vtakit.runtime.compare import compare_outcomes
+    from vtakit.sim.fuzz import run_program
+    from vtakit.sim.fuzz_program import FuzzProgram
+    program, actions = _requant_prefix(seed)
+    on = FuzzProgram(RQ, program.data, actions, 256).build()[0]
+    off = FuzzProgram(TINY, program.data, actions, 256).build()[0]
+    with_ext = [run_program(on, RQ, b) for b in RTL]
+    without = [run_program(off, TINY, b) for b in RTL]
+    assert all(o.fault is None for o in with_ext), [o.message for o in with_ext]
+    assert all(compare_outcomes(with_ext[0], o).equal for o in with_ext[1:])
+    keys = {o.fault.key for o in without}
+    assert len(keys) == 1, keys
+    code, module, index = keys.pop()
+    assert (code, module) == ("ILLEGAL_FIELD", "compute"), without[0].message
+    assert "is illegal; legal opcodes are MIN=0, MAX=1, ADD=2, SHR=3; " in without[0].message
+
+
+def test_verilog_has_the_extension_only_when_enabled():
+    from vtakit.hw.alu import VectorAlu
+    from vtakit.hw.verilog import convert, generate_verilog
+    base, ext = convert(VectorAlu(TINY), name="alu"), convert(VectorAlu(RQ), name="alu")
+    assert "requant_prod" not in base and "requant_prod7" in ext
+    assert "input [1:0] op" in base and "input [2:0] op" in ext
+    assert ext == convert(VectorAlu(RQ), name="alu")          # deterministic
+    text = generate_verilog(RQ)
+    head = text.splitlines()[:4]
+    assert head[1].startswith("// config: 1x8_i8w8a32_12_12_14_14+requant (")
+    assert head[3] == ("// ISA extension requant: exact TFLite requantization: ALU SRDHM, "
+                       "RSHR and MULSHR")
+    assert "requant_prod0" in text
+
+
+# ------------------------------------------------------------------ executables, images
+
+def test_executable_for_the_extension_refuses_hardware_without_it(tmp_path):
+    import math
+
+    import vtakit
+    from vtakit.runtime import ExecutableError
+    from vtakit.runtime.device import DeviceError, open_device
+    from vm_programs import factorial_exe
+    default = load_config("default")
+    exe = factorial_exe()
+    exe.config = default.replace(extensions=("requant",))
+    assert exe.header()["config"]["EXTENSIONS"] == ["requant"]
+    path = exe.save(tmp_path / "m.vtax")
+    assert vtakit.load(path).config == exe.config
+    note = (r"; it uses the ISA extension requant, which config 1x16_i8w8a32_15_15_18_17 does "
+            r"not have \(run it on hardware built with \"EXTENSIONS\": \[\"requant\"\]\)$")
+    with pytest.raises(ExecutableError, match=r"section HEAD, byte 24: built for config "
+                                              r"1x16_i8w8a32_15_15_18_17\+requant, not "
+                                              r"1x16_i8w8a32_15_15_18_17" + note):
+        vtakit.load(path, config="default")
+    with open_device("behavioral", default) as dev:
+        with pytest.raises(DeviceError, match=r"^the executable is built for config "
+                                              r"1x16_i8w8a32_15_15_18_17\+requant, not the "
+                                              r"device's 1x16_i8w8a32_15_15_18_17" + note):
+            exe.run([np.array(5, np.int64)], device=dev)
+    with open_device("behavioral", exe.config) as dev:
+        assert int(exe.run([np.array(5, np.int64)], device=dev)) == math.factorial(5)
