@@ -49,25 +49,26 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..hw.errors import VtakitError
-from ..runtime.dram import whole_pages
-from ..runtime.layout import nchw_shape, pack_activation
-from .conv2d import assemble_planes, plan_conv2d
-from .dense import plan_dense
-from .elementwise import plan_add_gemm
-from .epilogue import EpilogueError
-from .ir import Call, Constant, Function, IRModule, Op, Tuple, TupleGetItem, Var, post_order
-from .layout import LayoutError
-from .pool import plan_pool2d
-from .quant import fixed_point as fp
-from .quant.ops import add_shifts
-from .quant.pool import divide_round, pool_counts
-from .reference import group_conv2d_ref
-from .tiling import TilingError
+from ...hw.errors import VtakitError
+from ...runtime.dram import whole_pages
+from ...runtime.layout import nchw_shape, pack_activation
+from ..ops.conv2d import assemble_planes, plan_conv2d
+from ..ops.dense import plan_dense
+from ..ops.elementwise import plan_add_gemm
+from ..ops.epilogue import EpilogueError
+from ..ir import Call, Constant, Function, IRModule, Op, Tuple, TupleGetItem, Var, post_order
+from ..ops.layout import LayoutError
+from ..ops.pool import plan_pool2d
+from ..quant import fixed_point as fp
+from ..quant.ops import add_shifts
+from ..quant.pool import divide_round, pool_counts
+from ..ops.reference import group_conv2d_ref
+from ..ops.roofline import Roofline, plan_roofline
+from ..ops.tiling import TilingError
 
 __all__ = ["VTALayer", "LayerRecord", "match_layer", "split_layer", "lower_layer",
            "lower_primitive", "vm_lowerer", "VM_KIND",
-           "run_graph", "requantize_cost", "LoweringError"]
+           "run_graph", "requantize_cost", "function_roofline", "LoweringError"]
 
 
 class LoweringError(VtakitError, ValueError):
@@ -178,11 +179,11 @@ class LayerRecord:
     host_seconds: float = 0.0
     macs: int = 0
     dram_bytes_run: int = 0          # measured: the device's load/store byte counters
-    roofline: object = None          # the plan's Roofline (vtakit.compiler.roofline)
+    roofline: object = None          # the plan's Roofline (vtakit.compiler.ops.roofline)
 
 
 def _requant(acc, rq):
-    from .quant.ops import requantize
+    from ..quant.ops import requantize
     return requantize(acc, scale=rq["scale"], zero_point=rq["zero_point"], axis=rq["axis"],
                       rounding=rq["rounding"])
 
@@ -337,7 +338,6 @@ def _fill_estimate(rec, plan, spec=None):
     """The record's tiling, predicted cycles and DRAM bytes from ``plan``; kept in
     ``spec`` (a plan's estimate does not change), so a layer run again reuses it; and
     the plan's roofline."""
-    from .roofline import plan_roofline
     if spec is not None and spec.estimate is not None:
         rec.tiling, rec.predicted_cycles, rec.dram_bytes, rec.roofline = spec.estimate
         return
@@ -476,7 +476,7 @@ class _Lowered:
             self.env = {}       # holds the call's tensors (device ones pin their DRAM)
 
     def _run(self, rt, x, out):
-        from ..runtime.vm.objects import DeviceTensor
+        from ...runtime.vm.objects import DeviceTensor
         L = self.layer
         if self.config is None or self.config != rt.config:
             self.config = rt.config
@@ -520,7 +520,7 @@ class _Lowered:
         weights resident or staged), run the kernel and return its packed result after
         the host step; None when the kernel stored straight into the device tensor
         ``out``."""
-        from ..runtime.vm.objects import DeviceTensor
+        from ...runtime.vm.objects import DeviceTensor
         plan, ops = spec.plan, spec.plan.operands
         program = self.program if self.program is not None else plan.program()
         _check_program(plan, program)
@@ -573,7 +573,7 @@ class _Lowered:
     # ------------------------------------------------------------- host fallback
 
     def _host(self, x):
-        from .ir import evaluate
+        from ..ir import evaluate
         v = Var("x")
         body = _replace_input(self.layer, v)
         named = {"x": x}
@@ -680,7 +680,7 @@ def run_graph(mod, rt, *args, records: list | None = None):
         env[key] = val
         return val
 
-    from .ir.interpreter import deep_recursion
+    from ..ir.interpreter import deep_recursion
     with deep_recursion():
         return visit(func.body)
 
@@ -709,6 +709,23 @@ def requantize_cost(config, x_shape, w_shape, stride=1, padding=0, groups=1) -> 
             "int32_bytes": p32.estimate.read_bytes + p32.estimate.write_bytes,
             "int8_bytes": p8.estimate.read_bytes + p8.estimate.write_bytes,
             "host_requantize_s": host}
+
+
+def function_roofline(func, config) -> Roofline | None:
+    """The roofline of a VTA layer primitive (a typed :class:`~vtakit.compiler.ir.Function`
+    whose body is a quantized layer, as :func:`vm_lowerer` claims); None when
+    the body is no VTA layer or does not fit ``config``."""
+    layer, _ = split_layer(func.body)
+    if layer is None or not func.params or layer.data is not func.params[0]:
+        return None
+    shape = tuple(func.params[0].checked_type.shape)
+    w = layer.attrs.get("weight", layer.attrs.get("other"))
+    w_shape = None if w is None else tuple(
+        w.checked_type.shape if isinstance(w, Var) else w.data.shape)
+    try:
+        return plan_roofline(_layer_spec(layer, shape, w_shape, config).plan)
+    except ValueError:          # TilingError, LoweringError, ...: the layer runs on the host
+        return None
 
 
 # --------------------------------------------------------------------------- VM hook
@@ -754,8 +771,8 @@ def vm_lowerer(config, report: list | None = None):
     the executable's kernel table; the factory binds that stored Program (checked
     against the plan it recomputes for packing) rather than lowering again.
     """
-    from .codegen import LoweredPrimitive
-    from .ir import astext
+    from ..codegen import LoweredPrimitive
+    from ..ir import astext
     _register_factory()
 
     def lower(func):
@@ -804,7 +821,7 @@ def vm_lowerer(config, report: list | None = None):
 
 
 def _vta_layer_factory(entry, ctx):
-    from .ir import parse_expr
+    from ..ir import parse_expr
     func = parse_expr(entry.meta_dict["ir"])
     layer, tail = split_layer(func.body)
     if layer is None:
@@ -828,7 +845,7 @@ def _vta_layer_factory(entry, ctx):
 
 
 def _register_factory():
-    from ..runtime.registry import get_global_func, register_func
+    from ...runtime.registry import get_global_func, register_func
     name = "vtakit.vm.primitive." + VM_KIND
     if get_global_func(name, allow_missing=True) is None:
         register_func(name, _vta_layer_factory)
