@@ -2,7 +2,8 @@
 
 A *layer* is a chain the frontends produce, rooted at its final ``cast``/``clip``;
 each kind is one strategy of :mod:`.registry` (:mod:`.conv`: conv2d and dense,
-:mod:`.pool`: average and max pooling, :mod:`.add`: a requantized add). :func:`match_layer` recognizes one; :func:`lower_layer` (or
+:mod:`.dilated`: dilated conv2d, :mod:`.pool`: average and max pooling, :mod:`.add`:
+a requantized add). :func:`match_layer` recognizes one; :func:`lower_layer` (or
 :func:`lower_primitive` for a fused primitive :class:`~vtakit.compiler.ir.Function`
 whose body is a layer) returns a packed function ``f(rt, x) -> numpy.ndarray`` that
 runs the strategy's plan of the operator library on ``rt``'s device, then its host
@@ -31,7 +32,7 @@ from ..ops.epilogue import EpilogueError
 from ..ops.layout import LayoutError
 from ..ops.roofline import Roofline, plan_roofline
 from ..ops.tiling import TilingError
-from . import add, conv, pool  # noqa: F401  (the strategies register themselves)
+from . import add, conv, dilated, pool  # noqa: F401  (the strategies register themselves)
 from .conv import requantize_cost
 from .registry import LoweringError, Spec, VTALayer, is_op, strategies
 
