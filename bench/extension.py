@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 import vtakit
-from vtakit.compiler.profile import profile_model
+from vtakit.tools.profile import profile_model
 from vtakit.hw.config import load_config
 from vtakit.sim import open_device
 from vtakit.testing import model_inputs

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vtakit.compiler.conv2d import plan_conv2d
-from vtakit.compiler.dense import plan_dense
-from vtakit.compiler.epilogue import EpilogueError, Requant
+from vtakit.compiler.ops.conv2d import plan_conv2d
+from vtakit.compiler.ops.dense import plan_dense
+from vtakit.compiler.ops.epilogue import EpilogueError, Requant
 from vtakit.compiler.quant import fixed_point as fp
-from vtakit.compiler.reference import group_conv2d_ref
+from vtakit.compiler.ops.reference import group_conv2d_ref
 from vtakit.hw.config import load_config
 from vtakit.runtime import Runtime
 from vtakit.sim import open_device
@@ -164,8 +164,8 @@ def test_conv_requant_on_verilator_equals_behavioral():
 def test_border_rows_equal_padding_with_a_value(stride, padding, groups):
     """border=True: a padding value's contribution, one per-channel row per border
     rectangle added on the ALU, equals convolving the input padded with that value."""
-    from vtakit.compiler.conv2d import border_cases
-    from vtakit.compiler.reference import epilogue_ref, normalize_padding
+    from vtakit.compiler.ops.conv2d import border_cases
+    from vtakit.compiler.ops.reference import epilogue_ref, normalize_padding
     rng = np.random.default_rng(3)
     kh, kw = (10, 4) if padding == (4, 1, 5, 2) else (3, 3)
     x = rng.integers(-128, 128, (1, 16, 10, 8), dtype=np.int8)
