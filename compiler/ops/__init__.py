@@ -4,7 +4,9 @@ Every function takes a :class:`vtakit.runtime.Runtime` and framework-layout nump
 arrays:
 
 * :func:`conv2d`, :func:`group_conv2d`, :func:`dense`: int8 x int8 with a fused
-  epilogue (bias, residual, rounding shift, ReLU/clip), int8 (or int32) result;
+  epilogue (bias, residual, rounding shift, ReLU/clip), int8 (or int32) result; their
+  plans also take TFLite's exact requantize (:class:`Requant`) on a config with the
+  ALU extension ``"requant"``;
 * :func:`add`, :func:`max_pool2d`, :func:`avg_pool2d`, :func:`global_avg_pool2d`
   (add and average pooling run on the GEMM core by default, ``engine="alu"`` on
   the ALU; max pooling on the ALU);
@@ -25,7 +27,7 @@ The graph compiler reaches this library only through :mod:`vtakit.compiler.vta`.
 from .conv2d import Conv2dPlan, assemble_planes, conv2d, group_conv2d, plan_conv2d
 from .dense import DensePlan, dense, plan_dense
 from .elementwise import AddPlan, add, plan_add, plan_add_gemm
-from .epilogue import Epilogue, EpilogueError
+from .epilogue import Epilogue, EpilogueError, Requant
 from .layout import LayoutError
 from .plan import OpPlan, Operand
 from .pool import (PoolPlan, avg_pool2d, global_avg_pool2d, max_pool2d, plan_avg_pool_gemm,
@@ -39,7 +41,7 @@ __all__ = [
     "plan_conv2d", "plan_dense", "plan_add", "plan_pool2d", "plan_avg_pool_gemm",
     "plan_add_gemm",
     "Conv2dPlan", "DensePlan", "AddPlan", "PoolPlan", "OpPlan", "Operand", "assemble_planes",
-    "Epilogue", "EpilogueError", "LayoutError",
+    "Epilogue", "EpilogueError", "Requant", "LayoutError",
     "ConvProblem", "ConvTiling", "CostModel", "Estimate", "TilingError", "search_tiles",
     "best_tiling", "Roofline", "plan_roofline",
 ]
