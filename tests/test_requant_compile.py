@@ -37,6 +37,8 @@ def test_requant_rows():
     rq, rows = Requant.make(m, s, -5, single_rounding=False)
     assert (rq.rounding, rq.left, rq.zero_point, rq.rows) == ("double", True, -5, 3)
     np.testing.assert_array_equal(rows, [[-2, 0, 0], m, [0, 7, 0]])
+    rq, rows = Requant.make(m, [2, 0, 0], 0, single_rounding=False)   # no right shift
+    assert (rq.left, rq.right, rq.rows) == (True, False, 2)
     rq, rows = Requant.make(m, [-3, -3, 9], 0, single_rounding=True)
     assert (rq.rounding, rq.k, rq.rows) == ("single", 34, 1)      # m = 0 takes any shift
     np.testing.assert_array_equal(rows, [m])
@@ -101,7 +103,7 @@ def _whole_on_vta_equals_litert(name, n, n_layers=None):
     config = load_config("default").replace(extensions=("requant",))
     report = []
     exe = vtakit.compile(path, config=config, report=report)
-    layers = [r for r in report if r.kind in ("conv2d", "dense")]
+    layers = [r for r in report if r.kind in ("conv2d", "dense", "add")]
     assert layers and n_layers in (None, len(layers))
     assert all(r.where == "vta" and "'requant'" in r.why for r in layers), \
         [(r.kind, r.where, r.why) for r in layers]
@@ -184,3 +186,25 @@ def test_border_rows_equal_padding_with_a_value(stride, padding, groups):
                       plan.pack(x, w, bias, border=corr))
     np.testing.assert_array_equal(plan.unpack(out), epilogue_ref(
         fp.wrap_int32(want_acc), bias=bias, shift=9, clip=(-128, 127)))
+
+
+@pytest.mark.parametrize("scales,zps", [((0.031, 0.0123, 0.041), (-7, 12, -3)),
+                                        ((0.002, 0.05, 0.03), (0, -128, 5))])
+def test_tflite_add_exact(scales, zps):
+    """TFLite's ADD (both operands rescaled from 20 fractional bits) on the extension
+    equals the numpy TFLite arithmetic of qnn.add; several tiles (tile=37)."""
+    from vtakit.compiler.ops.elementwise import RescaledAddPlan
+    from vtakit.compiler.quant.ops import add as qadd
+    from vtakit.compiler.vta.add import _tflite_rescales
+    rng = np.random.default_rng(1)
+    shape = (1, 20, 7, 5)
+    a, b = (rng.integers(-128, 128, shape, dtype=np.int8) for _ in range(2))
+    q = dict(lhs_scale=scales[0], lhs_zero_point=zps[0], rhs_scale=scales[1],
+             rhs_zero_point=zps[1], out_scale=scales[2], out_zero_point=zps[2],
+             rounding="tflite")
+    ra, rb, ro, rows = _tflite_rescales(q)
+    plan = RescaledAddPlan(TINY_RQ, shape, rescale_a=ra, rescale_b=rb, rescale_out=ro,
+                           zero_points=zps[:2], clip=(-128, 127), tile=37)
+    out, _ = plan.run(Runtime(open_device("behavioral", TINY_RQ)), plan.pack(a, b, rows))
+    np.testing.assert_array_equal(plan.unpack(out),
+                                  np.clip(qadd(a, b, **q), -128, 127).astype(np.int8))

@@ -24,12 +24,12 @@ from .conv2d import Conv2dPlan, assemble_planes
 from .epilogue import Epilogue, EpilogueError
 from ...runtime.layout import LayoutError, nchw_shape
 from .layout import pack_activation, unpack_activation
-from .loops import Dim
+from .loops import Dim, fold_loops
 from .tokens import Pipeline, kernel_fence
 from .plan import OpPlan, Operand
 from .operands import check_operand
 
-__all__ = ["AddPlan", "plan_add", "plan_add_gemm", "add"]
+__all__ = ["AddPlan", "RescaledAddPlan", "plan_add", "plan_add_gemm", "add"]
 
 
 def _as_nchw(shape):
@@ -160,3 +160,127 @@ def add(rt, a, b, *, shift=0, relu=False, clip=None, out_dtype=np.int8,
                     out_dtype=out_dtype)
     out, _ = plan.run(rt, plan.pack(a, b))
     return plan.unpack(out)
+
+
+class RescaledAddPlan(OpPlan):
+    """TFLite's int8 ADD, exactly, on the ALU extension ``"requant"``::
+
+        out = clamp(R_out(R_a((a - z_a) << 20) + R_b((b - z_b) << 20)) + z_out)
+
+    each ``R`` a per-tensor :class:`~.epilogue.Requant` (double rounding). Both int8
+    operands reach the accumulators through an identity GEMM, into two regions of a
+    tile (``a`` then ``b``: one GEMM micro-op per element each); the ALU subtracts the
+    zero points, shifts left, requantizes each region, adds them and runs the output's
+    epilogue. Tiles of flat packed elements, two acc/inp slots.
+
+    Operands: ``data`` (a) and ``residual`` (b) int8 (N/b, C/c, H, W, b, c),
+    ``identity`` int8 (1, 1, 1, 1, c, c), ``requant`` int32 (rows, 1, b, c) (one acc
+    element per row, every lane equal: the rows of ``R_a``, ``R_b`` and ``R_out``),
+    ``out`` int8 (1, N/b, C/c, H, W, b, c).
+    """
+
+    name = "add"
+
+    def __init__(self, config, shape, *, rescale_a, rescale_b, rescale_out, zero_points,
+                 clip, left_shift=20, tile=None):
+        super().__init__(config)
+        self.shape = tuple(int(s) for s in shape)
+        n, c, h, w = _as_nchw(self.shape)
+        self.rescale = (rescale_a, rescale_b)
+        self.zero_points, self.left_shift = tuple(int(z) for z in zero_points), int(left_shift)
+        self.epilogue = Epilogue.make(requant=rescale_out, clip=clip, op="add")
+        self.epilogue.check_config(config)
+        b, blk = config.batch, config.block
+        packed = (-(-n // b), -(-c // blk), h, w, b, blk)
+        self.elements = packed[0] * packed[1] * h * w
+        self.rows = rescale_a.rows + rescale_b.rows + rescale_out.rows
+        self.nthreads = 2
+        acc_slot, inp_slot = config.acc_depth // 2, config.inp_depth // 2
+        self.tile = int(tile) if tile else min((acc_slot - self.rows) // 2, inp_slot // 2,
+                                               self.elements)
+        if not 1 <= self.tile <= min((acc_slot - self.rows) // 2, inp_slot // 2):
+            raise ValueError(f"add: tile of {self.tile} elements; both operands must fit half "
+                             "an acc and an inp buffer slot")
+        self.operands = {"data": Operand("data", packed, np.int8),
+                         "residual": Operand("residual", packed, np.int8),
+                         "identity": Operand("identity", (1, 1, 1, 1, blk, blk), np.int8),
+                         "requant": Operand("requant", (self.rows, 1, b, blk), np.int32),
+                         "out": Operand("out", (1,) + packed, np.int8)}
+
+    def pack(self, a, b, rows) -> dict:
+        """Pack the int8 operands and the (rows,) int32 values (``R_a``, ``R_b``, then
+        ``R_out``'s rows, as :meth:`.epilogue.Requant.make` gives them)."""
+        cfg = self.config
+        nchw = _as_nchw(self.shape)
+        rows = np.asarray(rows).ravel()
+        if rows.shape != (self.rows,):
+            raise ValueError(f"add: {rows.size} requantize rows, the plan needs {self.rows}")
+        out = {k: pack_activation(np.asarray(v, np.int8).reshape(nchw), cfg)
+               for k, v in (("data", a), ("residual", b))}
+        out["identity"] = np.eye(cfg.block, dtype=np.int8).reshape(1, 1, 1, 1, cfg.block,
+                                                                     cfg.block)
+        out["requant"] = np.ascontiguousarray(np.broadcast_to(
+            rows.astype(np.int32)[:, None, None, None], self.operands["requant"].shape))
+        return out
+
+    def unpack(self, out) -> np.ndarray:
+        n, c = _as_nchw(self.shape)[:2]
+        return unpack_activation(out[0], self.config, n, c).reshape(self.shape)
+
+    def emit(self, builder, slots: dict) -> None:
+        cfg = self.config
+        acc_slot, inp_slot = cfg.acc_depth // 2, cfg.inp_depth // 2
+        starts = list(range(0, self.elements, self.tile))
+        pipe = Pipeline(builder, 2, 2, len(starts), len(starts))
+        rows_has = [False, False]
+        for ti, e0 in enumerate(starts):
+            size = min(self.tile, self.elements - e0)
+            s = ti % 2
+            acc, inp = s * acc_slot, s * inp_slot
+            rows_base = (s + 1) * acc_slot - self.rows
+            both = [Dim("e", 2 * size, 1, 1, 0)]
+            pipe.acquire_out(ti)
+            if not rows_has[s]:
+                builder.load_2d(MemType.ACC, rows_base, slots["requant"], 0, self.rows, 1,
+                                self.rows)
+                rows_has[s] = True
+            f = fold_loops(both, (acc, 0, 0))
+            builder.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))
+            pipe.load_begin(ti)
+            if ti == 0:       # the identity tile stays at wgt 0 (nothing overwrites it)
+                builder.load_2d(MemType.WGT, 0, slots["identity"], 0, 1, 1, 1)
+            builder.load_2d(MemType.INP, inp, slots["data"], e0, size, 1, size)
+            builder.load_2d(MemType.INP, inp + size, slots["residual"], e0, size, 1, size)
+            pipe.load_end(ti)
+            pipe.compute_begin(ti)
+            f = fold_loops(both, (acc, inp, 0))
+            builder.push_gemm(UopKernel.gemm(f.uops, f.loops))
+            pipe.compute_end(ti)
+            # each operand: minus its zero point, << left_shift, its requantize
+            row = rows_base
+            for k in range(2):
+                self._alu(builder, AluOp.ADD, acc + k * size, size, imm=-self.zero_points[k])
+            self._alu(builder, AluOp.SHR, acc, 2 * size, imm=-self.left_shift)
+            for k, rq in enumerate(self.rescale):
+                base = acc + k * size
+                for op, imm in rq.passes():
+                    self._alu(builder, op, base, size, src=row, imm=imm)
+                    row += 1
+            self._alu(builder, AluOp.ADD, acc, size, src=acc + size, src_stride=1)
+            dims = [Dim("e", size, 1)]
+            self.epilogue.emit(builder, acc, dims, None, [Dim("e", size, 1, 0)], row, 1)
+            pipe.release_out(ti)
+            pipe.store_begin(ti)
+            builder.store_2d(acc, slots["out"], e0, size, 1, size)
+            pipe.store_end(ti)
+        kernel_fence(builder)
+
+    @staticmethod
+    def _alu(builder, op, base, size, *, src=None, imm=None, src_stride=0):
+        """One ALU pass over ``size`` accumulators from ``base``: with an immediate, or
+        with the tensor operand at ``src`` (``src_stride`` 0: one row for all)."""
+        if src is None:
+            src, src_stride = base, 1
+        f = fold_loops([Dim("e", size, 1, src_stride)], (base, src, 0))
+        builder.push_alu(UopKernel.alu(op, [u[:2] for u in f.uops], [lp[:3] for lp in f.loops],
+                                       imm=imm))

@@ -75,6 +75,9 @@ class Requant:
     left : bool
         ``"double"``: some channel's exponent ``s`` is positive, so the accumulators are
         first shifted left by ``max(s, 0)`` (an RSHR row of ``-max(s, 0)``).
+    right : bool
+        ``"double"``: some channel's exponent is negative, so a rounding divide (an RSHR
+        row of ``max(-s, 0)``) follows the SRDHM (a row of zeros would change nothing).
     k : int
         ``"single"``: MULSHR's shift ``31 - s`` (1..62), one for every channel.
     zero_point : int
@@ -83,6 +86,7 @@ class Requant:
 
     rounding: str
     left: bool = False
+    right: bool = True
     k: int = 0
     zero_point: int = 0
 
@@ -120,17 +124,16 @@ class Requant:
         if max(left.max(), right.max()) > SHIFT_LIMIT:
             raise EpilogueError(f"{op}: requantize exponents {int(s.min())}..{int(s.max())} "
                                 f"exceed the ALU's shift limit {SHIFT_LIMIT}")
-        rows = [m, right]
-        if left.any():
-            rows.insert(0, -left)
-        return cls("double", left=bool(left.any()), zero_point=zp), wrap32(np.stack(rows))
+        rows = [-left] * bool(left.any()) + [m] + [right] * bool(right.any())
+        return (cls("double", left=bool(left.any()), right=bool(right.any()), zero_point=zp),
+                wrap32(np.stack(rows)))
 
     def passes(self) -> list:
         """[(AluOp, imm or None)]: one tensor pass per row, in row order."""
         if self.rounding == "single":
             return [(AluOp.MULSHR, self.k)]
-        return ([(AluOp.RSHR, None)] if self.left else []) + [(AluOp.SRDHM, None),
-                                                               (AluOp.RSHR, None)]
+        return ([(AluOp.RSHR, None)] * self.left + [(AluOp.SRDHM, None)]
+                + [(AluOp.RSHR, None)] * self.right)
 
     @property
     def rows(self) -> int:

@@ -191,6 +191,18 @@ def add_shifts(lhs_scale, rhs_scale, out_scale) -> tuple[int, int, int]:
     return exps[0] - low, exps[1] - low, exps[2] - low
 
 
+def tflite_add_multipliers(lhs_scale, rhs_scale, out_scale) -> tuple:
+    """TFLite's int8 ADD rescales: ``((m_a, s_a), (m_b, s_b), (m_out, s_out))`` of
+    :func:`~.fixed_point.quantize_multiplier`; the operands (minus their zero points,
+    shifted left by :data:`ADD_LEFT_SHIFT`) are scaled by the first two, their sum by the
+    third."""
+    # Scales are float32 in TFLite; every ratio below is taken in double from them.
+    sa, sb, so = (float(np.float32(s)) for s in (lhs_scale, rhs_scale, out_scale))
+    twice_max = 2.0 * max(sa, sb)
+    return (fp.quantize_multiplier(sa / twice_max), fp.quantize_multiplier(sb / twice_max),
+            fp.quantize_multiplier(twice_max / float(np.float32((1 << ADD_LEFT_SHIFT) * so))))
+
+
 def add(a, b, *, lhs_scale, lhs_zero_point=0, rhs_scale, rhs_zero_point=0, out_scale,
         out_zero_point=0, rounding="tflite", out_dtype="int32"):
     """Quantized ``a + b`` (the output zero point added, not clipped).
@@ -212,12 +224,7 @@ def add(a, b, *, lhs_scale, lhs_zero_point=0, rhs_scale, rhs_zero_point=0, out_s
         f = (np.float32(lhs_scale) * a.astype(np.float32)
              + np.float32(rhs_scale) * b.astype(np.float32)) / np.float32(out_scale)
         return _saturate(np.rint(f).astype(np.int64) + out_zero_point, out_dtype)
-    # Scales are float32 in TFLite; every ratio below is taken in double from them.
-    sa, sb, so = (float(np.float32(s)) for s in (lhs_scale, rhs_scale, out_scale))
-    twice_max = 2.0 * max(sa, sb)
-    ma, ka = fp.quantize_multiplier(sa / twice_max)
-    mb, kb = fp.quantize_multiplier(sb / twice_max)
-    mo, ko = fp.quantize_multiplier(twice_max / float(np.float32((1 << ADD_LEFT_SHIFT) * so)))
+    (ma, ka), (mb, kb), (mo, ko) = tflite_add_multipliers(lhs_scale, rhs_scale, out_scale)
     xa = fp.multiply_by_quantized_multiplier(a << ADD_LEFT_SHIFT, ma, ka)
     xb = fp.multiply_by_quantized_multiplier(b << ADD_LEFT_SHIFT, mb, kb)
     y = fp.multiply_by_quantized_multiplier(fp.wrap_int32(xa + xb), mo, ko)
