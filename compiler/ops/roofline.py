@@ -155,11 +155,21 @@ def _add_alu(plan, config) -> Roofline:
     return Roofline(0, vectors * (1 + _epilogue_alu(plan.epilogue)), dram, rd, wr)
 
 
+def _rescaled_add(plan, config) -> Roofline:
+    """TFLite's exact ADD: two identity micro-ops per output vector (one per operand) and
+    the ALU passes: zero point, shift and requantize of each operand, the sum, the
+    output's requantize and clip."""
+    vectors = plan.elements
+    per = sum(2 + rq.rows for rq in plan.rescale) + 1 + _epilogue_alu(plan.epilogue)
+    dram, rd, wr = _dram(plan, config)
+    return Roofline(2 * vectors, vectors * per, dram, rd, wr)
+
+
 def plan_roofline(plan) -> Roofline | None:
     """The :class:`Roofline` of a planned layer (a conv2d, dense, pool or add plan of
     the operator library); None for a plan of another kind."""
     from .conv2d import Conv2dPlan
-    from .elementwise import AddPlan
+    from .elementwise import AddPlan, RescaledAddPlan
     from .pool import PoolPlan
     cfg = plan.config
     if isinstance(plan, Conv2dPlan):
@@ -168,4 +178,6 @@ def plan_roofline(plan) -> Roofline | None:
         return _pool(plan, cfg)
     if isinstance(plan, AddPlan):
         return _add_alu(plan, cfg)
+    if isinstance(plan, RescaledAddPlan):
+        return _rescaled_add(plan, cfg)
     return None
