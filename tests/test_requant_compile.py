@@ -1,5 +1,6 @@
 """The compiler half of the ISA extension ``"requant"``: TFLite's exact requantization as
-a VTA epilogue (SRDHM, RSHR, MULSHR by per-channel rows), checked against the numpy
+a VTA epilogue (SRDHM, RSHR, MULSHR by per-channel rows) and TFLite's exact ADD, the
+border rows of a non-zero padding, checked against the numpy
 TFLite arithmetic of :mod:`vtakit.compiler.quant.fixed_point` (itself checked against
 LiteRT) and, for a whole model, against LiteRT's reference kernels."""
 
@@ -130,8 +131,8 @@ def test_mlperf_tiny_whole_on_vta_equals_litert(name):
 
 
 def test_conv_requant_on_verilator_equals_behavioral():
-    """A small conv + requant layer (tiny + requant) on the Verilator RTL, bit for bit
-    against the behavioral model and TFLite's arithmetic."""
+    """Small conv (SRDHM, RSHR), dense (MULSHR) and TFLite ADD layers (tiny + requant) on
+    the Verilator RTL and the behavioral model, bit for bit against TFLite's arithmetic."""
     rng = np.random.default_rng(11)
     x = rng.integers(-128, 128, (1, 8, 5, 5), dtype=np.int8)
     w = rng.integers(-128, 128, (16, 8, 3, 3), dtype=np.int8)
@@ -148,17 +149,29 @@ def test_conv_requant_on_verilator_equals_behavioral():
     dplan = plan_dense(TINY_RQ, xd.shape, wd.shape, bias=True, requant=drq, clip=(-128, 127))
     dwant = _tflite(fp.wrap_int32(xd.astype(np.int64) @ wd.T.astype(np.int64) + bias),
                     0.0007, -9, True)
+    from vtakit.compiler.ops.elementwise import RescaledAddPlan
+    from vtakit.compiler.quant.ops import add as qadd
+    from vtakit.compiler.vta.add import _tflite_rescales
+    q = dict(lhs_scale=0.02, lhs_zero_point=3, rhs_scale=0.07, rhs_zero_point=-9,
+             out_scale=0.05, out_zero_point=1, rounding="tflite")
+    ra, rb, ro, arows = _tflite_rescales(q)
+    aplan = RescaledAddPlan(TINY_RQ, x.shape, rescale_a=ra, rescale_b=rb, rescale_out=ro,
+                            zero_points=(3, -9), clip=(-128, 127), tile=60)
+    xb = x[:, ::-1].copy()
+    awant = np.clip(qadd(x, xb, **q), -128, 127).astype(np.int8)
     for backend in ("behavioral", "verilator"):
         dev = open_device(backend, TINY_RQ)
         try:
             rt = Runtime(dev)
             out, _ = plan.run(rt, plan.pack(x, w, bias, requant=rows))
             dout, _ = dplan.run(rt, dplan.pack(xd, wd, bias, requant=drows))
+            aout, _ = aplan.run(rt, aplan.pack(x, xb, arows))
         finally:
             dev.close()
         assert dev.name == backend
         np.testing.assert_array_equal(plan.unpack(out), want, err_msg=backend)
         np.testing.assert_array_equal(dplan.unpack(dout), dwant, err_msg=backend)
+        np.testing.assert_array_equal(aplan.unpack(aout), awant, err_msg=backend)
 
 
 @pytest.mark.parametrize("stride,padding,groups", [(1, 1, 1), (2, (0, 0, 1, 1), 16),
