@@ -8,8 +8,8 @@ here into closures over their free variables) and globals used as values.
 
 * a primitive function (``attrs["Primitive"]``) becomes one ``InvokePacked``:
   the ``lowerer`` hook may claim it (a VTA kernel); otherwise it is a host
-  primitive evaluated with the operators' numpy computes
-  (:mod:`vtakit.compiler.codegen.host`);
+  primitive: steps over the host operators registered in the runtime by name
+  (:mod:`vtakit.compiler.codegen.host`, :mod:`vtakit.runtime.host`);
 * constants go to one pool, deduplicated by value;
 * outputs of packed calls are planned in a per-function arena by liveness, and
   registers are allocated by liveness (:mod:`.regalloc`);
@@ -152,7 +152,7 @@ class _Builder:
         self.pending: list = []
         self.constants, self._const_key = [], {}
         self.primitives, self._prim_key, self._prim_names = [], {}, set()
-        self.kernels, self.requires = [], {"vtakit.compiler.codegen.host"}
+        self.kernels = []
 
     def constant(self, arr) -> int:
         arr = np.asarray(arr)
@@ -185,8 +185,7 @@ class _Builder:
         lowered = self.lowerer(func) if self.lowerer is not None else None
         n_in, n_out = len(func.params), len(out_types)
         if lowered is None:
-            meta, modules = encode_primitive(func, self.constant)
-            self.requires.update(modules)
+            meta = encode_primitive(func, self.constant)
             entry = PrimitiveEntry(self.unique(base), "host", n_in, n_out,
                                    json.dumps(meta, sort_keys=True, separators=(",", ":")))
         elif isinstance(lowered, LoweredPrimitive):
@@ -687,6 +686,5 @@ def compile_vm(mod, *, config="default", lowerer=None, entry: str = "main") -> E
     exe = Executable(
         config, b.functions, b.constants, b.primitives, b.kernels, entry,
         _io([p.type_annotation for p in main.params], [p.name_hint for p in main.params], "in"),
-        _io(list(outs), main.attrs.get("output_names"), "output"),
-        sorted(b.requires))
+        _io(list(outs), main.attrs.get("output_names"), "output"))
     return exe
