@@ -153,6 +153,8 @@ class _Builder:
         self.constants, self._const_key = [], {}
         self.primitives, self._prim_key, self._prim_names = [], {}, set()
         self.kernels = []
+        #: packed index -> the call's argument positions it takes (constants bound)
+        self.kept = {}
 
     def constant(self, arr) -> int:
         arr = np.asarray(arr)
@@ -175,15 +177,30 @@ class _Builder:
         self._prim_names.add(name)
         return name
 
-    def primitive(self, func: Function, key) -> tuple[int, list]:
-        """The packed index of a primitive function and its output types."""
+    def primitive(self, func: Function, key, call=None) -> tuple[int, list]:
+        """The packed index of a primitive function and its output types.
+
+        The ``lowerer`` sees the function with the call's constant arguments (weights)
+        bound into it, so what it claims can be prepared from them at compile time;
+        the call then passes only the other arguments (:meth:`kept_args`). A primitive
+        it leaves to the host keeps its parameters."""
         out_types = _leaves(func.body.checked_type)
+        consts = _constant_args(func, key, call) if self.lowerer is not None else {}
+        if consts:
+            key = key + (tuple((i, id(c)) for i, c in consts.items()),)
         if key in self._prim_key:
             return self._prim_key[key], out_types
         base = func.attrs.get("global_symbol") or func.attrs.get("name") or \
             ("fused_" + "_".join(n.replace(".", "_") for n in _op_names(func)))[:80]
-        lowered = self.lowerer(func) if self.lowerer is not None else None
         n_in, n_out = len(func.params), len(out_types)
+        if consts:
+            lowered = self.lowerer(_bind(func, consts))
+            if lowered is not None:
+                kept = tuple(i for i in range(n_in) if i not in consts)
+                self.kept[len(self.primitives)] = kept
+                n_in = len(kept)
+        else:
+            lowered = self.lowerer(func) if self.lowerer is not None else None
         if lowered is None:
             meta = encode_primitive(func, self.constant)
             entry = PrimitiveEntry(self.unique(base), "host", n_in, n_out,
@@ -213,6 +230,28 @@ class _Builder:
         self._prim_key[key] = len(self.primitives)
         self.primitives.append(entry)
         return self._prim_key[key], out_types
+
+    def kept_args(self, index, n: int) -> tuple:
+        """The argument positions of a call of primitive ``index`` (of ``n`` arguments)
+        that the packed call passes."""
+        return self.kept.get(index, tuple(range(n)))
+
+
+def _constant_args(func, key, call) -> dict:
+    """``{position: Constant}``: the call's constant arguments of a primitive function."""
+    if call is None or key[0] != "fn":
+        return {}
+    return {i: a for i, a in enumerate(call.args) if isinstance(a, Constant)}
+
+
+def _bind(func: Function, consts: dict) -> Function:
+    """``func`` with the parameters at ``consts``' positions replaced by the constants,
+    typed."""
+    from ..passes.rewrite import substitute
+    body = substitute(func.body, {func.params[i]: c for i, c in consts.items()})
+    params = [p for i, p in enumerate(func.params) if i not in consts]
+    bound = Function(params, body, func.ret_type, func.attrs)
+    return infer_types(IRModule({"main": bound}))["main"]
 
 
 class _FunctionCompiler:
@@ -371,15 +410,15 @@ class _FunctionCompiler:
 
     def call(self, e: Call, memo):
         op = e.op
-        args = [self.value(a, memo) for a in e.args]
         prim = _primitive_of(self.b.mod, e)
+        if prim is not None and _view_shape(prim[0]) is None:
+            kept = self.b.kept_args(self.b.primitive(*prim, e)[0], len(e.args))
+            return self.packed(*prim, [self.value(e.args[i], memo) for i in kept], e)
+        args = [self.value(a, memo) for a in e.args]
         if prim is not None:
-            shape = _view_shape(prim[0])
-            if shape is not None:
-                r = self.reg()
-                self.emit(ReshapeTensor(args[0], shape, r))
-                return r
-            return self.packed(*prim, args, e)
+            r = self.reg()
+            self.emit(ReshapeTensor(args[0], _view_shape(prim[0]), r))
+            return r
         if isinstance(op, Constructor):
             r = self.reg()
             self.emit(AllocADT(op.tag, args, r))
@@ -416,13 +455,15 @@ class _FunctionCompiler:
                         and self.device_readers(user)):
                     return False
                 continue
-            ins = self.b.device.get(self.b.primitive(func, key)[0], ((), False))[0]
-            if i >= len(ins) or not ins[i]:
+            index = self.b.primitive(func, key, user)[0]
+            kept = self.b.kept_args(index, len(user.args))
+            ins = self.b.device.get(index, ((), False))[0]
+            if i not in kept or kept.index(i) >= len(ins) or not ins[kept.index(i)]:
                 return False
         return True
 
     def packed(self, func, key, args, call=None):
-        index, out_types = self.b.primitive(func, key)
+        index, out_types = self.b.primitive(func, key, call)
         outs = []
         arena = self.dram if self.on_device(index, call) else self.arena
         for t in out_types:
@@ -494,7 +535,7 @@ class _FunctionCompiler:
         for node in post_order(body, descend=lambda n: not isinstance(n, Function)):
             prim = _primitive_of(self.b.mod, node) if isinstance(node, Call) else None
             if prim is not None and _view_shape(prim[0]) is None:
-                self.b.primitive(*prim)
+                self.b.primitive(*prim, node)
         self.place(self.body_label)
         self.tail(body, {})
         code, arena_size, naive = plan_memory(self.code, self.arena, self.reg)
