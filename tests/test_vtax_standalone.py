@@ -94,3 +94,21 @@ def test_the_blocker_blocks(tmp_path):
     r = subprocess.run([sys.executable, str(tmp_path / "b.py")], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode != 0 and "vtakit.compiler is blocked" in r.stderr
+
+
+def test_compiled_model_is_byte_identical():
+    """The same model and config give the same bytes (packed weights and host steps
+    included), and a file read back writes them again."""
+    data = _tflite_exe()[0].to_bytes()
+    assert _tflite_exe()[0].to_bytes() == data
+    assert vtakit.runtime.Executable.from_bytes(data).to_bytes() == data
+
+
+def test_old_format_says_recompile(tmp_path):
+    from vtakit.runtime.executable import FORMAT_VERSION, ExecutableError
+    data = bytearray(_tflite_exe()[0].to_bytes())
+    data[8:12] = (FORMAT_VERSION - 1).to_bytes(4, "little")
+    with pytest.raises(ExecutableError, match=r"^m.vtax: header, byte 8: format version 2 is "
+                       r"not supported \(this vtakit reads version 3\); recompile the model: "
+                       r"vtakit compile MODEL -o OUT.vtax$"):
+        vtakit.runtime.Executable.from_bytes(bytes(data), source="m.vtax")
