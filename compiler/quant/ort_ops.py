@@ -3,8 +3,8 @@
 
 Each op takes and returns int8-domain tensors (a uint8 ONNX tensor ``u`` is held as
 ``u - 128``, see :mod:`vtakit.compiler.frontend.onnx`) and computes exactly the
-kernel of :mod:`vtakit.runtime.hostops.ort_kernels` on the raw values (``raw_dtype``), which is where
-each formula is documented with its onnxruntime source:
+kernel of :mod:`vtakit.runtime.hostops.ort_kernels` on the raw values (``raw_dtype``),
+which is where each formula is documented with its onnxruntime source:
 
 * ``qnn.ort_avg_pool2d``: QLinearAveragePool (float32 window sums, the output zero
   point added before rounding, in the raw domain);
@@ -100,16 +100,19 @@ def _register():
     register_op("qnn.ort_avg_pool2d",
                 attrs=dict(pool_size=None, strides=(1, 1), padding=(0, 0, 0, 0),
                            count_include_pad=False, ceil_mode=False, **q),
-                infer_type=_avg_pool_type, compute=get_hostop("qnn.ort_avg_pool2d"), num_inputs=1,
+                infer_type=_avg_pool_type, compute=get_hostop("qnn.ort_avg_pool2d"),
+                num_inputs=1,
                 pattern=OpPattern.OPAQUE,
                 description="onnxruntime's QLinearAveragePool (float32, host)")
     register_op("qnn.ort_global_avg_pool2d", attrs=dict(q), infer_type=_gap_type,
-                compute=get_hostop("qnn.ort_global_avg_pool2d"), num_inputs=1, pattern=OpPattern.OPAQUE,
+                compute=get_hostop("qnn.ort_global_avg_pool2d"), num_inputs=1,
+                pattern=OpPattern.OPAQUE,
                 description="onnxruntime's QLinearGlobalAveragePool (integer sum, host)")
     register_op("qnn.ort_softmax",
                 attrs={"axis": -1, "in_scale": None, "out_scale": None, "out_zero_point": 0,
                        "raw_dtype": "int8"},
-                infer_type=_same_type("qnn.ort_softmax"), compute=get_hostop("qnn.ort_softmax"), num_inputs=1,
+                infer_type=_same_type("qnn.ort_softmax"),
+                compute=get_hostop("qnn.ort_softmax"), num_inputs=1,
                 pattern=OpPattern.OPAQUE,
                 description="onnxruntime's QLinearSoftmax (exp table, float32, host)")
     register_op("qnn.lut", attrs={"table": None}, infer_type=_lut_type, compute=get_hostop("qnn.lut"),

@@ -68,7 +68,8 @@ def _dense_type(types, attrs):
     return TensorType(x.shape[:-1] + (w.shape[0],), attrs["out_dtype"] or x.dtype)
 
 
-register_op("nn.dense", attrs={"out_dtype": ""}, infer_type=_dense_type, compute=get_hostop("nn.dense"),
+register_op("nn.dense", attrs={"out_dtype": ""}, infer_type=_dense_type,
+            compute=get_hostop("nn.dense"),
             num_inputs=2, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
             normalize_attrs=lambda a: {**a, "out_dtype": dtype_or_empty(a["out_dtype"])})
 
@@ -82,7 +83,8 @@ def _bias_add_type(types, attrs):
     return x
 
 
-register_op("nn.bias_add", attrs={"axis": 1}, infer_type=_bias_add_type, compute=get_hostop("nn.bias_add"),
+register_op("nn.bias_add", attrs={"axis": 1}, infer_type=_bias_add_type,
+            compute=get_hostop("nn.bias_add"),
             num_inputs=2, pattern=OpPattern.BROADCAST)
 
 
@@ -94,7 +96,8 @@ def _softmax_type(types, attrs):
     return x
 
 
-register_op("nn.softmax", attrs={"axis": -1}, infer_type=_softmax_type, compute=get_hostop("nn.softmax"),
+register_op("nn.softmax", attrs={"axis": -1}, infer_type=_softmax_type,
+            compute=get_hostop("nn.softmax"),
             num_inputs=1, pattern=OpPattern.OPAQUE)
 
 
@@ -120,11 +123,13 @@ def _pool_type(name):
 
 register_op("nn.max_pool2d", attrs={"pool_size": REQUIRED, "strides": None,
                                     "padding": (0, 0, 0, 0)},
-            infer_type=_pool_type("nn.max_pool2d"), compute=get_hostop("nn.max_pool2d"), num_inputs=1,
+            infer_type=_pool_type("nn.max_pool2d"), compute=get_hostop("nn.max_pool2d"),
+            num_inputs=1,
             pattern=OpPattern.OUT_ELEMWISE_FUSABLE, normalize_attrs=_pool_norm)
 register_op("nn.avg_pool2d", attrs={"pool_size": REQUIRED, "strides": None,
                                     "padding": (0, 0, 0, 0), "count_include_pad": False},
-            infer_type=_pool_type("nn.avg_pool2d"), compute=get_hostop("nn.avg_pool2d"), num_inputs=1,
+            infer_type=_pool_type("nn.avg_pool2d"), compute=get_hostop("nn.avg_pool2d"),
+            num_inputs=1,
             pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
             normalize_attrs=lambda a: {**_pool_norm(a),
                                        "count_include_pad": bool(a["count_include_pad"])})
@@ -137,7 +142,8 @@ def _gap_type(types, attrs):
     return TensorType(x.shape[:2] + (1, 1), x.dtype)
 
 
-register_op("nn.global_avg_pool2d", infer_type=_gap_type, compute=get_hostop("nn.global_avg_pool2d"), num_inputs=1,
+register_op("nn.global_avg_pool2d", infer_type=_gap_type,
+            compute=get_hostop("nn.global_avg_pool2d"), num_inputs=1,
             pattern=OpPattern.OUT_ELEMWISE_FUSABLE)
 
 
@@ -166,7 +172,8 @@ def _bn_type(types, attrs):
 
 
 register_op("nn.batch_norm", attrs={"axis": 1, "epsilon": 1e-5, "center": True, "scale": True},
-            infer_type=_bn_type, compute=get_hostop("nn.batch_norm"), num_inputs=5, pattern=OpPattern.OPAQUE)
+            infer_type=_bn_type, compute=get_hostop("nn.batch_norm"), num_inputs=5,
+            pattern=OpPattern.OPAQUE)
 
 
 def _dropout_type(types, attrs):
@@ -192,7 +199,8 @@ def _pad_type(types, attrs):
 
 
 register_op("nn.pad", attrs={"pad_width": REQUIRED, "pad_value": 0.0}, infer_type=_pad_type,
-            compute=get_hostop("nn.pad"), num_inputs=1, pattern=OpPattern.INJECTIVE, normalize_attrs=_pad_norm)
+            compute=get_hostop("nn.pad"), num_inputs=1, pattern=OpPattern.INJECTIVE,
+            normalize_attrs=_pad_norm)
 
 
 def _flatten_type(types, attrs):
