@@ -7,7 +7,8 @@ function (each becomes a one-operator primitive), function literals (lifted
 here into closures over their free variables) and globals used as values.
 
 * a primitive function (``attrs["Primitive"]``) becomes one ``InvokePacked``:
-  the ``lowerer`` hook may claim it (a VTA kernel); otherwise it is a host
+  the ``lowerer`` hook may claim it (a VTA kernel, with the call's constant
+  arguments bound into it: the weights it packs at compile time); otherwise it is a host
   primitive: steps over the host operators registered in the runtime by name
   (:mod:`vtakit.compiler.codegen.host`, :mod:`vtakit.runtime.host`);
 * constants go to one pool, deduplicated by value;
@@ -688,7 +689,10 @@ def compile_vm(mod, *, config="default", lowerer=None, entry: str = "main") -> E
         The hardware the executable is built for (recorded in its header).
     lowerer : callable, optional
         ``lowerer(prim_func) -> LoweredPrimitive | callable | None``: claims a
-        primitive function (e.g. for VTA); None leaves it to the host.
+        primitive function (e.g. for VTA); None leaves it to the host. It sees the
+        function with the call's constant arguments (a layer's weights) bound into
+        its body, so it can prepare them (pack them) now; a claimed primitive takes
+        the other arguments only.
     entry : str
 
     Returns
