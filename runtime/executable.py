@@ -198,7 +198,7 @@ class Executable:
         if len(set(names)) != len(names):
             raise BytecodeError("kernel names must be unique")
         for name, blob in self.kernels:
-            self._check_kernel(name, blob)
+            self._check_kernel(name, blob)     # parsed once: kept for program()
         for f in self.functions:
             try:
                 verify_function(f, num_funcs=len(self.functions), num_packed=len(self.primitives),
@@ -208,20 +208,24 @@ class Executable:
                     from None
 
     def _check_kernel(self, name, blob) -> Program:
-        try:
-            prog = Program.from_bytes(blob)
-        except ProgramFormatError as e:
-            raise KernelTableError(f"kernel {name!r}: {e}", name) from None
+        cache = self.__dict__.setdefault("_parsed", {})    # Programs are immutable
+        prog = cache.get(blob)
+        if prog is None:
+            try:
+                prog = Program.from_bytes(blob)
+            except ProgramFormatError as e:
+                raise KernelTableError(f"kernel {name!r}: {e}", name) from None
         if prog.config != self.config:
             raise KernelTableError(f"kernel {name!r} is built for config {prog.config.name}, "
                                    f"the executable for {self.config.name}", name)
+        cache[bytes(blob)] = prog       # shared by every VM of the executable
         return prog
 
     def program(self, name: str) -> Program:
         """A kernel-table entry as a :class:`~vtakit.runtime.program.Program`."""
         for n, blob in self.kernels:
             if n == name:
-                return Program.from_bytes(blob)
+                return self._check_kernel(n, blob)
         raise KeyError(f"the executable has no kernel {name!r}; its kernels are "
                        + (", ".join(n for n, _ in self.kernels) or "none"))
 
