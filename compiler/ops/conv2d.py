@@ -44,6 +44,7 @@ import numpy as np
 from ...hw.errors import VtakitError
 from ...hw.isa import AluOp, MemType
 from ...runtime import UopKernel
+from ...runtime.hostops.vta import assemble_planes
 from .epilogue import Epilogue
 from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_weight,
                      pack_conv_weight, unpack_activation)
@@ -85,12 +86,6 @@ def border_cases(h, w, kh, kw, stride, pad, oh, ow) -> list:
     (sh, sw), (pt, pl, _, _) = stride, pad
     return [(r0, r1, c0, c1) for r0, r1, rk in segments(h, kh, sh, pt, oh)
             for c0, c1, ck in segments(w, kw, sw, pl, ow) if rk != (0, 0) or ck != (0, 0)]
-
-
-def assemble_planes(planes) -> np.ndarray:
-    """Four int8 byte planes (least significant first, stacked on axis 0) -> int32."""
-    p = np.asarray(planes).view(np.uint8).astype(np.uint32)
-    return (p[0] | (p[1] << 8) | (p[2] << 16) | (p[3] << 24)).view(np.int32)
 
 
 class Conv2dPlan(OpPlan):

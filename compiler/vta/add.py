@@ -17,7 +17,8 @@ from ..ir import Constant, Var
 from ..ops.elementwise import RescaledAddPlan, plan_add_gemm
 from ..ops.epilogue import REQUANT_EXTENSION, EpilogueError, Requant
 from ..quant import fixed_point as fp
-from ..quant.ops import ADD_LEFT_SHIFT, add_shifts, tflite_add_multipliers
+from ..quant.ops import add_shifts
+from ...runtime.hostops.qnn import ADD_LEFT_SHIFT, tflite_add_multipliers
 from .registry import (LoweringError, Spec, Strategy, VTALayer, int8_store, is_op,
                        register_strategy)
 
