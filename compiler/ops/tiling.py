@@ -21,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-from ..hw.errors import VtakitError
+from ...hw.errors import VtakitError
 from .layout import ceil_div
 from .loops import Dim, fold_loops
-from ..hw.spec import MAX_PAD
+from ...hw.spec import MAX_PAD
 from .reference import normalize_padding
 
 __all__ = [
@@ -216,7 +216,7 @@ class CostModel:
     insn_cycles : int
         Issue cost of each GEMM/ALU instruction.
     shared_read_port : bool
-        :func:`~vtakit.compiler.perfmodel.predict_stream` only: the DRAM read beats of
+        :func:`~vtakit.compiler.ops.perfmodel.predict_stream` only: the DRAM read beats of
         every LOAD (the load module's inputs and weights, the compute module's micro-ops
         and accumulators) share one read port, as in ``hw/top.py``'s read arbiter,
         instead of overlapping freely.
@@ -231,7 +231,7 @@ class CostModel:
     shared_read_port: bool = False
 
 
-#: The costs of the RTL (``hw/``), for :func:`vtakit.compiler.perfmodel.predict_stream`:
+#: The costs of the RTL (``hw/``), for :func:`vtakit.compiler.ops.perfmodel.predict_stream`:
 #: GEMM and ALU issue one micro-op per cycle with either operand kind and occupy the
 #: compute module N + 4 cycles (``hw/compute.py``); a LOAD/STORE costs 10 cycles plus one
 #: per bus beat, pad element and 2 per row; all LOADs share the one DRAM read port. Fitted

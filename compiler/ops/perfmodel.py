@@ -17,8 +17,8 @@ from collections import deque
 import bisect
 from dataclasses import dataclass
 
-from ..hw.isa import MemType, Opcode
-from ..hw.spec import DEP_QUEUES, INSN_BYTES, PIPELINE, TOKEN_QUEUES, dispatch_unit
+from ...hw.isa import MemType, Opcode
+from ...hw.spec import DEP_QUEUES, INSN_BYTES, PIPELINE, TOKEN_QUEUES, dispatch_unit
 from .tiling import RTL_COST, CostModel
 
 __all__ = ["StreamPrediction", "UnitInterval", "predict_stream", "stream_traffic",
