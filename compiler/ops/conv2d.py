@@ -195,7 +195,8 @@ class Conv2dPlan(OpPlan):
     def pack(self, x, w, bias=None, residual=None, requant=None, border=None) -> dict:
         """Pack framework-layout operands (NCHW int8, OIHW int8, (O,) int32, NCHW
         int8/int32 residual, (rows, O) int32 requantize rows of
-        :meth:`.epilogue.Requant.from_scale`) into this plan's DRAM operands."""
+        :meth:`.epilogue.Requant.make`, (N, O, OH, OW) int32 border correction) into this
+        plan's DRAM operands."""
         cfg = self.config
         x, w = np.asarray(x), np.asarray(w)
         if x.shape != self.x_shape or w.shape != self.w_shape:
