@@ -221,3 +221,16 @@ def test_tflite_add_exact(scales, zps):
     out, _ = plan.run(Runtime(open_device("behavioral", TINY_RQ)), plan.pack(a, b, rows))
     np.testing.assert_array_equal(plan.unpack(out),
                                   np.clip(qadd(a, b, **q), -128, 127).astype(np.int8))
+
+
+def test_lowering_decision():
+    """The strategy lowers TFLite's roundings to the extension only where the ALU is
+    exact, and says why not otherwise."""
+    from vtakit.compiler.vta.conv import _exact_requant
+    rq = {"rounding": "tflite_single", "scale": np.array([0.001, 0.01]), "zero_point": 0}
+    why = _exact_requant(rq, 2, TINY_RQ, "dense")
+    assert isinstance(why, str) and "per-channel shifts" in why
+    assert _exact_requant(dict(rq, scale=0.001), 2, TINY_RQ, "dense")[0].rounding == "single"
+    assert _exact_requant(dict(rq, rounding="tflite"), 2, TINY_RQ, "conv2d")[0].rows == 2
+    assert _exact_requant(rq, 2, load_config("tiny"), "dense") is None        # no extension
+    assert _exact_requant(dict(rq, rounding="onnx"), 2, TINY_RQ, "dense") is None
