@@ -117,8 +117,9 @@ def format_rows(results) -> str:
     return "\n".join(lines)
 
 
-def synth(config_name, mode) -> list:
-    """Synthesis reports of ``config_name`` without and with the extension."""
+def synth(mode) -> list:
+    """Synthesis reports of tiny on ecp5-85k (placed and routed unless ``mode`` is
+    ``"yosys"``) and default on xilinx-7 (Yosys), each without and with the extension."""
     from vtakit.boards import format_table, synth_config
     runs = [("tiny", "ecp5-85k", mode == "pnr"), ("default", "xilinx-7", False)]
     reports = []
@@ -160,7 +161,7 @@ def main(argv=None):
     print(format_rows(results))
     out = {"models": [r for pair in results for r in pair]}
     if args.synth:
-        out["synth"] = [r.to_dict() for r in synth(args.config, args.synth)]
+        out["synth"] = [r.to_dict() for r in synth(args.synth)]
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     print(json.dumps(out["models"]))
