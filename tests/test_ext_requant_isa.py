@@ -99,7 +99,7 @@ def test_mulshr_lanes_match_single_rounding(k):
 def test_tflite_layer_chain_equals_the_compiler_reference():
     """RSHR(-left) -> SRDHM -> RSHR(right) is TFLite's double-rounding
     MultiplyByQuantizedMultiplier; MULSHR with k = 31 - shift its single rounding."""
-    from vtakit.compiler.quant import fixed_point as fp
+    from vtakit.runtime.hostops import fixed_point as fp
     rng = np.random.default_rng(3)
     x = rng.integers(-2**24, 2**24, 4000).astype(np.int32)
     m, s = fp.quantize_multiplier(rng.uniform(1e-5, 3.0, 4000))
