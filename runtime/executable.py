@@ -493,7 +493,7 @@ class _Reader:
         return value
 
     def decode(self, cls, payloads, expected_config):
-        from ..hw.config import ConfigError, VTAConfig, load_config
+        from ..hw.config import ConfigError, VTAConfig, extension_note, load_config
         head = self.json(payloads, "HEAD", dict)
         hoff = payloads["HEAD"][0]
         try:
@@ -508,7 +508,7 @@ class _Reader:
             expected = load_config(expected_config)
             if expected != config:
                 raise self.fail("HEAD", hoff, f"built for config {config.name}, not "
-                                              f"{expected.name}")
+                                              f"{expected.name}{extension_note(config, expected)}")
         functions, words = self.functions(payloads)
         constants = self.constants(payloads)
         prim = self.json(payloads, "PRIM", list)

@@ -38,6 +38,12 @@ class RuntimeContext:
             if backend not in BACKENDS:
                 raise DeviceError(f"unknown backend {backend!r}; backends are "
                                   f"{', '.join(BACKENDS)}")
+        if device is not None and device.config != config:
+            from ...hw.config import extension_note
+            from ..device import DeviceError
+            raise DeviceError(f"the executable is built for config {config.name}, not the "
+                              f"device's {device.config.name}"
+                              + extension_note(config, device.config))
         self.config = config
         self.backend = backend
         self.device_options = dict(device_options or {})
