@@ -318,6 +318,9 @@ def alu_violation(code, use_imm, imm, config=None) -> str | None:
     if not use_imm and not e.tensor:
         return f"{e.name} needs use_imm=1 (an immediate); a tensor operand is not supported"
     if use_imm and not e.imm:
+        if e.tensor_imm is not None:
+            return (f"{e.name} needs use_imm=0 (a tensor operand); its imm field is the "
+                    f"shift {e.tensor_imm[0]}..{e.tensor_imm[1]}, not an operand")
         return f"{e.name} needs use_imm=0 (a tensor operand); an immediate is not supported"
     lo, hi = e.imm_range
     if use_imm and not lo <= imm <= hi:

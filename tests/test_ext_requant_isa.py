@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from vtakit.hw.config import ConfigError, VTAConfig, load_config
-from vtakit.hw.isa import (AluOp, Opcode, alu_ops, alu_opcode_bits, alu_semantics,
+from vtakit.hw.isa import (AluOp, MemType, Opcode, alu_ops, alu_opcode_bits, alu_semantics,
                            alu_violation, illegal_alu_opcodes, isa_for, mul_shift,
                            rounding_shift, srdhm)
 from vtakit.hw.spec import ErrorCode
@@ -99,7 +99,7 @@ def test_mulshr_lanes_match_single_rounding(k):
 def test_tflite_layer_chain_equals_the_compiler_reference():
     """RSHR(-left) -> SRDHM -> RSHR(right) is TFLite's double-rounding
     MultiplyByQuantizedMultiplier; MULSHR with k = 31 - shift its single rounding."""
-    from vtakit.compiler.quant import fixed_point as fp
+    from vtakit.runtime.hostops import fixed_point as fp
     rng = np.random.default_rng(3)
     x = rng.integers(-2**24, 2**24, 4000).astype(np.int32)
     m, s = fp.quantize_multiplier(rng.uniform(1e-5, 3.0, 4000))
@@ -424,3 +424,67 @@ def test_executable_for_the_extension_refuses_hardware_without_it(tmp_path):
             exe.run([np.array(5, np.int64)], device=dev)
     with open_device("behavioral", exe.config) as dev:
         assert int(exe.run([np.array(5, np.int64)], device=dev)) == math.factorial(5)
+
+
+# ---------------------------------- a whole TFLite requantization on the device (worked)
+
+def _tflite_epilogue(rt, rng, rows=12, single=False):
+    """int32 accumulators -> TFLite requantization with per-channel multipliers and shifts
+    -> + zero point -> clamp -> int8 store, all on VTA (the sequence the compiler emits);
+    returns (output buffer, expected int8 from runtime.hostops.fixed_point)."""
+    from vtakit.hw.spec import Unit
+    from vtakit.runtime.hostops import fixed_point as fp
+    c = rt.config
+    lanes = c.batch * c.block_out
+    scale = rng.uniform(1e-4, 4e-2, c.block_out)        # per output channel (lane)
+    scale[:2] = [1.7, 3.1]                              # positive shifts: RSHR left first
+    if single:     # MULSHR's k is per instruction: channels share one shift (FC layers do)
+        scale = rng.uniform(2**-7, 2**-6, c.block_out)
+    target = rng.uniform(-150, 150, (rows, c.batch, c.block_out))
+    acc = np.round(target / scale).astype(np.int32)     # outputs mostly inside int8
+    acc[0, 0, :2] = [I32_MIN, I32_MAX]
+    zp = -7
+    m, s = fp.quantize_multiplier(scale, single_rounding=single)
+    want = fp.requantize_tflite(acc, scale, zp, axis=2, single_rounding=single)
+    want = np.clip(want, -128, 127).astype(np.int8)
+
+    def row(values):                    # one ACC row: the channel's value in every batch row
+        return np.broadcast_to(np.asarray(values, np.int32), (c.batch, c.block_out))
+
+    if single:
+        assert len(set(s.tolist())) == 1
+        params = [row(m)]
+    else:
+        params = [row(-np.maximum(s, 0)), row(m), row(np.maximum(-s, 0))]
+    data = np.concatenate([acc.reshape(rows, lanes)] + [p.reshape(1, lanes) for p in params])
+    buf = rt.alloc(data.nbytes)
+    rt.upload(buf, data)
+    rt.load_2d(MemType.ACC, 0, buf, 0, len(data), 1, len(data))
+    loop = [(rows, 1, 0)]               # dst row r, the same parameter row for every r
+    if single:
+        rt.push_alu(UopKernel.alu(AluOp.MULSHR, [(0, rows)], loop, imm=31 - int(s[0])))
+    else:
+        for j, op in enumerate((AluOp.RSHR, AluOp.SRDHM, AluOp.RSHR)):
+            rt.push_alu(UopKernel.alu(op, [(0, rows + j)], loop))
+    rt.push_alu(UopKernel.alu(AluOp.ADD, [(0, 0)], [(rows, 1, 0)], imm=zp))
+    rt.push_alu(UopKernel.alu(AluOp.MAX, [(0, 0)], [(rows, 1, 0)], imm=-128))
+    rt.push_alu(UopKernel.alu(AluOp.MIN, [(0, 0)], [(rows, 1, 0)], imm=127))
+    out = rt.alloc(want.nbytes)
+    rt.dep_push(Unit.COMPUTE, Unit.STORE)
+    rt.dep_pop(Unit.COMPUTE, Unit.STORE)
+    rt.store_2d(0, out, 0, rows, 1, rows)
+    return out, want
+
+
+@pytest.mark.parametrize("backend", RTL)
+@pytest.mark.parametrize("single", [False, True], ids=["double", "single"])
+def test_tflite_requantization_runs_whole_on_vta(backend, single):
+    from vtakit.runtime import Runtime
+    from vtakit.runtime.device import open_device
+    with open_device(backend, RQ) as dev:
+        rt = Runtime(dev)
+        out, want = _tflite_epilogue(rt, np.random.default_rng(22), single=single)
+        rt.synchronize()
+        got = rt.download(out, np.int8, want.shape)
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(got)) > 20
