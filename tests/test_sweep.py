@@ -46,6 +46,12 @@ def test_grid_skips_illegal_combinations_with_the_loader_error():
     assert "unknown config key(s) NOT_A_KEY" in skipped[0][1]
     with pytest.raises(ValueError, match="KEY=v1,v2"):
         parse_grid(["LOG_BLOCK"])
+    # the ISA extensions are one more axis (issue 22's requant)
+    cfgs, skipped = expand_configs(["tiny"], ["EXTENSIONS=none,requant,bogus"])
+    assert [c[0] for c in cfgs] == ["tiny/EXTENSIONS=none", "tiny/EXTENSIONS=requant"]
+    assert "EXTENSIONS" not in json.loads(cfgs[0][1])
+    assert json.loads(cfgs[1][1])["EXTENSIONS"] == ["requant"]
+    assert skipped[0][0] == "tiny/EXTENSIONS=bogus" and "bogus" in skipped[0][1]
     points, _ = make_points(["tiny", "default"], ["demo", ANOMALY])
     assert [(p.config, p.model) for p in points] == [
         ("default", "anomaly_detection"), ("default", "demo"),
@@ -278,7 +284,7 @@ def test_synth_resources_are_cached_per_config_and_target(tmp_path, monkeypatch)
 def test_float_model_calibrated_from_a_npy_file(client, tmp_path):
     # The shipped ONNX file given by path with the demo's calibration images as a .npy of
     # shape (N, *input shape): the same int8 model as "demo", so the same cycles.
-    from vtakit.compiler.demo import CALIBRATION_SAMPLES
+    from vtakit.tools.demo import CALIBRATION_SAMPLES
     from vtakit.compiler.models import digits_cnn_path, load_digits_split
     x_train = load_digits_split()[0]
     np.save(tmp_path / "cal.npy", x_train[:CALIBRATION_SAMPLES, None])

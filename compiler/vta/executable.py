@@ -1,0 +1,157 @@
+"""VTA layers in executables: the ``lowerer`` hook of the VM compiler.
+
+:func:`vm_lowerer` claims every fused primitive whose body is a quantized layer of a
+registered strategy (optionally followed by element-wise host ops such as
+``qnn.dequantize``) whose weights are constants and whose plan fits the config. It
+plans the layer once, here: the Program goes into the executable's kernel table, the
+weights packed by the strategy into its constant pool, and the rest (operand slots,
+host steps, unpacking) into the primitive's metadata, which the runtime's
+``vta_layer`` factory (:mod:`vtakit.runtime.vta_layer`, where the schema is) runs
+without the compiler.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import numpy as np
+
+from ...runtime.dram import whole_pages
+from ...runtime.vta_layer import KIND, HostStep
+from ..ir import Call, Constant, Op, post_order
+from ..ops.epilogue import EpilogueError
+from ..ops.layout import LayoutError
+from ..ops.tiling import TilingError
+from .lower import LayerRecord, LoweringError, _fill_estimate, layer_spec, match_layer, \
+    weight_shape
+
+__all__ = ["VM_KIND", "split_layer", "vm_lowerer"]
+
+#: Primitive-factory kind of VTA layers in executables ("vtakit.vm.primitive.vta_layer").
+VM_KIND = KIND
+
+
+def split_layer(body):
+    """``(layer, tail)``: the layer inside ``body`` and the element-wise calls applied
+    after it (innermost first; each takes the layer's value as its first argument and
+    constants otherwise), or ``(None, [])``."""
+    tail = []
+    e = body
+    while True:
+        layer = match_layer(e)
+        if layer is not None:
+            return layer, tail[::-1]
+        if (isinstance(e, Call) and isinstance(e.op, Op) and e.args
+                and all(isinstance(a, Constant) for a in e.args[1:])
+                and e.op.pattern <= 1):       # ELEMWISE or BROADCAST
+            tail.append(e)
+            e = e.args[0]
+            continue
+        return None, []
+
+
+def _value(e):
+    """A weight operand's array (the lowerer claims layers with constant weights only)."""
+    if not isinstance(e, Constant):
+        raise LoweringError(f"operand %{getattr(e, 'name_hint', '?')} is no constant: its "
+                            "packing would depend on the run")
+    return e.data
+
+
+class _Constants:
+    """The layer's constant arrays, in the order the VM compiler pools them."""
+
+    def __init__(self):
+        self.arrays = []
+
+    def add(self, array) -> int:
+        self.arrays.append(np.asarray(array))
+        return len(self.arrays) - 1
+
+
+def _layer_meta(func, layer, tail, spec, rec, kernel):
+    """The ``vta_layer`` metadata (see :mod:`vtakit.runtime.vta_layer`) and the arrays."""
+    plan, strategy, consts = spec.plan, layer.strategy, _Constants()
+    packed = strategy.pack(layer, spec, _value)     # fills spec.post's border correction
+    params = list(func.params)
+
+    def ref(e):
+        if any(e is p for p in params):
+            return ["p", next(i for i, p in enumerate(params) if e is p)]
+        return ["c", consts.add(_value(e))]
+
+    inputs = [["data", ref(layer.data)]] + [[slot, ref(layer.attrs[attr])]
+                                            for attr, slot in strategy.inputs.items()]
+    weights = [[slot, consts.add(a)] for slot, a in packed.items()]
+    out = plan.operands["out"]
+    shape = tuple(int(d) for d in layer.root.checked_type.shape)
+    dtype = layer.attrs.get("out_dtype")
+    staged = {"data", "out", *strategy.inputs.values()}
+    dram = {n: whole_pages(op.nbytes) for n, op in plan.operands.items()}
+    roofline = None if rec.roofline is None else dataclasses.asdict(rec.roofline)
+    meta = {
+        "kernel": kernel, "inputs": inputs, "weights": weights,
+        "out": {"shape": [int(d) for d in out.shape], "dtype": np.dtype(out.dtype).name},
+        "post": None if spec.post is None else spec.post.encode(consts.add),
+        "unpack": {"n": shape[0], "c": shape[1], "shape": list(shape),
+                   "dtype": None if dtype is None else np.dtype(dtype).name},
+        "tail": [HostStep(c.op.name, c.attrs, [a.data for a in c.args[1:]]).encode(consts.add)
+                 for c in tail],
+        "dram_weights": sum(v for n, v in dram.items() if n not in staged),
+        "dram_scratch": sum(v for n, v in dram.items() if n in staged),
+        "layer": {"kind": layer.kind, "where": rec.where, "why": rec.why, "macs": rec.macs,
+                  "tiling": rec.tiling, "predicted_cycles": rec.predicted_cycles,
+                  "dram_bytes": rec.dram_bytes, "roofline": roofline},
+    }
+    return meta, consts.arrays
+
+
+def vm_lowerer(config, report: list | None = None):
+    """A ``lowerer`` hook for :func:`vtakit.compiler.codegen.compile_vm`.
+
+    It claims every fused primitive whose body is a quantized layer (optionally
+    followed by element-wise host ops such as ``qnn.dequantize``) with constant
+    weights whose plan fits ``config``, and returns it as data: the Program, the
+    packed weights and the metadata of a ``vta_layer`` primitive. ``report`` receives
+    one :class:`LayerRecord` per primitive seen (where it will run and why, tiling,
+    predicted cycles, DRAM bytes).
+    """
+    from ..codegen import LoweredPrimitive
+
+    def lower(func):
+        layer, tail = split_layer(func.body)
+        if layer is None or layer.data is not func.params[0]:
+            if report is not None and func.params:
+                ops = [n.op.name for n in post_order(func.body)
+                       if isinstance(n, Call) and isinstance(n.op, Op)]
+                t = func.params[0].checked_type
+                report.append(LayerRecord(
+                    "+".join(dict.fromkeys(ops)) or "host", tuple(getattr(t, "shape", ())),
+                    "host", "not a quantized conv/dense/pool layer: numpy on the host"))
+            return None
+        shape = tuple(func.params[0].checked_type.shape)
+        rec = LayerRecord(layer.kind, shape, "vta", "")
+        try:
+            spec = layer_spec(layer, shape, weight_shape(layer), config)
+            plan = spec.plan
+            rec.where, rec.why, rec.macs = spec.where, spec.why, spec.macs
+            _fill_estimate(rec, plan)
+            blob = plan.program().to_bytes()
+            kernel = f"vta_{layer.kind}_{hashlib.sha1(blob).hexdigest()[:12]}"
+            meta, arrays = _layer_meta(func, layer, tail, spec, rec, kernel)
+        except (TilingError, EpilogueError, LayoutError, LoweringError, ValueError) as e:
+            rec = LayerRecord(layer.kind, shape, "host", f"{type(e).__name__}: {e}")
+            if report is not None:
+                report.append(rec)
+            return None
+        if report is not None:
+            report.append(rec)
+        int8 = lambda e: getattr(e.checked_type, "dtype", None) == "int8"  # noqa: E731
+        inputs = [layer.attrs[a] for a in layer.strategy.inputs]
+        return LoweredPrimitive(
+            VM_KIND, meta, kernels=[(kernel, blob)], constants=arrays,
+            name=f"vta_{layer.kind}", device_output=not tail and int8(func.body),
+            device_inputs=tuple(int8(p) and (p is layer.data or any(p is e for e in inputs))
+                                for p in func.params))
+    return lower
