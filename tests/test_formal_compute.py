@@ -142,7 +142,7 @@ class Program:
             ]
             with m.If(hdr.opcode == Opcode.ALU):
                 m.d.comb += [
-                    Assume(~alu_illegal(alu.alu_opcode, alu.use_imm, alu.imm)),
+                    Assume(~alu_illegal(alu.alu_opcode, alu.use_imm, alu.imm, c)),
                     Assume(sum(alu.alu_opcode == op for op in KINDS[run.kind]) == 1),
                 ]
 
