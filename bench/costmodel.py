@@ -2,9 +2,9 @@
 
 For each model: compile it, predict every layer call with the sweep's model engine
 (:func:`vtakit.tools.point.predict_layers`: each kernel bound as the VM binds it, the
-event model :func:`~vtakit.compiler.perfmodel.predict_stream` with its default,
+event model :func:`~vtakit.compiler.ops.perfmodel.predict_stream` with its default,
 RTL-calibrated costs, nothing simulated), then run it on an RTL backend through the
-VM (:func:`~vtakit.compiler.profile.profile_model`, measured cycles per layer). Prints
+VM (:func:`~vtakit.tools.profile.profile_model`, measured cycles per layer). Prints
 the error per model and per layer class (the kernel kind: conv2d, dense, add, pools),
 and how long a model-engine point takes (compile + prediction).
 
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from vtakit.compiler.build_model import compile_model
-from vtakit.compiler.profile import profile_model
+from vtakit.tools.profile import profile_model
 from vtakit.hw.config import load_config
 from vtakit.tools.point import DEMO, load_model_input, predict_layers
 

@@ -7,9 +7,9 @@ VTA layers (their loads and stores), the executable's planned peak DRAM and what
 behavioral run allocated at most (instruction and micro-op buffers included), and
 how many fused layers run on VTA against the host primitives. The RTL run is the
 compiled executable itself (tensors kept on the device between layers), profiled per
-layer (:func:`vtakit.compiler.profile.profile_model`). Every run is checked bit for
+layer (:func:`vtakit.tools.profile.profile_model`). Every run is checked bit for
 bit against the IR interpreter. The roofline column sums the layers' rooflines
-(:mod:`vtakit.compiler.roofline`: the fewest cycles the config allows each layer) and
+(:mod:`vtakit.compiler.ops.roofline`: the fewest cycles the config allows each layer) and
 ``x roofline`` is the RTL cycles over it (the event model's predicted cycles stand in
 without an RTL backend, e.g. ``--backend behavioral``).
 
@@ -30,7 +30,7 @@ import numpy as np
 import vtakit
 from vtakit.compiler.frontend import from_tflite
 from vtakit.compiler.ir import evaluate
-from vtakit.compiler.profile import profile_model
+from vtakit.tools.profile import profile_model
 from vtakit.hw.config import load_config
 from vtakit.sim import open_device
 from vtakit.testing import model_inputs

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from vtakit.compiler.build_model import compile_model
-from vtakit.compiler.demo import model_macs
+from vtakit.tools.demo import model_macs
 from vtakit.compiler.nn import resnet18
 from vtakit.compiler.quant.calibrate import calibrate
 from vtakit.hw.config import load_config

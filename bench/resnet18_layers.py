@@ -27,9 +27,9 @@ import time
 
 import numpy as np
 
-from vtakit.compiler import plan_conv2d
-from vtakit.compiler import reference as R
-from vtakit.compiler.perfmodel import predict_stream, stream_traffic
+from vtakit.compiler.ops import plan_conv2d
+from vtakit.compiler.ops import reference as R
+from vtakit.compiler.ops.perfmodel import predict_stream, stream_traffic
 from vtakit.hw.config import load_config
 from vtakit.runtime import Runtime
 from vtakit.sim import DeviceError, open_device

@@ -33,8 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
-from vtakit.compiler import nn, plan_conv2d
-from vtakit.compiler.layout import pack_activation, unpack_activation
+from vtakit.compiler import nn
+
+from vtakit.compiler.ops import plan_conv2d
+from vtakit.compiler.ops.layout import pack_activation, unpack_activation
 from vtakit.hw import VTAConfig
 from vtakit.compiler.codegen import LoweredPrimitive, compile_vm
 from vtakit.compiler.ir import Call, Function, IRModule, Var, evaluate

@@ -1,47 +1,43 @@
-"""vtakit.compiler: operators and models lowered to VTA kernels.
+"""vtakit.compiler: models to VTA executables.
 
-Operator level (this package's user API; every function takes a
-:class:`vtakit.runtime.Runtime` and framework-layout numpy arrays):
+Three parts, imported on demand (``import vtakit.compiler`` loads none of them):
 
-* :func:`conv2d`, :func:`group_conv2d`, :func:`dense`: int8 x int8 with a fused
-  epilogue (bias, residual, rounding shift, ReLU/clip), int8 (or int32) result;
-* :func:`add`, :func:`max_pool2d`, :func:`avg_pool2d`, :func:`global_avg_pool2d`
-  (add and average pooling run on the GEMM core by default, ``engine="alu"`` on
-  the ALU; max pooling on the ALU);
-* ``plan_*`` functions return plans (:class:`Conv2dPlan`, ...) whose ``program()``
-  is the kernel as a device-independent :class:`vtakit.runtime.Program` (one
-  buffer slot per packed DRAM operand, named as in ``operands``), whose
-  ``lower(rt, bufs)`` binds it into a runtime's stream with caller-owned buffers
-  and whose ``estimate`` is the cost model's prediction; :func:`search_tiles`
-  ranks tilings; :func:`plan_roofline` gives a plan's :class:`Roofline` (the fewest
-  cycles the config allows it, :mod:`vtakit.compiler.roofline`).
+* the graph compiler (TVM's Relay half): the IR :mod:`.ir`, its passes
+  :mod:`.passes`, quantization :mod:`.quant`, the frontends :mod:`.frontend`, VM
+  code generation :mod:`.codegen`, the network builder :mod:`.nn` and the build
+  entry :func:`compile_model` (:mod:`.build_model`);
+* the operator library :mod:`.ops` (TVM's TOPI half: plans, operands, epilogues,
+  layouts, integer references, schedules), which imports only ``hw`` and
+  ``runtime``;
+* the VTA lowering :mod:`.vta`: the graph's quantized layers onto the operator
+  library.
 
-Integer references of every operator are in :mod:`vtakit.compiler.reference`,
-layout packing in :mod:`vtakit.compiler.layout`.
-
-Graph level: the Relay-style IR is :mod:`vtakit.compiler.ir`, its passes
-:mod:`vtakit.compiler.passes`, and the network builder :mod:`vtakit.compiler.nn`.
+The operator library's functions (``conv2d``, ``plan_conv2d``, ...) are also
+reachable here, as ``vtakit.compiler.conv2d`` etc.
 """
 
-from . import ir, nn, passes
-from .conv2d import Conv2dPlan, assemble_planes, conv2d, group_conv2d, plan_conv2d
-from .dense import DensePlan, dense, plan_dense
-from .elementwise import AddPlan, add, plan_add, plan_add_gemm
-from .epilogue import Epilogue, EpilogueError
-from .layout import LayoutError
-from .plan import OpPlan, Operand
-from .pool import (PoolPlan, avg_pool2d, global_avg_pool2d, max_pool2d, plan_avg_pool_gemm,
-                   plan_pool2d)
-from .roofline import Roofline, plan_roofline
-from .tiling import (ConvProblem, ConvTiling, CostModel, Estimate, TilingError, best_tiling,
-                     search_tiles)
+import importlib
 
-__all__ = [
+_SUBMODULES = {"ir", "nn", "passes", "quant", "frontend", "codegen", "models", "ops", "vta",
+               "build_model"}
+#: The operator library's API (vtakit.compiler.ops.__all__; a test checks they agree).
+_OPS_API = {
     "conv2d", "group_conv2d", "dense", "add", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
     "plan_conv2d", "plan_dense", "plan_add", "plan_pool2d", "plan_avg_pool_gemm",
-    "plan_add_gemm",
-    "Conv2dPlan", "DensePlan", "AddPlan", "PoolPlan", "OpPlan", "Operand", "assemble_planes",
-    "Epilogue", "EpilogueError", "LayoutError",
-    "ConvProblem", "ConvTiling", "CostModel", "Estimate", "TilingError", "search_tiles",
-    "best_tiling", "Roofline", "plan_roofline", "ir", "nn", "passes",
-]
+    "plan_add_gemm", "Conv2dPlan", "DensePlan", "AddPlan", "PoolPlan", "OpPlan", "Operand",
+    "assemble_planes", "Epilogue", "EpilogueError", "LayoutError", "ConvProblem", "ConvTiling",
+    "CostModel", "Estimate", "TilingError", "search_tiles", "best_tiling", "Roofline",
+    "plan_roofline"}
+
+__all__ = sorted(_OPS_API | {"ir", "nn", "passes", "compile_model"})
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    if name == "compile_model":
+        from .build_model import compile_model
+        return compile_model
+    if name in _OPS_API:
+        return getattr(importlib.import_module(".ops", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

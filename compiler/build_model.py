@@ -2,7 +2,7 @@
 
 ``compile_model("m.tflite", config="default")`` returns an
 :class:`~vtakit.runtime.executable.Executable` whose quantized layers run on VTA
-(:func:`vtakit.compiler.lower_vta.vm_lowerer`) and everything else on the host.
+(:func:`vtakit.compiler.vta.vm_lowerer`) and everything else on the host.
 """
 
 from __future__ import annotations
@@ -64,12 +64,12 @@ def compile_model(path, config="default", *, calibrate=None, report: list | None
     before compiling, with ``calibrate_options`` (e.g. ``{"method": "entropy"}`` or
     ``{"asymmetric": False}``) passed to it. Pre-quantized models (TFLite int8, ONNX QDQ)
     need none.
-    ``report``, when given, receives one :class:`~vtakit.compiler.lower_vta.LayerRecord`
+    ``report``, when given, receives one :class:`~vtakit.compiler.vta.LayerRecord`
     per fused layer the VTA lowering examined.
     """
     from ..hw.config import load_config
     from .codegen import compile_vm
-    from .lower_vta import vm_lowerer
+    from .vta import vm_lowerer
     from .passes import default_pipeline, vm_pipeline
     cfg = load_config(config)
     mod = load_model(path) if not hasattr(path, "functions") else path
@@ -78,7 +78,7 @@ def compile_model(path, config="default", *, calibrate=None, report: list | None
         mod = _calibrate(mod, load_samples(calibrate), **(calibrate_options or {}))
     mod = vm_pipeline()(default_pipeline()(mod))
     exe = compile_vm(mod, config=cfg, lowerer=vm_lowerer(cfg, report))
-    for m in ("vtakit.compiler.quant", "vtakit.compiler.lower_vta"):
+    for m in ("vtakit.compiler.quant", "vtakit.compiler.vta"):
         if m not in exe.requires:
             exe.requires.append(m)
     return exe

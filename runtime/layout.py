@@ -4,7 +4,7 @@ An activation (N, C, H, W) lives in device DRAM as (N/b, C/c, H, W, b, c): one
 INP/OUT element holds ``BATCH x BLOCK`` scalars, the batch and channel axes
 zero-padded to whole blocks (reference section 5.4). Dense data (N, K) is the
 same bytes with H = W = 1. The compiler's other layouts (weights, bias) are in
-:mod:`vtakit.compiler.layout`.
+:mod:`vtakit.compiler.ops.layout`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 
 from ..hw.errors import VtakitError
 
-__all__ = ["LayoutError", "ceil_div", "pack_activation", "unpack_activation", "nchw_shape",
+__all__ = ["LayoutError", "ceil_div", "normalize_padding", "pack_activation", "unpack_activation", "nchw_shape",
            "packed_activation_shape", "packed_activation_nbytes"]
 
 
@@ -26,6 +26,22 @@ class LayoutError(VtakitError, ValueError):
 def ceil_div(a: int, b: int) -> int:
     """``ceil(a / b)`` for non-negative integers."""
     return -(-int(a) // int(b))
+
+
+def normalize_padding(padding) -> tuple[int, int, int, int]:
+    """``p`` | ``(ph, pw)`` | ``(top, left, bottom, right)`` -> (top, left, bottom, right)."""
+    if isinstance(padding, (int, np.integer)):
+        p = (int(padding),) * 4
+    else:
+        p = tuple(int(v) for v in padding)
+        if len(p) == 2:
+            p = (p[0], p[1], p[0], p[1])
+        elif len(p) != 4:
+            raise ValueError(f"padding must be an int, (ph, pw) or (top, left, bottom, right), "
+                             f"got {padding!r}")
+    if min(p) < 0:
+        raise ValueError(f"padding must be non-negative, got {padding!r}")
+    return p
 
 
 def _check(name, array, ndim, what):

@@ -48,7 +48,7 @@ def test_digits_top1_agreement(data, rounding, method):
 
 
 def test_vta_layers_run_on_vta_bit_exact(data):
-    from vtakit.compiler.lower_vta import run_graph
+    from vtakit.compiler.vta.lower import run_graph
     from vtakit.runtime import Runtime
     from vtakit.sim import open_device
 

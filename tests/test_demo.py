@@ -5,7 +5,7 @@ import pytest
 
 
 from vtakit.cli.main import main  # noqa: E402
-from vtakit.compiler.demo import format_demo, model_macs, run_demo  # noqa: E402
+from vtakit.tools.demo import format_demo, model_macs, run_demo  # noqa: E402
 from vtakit.runtime.device import open_device  # noqa: E402
 from vtakit.runtime.recorder import LayerRecorder  # noqa: E402
 
@@ -63,7 +63,7 @@ def test_cli_demo_rejects_negative_count(capsys):
 
 def test_demo_on_verilator_counts_cycles():
     # The one RTL run of these tests (the Verilator build is shared with the other suites).
-    from vtakit.compiler.demo import rtl_build_cached
+    from vtakit.tools.demo import rtl_build_cached
     r = run_demo("default", "verilator", 3, test_limit=6, progress=False, log=lambda *_: None)
     assert r.rtl_agree == 3 and r.ok
     assert r.cycles_per_image > 0 and 0 < r.gemm_utilization <= r.gemm_busy <= 1

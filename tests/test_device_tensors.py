@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 import vtakit
-import vtakit.compiler.lower_vta as lower_vta
+import vtakit.compiler.vta.lower as lower_vta
 import vtakit.compiler.quant  # noqa: F401
 from vtakit.compiler.frontend import from_tflite
 from vtakit.compiler.ir import (Call, Constant, Function, GlobalVar, IRModule, TensorType, Var,
                                 evaluate, get_op, parse_expr)
-from vtakit.compiler.lower_vta import lower_primitive
+from vtakit.compiler.vta.lower import lower_primitive
 from vtakit.compiler.passes import FoldExplicitPadding
 from vtakit.runtime import Runtime
 from vtakit.runtime.vm.bytecode import Opcode

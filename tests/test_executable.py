@@ -24,7 +24,7 @@ def rich_exe():
 
 def kernel(name, config="default"):
     """A real kernel-table entry: a small conv plan's Program, as bytes."""
-    from vtakit.compiler import plan_conv2d
+    from vtakit.compiler.ops import plan_conv2d
     from vtakit.hw.config import load_config
     if name == "conv0":
         return plan_conv2d(load_config(config), (1, 16, 4, 4), (16, 16, 1, 1)).program().to_bytes()

@@ -2,12 +2,15 @@
 pins the package list). Every import counts, including those inside functions; the
 root package ``vtakit`` (its ``__version__``) may be imported from anywhere.
 
-The layers today, bottom up: hw; runtime; sim (and vtakit.testing, which lives in
-sim/testing); boards beside them over hw (and the runtime's progress lines); compiler
-over hw, runtime and sim (only its demo tool uses sim); tools (sweeps, sharded runs)
-over all of these; the command line on top. The next re-layout (compiler split into
-the graph compiler, the operator library and the VTA lowering) extends ALLOWED with
-its new packages.
+The layers, bottom up: hw; runtime; sim (and vtakit.testing, which lives in
+sim/testing); boards beside them over hw (and the runtime's progress lines). The
+compiler in three parts: the operator library ``compiler.ops`` over hw and runtime
+only; the graph compiler (``compiler.ir``, passes, quant, frontend, codegen, the build
+entry), whose IR imports nothing of the compiler but itself; the VTA lowering
+``compiler.vta`` between them (graph IR onto the operator library). Tools (demo,
+profiles, traces, sweeps, sharded runs) over all of these; the command line on top.
+A compiler module's layer is ``compiler.<its subpackage>`` for ``ops``, ``vta`` and
+``ir``, else ``compiler``.
 """
 
 import ast
@@ -29,10 +32,25 @@ ALLOWED = {
     "sim": {"hw", "runtime", "sim", "testing"},
     "testing": {"hw", "runtime", "sim", "testing"},
     "boards": {"hw", "runtime", "boards"},
-    "compiler": {"hw", "runtime", "sim", "compiler"},
-    "tools": {"hw", "runtime", "sim", "testing", "boards", "compiler", "tools"},
-    "cli": {"hw", "runtime", "sim", "testing", "boards", "compiler", "tools", "cli"},
+    "compiler.ops": {"hw", "runtime", "compiler.ops"},
+    "compiler.ir": {"hw", "runtime", "compiler.ir"},
+    "compiler.vta": {"hw", "runtime", "compiler", "compiler.ir", "compiler.ops", "compiler.vta"},
+    "compiler": {"hw", "runtime", "compiler", "compiler.ir", "compiler.ops", "compiler.vta"},
+    "tools": {"hw", "runtime", "sim", "testing", "boards", "compiler", "compiler.ir",
+              "compiler.ops", "compiler.vta", "tools"},
+    "cli": {"hw", "runtime", "sim", "testing", "boards", "compiler", "compiler.ir",
+            "compiler.ops", "compiler.vta", "tools", "cli"},
 }
+
+
+def layer_of(module: str) -> str:
+    """The ALLOWED key of a dotted module name (``vtakit`` for the root package)."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "vtakit"
+    if parts[1] == "compiler" and len(parts) > 2 and f"compiler.{parts[2]}" in ALLOWED:
+        return f"compiler.{parts[2]}"
+    return parts[1]
 
 
 def module_name(root: Path, folder: str, path: Path) -> tuple[str, bool]:
@@ -68,14 +86,14 @@ def violations(root: Path = ROOT) -> list[str]:
     for folder in FOLDERS:
         for path in sorted((root / folder).rglob("*.py")):
             module, is_package = module_name(root, folder, path)
-            layer = module.split(".")[1] if "." in module else "vtakit"
+            layer = layer_of(module)
             if layer not in ALLOWED:      # the root package and vtakit.__main__
                 continue
             for name in imported_names(path.read_text(), module, is_package):
                 parts = name.split(".")
                 if parts[0] != "vtakit" or len(parts) == 1:
                     continue
-                if parts[1] not in ALLOWED[layer]:
+                if layer_of(name) not in ALLOWED[layer]:
                     found.append(f"{module} -> {name}")
     return found
 
@@ -99,9 +117,17 @@ def test_every_source_folder_has_a_rule():
     ("sim", "from vtakit.compiler.ir import expr\n",
      "vtakit.sim.planted -> vtakit.compiler.ir"),
     ("boards", "from ..sim import pysim\n", "vtakit.boards.planted -> vtakit.sim"),
+    ("compiler/ops", "from ..ir import Var\n", "vtakit.compiler.ops.planted -> vtakit.compiler.ir"),
+    ("compiler/ops", "from ..vta.lower import match_layer\n",
+     "vtakit.compiler.ops.planted -> vtakit.compiler.vta.lower"),
+    ("compiler/ir", "from ..ops.reference import wrap32\n",
+     "vtakit.compiler.ir.planted -> vtakit.compiler.ops.reference"),
+    ("runtime", "import vtakit.compiler.ops.tiling\n",
+     "vtakit.runtime.planted -> vtakit.compiler.ops.tiling"),
 ])
 def test_a_planted_upward_import_is_found(tmp_path, folder, source, expected):
     for name in FOLDERS:
         (tmp_path / name).mkdir()
+    (tmp_path / folder).mkdir(parents=True, exist_ok=True)
     (tmp_path / folder / "planted.py").write_text(source)
     assert violations(tmp_path) == [expected]

@@ -9,7 +9,7 @@ from vtakit.compiler.ir import (Call, Function, GlobalVar, If, IRModule,
                                 Tuple, TupleGetItem, TupleType, TypeInferenceError, Var,
                                 WellFormedError, astext, check_well_formed, evaluate, get_op,
                                 infer_types, parse, register_op, structural_equal)
-from vtakit.compiler.reference import conv2d_ref, dense_ref, group_conv2d_ref, max_pool2d_ref
+from vtakit.compiler.ops.reference import conv2d_ref, dense_ref, group_conv2d_ref, max_pool2d_ref
 
 
 def roundtrip(mod):

@@ -91,7 +91,7 @@ def test_cli_compare_vtax(digits, capsys, monkeypatch):
 
 
 def test_profile_rows(digits):
-    from vtakit.compiler.profile import format_profile, profile_model
+    from vtakit.tools.profile import format_profile, profile_model
     from vtakit.runtime.recorder import LayerRecorder
     exe, _, x, _ = digits
     outputs, rows = profile_model(exe, x)

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vtakit.compiler import layout as L
+from vtakit.compiler.ops import layout as L
 from vtakit.hw.config import VTAConfig
 
 CONFIGS = {name: VTAConfig.preset(name) for name in ("default", "4x8", "tiny")}

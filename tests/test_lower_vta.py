@@ -1,11 +1,11 @@
-"""Quantized layers lowered onto the operator library (vtakit.compiler.lower_vta)."""
+"""Quantized layers lowered onto the operator library (vtakit.compiler.vta.lower)."""
 
 import numpy as np
 import pytest
 
 import vtakit.compiler.quant  # noqa: F401
 from vtakit.compiler.ir import Call, Constant, Function, TensorType, Var, evaluate, get_op
-from vtakit.compiler.lower_vta import (LoweringError, lower_primitive, match_layer,
+from vtakit.compiler.vta.lower import (LoweringError, lower_primitive, match_layer,
                                        requantize_cost)
 from vtakit.runtime import Runtime
 from vtakit.sim import open_device

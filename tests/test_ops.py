@@ -13,9 +13,9 @@ import os
 import numpy as np
 import pytest
 
-from vtakit.compiler import (ConvTiling, add, avg_pool2d, conv2d, dense, global_avg_pool2d,
-                             group_conv2d, max_pool2d, plan_conv2d)
-from vtakit.compiler import reference as R
+from vtakit.compiler.ops import (ConvTiling, add, avg_pool2d, conv2d, dense, global_avg_pool2d,
+                                 group_conv2d, max_pool2d, plan_conv2d)
+from vtakit.compiler.ops import reference as R
 from vtakit.runtime import Runtime
 from vtakit.sim import open_device
 
@@ -257,7 +257,7 @@ def test_chained_kernels_in_one_stream(rt):
     packed int8 out layout is the next op's data layout), with a max-pool kernel
     between them: the kernel fences order every DRAM write before the next kernel's
     reads and keep the SRAM slots of consecutive kernels apart."""
-    from vtakit.compiler import plan_pool2d
+    from vtakit.compiler.ops import plan_pool2d
     rng = np.random.default_rng(12)
     x = i8(rng, (1, 20, 9, 9))
     w1, w2 = i8(rng, (24, 20, 3, 3)), i8(rng, (18, 24, 1, 1))

@@ -8,8 +8,8 @@ sweeps run on the behavioral model in tests/test_ops.py.
 import numpy as np
 import pytest
 
-from vtakit.compiler import (add, conv2d, dense, global_avg_pool2d, avg_pool2d, max_pool2d,
-                             reference as ref)
+from vtakit.compiler.ops import (add, conv2d, dense, global_avg_pool2d, avg_pool2d, max_pool2d,
+                                 reference as ref)
 from vtakit.runtime import Runtime
 from vtakit.sim import open_device
 

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vtakit.compiler import (ConvProblem, ConvTiling, EpilogueError, TilingError, conv2d,
-                             plan_conv2d, plan_pool2d, search_tiles)
-from vtakit.compiler.loops import Dim, fold_loops
-from vtakit.compiler.perfmodel import predict_stream, stream_traffic
-from vtakit.compiler.tiling import gemm_dims, uop_budget
+from vtakit.compiler.ops import (ConvProblem, ConvTiling, EpilogueError, TilingError, conv2d,
+                                 plan_conv2d, plan_pool2d, search_tiles)
+from vtakit.compiler.ops.loops import Dim, fold_loops
+from vtakit.compiler.ops.perfmodel import predict_stream, stream_traffic
+from vtakit.compiler.ops.tiling import gemm_dims, uop_budget
 from vtakit.hw.config import VTAConfig
 from vtakit.hw.isa import MemType, Opcode
 from vtakit.runtime import Runtime, Unit, UopKernel
@@ -246,7 +246,7 @@ def test_error_channel_mismatch_and_missing_bias():
 
 
 def test_error_elementwise_and_pool_parameters():
-    from vtakit.compiler import plan_add
+    from vtakit.compiler.ops import plan_add
     cfg = CONFIGS["default"]
     with pytest.raises(EpilogueError, match=r"^add\[1, 16, 4, 4\]: shift=20 needs a rounding "
                                             r"constant above 2\^14"):
@@ -271,7 +271,7 @@ def test_pool_plans_choose_vta_or_host_division():
 
 
 def test_avg_pool_gemm_engine_shares_one_weight_tile():
-    from vtakit.compiler import plan_avg_pool_gemm
+    from vtakit.compiler.ops import plan_avg_pool_gemm
     cfg = CONFIGS["default"]
     plan = plan_avg_pool_gemm(cfg, (1, 512, 7, 7), 7)
     assert plan.problem.shared_wgt and plan.operands["weight"].shape == (1, 1, 1, 1, 16, 16)

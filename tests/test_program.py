@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import vtakit.sim
-from vtakit.compiler import plan_add, plan_avg_pool_gemm, plan_conv2d, plan_dense, plan_pool2d
-from vtakit.compiler import reference as R
+from vtakit.compiler.ops import plan_add, plan_avg_pool_gemm, plan_conv2d, plan_dense, plan_pool2d
+from vtakit.compiler.ops import reference as R
 from vtakit.hw.config import VTAConfig
 from vtakit.hw.isa import AluOp, IsaError, MemType, Opcode, isa_for
 from vtakit.runtime import (UOPS, BufferHandleError, DramRangeError, InvalidArgumentError,
@@ -283,7 +283,7 @@ def test_bind_synchronizes_a_full_stream_first():
 
 _DIGEST = """
 import hashlib
-from vtakit.compiler import plan_conv2d, plan_pool2d
+from vtakit.compiler.ops import plan_conv2d, plan_pool2d
 from vtakit.hw.config import VTAConfig
 cfg = VTAConfig.preset("default")
 plans = [plan_conv2d(cfg, (1, 20, 9, 7), (35, 20, 3, 3), 2, 1, bias=True, shift=9, relu=True),

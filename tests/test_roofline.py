@@ -1,4 +1,4 @@
-"""Per-layer rooflines (vtakit.compiler.roofline): hand-computed bounds, and a roofline
+"""Per-layer rooflines (vtakit.compiler.ops.roofline): hand-computed bounds, and a roofline
 never above the cycles the event model predicts for the streams that actually run.
 
 The hand-computed numbers are for the ``default`` config: BATCH 1, BLOCK_IN = BLOCK_OUT
@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from vtakit.compiler.build_model import compile_model, format_report
-from vtakit.compiler.conv2d import plan_conv2d
-from vtakit.compiler.dense import plan_dense
-from vtakit.compiler.pool import plan_pool2d
-from vtakit.compiler.profile import format_profile, profile_model
-from vtakit.compiler.roofline import Roofline, plan_roofline
+from vtakit.compiler.ops.conv2d import plan_conv2d
+from vtakit.compiler.ops.dense import plan_dense
+from vtakit.compiler.ops.pool import plan_pool2d
+from vtakit.tools.profile import format_profile, profile_model
+from vtakit.compiler.ops.roofline import Roofline, plan_roofline
 from vtakit.hw.config import load_config
 
 CFG = load_config("default")

@@ -278,7 +278,7 @@ def test_synth_resources_are_cached_per_config_and_target(tmp_path, monkeypatch)
 def test_float_model_calibrated_from_a_npy_file(client, tmp_path):
     # The shipped ONNX file given by path with the demo's calibration images as a .npy of
     # shape (N, *input shape): the same int8 model as "demo", so the same cycles.
-    from vtakit.compiler.demo import CALIBRATION_SAMPLES
+    from vtakit.tools.demo import CALIBRATION_SAMPLES
     from vtakit.compiler.models import digits_cnn_path, load_digits_split
     x_train = load_digits_split()[0]
     np.save(tmp_path / "cal.npy", x_train[:CALIBRATION_SAMPLES, None])

@@ -54,7 +54,7 @@ def test_interpreter_equals_tflite_reference(name):
 
 
 def _vta_equals_interpreter(name, n):
-    from vtakit.compiler.lower_vta import run_graph
+    from vtakit.compiler.vta.lower import run_graph
     from vtakit.runtime import Runtime
     from vtakit.sim import open_device
     mod = from_tflite(DATA / f"{name}.tflite")

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from vtakit.compiler.perfmodel import predict_stream
-from vtakit.compiler.trace import UNIT_TRACKS, trace_events
+from vtakit.compiler.ops.perfmodel import predict_stream
+from vtakit.tools.trace import UNIT_TRACKS, trace_events
 
 UNITS = ("fetch", "load", "compute", "store")
 
@@ -21,7 +21,7 @@ def _check_busy(intervals, busy, cycles_end):
 
 
 def test_stream_intervals_match_busy_cycles():
-    from vtakit.compiler import plan_conv2d
+    from vtakit.compiler.ops import plan_conv2d
     from vtakit.runtime import Runtime
     from vtakit.sim import open_device
     rt = Runtime(open_device("behavioral", "default"))
@@ -46,7 +46,7 @@ def digits_rows():
     from vtakit.compiler.build_model import compile_model
     from vtakit.compiler.frontend.onnx import from_onnx
     from vtakit.compiler.models import digits_cnn_path, load_digits_split
-    from vtakit.compiler.profile import profile_model
+    from vtakit.tools.profile import profile_model
     from vtakit.compiler.quant.calibrate import calibrate
     x_train, _, x_test, _ = load_digits_split()
     exe = compile_model(calibrate(from_onnx(digits_cnn_path()), x_train[:16, None]), "default")
@@ -106,7 +106,7 @@ def test_loads_of_two_modules_share_the_read_port():
     """An INP load (load module) and an ACC load (compute module) with no token between
     them: the RTL moves their beats through one read port, so the calibrated model
     (``RTL_COST``) serializes the beats while the tile search's model lets them overlap."""
-    from vtakit.compiler.tiling import RTL_COST, CostModel
+    from vtakit.compiler.ops.tiling import RTL_COST, CostModel
     from vtakit.hw.config import load_config
     from vtakit.hw.isa import MemType, Opcode, isa_for
 

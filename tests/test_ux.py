@@ -15,7 +15,7 @@ import pytest
 
 from vtakit.cli.main import main
 from vtakit.compiler.build_model import format_report
-from vtakit.compiler.lower_vta import LayerRecord
+from vtakit.compiler.vta.lower import LayerRecord
 from vtakit.compiler.models import digits_cnn_path
 from vtakit.hw.config import ConfigError, PRESETS, VTAConfig, load_config
 
@@ -254,7 +254,7 @@ def _trace(tmp_path, cycles=(1000, 3000)):
 
 
 def test_timeline_on_cycles_with_labels_no_empty_tracks(tmp_path):
-    from vtakit.compiler.trace import trace_figure
+    from vtakit.tools.trace import trace_figure
     fig = trace_figure(_trace(tmp_path))
     ax = fig.axes[0]
     assert ax.get_xlabel() == "VTA cycles"                       # measured: cycles by default
@@ -272,7 +272,7 @@ def test_timeline_on_cycles_with_labels_no_empty_tracks(tmp_path):
 
 
 def test_timeline_wall_axis_without_measured_cycles(tmp_path):
-    from vtakit.compiler.trace import trace_figure
+    from vtakit.tools.trace import trace_figure
     path = _trace(tmp_path, cycles=(-1, -1))                     # behavioral: no clock
     assert trace_figure(path).axes[0].get_xlabel() == "wall time on the simulating machine (ms)"
     ax = trace_figure(path, axis="cycles").axes[0]
@@ -315,7 +315,7 @@ def fake_get_build(backend, cfg, progress=True):
 
 
 def test_demo_starts_the_rtl_build_in_the_background(monkeypatch):
-    from vtakit.compiler import demo
+    from vtakit.tools import demo
     from vtakit.sim import rtl_build
     monkeypatch.setattr(demo, "rtl_build_cached", lambda backend, cfg: False)
     monkeypatch.setattr(rtl_build, "get_build", fake_get_build)

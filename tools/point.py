@@ -7,7 +7,7 @@ point's engine:
 ``model``
     no simulation: every VTA layer's kernel is bound by a :class:`~vtakit.Runtime`
     exactly as the VM binds it (its stream: fences, micro-op load, FINISH) and its
-    cycles predicted by the event model (:func:`~vtakit.compiler.perfmodel.predict_stream`);
+    cycles predicted by the event model (:func:`~vtakit.compiler.ops.perfmodel.predict_stream`);
     no output, so no accuracy check.
 ``behavioral``
     the VM on the behavioral model; cycles are the event model's on the streams that ran.
@@ -107,7 +107,7 @@ def load_model_input(model_path: str, calibrate: str | None):
     from ..compiler.quant.calibrate import calibrate as quantize
     from ..testing import model_inputs
     if model_path == DEMO:
-        from ..compiler.demo import CALIBRATION_SAMPLES
+        from .demo import CALIBRATION_SAMPLES
         from ..compiler.models import digits_cnn_path, load_digits_split
         x_train, _, x_test, _ = load_digits_split()
         mod = quantize(load_model(digits_cnn_path()), x_train[:CALIBRATION_SAMPLES, None])
@@ -167,8 +167,8 @@ def _calls(exe):
 def predict_layers(exe) -> list[dict]:
     """The model engine: one dict per layer call (``layer``, ``where``, ``cycles`` = the
     event model's, ``macs``, ``dram_bytes``), without running anything."""
-    from ..compiler.perfmodel import predict_stream, stream_traffic
-    from ..compiler.profile import layer_info
+    from ..compiler.ops.perfmodel import predict_stream, stream_traffic
+    from .profile import layer_info
     streams = _kernel_streams(exe)
     cost = {name: (predict_stream(s, exe.config).cycles,
                    sum(stream_traffic(s, exe.config).values())) for name, s in streams.items()}
@@ -185,7 +185,7 @@ def predict_layers(exe) -> list[dict]:
 
 
 def _simulate(exe, x, engine):
-    from ..compiler.profile import profile_model
+    from .profile import profile_model
     outputs, profile = profile_model(exe, [x], engine, roofline=False)
     rows = [dict(index=r.index, layer=r.name, where=r.engine,
                  cycles=int(r.cycles if engine != "behavioral" else r.predicted_cycles),

@@ -1,6 +1,6 @@
 """``vtakit demo``: the digits CNN quantized, compiled and run on VTA (behavioral and RTL).
 
-The work is :func:`vtakit.compiler.demo.run_demo`; this module only parses options
+The work is :func:`vtakit.tools.demo.run_demo`; this module only parses options
 and prints. Exit status 0 when the acceptance criteria hold (int8 accuracy within
 1 point of float, RTL predictions identical to the behavioral ones), 1 otherwise.
 """
@@ -24,7 +24,7 @@ def register(sub):
 
 
 def run(args):
-    from ...compiler.demo import format_demo, run_demo
+    from ...tools.demo import format_demo, run_demo
     result = run_demo(args.config, args.backend, args.count)
     print(format_demo(result))
     return 0 if result.ok else 1

@@ -20,6 +20,6 @@ def register(sub):
 
 
 def run(args):
-    from ...compiler.trace import plot_trace
+    from ...tools.trace import plot_trace
     path = plot_trace(args.file, args.output, axis=args.axis)
     print(f"{args.file}: timeline -> {path}")

@@ -64,7 +64,7 @@ def run(args):
         rec = LayerRecorder(dev, keep_images={args.vcd_layer}, keep_outputs=False)
     try:
         if args.profile or args.trace:
-            from ...compiler.profile import format_profile, profile_model
+            from ...tools.profile import format_profile, profile_model
             outputs, rows = profile_model(exe, inputs, args.backend, device=dev,
                                           hook=rec.hook if rec else None)
         else:
@@ -83,7 +83,7 @@ def run(args):
         layer = rec.layers[args.vcd_layer]
         print(f"layer #{args.vcd_layer} {layer.name}: waveform ({cycles:,} cycles) -> {vcd}")
     if args.trace:
-        from ...compiler.trace import write_trace
+        from ...tools.trace import write_trace
         print(f"layer timeline -> {write_trace(rows, args.trace)}")
     path = npz_path(args.output)
     np.savez(path, **outputs)

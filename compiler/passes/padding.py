@@ -5,7 +5,7 @@ padding (Relay's pass of the same name).
 axes becomes ``nn.conv2d(x, w, padding=..., pad_value=v)``. Quantized frontends pad
 with the input zero point; folded, the convolution runs as one VTA layer (the
 lowering corrects the border of VTA's zero padding, see
-:mod:`vtakit.compiler.lower_vta`), its input stays where the previous layer left
+:mod:`vtakit.compiler.vta.lower`), its input stays where the previous layer left
 it, and no padded copy is made.
 """
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...reference import normalize_padding
+from ....runtime.layout import normalize_padding
 from ..types import TensorType, TupleType
 
 __all__ = ["tensor_arg", "broadcast_type", "pair", "padding4", "is_int", "is_float",
@@ -44,7 +44,7 @@ def pair(v, name):
 
 def padding4(p):
     """``p`` | ``(p,)`` | ``(ph, pw)`` | ``(top, left, bottom, right)`` -> 4-tuple (the
-    operator library's :func:`~vtakit.compiler.reference.normalize_padding`)."""
+    runtime's :func:`~vtakit.runtime.layout.normalize_padding`)."""
     if not isinstance(p, (int, np.integer)) and len(tuple(p)) == 1:
         p = tuple(p)[0]
     return normalize_padding(p)

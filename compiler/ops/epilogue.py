@@ -30,10 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..hw.errors import VtakitError
-from ..hw.isa import AluOp
-from ..hw.spec import IMM_MAX, IMM_MIN, SHIFT_LIMIT
-from ..runtime import UopKernel
+from ...hw.errors import VtakitError
+from ...hw.isa import AluOp
+from ...hw.spec import IMM_MAX, IMM_MIN, SHIFT_LIMIT
+from ...runtime import UopKernel
 from .loops import Dim, fold_loops
 from .reference import wrap32
 

@@ -70,8 +70,8 @@ class DemoResult:
 
 def model_macs(mod) -> int:
     """Multiply-accumulates of one run of ``mod``'s conv2d and dense calls."""
-    from .ir import Call, Op, infer_types
-    from .ir.analysis import post_order
+    from ..compiler.ir import Call, Op, infer_types
+    from ..compiler.ir.analysis import post_order
     mod = infer_types(mod)
     total = 0
     for fn in mod.functions.values():
@@ -156,11 +156,11 @@ def run_demo(config="default", backend: str = "verilator", count: int = 20, *,
     from ..hw.config import load_config
     from ..runtime.device import check_backend, open_device
     from ..runtime.recorder import LayerRecorder
-    from .build_model import compile_model
-    from .frontend.onnx import from_onnx
-    from .ir import evaluate
-    from .models import digits_cnn_path, load_digits_split
-    from .quant.calibrate import calibrate
+    from ..compiler.build_model import compile_model
+    from ..compiler.frontend.onnx import from_onnx
+    from ..compiler.ir import evaluate
+    from ..compiler.models import digits_cnn_path, load_digits_split
+    from ..compiler.quant.calibrate import calibrate
 
     if count < 0:
         raise InputError(f"count={count}; the number of RTL images must be >= 0")

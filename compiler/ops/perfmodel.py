@@ -17,8 +17,8 @@ from collections import deque
 import bisect
 from dataclasses import dataclass
 
-from ..hw.isa import MemType, Opcode
-from ..hw.spec import DEP_QUEUES, INSN_BYTES, PIPELINE, TOKEN_QUEUES, dispatch_unit
+from ...hw.isa import MemType, Opcode
+from ...hw.spec import DEP_QUEUES, INSN_BYTES, PIPELINE, TOKEN_QUEUES, dispatch_unit
 from .tiling import RTL_COST, CostModel
 
 __all__ = ["StreamPrediction", "UnitInterval", "predict_stream", "stream_traffic",
@@ -139,18 +139,22 @@ class _ReadPort:
                 t = self.busy[i][1]
                 i += 1
         for span in taken:
-            bisect.insort(self.busy, span)
-        self._merge()
+            self._insert(span)
         return t
 
-    def _merge(self):
-        merged = []
-        for a, b in self.busy:
-            if merged and a <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], b)
-            else:
-                merged.append([a, b])
-        self.busy = merged
+    def _insert(self, span):
+        """Add ``span`` to the busy list, merged with the spans it touches (the list stays
+        the unique sorted list of disjoint, non-touching spans)."""
+        busy = self.busy
+        j = bisect.bisect_left(busy, span)
+        if j > 0 and busy[j - 1][1] >= span[0]:
+            j -= 1
+            span = [busy[j][0], max(busy[j][1], span[1])]
+        k = j
+        while k < len(busy) and busy[k][0] <= span[1]:
+            span[1] = max(span[1], busy[k][1])
+            k += 1
+        busy[j:k] = [span]
 
 
 def _read_beats(insn, config, elem) -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...runtime.layout import normalize_padding
+
 __all__ = [
     "wrap32", "normalize_padding", "conv2d_output_shape", "conv2d_ref", "group_conv2d_ref",
     "dense_ref",
@@ -21,22 +23,6 @@ __all__ = [
 def wrap32(x) -> np.ndarray:
     """Reduce integers modulo 2^32 to int32 (two's complement wrap-around)."""
     return (np.asarray(x, dtype=np.int64) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
-
-
-def normalize_padding(padding) -> tuple[int, int, int, int]:
-    """``p`` | ``(ph, pw)`` | ``(top, left, bottom, right)`` -> (top, left, bottom, right)."""
-    if isinstance(padding, (int, np.integer)):
-        p = (int(padding),) * 4
-    else:
-        p = tuple(int(v) for v in padding)
-        if len(p) == 2:
-            p = (p[0], p[1], p[0], p[1])
-        elif len(p) != 4:
-            raise ValueError(f"padding must be an int, (ph, pw) or (top, left, bottom, right), "
-                             f"got {padding!r}")
-    if min(p) < 0:
-        raise ValueError(f"padding must be non-negative, got {padding!r}")
-    return p
 
 
 def _pair(v, name):

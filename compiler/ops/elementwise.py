@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..hw.isa import AluOp, MemType
-from ..runtime import UopKernel
+from ...hw.isa import AluOp, MemType
+from ...runtime import UopKernel
 from .conv2d import Conv2dPlan, assemble_planes
 from .epilogue import Epilogue, EpilogueError
-from ..runtime.layout import LayoutError, nchw_shape
+from ...runtime.layout import LayoutError, nchw_shape
 from .layout import pack_activation, unpack_activation
 from .loops import Dim
-from .pipeline import Pipeline, kernel_fence
+from .tokens import Pipeline, kernel_fence
 from .plan import OpPlan, Operand
 from .operands import check_operand
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime.layout import (LayoutError, _check, _pad_to, ceil_div,  # noqa: F401
+from ...runtime.layout import (LayoutError, _check, _pad_to, ceil_div,  # noqa: F401
                               pack_activation, unpack_activation)
 
 __all__ = [

@@ -7,7 +7,7 @@ GEMM utilization and DRAM bytes as arguments.
 Below them, four tracks ``fetch/load/compute/store (modelled)`` show each VTA layer's
 units busy on an instruction (category ``busy``) or waiting for a dependency token
 (category ``wait``). The backends do not measure these, so they come from the event
-model (:func:`~vtakit.compiler.perfmodel.predict_stream` of the stream that ran),
+model (:func:`~vtakit.compiler.ops.perfmodel.predict_stream` of the stream that ran),
 stretched to fill the layer's slice: when the layer's cycles were measured the model's
 cycles are scaled to them (the ``measured_cycles`` argument), else they are the
 model's own. Open the JSON in https://ui.perfetto.dev or chrome://tracing (zoom).

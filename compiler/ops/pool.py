@@ -31,14 +31,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..hw.isa import AluOp, MemType
-from ..hw.spec import IMM_MAX, IMM_MIN
-from ..runtime import UopKernel
+from ...hw.isa import AluOp, MemType
+from ...hw.spec import IMM_MAX, IMM_MIN
+from ...runtime import UopKernel
 from .conv2d import Conv2dPlan, assemble_planes
 from .epilogue import Epilogue
 from .layout import ceil_div, pack_activation, unpack_activation
 from .loops import Dim, fold_loops
-from .pipeline import Pipeline, kernel_fence
+from .tokens import Pipeline, kernel_fence
 from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding, round_shift_div
 from .tiling import MAX_PAD, TilingError

@@ -3,7 +3,7 @@
 Each layer (a packed call of the VM) is listed with the engine it ran on (VTA when it
 ran instructions on the device, else the host), the cycles measured by the backend
 (RTL backends; the behavioral model has no clock), the cycles the event model of
-:mod:`vtakit.compiler.perfmodel` predicts for the very stream that ran, the GEMM
+:mod:`vtakit.compiler.ops.perfmodel` predicts for the very stream that ran, the GEMM
 utilization (the layer's useful multiply-accumulates, from its IR, over
 ``cycles x BATCH x BLOCK_IN x BLOCK_OUT``; predicted cycles stand in where none were
 measured), and the DRAM bytes its loads and stores moved (from the stream).
@@ -32,7 +32,7 @@ class LayerProfile:
     # Modelled per-unit timeline of the layer's runs, back to back: {unit: [UnitInterval]}
     # in model cycles (0 .. predicted_cycles); empty on the host.
     units: dict = field(default_factory=dict)
-    #: the layer's :class:`~vtakit.compiler.roofline.Roofline` (None on the host)
+    #: the layer's :class:`~vtakit.compiler.ops.roofline.Roofline` (None on the host)
     roofline: object = None
 
     @property
@@ -49,8 +49,8 @@ def layer_info(exe, *, roofline: bool = True) -> dict:
     import importlib
 
     from .demo import model_macs
-    from .ir import IRModule, infer_types, parse_expr
-    from .roofline import function_roofline
+    from ..compiler.ir import IRModule, infer_types, parse_expr
+    from ..compiler.vta.lower import function_roofline
     for m in exe.requires:          # the ops the primitives' IR uses (e.g. qnn.*)
         importlib.import_module(m)
     out = {}
@@ -82,7 +82,7 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook
     from ..runtime.recorder import LayerRecorder
     from dataclasses import replace
 
-    from .perfmodel import predict_stream, stream_traffic
+    from ..compiler.ops.perfmodel import predict_stream, stream_traffic
     cfg = exe.config
     isa = isa_for(cfg)
     peak = cfg.batch * cfg.block_in * cfg.block_out
@@ -122,7 +122,7 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook
 
 def format_profile(rows, backend: str = "") -> str:
     """The profile as a text table with a total line. ``bound`` and ``roofline`` are the
-    layer's :mod:`~vtakit.compiler.roofline` (binding bound, cycles); ``x roof`` is the
+    layer's :mod:`~vtakit.compiler.ops.roofline` (binding bound, cycles); ``x roof`` is the
     measured cycles (predicted without a clock) over the roofline."""
     head = (f"{'#':>3} {'layer':<26} {'engine':<6} {'cycles':>10} {'predicted':>10} "
             f"{'bound':<5} {'roofline':>10} {'x roof':>6} "
@@ -152,6 +152,6 @@ def format_profile(rows, backend: str = "") -> str:
                      "total" + (f" ({backend})" if backend else ""), "", ""))
     vta = [r for r in rows if r.engine == "VTA"]
     lines.append(f"{len(vta)} layer(s) on VTA, {len(rows) - len(vta)} on the host; "
-                 "predicted = event model of the stream that ran (vtakit.compiler.perfmodel); "
-                 "roofline = max(GEMM + ALU micro-ops, DRAM beats) (vtakit.compiler.roofline)")
+                 "predicted = event model of the stream that ran (vtakit.compiler.ops.perfmodel); "
+                 "roofline = max(GEMM + ALU micro-ops, DRAM beats) (vtakit.compiler.ops.roofline)")
     return "\n".join(lines)

@@ -21,10 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-from ..hw.errors import VtakitError
+import numpy as np
+
+from ...hw.errors import VtakitError
 from .layout import ceil_div
 from .loops import Dim, fold_loops
-from ..hw.spec import MAX_PAD
+from ...hw.spec import MAX_PAD
 from .reference import normalize_padding
 
 __all__ = [
@@ -216,7 +218,7 @@ class CostModel:
     insn_cycles : int
         Issue cost of each GEMM/ALU instruction.
     shared_read_port : bool
-        :func:`~vtakit.compiler.perfmodel.predict_stream` only: the DRAM read beats of
+        :func:`~vtakit.compiler.ops.perfmodel.predict_stream` only: the DRAM read beats of
         every LOAD (the load module's inputs and weights, the compute module's micro-ops
         and accumulators) share one read port, as in ``hw/top.py``'s read arbiter,
         instead of overlapping freely.
@@ -231,7 +233,7 @@ class CostModel:
     shared_read_port: bool = False
 
 
-#: The costs of the RTL (``hw/``), for :func:`vtakit.compiler.perfmodel.predict_stream`:
+#: The costs of the RTL (``hw/``), for :func:`vtakit.compiler.ops.perfmodel.predict_stream`:
 #: GEMM and ALU issue one micro-op per cycle with either operand kind and occupy the
 #: compute module N + 4 cycles (``hw/compute.py``); a LOAD/STORE costs 10 cycles plus one
 #: per bus beat, pad element and 2 per row; all LOADs share the one DRAM read port. Fitted
@@ -256,44 +258,61 @@ class Estimate:
     detail: dict = field(default_factory=dict, compare=False)
 
 
-def _splits(n: int, t: int):
-    """[(size, count)] of the tiles of an axis of n split into tiles of t."""
-    full, rem = divmod(n, t)
-    return [(t, full)] + ([(rem, 1)] if rem else [])
+def _axis(n: int, t):
+    """The tiles of an axis of n split into tiles of ``t`` (an array): ``[(size, count)]``
+    with the full tiles first and the remainder second (count 0 when there is none)."""
+    full, rem = n // t, n % t
+    return [(t, full), (rem, (rem > 0).astype(np.int64))]
 
 
 def estimate(p: ConvProblem, t: ConvTiling, config, cost: CostModel = CostModel()) -> Estimate:
     """Predict cycles and DRAM traffic of a conv tiling (see :class:`CostModel`)."""
+    lanes = {k: np.array([v]) for k, v in (("tn", t.tn), ("tco", t.tco), ("th", t.th),
+                                          ("tw", t.tw), ("tci", t.tci),
+                                          ("nthreads", t.nthreads))}
+    lanes["co_outer"] = np.array([t.order == "co_outer"])
+    return Estimate(*(v[0].item() for v in _estimates(p, lanes, config, cost)))
+
+
+def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
+    """:func:`estimate` of many tilings at once: ``t`` holds int64 arrays ``tn``, ``tco``,
+    ``th``, ``tw``, ``tci``, ``nthreads`` and a bool array ``co_outer``; returns arrays
+    (cycles, compute, load, store, read bytes, write bytes, tiles, groups). Each lane
+    does the scalar model's operations in the scalar model's order (absent remainder
+    tiles add exact zeros), so a lane's figures are the scalar model's, bit for bit."""
     bus = config.bus_bytes
     kk = p.kh * p.kw
     sh, sw = p.stride
     e_inp, e_wgt, e_acc, e_out = (config.inp_elem_bytes, config.wgt_elem_bytes,
                                   config.acc_elem_bytes, config.out_elem_bytes)
-    n_n, n_co = ceil_div(p.nb, t.tn), p.n_groups * ceil_div(p.gob, t.tco)
-    n_h, n_w = ceil_div(p.oh, t.th), ceil_div(p.ow, t.tw)
-    chunks = _splits(p.ib, t.tci)
-    k = ceil_div(p.ib, t.tci)
+    tn_, tco_, th_, tw_, tci_, nth = (t[k] for k in ("tn", "tco", "th", "tw", "tci",
+                                                      "nthreads"))
+    co_outer = t["co_outer"]
+    n_n, n_co = -(-p.nb // tn_), p.n_groups * -(-p.gob // tco_)
+    n_h, n_w = -(-p.oh // th_), -(-p.ow // tw_)
+    chunks = _axis(p.ib, tci_)
+    k = -(-p.ib // tci_)
     tiles = n_n * n_co * n_h * n_w
+
     # Fraction of group loads that find their operand already in the slot.
     def loads_per_run(run):
-        return min(run, t.nthreads // k) / run if t.nthreads % k == 0 else 1.0
-    w_frac = loads_per_run(n_h * n_w) if t.order == "co_outer" else 1.0
-    i_frac = loads_per_run(n_co) if t.order == "sp_outer" and not p.diag else 1.0
-    full_sp = t.th >= p.oh and t.tw >= p.ow and not any(p.pad)
-    comp = load = store = 0.0
-    rd = wr = 0.0
-    pipe = 0.0
-    first_load = last_tail = 0.0
-    for tn, cn in _splits(p.nb, t.tn):
-        for tco, cco in ((s_, c_ * p.n_groups) for s_, c_ in _splits(p.gob, t.tco)):
-            for th, ch in _splits(p.oh, t.th):
-                for tw, cw in _splits(p.ow, t.tw):
+        return np.where(nth % k == 0, np.minimum(run, nth // k) / run, 1.0)
+    w_frac = np.where(co_outer, loads_per_run(n_h * n_w), 1.0)
+    i_frac = np.where(~co_outer & (not p.diag), loads_per_run(n_co), 1.0)
+    full_sp = (th_ >= p.oh) & (tw_ >= p.ow) & (not any(p.pad))
+    z = np.zeros(len(tn_))
+    comp, load, store, rd, wr, pipe = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
+    first_load, last_tail = z.copy(), z.copy()
+    for tn, cn in _axis(p.nb, tn_):
+        for tco, cco in ((s_, c_ * p.n_groups) for s_, c_ in _axis(p.gob, tco_)):
+            for th, ch in _axis(p.oh, th_):
+                for tw, cw in _axis(p.ow, tw_):
                     m = cn * cco * ch * cw
                     ent = tn * tco * th * tw
                     hi, wi = (th - 1) * sh + p.kh, (tw - 1) * sw + p.kw
-                    n_rows_out = 1 if full_sp else tn * tco * th
+                    n_rows_out = np.where(full_sp, 1, tn * tco * th)
                     # compute-stage work of the tile outside the GEMMs
-                    c_tile = cost.insn_cycles
+                    c_tile = z + cost.insn_cycles
                     if p.residual:
                         b = ent * e_acc
                         rd += m * b
@@ -308,40 +327,39 @@ def estimate(p: ConvProblem, t: ConvTiling, config, cost: CostModel = CostModel(
                     c_tile += passes * (ent * cost.alu_imm_cycles + cost.insn_cycles)
                     planes = 4 if p.int32_out else 1
                     s_bytes = planes * ent * e_out
-                    s_tile = (s_bytes / bus + planes * (cost.dma_insn_cycles * (1 if full_sp else tn * tco)
-                                                        + n_rows_out * cost.dma_row_cycles))
+                    s_tile = (s_bytes / bus + planes * (
+                        cost.dma_insn_cycles * np.where(full_sp, 1, tn * tco)
+                        + n_rows_out * cost.dma_row_cycles))
                     wr += m * s_bytes
-                    g_sum = 0.0
+                    g_sum = z.copy()
                     for tci, cci in chunks:
                         gemm = ent * tci * kk * cost.gemm_uop_cycles + cost.insn_cycles
                         ib_ = tn * (tco if p.diag else tci) * hi * wi * e_inp * i_frac
                         wb_ = (1 if p.shared_wgt else tco * tci * kk) * e_wgt * w_frac
-                        n_in_insn = 1 if full_sp else tn * (tco if p.diag else tci)
+                        n_in_insn = np.where(full_sp, 1, tn * (tco if p.diag else tci))
                         l_g = ((ib_ + wb_) / bus + (n_in_insn + 1) * cost.dma_insn_cycles
                                + (n_in_insn * hi * i_frac + tco) * cost.dma_row_cycles)
                         rd += m * cci * (ib_ + wb_)
                         load += m * cci * l_g
                         comp += m * cci * gemm
-                        g_sum += cci * max(l_g, gemm)
-                        if not first_load:
-                            first_load = l_g
+                        g_sum += cci * np.maximum(l_g, gemm)
+                        first_load = np.where(first_load == 0, l_g, first_load)
                     if p.residual_gemm:    # one more group: int8 tile + identity GEMM
-                        l_r = ent * e_inp / bus + cost.dma_insn_cycles * (1 if full_sp else tn * tco)
+                        l_r = ent * e_inp / bus + cost.dma_insn_cycles * np.where(full_sp, 1,
+                                                                                  tn * tco)
                         c_r = ent * cost.gemm_uop_cycles + cost.insn_cycles
                         rd += m * ent * e_inp
                         load += m * l_r
                         comp += m * c_r
-                        g_sum += max(l_r, c_r)
+                        g_sum += np.maximum(l_r, c_r)
                     comp += m * c_tile
                     store += m * s_tile
                     pipe += m * (g_sum + c_tile)
-                    last_tail = c_tile + s_tile
+                    last_tail = np.where(m > 0, c_tile + s_tile, last_tail)
     groups = tiles * (k + (1 if p.residual_gemm else 0))
-    if t.nthreads >= 2:
-        cycles = max(pipe, store, comp, rd / bus) + first_load + last_tail
-    else:
-        cycles = comp + load + store
-    return Estimate(cycles, comp, load, store, int(rd), int(wr), tiles, groups)
+    cycles = np.where(nth >= 2, np.maximum(np.maximum(np.maximum(pipe, store), comp), rd / bus)
+                      + first_load + last_tail, comp + load + store)
+    return (cycles, comp, load, store, rd.astype(np.int64), wr.astype(np.int64), tiles, groups)
 
 
 def _candidates(n: int):
@@ -361,6 +379,28 @@ def _fit_error(p: ConvProblem, config):
                 f"with one channel block needs {fp[mem]} {mem} SRAM elements, the {mem} "
                 f"buffer holds {depth}")
     raise TilingError(f"{p.describe}: no tiling fits config {config.name}")
+
+
+def _fitting(p: ConvProblem, config, nthreads, orders) -> dict:
+    """Every tiling that fits the SRAMs, as lanes (see :func:`_estimates`), in the order
+    of the nested loops nthreads > tci > tco > tn > th > tw > order."""
+    axes = [np.array(nthreads), np.array(_candidates(p.ib)), np.array(_candidates(p.gob)),
+            np.array(_candidates(p.nb)), np.array(_candidates(p.oh)),
+            np.array(_candidates(p.ow)), np.array([o == "co_outer" for o in orders])]
+    nth, tci, tco, tn, th, tw, co = (a.ravel() for a in np.meshgrid(*axes, indexing="ij"))
+    blocks = tco if p.diag else tci
+    hi, wi = (th - 1) * p.stride[0] + p.kh, (tw - 1) * p.stride[1] + p.kw
+    inp = tn * blocks * hi * wi
+    if p.residual_gemm:
+        inp = np.maximum(inp, tn * tco * th * tw)
+    wgt = 1 if p.shared_wgt else tco * tci * p.kh * p.kw
+    acc = tn * tco * th * tw + (tco if p.bias else 0)
+    acc_d = config.acc_depth // nth
+    # (the search has always also required room for tw = 1 plus a bias row)
+    ok = ((inp <= config.inp_depth // nth) & (wgt <= config.wgt_depth // nth)
+          & (acc <= acc_d) & (tn * tco * th + tco <= acc_d))
+    return {"tn": tn[ok], "tco": tco[ok], "th": th[ok], "tw": tw[ok], "tci": tci[ok],
+            "nthreads": nth[ok], "co_outer": co[ok]}
 
 
 def search_tiles(p: ConvProblem, config, *, cost: CostModel = CostModel(), top: int = 8,
@@ -393,37 +433,21 @@ def _search_tiles(p, config, cost, top, nthreads, orders) -> tuple:
         raise TilingError(f"{p.describe}: padding {p.pad} must be smaller than the "
                           f"{p.kh}x{p.kw} window (a window entirely in the padding cannot be "
                           "loaded)")
-    ranked = []
-    for nth in nthreads:
-        inp_d, wgt_d, acc_d = (config.inp_depth // nth, config.wgt_depth // nth,
-                               config.acc_depth // nth)
-        for tci in _candidates(p.ib):
-            for tco in _candidates(p.gob):
-                if not p.shared_wgt and tco * tci * p.kh * p.kw > wgt_d:
-                    continue
-                blocks = tco if p.diag else tci
-                for tn in _candidates(p.nb):
-                    for th in _candidates(p.oh):
-                        hi = (th - 1) * p.stride[0] + p.kh
-                        if tn * blocks * hi * p.kw > inp_d or tn * tco * th + tco > acc_d:
-                            continue
-                        for tw in _candidates(p.ow):
-                            t = ConvTiling(tn, tco, th, tw, tci, "co_outer", nth)
-                            fp = t.footprint(p)
-                            if fp["inp"] > inp_d or fp["acc"] > acc_d or fp["wgt"] > wgt_d:
-                                continue
-                            for order in orders:
-                                t = replace(t, order=order)
-                                ranked.append((estimate(p, t, config, cost), t))
-    if not ranked:
+    lanes = _fitting(p, config, nthreads, orders)
+    if not len(lanes["tn"]):
         _fit_error(p, config)
-    ranked.sort(key=lambda et: (et[0].cycles, -et[1].nthreads))
+    est = _estimates(p, lanes, config, cost)
+    # fewest cycles first, then more threads, then enumeration order (a stable sort)
+    rank = np.lexsort((-lanes["nthreads"], est[0]))
     out = []
-    for est, t in ranked:
+    for i in rank:
+        t = ConvTiling(*(int(lanes[k][i]) for k in ("tn", "tco", "th", "tw", "tci")),
+                       "co_outer" if lanes["co_outer"][i] else "sp_outer",
+                       int(lanes["nthreads"][i]))
         hi, wi = t.in_rows(p), t.in_cols(p)
         f = fold_loops(gemm_dims(p, t.tn, t.tco, t.th, t.tw, t.tci, hi, wi))
         if f.n_uops <= uop_budget(config, t.nthreads):
-            out.append((est, t))
+            out.append((Estimate(*(v[i].item() for v in est)), t))
             if len(out) >= top:
                 break
     if not out:

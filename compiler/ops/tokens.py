@@ -21,7 +21,7 @@ fetch unit can never deadlock on a full command queue.
 
 from __future__ import annotations
 
-from ..runtime import Unit
+from ...runtime import Unit
 
 __all__ = ["Pipeline", "kernel_fence"]
 

@@ -41,14 +41,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..hw.errors import VtakitError
-from ..hw.isa import MemType
-from ..runtime import UopKernel
+from ...hw.errors import VtakitError
+from ...hw.isa import MemType
+from ...runtime import UopKernel
 from .epilogue import Epilogue
 from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_weight,
                      pack_conv_weight, unpack_activation)
 from .loops import Dim, fold_loops
-from .pipeline import Pipeline, kernel_fence
+from .tokens import Pipeline, kernel_fence
 from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding
 from .operands import check_fits, check_operand, check_positive

@@ -25,7 +25,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from ..hw.spec import MAX_LOOP_EXTENT
+from ...hw.spec import MAX_LOOP_EXTENT
 
 __all__ = ["Dim", "Folded", "fold_loops", "MAX_EXTENT"]
 

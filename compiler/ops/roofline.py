@@ -50,7 +50,7 @@ import numpy as np
 
 from .layout import ceil_div
 
-__all__ = ["Roofline", "plan_roofline", "function_roofline", "covered_positions"]
+__all__ = ["Roofline", "plan_roofline", "covered_positions"]
 
 
 @dataclass(frozen=True)
@@ -165,22 +165,3 @@ def plan_roofline(plan) -> Roofline | None:
     if isinstance(plan, AddPlan):
         return _add_alu(plan, cfg)
     return None
-
-
-def function_roofline(func, config) -> Roofline | None:
-    """The roofline of a VTA layer primitive (a typed :class:`~vtakit.compiler.ir.Function`
-    whose body is a quantized layer, as :func:`.lower_vta.vm_lowerer` claims); None when
-    the body is no VTA layer or does not fit ``config``."""
-    from .lower_vta import _layer_spec, split_layer
-    from .ir import Var
-    layer, _ = split_layer(func.body)
-    if layer is None or not func.params or layer.data is not func.params[0]:
-        return None
-    shape = tuple(func.params[0].checked_type.shape)
-    w = layer.attrs.get("weight", layer.attrs.get("other"))
-    w_shape = None if w is None else tuple(
-        w.checked_type.shape if isinstance(w, Var) else w.data.shape)
-    try:
-        return plan_roofline(_layer_spec(layer, shape, w_shape, config).plan)
-    except ValueError:          # TilingError, LoweringError, ...: the layer runs on the host
-        return None

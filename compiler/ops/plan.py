@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ..runtime import Program, ProgramBuilder
+from ...runtime import Program, ProgramBuilder
 
 __all__ = ["OpPlan", "Operand"]
 

@@ -1,0 +1,19 @@
+"""vtakit.compiler.vta: the graph IR's quantized layers lowered onto the operator library.
+
+One strategy per VTA operator kind (:mod:`.registry`: pattern, plan, constant packing,
+launch), registered by :mod:`.conv` (conv2d, dense), :mod:`.dilated`, :mod:`.pool`
+(average and max pooling) and :mod:`.add`. :mod:`.lower` runs any of them on a
+runtime (:func:`lower_layer`, :func:`run_graph`); :mod:`.executable` claims them for
+executables (:func:`vm_lowerer`).
+"""
+
+from .executable import VM_KIND, split_layer, vm_lowerer
+from .lower import (LayerRecord, LoweringError, VTALayer, function_roofline, layer_spec,
+                    lower_layer, lower_primitive, match_layer, requantize_cost, run_graph,
+                    weight_shape)
+from .registry import Spec, Strategy, register_strategy, strategies
+
+__all__ = ["VTALayer", "LayerRecord", "match_layer", "split_layer", "lower_layer",
+           "lower_primitive", "vm_lowerer", "VM_KIND", "run_graph", "requantize_cost",
+           "function_roofline", "layer_spec", "weight_shape", "LoweringError", "Strategy",
+           "Spec", "register_strategy", "strategies"]

@@ -1,0 +1,232 @@
+"""The requantized GEMM layers: ``conv2d`` (grouped and depthwise included) and ``dense``.
+
+::
+
+    cast(int8) <- clip <- qnn.requantize <- [nn.bias_add] <- nn.conv2d | nn.dense
+                                                              <- [nn.pad] <- data
+
+* requantize rounding ``"vta"`` (scale ``2^-k``): the whole layer on VTA, bias plus
+  ``zero_point * 2^k`` and the rounding constant in the bias tile, ``SHR k``, clip,
+  int8 store;
+* any other rounding (TFLite's fixed-point multiplier, ONNX's float rounding): VTA
+  computes ``conv + bias`` and stores int32 (four byte planes); the exact
+  requantize, clip and cast run on the host in numpy. VTA's 32-bit ALU cannot
+  reproduce TFLite's 64-bit ``x * m >> (31 - s)`` even with TVM's ALU MUL (it keeps
+  the low 32 bits of the product), so the exact step stays on the host; the cost
+  is measured by :func:`requantize_cost` (see the README). The host step works on
+  the packed int32 result and yields the packed int8 one, so nothing is repacked.
+
+Padding is folded into the plan (VTA's loads insert it). They insert zeros; a
+convolution padded with another value (an input zero point: ``nn.conv2d``'s
+``pad_value``, or an ``nn.pad`` in front) gets what the value contributes at the
+border, ``pad_value * sum(w over the taps in the padding)`` per output pixel and
+channel (:func:`border_correction`), added to its int32 result: by the host step
+when the requantize runs there, else as a constant int32 residual loaded into the
+accumulators before the GEMMs.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ...runtime.layout import pack_activation
+from ..ir import Constant, Var
+from ..ops.conv2d import assemble_planes, plan_conv2d
+from ..ops.dense import plan_dense
+from ..ops.reference import group_conv2d_ref
+from ..quant import fixed_point as fp
+from .registry import Spec, Strategy, VTALayer, int8_store, is_op, register_strategy
+
+__all__ = ["requantized", "match_conv", "conv_spec", "pack_gemm", "border_correction",
+           "requantize_cost"]
+
+
+def requantized(inner, out_dtype):
+    """``(requantize attrs, bias or None, the GEMM call)`` of the chain
+    ``requantize <- [bias_add] <- call`` under a layer's clip, or None."""
+    if out_dtype is None or not is_op(inner, "qnn.requantize"):
+        return None
+    e, bias = inner.args[0], None
+    if is_op(e, "nn.bias_add"):
+        if not isinstance(e.args[1], (Constant, Var)) or e.attrs["axis"] != 1:
+            return None
+        bias, e = e.args[1], e.args[0]
+    return dict(inner.attrs), bias, e
+
+
+def match_conv(inner, root, clip, out_dtype, *, kind="conv2d"):
+    """The requantized convolution under the clip, or None. ``kind="conv2d"`` matches
+    dilation 1, ``kind="conv2d_dilated"`` (:mod:`.dilated`) any other."""
+    chain = requantized(inner, out_dtype)
+    if chain is None or not is_op(chain[2], "nn.conv2d"):
+        return None
+    rq, bias, e = chain
+    a = e.attrs
+    if ((tuple(a["dilation"]) != (1, 1)) != (kind == "conv2d_dilated")
+            or not isinstance(e.args[1], (Constant, Var))):
+        return None
+    data, pad, pad_value = e.args[0], tuple(a["padding"]), a["pad_value"]
+    if is_op(data, "nn.pad"):
+        pw = data.attrs["pad_width"]
+        if any(tuple(p) != (0, 0) for p in pw[:2]) or any(pad):
+            return None
+        pad = (pw[2][0], pw[3][0], pw[2][1], pw[3][1])
+        pad_value = data.attrs["pad_value"]
+        data = data.args[0]
+    return VTALayer(kind, root, data, {
+        "weight": e.args[1], "bias": bias, "strides": a["strides"], "padding": pad,
+        "pad_value": pad_value, "groups": a["groups"], "dilation": tuple(a["dilation"]),
+        "requantize": rq, "clip": clip, "out_dtype": out_dtype})
+
+
+def _match_dense(inner, root, clip, out_dtype):
+    chain = requantized(inner, out_dtype)
+    if chain is None or not is_op(chain[2], "nn.dense") \
+            or not isinstance(chain[2].args[1], (Constant, Var)):
+        return None
+    rq, bias, e = chain
+    return VTALayer("dense", root, e.args[0], {
+        "weight": e.args[1], "bias": bias, "requantize": rq,
+        "clip": clip, "out_dtype": out_dtype})
+
+
+def _requant(acc, rq):
+    from ..quant.ops import requantize
+    return requantize(acc, scale=rq["scale"], zero_point=rq["zero_point"], axis=rq["axis"],
+                      rounding=rq["rounding"])
+
+
+def _per_lane(v, packed_shape):
+    """A per-channel vector shaped to broadcast over a packed (N/b, C/c, H, W, b, c) array
+    (the padding lanes repeat channel 0); a scalar stays a scalar."""
+    v = np.asarray(v)
+    if v.size == 1:
+        return v.reshape(())
+    cb, c = packed_shape[1], packed_shape[5]
+    full = np.concatenate([v.ravel(), np.repeat(v.ravel()[:1], cb * c - v.size)])
+    return full.reshape(1, cb, 1, 1, 1, c)
+
+
+def _requantize_packed(planes, rq, clip, out_dtype, correction=None):
+    """The exact requantize, clip and cast of a packed int32 result (four byte planes),
+    after adding ``correction`` (packed int32, the border of a non-zero padding)."""
+    acc = assemble_planes(planes)
+    if correction is not None:
+        acc = fp.wrap_int32(acc.astype(np.int64) + correction)
+    rq = dict(rq, scale=_per_lane(rq["scale"], acc.shape),
+              zero_point=_per_lane(rq["zero_point"], acc.shape), axis=None)
+    return np.clip(_requant(acc, rq).astype(np.int64), clip[0], clip[1]).astype(out_dtype)
+
+
+def _vta_exact(rq):
+    return rq["rounding"] == "vta" and fp.vta_shift(rq["scale"]) is not None
+
+
+def conv_spec(layer: VTALayer, shape, w_shape, config) -> Spec:
+    """The spec of a conv2d or dense layer with weights of shape ``w_shape`` (a dilated
+    convolution passes its dilated kernel's shape)."""
+    a = layer.attrs
+    dense = layer.kind == "dense"
+    rq, (lo, hi), border = a["requantize"], a["clip"], None
+    pad = tuple(a.get("padding", (0, 0, 0, 0)))
+    if not dense and a["pad_value"] != 0 and any(pad):
+        # VTA's load pads with zeros: what the pad value would add at the border is
+        # added to the int32 result by the host step, or else loaded into the
+        # accumulators as a constant int32 residual (see border_correction).
+        border = a["pad_value"]
+    if _vta_exact(rq) and int8_store(lo, hi, a["out_dtype"]):
+        kw = dict(bias=True, shift=fp.vta_shift(rq["scale"]), clip=(lo, hi),
+                  out_dtype=np.int8)
+        host_step, where, why = False, "vta", ("requantize is a power-of-two shift: "
+                                               "epilogue on VTA")
+    else:
+        kw = dict(bias=True, out_dtype=np.int32)
+        host_step = True
+        where, why = "vta+host", (f"requantize rounding {rq['rounding']!r} is not a VTA "
+                                  "shift: int32 result, exact requantize on the host")
+    residual = "int32" if border and not host_step else False
+    plan = (plan_dense(config, shape, w_shape, **kw) if dense else
+            plan_conv2d(config, shape, w_shape, tuple(a["strides"]), pad,
+                        groups=a["groups"], residual=residual, **kw))
+    out = plan.operands["out"].shape
+    macs = shape[0] * w_shape[0] * out[3] * out[4] * int(np.prod(w_shape[1:]))
+    if border:
+        why += (f"; pad value {border}: border correction "
+                + ("residual on VTA" if residual else "added by the host step"))
+    spec = Spec(plan, None, border, where, why, macs)
+    if host_step:
+        out_dtype = a["out_dtype"]
+        spec.post = lambda planes: _requantize_packed(  # noqa: E731
+            planes, rq, (lo, hi), out_dtype, spec.correction)
+    return spec
+
+
+def border_correction(plan, w, pad_value) -> np.ndarray:
+    """The int32 (N, O, OH, OW) that padding with ``pad_value`` adds to a convolution
+    over zero padding: ``pad_value`` times the weights over the taps in the padding."""
+    n, c, h, wd = plan.x_shape
+    t, l, b, r = plan.padding
+    outside = np.ones((1, c, h + t + b, wd + l + r), np.int8)
+    outside[:, :, t:t + h, l:l + wd] = 0
+    taps = group_conv2d_ref(outside, w, plan.stride, 0, plan.groups).astype(np.int64)
+    return np.broadcast_to(fp.wrap_int32(taps * int(pad_value)),
+                           (n,) + taps.shape[1:]).astype(np.int32)
+
+
+def pack_gemm(layer: VTALayer, spec: Spec, w, bias) -> dict:
+    """The packed constants of a conv2d/dense plan from its int8 weights ``w`` (as the
+    plan reads them) and int32 ``bias`` (None: zeros)."""
+    plan, rq = spec.plan, layer.attrs["requantize"]
+    bias = np.zeros(w.shape[0], np.int64) if bias is None else bias.astype(np.int64)
+    if spec.post is None:       # the rounding shift's zero point joins the bias
+        k = fp.vta_shift(rq["scale"])
+        bias = bias + np.asarray(rq["zero_point"], np.int64) * (1 << k)
+    args = (w, fp.wrap_int32(bias))
+    if spec.border:
+        corr = border_correction(plan, w, spec.border)
+        if spec.post is None:
+            args += (corr,)
+        else:
+            spec.correction = pack_activation(corr, plan.config)
+    dummy = np.zeros(getattr(plan, "dense_shapes", (plan.x_shape,))[0], np.int8)
+    packed = plan.pack(dummy, *args)
+    del packed["data"]
+    return packed
+
+
+def _pack(layer, spec, value):
+    a = layer.attrs
+    bias = None if a["bias"] is None else value(a["bias"])
+    return pack_gemm(layer, spec, value(a["weight"]), bias)
+
+
+def requantize_cost(config, x_shape, w_shape, stride=1, padding=0, groups=1) -> dict:
+    """What exact host requantization costs against an int8 epilogue on VTA, for one conv.
+
+    Returns predicted cycles and DRAM bytes of the int32-output plan (host requantize)
+    and of the int8-output plan (shift epilogue on VTA), and the host's numpy time
+    for the exact TFLite requantize of the int32 result.
+    """
+    p32 = plan_conv2d(config, x_shape, w_shape, stride, padding, groups=groups, bias=True,
+                      out_dtype=np.int32)
+    p8 = plan_conv2d(config, x_shape, w_shape, stride, padding, groups=groups, bias=True,
+                     shift=8, clip=(-128, 127), out_dtype=np.int8)
+    n, _, h, w = x_shape
+    oh, ow = p32.unpack(np.zeros(p32.operands["out"].shape, np.int8)).shape[2:]
+    acc = np.random.default_rng(0).integers(-(1 << 20), 1 << 20, (n, w_shape[0], oh, ow),
+                                            dtype=np.int64).astype(np.int32)
+    scale = np.linspace(1e-4, 5e-3, w_shape[0])
+    t0 = time.perf_counter()
+    for _ in range(5):
+        fp.requantize_tflite(acc, scale, -128, axis=1)
+    host = (time.perf_counter() - t0) / 5
+    return {"int32_cycles": p32.estimate.cycles, "int8_cycles": p8.estimate.cycles,
+            "int32_bytes": p32.estimate.read_bytes + p32.estimate.write_bytes,
+            "int8_bytes": p8.estimate.read_bytes + p8.estimate.write_bytes,
+            "host_requantize_s": host}
+
+
+register_strategy(Strategy("conv2d", match_conv, conv_spec, _pack))
+register_strategy(Strategy("dense", _match_dense, conv_spec, _pack))

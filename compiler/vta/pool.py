@@ -1,0 +1,83 @@
+"""Pooling layers: TFLite's average pool (window sums on the GEMM core, the rounding
+division on the host) and max pool (on the ALU)::
+
+    cast(int8) <- clip <- qnn.avg_pool2d <- data
+    [cast] <- clip <- nn.max_pool2d <- data
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ops.conv2d import assemble_planes, plan_conv2d
+from ..ops.pool import plan_pool2d
+from ..quant.pool import divide_round, pool_counts
+from .registry import Spec, Strategy, VTALayer, is_op, register_strategy
+
+__all__: list[str] = []
+
+
+def _match_avg(inner, root, clip, out_dtype):
+    if out_dtype is None or not is_op(inner, "qnn.avg_pool2d"):
+        return None
+    a = inner.attrs
+    return VTALayer("avg_pool2d", root, inner.args[0], {
+        "pool_size": a["pool_size"], "strides": a["strides"], "padding": a["padding"],
+        "rounding": a["rounding"], "clip": clip, "out_dtype": out_dtype})
+
+
+def _avg_spec(layer, shape, w_shape, config):
+    a = layer.attrs
+    kh, kw = a["pool_size"]
+    # Window sums on the GEMM core (all-ones depthwise kernel, zero padding), int32
+    # out; the framework's rounding division on the host, by the window's count of
+    # input positions (TFLite does not count the padding).
+    plan = plan_conv2d(config, shape, (shape[1], 1, kh, kw), tuple(a["strides"]),
+                       tuple(a["padding"]), groups=shape[1], out_dtype=np.int32)
+    mode = "tflite" if a["rounding"] != "vta" else "vta"
+    counts = pool_counts(shape[2:], a["pool_size"], a["strides"], a["padding"], mode)
+    counts = counts.reshape(1, 1, *counts.shape, 1, 1)      # over the packed layout
+    (lo, hi), out_dtype = a["clip"], a["out_dtype"]
+    post = lambda planes: np.clip(divide_round(assemble_planes(planes), counts, mode),  # noqa: E731
+                                  lo, hi).astype(out_dtype)
+    return Spec(plan, post, None, "vta+host", "window sums on VTA, rounding division on the host")
+
+
+def _avg_pack(layer, spec, value):
+    plan = spec.plan
+    kh, kw = layer.attrs["pool_size"]
+    packed = plan.pack(np.zeros(plan.x_shape, np.int8),
+                       np.ones((plan.x_shape[1], 1, kh, kw), np.int8))
+    del packed["data"]
+    return packed
+
+
+def _match_max(inner, root, clip, out_dtype):
+    if not is_op(inner, "nn.max_pool2d"):
+        return None
+    a = inner.attrs
+    return VTALayer("max_pool2d", root, inner.args[0], {
+        "pool_size": a["pool_size"], "strides": a["strides"] or a["pool_size"],
+        "padding": a["padding"], "clip": clip, "out_dtype": out_dtype})
+
+
+def _max_spec(layer, shape, w_shape, config):
+    a = layer.attrs
+    plan = plan_pool2d(config, shape, "max", tuple(a["pool_size"]), tuple(a["strides"]),
+                       tuple(a["padding"]))
+    (lo, hi), out_dtype = a["clip"], a["out_dtype"] or np.int8
+    post = None
+    if lo > -128 or hi < 127 or np.dtype(out_dtype) != np.int8:
+        post = lambda planes: np.clip(planes[0], lo, hi).astype(out_dtype)  # noqa: E731
+    return Spec(plan, post, None, "vta", "max on the ALU")
+
+
+def _max_pack(layer, spec, value):
+    plan = spec.plan
+    packed = plan.pack(np.zeros(plan.x_shape, np.int8))
+    del packed["data"]
+    return packed
+
+
+register_strategy(Strategy("max_pool2d", _match_max, _max_spec, _max_pack))
+register_strategy(Strategy("avg_pool2d", _match_avg, _avg_spec, _avg_pack))

@@ -1,0 +1,137 @@
+"""The VTA strategy registry: one registration per VTA operator kind.
+
+TVM's VTA registers its conv2d and dense strategies with the graph compiler; here
+each kind of quantized layer that runs on VTA is one :class:`Strategy`:
+
+* ``match(inner, root, clip, out_dtype)``: the pattern. ``inner`` is the expression
+  under the layer's final ``clip`` (and ``cast``), ``root`` the layer's root; returns
+  a :class:`VTALayer` or None;
+* ``plan(layer, shape, w_shape, config)``: how the layer runs for one input shape, a
+  :class:`Spec` (the operator library's plan, the host step after it, where and why);
+  raises :class:`LoweringError` (or the library's TilingError, ...) when it cannot;
+* ``pack(layer, spec, value)``: the plan's constant operands packed in the layout the
+  kernel reads (``value(expr)`` gives a weight operand's array);
+* ``inputs``: the layer's activation operands besides ``data`` (attribute -> the
+  plan's operand slot), staged per call or read in place like ``data``;
+* ``unpack(plan, y, x_shape)``: the packed result back in the framework layout.
+
+A new operator kind is one module that calls :func:`register_strategy` (plus its
+plan in :mod:`vtakit.compiler.ops` when the library lacks one); :mod:`.lower` runs
+any registered kind the same way (direct runs, executables, reports).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ...hw.errors import VtakitError
+from ..ir import Call, Op
+
+__all__ = ["Strategy", "VTALayer", "Spec", "LoweringError", "register_strategy", "strategies",
+           "get_strategy", "is_op", "int8_store"]
+
+
+class LoweringError(VtakitError, ValueError):
+    """A layer that the operator library cannot run (the graph runs it on the host)."""
+
+
+@dataclass
+class VTALayer:
+    """One recognized quantized layer.
+
+    Attributes
+    ----------
+    kind : str
+        The strategy's kind: ``"conv2d"``, ``"dense"``, ``"avg_pool2d"``, ...
+    root : Call
+        The layer's last call (its value is the layer's output).
+    data : Expr
+        The layer's input (before any explicit pad).
+    attrs : dict
+        What the strategy needs: weight and bias (Constant or Var expressions), strides,
+        padding (top, left, bottom, right), pad_value, groups, requantize attributes,
+        clip (lo, hi), out_dtype, pool_size, ...
+    """
+
+    kind: str
+    root: Call
+    data: object
+    attrs: dict = field(default_factory=dict)
+
+    @property
+    def strategy(self) -> "Strategy":
+        return get_strategy(self.kind)
+
+
+@dataclass
+class Spec:
+    """How a layer runs for one input shape: the plan, what the host does after it (on
+    the packed result), and where/why for reports."""
+
+    plan: object
+    post: object          # None, or f(packed out planes) -> packed result
+    border: float | None  # a non-zero pad value, whose border contribution is corrected
+    where: str
+    why: str
+    macs: int = 0
+    consts: dict = field(default_factory=dict)   # packed weight operands (filled on use)
+    params: tuple = ()    # the weight arrays they were packed from (kept: ids key the cache)
+    #: the border correction, packed int32, when the host adds it (filled on use)
+    correction: np.ndarray | None = None
+    #: (tiling, predicted cycles, DRAM bytes, roofline) of the plan, for the records
+    #: (filled on use)
+    estimate: tuple | None = None
+
+
+def _default_unpack(plan, y, x_shape):
+    return plan.unpack(y[None])
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One VTA operator kind (see the module docstring)."""
+
+    kind: str
+    match: Callable
+    plan: Callable
+    pack: Callable
+    inputs: dict = field(default_factory=dict)
+    unpack: Callable = _default_unpack
+
+
+_STRATEGIES: dict[str, Strategy] = {}
+
+
+def register_strategy(strategy: Strategy) -> Strategy:
+    """Register ``strategy`` under its kind (patterns are tried in registration order)."""
+    if strategy.kind in _STRATEGIES:
+        raise ValueError(f"a VTA strategy for {strategy.kind!r} is already registered")
+    _STRATEGIES[strategy.kind] = strategy
+    return strategy
+
+
+def strategies() -> tuple:
+    """The registered strategies, in registration order."""
+    return tuple(_STRATEGIES.values())
+
+
+def get_strategy(kind: str) -> Strategy:
+    try:
+        return _STRATEGIES[kind]
+    except KeyError:
+        raise LoweringError(f"no VTA strategy for layer kind {kind!r}; registered: "
+                            f"{', '.join(_STRATEGIES)}") from None
+
+
+def is_op(expr, name) -> bool:
+    """Whether ``expr`` is a call of the operator ``name``."""
+    return isinstance(expr, Call) and isinstance(expr.op, Op) and expr.op.name == name
+
+
+def int8_store(lo, hi, out_dtype) -> bool:
+    """Whether a result clipped to [lo, hi] and cast to ``out_dtype`` is what VTA's int8
+    store writes (otherwise the int32 result goes to the host)."""
+    return out_dtype is not None and np.dtype(out_dtype) == np.int8 and -128 <= lo <= hi <= 127
