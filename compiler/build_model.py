@@ -77,11 +77,7 @@ def compile_model(path, config="default", *, calibrate=None, report: list | None
         from .quant.calibrate import calibrate as _calibrate
         mod = _calibrate(mod, load_samples(calibrate), **(calibrate_options or {}))
     mod = vm_pipeline()(default_pipeline()(mod))
-    exe = compile_vm(mod, config=cfg, lowerer=vm_lowerer(cfg, report))
-    for m in ("vtakit.compiler.quant", "vtakit.compiler.vta"):
-        if m not in exe.requires:
-            exe.requires.append(m)
-    return exe
+    return compile_vm(mod, config=cfg, lowerer=vm_lowerer(cfg, report))
 
 
 def format_report(records) -> str:

@@ -31,8 +31,9 @@ equal the sequential p > q > k order for every program.
 Errors (``error`` holds the :class:`~vtakit.hw.interfaces.ErrorCode` and the
 instruction index, and the module stops until reset): illegal opcode or LOAD
 memory type, illegal fields (UOP load with ``y_size != 1`` or pads,
-``uop_end < uop_bgn`` or ``uop_end >`` uop depth, ALU opcode > SHR, tensor SHR,
-``|shift| > 31``), and any SRAM range violation (LOAD range, or a dst/src/wgt
+``uop_end < uop_bgn`` or ``uop_end >`` uop depth, an ALU opcode or operand the ALU
+table does not allow in the config: opcode > SHR without an extension, tensor SHR,
+``|shift| > 31``, MULSHR's shift outside ``1..62``), and any SRAM range violation (LOAD range, or a dst/src/wgt
 index of a uop). Field checks happen after the pops, before any work; a uop
 with an out-of-range index is squashed in S1, after the uops before it
 completed, so the SRAMs hold exactly the state of sequential execution up to
@@ -180,7 +181,7 @@ class Compute(wiring.Component):
         bad_field = (
             (load_uop & ((mem.y_size != 1) | (pads != 0)))
             | (loop_insn & ((loop.uop_end < loop.uop_bgn) | (loop.uop_end > c.uop_depth)))
-            | (is_alu & alu_illegal(alu_f.alu_opcode, alu_f.use_imm, imm)))
+            | (is_alu & alu_illegal(alu_f.alu_opcode, alu_f.use_imm, imm, c)))
         bad_range = (
             (load_uop & (mem.sram_base + mem.x_size > c.uop_depth))
             | (load_acc & (mem.sram_base + x_total * y_total > c.acc_depth)))
@@ -191,7 +192,7 @@ class Compute(wiring.Component):
         # instructions, so they are constant while uops are in flight).
         mode_gemm = Signal()
         mode_reset = Signal()
-        alu_op = Signal(alu_opcode_bits())
+        alu_op = Signal(alu_opcode_bits(c))
         use_imm = Signal()
         imm_word = Signal(signed(c.acc_width))
         shift = Signal(signed(SHIFT_BITS))

@@ -16,10 +16,11 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import VtakitError
-from .spec import (ALU_OPCODE_BITS, DEP_FLAGS, ENCODING_UNIT_BITS, IMM_BITS, INSN_BITS,
-                   LOOP_ITER_BITS, OPCODE_BITS, SRAM_BASE_BITS, UOP_BITS)
+from .spec import (ALU_OPCODE_BITS, DEP_FLAGS, ENCODING_UNIT_BITS, EXTENSIONS, IMM_BITS,
+                   INSN_BITS, LOOP_ITER_BITS, OPCODE_BITS, SRAM_BASE_BITS, UOP_BITS)
 
-__all__ = ["VTAConfig", "ConfigError", "PRESETS", "load_config", "BUS_WIDTH_BY_TARGET"]
+__all__ = ["VTAConfig", "ConfigError", "PRESETS", "load_config", "BUS_WIDTH_BY_TARGET",
+           "extension_note"]
 
 
 class ConfigError(VtakitError, ValueError):
@@ -50,6 +51,25 @@ _KEYS = {
     "LOG_ACC_BUFF_SIZE": "log_acc_buff_size",
 }
 
+#: The optional key naming the ISA extensions (:data:`~vtakit.hw.spec.EXTENSIONS`) a config
+#: enables; absent (or ``[]``): plain HW_VER 0.0.2, and :meth:`VTAConfig.to_dict` leaves it out.
+EXTENSIONS_KEY = "EXTENSIONS"
+
+#: Derived parameters that :meth:`VTAConfig.derived` (``vtakit config show``) prints after the
+#: keys. Loading accepts them when they match (they cannot be set); ``name`` and ``model``
+#: are labels and are not checked.
+_DERIVED = ("log_block_in", "log_block_out", "log_out_width", "log_out_buff_size",
+            "log_bus_width", "bus_width", "inp_width", "wgt_width", "acc_width",
+            "out_width", "batch", "block_in", "block_out",
+            "inp_elem_bits", "wgt_elem_bits", "acc_elem_bits", "out_elem_bits",
+            "uop_elem_bits", "insn_bits",
+            "inp_elem_bytes", "wgt_elem_bytes", "acc_elem_bytes", "out_elem_bytes",
+            "log_uop_depth", "log_inp_depth", "log_wgt_depth", "log_acc_depth",
+            "log_out_depth", "uop_depth", "inp_depth", "wgt_depth", "acc_depth",
+            "out_depth", "inp_axi_ratio", "wgt_axi_ratio", "acc_axi_ratio",
+            "out_axi_ratio", "macs_per_cycle")
+_LABELS = ("name", "model")
+
 SUPPORTED_HW_VER = "0.0.2"
 
 
@@ -62,6 +82,9 @@ class VTAConfig:
     target, hw_ver, log_* :
         The values of the TVM ``vta_config.json`` keys of the same name
         (``TARGET``, ``HW_VER``, ``LOG_INP_WIDTH``, ...).
+    extensions : tuple of str
+        The ISA extensions enabled (key ``"EXTENSIONS"``, a list of names of
+        :data:`~vtakit.hw.spec.EXTENSIONS`), kept sorted; empty: HW_VER 0.0.2 exactly.
 
     Raises
     ------
@@ -81,9 +104,24 @@ class VTAConfig:
     log_inp_buff_size: int = 15
     log_wgt_buff_size: int = 18
     log_acc_buff_size: int = 17
+    extensions: tuple = ()
 
     def __post_init__(self):
+        ext = self.extensions
+        if isinstance(ext, str) or not isinstance(ext, (list, tuple, set, frozenset)) \
+                or not all(isinstance(e, str) for e in ext):
+            raise ConfigError(f"{EXTENSIONS_KEY}={ext!r}: must be a list of extension names "
+                              f"(known: {', '.join(EXTENSIONS)})")
+        object.__setattr__(self, "extensions", tuple(sorted(set(ext))))
         self._validate()
+
+    def has_extension(self, name: str) -> bool:
+        """Whether the ISA extension ``name`` (a key of :data:`~vtakit.hw.spec.EXTENSIONS`)
+        is enabled."""
+        if name not in EXTENSIONS:
+            raise ConfigError(f"unknown ISA extension {name!r}; known extensions are "
+                              f"{', '.join(EXTENSIONS)}")
+        return name in self.extensions
 
     # ---------------------------------------------------------------- loading
 
@@ -92,12 +130,22 @@ class VTAConfig:
         """Build from a ``vta_config.json`` dictionary (TVM key names)."""
         if not isinstance(values, dict):
             raise ConfigError(f"{source}: expected a JSON object of VTA keys, got {type(values).__name__}")
-        unknown = [k for k in values if k not in _KEYS]
+        unknown = [k for k in values if k not in _KEYS and k != EXTENSIONS_KEY
+                   and k not in _DERIVED and k not in _LABELS]
         if unknown:
             raise ConfigError(
-                f"{source}: unknown key {unknown[0]!r}; valid keys are {', '.join(_KEYS)}")
+                f"{source}: unknown key {unknown[0]!r}; valid keys are {', '.join(_KEYS)} "
+                f"(and the optional {EXTENSIONS_KEY})")
         kwargs = {}
+        if EXTENSIONS_KEY in values:
+            ext = values[EXTENSIONS_KEY]
+            if not isinstance(ext, list) or not all(isinstance(e, str) for e in ext):
+                raise ConfigError(f"{source}: {EXTENSIONS_KEY} must be a list of extension "
+                                  f"names (known: {', '.join(EXTENSIONS)}), got {ext!r}")
+            kwargs["extensions"] = tuple(ext)
         for key, value in values.items():
+            if key not in _KEYS:
+                continue
             name = _KEYS[key]
             if name in ("target", "hw_ver"):
                 if not isinstance(value, str):
@@ -114,9 +162,16 @@ class VTAConfig:
                 f"a vta_config.json sets all {len(_KEYS)} keys (copy one of "
                 f"vtakit/hw/presets/*.json)")
         try:
-            return cls(**kwargs)
+            config = cls(**kwargs)
         except ConfigError as e:
             raise ConfigError(f"{source}: {e}") from None
+        for key in _DERIVED:
+            if key in values and values[key] != getattr(config, key):
+                raise ConfigError(
+                    f"{source}: {key}={values[key]!r} does not match the keys, which give "
+                    f"{key}={getattr(config, key)!r}; derived parameters cannot be set: drop "
+                    f"{key} (or change the LOG_* key it follows from)")
+        return config
 
     @classmethod
     def from_json(cls, path) -> "VTAConfig":
@@ -141,8 +196,12 @@ class VTAConfig:
         return cls.from_dict(json.loads(text), source=f"preset {name!r}")
 
     def to_dict(self) -> dict:
-        """The ``vta_config.json`` dictionary (TVM key names)."""
-        return {key: getattr(self, name) for key, name in _KEYS.items()}
+        """The ``vta_config.json`` dictionary (TVM key names), with ``"EXTENSIONS"`` last
+        when the config enables any (a base config's dictionary is TVM's exactly)."""
+        out = {key: getattr(self, name) for key, name in _KEYS.items()}
+        if self.extensions:
+            out[EXTENSIONS_KEY] = list(self.extensions)
+        return out
 
     # ------------------------------------------------------------- validation
 
@@ -154,6 +213,11 @@ class VTAConfig:
             fail("TARGET", f"unknown target; expected one of {', '.join(BUS_WIDTH_BY_TARGET)}")
         if self.hw_ver != SUPPORTED_HW_VER:
             fail("HW_VER", f"only the HW_VER {SUPPORTED_HW_VER} ISA is supported")
+        for ext in self.extensions:
+            if ext not in EXTENSIONS:
+                raise ConfigError(
+                    f"{EXTENSIONS_KEY}={list(self.extensions)!r}: unknown extension {ext!r}; "
+                    "known extensions are " + ", ".join(f"{k} ({v})" for k, v in EXTENSIONS.items()))
         for key, name in _KEYS.items():
             if name.startswith("log_") and (isinstance(getattr(self, name), bool)
                                             or not isinstance(getattr(self, name), int)):
@@ -322,10 +386,12 @@ class VTAConfig:
 
     @property
     def name(self) -> str:
-        """Bitstream/config name, e.g. ``1x16_i8w8a32_15_15_18_17``."""
+        """Bitstream/config name, e.g. ``1x16_i8w8a32_15_15_18_17``; each enabled ISA
+        extension adds ``+name`` (``1x16_i8w8a32_15_15_18_17+requant``)."""
         return (f"{self.batch}x{self.block}_i{self.inp_width}w{self.wgt_width}a{self.acc_width}"
                 f"_{self.log_uop_buff_size}_{self.log_inp_buff_size}"
-                f"_{self.log_wgt_buff_size}_{self.log_acc_buff_size}")
+                f"_{self.log_wgt_buff_size}_{self.log_acc_buff_size}"
+                + "".join(f"+{e}" for e in self.extensions))
 
     @property
     def model(self) -> str:
@@ -345,22 +411,24 @@ class VTAConfig:
     def derived(self) -> dict:
         """Every key and derived parameter, as a JSON-ready dictionary."""
         out = {"name": self.name, "model": self.model, **self.to_dict()}
-        for attr in ("log_block_in", "log_block_out", "log_out_width", "log_out_buff_size",
-                     "log_bus_width", "bus_width", "inp_width", "wgt_width", "acc_width",
-                     "out_width", "batch", "block_in", "block_out",
-                     "inp_elem_bits", "wgt_elem_bits", "acc_elem_bits", "out_elem_bits",
-                     "uop_elem_bits", "insn_bits",
-                     "inp_elem_bytes", "wgt_elem_bytes", "acc_elem_bytes", "out_elem_bytes",
-                     "log_uop_depth", "log_inp_depth", "log_wgt_depth", "log_acc_depth",
-                     "log_out_depth", "uop_depth", "inp_depth", "wgt_depth", "acc_depth",
-                     "out_depth", "inp_axi_ratio", "wgt_axi_ratio", "acc_axi_ratio",
-                     "out_axi_ratio", "macs_per_cycle"):
+        for attr in _DERIVED:
             out[attr] = getattr(self, attr)
         return out
 
     def replace(self, **changes) -> "VTAConfig":
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
+
+
+def extension_note(built: VTAConfig, target: VTAConfig) -> str:
+    """What to append to a "built for config A, not B" message when A enables ISA
+    extensions that B lacks (``""`` otherwise): code built for A may use their opcodes."""
+    missing = [e for e in built.extensions if e not in target.extensions]
+    if not missing:
+        return ""
+    return (f"; it uses the ISA extension{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)}, which config {target.name} does not have (run it on "
+            f"hardware built with \"EXTENSIONS\": {list(built.extensions)!r})".replace("'", '"'))
 
 
 def load_config(spec) -> VTAConfig:

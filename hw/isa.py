@@ -20,7 +20,7 @@ import numpy as np
 from .errors import VtakitError
 from .config import VTAConfig
 from .spec import (ALU_OPCODE_BITS, DEP_FLAGS, DEP_QUEUES, DRAM_BASE_BITS, ENCODING_UNIT_BITS,
-                   IMM_BITS, INSN_BITS, INSN_BYTES, LOOP_ITER_BITS, MEM_TYPE_BITS, OPCODE_BITS,
+                   EXTENSIONS, IMM_BITS, INSN_BITS, INSN_BYTES, LOOP_ITER_BITS, MEM_TYPE_BITS, OPCODE_BITS,
                    IMM_MAX, IMM_MIN, PAD_BITS, SHIFT_LIMIT, SRAM_BASE_BITS, UOP_BITS, XFER_BITS,
                    AluOp, MemType, Opcode, Unit, dispatch_unit)
 
@@ -28,7 +28,8 @@ __all__ = [
     "Opcode", "MemType", "AluOp", "Unit", "DEP_FLAGS", "DEP_QUEUES", "unit_of", "IsaError",
     "Field", "Format", "Insn", "Uop", "ISA", "isa_for", "insns_to_bytes", "bytes_to_words",
     "AluSemantics", "ALU_OPS", "AluTableError", "alu_ops", "alu_semantics", "alu_violation",
-    "illegal_alu_opcodes", "alu_opcode_bits",
+    "illegal_alu_opcodes", "alu_opcode_bits", "alu_entry", "INT32_MIN", "INT32_MAX",
+    "srdhm", "rounding_shift", "mul_shift",
 ]
 
 
@@ -49,6 +50,7 @@ class AluTableError(IsaError):
 
 
 _MASK32 = np.int64(0xFFFFFFFF)
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 def _wrap32(values) -> np.ndarray:
@@ -73,6 +75,38 @@ def _shift(a: np.ndarray, k: int, times=1) -> np.ndarray:
     return _wrap32(np.where(total >= 32, 0, shifted))
 
 
+# The lanes of the ``requant`` extension: TFLite's requantization, exactly.
+
+def srdhm(a, b) -> np.ndarray:
+    """gemmlowp's ``SaturatingRoundingDoublingHighMul``: the high 32 bits of ``2*a*b``,
+    rounded half away from zero; ``a == b == INT32_MIN`` saturates to ``INT32_MAX``."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    ab = a * b
+    v = ab + np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
+    high = np.where(v >= 0, v >> 31, -((-v) >> 31))        # C division truncates
+    return np.where((a == INT32_MIN) & (b == INT32_MIN), INT32_MAX, high).astype(np.int32)
+
+
+def rounding_shift(a, e) -> np.ndarray:
+    """gemmlowp's ``RoundingDivideByPOT(a, e)`` (round half away from zero) for
+    ``0 <= e <= 31`` (``e > 31`` acts as 31); ``e < 0`` shifts left by ``-e`` keeping the
+    low 32 bits (TFLite's ``a * (1 << -e)`` in int32; 0 when ``-e >= 32``)."""
+    a, e = np.asarray(a, np.int64), np.asarray(e, np.int64)
+    r = np.clip(e, 0, 31)
+    mask = (np.int64(1) << r) - 1
+    right = (a >> r) + ((a & mask) > (mask >> 1) + (a < 0))
+    n = np.clip(-e, 0, 32)
+    left = np.where(n >= 32, 0, (a << np.minimum(n, 31)) & _MASK32)
+    return _wrap32(np.where(e < 0, left, right))
+
+
+def mul_shift(a, b, k: int) -> np.ndarray:
+    """TFLite's single-rounding ``MultiplyByQuantizedMultiplier``: ``(a*b + 2^(k-1)) >> k``
+    on the exact 64-bit product, ``1 <= k <= 62``, wrapped to 32 bits."""
+    prod = np.asarray(a, np.int64) * np.asarray(b, np.int64)   # |prod| <= 2^62
+    return _wrap32((prod + (np.int64(1) << (k - 1))) >> k)
+
+
 @dataclass(frozen=True)
 class AluSemantics:
     """One ALU opcode: its encoding, operand rules and the function it computes.
@@ -86,16 +120,24 @@ class AluSemantics:
         ``fn(a, b) -> int32 array``: the lane function on int32 lanes; ``a`` is an int32
         array (the destination), ``b`` an int32 array of the same shape (tensor operand)
         or a Python int (the sign-extended immediate). Results wrap modulo ``2**32``.
-        None: not implemented, so the models refuse to run it.
+        With ``tensor_imm``: ``fn(a, b, k)``, ``k`` the instruction's immediate field.
+        None: not implemented, so the models refuse to run it (use :meth:`function`).
     tensor : bool
         A tensor operand (``use_imm=0``) is legal.
     imm : bool
         An immediate operand (``use_imm=1``) is legal.
     imm_range : (int, int)
         Legal immediates, inclusive (the whole 16-bit field unless restricted).
+    tensor_imm : (int, int) or None
+        The opcode takes the immediate field as a third operand of its tensor form: a
+        ``use_imm=0`` instruction is legal only with ``imm`` in this range (inclusive).
+        Such an opcode takes no ``use_imm=1`` form (``imm`` must be False).
     base : bool
-        Legal in the base ISA (HW_VER 0.0.2). An extension opcode would be legal only
-        behind a config flag; there is none yet, so only base opcodes are legal.
+        Legal in the base ISA (HW_VER 0.0.2). An opcode with ``base=False`` is legal only
+        in a config that enables its ``extension``.
+    extension : str or None
+        The ISA extension (a key of :data:`~vtakit.hw.spec.EXTENSIONS`) that makes a
+        non-base opcode legal; None with ``base=False``: legal nowhere.
     repeat : callable or None
         Optional fast form for the behavioral model: ``repeat(a, b, n)`` is ``fn`` applied
         ``n[i]`` times (``n >= 1``) to row ``a[i]`` with the same immediate ``b``.
@@ -113,23 +155,42 @@ class AluSemantics:
     base: bool = True
     repeat: Callable | None = None
     reduce: np.ufunc | None = None
+    tensor_imm: tuple | None = None
+    extension: str | None = None
 
     def __str__(self):
         return f"{self.name}={int(self.code)}"
 
-    def function(self) -> Callable:
-        """The lane function; :class:`AluTableError` if the table gives none."""
+    def uses_imm_field(self, use_imm) -> bool:
+        """Whether an instruction with this ``use_imm`` reads its ``imm`` field."""
+        return bool(use_imm) or self.tensor_imm is not None
+
+    def function(self, imm=None) -> Callable:
+        """The lane function as ``f(a, b)``; for a ``tensor_imm`` opcode, with the
+        instruction's immediate field ``imm`` bound as its third operand.
+        :class:`AluTableError` if the table gives none."""
         if self.fn is None:
             raise AluTableError(f"ALU opcode {self} is in the ALU table (vtakit.hw.isa.ALU_OPS) "
                                 f"without a lane function, so the models cannot execute it; "
                                 f"give it fn=...")
-        return self.fn
+        if self.tensor_imm is None:
+            return self.fn
+        fn, k = self.fn, int(imm)
+        return lambda a, b: fn(a, b, k)
 
 
 #: The ALU opcodes: the one definition of what each computes and which operands it takes.
 #: MIN and MAX are signed; ADD wraps modulo 2**32; SHR shifts every lane by the immediate
 #: ``k`` (``k >= 0``: arithmetic right shift; ``k < 0``: left shift by ``-k`` keeping the
 #: low 32 bits) and takes no tensor operand.
+#:
+#: The ``requant`` extension (legal only in a config with ``"EXTENSIONS": ["requant"]``),
+#: TFLite's requantization with per-lane (per-channel) multipliers and shifts from a
+#: tensor operand ``b`` (a row of the accumulator SRAM):
+#: SRDHM ``a = SaturatingRoundingDoublingHighMul(a, b)`` (:func:`srdhm`); RSHR
+#: ``a = RoundingDivideByPOT(a, b)``, negative ``b`` a left shift (:func:`rounding_shift`);
+#: MULSHR ``a = (a*b + 2^(k-1)) >> k`` with ``k`` the immediate field, 1..62, of the
+#: ``use_imm=0`` instruction (:func:`mul_shift`, TFLite's single rounding).
 ALU_OPS = (
     AluSemantics(AluOp.MIN, "MIN", lambda a, b: np.minimum(a, b),
                  repeat=lambda a, b, n: np.minimum(a, b), reduce=np.minimum),
@@ -141,6 +202,11 @@ ALU_OPS = (
                  reduce=np.add),
     AluSemantics(AluOp.SHR, "SHR", lambda a, b: _shift(a, b), tensor=False,
                  imm_range=(-SHIFT_LIMIT, SHIFT_LIMIT), repeat=_shift),
+    AluSemantics(AluOp.SRDHM, "SRDHM", srdhm, imm=False, base=False, extension="requant"),
+    AluSemantics(AluOp.RSHR, "RSHR", rounding_shift, imm=False, base=False,
+                 extension="requant"),
+    AluSemantics(AluOp.MULSHR, "MULSHR", mul_shift, imm=False, tensor_imm=(1, 62), base=False,
+                 extension="requant"),
 )
 
 
@@ -160,57 +226,109 @@ def _check_table(table) -> dict:
             raise AluTableError(f"ALU opcode {e} takes neither a tensor nor an immediate")
         if e.code in AluOp._value2member_map_ and AluOp(e.code).name != e.name:
             raise AluTableError(f"ALU opcode {e} is {AluOp(e.code).name} in hw.spec.AluOp")
-    return {int(e.code): e for e in sorted(table, key=lambda e: e.code) if e.base}
+        if e.extension is not None and (e.base or e.extension not in EXTENSIONS):
+            raise AluTableError(f"ALU opcode {e}: extension {e.extension!r} needs base=False "
+                                f"and a name of hw.spec.EXTENSIONS ({', '.join(EXTENSIONS)})")
+        if e.tensor_imm is not None:
+            lo, hi = e.tensor_imm
+            if not (e.tensor and not e.imm and IMM_MIN <= lo <= hi <= IMM_MAX):
+                raise AluTableError(f"ALU opcode {e}: tensor_imm {lo}..{hi} needs tensor=True, "
+                                    f"imm=False and a range inside {IMM_MIN}..{IMM_MAX}")
+    return {int(e.code): e for e in sorted(table, key=lambda e: e.code)}
 
 
-_checked: tuple = (None, {})
+_checked: tuple = (None, {}, {})
 
 
-def _legal() -> dict:
-    """``{code: entry}`` of the legal opcodes, checked once per table object."""
+def _extensions(config) -> frozenset:
+    """The extension names of ``config``: a VTAConfig, None (the base ISA) or a
+    collection of names."""
+    if config is None:
+        return frozenset()
+    ext = getattr(config, "extensions", config)
+    return frozenset((ext,) if isinstance(ext, str) else ext)
+
+
+def _table() -> dict:
+    """``{code: entry}`` of the whole table (legal or not), checked once per table object."""
     global _checked
     if _checked[0] is not ALU_OPS:
-        _checked = (ALU_OPS, _check_table(ALU_OPS))
+        _checked = (ALU_OPS, _check_table(ALU_OPS), {})
     return _checked[1]
 
 
-def alu_ops() -> tuple:
-    """The legal ALU opcodes (:data:`ALU_OPS` entries with ``base``) by code, checked:
-    distinct codes that fit the ``alu_opcode`` field, immediates inside the field."""
-    return tuple(_legal().values())
+def _legal(config=None) -> dict:
+    """``{code: entry}`` of the opcodes legal in ``config`` (see :func:`alu_ops`)."""
+    table = _table()
+    ext = _extensions(config)
+    by_ext = _checked[2]
+    if ext not in by_ext:
+        by_ext[ext] = {c: e for c, e in table.items()
+                       if e.base or (e.extension is not None and e.extension in ext)}
+    return by_ext[ext]
 
 
-def alu_semantics(code) -> AluSemantics | None:
-    """The legal ALU opcode with this code, or None."""
-    return _legal().get(int(code))
+def alu_ops(config=None) -> tuple:
+    """The ALU opcodes legal in ``config`` by code, checked: distinct codes that fit the
+    ``alu_opcode`` field, immediates inside the field.
+
+    ``config``: a :class:`~vtakit.hw.config.VTAConfig`, a collection of extension names,
+    or None for the base ISA (HW_VER 0.0.2: the entries with ``base``). An entry with
+    ``base=False`` is legal only where its ``extension`` is enabled. Every function below
+    takes ``config`` the same way."""
+    return tuple(_legal(config).values())
 
 
-def illegal_alu_opcodes() -> list[int]:
-    """The ``alu_opcode`` field values that are no legal opcode, ascending."""
-    legal = {int(e.code) for e in alu_ops()}
+def alu_entry(code) -> AluSemantics | None:
+    """The table entry with this code whether or not any config makes it legal (names
+    for the disassembler), or None."""
+    return _table().get(int(code))
+
+
+def alu_semantics(code, config=None) -> AluSemantics | None:
+    """The ALU opcode with this code legal in ``config``, or None."""
+    return _legal(config).get(int(code))
+
+
+def illegal_alu_opcodes(config=None) -> list[int]:
+    """The ``alu_opcode`` field values that are no legal opcode in ``config``, ascending."""
+    legal = _legal(config)
     return [v for v in range(1 << ALU_OPCODE_BITS) if v not in legal]
 
 
-def alu_opcode_bits() -> int:
-    """Bits the RTL keeps of a legal ``alu_opcode`` (enough for the largest legal code)."""
-    return max(1, max(int(e.code) for e in alu_ops()).bit_length())
+def alu_opcode_bits(config=None) -> int:
+    """Bits the RTL keeps of an ``alu_opcode`` legal in ``config`` (enough for the largest)."""
+    return max(1, max(int(e.code) for e in alu_ops(config)).bit_length())
 
 
-def alu_violation(code, use_imm, imm) -> str | None:
-    """Why an ALU instruction with these operand fields is illegal (a sentence that
-    starts with the opcode; callers prefix ``"ALU "`` or their context), or None if legal.
-    The behavioral model, the sequential spec and the kernel builder all ask this."""
-    e = alu_semantics(code)
+def alu_violation(code, use_imm, imm, config=None) -> str | None:
+    """Why an ALU instruction with these operand fields is illegal in ``config`` (a
+    sentence that starts with the opcode; callers prefix ``"ALU "`` or their context), or
+    None if legal. The behavioral model, the sequential spec and the kernel builder all
+    ask this."""
+    e = alu_semantics(code, config)
     if e is None:
-        return (f"opcode {int(code)} is illegal; legal opcodes are "
-                + ", ".join(str(o) for o in alu_ops()))
+        text = (f"opcode {int(code)} is illegal; legal opcodes are "
+                + ", ".join(str(o) for o in alu_ops(config)))
+        other = alu_entry(code)
+        if other is not None and other.extension is not None:
+            text += (f"; {other} needs the ISA extension {other.extension!r} "
+                     f"(config key \"EXTENSIONS\": [\"{other.extension}\"])")
+        return text
     if not use_imm and not e.tensor:
         return f"{e.name} needs use_imm=1 (an immediate); a tensor operand is not supported"
     if use_imm and not e.imm:
+        if e.tensor_imm is not None:
+            return (f"{e.name} needs use_imm=0 (a tensor operand); its imm field is the "
+                    f"shift {e.tensor_imm[0]}..{e.tensor_imm[1]}, not an operand")
         return f"{e.name} needs use_imm=0 (a tensor operand); an immediate is not supported"
     lo, hi = e.imm_range
     if use_imm and not lo <= imm <= hi:
         return f"{e.name} imm {imm} is out of range; {e.name} immediates are {lo}..{hi}"
+    if not use_imm and e.tensor_imm is not None and not e.tensor_imm[0] <= imm <= e.tensor_imm[1]:
+        lo, hi = e.tensor_imm
+        return (f"{e.name} imm {imm} is out of range; {e.name} takes a tensor operand "
+                f"(use_imm=0) and a shift imm {lo}..{hi}")
     return None
 
 
@@ -344,7 +462,7 @@ class Insn:
             sub = MemType(mt).name if mt in MemType._value2member_map_ else f"mem{mt}"
         elif self.opcode == Opcode.ALU:
             op = self.fields["alu_opcode"]
-            e = alu_semantics(op)
+            e = alu_entry(op)
             sub = e.name if e is not None else f"aluop{op}"
         deps = [d[:-4] for d in DEP_FLAGS if self.fields[d]]
         rest = " ".join(f"{k}={v}" for k, v in self.fields.items()

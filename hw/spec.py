@@ -16,7 +16,8 @@ compiler and the simulator drivers all import instead of restating a rule:
 import enum
 
 __all__ = [
-    "Unit", "PIPELINE", "Opcode", "MemType", "AluOp", "LOAD_UNIT_MEM_TYPES", "dispatch_unit",
+    "Unit", "PIPELINE", "Opcode", "MemType", "AluOp", "EXTENSIONS", "LOAD_UNIT_MEM_TYPES",
+    "dispatch_unit",
     "DEP_FLAGS", "TOKEN_QUEUES", "DEP_QUEUES",
     "INSN_BITS", "INSN_BYTES", "UOP_BITS", "UOP_BYTES", "OPCODE_BITS", "ENCODING_UNIT_BITS",
     "MEM_TYPE_BITS", "SRAM_BASE_BITS", "DRAM_BASE_BITS", "XFER_BITS", "PAD_BITS", "MAX_PAD",
@@ -67,10 +68,24 @@ class MemType(enum.IntEnum):
 
 
 class AluOp(enum.IntEnum):
+    """ALU opcodes (their semantics: :data:`vtakit.hw.isa.ALU_OPS`). 0..3 are HW_VER 0.0.2;
+    5..7 belong to the ``requant`` extension (:data:`EXTENSIONS`); 4 stays free (later
+    TVM VTA uses it for MUL)."""
+
     MIN = 0
     MAX = 1
     ADD = 2
     SHR = 3
+    SRDHM = 5
+    RSHR = 6
+    MULSHR = 7
+
+
+#: The ISA extensions a config may enable (``"EXTENSIONS"`` key), name -> what it adds.
+#: Without any, the ISA is exactly HW_VER 0.0.2.
+EXTENSIONS = {
+    "requant": "exact TFLite requantization: ALU SRDHM, RSHR and MULSHR",
+}
 
 
 #: Memory types whose LOADs go to the load unit; every other LOAD goes to compute.

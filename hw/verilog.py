@@ -53,4 +53,7 @@ def generate_verilog(config, *, token_depth: int = DEFAULT_TOKEN_DEPTH,
               f"// config: {config.name} (TARGET={config.target}, HW_VER={config.hw_ver}, "
               f"bus {config.bus_width} bits)\n"
               f"// token queue depth {token_depth}, command queue depth {cmd_depth}\n")
+    if config.extensions:     # a base config's header is HW_VER 0.0.2's, unchanged
+        from .spec import EXTENSIONS
+        header += "".join(f"// ISA extension {e}: {EXTENSIONS[e]}\n" for e in config.extensions)
     return header + text

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..hw.config import extension_note
 from ..hw.isa import MemType, Opcode
 from ..hw.spec import DRAM_ADDR_BITS, MAX_PAD, PAD_BITS, XFER_BITS, Unit, dispatch_unit
 from .deps import InsnQueue, PendingInsn, serial_stage_of
@@ -242,7 +243,7 @@ class ProgramBuilder:
             self._queue.create(Unit.COMPUTE, Opcode.GEMM, **fields)
         else:
             fields.update(reset_reg=0, alu_opcode=int(kernel.alu_op),
-                          use_imm=int(kernel.imm is not None), imm=kernel.imm or 0)
+                          use_imm=int(kernel.use_imm), imm=kernel.imm or 0)
             self._queue.create(Unit.COMPUTE, Opcode.ALU, **fields)
 
     def staging_cost(self, kernel: UopKernel) -> int:
@@ -305,7 +306,8 @@ class ProgramBuilder:
         if program.config != self.config:
             raise InvalidArgumentError(f"{what}: the program was built for config "
                                        f"{program.config.name}, this stream is for "
-                                       f"{self.config.name}")
+                                       f"{self.config.name}"
+                                       + extension_note(program.config, self.config))
         if not isinstance(slots, dict):
             raise InvalidArgumentError(f"{what}: slots must be a dict of slot name -> buffer, "
                                        f"got {type(slots).__name__}")

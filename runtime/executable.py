@@ -8,11 +8,14 @@ File layout (all integers little-endian)::
     sections, in this order, each   tag (4 ASCII bytes) | length u64 | payload | crc32 u32
         HEAD   JSON: vtakit version, hardware config (TVM vta_config.json keys), entry
                function, input/output names and types, peak planned host memory and
-               device DRAM, modules to import
+               device DRAM
         GLOB   JSON: per function name, params, registers, code words, planned host arena
                and device DRAM arena
-        CONS   constants: u32 count, then per constant u64 length + a .npy file (no pickle)
-        PRIM   JSON: the primitive table (name, kind, arity, factory metadata)
+        CONS   constants: u32 count, then per constant u64 length + a .npy file (no pickle):
+               host constants and the VTA layers' weights, packed as the kernels read them
+        PRIM   JSON: the primitive table (name, kind, arity, factory metadata: host
+               steps naming registered host operators, VTA layers as data, see
+               :mod:`.vta_layer`)
         KERN   kernel table: u32 count, then per kernel u16 name length, name (UTF-8),
                u64 blob length, blob (a serialized Program)
         CODE   the bytecode of every function in GLOB order, int64 words
@@ -24,6 +27,12 @@ and its byte offset; a file that passes the checksums is then decoded and
 verified (every register, jump, function, constant and primitive index in
 range) so a hand-crafted file cannot crash the VM either. Writing is
 deterministic: the same executable always gives the same bytes.
+
+Everything a run needs is data: loading and running use :mod:`vtakit.runtime` and a
+device backend only (never the compiler, a model framework or a tile search). A
+file of another format version is refused with one line saying to recompile.
+Version 3 made executables self-contained (version 2 recorded compiler modules and
+each VTA layer's IR, planned again at load).
 """
 
 from __future__ import annotations
@@ -50,7 +59,7 @@ __all__ = ["Executable", "ExecutableError", "MAGIC", "FORMAT_VERSION", "SECTIONS
            "read_inputs"]
 
 MAGIC = b"\x89VTAX\r\n\x1a"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 SECTIONS = ("HEAD", "GLOB", "CONS", "PRIM", "KERN", "CODE", "END\0")
 _SEC = struct.Struct("<4sQ")
 _CRC = struct.Struct("<I")
@@ -101,9 +110,6 @@ class Executable:
     inputs, outputs : list of dict
         ``{"name", "shape", "dtype"}`` of the entry function's parameters and of
         its results (shape/dtype may be None when unknown).
-    requires : list of str
-        ``vtakit.*`` modules to import before resolving primitives (they register
-        factories and operators).
     """
 
     config: object
@@ -114,7 +120,6 @@ class Executable:
     entry: str = "main"
     inputs: list = None
     outputs: list = None
-    requires: list = field(default_factory=list)
 
     def __post_init__(self):
         from ..hw.config import load_config
@@ -193,7 +198,7 @@ class Executable:
         if len(set(names)) != len(names):
             raise BytecodeError("kernel names must be unique")
         for name, blob in self.kernels:
-            self._check_kernel(name, blob)
+            self._check_kernel(name, blob)     # parsed once: kept for program()
         for f in self.functions:
             try:
                 verify_function(f, num_funcs=len(self.functions), num_packed=len(self.primitives),
@@ -201,36 +206,33 @@ class Executable:
             except BytecodeError as e:
                 raise BytecodeError(f"function {f.name!r}: {e}", e.index, e.word, f.name) \
                     from None
-        for m in self.requires:
-            if not (m == "vtakit" or m.startswith("vtakit.")):
-                raise BytecodeError(f"required module {m!r} is outside the vtakit package")
 
     def _check_kernel(self, name, blob) -> Program:
-        try:
-            prog = Program.from_bytes(blob)
-        except ProgramFormatError as e:
-            raise KernelTableError(f"kernel {name!r}: {e}", name) from None
+        cache = self.__dict__.setdefault("_parsed", {})    # Programs are immutable
+        prog = cache.get(blob)
+        if prog is None:
+            try:
+                prog = Program.from_bytes(blob)
+            except ProgramFormatError as e:
+                raise KernelTableError(f"kernel {name!r}: {e}", name) from None
         if prog.config != self.config:
             raise KernelTableError(f"kernel {name!r} is built for config {prog.config.name}, "
                                    f"the executable for {self.config.name}", name)
+        cache[bytes(blob)] = prog       # shared by every VM of the executable
         return prog
 
     def program(self, name: str) -> Program:
         """A kernel-table entry as a :class:`~vtakit.runtime.program.Program`."""
         for n, blob in self.kernels:
             if n == name:
-                return Program.from_bytes(blob)
+                return self._check_kernel(n, blob)
         raise KeyError(f"the executable has no kernel {name!r}; its kernels are "
                        + (", ".join(n for n, _ in self.kernels) or "none"))
 
     # ------------------------------------------------------------------ running
     def vm(self, backend: str = "behavioral", **kwargs):
         """A :class:`~vtakit.runtime.vm.VirtualMachine` for this executable (see its options)."""
-        import importlib
-
         from .vm.interpreter import VirtualMachine
-        for m in self.requires:
-            importlib.import_module(m)
         return VirtualMachine(self, backend, **kwargs)
 
     def _args(self, inputs) -> list:
@@ -301,8 +303,7 @@ class Executable:
     def header(self) -> dict:
         return {"vtakit_version": _version(), "config": self.config.to_dict(),
                 "entry": self.entry, "inputs": self.inputs, "outputs": self.outputs,
-                "peak_host_bytes": self.peak_host_bytes, "peak_dram_bytes": self.peak_dram_bytes,
-                "requires": list(self.requires)}
+                "peak_host_bytes": self.peak_host_bytes, "peak_dram_bytes": self.peak_dram_bytes}
 
     def to_bytes(self) -> bytes:
         """The ``.vtax`` file contents (deterministic)."""
@@ -450,7 +451,8 @@ class _Reader:
         (version,) = struct.unpack_from("<I", data, 8)
         if version != FORMAT_VERSION:
             raise self.fail(None, 8, f"format version {version} is not supported (this vtakit "
-                                     f"reads version {FORMAT_VERSION})")
+                                     f"reads version {FORMAT_VERSION}); recompile the model: "
+                                     "vtakit compile MODEL -o OUT.vtax")
         pos, payloads = 12, {}
         for tag in SECTIONS:
             name = tag.strip("\0")
@@ -491,13 +493,12 @@ class _Reader:
         return value
 
     def decode(self, cls, payloads, expected_config):
-        from ..hw.config import ConfigError, VTAConfig, load_config
+        from ..hw.config import ConfigError, VTAConfig, extension_note, load_config
         head = self.json(payloads, "HEAD", dict)
         hoff = payloads["HEAD"][0]
         try:
             config = VTAConfig.from_dict(head["config"], source="recorded config")
             entry, inputs, outputs = str(head["entry"]), head["inputs"], head["outputs"]
-            requires = [str(m) for m in head["requires"]]
             for spec in inputs + outputs:
                 if not isinstance(spec, dict) or not isinstance(spec["name"], str):
                     raise TypeError(f"an input/output record must name it, got {spec!r}")
@@ -507,7 +508,7 @@ class _Reader:
             expected = load_config(expected_config)
             if expected != config:
                 raise self.fail("HEAD", hoff, f"built for config {config.name}, not "
-                                              f"{expected.name}")
+                                              f"{expected.name}{extension_note(config, expected)}")
         functions, words = self.functions(payloads)
         constants = self.constants(payloads)
         prim = self.json(payloads, "PRIM", list)
@@ -518,7 +519,7 @@ class _Reader:
         kernels, kernel_offsets = self.kernels(payloads)
         try:
             return cls(config, functions, constants, primitives, kernels, entry, inputs,
-                       outputs, requires)
+                       outputs)
         except KernelTableError as e:
             raise self.fail("KERN", payloads["KERN"][0] + kernel_offsets[e.name], str(e)) \
                 from None

@@ -192,8 +192,10 @@ class DramImage:
             return recorded if recorded is not None else load_config("default")
         config = load_config(requested)
         if recorded is not None and config.name != recorded.name:
+            from ..hw.config import extension_note
             raise ImageError(f"the image was built for config {recorded.name}, not "
-                             f"{config.name}; leave the config out to use the image's")
+                             f"{config.name}{extension_note(recorded, config)}; leave the "
+                             f"config out to use the image's")
         return config
 
     def instructions(self) -> bytes:

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..hw.config import VTAConfig
-from ..hw.isa import AluOp, IsaError, alu_semantics, alu_violation, isa_for
-from ..hw.spec import LOOP_ITER_BITS, MAX_LOOP_EXTENT
+from ..hw.isa import AluOp, IsaError, alu_entry, alu_semantics, alu_violation, isa_for
+from ..hw.spec import EXTENSIONS, LOOP_ITER_BITS, MAX_LOOP_EXTENT
 from .errors import KernelError, SramRangeError
 
 __all__ = ["UopKernel", "MAX_LOOPS"]
@@ -41,6 +41,12 @@ def _ints(seq, n, what, kind):
     return tuple(out)
 
 
+def _use_imm(code, imm) -> bool:
+    """``use_imm`` of an ALU kernel with this opcode and ``imm`` (see :class:`UopKernel`)."""
+    e = alu_entry(code)
+    return imm is not None and (e is None or e.tensor_imm is None)
+
+
 @dataclass(frozen=True, eq=True)
 class UopKernel:
     """A recorded micro-op kernel (build it with :meth:`gemm` or :meth:`alu`).
@@ -58,7 +64,10 @@ class UopKernel:
     alu_op : AluOp or None
         ALU only: the operation.
     imm : int or None
-        ALU only: the immediate (``use_imm``), or None for a tensor-tensor operation.
+        ALU only: the immediate field, or None. For most opcodes an int means ``use_imm``
+        (the immediate is the operand) and None a tensor-tensor operation; for an opcode
+        with ``tensor_imm`` (MULSHR) the operand is a tensor and ``imm`` its shift
+        (:attr:`use_imm` says which).
     """
 
     mode: str
@@ -117,7 +126,8 @@ class UopKernel:
         Parameters
         ----------
         op : AluOp or int
-            An opcode of :data:`~vtakit.hw.isa.ALU_OPS` (MIN, MAX, ADD or SHR).
+            An opcode of :data:`~vtakit.hw.isa.ALU_OPS` (MIN, MAX, ADD or SHR; with the
+            ``requant`` extension also SRDHM, RSHR, MULSHR).
         uops : sequence of (dst, src)
             Destination and source accumulator indices of each micro-op.
         loops : sequence of (extent, dst_factor, src_factor)
@@ -125,21 +135,30 @@ class UopKernel:
             (iter_out = 1), as in TVM's runtime.
         imm : int or None
             None: tensor-tensor (``ACC[dst] = op(ACC[dst], ACC[src])``); an int:
-            ``use_imm`` with this sign-extended 16-bit immediate.
+            ``use_imm`` with this sign-extended 16-bit immediate. For MULSHR (an opcode
+            with ``tensor_imm``): the shift ``k`` of ``ACC[dst] = (ACC[dst] * ACC[src]
+            + 2^(k-1)) >> k``, required.
 
         Raises
         ------
         KernelError
             On malformed uops or loops, or an opcode and operand the ALU table does
             not allow (:func:`~vtakit.hw.isa.alu_violation`: an unknown opcode, SHR
-            without an immediate, an immediate outside its opcode's range).
+            without an immediate, an immediate outside its opcode's range). An
+            extension opcode is accepted here; :meth:`check_config` (which the
+            builder runs) refuses it for a config without its extension.
         """
         try:
             code = int(op)
         except (TypeError, ValueError):
             raise KernelError(f"ALU kernel: opcode {op!r} is not an integer opcode") from None
         imm = None if imm is None else int(imm)
-        violation = alu_violation(code, imm is not None, imm)
+        # The rules of the base ISA, or of the extension that has the opcode (check_config
+        # then asks whether the config enables it).
+        ext = () if alu_semantics(code) is not None else tuple(EXTENSIONS)
+        violation = alu_violation(code, _use_imm(code, imm), imm or 0, ext)
+        if violation is not None and alu_semantics(code, ext) is None:
+            violation = alu_violation(code, _use_imm(code, imm), imm or 0)
         if violation is not None:
             raise KernelError(f"ALU kernel: {violation}")
         op = AluOp(code) if code in AluOp._value2member_map_ else code
@@ -153,7 +172,12 @@ class UopKernel:
 
     @property
     def kind(self) -> str:
-        return "GEMM" if self.mode == "gemm" else f"ALU {alu_semantics(self.alu_op).name}"
+        return "GEMM" if self.mode == "gemm" else f"ALU {alu_entry(self.alu_op).name}"
+
+    @property
+    def use_imm(self) -> bool:
+        """ALU only: the instruction's ``use_imm`` (the immediate is the operand)."""
+        return self.mode == "alu" and _use_imm(self.alu_op, self.imm)
 
     @property
     def size(self) -> int:
@@ -233,6 +257,10 @@ class UopKernel:
             If an index after the loop arithmetic reaches past an SRAM's depth.
         """
         isa = isa_for(config)
+        if self.mode == "alu":
+            violation = alu_violation(self.alu_op, self.use_imm, self.imm or 0, config)
+            if violation is not None:
+                raise KernelError(f"{self.kind} kernel: {violation} (config {config.name})")
         if self.size > config.uop_depth:
             raise KernelError(f"{self.kind} kernel: {self.size} micro-ops do not fit the uop "
                               f"buffer of {config.uop_depth} entries")
@@ -259,7 +287,7 @@ class UopKernel:
             if self.mode == "gemm" and not self.reset:
                 checks += [("src", top[1], "input", config.inp_depth),
                            ("wgt", top[2], "weight", config.wgt_depth)]
-            elif self.mode == "alu" and self.imm is None:
+            elif self.mode == "alu" and not self.use_imm:
                 checks.append(("src", top[1], "accumulator", config.acc_depth))
             for name, value, buf, depth in checks:
                 if value >= depth:

@@ -6,10 +6,10 @@ An executable's primitive table names every function its bytecode calls with
 * ``"global"``: a function of the registry (:mod:`vtakit.runtime.registry`),
   looked up by the entry's name;
 * any other kind ``K``: the factory registered as ``"vtakit.vm.primitive.K"``
-  builds it from the entry's metadata and the :class:`~.vm.context.RuntimeContext`
-  (``"host"``: numpy operators, registered by :mod:`vtakit.compiler.codegen.host`;
-  a VTA lowering registers its own kind whose functions launch kernel-table
-  Programs on the device).
+  builds it from the entry's metadata and the :class:`~.vm.context.RuntimeContext`.
+  Built in: ``"host"`` (steps over the registered host operators, :mod:`.host`) and
+  ``"vta_layer"`` (a kernel-table Program with its packed weights and host steps,
+  :mod:`.vta_layer`); a plug-in may register its own kind.
 
 A function registered in the registry under a primitive's name overrides it
 (a user's own host operator). Such a function returns its outputs; factory-made
@@ -163,6 +163,7 @@ def load_primitives(entries, ctx) -> Module:
     PrimitiveError
         Naming the entry and what is missing.
     """
+    from . import host, vta_layer  # noqa: F401  (register the built-in kinds)
     root = Module("primitives")
     by_kind: dict[str, Module] = {}
     for entry in entries:

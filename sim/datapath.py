@@ -351,11 +351,12 @@ class SRAMs:
         """An ALU instruction (an opcode of :data:`~vtakit.hw.isa.ALU_OPS`) over the loop
         nest, exact in sequential order."""
         f = insn.fields
-        violation = alu_violation(f["alu_opcode"], f["use_imm"], f["imm"])
+        violation = alu_violation(f["alu_opcode"], f["use_imm"], f["imm"], self.config)
         if violation is not None:
             raise Fault(ErrorCode.ILLEGAL_FIELD, "ALU " + violation)
-        op = alu_semantics(f["alu_opcode"])
-        op.function()   # an opcode without a lane function fails here, before any work
+        op = alu_semantics(f["alu_opcode"], self.config)
+        # An opcode without a lane function fails here, before any work.
+        fn = op.function(f["imm"])
         imm = f["imm"] if f["use_imm"] else None
         uops = self._uops(insn)
         if uops is None:
@@ -377,7 +378,7 @@ class SRAMs:
                 dst = dst[:n]
         if len(dst):
             acc = self._acc_rows
-            touched = _alu_apply(acc, op, dst, src, imm)
+            touched = _alu_apply(acc, op, fn, dst, src, imm)
             self._out_rows[touched] = acc[touched].astype(np.int8, casting="unsafe")
             counters["alu_counter"] += len(dst)
         if fault is not None:
@@ -423,20 +424,22 @@ def _sum_by_index(index: np.ndarray, values: np.ndarray):
     return idx[starts], sums
 
 
-def _repeat(op: AluSemantics, a: np.ndarray, imm: int, times: np.ndarray) -> np.ndarray:
-    """``op`` applied ``times[i]`` times to row ``a[i]`` with the immediate ``imm``: the
-    table's fast form if it gives one, else one application per round."""
+def _repeat(op: AluSemantics, fn, a: np.ndarray, imm: int, times: np.ndarray) -> np.ndarray:
+    """``fn`` (``op``'s lane function) applied ``times[i]`` times to row ``a[i]`` with the
+    immediate ``imm``: the table's fast form if it gives one, else one application per round."""
     if op.repeat is not None:
         return op.repeat(a, imm, times)
     a = a.copy()
     for k in range(int(times.max())):
         more = times > k
-        a[more] = op.fn(a[more], imm)
+        a[more] = fn(a[more], imm)
     return a
 
 
-def _alu_apply(acc: np.ndarray, op: AluSemantics, dst: np.ndarray, src, imm) -> np.ndarray:
-    """Apply ``acc[dst[n]] = op(acc[dst[n]], acc[src[n]] or imm)`` for n in order, exactly.
+def _alu_apply(acc: np.ndarray, op: AluSemantics, fn, dst: np.ndarray, src,
+               imm) -> np.ndarray:
+    """Apply ``acc[dst[n]] = fn(acc[dst[n]], acc[src[n]] or imm)`` for n in order, exactly
+    (``fn``: ``op``'s lane function, :meth:`~vtakit.hw.isa.AluSemantics.function`).
 
     Returns the destination rows (each once). Three paths, fastest first:
     distinct destinations with no read of an entry written earlier (one gather and
@@ -468,10 +471,10 @@ def _alu_apply(acc: np.ndarray, op: AluSemantics, dst: np.ndarray, src, imm) -> 
     if not reads_written:
         operand = imm if src is None else acc[src]
         if distinct:
-            acc[dst] = op.fn(acc[dst], operand)
+            acc[dst] = fn(acc[dst], operand)
             return uniq
         if src is None:
-            acc[uniq] = _repeat(op, acc[uniq], imm, counts)
+            acc[uniq] = _repeat(op, fn, acc[uniq], imm, counts)
             return uniq
         if op.reduce is np.add:
             idx, total = _sum_by_index(dst, operand.astype(np.int64))
@@ -482,7 +485,7 @@ def _alu_apply(acc: np.ndarray, op: AluSemantics, dst: np.ndarray, src, imm) -> 
             return uniq
     for wave in _waves(dst, src):
         d, s = dst[wave], src[wave]
-        acc[d] = op.fn(acc[d], acc[s])
+        acc[d] = fn(acc[d], acc[s])
     return uniq
 
 

@@ -29,23 +29,38 @@ ILLEGAL_KINDS = ("opcode", "load memory_type", "store memory_type", "store pads"
                  "dep flag", "dram 4 GiB")
 
 
-def _no_tensor_ops():
-    """Legal ALU opcodes that take no tensor operand (SHR)."""
-    return [e for e in alu_ops() if not e.tensor]
+def _no_tensor_ops(config=None):
+    """ALU opcodes legal in ``config`` that take no tensor operand (SHR)."""
+    return [e for e in alu_ops(config) if not e.tensor]
 
 
-def _restricted_imm_ops():
-    """Legal ALU opcodes whose immediates are a part of the 16-bit field (SHR)."""
-    return [e for e in alu_ops() if e.imm and e.imm_range != (IMM_MIN, IMM_MAX)]
+def _restricted_imm_ops(config=None):
+    """ALU opcodes legal in ``config`` whose immediates are a part of the 16-bit field
+    (SHR; MULSHR's shift)."""
+    return [e for e in alu_ops(config)
+            if e.imm and e.imm_range != (IMM_MIN, IMM_MAX) or e.tensor_imm is not None]
 
 
-def illegal_kinds() -> tuple:
-    """:data:`ILLEGAL_KINDS` that the ALU table leaves possible (e.g. "alu opcode" only
-    while some ``alu_opcode`` value is no legal opcode)."""
-    possible = {"alu opcode": bool(illegal_alu_opcodes()),
-                "alu tensor operand": bool(_no_tensor_ops()),
-                "alu imm range": bool(_restricted_imm_ops())}
+def illegal_kinds(config=None) -> tuple:
+    """:data:`ILLEGAL_KINDS` that the ALU table leaves possible in ``config`` (e.g. "alu
+    opcode" only while some ``alu_opcode`` value is no legal opcode)."""
+    possible = {"alu opcode": bool(illegal_alu_opcodes(config)),
+                "alu tensor operand": bool(_no_tensor_ops(config)),
+                "alu imm range": bool(_restricted_imm_ops(config))}
     return tuple(k for k in ILLEGAL_KINDS if possible.get(k, True))
+
+
+def _requant_words(rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` int32 words shaped for the requant opcodes' tensor operands: shifts (mostly
+    -3..31), Q31 multipliers (mostly [2^30, 2^31), some negative), INT32_MIN/MAX and
+    uniform values."""
+    kind = rng.choice(5, n, p=[0.35, 0.3, 0.08, 0.04, 0.23])
+    words = rng.integers(-2**31, 2**31, n, dtype=np.int64)
+    shifts = np.where(rng.random(n) < 0.9, rng.integers(-3, 32, n), rng.integers(-40, 41, n))
+    mults = rng.integers(1 << 30, 1 << 31, n) * np.where(rng.random(n) < 0.8, 1, -1)
+    words = np.select([kind == 0, kind == 1, kind == 2, kind == 3],
+                      [shifts, mults, -2**31, 2**31 - 1], words)
+    return words.astype(np.int32)
 
 _MAX_ITERS = 4096      # micro-op executions per GEMM/ALU (keeps RTL runs short)
 
@@ -57,6 +72,12 @@ class _Gen:
         self.data = np.zeros(INSN_START, np.uint8)
         self.data[INPUT_START:INPUT_START + INPUT_BYTES] = rng.integers(
             0, 256, INPUT_BYTES, dtype=np.uint8)
+        if alu_ops(config) != alu_ops():
+            # Extension opcodes read shifts and multipliers from ACC rows: half of the
+            # input area holds such words (ACC loads land there about half the time).
+            half = INPUT_START + INPUT_BYTES // 2
+            self.data[half:INPUT_START + INPUT_BYTES] = _requant_words(
+                rng, INPUT_BYTES // 8).view(np.uint8)
         self.uop_next = UOP_START          # next free byte of the micro-op area
         self.uop_view = np.zeros(config.uop_depth, np.uint32)
         self.ranges: list = []             # (bgn, end) of loaded micro-op ranges
@@ -182,16 +203,17 @@ class _Gen:
             label += "gemm reset" if f["reset_reg"] else "gemm"
             return self.emit(Action("gemm", "compute", Opcode.GEMM, f, label=label,
                                     source=source))
-        ops = alu_ops()
+        ops = alu_ops(c)
         op = ops[int(rng.integers(len(ops)))]
         use_imm = not op.tensor or (op.imm and rng.random() < 0.5)
-        lo, hi = op.imm_range
+        lo, hi = op.imm_range if use_imm or op.tensor_imm is None else op.tensor_imm
         if (lo, hi) != (IMM_MIN, IMM_MAX):
             imm = int(rng.integers(lo, hi + 1))
         else:
             imm = int(rng.integers(-32768, 32768)) if rng.random() < 0.3 else \
                 int(rng.integers(-128, 128))
-        f.update(alu_opcode=op.code, use_imm=int(use_imm), imm=imm if use_imm else 0)
+        f.update(alu_opcode=op.code, use_imm=int(use_imm),
+                 imm=imm if op.uses_imm_field(use_imm) else 0)
         label += f"alu {op.name} {'imm' if use_imm else 'tensor'}"
         return self.emit(Action("alu", "compute", Opcode.ALU, f, label=label, source=source))
 
@@ -244,7 +266,7 @@ class _Gen:
 
     def illegal(self):
         c, rng = self.c, self.rng
-        kinds = illegal_kinds()
+        kinds = illegal_kinds(c)
         kind = kinds[int(rng.integers(len(kinds)))]
         label = f"illegal {kind}"
         mem = dict(sram_base=0, dram_base=INPUT_START // 64, y_size=1, x_size=1, x_stride=1)
@@ -270,21 +292,21 @@ class _Gen:
         loop = dict(uop_bgn=0, uop_end=1, iter_out=1, iter_in=1)
         if kind in ("alu opcode", "alu tensor operand", "alu imm range"):
             if kind == "alu opcode":
-                bad = illegal_alu_opcodes()
+                bad = illegal_alu_opcodes(c)
                 f = dict(alu_opcode=bad[int(rng.integers(len(bad)))], use_imm=1)
             elif kind == "alu tensor operand":
-                ops = _no_tensor_ops()
+                ops = _no_tensor_ops(c)
                 f = dict(alu_opcode=ops[int(rng.integers(len(ops)))].code, use_imm=0)
             else:
-                ops = _restricted_imm_ops()
+                ops = _restricted_imm_ops(c)
                 op = ops[int(rng.integers(len(ops)))]
-                lo, hi = op.imm_range
+                lo, hi = op.imm_range if op.tensor_imm is None else op.tensor_imm
                 # A value past one end of the range, inside the 16-bit field.
                 if int(rng.choice([-1, 1])) > 0 and hi < IMM_MAX or lo == IMM_MIN:
                     imm = int(rng.integers(hi + 1, IMM_MAX + 1))
                 else:
                     imm = -int(rng.integers(-lo + 1, -IMM_MIN))
-                f = dict(alu_opcode=op.code, use_imm=1, imm=imm)
+                f = dict(alu_opcode=op.code, use_imm=int(op.tensor_imm is None), imm=imm)
             return self.emit(Action("illegal", "compute", Opcode.ALU, {**loop, **f}, label=label))
         if kind == "uop range":
             f = (dict(uop_bgn=5, uop_end=3) if rng.random() < 0.5 else

@@ -151,13 +151,14 @@ def gemm(srams: SRAMs, insn, counters: Counters) -> None:
 
 def alu(srams: SRAMs, insn, counters: Counters) -> None:
     """ALU: ``ACC[d] = op(ACC[d], imm or ACC[s])`` lane by lane with the opcode's function
-    in :data:`~vtakit.hw.isa.ALU_OPS` (wrapping at 32 bits), and ``OUT[d] = low 8 bits of
-    ACC[d]``; the operand rules are the table's (SHR only with an immediate in
-    ``[-SHIFT_LIMIT, SHIFT_LIMIT]``)."""
-    violation = alu_violation(insn.alu_opcode, insn.use_imm, insn.imm)
+    in :data:`~vtakit.hw.isa.ALU_OPS` (wrapping at 32 bits; an opcode with ``tensor_imm``
+    also takes the immediate field), and ``OUT[d] = low 8 bits of ACC[d]``; the operand
+    rules are the table's for the config (SHR only with an immediate in
+    ``[-SHIFT_LIMIT, SHIFT_LIMIT]``, extension opcodes only with their extension)."""
+    violation = alu_violation(insn.alu_opcode, insn.use_imm, insn.imm, srams.config)
     if violation is not None:
         raise Fault(ErrorCode.ILLEGAL_FIELD, "ALU " + violation)
-    fn = alu_semantics(insn.alu_opcode).function()
+    fn = alu_semantics(insn.alu_opcode, srams.config).function(insn.imm)
     acc, out = srams.acc, srams.out
     for p, q, u in _loop(srams, insn):
         d = _index("acc", u.dst_idx + p * insn.dst_factor_out + q * insn.dst_factor_in, len(acc))

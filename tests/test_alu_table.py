@@ -14,7 +14,7 @@ from vtakit.hw import isa as isa_mod
 from vtakit.hw.alu import VectorAlu
 from vtakit.hw.compute import Compute
 from vtakit.hw.config import VTAConfig
-from vtakit.hw.isa import (ALU_OPS, AluSemantics, AluTableError, MemType, Opcode, alu_opcode_bits,
+from vtakit.hw.isa import (ALU_OPS, AluOp, AluSemantics, AluTableError, MemType, Opcode, alu_opcode_bits,
                            alu_ops, alu_violation, illegal_alu_opcodes, insns_to_bytes, isa_for)
 from vtakit.hw.spec import ErrorCode
 from vtakit.runtime.errors import KernelError
@@ -94,15 +94,22 @@ def test_base_table_is_the_pinned_alu():
     assert alu_violation(2, 0, 99) is None and alu_violation(3, 1, -31) is None
 
 
-@pytest.mark.parametrize("code", [4, 7])
-def test_opcode_missing_from_the_table_is_illegal_everywhere(code):
-    message = (f"opcode {code} is illegal; legal opcodes are MIN=0, MAX=1, ADD=2, SHR=3")
+@pytest.mark.parametrize("code,hint", [
+    (4, ""),
+    (7, r"; MULSHR=7 needs the ISA extension 'requant' \(config key \"EXTENSIONS\": "
+        r"\[\"requant\"\]\)")])
+def test_opcode_missing_from_the_table_is_illegal_everywhere(code, hint):
+    message = (f"opcode {code} is illegal; legal opcodes are MIN=0, MAX=1, ADD=2, SHR=3{hint}")
     for execute in (SRAMs(TINY).alu, lambda insn, c: reference.alu(SRAMs(TINY), insn, c)):
         with pytest.raises(Fault, match=f"^ALU {message}$") as info:
             execute(_alu_insn(TINY, code), Counters())
         assert info.value.code == ErrorCode.ILLEGAL_FIELD
-    with pytest.raises(KernelError, match=f"^ALU kernel: {message}$"):
-        UopKernel.alu(code, [(0, 0)], imm=1)
+    if not hint:
+        with pytest.raises(KernelError, match=f"^ALU kernel: {message}$"):
+            UopKernel.alu(code, [(0, 0)], imm=1)
+    else:   # an extension opcode: a kernel is config-independent, the config refuses it
+        with pytest.raises(KernelError, match=f"^ALU MULSHR kernel: {message} \\(config "):
+            UopKernel.alu(code, [(0, 0)], imm=1).check_config(TINY)
 
 
 # ------------------------------------------------- an opcode without implementation
@@ -197,7 +204,9 @@ def test_new_opcode_operand_rules_come_from_the_table(with_opcode):
 
 def test_fuzzer_illegal_kinds_follow_the_table(monkeypatch):
     assert "alu opcode" in illegal_kinds()
-    full = ALU_OPS + tuple(AluSemantics(c, f"X{c}", _sub) for c in range(4, 8))
+    full = tuple(e for e in ALU_OPS if e.base) + tuple(
+        AluSemantics(c, AluOp(c).name if c in AluOp._value2member_map_ else f"X{c}", _sub)
+        for c in range(4, 8))
     monkeypatch.setattr(isa_mod, "ALU_OPS", full)
     assert illegal_alu_opcodes() == [] and "alu opcode" not in illegal_kinds()
     no_shift = tuple(e for e in ALU_OPS if e.name != "SHR")

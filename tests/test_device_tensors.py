@@ -12,10 +12,10 @@ import vtakit.compiler.vta.lower as lower_vta
 import vtakit.compiler.quant  # noqa: F401
 from vtakit.compiler.frontend import from_tflite
 from vtakit.compiler.ir import (Call, Constant, Function, GlobalVar, IRModule, TensorType, Var,
-                                evaluate, get_op, parse_expr)
+                                evaluate, get_op, post_order)
 from vtakit.compiler.vta.lower import lower_primitive
 from vtakit.compiler.passes import FoldExplicitPadding
-from vtakit.runtime import Runtime
+from vtakit.runtime import Runtime, vta_layer
 from vtakit.runtime.vm.bytecode import Opcode
 from vtakit.sim import open_device
 from vtakit.testing import model_inputs
@@ -72,12 +72,12 @@ def test_keyword_spotting_layers_chain_on_the_device(monkeypatch):
     assert 0 < main.dram_bytes <= 2 * 8192  # ten 8 KB activations in two reused slots
 
     packs = []
-    real = lower_vta.pack_activation
-    monkeypatch.setattr(lower_vta, "pack_activation",
+    real = vta_layer.pack_activation
+    monkeypatch.setattr(vta_layer, "pack_activation",
                         lambda x, cfg: packs.append(x.shape) or real(x, cfg))
     with exe.vm() as vm:
         for seed in range(3):
-            packs.clear()     # (the first call also packs the layers' constants, once)
+            packs.clear()     # (the layers' constants were packed by the compiler)
             x = _input(mod, seed)
             np.testing.assert_array_equal(vm.run(x), evaluate(mod, x))
     assert len(packs) == from_host
@@ -125,8 +125,11 @@ def test_hook_sees_device_tensors_unpacked():
     pool = names.index("vta_avg_pool2d")
     assert names[pool - 1].startswith("vta_conv2d")
     assert seen[pool - 1][1].shape == (1, 64, 25, 5) and seen[pool - 1][1].dtype == np.int8
-    prim = next(p for p in exe.primitives if p.name == "vta_avg_pool2d")
-    fn = parse_expr(prim.meta_dict["ir"])
+    pool_layer = next(lower_vta.match_layer(e) for e in post_order(mod["main"].body)
+                      if lower_vta.match_layer(e) is not None
+                      and lower_vta.match_layer(e).kind == "avg_pool2d")
+    x = Var("x", TensorType((1, 64, 25, 5), "int8"))
+    fn = Function([x], lower_vta._replace_input(pool_layer, x))
     np.testing.assert_array_equal(evaluate(fn, seen[pool - 1][1]), seen[pool][1])
 
 

@@ -131,3 +131,21 @@ def test_a_planted_upward_import_is_found(tmp_path, folder, source, expected):
     (tmp_path / folder).mkdir(parents=True, exist_ok=True)
     (tmp_path / folder / "planted.py").write_text(source)
     assert violations(tmp_path) == [expected]
+
+
+def test_the_runtime_loads_no_compiler():
+    """Importing every runtime module (the host operators and both primitive kinds
+    included) loads nothing of the compiler, onnx or TFLite: what a host that only runs
+    executables needs (tests/test_vtax_standalone.py runs models so)."""
+    import subprocess
+    import sys
+    modules = sorted(module_name(ROOT, "runtime", p)[0] for p in (ROOT / "runtime").rglob("*.py"))
+    code = ("import importlib, sys\n"
+            f"for m in {modules!r}:\n"
+            "    importlib.import_module(m)\n"
+            "bad = sorted(m for m in sys.modules if m.startswith(('vtakit.compiler', 'onnx', "
+            "'tflite', 'ai_edge_litert')))\n"
+            "print(' '.join(bad))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == []

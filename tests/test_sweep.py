@@ -46,6 +46,12 @@ def test_grid_skips_illegal_combinations_with_the_loader_error():
     assert "unknown config key(s) NOT_A_KEY" in skipped[0][1]
     with pytest.raises(ValueError, match="KEY=v1,v2"):
         parse_grid(["LOG_BLOCK"])
+    # the ISA extensions are one more axis (issue 22's requant)
+    cfgs, skipped = expand_configs(["tiny"], ["EXTENSIONS=none,requant,bogus"])
+    assert [c[0] for c in cfgs] == ["tiny/EXTENSIONS=none", "tiny/EXTENSIONS=requant"]
+    assert "EXTENSIONS" not in json.loads(cfgs[0][1])
+    assert json.loads(cfgs[1][1])["EXTENSIONS"] == ["requant"]
+    assert skipped[0][0] == "tiny/EXTENSIONS=bogus" and "bogus" in skipped[0][1]
     points, _ = make_points(["tiny", "default"], ["demo", ANOMALY])
     assert [(p.config, p.model) for p in points] == [
         ("default", "anomaly_detection"), ("default", "demo"),

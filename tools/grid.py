@@ -1,8 +1,9 @@
 """The points of a sweep: configs (presets, JSON files, a grid over config keys) x models.
 
 A grid setting is ``KEY=v1,v2,...`` with a ``vta_config.json`` key (``LOG_BLOCK``,
-``LOG_ACC_BUFF_SIZE``, ...); every base config is combined with every combination of
-the settings. A combination the config loader rejects is *skipped*: it is returned
+``LOG_ACC_BUFF_SIZE``, ...) or ``EXTENSIONS`` (values: ``none``, an extension name, or
+names joined by ``+``: ``EXTENSIONS=none,requant``); every base config is combined with
+every combination of the settings. A combination the config loader rejects is *skipped*: it is returned
 with the loader's one-line error instead of becoming a point.
 """
 
@@ -49,7 +50,7 @@ def expand_configs(configs, grid=None):
     """``(configs, skipped)``: ``configs`` a list of ``(label, config JSON)`` (sorted keys),
     ``skipped`` a list of ``(label, error)`` for the combinations the loader rejects. A
     base config that does not load raises (that is the user's typo, not a grid cell)."""
-    from ..hw.config import ConfigError, VTAConfig
+    from ..hw.config import EXTENSIONS_KEY, ConfigError, VTAConfig
     grid = parse_grid(grid)
     keys = list(grid)
     out, skipped = [], []
@@ -58,7 +59,10 @@ def expand_configs(configs, grid=None):
         for values in itertools.product(*(grid[k] for k in keys)):
             changes = dict(zip(keys, values))
             name = label + "".join(f"/{k}={v}" for k, v in changes.items())
-            unknown = [k for k in changes if k not in base]
+            if EXTENSIONS_KEY in changes:
+                v = str(changes[EXTENSIONS_KEY])
+                changes[EXTENSIONS_KEY] = [] if v == "none" else v.split("+")
+            unknown = [k for k in changes if k not in base and k != EXTENSIONS_KEY]
             try:
                 if unknown:
                     raise ConfigError(f"unknown config key(s) {', '.join(unknown)}; keys are "

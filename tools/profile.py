@@ -4,7 +4,7 @@ Each layer (a packed call of the VM) is listed with the engine it ran on (VTA wh
 ran instructions on the device, else the host), the cycles measured by the backend
 (RTL backends; the behavioral model has no clock), the cycles the event model of
 :mod:`vtakit.compiler.ops.perfmodel` predicts for the very stream that ran, the GEMM
-utilization (the layer's useful multiply-accumulates, from its IR, over
+utilization (the layer's useful multiply-accumulates, as compiled, over
 ``cycles x BATCH x BLOCK_IN x BLOCK_OUT``; predicted cycles stand in where none were
 measured), and the DRAM bytes its loads and stores moved (from the stream).
 """
@@ -44,22 +44,17 @@ class LayerProfile:
 
 
 def layer_info(exe, *, roofline: bool = True) -> dict:
-    """``{primitive name: (MACs, Roofline or None)}`` from the primitives' IR; with
-    ``roofline=False`` the rooflines are None (they re-plan each layer, a tile search)."""
-    import importlib
-
-    from .demo import model_macs
-    from ..compiler.ir import IRModule, infer_types, parse_expr
-    from ..compiler.vta.lower import function_roofline
-    for m in exe.requires:          # the ops the primitives' IR uses (e.g. qnn.*)
-        importlib.import_module(m)
+    """``{primitive name: (MACs, Roofline or None)}`` of the VTA layers, as the compiler
+    planned them (recorded in each layer's metadata); with ``roofline=False`` the
+    rooflines are None."""
+    from ..compiler.ops.roofline import Roofline
     out = {}
     for p in exe.primitives:
-        ir = p.meta_dict.get("ir")
-        if ir is not None:
-            mod = infer_types(IRModule({"main": parse_expr(ir)}))
-            out[p.name] = (model_macs(mod), function_roofline(mod["main"], exe.config)
-                           if roofline else None)
+        layer = p.meta_dict.get("layer")
+        if layer is not None:
+            r = layer.get("roofline")
+            out[p.name] = (int(layer["macs"]),
+                           Roofline(**r) if roofline and r is not None else None)
     return out
 
 

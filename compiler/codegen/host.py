@@ -1,47 +1,21 @@
-"""Host primitives: a fused primitive function evaluated with the IR operators' numpy computes.
+"""Host primitives: the encoder of a fused primitive function's steps.
 
 The compiler serializes a primitive function as a straight-line list of steps
-(JSON, deterministic); at load time :func:`host_factory` (registered as the
-``"host"`` primitive factory) turns the steps back into a destination-passing
-packed function. Operator computes are looked up by name in the IR op registry,
-so an executable only needs the modules that register its operators imported
-(recorded in its ``requires``).
+(JSON, deterministic, see :mod:`vtakit.runtime.host`); at load time the runtime's
+``"host"`` primitive factory runs them with the host operators registered by name
+(:mod:`vtakit.runtime.hostops`), so an executable records no Python module.
 """
 
 from __future__ import annotations
 
-import json
-
-from ...runtime.module import FACTORY_PREFIX
-from ...runtime.registry import get_global_func, register_func
-from ...runtime.vm.objects import flatten
+from ...runtime.host import HostKernel, encode_attr, host_factory
 from ..ir import Call, Constant, Function, Let, Op, Tuple, TupleGetItem, Var
-from ..ir.op import get_op
 
 __all__ = ["encode_primitive", "host_factory", "HostKernel"]
 
 
-def _attr(v):
-    """An attribute value as JSON (tuples tagged, so they come back as tuples)."""
-    if isinstance(v, tuple):
-        return {"t": [_attr(x) for x in v]}
-    if isinstance(v, list):
-        return [_attr(x) for x in v]
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    raise TypeError(f"attribute value {v!r} cannot be serialized")
-
-
-def _unattr(v):
-    if isinstance(v, dict):
-        return tuple(_unattr(x) for x in v["t"])
-    if isinstance(v, list):
-        return [_unattr(x) for x in v]
-    return v
-
-
-def encode_primitive(func: Function, add_constant) -> tuple[dict, list[str]]:
-    """The steps of a primitive function, and the modules defining its operators.
+def encode_primitive(func: Function, add_constant) -> dict:
+    """The steps of a primitive function.
 
     Parameters
     ----------
@@ -52,10 +26,11 @@ def encode_primitive(func: Function, add_constant) -> tuple[dict, list[str]]:
 
     Returns
     -------
-    (dict, list of str)
+    dict
+        ``{"params": n, "steps": [...], "out": ref}``.
     """
     refs: dict = {p: ["p", i] for i, p in enumerate(func.params)}
-    steps, modules = [], set()
+    steps = []
 
     def visit(e):
         if e in refs:
@@ -64,11 +39,8 @@ def encode_primitive(func: Function, add_constant) -> tuple[dict, list[str]]:
             step = ["const", add_constant(e.data)]
         elif isinstance(e, Call) and isinstance(e.op, Op):
             args = [visit(a) for a in e.args]
-            attrs = {k: _attr(v) for k, v in sorted(e.attrs.items())}
+            attrs = {k: encode_attr(v) for k, v in sorted(e.attrs.items())}
             step = ["call", e.op.name, attrs, args]
-            mod = getattr(e.op.compute, "__module__", "") or ""
-            if mod.startswith("vtakit."):
-                modules.add(mod)
         elif isinstance(e, Tuple):
             step = ["tuple", [visit(f) for f in e.fields]]
         elif isinstance(e, TupleGetItem):
@@ -87,72 +59,4 @@ def encode_primitive(func: Function, add_constant) -> tuple[dict, list[str]]:
         refs[body.var] = visit(body.value)
         body = body.body
     out = visit(body)
-    return {"params": len(func.params), "steps": steps, "out": out}, sorted(modules)
-
-
-class HostKernel:
-    """A decoded host primitive: runs its steps, writes its outputs (destination passing).
-
-    Parameters
-    ----------
-    meta : dict
-        ``encode_primitive``'s result.
-    constants : list of numpy.ndarray
-    num_outputs : int
-    name : str
-    """
-
-    def __init__(self, meta: dict, constants, num_outputs: int, name: str):
-        self.name, self.num_params, self.num_outputs = name, int(meta["params"]), num_outputs
-        self.steps = []
-        for s in meta["steps"]:
-            if s[0] == "call":
-                op = get_op(s[1])
-                attrs = {k: _unattr(v) for k, v in s[2].items()}
-                self.steps.append(("call", op.compute, attrs, [tuple(r) for r in s[3]]))
-            elif s[0] == "const":
-                self.steps.append(("const", constants[s[1]]))
-            elif s[0] == "tuple":
-                self.steps.append(("tuple", [tuple(r) for r in s[1]]))
-            elif s[0] == "get":
-                self.steps.append(("get", tuple(s[1]), int(s[2])))
-            else:
-                raise ValueError(f"host primitive {name!r}: unknown step {s[0]!r}")
-        self.out = tuple(meta["out"])
-
-    def __call__(self, *args):
-        params = args[:self.num_params]
-        vals = []
-
-        def get(ref):
-            return params[ref[1]] if ref[0] == "p" else vals[ref[1]]
-
-        for s in self.steps:
-            kind = s[0]
-            if kind == "call":
-                r = s[1](*[get(a) for a in s[3]], **s[2])
-                vals.append(tuple(r) if isinstance(r, (tuple, list)) else r)
-            elif kind == "const":
-                vals.append(s[1])
-            elif kind == "tuple":
-                vals.append(tuple(get(a) for a in s[1]))
-            else:
-                vals.append(get(s[1])[s[2]])
-        result = get(self.out)
-        outs = args[self.num_params:]
-        flat = list(flatten(result))
-        if len(flat) != len(outs):
-            raise ValueError(f"host primitive {self.name!r} produced {len(flat)} outputs, the "
-                             f"call passes {len(outs)}")
-        for o, r in zip(outs, flat):
-            o[...] = r
-
-
-
-def host_factory(entry, ctx):
-    """The ``"host"`` primitive factory: a :class:`HostKernel` from the entry's metadata."""
-    return HostKernel(json.loads(entry.meta), ctx.constants, entry.num_outputs, entry.name)
-
-
-if get_global_func(FACTORY_PREFIX + "host", allow_missing=True) is None:
-    register_func(FACTORY_PREFIX + "host", host_factory)
+    return {"params": len(func.params), "steps": steps, "out": out}

@@ -7,9 +7,10 @@ function (each becomes a one-operator primitive), function literals (lifted
 here into closures over their free variables) and globals used as values.
 
 * a primitive function (``attrs["Primitive"]``) becomes one ``InvokePacked``:
-  the ``lowerer`` hook may claim it (a VTA kernel); otherwise it is a host
-  primitive evaluated with the operators' numpy computes
-  (:mod:`vtakit.compiler.codegen.host`);
+  the ``lowerer`` hook may claim it (a VTA kernel, with the call's constant
+  arguments bound into it: the weights it packs at compile time); otherwise it is a host
+  primitive: steps over the host operators registered in the runtime by name
+  (:mod:`vtakit.compiler.codegen.host`, :mod:`vtakit.runtime.host`);
 * constants go to one pool, deduplicated by value;
 * outputs of packed calls are planned in a per-function arena by liveness, and
   registers are allocated by liveness (:mod:`.regalloc`);
@@ -152,7 +153,9 @@ class _Builder:
         self.pending: list = []
         self.constants, self._const_key = [], {}
         self.primitives, self._prim_key, self._prim_names = [], {}, set()
-        self.kernels, self.requires = [], {"vtakit.compiler.codegen.host"}
+        self.kernels = []
+        #: packed index -> the call's argument positions it takes (constants bound)
+        self.kept = {}
 
     def constant(self, arr) -> int:
         arr = np.asarray(arr)
@@ -175,18 +178,32 @@ class _Builder:
         self._prim_names.add(name)
         return name
 
-    def primitive(self, func: Function, key) -> tuple[int, list]:
-        """The packed index of a primitive function and its output types."""
+    def primitive(self, func: Function, key, call=None) -> tuple[int, list]:
+        """The packed index of a primitive function and its output types.
+
+        The ``lowerer`` sees the function with the call's constant arguments (weights)
+        bound into it, so what it claims can be prepared from them at compile time;
+        the call then passes only the other arguments (:meth:`kept_args`). A primitive
+        it leaves to the host keeps its parameters."""
         out_types = _leaves(func.body.checked_type)
+        consts = _constant_args(func, key, call) if self.lowerer is not None else {}
+        if consts:
+            key = key + (tuple((i, id(c)) for i, c in consts.items()),)
         if key in self._prim_key:
             return self._prim_key[key], out_types
         base = func.attrs.get("global_symbol") or func.attrs.get("name") or \
             ("fused_" + "_".join(n.replace(".", "_") for n in _op_names(func)))[:80]
-        lowered = self.lowerer(func) if self.lowerer is not None else None
         n_in, n_out = len(func.params), len(out_types)
+        if consts:
+            lowered = self.lowerer(_bind(func, consts))
+            if lowered is not None:
+                kept = tuple(i for i in range(n_in) if i not in consts)
+                self.kept[len(self.primitives)] = kept
+                n_in = len(kept)
+        else:
+            lowered = self.lowerer(func) if self.lowerer is not None else None
         if lowered is None:
-            meta, modules = encode_primitive(func, self.constant)
-            self.requires.update(modules)
+            meta = encode_primitive(func, self.constant)
             entry = PrimitiveEntry(self.unique(base), "host", n_in, n_out,
                                    json.dumps(meta, sort_keys=True, separators=(",", ":")))
         elif isinstance(lowered, LoweredPrimitive):
@@ -214,6 +231,28 @@ class _Builder:
         self._prim_key[key] = len(self.primitives)
         self.primitives.append(entry)
         return self._prim_key[key], out_types
+
+    def kept_args(self, index, n: int) -> tuple:
+        """The argument positions of a call of primitive ``index`` (of ``n`` arguments)
+        that the packed call passes."""
+        return self.kept.get(index, tuple(range(n)))
+
+
+def _constant_args(func, key, call) -> dict:
+    """``{position: Constant}``: the call's constant arguments of a primitive function."""
+    if call is None or key[0] != "fn":
+        return {}
+    return {i: a for i, a in enumerate(call.args) if isinstance(a, Constant)}
+
+
+def _bind(func: Function, consts: dict) -> Function:
+    """``func`` with the parameters at ``consts``' positions replaced by the constants,
+    typed."""
+    from ..passes.rewrite import substitute
+    body = substitute(func.body, {func.params[i]: c for i, c in consts.items()})
+    params = [p for i, p in enumerate(func.params) if i not in consts]
+    bound = Function(params, body, func.ret_type, func.attrs)
+    return infer_types(IRModule({"main": bound}))["main"]
 
 
 class _FunctionCompiler:
@@ -372,15 +411,15 @@ class _FunctionCompiler:
 
     def call(self, e: Call, memo):
         op = e.op
-        args = [self.value(a, memo) for a in e.args]
         prim = _primitive_of(self.b.mod, e)
+        if prim is not None and _view_shape(prim[0]) is None:
+            kept = self.b.kept_args(self.b.primitive(*prim, e)[0], len(e.args))
+            return self.packed(*prim, [self.value(e.args[i], memo) for i in kept], e)
+        args = [self.value(a, memo) for a in e.args]
         if prim is not None:
-            shape = _view_shape(prim[0])
-            if shape is not None:
-                r = self.reg()
-                self.emit(ReshapeTensor(args[0], shape, r))
-                return r
-            return self.packed(*prim, args, e)
+            r = self.reg()
+            self.emit(ReshapeTensor(args[0], _view_shape(prim[0]), r))
+            return r
         if isinstance(op, Constructor):
             r = self.reg()
             self.emit(AllocADT(op.tag, args, r))
@@ -417,13 +456,15 @@ class _FunctionCompiler:
                         and self.device_readers(user)):
                     return False
                 continue
-            ins = self.b.device.get(self.b.primitive(func, key)[0], ((), False))[0]
-            if i >= len(ins) or not ins[i]:
+            index = self.b.primitive(func, key, user)[0]
+            kept = self.b.kept_args(index, len(user.args))
+            ins = self.b.device.get(index, ((), False))[0]
+            if i not in kept or kept.index(i) >= len(ins) or not ins[kept.index(i)]:
                 return False
         return True
 
     def packed(self, func, key, args, call=None):
-        index, out_types = self.b.primitive(func, key)
+        index, out_types = self.b.primitive(func, key, call)
         outs = []
         arena = self.dram if self.on_device(index, call) else self.arena
         for t in out_types:
@@ -495,7 +536,7 @@ class _FunctionCompiler:
         for node in post_order(body, descend=lambda n: not isinstance(n, Function)):
             prim = _primitive_of(self.b.mod, node) if isinstance(node, Call) else None
             if prim is not None and _view_shape(prim[0]) is None:
-                self.b.primitive(*prim)
+                self.b.primitive(*prim, node)
         self.place(self.body_label)
         self.tail(body, {})
         code, arena_size, naive = plan_memory(self.code, self.arena, self.reg)
@@ -648,7 +689,10 @@ def compile_vm(mod, *, config="default", lowerer=None, entry: str = "main") -> E
         The hardware the executable is built for (recorded in its header).
     lowerer : callable, optional
         ``lowerer(prim_func) -> LoweredPrimitive | callable | None``: claims a
-        primitive function (e.g. for VTA); None leaves it to the host.
+        primitive function (e.g. for VTA); None leaves it to the host. It sees the
+        function with the call's constant arguments (a layer's weights) bound into
+        its body, so it can prepare them (pack them) now; a claimed primitive takes
+        the other arguments only.
     entry : str
 
     Returns
@@ -687,6 +731,5 @@ def compile_vm(mod, *, config="default", lowerer=None, entry: str = "main") -> E
     exe = Executable(
         config, b.functions, b.constants, b.primitives, b.kernels, entry,
         _io([p.type_annotation for p in main.params], [p.name_hint for p in main.params], "in"),
-        _io(list(outs), main.attrs.get("output_names"), "output"),
-        sorted(b.requires))
+        _io(list(outs), main.attrs.get("output_names"), "output"))
     return exe

@@ -28,7 +28,7 @@ How nodes are imported:
   Sigmoid and LeakyRelu between a DequantizeLinear and a QuantizeLinear of the
   same type get the formula of the kernel onnxruntime fuses them into
   (``qnn.add``/``qnn.mul`` rounding ``"onnx"``, the ``qnn.ort_*`` ops and
-  ``qnn.lut``, formulas in :mod:`vtakit.compiler.quant.ort_kernels`), so a
+  ``qnn.lut``, formulas in :mod:`vtakit.runtime.hostops.ort_kernels`), so a
   ``quantize_static`` model equals :func:`~vtakit.compiler.quant.ort_reference.run_reference`
   bit for bit; every other op on quantized values runs in float between
   ``qnn.dequantize`` and ``qnn.quantize`` (the QDQ semantics; for Concat that

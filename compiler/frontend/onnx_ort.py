@@ -1,7 +1,7 @@
 """onnxruntime's quantized kernels in the ONNX importer (:mod:`.onnx`).
 
 Two ways a model asks for them, one exact formula each (documented with its
-onnxruntime source in :mod:`vtakit.compiler.quant.ort_kernels`):
+onnxruntime source in :mod:`vtakit.runtime.hostops.ort_kernels`):
 
 * QDQ groups ``DequantizeLinear -> op -> QuantizeLinear`` that onnxruntime's QDQ
   transformer fuses: AveragePool, GlobalAveragePool, Softmax, Sigmoid, LeakyRelu
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Constant, Tuple
-from ..quant.ort_kernels import logistic
+from ...runtime.hostops.ort_kernels import logistic
 from ..quant.ort_ops import lut_table
 from .onnx import (OnnxImportError, _call, _converter, _int_attr_list,
                    _int_layer, _QInfo, _qparams, _requant_passthrough, _spatial,
@@ -35,7 +35,7 @@ __all__ = []
 # that QuantizeLinear alone: onnxruntime's QDQ transformer fuses the group into one kernel
 # (QLinearAveragePool, QLinearGlobalAveragePool, QLinearSoftmax, QLinearSigmoid,
 # QLinearLeakyRelu); vtakit gives it that kernel's exact formula (the ``qnn.ort_*`` and
-# ``qnn.lut`` ops, compiler/quant/ort_ops.py, formulas in compiler/quant/ort_kernels.py).
+# ``qnn.lut`` ops, compiler/quant/ort_ops.py, formulas in runtime/hostops/ort_kernels.py).
 # They run on the host (float32 arithmetic or a 256-entry table).
 
 def _qdq_single(ctx, node, x, op, attrs):

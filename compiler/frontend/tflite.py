@@ -388,7 +388,8 @@ def _fully_connected(cv, op, ins, outs):
     else:
         # GetQuantizedConvolutionMultipler: the scale product in float32, then double.
         scale = np.float64(np.float32(x.s) * np.float32(w.s)) / np.float64(np.float32(out.s))
-    # LiteRT's FULLY_CONNECTED rounds once (see quant.fixed_point), even with BUILTIN_REF.
+    # LiteRT's FULLY_CONNECTED rounds once (see runtime.hostops.fixed_point), even with
+    # BUILTIN_REF.
     acc = _requantize(acc, scale, out.zp, rounding="tflite_single")
     act = _act(cv, _ACTIVATIONS.get(opts.FusedActivationFunction() if opts else 0), out)
     lo, hi = activation_range(act, out.s, out.zp, out.dtype)

@@ -7,6 +7,7 @@ import enum
 
 import numpy as np
 
+from ...runtime.hostops import get_hostop, hostop
 from .errors import OpError
 from .expr import Op
 
@@ -52,7 +53,10 @@ def register_op(name: str, *, attrs=None, infer_type, compute, pattern=OpPattern
         ``TypeError`` or ``ValueError`` with a message saying what was expected.
     compute : callable
         ``compute(*np_arrays, **attrs) -> np.ndarray | tuple`` (exact in the
-        integer dtypes).
+        integer dtypes). Compiled models call it by name from the runtime's registry
+        (``vtakit.runtime.hostops``): the core operators take it from there; any
+        other is registered there too (an executable using it then runs only in a
+        process that registered it).
     pattern : OpPattern
     num_inputs : int, optional
         The arity (checked when a call is built); None for any.
@@ -64,6 +68,8 @@ def register_op(name: str, *, attrs=None, infer_type, compute, pattern=OpPattern
     if name in _REGISTRY and not override:
         raise OpError(f"operator {name!r} is already registered (pass override=True to "
                       f"replace it)")
+    if compute is not None and get_hostop(name, allow_missing=True) is not compute:
+        hostop(name, compute, override=override)
     op = Op(name, dict(attrs or {}), infer_type, compute, OpPattern(pattern), num_inputs,
             normalize_attrs, description)
     _REGISTRY[name] = op

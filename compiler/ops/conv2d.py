@@ -44,6 +44,7 @@ import numpy as np
 from ...hw.errors import VtakitError
 from ...hw.isa import MemType
 from ...runtime import UopKernel
+from ...runtime.hostops.vta import assemble_planes
 from .epilogue import Epilogue
 from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_weight,
                      pack_conv_weight, unpack_activation)
@@ -65,12 +66,6 @@ class GroupMappingError(VtakitError, ValueError):
 
 def _pair(v):
     return (int(v), int(v)) if np.isscalar(v) else tuple(int(a) for a in v)
-
-
-def assemble_planes(planes) -> np.ndarray:
-    """Four int8 byte planes (least significant first, stacked on axis 0) -> int32."""
-    p = np.asarray(planes).view(np.uint8).astype(np.uint32)
-    return (p[0] | (p[1] << 8) | (p[2] << 16) | (p[3] << 24)).view(np.int32)
 
 
 class Conv2dPlan(OpPlan):

@@ -10,15 +10,17 @@ channel), and each conv/dense layer as
 
 Importing this package registers the operators of :data:`ops.QNN_OPS`
 (``qnn.quantize``, ``qnn.dequantize``, ``qnn.requantize``, ``qnn.add``,
-``qnn.mul``, ``qnn.avg_pool2d``, ``qnn.mean``) with the IR's op registry. The
-integer kernels themselves are plain numpy in :mod:`.fixed_point` and
-:mod:`.pool`, importable without the IR.
+``qnn.mul``, ``qnn.avg_pool2d``, ``qnn.mean``) with the IR's op registry. Their
+computes and the integer arithmetic under them are the runtime's
+(:mod:`vtakit.runtime.hostops`: ``fixed_point``, ``qnn``, ``pool``, ``ort_kernels``),
+so a compiled model runs without the compiler; ``fixed_point`` and ``ort_kernels``
+are re-exported here.
 """
 
 import numpy as np
 
-from . import fixed_point
-from .fixed_point import (multiply_by_quantized_multiplier, quantize_multiplier,
+from ...runtime.hostops import fixed_point, ort_kernels  # noqa: F401  (re-exported)
+from ...runtime.hostops.fixed_point import (multiply_by_quantized_multiplier, quantize_multiplier,
                           requantize_onnx, requantize_tflite, requantize_vta, vta_shift)
 
 __all__ = ["fixed_point", "quantize_multiplier", "multiply_by_quantized_multiplier",

@@ -60,7 +60,7 @@ from ...hw.errors import VtakitError
 from ..ir import (Call, Constant, Function, IRModule, Op, Tuple, TupleGetItem, Var, evaluate,
                   get_op, infer_types)
 from ..ir.analysis import post_order
-from . import fixed_point as fp
+from ...runtime.hostops import fixed_point as fp
 from . import ops as _ops  # noqa: F401  (registers the qnn.* operators)
 
 __all__ = ["calibrate", "quantize_model", "Calibrated", "fold_batch_norm", "CalibrationError",

@@ -1,4 +1,6 @@
-"""The ``qnn.*`` operators of the quantized IR form (see :mod:`vtakit.compiler.quant`).
+"""The ``qnn.*`` operators of the quantized IR form (see :mod:`vtakit.compiler.quant`):
+attributes and type rules here, computes in the runtime (:mod:`vtakit.runtime.hostops.qnn`
+and :mod:`~vtakit.runtime.hostops.pool`, registered by operator name).
 
 Each op's compute is exact: integers in, integers out, with the rounding of the
 framework named by its ``rounding`` attribute:
@@ -21,17 +23,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...runtime.hostops import fixed_point as fp
+from ...runtime.hostops import get_hostop
+from ...runtime.hostops.pool import pad4, pair
+from ...runtime.hostops.qnn import (ROUNDINGS, INT_RANGE, add, add_shifts, dequantize, mul,
+                                    quantize, requantize)
 from ..ir import OpPattern, TensorType, register_op
-from . import fixed_point as fp
-from .pool import avg_pool2d_int, avg_pool2d_type, mean_int
 
-__all__ = ["ROUNDINGS", "QNN_OPS"]
+__all__ = ["ROUNDINGS", "QNN_OPS", "quantize", "dequantize", "requantize", "add", "mul",
+           "add_shifts"]
 
-#: Accepted values of every ``rounding`` attribute.
-ROUNDINGS = ("tflite", "tflite_single", "onnx", "vta")
-
-_INT_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-(1 << 15), (1 << 15) - 1),
-              "int32": (fp.INT32_MIN, fp.INT32_MAX)}
+_INT_RANGE = INT_RANGE
 
 
 def _tensor(types, i, op):
@@ -63,11 +65,6 @@ def _check_axis(op, t, scale, zero_point, axis):
                             f"{t.shape} (expected {t.shape[axis]})")
 
 
-def _saturate(y, dtype):
-    lo, hi = _INT_RANGE[dtype]
-    return np.clip(np.asarray(y, np.int64), lo, hi).astype(dtype)
-
-
 # --------------------------------------------------------------------------- quantize
 
 def _quantize_type(types, attrs):
@@ -80,24 +77,6 @@ def _quantize_type(types, attrs):
     return TensorType(t.shape, attrs["out_dtype"])
 
 
-def quantize(x, *, scale, zero_point=0, axis=None, out_dtype="int8", rounding="tflite"):
-    """float -> int: ``saturate(round(x / scale) + zero_point)``.
-
-    ``"tflite"``: ``x / scale`` in double, rounded half away from zero (TFLite's
-    reference ``AffineQuantize``); ``"onnx"``: float32 division, half to even.
-    """
-    x = np.asarray(x)
-    if rounding == "tflite":
-        s = fp.per_axis(np.asarray(scale, np.float64), x.ndim, axis)
-        q = fp.round_half_away(x.astype(np.float64) / s)
-    else:
-        s = fp.per_axis(np.asarray(scale, np.float32), x.ndim, axis)
-        q = np.rint(x.astype(np.float32) / s).astype(np.float64)
-    lo, hi = _INT_RANGE[out_dtype]
-    q = np.clip(q, lo - (1 << 31), hi + (1 << 31)).astype(np.int64)
-    return _saturate(q + fp.per_axis(np.asarray(zero_point, np.int64), x.ndim, axis), out_dtype)
-
-
 # --------------------------------------------------------------------------- dequantize
 
 def _dequantize_type(types, attrs):
@@ -106,15 +85,6 @@ def _dequantize_type(types, attrs):
         raise TypeError(f"qnn.dequantize: input must be an integer tensor, got {t.dtype}")
     _check_axis("qnn.dequantize", t, attrs["scale"], attrs["zero_point"], attrs["axis"])
     return TensorType(t.shape, "float32")
-
-
-def dequantize(x, *, scale, zero_point=0, axis=None):
-    """int -> float32: ``scale * (x - zero_point)``, exact in double then rounded once
-    (the same float32 result as TFLite's double and ONNX's float32 formulas)."""
-    x = np.asarray(x)
-    s = fp.per_axis(np.asarray(np.asarray(scale, np.float32), np.float64), x.ndim, axis)
-    z = fp.per_axis(np.asarray(zero_point, np.int64), x.ndim, axis)
-    return (s * (x.astype(np.int64) - z)).astype(np.float32)
 
 
 # --------------------------------------------------------------------------- requantize
@@ -130,17 +100,6 @@ def _requantize_type(types, attrs):
         raise ValueError(f"qnn.requantize: rounding 'vta' needs a power-of-two scale 2^-k "
                          f"(0 <= k <= 31), got {attrs['scale']!r}")
     return TensorType(t.shape, attrs["out_dtype"])
-
-
-def requantize(x, *, scale, zero_point=0, axis=None, rounding="tflite", out_dtype="int32"):
-    """int32 accumulator -> ``round(x * scale) + zero_point`` with the framework's rounding;
-    saturated to ``out_dtype`` (int32 by default: the clip that follows does the rest)."""
-    if rounding == "tflite_single":
-        return _saturate(fp.requantize_tflite(x, scale, zero_point, axis, single_rounding=True),
-                         out_dtype)
-    fn = {"tflite": fp.requantize_tflite, "onnx": fp.requantize_onnx,
-          "vta": fp.requantize_vta}[rounding]
-    return _saturate(fn(x, scale, zero_point, axis), out_dtype)
 
 
 # --------------------------------------------------------------------------- add / mul
@@ -168,82 +127,26 @@ def _binary_type(name, roundings=("tflite", "onnx")):
     return infer
 
 
-#: TFLite rescales both int8 operands of ADD to 20 fractional bits before adding.
-ADD_LEFT_SHIFT = 20
-
-
-def add_shifts(lhs_scale, rhs_scale, out_scale) -> tuple[int, int, int]:
-    """``(e_a, e_b, k)`` of an add with power-of-two scales: with ``s`` the smallest scale,
-    ``s_a = 2^e_a s``, ``s_b = 2^e_b s`` and ``s_out = 2^k s``.
-
-    Raises
-    ------
-    ValueError
-        When a scale is not a power of two (rounding ``"vta"`` needs them).
-    """
-    exps = []
-    for name, v in (("lhs_scale", lhs_scale), ("rhs_scale", rhs_scale), ("out_scale", out_scale)):
-        frac, e = np.frexp(float(v))
-        if frac != 0.5:
-            raise ValueError(f"qnn.add rounding 'vta' needs power-of-two scales; {name} is {v}")
-        exps.append(int(e))
-    low = min(exps)
-    return exps[0] - low, exps[1] - low, exps[2] - low
-
-
-def add(a, b, *, lhs_scale, lhs_zero_point=0, rhs_scale, rhs_zero_point=0, out_scale,
-        out_zero_point=0, rounding="tflite", out_dtype="int32"):
-    """Quantized ``a + b`` (the output zero point added, not clipped).
-
-    ``"tflite"``: TFLite's int8 ADD: both inputs minus their zero points, shifted left
-    by 20, scaled by ``s_i / (2 max(s_a, s_b))``; the sum scaled by
-    ``2 max(s_a, s_b) / (2^20 s_out)``; each multiplier through QuantizeMultiplier.
-    ``"onnx"``: ``rint((s_a (a - z_a) + s_b (b - z_b)) / s_out) + z_out`` in float32.
-    ``"vta"`` (power-of-two scales, :func:`add_shifts`): ``((a - z_a) 2^e_a + (b - z_b)
-    2^e_b + 2^(k-1)) >> k`` + z_out, exact in integers: VTA's rounding shift.
-    """
-    a = np.asarray(a, np.int64) - lhs_zero_point
-    b = np.asarray(b, np.int64) - rhs_zero_point
-    if rounding == "vta":
-        ea, eb, k = add_shifts(lhs_scale, rhs_scale, out_scale)
-        acc = (a << ea) + (b << eb)
-        return _saturate(((acc + ((1 << k) >> 1)) >> k) + out_zero_point, out_dtype)
-    if rounding == "onnx":
-        f = (np.float32(lhs_scale) * a.astype(np.float32)
-             + np.float32(rhs_scale) * b.astype(np.float32)) / np.float32(out_scale)
-        return _saturate(np.rint(f).astype(np.int64) + out_zero_point, out_dtype)
-    # Scales are float32 in TFLite; every ratio below is taken in double from them.
-    sa, sb, so = (float(np.float32(s)) for s in (lhs_scale, rhs_scale, out_scale))
-    twice_max = 2.0 * max(sa, sb)
-    ma, ka = fp.quantize_multiplier(sa / twice_max)
-    mb, kb = fp.quantize_multiplier(sb / twice_max)
-    mo, ko = fp.quantize_multiplier(twice_max / float(np.float32((1 << ADD_LEFT_SHIFT) * so)))
-    xa = fp.multiply_by_quantized_multiplier(a << ADD_LEFT_SHIFT, ma, ka)
-    xb = fp.multiply_by_quantized_multiplier(b << ADD_LEFT_SHIFT, mb, kb)
-    y = fp.multiply_by_quantized_multiplier(fp.wrap_int32(xa + xb), mo, ko)
-    return _saturate(y + out_zero_point, out_dtype)
-
-
-def mul(a, b, *, lhs_scale, lhs_zero_point=0, rhs_scale, rhs_zero_point=0, out_scale,
-        out_zero_point=0, rounding="tflite", out_dtype="int32"):
-    """Quantized ``a * b`` (the output zero point added, not clipped).
-
-    ``"tflite"``: ``(a - z_a)(b - z_b)`` times ``s_a s_b / s_out`` (double) through
-    QuantizeMultiplier; ``"onnx"``: float32 as for :func:`add`.
-    """
-    a = np.asarray(a, np.int64) - lhs_zero_point
-    b = np.asarray(b, np.int64) - rhs_zero_point
-    if rounding == "onnx":
-        f = (np.float32(lhs_scale) * np.float32(rhs_scale) / np.float32(out_scale)
-             * (a * b).astype(np.float32))
-        return _saturate(np.rint(f).astype(np.int64) + out_zero_point, out_dtype)
-    sa, sb, so = (float(np.float32(s)) for s in (lhs_scale, rhs_scale, out_scale))
-    m, k = fp.quantize_multiplier(sa * sb / so)
-    y = fp.multiply_by_quantized_multiplier(fp.wrap_int32(a * b), m, k)
-    return _saturate(y + out_zero_point, out_dtype)
-
-
 # --------------------------------------------------------------------------- pools, mean
+
+def _avg_pool2d_type(types, attrs):
+    t = types[0]
+    if not isinstance(t, TensorType) or t.ndim != 4:
+        raise TypeError(f"qnn.avg_pool2d: input must be a 4-D NCHW tensor, got {t!r}")
+    if attrs["pool_size"] is None:
+        raise ValueError("qnn.avg_pool2d needs attribute 'pool_size'")
+    if attrs["rounding"] not in ("tflite", "vta"):
+        raise ValueError(f"qnn.avg_pool2d: rounding {attrs['rounding']!r}; expected tflite or vta")
+    kh, kw = pair(attrs["pool_size"])
+    sh, sw = pair(attrs["strides"])
+    top, left, bottom, right = pad4(attrs["padding"])
+    n, c, h, w = t.shape
+    oh = (h + top + bottom - kh) // sh + 1
+    ow = (w + left + right - kw) // sw + 1
+    if oh <= 0 or ow <= 0:
+        raise TypeError(f"qnn.avg_pool2d: window {kh}x{kw} larger than the padded input {t.shape}")
+    return TensorType((n, c, oh, ow), "int32")
+
 
 def _mean_type(types, attrs):
     t = _tensor(types, 0, "qnn.mean")
@@ -257,34 +160,34 @@ def _mean_type(types, attrs):
 def _register():
     register_op("qnn.quantize", attrs={"scale": None, "zero_point": 0, "axis": None,
                                        "out_dtype": "int8", "rounding": "tflite"},
-                infer_type=_quantize_type, compute=quantize, num_inputs=1,
+                infer_type=_quantize_type, compute=get_hostop("qnn.quantize"), num_inputs=1,
                 pattern=OpPattern.ELEMWISE,
                 description="float -> int: saturate(round(x / scale) + zero_point)")
     register_op("qnn.dequantize", attrs={"scale": None, "zero_point": 0, "axis": None},
-                infer_type=_dequantize_type, compute=dequantize, num_inputs=1,
+                infer_type=_dequantize_type, compute=get_hostop("qnn.dequantize"), num_inputs=1,
                 pattern=OpPattern.ELEMWISE,
                 description="int -> float32: scale * (x - zero_point)")
     register_op("qnn.requantize", attrs={"scale": None, "zero_point": 0, "axis": None,
                                          "rounding": "tflite", "out_dtype": "int32"},
-                infer_type=_requantize_type, compute=requantize, num_inputs=1,
+                infer_type=_requantize_type, compute=get_hostop("qnn.requantize"), num_inputs=1,
                 pattern=OpPattern.ELEMWISE,
                 description="int32 -> round(x * scale) + zero_point (framework rounding)")
     register_op("qnn.add", attrs=dict(_BINARY_ATTRS), infer_type=_binary_type("qnn.add", ("tflite", "onnx", "vta")),
-                compute=add, num_inputs=2, pattern=OpPattern.BROADCAST,
+                compute=get_hostop("qnn.add"), num_inputs=2, pattern=OpPattern.BROADCAST,
                 description="quantized add, output zero point added, not clipped")
     register_op("qnn.mul", attrs=dict(_BINARY_ATTRS), infer_type=_binary_type("qnn.mul"),
-                compute=mul, num_inputs=2, pattern=OpPattern.BROADCAST,
+                compute=get_hostop("qnn.mul"), num_inputs=2, pattern=OpPattern.BROADCAST,
                 description="quantized multiply, output zero point added, not clipped")
     register_op("qnn.avg_pool2d", attrs={"pool_size": None, "strides": (1, 1),
                                          "padding": (0, 0, 0, 0), "rounding": "tflite"},
-                infer_type=avg_pool2d_type, compute=avg_pool2d_int, num_inputs=1,
+                infer_type=_avg_pool2d_type, compute=get_hostop("qnn.avg_pool2d"), num_inputs=1,
                 pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
                 description="integer average pool: TFLite (padding not counted, half away "
                             "from zero) or VTA (padding counted, half up) rounding; int32 out")
     register_op("qnn.mean", attrs={"axis": None, "keepdims": False, "in_scale": None,
                                    "in_zero_point": 0, "out_scale": None, "out_zero_point": 0,
                                    "rounding": "tflite", "out_dtype": "int8"},
-                infer_type=_mean_type, compute=mean_int, num_inputs=1,
+                infer_type=_mean_type, compute=get_hostop("qnn.mean"), num_inputs=1,
                 pattern=OpPattern.COMM_REDUCE,
                 description="TFLite's int8 MEAN (sum, requantize with the element count)")
 

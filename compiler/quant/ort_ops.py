@@ -1,9 +1,10 @@
-"""``qnn.*`` operators for onnxruntime's fused kernels that are not an integer layer.
+"""``qnn.*`` operators for onnxruntime's fused kernels that are not an integer layer
+(attributes and type rules; the computes are in :mod:`vtakit.runtime.hostops.ort`).
 
 Each op takes and returns int8-domain tensors (a uint8 ONNX tensor ``u`` is held as
 ``u - 128``, see :mod:`vtakit.compiler.frontend.onnx`) and computes exactly the
-kernel of :mod:`.ort_kernels` on the raw values (``raw_dtype``), which is where
-each formula is documented with its onnxruntime source:
+kernel of :mod:`vtakit.runtime.hostops.ort_kernels` on the raw values (``raw_dtype``),
+which is where each formula is documented with its onnxruntime source:
 
 * ``qnn.ort_avg_pool2d``: QLinearAveragePool (float32 window sums, the output zero
   point added before rounding, in the raw domain);
@@ -22,29 +23,14 @@ table over 1x64x56x56, 0.2-0.7 ms.
 
 from __future__ import annotations
 
-import numpy as np
-
+from ...runtime.hostops import get_hostop
+from ...runtime.hostops import ort_kernels as K
+from ...runtime.hostops.ort import from_raw, pool_kw, to_raw
 from ..ir import OpPattern, TensorType, register_op
-from . import ort_kernels as K
 
 __all__ = ["ORT_OPS", "to_raw", "from_raw"]
 
 _RAW = ("uint8", "int8")
-
-
-def to_raw(x8, raw_dtype):
-    """int8-domain values -> the raw ONNX tensor values."""
-    x8 = np.asarray(x8)
-    if raw_dtype == "uint8":
-        return (x8.astype(np.int16) + 128).astype(np.uint8)
-    return x8.astype(np.int8)
-
-
-def from_raw(y, raw_dtype):
-    y = np.asarray(y)
-    if raw_dtype == "uint8":
-        return (y.astype(np.int16) - 128).astype(np.int8)
-    return y.astype(np.int8)
 
 
 def _int8_input(op, types):
@@ -66,7 +52,7 @@ def _avg_pool_type(types, attrs):
     _check_raw("qnn.ort_avg_pool2d", attrs)
     if t.ndim != 4:
         raise TypeError(f"qnn.ort_avg_pool2d: input must be NCHW, got shape {t.shape}")
-    kw = _pool_kw(attrs)
+    kw = pool_kw(attrs)
     (kh, kwd), (sh, sw), (top, left, bottom, right) = kw["kernel"], kw["strides"], kw["pads"]
     oh = K.avg_pool_out_size(t.shape[2], kh, sh, top, bottom, kw["ceil_mode"])
     ow = K.avg_pool_out_size(t.shape[3], kwd, sw, left, right, kw["ceil_mode"])
@@ -76,37 +62,12 @@ def _avg_pool_type(types, attrs):
     return TensorType(t.shape[:2] + (oh, ow), "int8")
 
 
-def _pool_kw(attrs):
-    return dict(kernel=tuple(attrs["pool_size"]), strides=tuple(attrs["strides"]),
-                pads=tuple(attrs["padding"]), count_include_pad=bool(attrs["count_include_pad"]),
-                ceil_mode=bool(attrs["ceil_mode"]))
-
-
-def ort_avg_pool2d(x, *, pool_size, strides=(1, 1), padding=(0, 0, 0, 0),
-                   count_include_pad=False, ceil_mode=False, in_scale, in_zero_point,
-                   out_scale, out_zero_point, raw_dtype):
-    """onnxruntime's QLinearAveragePool (:func:`.ort_kernels.avg_pool`); zero points raw."""
-    attrs = dict(pool_size=pool_size, strides=strides, padding=padding,
-                 count_include_pad=count_include_pad, ceil_mode=ceil_mode)
-    y = K.avg_pool(to_raw(x, raw_dtype), in_scale, in_zero_point, out_scale, out_zero_point,
-                   raw_dtype, **_pool_kw(attrs))
-    return from_raw(y, raw_dtype)
-
-
 def _gap_type(types, attrs):
     t = _int8_input("qnn.ort_global_avg_pool2d", types)
     _check_raw("qnn.ort_global_avg_pool2d", attrs)
     if t.ndim < 3:
         raise TypeError(f"qnn.ort_global_avg_pool2d: input must be NC[D...], got {t.shape}")
     return TensorType(t.shape[:2] + (1,) * (t.ndim - 2), "int8")
-
-
-def ort_global_avg_pool2d(x, *, in_scale, in_zero_point, out_scale, out_zero_point,
-                          raw_dtype):
-    """onnxruntime's QLinearGlobalAveragePool (:func:`.ort_kernels.global_avg_pool`)."""
-    y = K.global_avg_pool(to_raw(x, raw_dtype), in_scale, in_zero_point, out_scale,
-                          out_zero_point, raw_dtype)
-    return from_raw(y, raw_dtype)
 
 
 # --------------------------------------------------------------------------- softmax, table
@@ -119,24 +80,12 @@ def _same_type(name):
     return infer
 
 
-def ort_softmax(x, *, axis=-1, in_scale, out_scale, out_zero_point, raw_dtype):
-    """onnxruntime's QLinearSoftmax (:func:`.ort_kernels.softmax`) along ``axis``."""
-    y = K.softmax(to_raw(x, raw_dtype), in_scale, out_scale, out_zero_point, raw_dtype,
-                  axis=axis)
-    return from_raw(y, raw_dtype)
-
-
 def _lut_type(types, attrs):
     t = _int8_input("qnn.lut", types)
     table = attrs["table"]
     if table is None or len(table) != 256 or not all(-128 <= int(v) <= 127 for v in table):
         raise ValueError("qnn.lut: table must hold 256 int8 values (indexed by x + 128)")
     return TensorType(t.shape, "int8")
-
-
-def lut(x, *, table):
-    """``table[x + 128]``: an int8 -> int8 function given by its 256 values."""
-    return np.asarray(table, np.int8)[np.asarray(x, np.int64) + 128]
 
 
 def lut_table(fn, in_scale, in_zero_point, out_scale, out_zero_point, raw_dtype):
@@ -151,19 +100,22 @@ def _register():
     register_op("qnn.ort_avg_pool2d",
                 attrs=dict(pool_size=None, strides=(1, 1), padding=(0, 0, 0, 0),
                            count_include_pad=False, ceil_mode=False, **q),
-                infer_type=_avg_pool_type, compute=ort_avg_pool2d, num_inputs=1,
+                infer_type=_avg_pool_type, compute=get_hostop("qnn.ort_avg_pool2d"),
+                num_inputs=1,
                 pattern=OpPattern.OPAQUE,
                 description="onnxruntime's QLinearAveragePool (float32, host)")
     register_op("qnn.ort_global_avg_pool2d", attrs=dict(q), infer_type=_gap_type,
-                compute=ort_global_avg_pool2d, num_inputs=1, pattern=OpPattern.OPAQUE,
+                compute=get_hostop("qnn.ort_global_avg_pool2d"), num_inputs=1,
+                pattern=OpPattern.OPAQUE,
                 description="onnxruntime's QLinearGlobalAveragePool (integer sum, host)")
     register_op("qnn.ort_softmax",
                 attrs={"axis": -1, "in_scale": None, "out_scale": None, "out_zero_point": 0,
                        "raw_dtype": "int8"},
-                infer_type=_same_type("qnn.ort_softmax"), compute=ort_softmax, num_inputs=1,
+                infer_type=_same_type("qnn.ort_softmax"),
+                compute=get_hostop("qnn.ort_softmax"), num_inputs=1,
                 pattern=OpPattern.OPAQUE,
                 description="onnxruntime's QLinearSoftmax (exp table, float32, host)")
-    register_op("qnn.lut", attrs={"table": None}, infer_type=_lut_type, compute=lut,
+    register_op("qnn.lut", attrs={"table": None}, infer_type=_lut_type, compute=get_hostop("qnn.lut"),
                 num_inputs=1, pattern=OpPattern.ELEMWISE,
                 description="int8 -> int8 through a 256-entry table (host)")
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...hw.errors import VtakitError
-from . import ort_kernels as K
+from ...runtime.hostops import ort_kernels as K
 
 __all__ = ["run_reference", "OrtReferenceError"]
 

@@ -13,8 +13,9 @@
   requantize, clip and cast run on the host in numpy. VTA's 32-bit ALU cannot
   reproduce TFLite's 64-bit ``x * m >> (31 - s)`` even with TVM's ALU MUL (it keeps
   the low 32 bits of the product), so the exact step stays on the host; the cost
-  is measured by :func:`requantize_cost` (see the README). The host step works on
-  the packed int32 result and yields the packed int8 one, so nothing is repacked.
+  is measured by :func:`requantize_cost` (see the README). The host step
+  (``vta.requantize`` of :mod:`vtakit.runtime.hostops.vta`) works on the packed int32
+  result and yields the packed int8 one, so nothing is repacked.
 
 Padding is folded into the plan (VTA's loads insert it). They insert zeros; a
 convolution padded with another value (an input zero point: ``nn.conv2d``'s
@@ -31,12 +32,13 @@ import time
 
 import numpy as np
 
+from ...runtime.hostops import fixed_point as fp
 from ...runtime.layout import pack_activation
+from ...runtime.vta_layer import HostStep
 from ..ir import Constant, Var
-from ..ops.conv2d import assemble_planes, plan_conv2d
+from ..ops.conv2d import plan_conv2d
 from ..ops.dense import plan_dense
 from ..ops.reference import group_conv2d_ref
-from ..quant import fixed_point as fp
 from .registry import Spec, Strategy, VTALayer, int8_store, is_op, register_strategy
 
 __all__ = ["requantized", "match_conv", "conv_spec", "pack_gemm", "border_correction",
@@ -92,12 +94,6 @@ def _match_dense(inner, root, clip, out_dtype):
         "clip": clip, "out_dtype": out_dtype})
 
 
-def _requant(acc, rq):
-    from ..quant.ops import requantize
-    return requantize(acc, scale=rq["scale"], zero_point=rq["zero_point"], axis=rq["axis"],
-                      rounding=rq["rounding"])
-
-
 def _per_lane(v, packed_shape):
     """A per-channel vector shaped to broadcast over a packed (N/b, C/c, H, W, b, c) array
     (the padding lanes repeat channel 0); a scalar stays a scalar."""
@@ -107,17 +103,6 @@ def _per_lane(v, packed_shape):
     cb, c = packed_shape[1], packed_shape[5]
     full = np.concatenate([v.ravel(), np.repeat(v.ravel()[:1], cb * c - v.size)])
     return full.reshape(1, cb, 1, 1, 1, c)
-
-
-def _requantize_packed(planes, rq, clip, out_dtype, correction=None):
-    """The exact requantize, clip and cast of a packed int32 result (four byte planes),
-    after adding ``correction`` (packed int32, the border of a non-zero padding)."""
-    acc = assemble_planes(planes)
-    if correction is not None:
-        acc = fp.wrap_int32(acc.astype(np.int64) + correction)
-    rq = dict(rq, scale=_per_lane(rq["scale"], acc.shape),
-              zero_point=_per_lane(rq["zero_point"], acc.shape), axis=None)
-    return np.clip(_requant(acc, rq).astype(np.int64), clip[0], clip[1]).astype(out_dtype)
 
 
 def _vta_exact(rq):
@@ -157,9 +142,13 @@ def conv_spec(layer: VTALayer, shape, w_shape, config) -> Spec:
                 + ("residual on VTA" if residual else "added by the host step"))
     spec = Spec(plan, None, border, where, why, macs)
     if host_step:
-        out_dtype = a["out_dtype"]
-        spec.post = lambda planes: _requantize_packed(  # noqa: E731
-            planes, rq, (lo, hi), out_dtype, spec.correction)
+        # the exact requantize, clip and cast of the packed int32 result (the border
+        # correction joins its constants when packing)
+        lanes = out[1:]
+        spec.post = HostStep("vta.requantize", {
+            "rounding": rq["rounding"], "a_min": lo, "a_max": hi,
+            "out_dtype": np.dtype(a["out_dtype"]).name},
+            [_per_lane(rq["scale"], lanes), _per_lane(rq["zero_point"], lanes)])
     return spec
 
 
@@ -190,6 +179,7 @@ def pack_gemm(layer: VTALayer, spec: Spec, w, bias) -> dict:
             args += (corr,)
         else:
             spec.correction = pack_activation(corr, plan.config)
+            spec.post.constants[2:] = [spec.correction]
     dummy = np.zeros(getattr(plan, "dense_shapes", (plan.x_shape,))[0], np.int8)
     packed = plan.pack(dummy, *args)
     del packed["data"]

@@ -1,30 +1,35 @@
-"""VTA layers in executables: the ``lowerer`` hook of the VM compiler and the primitive
-factory that runs a stored layer.
+"""VTA layers in executables: the ``lowerer`` hook of the VM compiler.
 
 :func:`vm_lowerer` claims every fused primitive whose body is a quantized layer of a
 registered strategy (optionally followed by element-wise host ops such as
-``qnn.dequantize``) and whose plan fits the config; the layer's Program goes into the
-executable's kernel table.
+``qnn.dequantize``) whose weights are constants and whose plan fits the config. It
+plans the layer once, here: the Program goes into the executable's kernel table, the
+weights packed by the strategy into its constant pool, and the rest (operand slots,
+host steps, unpacking) into the primitive's metadata, which the runtime's
+``vta_layer`` factory (:mod:`vtakit.runtime.vta_layer`, where the schema is) runs
+without the compiler.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 import numpy as np
 
 from ...runtime.dram import whole_pages
+from ...runtime.vta_layer import KIND, HostStep
 from ..ir import Call, Constant, Op, post_order
 from ..ops.epilogue import EpilogueError
 from ..ops.layout import LayoutError
 from ..ops.tiling import TilingError
-from .lower import (LayerRecord, LoweringError, _fill_estimate, layer_spec, lower_layer,
-                    match_layer, weight_shape)
+from .lower import LayerRecord, LoweringError, _fill_estimate, layer_spec, match_layer, \
+    weight_shape
 
 __all__ = ["VM_KIND", "split_layer", "vm_lowerer"]
 
 #: Primitive-factory kind of VTA layers in executables ("vtakit.vm.primitive.vta_layer").
-VM_KIND = "vta_layer"
+VM_KIND = KIND
 
 
 def split_layer(body):
@@ -46,27 +51,73 @@ def split_layer(body):
         return None, []
 
 
-def _apply_tail(y, tail):
-    for call in tail:
-        y = call.op.compute(y, *[a.data for a in call.args[1:]], **call.attrs)
-    return np.asarray(y)
+def _value(e):
+    """A weight operand's array (the lowerer claims layers with constant weights only)."""
+    if not isinstance(e, Constant):
+        raise LoweringError(f"operand %{getattr(e, 'name_hint', '?')} is no constant: its "
+                            "packing would depend on the run")
+    return e.data
+
+
+class _Constants:
+    """The layer's constant arrays, in the order the VM compiler pools them."""
+
+    def __init__(self):
+        self.arrays = []
+
+    def add(self, array) -> int:
+        self.arrays.append(np.asarray(array))
+        return len(self.arrays) - 1
+
+
+def _layer_meta(func, layer, tail, spec, rec, kernel):
+    """The ``vta_layer`` metadata (see :mod:`vtakit.runtime.vta_layer`) and the arrays."""
+    plan, strategy, consts = spec.plan, layer.strategy, _Constants()
+    packed = strategy.pack(layer, spec, _value)     # fills spec.post's border correction
+    params = list(func.params)
+
+    def ref(e):
+        if any(e is p for p in params):
+            return ["p", next(i for i, p in enumerate(params) if e is p)]
+        return ["c", consts.add(_value(e))]
+
+    inputs = [["data", ref(layer.data)]] + [[slot, ref(layer.attrs[attr])]
+                                            for attr, slot in strategy.inputs.items()]
+    weights = [[slot, consts.add(a)] for slot, a in packed.items()]
+    out = plan.operands["out"]
+    shape = tuple(int(d) for d in layer.root.checked_type.shape)
+    dtype = layer.attrs.get("out_dtype")
+    staged = {"data", "out", *strategy.inputs.values()}
+    dram = {n: whole_pages(op.nbytes) for n, op in plan.operands.items()}
+    roofline = None if rec.roofline is None else dataclasses.asdict(rec.roofline)
+    meta = {
+        "kernel": kernel, "inputs": inputs, "weights": weights,
+        "out": {"shape": [int(d) for d in out.shape], "dtype": np.dtype(out.dtype).name},
+        "post": None if spec.post is None else spec.post.encode(consts.add),
+        "unpack": {"n": shape[0], "c": shape[1], "shape": list(shape),
+                   "dtype": None if dtype is None else np.dtype(dtype).name},
+        "tail": [HostStep(c.op.name, c.attrs, [a.data for a in c.args[1:]]).encode(consts.add)
+                 for c in tail],
+        "dram_weights": sum(v for n, v in dram.items() if n not in staged),
+        "dram_scratch": sum(v for n, v in dram.items() if n in staged),
+        "layer": {"kind": layer.kind, "where": rec.where, "why": rec.why, "macs": rec.macs,
+                  "tiling": rec.tiling, "predicted_cycles": rec.predicted_cycles,
+                  "dram_bytes": rec.dram_bytes, "roofline": roofline},
+    }
+    return meta, consts.arrays
 
 
 def vm_lowerer(config, report: list | None = None):
     """A ``lowerer`` hook for :func:`vtakit.compiler.codegen.compile_vm`.
 
     It claims every fused primitive whose body is a quantized layer (optionally
-    followed by element-wise host ops such as ``qnn.dequantize``) and whose plan
-    fits ``config``; the executable stores the primitive's IR text and the
-    ``vta_layer`` factory runs it with :func:`lower_layer` on the VM's runtime.
-    ``report`` receives one :class:`LayerRecord` per primitive seen (where it will
-    run and why, tiling, predicted cycles, DRAM bytes). The layer's Program goes into
-    the executable's kernel table; the factory binds that stored Program (checked
-    against the plan it recomputes for packing) rather than lowering again.
+    followed by element-wise host ops such as ``qnn.dequantize``) with constant
+    weights whose plan fits ``config``, and returns it as data: the Program, the
+    packed weights and the metadata of a ``vta_layer`` primitive. ``report`` receives
+    one :class:`LayerRecord` per primitive seen (where it will run and why, tiling,
+    predicted cycles, DRAM bytes).
     """
     from ..codegen import LoweredPrimitive
-    from ..ir import astext
-    _register_factory()
 
     def lower(func):
         layer, tail = split_layer(func.body)
@@ -83,63 +134,24 @@ def vm_lowerer(config, report: list | None = None):
         rec = LayerRecord(layer.kind, shape, "vta", "")
         try:
             spec = layer_spec(layer, shape, weight_shape(layer), config)
+            plan = spec.plan
+            rec.where, rec.why, rec.macs = spec.where, spec.why, spec.macs
+            _fill_estimate(rec, plan)
+            blob = plan.program().to_bytes()
+            kernel = f"vta_{layer.kind}_{hashlib.sha1(blob).hexdigest()[:12]}"
+            meta, arrays = _layer_meta(func, layer, tail, spec, rec, kernel)
         except (TilingError, EpilogueError, LayoutError, LoweringError, ValueError) as e:
-            rec.where, rec.why = "host", f"{type(e).__name__}: {e}"
+            rec = LayerRecord(layer.kind, shape, "host", f"{type(e).__name__}: {e}")
             if report is not None:
                 report.append(rec)
             return None
-        plan = spec.plan
-        rec.where, rec.why, rec.macs = spec.where, spec.why, spec.macs
-        _fill_estimate(rec, plan)
         if report is not None:
             report.append(rec)
-        blob = plan.program().to_bytes()
-        kernel = f"vta_{layer.kind}_{hashlib.sha1(blob).hexdigest()[:12]}"
         int8 = lambda e: getattr(e.checked_type, "dtype", None) == "int8"  # noqa: E731
-        # the run's tensors are staged per call (when not on the device), the rest resident
         inputs = [layer.attrs[a] for a in layer.strategy.inputs]
-        staged = {"data", "out", *layer.strategy.inputs.values()}
-        dram = {n: whole_pages(op.nbytes) for n, op in plan.operands.items()}
-        meta = {"ir": astext(func), "kernel": kernel,
-                "dram_weights": sum(v for n, v in dram.items() if n not in staged),
-                "dram_scratch": sum(v for n, v in dram.items() if n in staged)}
         return LoweredPrimitive(
-            VM_KIND, meta, kernels=[(kernel, blob)], name=f"vta_{layer.kind}",
-            device_output=not tail and int8(func.body),
+            VM_KIND, meta, kernels=[(kernel, blob)], constants=arrays,
+            name=f"vta_{layer.kind}", device_output=not tail and int8(func.body),
             device_inputs=tuple(int8(p) and (p is layer.data or any(p is e for e in inputs))
                                 for p in func.params))
     return lower
-
-
-def _vta_layer_factory(entry, ctx):
-    from ..ir import parse_expr
-    func = parse_expr(entry.meta_dict["ir"])
-    layer, tail = split_layer(func.body)
-    if layer is None:
-        raise LoweringError(f"primitive {entry.name}: its IR is not a quantized layer")
-    lowered = lower_layer(layer)
-    meta = entry.meta_dict
-    if "kernel" in meta:
-        lowered.program = ctx.program(meta["kernel"])
-    lowered.keep_resident()
-    ctx.on_close(lowered.release)
-    n_in = len(func.params)
-
-    def run(*args):
-        ins, out = args[:n_in], args[n_in]
-        env = dict(zip(func.params, ins))
-        if tail:
-            out[...] = _apply_tail(lowered(ctx.runtime, ins[0], env), tail)
-        else:
-            lowered(ctx.runtime, ins[0], env, out=out)
-    return run
-
-
-def _register_factory():
-    from ...runtime.registry import get_global_func, register_func
-    name = "vtakit.vm.primitive." + VM_KIND
-    if get_global_func(name, allow_missing=True) is None:
-        register_func(name, _vta_layer_factory)
-
-
-_register_factory()

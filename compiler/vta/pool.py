@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops.conv2d import assemble_planes, plan_conv2d
+from ...runtime.hostops.pool import pool_counts
+from ...runtime.vta_layer import HostStep
+from ..ops.conv2d import plan_conv2d
 from ..ops.pool import plan_pool2d
-from ..quant.pool import divide_round, pool_counts
 from .registry import Spec, Strategy, VTALayer, is_op, register_strategy
 
 __all__: list[str] = []
@@ -37,9 +38,9 @@ def _avg_spec(layer, shape, w_shape, config):
     mode = "tflite" if a["rounding"] != "vta" else "vta"
     counts = pool_counts(shape[2:], a["pool_size"], a["strides"], a["padding"], mode)
     counts = counts.reshape(1, 1, *counts.shape, 1, 1)      # over the packed layout
-    (lo, hi), out_dtype = a["clip"], a["out_dtype"]
-    post = lambda planes: np.clip(divide_round(assemble_planes(planes), counts, mode),  # noqa: E731
-                                  lo, hi).astype(out_dtype)
+    (lo, hi), out_dtype = a["clip"], np.dtype(a["out_dtype"]).name
+    post = HostStep("vta.divide_round", {"rounding": mode, "a_min": lo, "a_max": hi,
+                                         "out_dtype": out_dtype}, [counts])
     return Spec(plan, post, None, "vta+host", "window sums on VTA, rounding division on the host")
 
 
@@ -68,7 +69,8 @@ def _max_spec(layer, shape, w_shape, config):
     (lo, hi), out_dtype = a["clip"], a["out_dtype"] or np.int8
     post = None
     if lo > -128 or hi < 127 or np.dtype(out_dtype) != np.int8:
-        post = lambda planes: np.clip(planes[0], lo, hi).astype(out_dtype)  # noqa: E731
+        post = HostStep("vta.clip_cast", {"a_min": lo, "a_max": hi,
+                                          "out_dtype": np.dtype(out_dtype).name})
     return Spec(plan, post, None, "vta", "max on the ALU")
 
 

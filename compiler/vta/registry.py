@@ -7,13 +7,16 @@ each kind of quantized layer that runs on VTA is one :class:`Strategy`:
   under the layer's final ``clip`` (and ``cast``), ``root`` the layer's root; returns
   a :class:`VTALayer` or None;
 * ``plan(layer, shape, w_shape, config)``: how the layer runs for one input shape, a
-  :class:`Spec` (the operator library's plan, the host step after it, where and why);
+  :class:`Spec` (the operator library's plan, the host step after it as a
+  :class:`~vtakit.runtime.vta_layer.HostStep`: a registered host op with its
+  attributes and constants, so an executable stores it as data; where and why);
   raises :class:`LoweringError` (or the library's TilingError, ...) when it cannot;
 * ``pack(layer, spec, value)``: the plan's constant operands packed in the layout the
   kernel reads (``value(expr)`` gives a weight operand's array);
 * ``inputs``: the layer's activation operands besides ``data`` (attribute -> the
   plan's operand slot), staged per call or read in place like ``data``;
-* ``unpack(plan, y, x_shape)``: the packed result back in the framework layout.
+* ``unpack(plan, y, x_shape)``: the packed result back in the framework layout (an
+  executable records it as the packed activation layout of the layer's output type).
 
 A new operator kind is one module that calls :func:`register_strategy` (plus its
 plan in :mod:`vtakit.compiler.ops` when the library lacks one); :mod:`.lower` runs
@@ -72,7 +75,7 @@ class Spec:
     the packed result), and where/why for reports."""
 
     plan: object
-    post: object          # None, or f(packed out planes) -> packed result
+    post: object          # None, or a runtime HostStep: f(packed out planes) -> packed result
     border: float | None  # a non-zero pad value, whose border contribution is corrected
     where: str
     why: str

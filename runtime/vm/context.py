@@ -26,16 +26,24 @@ class RuntimeContext:
         The executable's kernel table (serialized Programs by name).
     constants : list of numpy.ndarray
         The executable's constant pool.
+    programs : callable, optional
+        ``programs(name) -> Program``: the kernels already parsed (the executable's).
     """
 
     def __init__(self, config, backend="behavioral", *, device=None, device_options=None,
-                 kernels=None, constants=()):
+                 kernels=None, constants=(), programs=None):
         if device is None:
             # An unknown backend fails here, before any layer runs, not at the first kernel.
             from ..device import BACKENDS, DeviceError
             if backend not in BACKENDS:
                 raise DeviceError(f"unknown backend {backend!r}; backends are "
                                   f"{', '.join(BACKENDS)}")
+        if device is not None and device.config != config:
+            from ...hw.config import extension_note
+            from ..device import DeviceError
+            raise DeviceError(f"the executable is built for config {config.name}, not the "
+                              f"device's {device.config.name}"
+                              + extension_note(config, device.config))
         self.config = config
         self.backend = backend
         self.device_options = dict(device_options or {})
@@ -46,6 +54,7 @@ class RuntimeContext:
         self._runtime = None
         self._closers = []
         self._programs = {}
+        self._parse = programs
 
     @property
     def device(self):
@@ -80,7 +89,9 @@ class RuntimeContext:
         prog = self._programs.get(name)
         if prog is None:
             from ..program import Program
-            prog = self._programs[name] = Program.from_bytes(self.kernel(name))
+            blob = self.kernel(name)
+            prog = self._programs[name] = (self._parse(name) if self._parse is not None
+                                           else Program.from_bytes(blob))
         return prog
 
     def on_close(self, func) -> None:

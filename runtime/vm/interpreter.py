@@ -102,7 +102,8 @@ class VirtualMachine:
         self.exe = exe
         self.context = RuntimeContext(exe.config, backend, device=device,
                                       device_options=device_options,
-                                      kernels=dict(exe.kernels), constants=exe.constants)
+                                      kernels=dict(exe.kernels), constants=exe.constants,
+                                      programs=getattr(exe, "program", None))
         self.module = load_primitives(exe.primitives, self.context)
         self.packed_names = [p.name for p in exe.primitives]
         self._packed = [self.module.get_function(n) for n in self.packed_names]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....runtime.hostops.elemwise import is_float, is_int  # noqa: F401  (re-exported)
 from ....runtime.layout import normalize_padding
 from ..types import TensorType, TupleType
 
@@ -48,14 +49,6 @@ def padding4(p):
     if not isinstance(p, (int, np.integer)) and len(tuple(p)) == 1:
         p = tuple(p)[0]
     return normalize_padding(p)
-
-
-def is_int(dtype):
-    return np.issubdtype(np.dtype(dtype), np.integer)
-
-
-def is_float(dtype):
-    return np.issubdtype(np.dtype(dtype), np.floating)
 
 
 def dtype_or_empty(v):

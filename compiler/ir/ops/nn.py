@@ -1,31 +1,16 @@
-"""Neural-network operators: convolution, dense, pooling, normalization."""
+"""Neural-network operators: convolution, dense, pooling, normalization (computes:
+:mod:`vtakit.runtime.hostops.nn`)."""
 
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
+from ....runtime.hostops import get_hostop
 from ..op import REQUIRED, OpPattern, register_op
 from ..types import TensorType, TupleType
-from ._util import dtype_or_empty, is_float, is_int, norm_axis, pair, padding4, tensor_arg
+from ._util import dtype_or_empty, is_float, norm_axis, pair, padding4, tensor_arg
 
 __all__: list[str] = []
-
-
-def _acc_dtype(in_dtype, out_dtype):
-    """Integers accumulate in int64 and wrap to ``out_dtype`` at the end (exact)."""
-    return np.int64 if is_int(in_dtype) else np.dtype(out_dtype)
-
-
-def _windows(x, kh, kw, strides, padding, dilation, fill):
-    t, l, b, r = padding
-    if any(padding):
-        x = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=fill)
-    dh, dw = dilation
-    ekh, ekw = (kh - 1) * dh + 1, (kw - 1) * dw + 1
-    sh, sw = strides
-    win = sliding_window_view(x, (ekh, ekw), axis=(2, 3))
-    return win[:, :, ::sh, ::sw, ::dh, ::dw]  # N, C, OH, OW, KH, KW
 
 
 def _out_hw(h, w, kh, kw, strides, padding, dilation, what):
@@ -67,23 +52,10 @@ def _conv2d_type(types, attrs):
     return TensorType((n, o, oh, ow), attrs["out_dtype"] or x.dtype)
 
 
-def _conv2d(x, w, strides, padding, dilation, groups, out_dtype, pad_value=0.0):
-    out_dtype = out_dtype or x.dtype
-    acc = _acc_dtype(x.dtype, out_dtype)
-    o, cg, kh, kw = w.shape
-    win = _windows(x.astype(acc, copy=False), kh, kw, strides, padding, dilation, pad_value)
-    w = w.astype(acc, copy=False)
-    og = o // groups
-    parts = [np.tensordot(win[:, g * cg:(g + 1) * cg], w[g * og:(g + 1) * og],
-                          axes=([1, 4, 5], [1, 2, 3])) for g in range(groups)]
-    out = parts[0] if groups == 1 else np.concatenate(parts, axis=-1)
-    return np.ascontiguousarray(out.transpose(0, 3, 1, 2)).astype(out_dtype)
-
-
 register_op("nn.conv2d", attrs={"strides": (1, 1), "padding": (0, 0, 0, 0),
                                 "dilation": (1, 1), "groups": 1, "out_dtype": "",
                                 "pad_value": 0.0},
-            infer_type=_conv2d_type, compute=_conv2d, num_inputs=2,
+            infer_type=_conv2d_type, compute=get_hostop("nn.conv2d"), num_inputs=2,
             pattern=OpPattern.OUT_ELEMWISE_FUSABLE, normalize_attrs=_conv_norm)
 
 
@@ -96,13 +68,8 @@ def _dense_type(types, attrs):
     return TensorType(x.shape[:-1] + (w.shape[0],), attrs["out_dtype"] or x.dtype)
 
 
-def _dense(x, w, out_dtype):
-    out_dtype = out_dtype or x.dtype
-    acc = _acc_dtype(x.dtype, out_dtype)
-    return np.matmul(x.astype(acc, copy=False), w.astype(acc, copy=False).T).astype(out_dtype)
-
-
-register_op("nn.dense", attrs={"out_dtype": ""}, infer_type=_dense_type, compute=_dense,
+register_op("nn.dense", attrs={"out_dtype": ""}, infer_type=_dense_type,
+            compute=get_hostop("nn.dense"),
             num_inputs=2, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
             normalize_attrs=lambda a: {**a, "out_dtype": dtype_or_empty(a["out_dtype"])})
 
@@ -116,14 +83,8 @@ def _bias_add_type(types, attrs):
     return x
 
 
-def _bias_add(x, b, axis):
-    axis = axis % x.ndim
-    shape = [1] * x.ndim
-    shape[axis] = -1
-    return (x + b.reshape(shape)).astype(x.dtype)
-
-
-register_op("nn.bias_add", attrs={"axis": 1}, infer_type=_bias_add_type, compute=_bias_add,
+register_op("nn.bias_add", attrs={"axis": 1}, infer_type=_bias_add_type,
+            compute=get_hostop("nn.bias_add"),
             num_inputs=2, pattern=OpPattern.BROADCAST)
 
 
@@ -135,12 +96,8 @@ def _softmax_type(types, attrs):
     return x
 
 
-def _softmax(x, axis):
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return (e / e.sum(axis=axis, keepdims=True)).astype(x.dtype)
-
-
-register_op("nn.softmax", attrs={"axis": -1}, infer_type=_softmax_type, compute=_softmax,
+register_op("nn.softmax", attrs={"axis": -1}, infer_type=_softmax_type,
+            compute=get_hostop("nn.softmax"),
             num_inputs=1, pattern=OpPattern.OPAQUE)
 
 
@@ -164,39 +121,15 @@ def _pool_type(name):
     return infer
 
 
-def _max_pool2d(x, pool_size, strides, padding):
-    fill = np.iinfo(x.dtype).min if is_int(x.dtype) else -np.inf
-    win = _windows(x, *pool_size, strides, padding, (1, 1), fill)
-    return win.max(axis=(4, 5)).astype(x.dtype)
-
-
-def _int_mean(total, count, dtype):
-    # integer averages truncate toward zero, as C integer division does
-    q = np.abs(total) // count
-    return (np.sign(total) * q).astype(dtype)
-
-
-def _avg_pool2d(x, pool_size, strides, padding, count_include_pad):
-    acc = np.int64 if is_int(x.dtype) else np.float64
-    win = _windows(x.astype(acc), *pool_size, strides, padding, (1, 1), 0)
-    total = win.sum(axis=(4, 5))
-    if count_include_pad or not any(padding):
-        count = np.full(total.shape[2:], pool_size[0] * pool_size[1], np.int64)
-    else:
-        ones = np.ones((1, 1) + x.shape[2:], np.int64)
-        count = _windows(ones, *pool_size, strides, padding, (1, 1), 0).sum(axis=(4, 5))[0, 0]
-    if is_int(x.dtype):
-        return _int_mean(total, count, x.dtype)
-    return (total / count).astype(x.dtype)
-
-
 register_op("nn.max_pool2d", attrs={"pool_size": REQUIRED, "strides": None,
                                     "padding": (0, 0, 0, 0)},
-            infer_type=_pool_type("nn.max_pool2d"), compute=_max_pool2d, num_inputs=1,
+            infer_type=_pool_type("nn.max_pool2d"), compute=get_hostop("nn.max_pool2d"),
+            num_inputs=1,
             pattern=OpPattern.OUT_ELEMWISE_FUSABLE, normalize_attrs=_pool_norm)
 register_op("nn.avg_pool2d", attrs={"pool_size": REQUIRED, "strides": None,
                                     "padding": (0, 0, 0, 0), "count_include_pad": False},
-            infer_type=_pool_type("nn.avg_pool2d"), compute=_avg_pool2d, num_inputs=1,
+            infer_type=_pool_type("nn.avg_pool2d"), compute=get_hostop("nn.avg_pool2d"),
+            num_inputs=1,
             pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
             normalize_attrs=lambda a: {**_pool_norm(a),
                                        "count_include_pad": bool(a["count_include_pad"])})
@@ -209,14 +142,8 @@ def _gap_type(types, attrs):
     return TensorType(x.shape[:2] + (1, 1), x.dtype)
 
 
-def _gap(x):
-    if is_int(x.dtype):
-        total = x.astype(np.int64).sum(axis=(2, 3), keepdims=True)
-        return _int_mean(total, x.shape[2] * x.shape[3], x.dtype)
-    return x.mean(axis=(2, 3), keepdims=True, dtype=np.float64).astype(x.dtype)
-
-
-register_op("nn.global_avg_pool2d", infer_type=_gap_type, compute=_gap, num_inputs=1,
+register_op("nn.global_avg_pool2d", infer_type=_gap_type,
+            compute=get_hostop("nn.global_avg_pool2d"), num_inputs=1,
             pattern=OpPattern.OUT_ELEMWISE_FUSABLE)
 
 
@@ -225,7 +152,7 @@ def _gmp_type(types, attrs):
 
 
 register_op("nn.global_max_pool2d", infer_type=_gmp_type, num_inputs=1,
-            compute=lambda x: x.max(axis=(2, 3), keepdims=True),
+            compute=get_hostop("nn.global_max_pool2d"),
             pattern=OpPattern.OUT_ELEMWISE_FUSABLE)
 
 
@@ -244,19 +171,9 @@ def _bn_type(types, attrs):
     return TupleType([x, vec, vec])
 
 
-def _batch_norm(x, gamma, beta, mean, var, axis, epsilon, center, scale):
-    shape = [1] * x.ndim
-    shape[axis % x.ndim] = -1
-    inv = 1.0 / np.sqrt(var.astype(np.float64) + epsilon)
-    g = gamma.astype(np.float64) if scale else 1.0
-    out = (x - mean.reshape(shape)) * (inv * g).reshape(shape)
-    if center:
-        out = out + beta.reshape(shape)
-    return out.astype(x.dtype), mean, var
-
-
 register_op("nn.batch_norm", attrs={"axis": 1, "epsilon": 1e-5, "center": True, "scale": True},
-            infer_type=_bn_type, compute=_batch_norm, num_inputs=5, pattern=OpPattern.OPAQUE)
+            infer_type=_bn_type, compute=get_hostop("nn.batch_norm"), num_inputs=5,
+            pattern=OpPattern.OPAQUE)
 
 
 def _dropout_type(types, attrs):
@@ -265,7 +182,7 @@ def _dropout_type(types, attrs):
 
 
 register_op("nn.dropout", attrs={"rate": 0.5}, infer_type=_dropout_type, num_inputs=1,
-            compute=lambda x, rate: (x, np.ones_like(x)), pattern=OpPattern.OPAQUE)
+            compute=get_hostop("nn.dropout"), pattern=OpPattern.OPAQUE)
 
 
 def _pad_norm(a):
@@ -281,12 +198,9 @@ def _pad_type(types, attrs):
     return TensorType(tuple(d + a + b for d, (a, b) in zip(x.shape, pw)), x.dtype)
 
 
-def _pad(x, pad_width, pad_value):
-    return np.pad(x, pad_width, constant_values=np.array(pad_value).astype(x.dtype))
-
-
 register_op("nn.pad", attrs={"pad_width": REQUIRED, "pad_value": 0.0}, infer_type=_pad_type,
-            compute=_pad, num_inputs=1, pattern=OpPattern.INJECTIVE, normalize_attrs=_pad_norm)
+            compute=get_hostop("nn.pad"), num_inputs=1, pattern=OpPattern.INJECTIVE,
+            normalize_attrs=_pad_norm)
 
 
 def _flatten_type(types, attrs):
@@ -297,4 +211,4 @@ def _flatten_type(types, attrs):
 
 
 register_op("nn.batch_flatten", infer_type=_flatten_type, num_inputs=1,
-            compute=lambda x: x.reshape(x.shape[0], -1), pattern=OpPattern.INJECTIVE)
+            compute=get_hostop("nn.batch_flatten"), pattern=OpPattern.INJECTIVE)

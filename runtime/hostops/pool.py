@@ -1,20 +1,23 @@
-"""Integer average pooling and mean with the frameworks' exact rounding (NCHW)."""
+"""Computes of integer average pooling and mean with the frameworks' exact rounding (NCHW):
+``qnn.avg_pool2d`` and ``qnn.mean``."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..ir import TensorType
 from . import fixed_point as fp
+from . import hostop
 
-__all__ = ["avg_pool2d_int", "avg_pool2d_type", "mean_int", "divide_round"]
+__all__ = ["avg_pool2d_int", "mean_int", "divide_round", "pool_counts", "pair", "pad4"]
 
 
-def _pair(v):
+def pair(v) -> tuple:
+    """An int or a pair -> a pair of ints."""
     return (int(v), int(v)) if np.isscalar(v) else tuple(int(a) for a in v)
 
 
-def _pad4(p):
+def pad4(p) -> tuple:
+    """An int, (ph, pw) or (top, left, bottom, right) -> (top, left, bottom, right)."""
     p = (int(p),) * 4 if np.isscalar(p) else tuple(int(a) for a in p)
     return p * 2 if len(p) == 2 else p
 
@@ -32,25 +35,6 @@ def divide_round(s, count, rounding: str) -> np.ndarray:
     return np.where(num < 0, -q, q)
 
 
-def avg_pool2d_type(types, attrs):
-    t = types[0]
-    if not isinstance(t, TensorType) or t.ndim != 4:
-        raise TypeError(f"qnn.avg_pool2d: input must be a 4-D NCHW tensor, got {t!r}")
-    if attrs["pool_size"] is None:
-        raise ValueError("qnn.avg_pool2d needs attribute 'pool_size'")
-    if attrs["rounding"] not in ("tflite", "vta"):
-        raise ValueError(f"qnn.avg_pool2d: rounding {attrs['rounding']!r}; expected tflite or vta")
-    kh, kw = _pair(attrs["pool_size"])
-    sh, sw = _pair(attrs["strides"])
-    top, left, bottom, right = _pad4(attrs["padding"])
-    n, c, h, w = t.shape
-    oh = (h + top + bottom - kh) // sh + 1
-    ow = (w + left + right - kw) // sw + 1
-    if oh <= 0 or ow <= 0:
-        raise TypeError(f"qnn.avg_pool2d: window {kh}x{kw} larger than the padded input {t.shape}")
-    return TensorType((n, c, oh, ow), "int32")
-
-
 def avg_pool2d_int(x, *, pool_size, strides=(1, 1), padding=(0, 0, 0, 0), rounding="tflite"):
     """int NCHW -> int32 window means.
 
@@ -59,9 +43,9 @@ def avg_pool2d_int(x, *, pool_size, strides=(1, 1), padding=(0, 0, 0, 0), roundi
     (``count_include_pad``), rounding half up, as the VTA pool operator.
     """
     x = np.asarray(x, np.int64)
-    kh, kw = _pair(pool_size)
-    sh, sw = _pair(strides)
-    top, left, bottom, right = _pad4(padding)
+    kh, kw = pair(pool_size)
+    sh, sw = pair(strides)
+    top, left, bottom, right = pad4(padding)
     n, c, h, w = x.shape
     xp = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
     oh = (h + top + bottom - kh) // sh + 1
@@ -79,9 +63,9 @@ def pool_counts(hw, pool_size, strides, padding, rounding) -> np.ndarray:
     the window's positions inside the input (``"tflite"``: padding is not counted) or
     the whole window (``"vta"``)."""
     h, w = hw
-    kh, kw = _pair(pool_size)
-    sh, sw = _pair(strides)
-    top, left, bottom, right = _pad4(padding)
+    kh, kw = pair(pool_size)
+    sh, sw = pair(strides)
+    top, left, bottom, right = pad4(padding)
     oh = (h + top + bottom - kh) // sh + 1
     ow = (w + left + right - kw) // sw + 1
     if rounding == "vta":
@@ -135,3 +119,7 @@ def mean_int(x, *, axis, keepdims=False, in_scale, in_zero_point=0, out_scale,
         raise ValueError(f"qnn.mean: rounding {rounding!r}; expected tflite, tflite_same or "
                          "tflite_float")
     return np.clip(np.asarray(y, np.int64), lo, hi).astype(out_dtype)
+
+
+hostop("qnn.avg_pool2d", avg_pool2d_int)
+hostop("qnn.mean", mean_int)

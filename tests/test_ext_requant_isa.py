@@ -1,0 +1,490 @@
+"""The ``requant`` ISA extension (issue 22): SRDHM, RSHR and MULSHR in the ALU table, legal
+only with ``"EXTENSIONS": ["requant"]``; lanes against independent references of the
+gemmlowp/TFLite formulas, the fast datapath against the sequential spec, the config
+round trip, and the opcodes' illegality without the extension."""
+
+import json
+
+import numpy as np
+import pytest
+
+from vtakit.hw.config import ConfigError, VTAConfig, load_config
+from vtakit.hw.isa import (AluOp, MemType, Opcode, alu_ops, alu_opcode_bits, alu_semantics,
+                           alu_violation, illegal_alu_opcodes, isa_for, mul_shift,
+                           rounding_shift, srdhm)
+from vtakit.hw.spec import ErrorCode
+from vtakit.runtime.errors import KernelError
+from vtakit.runtime.kernel import UopKernel
+from vtakit.sim import reference
+from vtakit.sim.datapath import Counters, Fault, SRAMs
+
+TINY = load_config("tiny")
+RQ = TINY.replace(extensions=("requant",))
+I32_MIN, I32_MAX = -2**31, 2**31 - 1
+EDGES = np.array([I32_MIN, I32_MIN + 1, -2**30, -65537, -3, -2, -1, 0, 1, 2, 3, 5, 6, 7,
+                  2**30, 2**30 + 1, I32_MAX - 1, I32_MAX], np.int64)
+
+
+# ------------------------------------------------ references, written from the formulas
+
+def _ref_srdhm(a: int, b: int) -> int:
+    """gemmlowp fixedpoint.h, with Python integers (exact)."""
+    if a == b == I32_MIN:
+        return I32_MAX
+    ab = a * b
+    nudge = (1 << 30) if ab >= 0 else 1 - (1 << 30)
+    v = ab + nudge
+    q = abs(v) // (1 << 31)                 # C division truncates toward zero
+    return q if v >= 0 else -q
+
+
+def _wrap(x: int) -> int:
+    return (x + 2**31) % 2**32 - 2**31
+
+
+def _ref_rshr(a: int, e: int) -> int:
+    if e < 0:
+        return 0 if -e >= 32 else _wrap(a << -e)
+    e = min(e, 31)
+    # round half away from zero, from the real quotient
+    q, r = divmod(abs(a), 1 << e)
+    if 2 * r >= (1 << e) and e > 0:
+        q += 1
+    return q if a >= 0 else -q
+
+
+def _ref_mulshr(a: int, b: int, k: int) -> int:
+    return _wrap((a * b + (1 << (k - 1))) >> k)      # Python >> floors, as int64 >> does
+
+
+def test_srdhm_lanes_match_gemmlowp():
+    a, b = np.meshgrid(EDGES, EDGES)
+    rng = np.random.default_rng(0)
+    a = np.concatenate([a.ravel(), rng.integers(I32_MIN, I32_MAX + 1, 3000)])
+    b = np.concatenate([b.ravel(), rng.integers(I32_MIN, I32_MAX + 1, 3000)])
+    got = srdhm(a.astype(np.int32), b.astype(np.int32))
+    assert got.dtype == np.int32
+    assert got.tolist() == [_ref_srdhm(int(x), int(y)) for x, y in zip(a, b)]
+    assert srdhm(np.int32([I32_MIN]), np.int32([I32_MIN])).tolist() == [I32_MAX]
+    # ties: 2*a*b = (2k+1) * 2^31 / 2 rounds away from zero
+    assert srdhm(np.int32([1 << 29, -(1 << 29)]), np.int32([3, 3])).tolist() == [1, -1]
+
+
+def test_rshr_lanes_match_rounding_divide_by_pot():
+    shifts = np.array([0, 1, 2, 5, 30, 31, 32, 40, I32_MAX, -1, -2, -31, -32, -33, I32_MIN])
+    a, e = np.meshgrid(EDGES, shifts)
+    rng = np.random.default_rng(1)
+    a = np.concatenate([a.ravel(), rng.integers(I32_MIN, I32_MAX + 1, 3000)])
+    e = np.concatenate([e.ravel(), rng.integers(-40, 40, 3000)])
+    got = rounding_shift(a.astype(np.int32), e.astype(np.int32))
+    assert got.dtype == np.int32
+    assert got.tolist() == [_ref_rshr(int(x), int(y)) for x, y in zip(a, e)]
+    # ties round away from zero; below a half toward zero
+    assert rounding_shift(np.int32([5, -5, 6, -6, 7, -7]), np.int32([1] * 6)).tolist() == \
+        [3, -3, 3, -3, 4, -4]
+    assert rounding_shift(np.int32([-3, 3]), np.int32([2, 2])).tolist() == [-1, 1]
+
+
+@pytest.mark.parametrize("k", [1, 2, 30, 31, 32, 47, 62])
+def test_mulshr_lanes_match_single_rounding(k):
+    a, b = np.meshgrid(EDGES, EDGES)
+    rng = np.random.default_rng(k)
+    a = np.concatenate([a.ravel(), rng.integers(I32_MIN, I32_MAX + 1, 2000)])
+    b = np.concatenate([b.ravel(), rng.integers(I32_MIN, I32_MAX + 1, 2000)])
+    got = mul_shift(a.astype(np.int32), b.astype(np.int32), k)
+    assert got.dtype == np.int32
+    assert got.tolist() == [_ref_mulshr(int(x), int(y), k) for x, y in zip(a, b)]
+
+
+def test_tflite_layer_chain_equals_the_compiler_reference():
+    """RSHR(-left) -> SRDHM -> RSHR(right) is TFLite's double-rounding
+    MultiplyByQuantizedMultiplier; MULSHR with k = 31 - shift its single rounding."""
+    from vtakit.runtime.hostops import fixed_point as fp
+    rng = np.random.default_rng(3)
+    x = rng.integers(-2**24, 2**24, 4000).astype(np.int32)
+    m, s = fp.quantize_multiplier(rng.uniform(1e-5, 3.0, 4000))
+    m, s = m.astype(np.int32), s.astype(np.int32)
+    y = rounding_shift(srdhm(rounding_shift(x, np.minimum(-s, 0)), m), np.maximum(-s, 0))
+    np.testing.assert_array_equal(y, fp.multiply_by_quantized_multiplier(x, m, s))
+    ms, ss = fp.quantize_multiplier(rng.uniform(1e-5, 3.0, 4000), single_rounding=True)
+    single = np.concatenate([mul_shift(x[j:j + 1], np.int32(ms[j:j + 1]), 31 - int(ss[j]))
+                             for j in range(0, 4000, 97)])
+    np.testing.assert_array_equal(single, fp.multiply_by_quantized_multiplier(
+        x[::97], ms[::97], ss[::97], single_rounding=True))
+
+
+# ------------------------------------------------------------------ the table, by config
+
+def test_table_is_config_aware():
+    assert [str(e) for e in alu_ops(RQ)] == ["MIN=0", "MAX=1", "ADD=2", "SHR=3", "SRDHM=5",
+                                            "RSHR=6", "MULSHR=7"]
+    assert [str(e) for e in alu_ops(TINY)] == [str(e) for e in alu_ops()]
+    assert illegal_alu_opcodes(TINY) == [4, 5, 6, 7] and illegal_alu_opcodes(RQ) == [4]
+    assert alu_opcode_bits(TINY) == 2 and alu_opcode_bits(RQ) == 3
+    assert alu_semantics(5) is None and alu_semantics(5, RQ).name == "SRDHM"
+    assert alu_semantics(5, ["requant"]) is alu_semantics(5, RQ)
+    assert alu_violation(5, 0, 0, TINY).startswith("opcode 5 is illegal; legal opcodes are "
+                                                   "MIN=0, MAX=1, ADD=2, SHR=3; SRDHM=5 needs")
+    assert alu_violation(5, 0, 123, RQ) is None and alu_violation(6, 0, -9, RQ) is None
+    assert alu_violation(6, 1, 3, RQ) == ("RSHR needs use_imm=0 (a tensor operand); an "
+                                          "immediate is not supported")
+    for k in (1, 31, 62):
+        assert alu_violation(7, 0, k, RQ) is None
+    for k in (0, 63, -1):
+        assert alu_violation(7, 0, k, RQ) == (f"MULSHR imm {k} is out of range; MULSHR takes "
+                                              "a tensor operand (use_imm=0) and a shift imm "
+                                              "1..62")
+    assert alu_violation(7, 1, 5, RQ).startswith("MULSHR needs use_imm=0")
+
+
+def test_disassembler_names_the_extension_opcodes():
+    isa = isa_for(RQ)
+    for code, name in ((5, "SRDHM"), (6, "RSHR"), (7, "MULSHR")):
+        text = str(isa.decode(isa.encode(Opcode.ALU, alu_opcode=code, imm=9, uop_end=1)))
+        assert text.startswith(f"ALU    {name} ") and "alu_opcode=" + str(code) in text
+
+
+def test_kernels_carry_the_extension_opcodes():
+    k = UopKernel.alu(AluOp.MULSHR, [(0, 1)], [(4, 1, 1)], imm=31)
+    assert (k.kind, k.use_imm, k.imm) == ("ALU MULSHR", False, 31)
+    assert UopKernel.alu(AluOp.SRDHM, [(0, 1)]).use_imm is False
+    assert UopKernel.alu(AluOp.ADD, [(0, 1)], imm=3).use_imm is True
+    assert len(k.check_config(RQ)) == 1
+    with pytest.raises(KernelError, match=r"^ALU MULSHR kernel: opcode 7 is illegal; .*needs "
+                                          r"the ISA extension 'requant' .*\(config 1x8_i8w8a32"
+                                          r"_12_12_14_14\)$"):
+        k.check_config(TINY)
+    with pytest.raises(KernelError, match=r"^ALU kernel: MULSHR imm 0 is out of range"):
+        UopKernel.alu(AluOp.MULSHR, [(0, 1)])
+    with pytest.raises(KernelError, match=r"^ALU kernel: RSHR needs use_imm=0"):
+        UopKernel.alu(AluOp.RSHR, [(0, 1)], imm=4)
+
+
+# --------------------------------------------------- datapath == sequential spec, faults
+
+def _alu_insn(config, code, *, imm=0, iters=(1, 1), dst=(0, 0), src=(0, 0), uop_end=1):
+    isa = isa_for(config)
+    return isa.decode(isa.encode(
+        Opcode.ALU, alu_opcode=code, use_imm=0, imm=imm, uop_bgn=0, uop_end=uop_end,
+        iter_out=iters[0], iter_in=iters[1], dst_factor_out=dst[0], dst_factor_in=dst[1],
+        src_factor_out=src[0], src_factor_in=src[1]))
+
+
+def _state(config, seed):
+    rng = np.random.default_rng(seed)
+    srams = SRAMs(config)
+    n = srams.acc.size
+    pick = rng.integers(0, 3, n)
+    srams.acc.reshape(-1)[:] = np.select(
+        [pick == 0, pick == 1], [rng.integers(-3, 32, n), rng.integers(2**30, 2**31, n)],
+        rng.integers(I32_MIN, I32_MAX + 1, n))
+    srams.acc.reshape(-1)[rng.integers(0, n, 20)] = I32_MIN
+    srams.uop[:8] = [srams.isa.encode_uop(int(rng.integers(0, 6)), int(rng.integers(0, 6)))
+                     for _ in range(8)]
+    return srams
+
+
+@pytest.mark.parametrize("code", [AluOp.SRDHM, AluOp.RSHR, AluOp.MULSHR])
+def test_datapath_equals_the_sequential_spec(code):
+    """Repeated destinations and chains through written rows (the fast path's waves)."""
+    rng = np.random.default_rng(int(code))
+    for n in range(40):
+        fast, spec = _state(RQ, n), _state(RQ, n)
+        insn = _alu_insn(RQ, code, imm=int(rng.integers(1, 63)) if code == AluOp.MULSHR else 0,
+                         iters=tuple(int(v) for v in rng.integers(1, 4, 2)),
+                         dst=tuple(int(v) for v in rng.integers(0, 2, 2)),
+                         src=tuple(int(v) for v in rng.integers(0, 2, 2)),
+                         uop_end=int(rng.integers(1, 8)))
+        counters = (Counters(), Counters())
+        before = fast.acc.copy()
+        fast.alu(insn, counters[0])
+        reference.alu(spec, insn, counters[1])
+        np.testing.assert_array_equal(fast.acc, spec.acc, err_msg=str(insn))
+        np.testing.assert_array_equal(fast.out, spec.out, err_msg=str(insn))
+        assert counters[0] == counters[1]
+        assert not np.array_equal(fast.acc, before), str(insn)
+
+
+@pytest.mark.parametrize("code", [5, 6, 7])
+def test_extension_opcodes_are_illegal_without_the_extension_in_both_models(code):
+    insn = _alu_insn(TINY, code, imm=5)
+    for execute in (SRAMs(TINY).alu, lambda i, c: reference.alu(SRAMs(TINY), i, c)):
+        with pytest.raises(Fault, match=f"^ALU opcode {code} is illegal; legal opcodes are "
+                                        "MIN=0, MAX=1, ADD=2, SHR=3; ") as info:
+            execute(insn, Counters())
+        assert info.value.code == ErrorCode.ILLEGAL_FIELD
+
+
+# ------------------------------------------------------------------------------ config
+
+def test_config_show_output_with_extensions_added_loads(capsys):
+    from vtakit.cli.main import main
+    assert main(["config", "show", "default"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert "EXTENSIONS" not in shown
+    config = VTAConfig.from_dict({**shown, "EXTENSIONS": ["requant"]})
+    assert config.extensions == ("requant",) and config.has_extension("requant")
+    assert config.name == "1x16_i8w8a32_15_15_18_17+requant"
+    assert config.model == "sim_1x16_i8w8a32_15_15_18_17+requant"
+    assert config.replace(extensions=()) == load_config("default")
+    assert config.to_dict() == {**load_config("default").to_dict(), "EXTENSIONS": ["requant"]}
+    assert VTAConfig.from_dict(config.derived()) == config
+    assert VTAConfig.from_dict({**shown, "EXTENSIONS": []}) == load_config("default")
+    assert not load_config("default").has_extension("requant")
+
+
+@pytest.mark.parametrize("value, pattern", [
+    (["requant", "fma"], r"^config: EXTENSIONS=\['fma', 'requant'\]: unknown extension 'fma'; "
+                         r"known extensions are requant \(exact TFLite"),
+    ("requant", r"^config: EXTENSIONS must be a list of extension names \(known: requant\), "
+                r"got 'requant'$"),
+])
+def test_bad_extensions_are_config_errors(value, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        VTAConfig.from_dict({**TINY.to_dict(), "EXTENSIONS": value})
+
+
+def test_derived_keys_must_match():
+    with pytest.raises(ConfigError, match=r"^config: acc_depth=7 does not match the keys"):
+        VTAConfig.from_dict({**TINY.derived(), "acc_depth": 7})
+
+
+# -------------------------------------------------------------------------- the fuzzer
+
+def test_fuzzer_draws_the_extension_opcodes_only_with_the_extension():
+    from vtakit.sim.fuzz import run_program
+    from vtakit.sim.fuzz_gen import generate_program, illegal_kinds
+    assert "alu opcode" in illegal_kinds(RQ)            # 4 stays illegal
+    seen = {}
+    for i in range(12):
+        program = generate_program(RQ, np.random.default_rng([22, i]), token_depth=256,
+                                   illegal=0.0)
+        for a in program.actions:
+            if a.kind == "alu":
+                f = a.fields
+                seen.setdefault(AluOp(f["alu_opcode"]).name, []).append(f["imm"])
+                assert alu_violation(f["alu_opcode"], f["use_imm"], f["imm"], RQ) is None
+        image, _ = program.build()
+        out = run_program(image, RQ, "behavioral")
+        assert out.fault is None, out.message
+    assert {"SRDHM", "RSHR", "MULSHR"} <= set(seen)
+    assert all(1 <= k <= 62 for k in seen["MULSHR"])
+    for i in range(12):
+        program = generate_program(TINY, np.random.default_rng([22, i]), token_depth=256)
+        codes = {a.fields["alu_opcode"] for a in program.actions if a.kind == "alu"}
+        assert codes <= {0, 1, 2, 3}
+
+
+# ------------------------------------------------------------------- the RTL ALU block
+
+def test_rtl_alu_lanes_match_the_references():
+    """VectorAlu of a requant config (Amaranth simulation) against the references above,
+    edge cases and random lanes, every operand form; the base opcodes still work."""
+    from amaranth.sim import Simulator
+    from vtakit.hw.alu import VectorAlu
+    lanes = RQ.batch * RQ.block_out
+    dut = VectorAlu(RQ)
+    assert len(dut.op) == 3
+    rng = np.random.default_rng(9)
+    edge = np.resize(EDGES, 4 * lanes)
+    shifts = np.array([0, 1, 2, 31, 32, 99, -1, -2, -31, -32, I32_MIN, I32_MAX, 5, 30, 3, 4])
+    cases = []
+    for n in range(0, len(edge), lanes):
+        cases.append((AluOp.SRDHM, edge[n:n + lanes], edge[::-1][n:n + lanes], 0))
+        cases.append((AluOp.RSHR, edge[n:n + lanes], np.resize(shifts, lanes), 0))
+        cases.append((AluOp.RSHR, edge[n:n + lanes], np.resize(shifts[::-1], lanes), 0))
+    cases.append((AluOp.SRDHM, np.full(lanes, I32_MIN), np.full(lanes, I32_MIN), 0))
+    for _ in range(4):
+        a = rng.integers(I32_MIN, I32_MAX + 1, lanes)
+        cases.append((AluOp.SRDHM, a, rng.integers(I32_MIN, I32_MAX + 1, lanes), 0))
+        cases.append((AluOp.RSHR, a, rng.integers(-35, 35, lanes), 0))
+    for k in (1, 2, 30, 31, 32, 61, 62):
+        cases.append((AluOp.MULSHR, edge[:lanes], edge[::-1][:lanes], k))
+        cases.append((AluOp.MULSHR, rng.integers(I32_MIN, I32_MAX + 1, lanes),
+                      rng.integers(I32_MIN, I32_MAX + 1, lanes), k))
+    refs = {AluOp.SRDHM: lambda a, b, k: _ref_srdhm(a, b),
+            AluOp.RSHR: lambda a, b, k: _ref_rshr(a, b), AluOp.MULSHR: _ref_mulshr,
+            AluOp.ADD: lambda a, b, k: _wrap(a + b), AluOp.MIN: lambda a, b, k: min(a, b),
+            AluOp.SHR: lambda a, b, k: a >> k}
+    cases += [(AluOp.ADD, edge[:lanes], edge[::-1][:lanes], 0),
+              (AluOp.MIN, edge[:lanes], edge[::-1][:lanes], 0),
+              (AluOp.SHR, edge[:lanes], edge[:lanes], 7)]
+
+    def pack(values):
+        return sum((int(v) & 0xFFFFFFFF) << (32 * i) for i, v in enumerate(values))
+
+    async def testbench(ctx):
+        for op, a, b, k in cases:
+            ctx.set(dut.op, op)
+            ctx.set(dut.a, pack(a))
+            ctx.set(dut.b, pack(b))
+            ctx.set(dut.shift, k if k < 32 else k - 64)      # the imm's low 6 bits
+            word = ctx.get(dut.result)
+            got = [_wrap((word >> (32 * i)) & 0xFFFFFFFF) for i in range(lanes)]
+            want = [refs[op](int(x), int(y), k) for x, y in zip(a, b)]
+            assert got == want, (op.name, k, list(a), list(b))
+
+    sim = Simulator(dut)
+    sim.add_testbench(testbench)
+    sim.run()
+
+
+# ------------------------------------------------- every backend, bit for bit (tiny RTL)
+
+RTL = ["behavioral", "cxxrtl", "verilator"]
+
+
+def _requant_prefix(seed):
+    """A fuzzed requant program's actions up to its first extension ALU, plus its data."""
+    from vtakit.sim.fuzz_gen import generate_program
+    for i in range(20):
+        program = generate_program(RQ, np.random.default_rng([seed, i]), token_depth=256,
+                                   illegal=0.0)
+        for n, a in enumerate(program.actions):
+            if a.kind == "alu" and a.fields["alu_opcode"] >= AluOp.SRDHM:
+                return program, program.actions[:n + 1]
+    pytest.fail("no program holds an extension opcode")
+
+
+def test_rtl_backends_agree_with_the_extension(capsys, tmp_path):
+    """The CI campaign with the extension: behavioral vs cxxrtl vs verilator."""
+    from vtakit.cli.main import main
+    path = tmp_path / "requant.json"
+    path.write_text(json.dumps(RQ.to_dict()))
+    code = main(["fuzz", "--config", str(path), "--backends", ",".join(RTL), "--count", "20",
+                 "--seed", "1", "--out-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.startswith("fuzz 1x8_i8w8a32_12_12_14_14+requant on behavioral,cxxrtl,verilator: "
+                          "20 programs, "), out
+    assert ", 0 mismatching, 0 skipped" in out.splitlines()[0], out
+    for name in ("SRDHM", "RSHR", "MULSHR"):
+        assert f"alu {name} tensor" in out, out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_extension_program_faults_without_the_extension_on_every_backend(seed):
+    from vtakit.runtime.compare import compare_outcomes
+    from vtakit.sim.fuzz import run_program
+    from vtakit.sim.fuzz_program import FuzzProgram
+    program, actions = _requant_prefix(seed)
+    on = FuzzProgram(RQ, program.data, actions, 256).build()[0]
+    off = FuzzProgram(TINY, program.data, actions, 256).build()[0]
+    with_ext = [run_program(on, RQ, b) for b in RTL]
+    without = [run_program(off, TINY, b) for b in RTL]
+    assert all(o.fault is None for o in with_ext), [o.message for o in with_ext]
+    assert all(compare_outcomes(with_ext[0], o).equal for o in with_ext[1:])
+    keys = {o.fault.key for o in without}
+    assert len(keys) == 1, keys
+    code, module, index = keys.pop()
+    assert (code, module) == ("ILLEGAL_FIELD", "compute"), without[0].message
+    assert "is illegal; legal opcodes are MIN=0, MAX=1, ADD=2, SHR=3; " in without[0].message
+
+
+def test_verilog_has_the_extension_only_when_enabled():
+    from vtakit.hw.alu import VectorAlu
+    from vtakit.hw.verilog import convert, generate_verilog
+    base, ext = convert(VectorAlu(TINY), name="alu"), convert(VectorAlu(RQ), name="alu")
+    assert "requant_prod" not in base and "requant_prod7" in ext
+    assert "input [1:0] op" in base and "input [2:0] op" in ext
+    assert ext == convert(VectorAlu(RQ), name="alu")          # deterministic
+    text = generate_verilog(RQ)
+    head = text.splitlines()[:4]
+    assert head[1].startswith("// config: 1x8_i8w8a32_12_12_14_14+requant (")
+    assert head[3] == ("// ISA extension requant: exact TFLite requantization: ALU SRDHM, "
+                       "RSHR and MULSHR")
+    assert "requant_prod0" in text
+
+
+# ------------------------------------------------------------------ executables, images
+
+def test_executable_for_the_extension_refuses_hardware_without_it(tmp_path):
+    import math
+
+    import vtakit
+    from vtakit.runtime import ExecutableError
+    from vtakit.runtime.device import DeviceError, open_device
+    from vm_programs import factorial_exe
+    default = load_config("default")
+    exe = factorial_exe()
+    exe.config = default.replace(extensions=("requant",))
+    assert exe.header()["config"]["EXTENSIONS"] == ["requant"]
+    path = exe.save(tmp_path / "m.vtax")
+    assert vtakit.load(path).config == exe.config
+    note = (r"; it uses the ISA extension requant, which config 1x16_i8w8a32_15_15_18_17 does "
+            r"not have \(run it on hardware built with \"EXTENSIONS\": \[\"requant\"\]\)$")
+    with pytest.raises(ExecutableError, match=r"section HEAD, byte 24: built for config "
+                                              r"1x16_i8w8a32_15_15_18_17\+requant, not "
+                                              r"1x16_i8w8a32_15_15_18_17" + note):
+        vtakit.load(path, config="default")
+    with open_device("behavioral", default) as dev:
+        with pytest.raises(DeviceError, match=r"^the executable is built for config "
+                                              r"1x16_i8w8a32_15_15_18_17\+requant, not the "
+                                              r"device's 1x16_i8w8a32_15_15_18_17" + note):
+            exe.run([np.array(5, np.int64)], device=dev)
+    with open_device("behavioral", exe.config) as dev:
+        assert int(exe.run([np.array(5, np.int64)], device=dev)) == math.factorial(5)
+
+
+# ---------------------------------- a whole TFLite requantization on the device (worked)
+
+def _tflite_epilogue(rt, rng, rows=12, single=False):
+    """int32 accumulators -> TFLite requantization with per-channel multipliers and shifts
+    -> + zero point -> clamp -> int8 store, all on VTA (the sequence the compiler emits);
+    returns (output buffer, expected int8 from runtime.hostops.fixed_point)."""
+    from vtakit.hw.spec import Unit
+    from vtakit.runtime.hostops import fixed_point as fp
+    c = rt.config
+    lanes = c.batch * c.block_out
+    scale = rng.uniform(1e-4, 4e-2, c.block_out)        # per output channel (lane)
+    scale[:2] = [1.7, 3.1]                              # positive shifts: RSHR left first
+    if single:     # MULSHR's k is per instruction: channels share one shift (FC layers do)
+        scale = rng.uniform(2**-7, 2**-6, c.block_out)
+    target = rng.uniform(-150, 150, (rows, c.batch, c.block_out))
+    acc = np.round(target / scale).astype(np.int32)     # outputs mostly inside int8
+    acc[0, 0, :2] = [I32_MIN, I32_MAX]
+    zp = -7
+    m, s = fp.quantize_multiplier(scale, single_rounding=single)
+    want = fp.requantize_tflite(acc, scale, zp, axis=2, single_rounding=single)
+    want = np.clip(want, -128, 127).astype(np.int8)
+
+    def row(values):                    # one ACC row: the channel's value in every batch row
+        return np.broadcast_to(np.asarray(values, np.int32), (c.batch, c.block_out))
+
+    if single:
+        assert len(set(s.tolist())) == 1
+        params = [row(m)]
+    else:
+        params = [row(-np.maximum(s, 0)), row(m), row(np.maximum(-s, 0))]
+    data = np.concatenate([acc.reshape(rows, lanes)] + [p.reshape(1, lanes) for p in params])
+    buf = rt.alloc(data.nbytes)
+    rt.upload(buf, data)
+    rt.load_2d(MemType.ACC, 0, buf, 0, len(data), 1, len(data))
+    loop = [(rows, 1, 0)]               # dst row r, the same parameter row for every r
+    if single:
+        rt.push_alu(UopKernel.alu(AluOp.MULSHR, [(0, rows)], loop, imm=31 - int(s[0])))
+    else:
+        for j, op in enumerate((AluOp.RSHR, AluOp.SRDHM, AluOp.RSHR)):
+            rt.push_alu(UopKernel.alu(op, [(0, rows + j)], loop))
+    rt.push_alu(UopKernel.alu(AluOp.ADD, [(0, 0)], [(rows, 1, 0)], imm=zp))
+    rt.push_alu(UopKernel.alu(AluOp.MAX, [(0, 0)], [(rows, 1, 0)], imm=-128))
+    rt.push_alu(UopKernel.alu(AluOp.MIN, [(0, 0)], [(rows, 1, 0)], imm=127))
+    out = rt.alloc(want.nbytes)
+    rt.dep_push(Unit.COMPUTE, Unit.STORE)
+    rt.dep_pop(Unit.COMPUTE, Unit.STORE)
+    rt.store_2d(0, out, 0, rows, 1, rows)
+    return out, want
+
+
+@pytest.mark.parametrize("backend", RTL)
+@pytest.mark.parametrize("single", [False, True], ids=["double", "single"])
+def test_tflite_requantization_runs_whole_on_vta(backend, single):
+    from vtakit.runtime import Runtime
+    from vtakit.runtime.device import open_device
+    with open_device(backend, RQ) as dev:
+        rt = Runtime(dev)
+        out, want = _tflite_epilogue(rt, np.random.default_rng(22), single=single)
+        rt.synchronize()
+        got = rt.download(out, np.int8, want.shape)
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(got)) > 20
