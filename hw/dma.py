@@ -1,7 +1,8 @@
 """DRAM arbiters: several DMA clients onto one read master and one write master.
 
 Reads are split transactions: the read arbiter grants one request per cycle
-(round robin among the clients with a pending request), remembers the client
+(round robin among the clients with a pending request; a granted request the
+master has not accepted yet keeps its grant), remembers the client
 and beat count of every outstanding request in a small FIFO, and routes the
 returning beats, which come back in request order, to that client. So several
 requests of several clients can be in flight and a stream of bursts runs at
@@ -16,7 +17,7 @@ Writes are a request followed by its data beats, so the write arbiter locks
 onto one client from its request to its last beat.
 """
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -26,19 +27,27 @@ from .interfaces import DMA_BEATS_BITS, dma_read_signature, dma_write_signature
 __all__ = ["DmaReadArbiter", "DmaWriteArbiter"]
 
 
-def _round_robin(m, valids, last, grant, any_valid):
-    """``grant`` = the first valid client after ``last`` (combinational)."""
+def _round_robin(m, valids, last, grant, any_valid, req):
+    """``grant`` = the first valid client after ``last`` (combinational), except while
+    the request ``req`` offered in the previous cycle waits (valid, not ready): then the
+    same client, so the request stays stable until accepted (the ``lib.stream`` rule; a
+    client that became valid meanwhile waits for the next round)."""
     n = len(valids)
     m.d.comb += any_valid.eq(Cat(*valids).any())
+    first = Signal.like(grant)
     with m.Switch(last):
         for l in range(n):
             with m.Case(l):
                 order = [(l + k) % n for k in range(1, n + 1)]
                 with m.If(valids[order[0]]):
-                    m.d.comb += grant.eq(order[0])
+                    m.d.comb += first.eq(order[0])
                 for c in order[1:]:
                     with m.Elif(valids[c]):
-                        m.d.comb += grant.eq(c)
+                        m.d.comb += first.eq(c)
+    waiting = Signal()
+    held = Signal.like(grant)
+    m.d.sync += [waiting.eq(req.valid & ~req.ready), held.eq(grant)]
+    m.d.comb += grant.eq(Mux(waiting, held, first))
 
 
 class DmaReadArbiter(wiring.Component):
@@ -79,9 +88,9 @@ class DmaReadArbiter(wiring.Component):
         last = Signal(cbits, init=n - 1)
         grant = Signal(cbits)
         any_req = Signal()
-        _round_robin(m, [c.req.valid for c in self.clients], last, grant, any_req)
-
         req = self.master.req
+        _round_robin(m, [c.req.valid for c in self.clients], last, grant, any_req, req)
+
         m.d.comb += [req.valid.eq(any_req & tags.w_rdy)]
         with m.Switch(grant):
             for i, c in enumerate(self.clients):
@@ -137,11 +146,11 @@ class DmaWriteArbiter(wiring.Component):
         last = Signal(range(n), init=n - 1)
         grant = Signal(range(n))
         any_req = Signal()
-        _round_robin(m, [c.req.valid for c in self.clients], last, grant, any_req)
+        req, data = self.master.req, self.master.data
+        _round_robin(m, [c.req.valid for c in self.clients], last, grant, any_req, req)
         owner = Signal(range(n))
         left = Signal(DMA_BEATS_BITS)
         locked = Signal()
-        req, data = self.master.req, self.master.data
 
         m.d.comb += req.valid.eq(any_req & ~locked)
         for i, c in enumerate(self.clients):

@@ -155,9 +155,22 @@ def tool_env(wrapper_dir) -> dict:
     return env
 
 
+def free_init_script(memories) -> str:
+    """Yosys commands (run before ``prep``) that drop the initial contents of the named
+    memories, so that they start with any contents (each name must match a memory)."""
+    lines = []
+    for name in memories:
+        if not re.fullmatch(r"[A-Za-z0-9_.]+", name):
+            raise ValueError(f"formal: memory name {name!r} must be letters, digits, '_', '.'")
+        sel = f"t:$meminit_v2 r:MEMID=\\\\{name} %i"
+        lines += [f"select -assert-min 1 {sel}", f"delete {sel}"]
+    return "\n".join(lines)
+
+
 def sby_text(*, mode: str, depth: int, rtlil_name: str, engine: str,
-             timeout: int | None, script: str = "") -> str:
-    """The ``.sby`` file of one run."""
+             timeout: int | None, script: str = "", pre_script: str = "") -> str:
+    """The ``.sby`` file of one run (``pre_script``: Yosys commands before ``prep``,
+    ``script``: after it)."""
     options = [f"mode {mode}", f"depth {depth}"]
     if timeout:
         options.append(f"timeout {timeout}")
@@ -170,17 +183,19 @@ def sby_text(*, mode: str, depth: int, rtlil_name: str, engine: str,
 
         [script]
         read_rtlil {rtlil}
+        {pre_script}
         prep -top top
         {script}
 
         [files]
         {rtlil}
         """).format(options="\n".join(options), engine=engine, rtlil=rtlil_name,
-                    script=script)
+                    script=script, pre_script=pre_script)
 
 
 def check(spec, *, name: str, workdir, mode: str = "prove", depth: int = 10,
-          engine: str = "smtbmc yices", timeout: int | None = None, ports=None) -> FormalResult:
+          engine: str = "smtbmc yices", timeout: int | None = None, ports=None,
+          free_memories=()) -> FormalResult:
     """Run SymbiYosys on ``spec`` and return the result (a failed property is a
     result, not an exception).
 
@@ -206,6 +221,10 @@ def check(spec, *, name: str, workdir, mode: str = "prove", depth: int = 10,
         other undriven signal keeps its reset value, so a spec drives every free input
         from ``AnySeq``/``AnyConst``; a clock that is not a port would be constant and
         every property would hold vacuously.
+    free_memories : iterable of str, optional
+        Names of memories (``lib.memory.Memory`` submodule names) whose initial contents
+        are free (any value) instead of their ``init``: a spec reads them through ports
+        of its own (a program in a micro-op SRAM, the accumulators a run starts from).
     """
     from amaranth.back import rtlil
 
@@ -224,7 +243,7 @@ def check(spec, *, name: str, workdir, mode: str = "prove", depth: int = 10,
     il.write_text(rtlil.convert(spec, name="top", ports=ports, platform="formal"))
     sby = workdir / f"{name}.sby"
     sby.write_text(sby_text(mode=mode, depth=depth, rtlil_name=il.name, engine=engine,
-                            timeout=timeout))
+                            timeout=timeout, pre_script=free_init_script(free_memories)))
     run_dir = workdir / name
     start = time.monotonic()
     proc = subprocess.run([str(tools / "sby"), "-f", "-d", str(run_dir), str(sby)],

@@ -18,7 +18,7 @@ from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, ErrorCode, Reg
 from ..runtime.device import Device, DeviceError, DeviceFault, RunResult, check_int_options
 from ..runtime.dram import DRAM
 from ..runtime.progress import bar
-from .rtl_build import Design, get_build
+from .rtl_build import Build, Design, get_build
 
 __all__ = ["CompiledDevice", "DEFAULT_MAX_CYCLES", "DEFAULT_STALL_CYCLES", "CHUNK_CYCLES"]
 
@@ -108,6 +108,9 @@ class CompiledDevice(Device):
     inject : str, optional
         Fault injection, to test that a broken backend is caught: ``"write:N"`` flips
         bit 0 of the first byte of the N-th DRAM write beat of every run (from 0).
+    build : rtl_build.Build, optional
+        A library to load instead of the build of this config (``bench/rtl_speed.py
+        --baseline`` runs another revision's build; it must have the same C API).
     """
 
     #: The rtl_build backend of this device.
@@ -117,7 +120,7 @@ class CompiledDevice(Device):
                  token_depth: int = DEFAULT_TOKEN_DEPTH, cmd_depth: int = DEFAULT_CMD_DEPTH,
                  read_latency: int = 1, vcd=None, max_cycles: int = DEFAULT_MAX_CYCLES,
                  stall_cycles: int = DEFAULT_STALL_CYCLES, design: Design | None = None,
-                 progress: bool = True, inject: str | None = None):
+                 progress: bool = True, inject: str | None = None, build: Build | None = None):
         super().__init__(config, dram=dram)
         check_int_options(self.name, token_depth=token_depth, cmd_depth=cmd_depth,
                           read_latency=read_latency, max_cycles=max_cycles)
@@ -137,9 +140,9 @@ class CompiledDevice(Device):
         self.token_depth = int(token_depth)
         self.progress = progress
         self._vta_isa = design is None     # a stand-in design may use its own encoding
-        self.build = get_build(self.backend, self.config, token_depth=token_depth,
-                               cmd_depth=cmd_depth, design=design, trace=vcd is not None,
-                               progress=progress)
+        self.build = build or get_build(self.backend, self.config, token_depth=token_depth,
+                                        cmd_depth=cmd_depth, design=design,
+                                        trace=vcd is not None, progress=progress)
         self._lib = _load(self.build.library)
         if self._lib.vta_bus_bytes() != self.config.bus_bytes:
             raise DeviceError(f"{self.name}: {self.build.library} was built for a "

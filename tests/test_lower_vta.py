@@ -68,3 +68,25 @@ def test_requantize_cost_reports_both_epilogues():
                         (32, 16, 3, 3), 1, 1)
     assert c["int32_bytes"] > c["int8_bytes"] and c["int32_cycles"] >= c["int8_cycles"] > 0
     assert c["host_requantize_s"] > 0
+
+
+@pytest.mark.parametrize("x_shape,w_shape,stride,padding,groups", [
+    ((1, 3, 30, 28), (8, 3, 7, 7), 2, (3, 3, 3, 3), 1),         # a stem
+    ((2, 16, 12, 12), (16, 1, 3, 3), (2, 1), (2, 1, 0, 2), 16),   # depthwise, asymmetric
+    ((1, 32, 10, 9), (32, 16, 3, 2), 1, (1, 0, 2, 1), 2)])      # grouped
+def test_border_correction_is_the_padding_convolved(x_shape, w_shape, stride, padding, groups):
+    """What a pad value adds at the border equals convolving a tensor that holds the pad
+    value in the padding and zeros inside (the definition), for every geometry."""
+    from vtakit.compiler.ops.conv2d import plan_conv2d
+    from vtakit.compiler.ops.reference import group_conv2d_ref
+    from vtakit.compiler.vta.conv import border_correction
+    rng = np.random.default_rng(5)
+    w = rng.integers(-128, 128, w_shape).astype(np.int8)
+    plan = plan_conv2d(open_device("behavioral", "default").config, x_shape, w_shape, stride,
+                       padding, groups=groups, out_dtype=np.int32)
+    n, c, h, wd = x_shape
+    t, l, b, r = padding
+    padded = np.full((n, c, h + t + b, wd + l + r), -7, np.int8)
+    padded[:, :, t:t + h, l:l + wd] = 0
+    want = group_conv2d_ref(padded, w, stride, 0, groups)
+    np.testing.assert_array_equal(border_correction(plan, w, -7), want)

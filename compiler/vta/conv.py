@@ -47,7 +47,6 @@ from ..ir import Constant, Var
 from ..ops.conv2d import plan_conv2d
 from ..ops.dense import plan_dense
 from ..ops.epilogue import REQUANT_EXTENSION, EpilogueError, Requant
-from ..ops.reference import group_conv2d_ref
 from .registry import Spec, Strategy, VTALayer, int8_store, is_op, register_strategy
 
 __all__ = ["requantized", "match_conv", "conv_spec", "pack_gemm", "border_correction",
@@ -195,14 +194,24 @@ def conv_spec(layer: VTALayer, shape, w_shape, config) -> Spec:
 
 def border_correction(plan, w, pad_value) -> np.ndarray:
     """The int32 (N, O, OH, OW) that padding with ``pad_value`` adds to a convolution
-    over zero padding: ``pad_value`` times the weights over the taps in the padding."""
-    n, c, h, wd = plan.x_shape
+    over zero padding: ``pad_value`` times the weights over the taps in the padding.
+    The padding is the same for every input channel, so a tap's weight summed over its
+    channels is all that counts: all taps' sum minus those of the taps inside the input
+    (separable in rows and columns), without convolving anything."""
+    n, _, h, wd = plan.x_shape
     t, l, b, r = plan.padding
-    outside = np.ones((1, c, h + t + b, wd + l + r), np.int8)
-    outside[:, :, t:t + h, l:l + wd] = 0
-    taps = group_conv2d_ref(outside, w, plan.stride, 0, plan.groups).astype(np.int64)
+    sh, sw = plan.stride
+    _, _, kh, kw = w.shape
+    oh, ow = (h + t + b - kh) // sh + 1, (wd + l + r - kw) // sw + 1
+    wsum = w.astype(np.int64).sum(axis=1)                       # (O, KH, KW)
+    rows = np.arange(oh)[:, None] * sh + np.arange(kh) - t      # input row of each tap
+    cols = np.arange(ow)[:, None] * sw + np.arange(kw) - l
+    in_rows = ((rows >= 0) & (rows < h)).astype(np.int64)       # (OH, KH)
+    in_cols = ((cols >= 0) & (cols < wd)).astype(np.int64)      # (OW, KW)
+    inside = np.einsum("pi,oiq->opq", in_rows, wsum @ in_cols.T)
+    taps = wsum.sum(axis=(1, 2))[:, None, None] - inside
     return np.broadcast_to(fp.wrap_int32(taps * int(pad_value)),
-                           (n,) + taps.shape[1:]).astype(np.int32)
+                           (n,) + taps.shape).astype(np.int32)
 
 
 def pack_gemm(layer: VTALayer, spec: Spec, w, bias) -> dict:

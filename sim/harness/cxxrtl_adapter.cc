@@ -31,6 +31,9 @@ static inline uint64_t get48(const cxxrtl::value<48> &v) {
 
 class VtaSim {
 public:
+    // The design's inputs are its ports, driven at the start of each cycle.
+    static constexpr bool kRegisteredInputs = false;
+
     explicit VtaSim(const char *vcd_path) {
         if (vcd_path && *vcd_path) {
             vcd_file_.open(vcd_path);

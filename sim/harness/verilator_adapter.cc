@@ -2,6 +2,11 @@
 // instance, each with its own VerilatedContext). Verilator escapes the "__"
 // of Amaranth's flattened port names as "___05F". Built with -DVTA_TRACE=1 when
 // the model was verilated with --trace (waveforms).
+//
+// The model is the top inside vtakit.sim.registered_top.RegisteredInputs: its DRAM
+// inputs are registered on clk (the harness drives them one cycle ahead), its rst
+// and CSR inputs on host_clk, which set_rst/set_csr pulse at once so the design
+// sees them without a clk edge, as if they were its ports.
 #include <cstring>
 #include <memory>
 
@@ -40,11 +45,17 @@ public:
         top_->final();
     }
 
-    void set_rst(bool v) { top_->rst = v; }
+    static constexpr bool kRegisteredInputs = true;
+
+    void set_rst(bool v) {
+        top_->rst = v;
+        host_edge();
+    }
     void set_csr(uint32_t addr, bool w_en, uint32_t w_data) {
         top_->csr___05Faddr = addr;
         top_->csr___05Fw_en = w_en;
         top_->csr___05Fw_data = w_data;
+        host_edge();
     }
     uint32_t csr_r_data() { return top_->csr___05Fr_data; }
     bool irq() { return top_->irq; }
@@ -87,6 +98,14 @@ public:
     }
 
 private:
+    // Latch rst and the CSR inputs into the design's host_clk registers (clk unchanged).
+    void host_edge() {
+        top_->host_clk = 0;
+        top_->eval();
+        top_->host_clk = 1;
+        top_->eval();
+    }
+
     void dump() {
 #if VTA_TRACE
         if (vcd_) vcd_->dump(time_++);

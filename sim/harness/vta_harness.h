@@ -16,6 +16,16 @@
 // Inputs never depend combinationally on outputs in the same cycle, so one
 // settle per clock phase is enough.
 //
+// Two ways to drive a cycle, chosen by the adapter (Sim::kRegisteredInputs):
+//   direct (CXXRTL): drive this cycle's inputs, settle (or a fused edge), sample
+//     the handshakes, clock.
+//   registered (Verilator, sim/registered_top.py): the design's DRAM inputs are
+//     registered on clk, so its outputs are already settled when a cycle begins;
+//     sample the handshakes, update the DRAM model, drive the inputs of the next
+//     cycle, clock. The design sees the same inputs in the same cycles, and no
+//     logic of the design depends combinationally on a top-level input (which
+//     Verilator would re-evaluate on every eval).
+//
 // No-progress watch (a deadlock is reported as STALLED instead of running to
 // max_cycles): every SAMPLE_CYCLES cycles without DRAM traffic, the harness
 // reads the CSRs of VTA_WATCH_REGS (unit counters, micro-op count, unit state,
@@ -91,6 +101,8 @@ public:
             watch_[i] = ~0u;   // the first sample always counts as a change
         csr_write(INSN_COUNT, insn_count);
         csr_write(INSN_ADDR, insn_addr);
+        if (Sim::kRegisteredInputs)
+            drive(1);   // latched at the edge of the start write: the inputs of cycle 1
         csr_write(CTRL, 1);
         needs_reset_ = true;  // cleared when the run ends cleanly
         wr_beats_ = 0;
@@ -151,6 +163,7 @@ private:
         sim_.set_csr(CTRL, false, 0);
         sim_.set_rd_req_ready(false);
         sim_.set_rd_data(false, nullptr);
+        rd_valid_ = false;
         sim_.set_wr_req_ready(false);
         sim_.set_wr_data_ready(false);
     }
@@ -202,30 +215,39 @@ private:
         return RUNNING;
     }
 
-    // One clock cycle: drive the model's inputs, settle, sample handshakes,
-    // clock edge, update the model.
-    uint32_t cycle(RunOut *out) {
-        uint64_t now = cycles_ + 1;   // this cycle's number (the first after start is 1)
-        bool rd_valid = !reads_.empty() && reads_.front().due <= now;
+    // The DRAM model's inputs in cycle `now` (a function of its state only).
+    void drive(uint64_t now) {
+        rd_valid_ = !reads_.empty() && reads_.front().due <= now;
         sim_.set_rd_req_ready(true);
-        sim_.set_rd_data(rd_valid, rd_valid ? dram_ + reads_.front().addr : nullptr);
+        sim_.set_rd_data(rd_valid_, rd_valid_ ? dram_ + reads_.front().addr : nullptr);
         sim_.set_wr_req_ready(!wr_active_);
         sim_.set_wr_data_ready(wr_active_);
+    }
+
+    // One clock cycle (see the top of this file): the design's outputs with this
+    // cycle's inputs, the handshakes sampled before the edge, the edge, the DRAM model
+    // updated.
+    uint32_t cycle(RunOut *out) {
+        uint64_t now = cycles_ + 1;   // this cycle's number (the first after start is 1)
         // Either settle and read this cycle's outputs, then clock; or (a fused
         // edge, CXXRTL) one evaluation that both shows this cycle's outputs and
-        // clocks the design. Either way the handshakes below are the ones the
+        // clocks the design; or (registered inputs) the outputs settled at the end of
+        // the previous cycle. Either way the handshakes below are the ones the
         // design saw before its edge.
         bool fused = sim_.fused();
-        if (fused) {
-            if (!sim_.edge()) return NOT_CONVERGED;
-        } else {
-            sim_.settle();
+        if (!Sim::kRegisteredInputs) {
+            drive(now);
+            if (fused) {
+                if (!sim_.edge()) return NOT_CONVERGED;
+            } else {
+                sim_.settle();
+            }
         }
         if (sim_.irq())
             return DONE;   // fused: one extra edge in the idle done state, which changes nothing
 
         bool rd_req = sim_.rd_req_valid();
-        bool rd_beat = rd_valid && sim_.rd_data_ready();
+        bool rd_beat = rd_valid_ && sim_.rd_data_ready();
         bool wr_req = !wr_active_ && sim_.wr_req_valid();
         bool wr_beat = wr_active_ && sim_.wr_data_valid();
         dram_moved_ |= rd_req | rd_beat | wr_req | wr_beat;
@@ -239,26 +261,29 @@ private:
             wr_addr_ += B;
             wr_active_ = --wr_left_ != 0;
         }
-        if (!fused) sim_.rise();
+        if (!Sim::kRegisteredInputs && !fused) sim_.rise();
         cycles_++;
 
+        uint32_t status = RUNNING;
         if (rd_beat) {
             Read &r = reads_.front();
             r.addr += B;
             if (--r.left == 0) reads_.pop_front();
         }
-        if (rd_req) {
-            if (uint32_t s = check(out, rd_payload, false)) return s;
+        if (rd_req && !(status = check(out, rd_payload, false)))
             reads_.push_back(Read{now + read_latency_, rd_payload & 0xFFFFFFFFu,
                                   uint32_t(rd_payload >> 32) & 0xFFFFu});
-        }
-        if (wr_req) {
-            if (uint32_t s = check(out, wr_payload, true)) return s;
+        if (wr_req && !status && !(status = check(out, wr_payload, true))) {
             wr_active_ = true;
             wr_addr_ = wr_payload & 0xFFFFFFFFu;
             wr_left_ = uint32_t(wr_payload >> 32) & 0xFFFFu;
         }
-        return RUNNING;
+        if (Sim::kRegisteredInputs) {
+            drive(now + 1);
+            sim_.settle();
+            sim_.rise();
+        }
+        return status;
     }
 
     struct Read {
@@ -276,6 +301,7 @@ private:
     bool dram_moved_ = false;      // DRAM traffic since the last sample
     uint32_t watch_[NUM_WATCH];    // the watched CSRs at the last sample
     std::deque<Read> reads_;
+    bool rd_valid_ = false;        // the read data valid input driven for this cycle
     bool wr_active_ = false;
     uint64_t wr_addr_ = 0;
     uint32_t wr_left_ = 0;
