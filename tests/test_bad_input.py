@@ -150,7 +150,7 @@ def test_config_mismatch(files, capsys):
      "cmd_depth"),
     (["fuzz", "--backends", "behavioral,cxxrtl", "-O", "cxxrtl:foo=1"],
      "backend 'cxxrtl' has no option 'foo'; its options are token_depth, cmd_depth, "
-     "read_latency, vcd, max_cycles, stall_cycles, design, progress, inject"),
+     "read_latency, vcd, max_cycles, stall_cycles, design, progress, inject, build"),
     (["fuzz", "--backends", "behavioral,cxxrtl", "-O", "pysim:vcd=x"],
      "-O pysim:vcd: 'pysim' is not one of --backends behavioral,cxxrtl"),
     (["exec", "good.npz", "-O", "token_depth=x", "-o", "out.npz"],
