@@ -20,16 +20,7 @@ import importlib
 
 _SUBMODULES = {"ir", "nn", "passes", "quant", "frontend", "codegen", "models", "ops", "vta",
                "build_model"}
-#: The operator library's API (vtakit.compiler.ops.__all__; a test checks they agree).
-_OPS_API = {
-    "conv2d", "group_conv2d", "dense", "add", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
-    "plan_conv2d", "plan_dense", "plan_add", "plan_pool2d", "plan_avg_pool_gemm",
-    "plan_add_gemm", "Conv2dPlan", "DensePlan", "AddPlan", "PoolPlan", "OpPlan", "Operand",
-    "assemble_planes", "Epilogue", "EpilogueError", "LayoutError", "ConvProblem", "ConvTiling",
-    "CostModel", "Estimate", "TilingError", "search_tiles", "best_tiling", "Roofline",
-    "plan_roofline"}
-
-__all__ = sorted(_OPS_API | {"ir", "nn", "passes", "compile_model"})
+__all__ = ["ir", "nn", "passes", "ops", "vta", "compile_model"]
 
 
 def __getattr__(name):
@@ -38,6 +29,8 @@ def __getattr__(name):
     if name == "compile_model":
         from .build_model import compile_model
         return compile_model
-    if name in _OPS_API:
-        return getattr(importlib.import_module(".ops", __name__), name)
+    if not name.startswith("_"):                # the operator library's API (ops.__all__)
+        ops = importlib.import_module(".ops", __name__)
+        if name in ops.__all__:
+            return getattr(ops, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
