@@ -143,8 +143,8 @@ def conv_spec(layer: VTALayer, shape, w_shape, config) -> Spec:
     pad = tuple(a.get("padding", (0, 0, 0, 0)))
     if not dense and a["pad_value"] != 0 and any(pad):
         # VTA's load pads with zeros: what the pad value would add at the border is
-        # added to the int32 result by the host step, or else loaded into the
-        # accumulators as a constant int32 residual (see border_correction).
+        # added to the int32 result by the host step, or else by the ALU per border
+        # rectangle (see border_correction).
         border = a["pad_value"]
     exact = _exact_requant(rq, w_shape[0], config, layer.kind)
     rows = None
@@ -166,19 +166,15 @@ def conv_spec(layer: VTALayer, shape, w_shape, config) -> Spec:
                                   "shift: int32 result, exact requantize on the host")
         if isinstance(exact, str):
             why += f" ({exact})"
-    # with the exact requantize on VTA the border correction is one per-channel row per
-    # border rectangle, added by the ALU (the shift epilogue keeps its int32 residual)
-    rows_border = bool(border) and rows is not None
-    residual = "int32" if border and not host_step and not rows_border else False
+    rows_border = bool(border) and not host_step
     plan = (plan_dense(config, shape, w_shape, **kw) if dense else
             plan_conv2d(config, shape, w_shape, tuple(a["strides"]), pad,
-                        groups=a["groups"], residual=residual, border=rows_border, **kw))
+                        groups=a["groups"], border=rows_border, **kw))
     out = plan.operands["out"].shape
     macs = shape[0] * w_shape[0] * out[3] * out[4] * int(np.prod(w_shape[1:]))
     if border:
         why += (f"; pad value {border}: border correction "
-                + ("residual on VTA" if residual else
-                   f"ALU ADD of {len(plan.border_cases)} per-channel rows on VTA"
+                + (f"ALU ADD of {len(plan.border_cases)} per-channel rows on VTA"
                    if rows_border else "added by the host step"))
     spec = Spec(plan, None, border, where, why, macs, requant_rows=rows)
     if host_step:
@@ -228,10 +224,8 @@ def pack_gemm(layer: VTALayer, spec: Spec, w, bias) -> dict:
         kwargs["requant"] = spec.requant_rows
     if spec.border:
         corr = border_correction(plan, w, spec.border)
-        if getattr(plan, "border_cases", None):
+        if spec.post is None:
             kwargs["border"] = corr
-        elif spec.post is None:
-            args += (corr,)
         else:
             spec.correction = pack_activation(corr, plan.config)
             spec.post.constants[2:] = [spec.correction]
