@@ -478,13 +478,15 @@ class Conv2dPlan(OpPlan):
 
 def plan_conv2d(config, x_shape, w_shape, stride=1, padding=0, *, groups=1, bias=False,
                 shift=0, relu=False, clip=None, residual=False, out_dtype=np.int8, tiling=None,
-                cost: CostModel = CostModel(), requant=None, border=False) -> Conv2dPlan:
-    """Plan a convolution without running it (``bias``/``residual``/``border`` are flags
-    here; ``requant`` an :class:`.epilogue.Requant`, on a config with the ALU extension)."""
+                cost: CostModel = CostModel(), requant=None, border=False,
+                shared_weight=False) -> Conv2dPlan:
+    """Plan a convolution without running it (``bias``/``residual``/``border``/
+    ``shared_weight`` are flags here; ``requant`` an :class:`.epilogue.Requant`, on a
+    config with the ALU extension)."""
     epi = Epilogue.make(bias=bias, residual=residual, shift=shift, clip=clip, relu=relu,
                         out_dtype=out_dtype, op="conv2d", requant=requant)
     return Conv2dPlan(config, x_shape, w_shape, stride, padding, groups=groups, epilogue=epi,
-                      tiling=tiling, cost=cost, border=border)
+                      tiling=tiling, cost=cost, border=border, shared_weight=shared_weight)
 
 
 def conv2d(rt, x, w, stride=1, padding=0, *, groups=1, bias=None, shift=0, relu=False,
