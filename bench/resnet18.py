@@ -91,9 +91,9 @@ def main(argv=None):
     print(f"  behavioral wall {r['behavioral_wall_s']:.2f} s; {r['backend']} wall "
           f"{r['rtl_wall_s']:.2f} s, {r['rtl_cycles']:,} cycles, GEMM utilization {util} "
           f"({r['macs'] / 1e9:.2f} GMAC)")
-    print(f"  summed layer rooflines {r['roofline_cycles']:,} cycles (x{r['rtl_cycles'] / "
-          f"r['roofline_cycles']:.2f} measured; utilization at the roofline "
-          f"{100 * r['roofline_utilization']:.1f}%)")
+    over = r["rtl_cycles"] / r["roofline_cycles"]
+    print(f"  summed layer rooflines {r['roofline_cycles']:,} cycles (measured x{over:.2f}; "
+          f"utilization at the roofline {100 * r['roofline_utilization']:.1f}%)")
     print(f"  behavioral == {r['backend']}: {r['behavioral_equals_rtl']}")
     if args.json:
         Path(args.json).write_text(json.dumps(r, indent=1))
