@@ -24,6 +24,8 @@ from vtakit.compiler.vta.fold import fold_modes, fold_spec, fold_weights, folded
 from vtakit.hw.config import load_config
 from vtakit.runtime import Runtime
 from vtakit.runtime.hostops import get_hostop
+from vtakit.runtime.layout import pack_activation
+from vtakit.runtime.vm.objects import DeviceStorage
 from vtakit.sim import open_device
 
 TINY = load_config("tiny")
@@ -94,6 +96,11 @@ def test_stem_folds_and_equals_interpreter_and_unfolded(rounding, where, monkeyp
     assert (rec.kind, rec.where) == ("conv2d", where) and rec.dram_bytes_run > 0
     assert rec.why.startswith("3 input channels: folded on the host")
     assert rec.macs == 16 * 3 * 25 * 7 * 6
+    # an input left in device DRAM is downloaded for the re-layout, not read in place
+    rt, packed = Runtime(dev), pack_activation(x, TINY)
+    xt = DeviceStorage(rt, packed.nbytes).tensor(0, x.shape, np.int8)
+    xt.write_packed(packed)
+    np.testing.assert_array_equal(lower_primitive(fn)(rt, xt), got)
     monkeypatch.setattr(fold, "_thin", lambda *a: False)        # the unfolded lowering
     records = []
     np.testing.assert_array_equal(_run(fn, x, dev, records), got)

@@ -107,8 +107,10 @@ def fold_input(x, *, modes, kernel, strides, padding, pad_value):
     t, l, b, r = padding
     sh = fold_axis(modes[0], h, kernel[0], strides[0], t, b)
     sw = fold_axis(modes[1], w, kernel[1], strides[1], l, r)
-    ih, iw = (sh >= 0) & (sh < h), (sw >= 0) & (sw < w)
-    g = x[:, :, np.clip(sh, 0, h - 1)][..., np.clip(sw, 0, w - 1)]  # (N, C, FH, H', FW, W')
-    g = np.where(ih[:, :, None, None] & iw[None, None], g, np.asarray(pad_value, x.dtype))
+    # pad once with the pad value, as far as the folded positions reach
+    bh, bw = max(0, -int(sh.min())), max(0, -int(sw.min()))
+    xp = np.pad(x, ((0, 0), (0, 0), (bh, max(0, int(sh.max()) + 1 - h)),
+                    (bw, max(0, int(sw.max()) + 1 - w))), constant_values=pad_value)
+    g = xp[:, :, sh + bh][..., sw + bw]                     # (N, C, FH, H', FW, W')
     fh, hh, fw, ww = g.shape[2:]
     return np.ascontiguousarray(g.transpose(0, 1, 2, 4, 3, 5)).reshape(n, c * fh * fw, hh, ww)
