@@ -146,7 +146,8 @@ def _spec(layer, shape, w_shape, config):
     if best.pre is not None:
         modes = best.pre.attrs["modes"]
         fx = folded_shapes(shape, w_shape, strides, pad, modes)[0]
-        best.why = (f"{w_shape[1]} input channels: folded on the host (rows {modes[0]}, "
+        c = f"{w_shape[1]} input channel" + ("s" if w_shape[1] != 1 else "")
+        best.why = (f"{c}: folded on the host (rows {modes[0]}, "
                     f"columns {modes[1]}: {fx[1]} channels, {_cycles(best):,.0f} predicted "
                     f"cycles, {plain}); " + best.why)
     return best
