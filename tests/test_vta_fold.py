@@ -170,6 +170,7 @@ def test_folded_layers_in_an_executable_run_from_a_saved_vtax(tmp_path):
     metas = [json.loads(p.meta) for p in exe.primitives if p.kind == "vta_layer"]
     assert [m.get("pre", {}).get("op") for m in metas] == ["vta.fold_input", None,
                                                            "vta.fold_input"]
+    assert "pre" not in metas[1]            # unfolded layers' metadata is as before
     with exe.vm() as vm:
         np.testing.assert_array_equal(vm.run(x), want)
     path = exe.save(tmp_path / "m.vtax")
