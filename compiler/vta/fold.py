@@ -34,8 +34,7 @@ from ..ops.epilogue import EpilogueError
 from ..ops.layout import LayoutError
 from ..ops.tiling import TilingError
 from .conv import conv_spec, pack_gemm
-from .registry import LoweringError, Spec, Strategy, VTALayer, get_strategy, \
-    register_strategy
+from .registry import LoweringError, Spec, VTALayer, get_strategy, register_strategy
 
 __all__ = ["fold_modes", "fold_weights", "folded_shapes", "fold_spec"]
 
