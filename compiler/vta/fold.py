@@ -94,9 +94,12 @@ def fold_spec(layer: VTALayer, shape, w_shape, config, modes) -> Spec:
 
 
 def _thin(layer, w_shape, config) -> bool:
+    """Whether folding may pay: one group, several taps, input channels that leave a
+    block part empty, and a pad value the int8 input can hold."""
     a = layer.attrs
     pv = a["pad_value"]
-    return (a["groups"] == 1 and w_shape[2] * w_shape[3] > 1 and w_shape[1] % config.block_in
+    return (a["groups"] == 1 and w_shape[2] * w_shape[3] > 1
+            and w_shape[1] % config.block_in != 0
             and float(pv).is_integer() and -128 <= pv <= 127)
 
 
