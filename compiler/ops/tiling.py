@@ -31,8 +31,22 @@ from .reference import normalize_padding
 
 __all__ = [
     "ConvProblem", "ConvTiling", "CostModel", "RTL_COST", "Estimate", "TilingError",
-    "search_tiles", "best_tiling", "gemm_dims", "uop_budget", "MAX_PAD",
+    "search_tiles", "best_tiling", "gemm_dims", "uop_budget", "acc_slots", "MAX_PAD",
+    "INT32_ACC_SLOTS",
 ]
+
+#: Acc slots of a double-buffered tiling with an int32 result: tile i's byte-plane shift k
+#: runs k tiles after its GEMMs (:class:`~vtakit.compiler.ops.tokens.PlanePipeline`), so
+#: a tile holds its slot for four steps and the next occupant waits for its last plane
+#: store one step earlier still (planes + 1 slots keep every wait in store order).
+INT32_ACC_SLOTS = 5
+
+
+def acc_slots(int32_out, nthreads):
+    """Acc/out SRAM slots of a tiling with ``nthreads`` inp/wgt buffers (works on arrays):
+    :data:`INT32_ACC_SLOTS` for a double-buffered int32 result, else ``nthreads``."""
+    return np.where(np.asarray(nthreads) >= 2, INT32_ACC_SLOTS, nthreads) if int32_out \
+        else nthreads
 
 
 
@@ -208,10 +222,12 @@ def gemm_dims(p: ConvProblem, tn, tco, th, tw, tci, hi, wi):
             Dim("kw", p.kw, 0, 1, 1, True)]
 
 
-def uop_budget(config, nthreads: int) -> int:
+def uop_budget(config, nthreads: int, slots: int | None = None) -> int:
     """Largest GEMM kernel (micro-ops) a tiling may use: the kernels of all buffer
-    slots plus a few small reset/ALU kernels must stay resident together."""
-    return max(1, (config.uop_depth - 64) // (2 * nthreads))
+    slots (``nthreads`` inp/wgt x ``slots`` acc, default ``nthreads``; at least 2 x
+    ``nthreads``) plus a few small reset/ALU kernels must stay resident together."""
+    slots = nthreads if slots is None else slots
+    return max(1, (config.uop_depth - 64) // (nthreads * max(2, int(slots))))
 
 
 @dataclass(frozen=True)
@@ -418,7 +434,7 @@ def _fitting(p: ConvProblem, config, nthreads, orders) -> dict:
         inp = np.maximum(inp, tn * tco * th * tw)
     wgt = 1 if p.shared_wgt else tco * tci * p.kh * p.kw
     acc = tn * tco * th * tw + tco * (int(p.bias) + p.acc_rows + p.border_cases)
-    acc_d = config.acc_depth // nth
+    acc_d = config.acc_depth // acc_slots(p.int32_out, nth)
     # (the search has always also required room for tw = 1 plus a bias row)
     ok = ((inp <= config.inp_depth // nth) & (wgt <= config.wgt_depth // nth)
           & (acc <= acc_d) & (tn * tco * th + tco <= acc_d))
@@ -469,7 +485,7 @@ def _search_tiles(p, config, cost, top, nthreads, orders) -> tuple:
                        int(lanes["nthreads"][i]))
         hi, wi = t.in_rows(p), t.in_cols(p)
         f = fold_loops(gemm_dims(p, t.tn, t.tco, t.th, t.tw, t.tci, hi, wi))
-        if f.n_uops <= uop_budget(config, t.nthreads):
+        if f.n_uops <= uop_budget(config, t.nthreads, acc_slots(p.int32_out, t.nthreads)):
             out.append((Estimate(*(v[i].item() for v in est)), t))
             if len(out) >= top:
                 break
