@@ -499,6 +499,11 @@ class Conv2dPlan(OpPlan):
         if full_out:
             one(sram, (n0 * p.ob + co0) * hw, tco * hw, tn, p.ob * hw)
             return
+        if tw == p.ow:       # whole rows: a row of th * tw elements per channel block
+            for nl in range(tn):
+                one(sram + nl * tco * th * tw, ((n0 + nl) * p.ob + co0) * hw + h0 * p.ow,
+                    th * tw, tco, hw)
+            return
         for nl in range(tn):
             for ol in range(tco):
                 off = ((n0 + nl) * p.ob + co0 + ol) * hw + h0 * p.ow + w0

@@ -339,7 +339,12 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
                     m = cn * cco * ch * cw
                     ent = tn * tco * th * tw
                     hi, wi = (th - 1) * sh + p.kh, (tw - 1) * sw + p.kw
-                    n_rows_out = np.where(full_sp, 1, tn * tco * th)
+                    # output tile transfers (conv2d's _move): one for the whole image, one
+                    # per batch block (a row per channel block) for full-width tiles, else
+                    # one per (batch, channel) block (a row per output row)
+                    full_w = tw_ >= p.ow
+                    n_out_insn = np.where(full_sp, 1, np.where(full_w, tn, tn * tco))
+                    n_rows_out = np.where(full_sp, 1, np.where(full_w, tn * tco, tn * tco * th))
                     # compute-stage work of the tile outside the GEMMs
                     c_tile = z + cost.insn_cycles
                     if p.residual:
@@ -367,8 +372,7 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
                     planes = 4 if p.int32_out else 1
                     s_bytes = planes * ent * e_out
                     s_tile = (s_bytes / bus + planes * (
-                        cost.dma_insn_cycles * np.where(full_sp, 1, tn * tco)
-                        + n_rows_out * cost.dma_row_cycles))
+                        cost.dma_insn_cycles * n_out_insn + n_rows_out * cost.dma_row_cycles))
                     wr += m * s_bytes
                     g_sum = z.copy()
                     for tci, cci in chunks:
