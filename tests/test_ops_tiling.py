@@ -210,7 +210,7 @@ def test_int32_result_double_buffered():
     preds = {}
     for nth in (2, 1):
         rt, plan = _lowered("default", (1, 64, 16, 16), (32, 64, 1, 1), 1, 0,
-                            ConvTiling(1, 1, 4, 16, 4, "co_outer", nth), **kw)
+                            ConvTiling(1, 1, 2, 16, 4, "co_outer", nth), **kw)
         rt.finalize()
         insns = rt.instructions
         flags = {}
@@ -222,12 +222,12 @@ def test_int32_result_double_buffered():
         assert flags[("store", "push_prev_dep")] == flags[("compute", "pop_next_dep")]  # s2g
         assert flags[("compute", "push_next_dep")] == flags[("store", "pop_prev_dep")]  # g2s
         stores = [i for i in insns if i.opcode == Opcode.STORE]
-        assert len(stores) == 4 * 8 + 1          # 8 tiles x 4 planes (+ the fence's)
+        assert len(stores) == 4 * 16 + 1         # 16 tiles x 4 planes (+ the fence's)
         slot = rt.config.acc_depth // (5 if nth == 2 else 1)
         assert {i.sram_base // slot for i in stores if i.x_size} == set(range(5 if nth == 2 else 1))
         preds[nth] = predict_stream(insns, rt.config).cycles
         rt.reset()
-    assert preds[2] < 0.7 * preds[1], preds
+    assert preds[2] < 0.75 * preds[1], preds
     # the search picks the double-buffered schedule for such a layer
     assert plan_conv2d(CONFIGS["default"], (1, 64, 16, 16), (32, 64, 1, 1), 1, 0,
                        **kw).tiling.nthreads == 2

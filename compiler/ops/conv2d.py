@@ -54,7 +54,7 @@ from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding
 from .operands import check_fits, check_operand, check_positive
 from .tiling import (ConvProblem, ConvTiling, CostModel, TilingError, acc_slots, estimate,
-                     gemm_dims, search_tiles)
+                     gemm_dims, search_tiles, shared_acc)
 
 __all__ = ["Conv2dPlan", "plan_conv2d", "conv2d", "group_conv2d", "assemble_planes",
            "GroupMappingError", "border_cases"]
@@ -178,10 +178,11 @@ class Conv2dPlan(OpPlan):
         p, t, cfg = self.problem, self.tiling, self.config
         if t.nthreads not in (1, 2):
             raise TilingError(f"{p.describe}: nthreads={t.nthreads}; must be 1 or 2")
-        fp = t.footprint(p)
+        fp = t.footprint(p, cfg)
         nacc = int(acc_slots(p.int32_out, t.nthreads))
         for mem, depth, n in (("inp", cfg.inp_depth, t.nthreads),
-                              ("wgt", cfg.wgt_depth, t.nthreads), ("acc", cfg.acc_depth, nacc)):
+                              ("wgt", cfg.wgt_depth, t.nthreads),
+                              ("acc", cfg.acc_depth - shared_acc(p, cfg), nacc)):
             if fp[mem] * n > depth:
                 raise TilingError(f"{p.describe}: tiling {t} needs {fp[mem]} {mem} SRAM elements "
                                   f"per buffer x {n} buffers; the {mem} buffer of config "
@@ -315,8 +316,22 @@ class Conv2dPlan(OpPlan):
         p, t, cfg, epi = self.problem, self.tiling, self.config, self.epilogue
         nth = t.nthreads
         nacc = int(acc_slots(p.int32_out, nth))
+        shared = shared_acc(p, cfg)
         inp_slot, wgt_slot, acc_slot = (cfg.inp_depth // nth, cfg.wgt_depth // nth,
-                                        cfg.acc_depth // nacc)
+                                        (cfg.acc_depth - shared) // nacc)
+        nborder = len(self.border_cases)
+        if shared:   # [bias][requantize rows][border rows] x ob at the top of the acc SRAM
+            region = cfg.acc_depth - shared
+            rows_region = region + p.ob * int(epi.bias_tile)
+            border_region = rows_region + p.ob * epi.rows
+            if epi.bias_tile:
+                builder.load_2d(MemType.ACC, region, slots["bias"], 0, p.ob, 1, p.ob)
+            if epi.rows:
+                builder.load_2d(MemType.ACC, rows_region, slots["requant"], 0, p.ob, epi.rows,
+                                p.ob)
+            if nborder:
+                builder.load_2d(MemType.ACC, border_region, slots["border"], 0, p.ob, nborder,
+                                p.ob)
         kk = p.kh * p.kw
         (sh, sw), (pt, pl, _, _) = p.stride, p.pad
         chunks = [(c0, min(t.tci, p.ib - c0)) for c0 in range(0, p.ib, t.tci)]
@@ -346,9 +361,14 @@ class Conv2dPlan(OpPlan):
             n0, tn, co0, tco, h0, th, w0, tw = tiles[ti]
             a = ti % nacc
             acc_base = a * acc_slot
-            bias_base = (a + 1) * acc_slot - t.tco
-            rows_base = bias_base - t.tco * epi.rows + (0 if epi.bias_tile else t.tco)
-            border_base = rows_base - t.tco * len(self.border_cases)
+            if shared:
+                bias_base, rows_base, border_base, step = (region + co0, rows_region + co0,
+                                                           border_region + co0, p.ob)
+                bias_has[a] = (co0, tco)
+            else:    # [border rows][requantize rows][bias] x tco at the end of the slot
+                bias_base = (a + 1) * acc_slot - t.tco
+                rows_base = bias_base - t.tco * epi.rows + (0 if epi.bias_tile else t.tco)
+                border_base, step = rows_base - t.tco * nborder, t.tco
             ent = tn * tco * th * tw
             r_start, rows, ypad0, ypad1, hi = self._window(h0, th, sh, p.kh, pt, p.h)
             c_start, cols, xpad0, xpad1, wi = self._window(w0, tw, sw, p.kw, pl, p.w)
@@ -433,10 +453,10 @@ class Conv2dPlan(OpPlan):
                 pipe.compute_end(g)
                 g += 1
             # ---- compute: border correction, epilogue
-            self._emit_border(builder, acc_base, border_base, tn, tco, h0, th, w0, tw)
+            self._emit_border(builder, acc_base, border_base, step, tn, tco, h0, th, w0, tw)
             bias_dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
                          Dim("p", th * tw, 1, 0)]
-            epi.emit(builder, acc_base, out_dims(ti), bias_base, bias_dims, rows_base, tco)
+            epi.emit(builder, acc_base, out_dims(ti), bias_base, bias_dims, rows_base, step)
 
         if nacc == nth:
             # each tile's planes right after it (int8 results, or one buffer: the shift of
@@ -469,8 +489,9 @@ class Conv2dPlan(OpPlan):
                     sched.store_end((ti, k))
         kernel_fence(builder)
 
-    def _emit_border(self, builder, acc_base, border_base, tn, tco, h0, th, w0, tw):
-        """ALU ADD of each border rectangle's per-channel row over the tile's part of it."""
+    def _emit_border(self, builder, acc_base, border_base, step, tn, tco, h0, th, w0, tw):
+        """ALU ADD of each border rectangle's per-channel row (row k at ``border_base + k
+        * step``) over the tile's part of it."""
         for k, (r0, r1, c0, c1) in enumerate(self.border_cases):
             rr0, rr1 = max(r0, h0), min(r1, h0 + th)
             cc0, cc1 = max(c0, w0), min(c1, w0 + tw)
@@ -479,7 +500,7 @@ class Conv2dPlan(OpPlan):
             dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
                     Dim("r", rr1 - rr0, tw, 0), Dim("c", cc1 - cc0, 1, 0)]
             f = fold_loops(dims, (acc_base + (rr0 - h0) * tw + cc0 - w0,
-                                  border_base + k * tco, 0))
+                                  border_base + k * step, 0))
             builder.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
                                            [lp[:3] for lp in f.loops]))
 
@@ -499,7 +520,7 @@ class Conv2dPlan(OpPlan):
         if full_out:
             one(sram, (n0 * p.ob + co0) * hw, tco * hw, tn, p.ob * hw)
             return
-        if tw == p.ow:       # whole rows: a row of th * tw elements per channel block
+        if tw == p.ow and kind == "store":   # whole rows: th * tw elements per channel block
             for nl in range(tn):
                 one(sram + nl * tco * th * tw, ((n0 + nl) * p.ob + co0) * hw + h0 * p.ow,
                     th * tw, tco, hw)

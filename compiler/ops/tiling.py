@@ -31,7 +31,7 @@ from .reference import normalize_padding
 
 __all__ = [
     "ConvProblem", "ConvTiling", "CostModel", "RTL_COST", "Estimate", "TilingError",
-    "search_tiles", "best_tiling", "gemm_dims", "uop_budget", "acc_slots", "MAX_PAD",
+    "search_tiles", "best_tiling", "gemm_dims", "uop_budget", "acc_slots", "shared_acc", "MAX_PAD",
     "INT32_ACC_SLOTS",
 ]
 
@@ -40,6 +40,17 @@ __all__ = [
 #: a tile holds its slot for four steps and the next occupant waits for its last plane
 #: store one step earlier still (planes + 1 slots keep every wait in store order).
 INT32_ACC_SLOTS = 5
+
+
+def shared_acc(p, config) -> int:
+    """Acc SRAM entries of the per-channel rows (bias, requantize rows, border rows) of
+    every output block, loaded once per kernel at the top of the acc SRAM and shared by
+    all slots: ``ob x rows``, or 0 (each slot holds its tile's rows instead) when that
+    would take more than an eighth of the acc SRAM. Only for int32 results: their five
+    slots would otherwise reload a tile's rows at nearly every tile (int8 results keep
+    the per-slot rows, which the tile search's model ranks better for them)."""
+    n = p.ob * (int(p.bias) + p.acc_rows + p.border_cases)
+    return n if p.int32_out and n <= config.acc_depth // 8 else 0
 
 
 def acc_slots(int32_out, nthreads):
@@ -185,8 +196,9 @@ class ConvTiling:
     def in_cols(self, p: ConvProblem, tw=None) -> int:
         return ((self.tw if tw is None else tw) - 1) * p.stride[1] + p.kw
 
-    def footprint(self, p: ConvProblem) -> dict:
-        """SRAM elements one buffer slot needs, by memory."""
+    def footprint(self, p: ConvProblem, config=None) -> dict:
+        """SRAM elements one buffer slot needs, by memory (without the rows of
+        :func:`shared_acc` when a config is given and they are shared)."""
         blocks = self.tco if p.diag else self.tci
         inp = self.tn * blocks * self.in_rows(p) * self.in_cols(p)
         if p.residual_gemm:
@@ -194,7 +206,8 @@ class ConvTiling:
         return {"inp": inp,
                 "wgt": 1 if p.shared_wgt else self.tco * self.tci * p.kh * p.kw,
                 "acc": (self.tn * self.tco * self.th * self.tw
-                        + self.tco * (int(p.bias) + p.acc_rows + p.border_cases))}
+                        + (0 if config is not None and shared_acc(p, config) else
+                           self.tco * (int(p.bias) + p.acc_rows + p.border_cases)))}
 
 
 def gemm_dims(p: ConvProblem, tn, tco, th, tw, tci, hi, wi):
@@ -332,6 +345,14 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
     z = np.zeros(len(tn_))
     comp, load, store, rd, wr, pipe = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
     first_load, last_tail = z.copy(), z.copy()
+    shared = shared_acc(p, config)
+    if shared:   # the per-channel rows of every output block, loaded once per kernel
+        rows = int(p.bias) + p.acc_rows + p.border_cases
+        c0 = (shared * e_acc / bus + rows * cost.dma_row_cycles + cost.dma_insn_cycles * (
+            int(p.bias) + bool(p.acc_rows) + bool(p.border_cases)))
+        rd += shared * e_acc
+        comp += c0
+        pipe += c0
     for tn, cn in _axis(p.nb, tn_):
         for tco, cco in ((s_, c_ * p.n_groups) for s_, c_ in _axis(p.gob, tco_)):
             for th, ch in _axis(p.oh, th_):
@@ -339,12 +360,13 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
                     m = cn * cco * ch * cw
                     ent = tn * tco * th * tw
                     hi, wi = (th - 1) * sh + p.kh, (tw - 1) * sw + p.kw
-                    # output tile transfers (conv2d's _move): one for the whole image, one
-                    # per batch block (a row per channel block) for full-width tiles, else
-                    # one per (batch, channel) block (a row per output row)
+                    # output tile transfers (conv2d's _move): one for the whole image, else
+                    # one per (batch, channel) block (a row per output row); stores of
+                    # full-width tiles one per batch block (a row per channel block)
+                    n_rows_out = np.where(full_sp, 1, tn * tco * th)
                     full_w = tw_ >= p.ow
-                    n_out_insn = np.where(full_sp, 1, np.where(full_w, tn, tn * tco))
-                    n_rows_out = np.where(full_sp, 1, np.where(full_w, tn * tco, tn * tco * th))
+                    n_st_insn = np.where(full_sp, 1, np.where(full_w, tn, tn * tco))
+                    n_st_rows = np.where(full_sp, 1, np.where(full_w, tn * tco, tn * tco * th))
                     # compute-stage work of the tile outside the GEMMs
                     c_tile = z + cost.insn_cycles
                     if p.residual:
@@ -354,14 +376,17 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
                     else:
                         c_tile += ent * cost.gemm_uop_cycles
                     if p.bias:
-                        rd += m * tco * e_acc
-                        c_tile += tco * e_acc / bus + cost.dma_insn_cycles
+                        if not shared:
+                            rd += m * tco * e_acc
+                            c_tile += tco * e_acc / bus + cost.dma_insn_cycles
                         c_tile += ent * cost.alu_tensor_cycles + cost.insn_cycles
                     rows = p.acc_rows + p.border_cases
                     if rows:     # 2-D LOAD ACC of the rows; a tensor pass per requant row
-                        rd += m * rows * tco * e_acc
-                        c_tile += (rows * tco * e_acc / bus + cost.dma_insn_cycles * (
-                            bool(p.acc_rows) + bool(p.border_cases)) + rows * cost.dma_row_cycles)
+                        if not shared:
+                            rd += m * rows * tco * e_acc
+                            c_tile += (rows * tco * e_acc / bus + cost.dma_insn_cycles * (
+                                bool(p.acc_rows) + bool(p.border_cases))
+                                + rows * cost.dma_row_cycles)
                         c_tile += p.acc_rows * (ent * cost.alu_tensor_cycles + cost.insn_cycles)
                     if p.border_cases:   # border ADDs: the tile's share of them
                         share = ent / (p.nb * p.ob * p.oh * p.ow)
@@ -372,7 +397,7 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
                     planes = 4 if p.int32_out else 1
                     s_bytes = planes * ent * e_out
                     s_tile = (s_bytes / bus + planes * (
-                        cost.dma_insn_cycles * n_out_insn + n_rows_out * cost.dma_row_cycles))
+                        cost.dma_insn_cycles * n_st_insn + n_st_rows * cost.dma_row_cycles))
                     wr += m * s_bytes
                     g_sum = z.copy()
                     for tci, cci in chunks:
@@ -437,8 +462,9 @@ def _fitting(p: ConvProblem, config, nthreads, orders) -> dict:
     if p.residual_gemm:
         inp = np.maximum(inp, tn * tco * th * tw)
     wgt = 1 if p.shared_wgt else tco * tci * p.kh * p.kw
-    acc = tn * tco * th * tw + tco * (int(p.bias) + p.acc_rows + p.border_cases)
-    acc_d = config.acc_depth // acc_slots(p.int32_out, nth)
+    shared = shared_acc(p, config)
+    acc = tn * tco * th * tw + (0 if shared else tco * (int(p.bias) + p.acc_rows + p.border_cases))
+    acc_d = (config.acc_depth - shared) // acc_slots(p.int32_out, nth)
     # (the search has always also required room for tw = 1 plus a bias row)
     ok = ((inp <= config.inp_depth // nth) & (wgt <= config.wgt_depth // nth)
           & (acc <= acc_d) & (tn * tco * th + tco <= acc_d))
