@@ -345,6 +345,12 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
     z = np.zeros(len(tn_))
     comp, load, store, rd, wr, pipe = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
     first_load, last_tail = z.copy(), z.copy()
+    # a double-buffered int32 result ends with the stores of its last step and the
+    # drain's six plane stores and shifts: about two tiles' stores after the last GEMM
+    tail_stores = np.where((nth >= 2) & p.int32_out, 2.0, 1.0)
+    slots = acc_slots(p.int32_out, nth)
+    per_tile_kernels = (int(not p.residual) + int(p.bias) + p.alu_imm + 1 + p.acc_rows
+                        + p.border_cases)
     shared = shared_acc(p, config)
     if shared:   # the per-channel rows of every output block, loaded once per kernel
         rows = int(p.bias) + p.acc_rows + p.border_cases
@@ -423,7 +429,14 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
                     comp += m * c_tile
                     store += m * s_tile
                     pipe += m * (g_sum + c_tile)
-                    last_tail = np.where(m > 0, c_tile + s_tile, last_tail)
+                    if p.int32_out:
+                        # LOAD UOPs: each tile shape's kernels once per acc slot (GEMMs per
+                        # inp slot too), on the compute module: issue + a few beats each
+                        u = (np.minimum(m, slots) * per_tile_kernels
+                             + np.minimum(m * k, nth * slots)) * (cost.dma_insn_cycles + 8)
+                        comp += u
+                        pipe += u
+                    last_tail = np.where(m > 0, c_tile + s_tile * tail_stores, last_tail)
     groups = tiles * (k + (1 if p.residual_gemm else 0))
     cycles = np.where(nth >= 2, np.maximum(np.maximum(np.maximum(pipe, store), comp), rd / bus)
                       + first_load + last_tail, comp + load + store)
