@@ -368,9 +368,10 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
                     hi, wi = (th - 1) * sh + p.kh, (tw - 1) * sw + p.kw
                     # output tile transfers (conv2d's _move): one for the whole image, else
                     # one per (batch, channel) block (a row per output row); stores of
-                    # full-width tiles one per batch block (a row per channel block)
+                    # full-width tiles one per batch block (a row per channel block; the
+                    # int8 ranking keeps the per-block count, which it was tuned with)
                     n_rows_out = np.where(full_sp, 1, tn * tco * th)
-                    full_w = tw_ >= p.ow
+                    full_w = (tw_ >= p.ow) & p.int32_out
                     n_st_insn = np.where(full_sp, 1, np.where(full_w, tn, tn * tco))
                     n_st_rows = np.where(full_sp, 1, np.where(full_w, tn * tco, tn * tco * th))
                     # compute-stage work of the tile outside the GEMMs
