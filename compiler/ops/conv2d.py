@@ -399,7 +399,7 @@ class Conv2dPlan(OpPlan):
             else:    # [border rows][requantize rows][bias] x tco at the end of the slot
                 bias_base = (a + 1) * acc_slot - t.tco
                 rows_base = bias_base - t.tco * epi.rows + (0 if epi.bias_tile else t.tco)
-                border_base, step = rows_base - t.tco * nborder, t.tco
+                border_base, step = rows_base - t.tco * nborder, tco   # rows of tco
             ent = tn * tco * th * tw
             r_start, rows, ypad0, ypad1, hi = self._window(h0, th, sh, p.kh, pt, p.h)
             c_start, cols, xpad0, xpad1, wi = self._window(w0, tw, sw, p.kw, pl, p.w)
