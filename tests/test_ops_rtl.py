@@ -130,3 +130,29 @@ def test_conv2d_int32_two_threads_border_rows():
             out, _ = plan.run(Runtime(dev), plan.pack(x, w, bias, border=corr))
         np.testing.assert_array_equal(plan.unpack(out), ref.epilogue_ref(
             fp.wrap_int32(want), bias=bias, out_dtype=np.int32), err_msg=backend)
+
+
+@pytest.mark.parametrize("nbytes", [2, 3])
+def test_conv2d_int32_fewer_byte_planes(nbytes):
+    """An int32 result known to fit ``nbytes`` bytes stores that many planes (one SHR
+    less per plane left out) and reads back sign-extended: Verilator equals the
+    behavioral model and the reference (tiny config), and stores ``nbytes`` planes."""
+    from vtakit.compiler.ops import ConvTiling, plan_conv2d
+    from vtakit.compiler.ops.epilogue import result_bytes_for
+    from vtakit.hw.config import load_config
+    rng = np.random.default_rng(10)
+    lim = 15 if nbytes == 2 else 100               # sum |w| x 128 within 2^15 or 2^23
+    x = i8(rng, 1, 16, 6, 6)
+    w = rng.integers(-lim, lim + 1, (16, 16, 1, 1)).astype(np.int8)
+    x[0, :, 0, 0], w[0] = 127, lim                 # one output near the bound
+    bound = 128 * int(np.abs(w.astype(np.int64)).reshape(16, -1).sum(axis=1).max())
+    assert result_bytes_for(bound) == nbytes
+    plan = plan_conv2d(load_config("tiny"), x.shape, w.shape, 1, 0, out_dtype=np.int32,
+                       result_bytes=nbytes, tiling=ConvTiling(1, 1, 2, 6, 1, "co_outer", 2))
+    assert plan.operands["out"].shape[0] == nbytes
+    want = ref.conv2d_ref(x, w, 1, 0)
+    assert np.abs(want).max() >= 1 << (8 * (nbytes - 1))  # the top plane carries bits
+    for backend in ("behavioral", BACKEND):
+        with open_device(backend, "tiny") as dev:
+            out, _ = plan.run(Runtime(dev), plan.pack(x, w))
+        np.testing.assert_array_equal(plan.unpack(out), want, err_msg=backend)

@@ -149,7 +149,8 @@ class Conv2dPlan(OpPlan):
             ceil_div(n, b), grouping.pop("ib"), h, w, ceil_div(o, blk), kh, kw, self.stride,
             self.padding, bias=epilogue.bias_tile, residual=epilogue.residual == "int32",
             residual_gemm=epilogue.residual == "int8",
-            alu_imm=len(epilogue.imm_passes()), int32_out=epilogue.planes == 4,
+            alu_imm=len(epilogue.imm_passes()), int32_out=epilogue.out_dtype == "int32",
+            result_bytes=epilogue.result_bytes,
             op=self.name, shape_text=text, shared_wgt=bool(shared_weight),
             acc_rows=epilogue.rows, border_cases=len(self.border_cases),
             border_vectors=sum((r1 - r0) * (c1 - c0) for r0, r1, c0, c1 in self.border_cases)
@@ -613,12 +614,13 @@ def _tap_segments(n_out, stride, k, first, count):
 def plan_conv2d(config, x_shape, w_shape, stride=1, padding=0, *, groups=1, bias=False,
                 shift=0, relu=False, clip=None, residual=False, out_dtype=np.int8, tiling=None,
                 cost: CostModel = CostModel(), requant=None, border=False,
-                shared_weight=False) -> Conv2dPlan:
+                shared_weight=False, result_bytes=4) -> Conv2dPlan:
     """Plan a convolution without running it (``bias``/``residual``/``border``/
     ``shared_weight`` are flags here; ``requant`` an :class:`.epilogue.Requant`, on a
     config with the ALU extension)."""
     epi = Epilogue.make(bias=bias, residual=residual, shift=shift, clip=clip, relu=relu,
-                        out_dtype=out_dtype, op="conv2d", requant=requant)
+                        out_dtype=out_dtype, op="conv2d", requant=requant,
+                        result_bytes=result_bytes)
     return Conv2dPlan(config, x_shape, w_shape, stride, padding, groups=groups, epilogue=epi,
                       tiling=tiling, cost=cost, border=border, shared_weight=shared_weight)
 

@@ -96,7 +96,10 @@ class ConvProblem:
         that read the same taps from the padding, added by ALU ADD tensor over the
         ``border_vectors`` accumulators those rectangles hold (whole problem).
     int32_out : bool
-        The result is stored as four int8 byte planes (three extra SHR passes).
+        The result is stored as int8 byte planes (one SHR pass per plane after the
+        first).
+    result_bytes : int
+        The planes of an int32 result (4, or fewer when the results fit).
     op : str
         Operator name, for messages.
     in_blocks : int
@@ -133,6 +136,7 @@ class ConvProblem:
     group_ob: int = 0
     diag: bool = False
     shared_wgt: bool = False
+    result_bytes: int = 4
     residual_gemm: bool = False
     acc_rows: int = 0
     border_cases: int = 0
@@ -158,6 +162,11 @@ class ConvProblem:
     @property
     def gob(self) -> int:
         return self.group_ob or self.ob
+
+    @property
+    def planes(self) -> int:
+        """Byte planes stored per output (1 for an int8 result)."""
+        return self.result_bytes if self.int32_out else 1
 
     @property
     def n_groups(self) -> int:
@@ -413,9 +422,9 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
                         share = ent / (p.nb * p.ob * p.oh * p.ow)
                         c_tile += share * p.border_vectors * cost.alu_tensor_cycles
                         c_tile += np.maximum(1.0, share * p.border_cases) * cost.insn_cycles
-                    passes = p.alu_imm + (3 if p.int32_out else 0)
+                    passes = p.alu_imm + p.planes - 1
                     c_tile += passes * (ent * cost.alu_imm_cycles + cost.insn_cycles)
-                    planes = 4 if p.int32_out else 1
+                    planes = p.planes
                     s_bytes = planes * ent * e_out
                     s_tile = (s_bytes / bus + planes * (
                         cost.dma_insn_cycles * n_st_insn + n_st_rows * cost.dma_row_cycles))

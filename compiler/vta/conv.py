@@ -47,7 +47,7 @@ from ...runtime.vta_layer import HostStep
 from ..ir import Constant, Var
 from ..ops.conv2d import plan_conv2d
 from ..ops.dense import plan_dense
-from ..ops.epilogue import REQUANT_EXTENSION, EpilogueError, Requant
+from ..ops.epilogue import REQUANT_EXTENSION, EpilogueError, Requant, result_bytes_for
 from .registry import Spec, Strategy, VTALayer, int8_store, is_op, register_strategy
 
 __all__ = ["requantized", "match_conv", "conv_spec", "pack_gemm", "border_correction",
@@ -126,6 +126,16 @@ def _uniform_depthwise(attrs, shape) -> bool:
     return bool(flat.size) and bool((flat == flat[0]).all())
 
 
+def _result_bytes(weight) -> int:
+    """The byte planes an int32 result without bias needs: with int8 inputs every
+    output lies within ``128 * sum(|w|)`` of its channel (4 when the weight is no
+    constant)."""
+    if not isinstance(weight, Constant):
+        return 4
+    w = np.abs(np.asarray(weight.data, np.int64))
+    return result_bytes_for(128 * int(w.reshape(w.shape[0], -1).sum(axis=1).max(initial=0)))
+
+
 def _vta_exact(rq):
     return rq["rounding"] == "vta" and fp.vta_shift(rq["scale"]) is not None
 
@@ -173,8 +183,9 @@ def conv_spec(layer: VTALayer, shape, w_shape, config) -> Spec:
             f"requantize rounding {rq['rounding']!r} exact on the ALU extension "
             f"{REQUANT_EXTENSION!r} ({ops} by per-channel rows): epilogue on VTA")
     else:
-        # the bias joins the host step's int32 addend (one ALU pass less per output vector)
-        kw = dict(bias=False, out_dtype=np.int32)
+        # the bias joins the host step's int32 addend (one ALU pass less per output
+        # vector); only the byte planes the results can need are stored
+        kw = dict(bias=False, out_dtype=np.int32, result_bytes=_result_bytes(a["weight"]))
         host_step = True
         where, why = "vta+host", (f"requantize rounding {rq['rounding']!r} is not a VTA "
                                   "shift: int32 result, exact requantize on the host")
