@@ -120,10 +120,11 @@ def test_loads_of_two_modules_share_the_read_port():
     acc_beats = 64 * cfg.elem_bytes(MemType.ACC) // cfg.bus_bytes     # 64 x 64 B / 8 B = 512
     assert (inp_beats, acc_beats) == (128, 512)
     shared = predict_stream(insns, cfg).cycles
-    free = predict_stream(insns, cfg, cost=CostModel(alu_tensor_cycles=1.0,
-                                                     dma_insn_cycles=10)).cycles
+    d, r = RTL_COST.dma_insn_cycles, RTL_COST.dma_row_cycles
+    free = predict_stream(insns, cfg, cost=CostModel(alu_tensor_cycles=1.0, dma_insn_cycles=d,
+                                                     dma_row_cycles=r)).cycles
     assert RTL_COST.shared_read_port
-    # overlapping: the ACC load alone (10 + 512 + 2 per row) and the FINISH
-    assert free == 10 + acc_beats + 2 + 1
+    # overlapping: the ACC load alone (d + 512 + r per row) and the FINISH
+    assert free == d + acc_beats + r + 1
     # shared: the ACC beats wait for the INP beats that took the port first
-    assert shared >= 10 + inp_beats + acc_beats + 1
+    assert shared >= d + inp_beats + acc_beats + 1
