@@ -23,7 +23,7 @@ from .deps import InsnQueue, PendingInsn, serial_stage_of
 from .errors import (DramRangeError, InvalidArgumentError, KernelError, SramRangeError,
                      StreamStateError)
 from .kernel import UopKernel
-from .program import UOPS, Program, ProgramFormatError, make_insn
+from .program import UOPS, Program, ProgramFormatError, encoder
 from .uop_cache import UopCache
 
 __all__ = ["ProgramBuilder", "Slot"]
@@ -410,9 +410,12 @@ class ProgramBuilder:
 
     def build(self) -> Program:
         """The stream queued so far as a :class:`Program` (the builder is unchanged)."""
-        insns, relocs = [], []
+        insns, relocs, encoders = [], [], {}
         for k, p in enumerate(self._queue.insns):
-            insns.append(make_insn(self.config, p.opcode, p.fields))
+            encode = encoders.get(p.opcode)
+            if encode is None:
+                encode = encoders[p.opcode] = encoder(self.config, p.opcode)
+            insns.append(encode(p.fields))
             if p.uop_offset is not None:
                 relocs.append((k, UOPS))
             elif p in self._relocs:

@@ -76,10 +76,33 @@ class Relocation:
 
 
 @lru_cache(maxsize=None)
-def _table(config: VTAConfig, opcode: Opcode):
+def encoder(config: VTAConfig, opcode: Opcode):
+    """``make_insn`` for one config and opcode: ``encode(fields) -> Insn`` (a builder
+    looks it up once per opcode rather than once per instruction)."""
+    opcode = Opcode(opcode)
     fmt = isa_for(config).format(opcode)
-    return (fmt, tuple((f.name, f.offset, f.mask, f.min, f.max) for f in fmt.fields),
-            frozenset(f.name for f in fmt.fields))
+    assert fmt.fields[0].name == "opcode"
+    table = tuple((f.name, f.offset, f.mask, f.min, f.max) for f in fmt.fields[1:])
+    names = frozenset(f.name for f in fmt.fields)
+    head = int(opcode) << fmt.fields[0].offset
+
+    def encode(fields: dict) -> Insn:
+        if not fields.keys() <= names:
+            isa_for(config).encode(opcode, **{k: v for k, v in fields.items() if k != "opcode"})
+        values = {"opcode": int(opcode)}
+        word = head
+        for name, offset, mask, lo, hi in table:
+            value = fields.get(name, 0)
+            if not lo <= value <= hi:
+                isa_for(config).encode(opcode, **{k: v for k, v in fields.items()
+                                                  if k != "opcode"})
+            if value:
+                value = values[name] = int(value)
+                word |= (value & mask) << offset
+            else:
+                values[name] = 0
+        return Insn(opcode, fmt, values, word)
+    return encode
 
 
 def make_insn(config: VTAConfig, opcode, fields: dict) -> Insn:
@@ -92,22 +115,7 @@ def make_insn(config: VTAConfig, opcode, fields: dict) -> Insn:
     IsaError
         If a field does not exist or its value does not fit.
     """
-    opcode = Opcode(opcode)
-    fmt, table, names = _table(config, opcode)
-    if not fields.keys() <= names:
-        isa_for(config).encode(opcode, **{k: v for k, v in fields.items() if k != "opcode"})
-    values = {"opcode": int(opcode)}
-    word = 0
-    for name, offset, mask, lo, hi in table:
-        if name == "opcode":
-            word |= int(opcode) << offset
-            continue
-        value = fields.get(name, 0)
-        if not lo <= value <= hi:
-            isa_for(config).encode(opcode, **{k: v for k, v in fields.items() if k != "opcode"})
-        values[name] = int(value)
-        word |= (int(value) & mask) << offset
-    return Insn(opcode, fmt, values, word)
+    return encoder(config, opcode)(fields)
 
 
 def _memory_type(insn: Insn) -> MemType:
@@ -229,7 +237,7 @@ class Program:
                 raise ProgramFormatError(f"link: {r.slot!r} at byte 0x{base:x} is not aligned "
                                          f"to the {elem}-byte elements of instruction {r.insn}")
             fields = dict(insn.fields, dram_base=insn.dram_base + base // elem)
-            out[r.insn] = make_insn(self.config, insn.opcode, fields)
+            out[r.insn] = encoder(self.config, insn.opcode)(fields)
         return out
 
     def disasm(self) -> list[str]:
