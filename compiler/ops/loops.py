@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ...hw.spec import MAX_LOOP_EXTENT
 
@@ -131,6 +132,19 @@ def fold_loops(dims, base=(0, 0, 0)) -> Folded:
         The choice with the fewest micro-ops among the hazard-free ones (or, if no
         order is hazard-free, e.g. a single output accumulator, the fewest overall).
     """
+    dims, base = tuple(dims), tuple(base)
+    if all(type(v) is int for d in dims for v in (d.extent, *d.strides)) and \
+            all(type(b) is int for b in base):
+        return _fold_cached(dims, base)     # an operator folds the same nests many times
+    return _fold(dims, base)
+
+
+@lru_cache(maxsize=4096)
+def _fold_cached(dims, base) -> Folded:
+    return _fold(dims, base)
+
+
+def _fold(dims, base) -> Folded:
     dims = [d for d in dims if d.extent > 1]
     if any(d.extent < 1 for d in dims):
         raise ValueError("fold_loops: every extent must be >= 1")

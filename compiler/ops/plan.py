@@ -88,8 +88,11 @@ def plan_signature(plan) -> tuple | None:
 
 
 def clear_program_cache() -> None:
-    """Forget the programs :meth:`OpPlan.program` shares across plans."""
+    """Forget the programs :meth:`OpPlan.program` shares across plans (and the loop
+    nests :func:`.loops.fold_loops` remembers): what a never-seen model costs to emit."""
+    from .loops import _fold_cached
     _programs.clear()
+    _fold_cached.cache_clear()
 
 
 class Operand:
