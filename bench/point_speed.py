@@ -6,7 +6,9 @@ A point is what :func:`vtakit.tools.point.run_point` times: ``compile_model`` (t
 (``wall_run_s``). The first point of the process is cold (every cache empty); each
 repeat first empties the cache of emitted programs, so it costs what a point whose
 layers were never seen costs (other caches warm, as in a worker's later points).
-Prints one row per point and the minimum and median; ``--json FILE`` writes them.
+Prints one row per point (wall seconds, and the process's CPU seconds, which another
+job on a shared machine disturbs less) and the minimum and median over the repeats;
+``--json FILE`` writes them.
 
     python bench/point_speed.py [--config default] [--repeat 5] [--json out.json]
 """
@@ -46,18 +48,19 @@ def main(argv=None):
     points = []
     for k in range(args.repeat + 1):
         clear()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         exe = compile_model(mod, cfg, report=[])
         t1 = time.perf_counter()
         rows = predict_layers(exe)
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
         points.append({"compile_s": t1 - t0, "predict_s": t2 - t1, "total_s": t2 - t0,
-                       "cycles": sum(r["cycles"] for r in rows)})
+                       "cpu_s": c2 - c0, "cycles": sum(r["cycles"] for r in rows)})
         p = points[-1]
         print(f"{'cold' if k == 0 else f'point {k}':<8} compile {p['compile_s']:.3f} s  "
-              f"predict {p['predict_s']:.3f} s  total {p['total_s']:.3f} s", flush=True)
+              f"predict {p['predict_s']:.3f} s  total {p['total_s']:.3f} s  "
+              f"(cpu {p['cpu_s']:.3f} s)", flush=True)
     warm = points[1:] or points
-    for what in ("compile_s", "predict_s", "total_s"):
+    for what in ("compile_s", "predict_s", "total_s", "cpu_s"):
         values = [p[what] for p in warm]
         print(f"{what[:-2]:<8} min {min(values):.3f} s  median {statistics.median(values):.3f} s")
     if args.json:

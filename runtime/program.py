@@ -336,16 +336,18 @@ class Program:
                                      f"{n_uop} uops ({end + _CRC.size} bytes in all), the data "
                                      f"has {len(data)} bytes")
         isa = isa_for(config)
-        insns = []
+        insns, decoded = [], {}     # equal words (a tile's GEMMs, ...) share one Insn
         for k in range(n_insn):
             word = int.from_bytes(data[pos + 16 * k:pos + 16 * k + 16], "little")
-            try:
-                insn = isa.decode(word)
-            except IsaError as e:
-                raise ProgramFormatError(f"{where}: instruction {k}: {e}") from None
-            if not isinstance(insn.opcode, Opcode):
-                raise ProgramFormatError(f"{where}: instruction {k} has illegal opcode "
-                                         f"{insn.opcode}")
+            insn = decoded.get(word)
+            if insn is None:
+                try:
+                    insn = decoded[word] = isa.decode(word)
+                except IsaError as e:
+                    raise ProgramFormatError(f"{where}: instruction {k}: {e}") from None
+                if not isinstance(insn.opcode, Opcode):
+                    raise ProgramFormatError(f"{where}: instruction {k} has illegal opcode "
+                                             f"{insn.opcode}")
             insns.append(insn)
         uops = np.frombuffer(data, "<u4", n_uop, pos + 16 * n_insn).astype(np.uint32)
         return cls(config, insns, uops, slots, relocations, pending, name)
