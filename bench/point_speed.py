@@ -3,9 +3,9 @@ random images) compiled for a config, then its layers predicted by the event mod
 
 A point is what :func:`vtakit.tools.point.run_point` times: ``compile_model`` (the
 ``wall_compile_s`` column) then :func:`~vtakit.tools.point.predict_layers`
-(``wall_run_s``). The first point of the process is cold (every cache empty); each
-repeat first empties the cache of emitted programs, so it costs what a point whose
-layers were never seen costs (other caches warm, as in a worker's later points).
+(``wall_run_s``). The first point of the process is cold (imports and every cache
+empty); each repeat first empties the caches of tiling searches and emitted programs,
+so it costs what a point whose layers the worker never saw costs (a new config, say).
 Prints one row per point (wall seconds, and the process's CPU seconds, which another
 job on a shared machine disturbs less) and the minimum and median over the repeats;
 ``--json FILE`` writes them.
@@ -24,7 +24,7 @@ import numpy as np
 
 from vtakit.compiler.build_model import compile_model
 from vtakit.compiler.nn import resnet18
-from vtakit.compiler.ops import plan as plan_module
+from vtakit.compiler.ops import plan as plan_module, tiling
 from vtakit.compiler.quant.calibrate import calibrate
 from vtakit.hw.config import load_config
 from vtakit.tools.point import predict_layers
@@ -44,10 +44,11 @@ def main(argv=None):
     images = [rng.uniform(-1, 1, (1, *shape)).astype(np.float32) for _ in range(2)]
     mod = calibrate(resnet18(image_shape=shape), images)
     # older checkouts have no program cache: the bench runs on them too (before/after)
-    clear = getattr(plan_module, "clear_program_cache", lambda: None)
+    clear_programs = getattr(plan_module, "clear_program_cache", lambda: None)
     points = []
     for k in range(args.repeat + 1):
-        clear()
+        clear_programs()
+        tiling._search_tiles.cache_clear()
         t0, c0 = time.perf_counter(), time.process_time()
         exe = compile_model(mod, cfg, report=[])
         t1 = time.perf_counter()
