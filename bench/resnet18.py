@@ -6,7 +6,9 @@ random images, compiles it for the config and runs one image on the behavioral
 model and on an RTL backend through the VM, with a
 :class:`~vtakit.runtime.recorder.LayerRecorder` counting the cycles of every kernel.
 Prints compile time, behavioral wall time, RTL wall time and cycles, GEMM
-utilization, and checks that both backends give the same output bit for bit.
+utilization, the summed per-layer rooflines (the fewest cycles the config allows
+these layers, :mod:`vtakit.compiler.ops.roofline`) and checks that both backends
+give the same output bit for bit.
 
 Usage::
 
@@ -60,12 +62,15 @@ def measure(config="default", backend="verilator", size=224, calibration=2):
     macs = model_macs(q)
     peak = cfg.batch * cfg.block_in * cfg.block_out
     cyc = cycles[backend]
+    # the layers' rooflines summed: the fewest cycles the config allows these layers
+    roof = sum(r.roofline.cycles for r in report if r.roofline is not None)
     return {"config": cfg.name, "backend": backend, "image": size,
             "calibrate_s": calibrate_s, "compile_s": compile_s,
             "behavioral_wall_s": walls["behavioral"], "rtl_wall_s": walls[backend],
             "rtl_cycles": cyc, "macs": macs,
             "gemm_utilization": macs / (cyc * peak) if cyc > 0 else None,
             "gemm_busy": gemm[backend] / cyc if cyc > 0 else None,
+            "roofline_cycles": roof, "roofline_utilization": macs / (roof * peak),
             "vta_layers": sum(r.where != "host" for r in report),
             "host_primitives": sum(r.where == "host" for r in report),
             "behavioral_equals_rtl": equal}
@@ -86,6 +91,9 @@ def main(argv=None):
     print(f"  behavioral wall {r['behavioral_wall_s']:.2f} s; {r['backend']} wall "
           f"{r['rtl_wall_s']:.2f} s, {r['rtl_cycles']:,} cycles, GEMM utilization {util} "
           f"({r['macs'] / 1e9:.2f} GMAC)")
+    over = r["rtl_cycles"] / r["roofline_cycles"]
+    print(f"  summed layer rooflines {r['roofline_cycles']:,} cycles (measured x{over:.2f}; "
+          f"utilization at the roofline {100 * r['roofline_utilization']:.1f}%)")
     print(f"  behavioral == {r['backend']}: {r['behavioral_equals_rtl']}")
     if args.json:
         Path(args.json).write_text(json.dumps(r, indent=1))

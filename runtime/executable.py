@@ -59,7 +59,11 @@ __all__ = ["Executable", "ExecutableError", "MAGIC", "FORMAT_VERSION", "SECTIONS
            "read_inputs"]
 
 MAGIC = b"\x89VTAX\r\n\x1a"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
+#: Format versions this runtime reads: 4 added the optional ``pre`` host step of a VTA
+#: layer (:mod:`.vta_layer`), which a version 3 runtime would silently skip; a version
+#: 3 file has none and reads as before.
+READ_VERSIONS = (3, 4)
 SECTIONS = ("HEAD", "GLOB", "CONS", "PRIM", "KERN", "CODE", "END\0")
 _SEC = struct.Struct("<4sQ")
 _CRC = struct.Struct("<I")
@@ -449,9 +453,10 @@ class _Reader:
         if len(data) < 12:
             raise self.fail(None, 8, "truncated: the file ends inside the format version")
         (version,) = struct.unpack_from("<I", data, 8)
-        if version != FORMAT_VERSION:
+        if version not in READ_VERSIONS:
             raise self.fail(None, 8, f"format version {version} is not supported (this vtakit "
-                                     f"reads version {FORMAT_VERSION}); recompile the model: "
+                                     f"reads versions {READ_VERSIONS[0]} to "
+                                     f"{READ_VERSIONS[-1]}); recompile the model: "
                                      "vtakit compile MODEL -o OUT.vtax")
         pos, payloads = 12, {}
         for tag in SECTIONS:

@@ -10,6 +10,12 @@ alone. The entry's metadata (JSON)::
     inputs          [[slot, ref], ...]: operands staged per call, ref ["p", i] the
                     primitive's parameter i or ["c", k] constant array k (NCHW or (N, C),
                     packed here); a DeviceTensor of the slot's size is read in place
+    pre             (optional; absent: none) a host step (:class:`HostStep`) on the
+                    ``data`` input before it is packed: {"op", "attrs", "constants"}
+                    as ``post``, called as op(x, *constants, **attrs) on the NCHW int8
+                    input (a DeviceTensor is downloaded first), giving the NCHW int8
+                    array the kernel reads (``vtakit.op.vta.fold_input``: a thin
+                    convolution's taps folded into its channels)
     weights         [[slot, k], ...]: constant array k, already packed as the kernel
                     reads it, uploaded once per VM and kept resident
     out             {"shape", "dtype"}: the kernel's ``out`` operand, (planes, N/b, C/c,
@@ -103,6 +109,7 @@ class VTALayerKernel:
             u = meta["unpack"]
             self.unpack = (int(u["n"]), int(u["c"]), tuple(int(d) for d in u["shape"]),
                            None if u["dtype"] is None else np.dtype(u["dtype"]))
+            self.pre = None if meta.get("pre") is None else HostStep.decode(meta["pre"], pool)
             self.post = None if meta["post"] is None else HostStep.decode(meta["post"], pool)
             self.tail = [HostStep.decode(s, pool) for s in meta["tail"]]
         except RegistryError as e:
@@ -176,12 +183,15 @@ class VTALayerKernel:
         try:
             for slot, (kind, i) in self.inputs:
                 v = ins[i] if kind == "p" else self.pool[i]
-                if isinstance(v, DeviceTensor) and v.nbytes == slots[slot]:
+                pre = self.pre if slot == "data" else None
+                if pre is None and isinstance(v, DeviceTensor) and v.nbytes == slots[slot]:
                     bufs[slot] = v.buffer           # left on the device by the last layer
                 else:
-                    x = np.asarray(v)
-                    bufs[slot] = staged(slot, pack_activation(
-                        x.reshape(nchw_shape(x.shape)).astype(np.int8), self.config))
+                    x = np.asarray(v)               # a DeviceTensor is downloaded
+                    x = x.reshape(nchw_shape(x.shape))
+                    if pre is not None:
+                        x = pre(x)
+                    bufs[slot] = staged(slot, pack_activation(x.astype(np.int8), self.config))
             for slot, array in self.weights:
                 if slot not in self._resident:
                     buf = rt.alloc(slots[slot])

@@ -31,6 +31,7 @@ def _conv_layer(rounding, scale, pad_value=0.0):
 
 @pytest.mark.parametrize("rounding,scale,pad_value,where", [
     ("vta", 2.0 ** -7, 0.0, "vta"),                          # the whole layer on VTA
+    ("vta", 2.0 ** -7, -128.0, "vta"),                       # border rows on the ALU
     ("tflite", tuple(np.linspace(1e-3, 9e-3, 32)), -128.0, "vta+host"),
     ("onnx", 0.004, 3.0, "vta+host")])
 def test_conv_layer_equals_interpreter(rounding, scale, pad_value, where):
@@ -41,6 +42,26 @@ def test_conv_layer_equals_interpreter(rounding, scale, pad_value, where):
     np.testing.assert_array_equal(got, evaluate(fn, x))
     assert [r.where for r in records] == [where]
     assert records[0].predicted_cycles > 0 and records[0].dram_bytes > 0
+
+
+def test_uniform_depthwise_reads_one_shared_weight_tile():
+    # A calibrated average pool is a depthwise conv with all-ones weights: one weight tile
+    # serves every block and tap, and the result is still the interpreter's.
+    rng = np.random.default_rng(2)
+    x = Var("x", TensorType((1, 40, 7, 7), "int8"))
+    y = _op("nn.conv2d", x, Constant(np.ones((40, 1, 7, 7), np.int8)), groups=40,
+            pad_value=-3.0, out_dtype="int32")
+    y = _op("nn.bias_add", y, Constant(np.full(40, 3 * 49, np.int32)), axis=1)
+    y = _op("qnn.requantize", y, scale=1 / 49, zero_point=-3, rounding="onnx")
+    fn = Function([x], _op("cast", _op("clip", y, a_min=-128, a_max=127), dtype="int8"))
+    v = rng.integers(-128, 128, (1, 40, 7, 7)).astype(np.int8)
+    records = []
+    f = lower_primitive(fn, records=records)
+    np.testing.assert_array_equal(f(Runtime(open_device("behavioral", "default")), v),
+                                  evaluate(fn, v))
+    # DRAM reads: data 3 blocks x 49 x 16 B, the one 256 B tile and the bias 3 x 64 B
+    # (not 3 blocks x 49 taps x 256 B of weights)
+    assert records[0].roofline.read_bytes == 3 * 49 * 16 + 256 + 3 * 64
 
 
 def test_dense_layer():

@@ -3,6 +3,7 @@
 blocker installed before anything else is imported), a compiled model loads, runs on the
 behavioral backend and gives the in-process outputs bit for bit."""
 
+import hashlib
 import subprocess
 import sys
 import textwrap
@@ -107,8 +108,20 @@ def test_compiled_model_is_byte_identical():
 def test_old_format_says_recompile(tmp_path):
     from vtakit.runtime.executable import FORMAT_VERSION, ExecutableError
     data = bytearray(_tflite_exe()[0].to_bytes())
-    data[8:12] = (FORMAT_VERSION - 1).to_bytes(4, "little")
+    data[8:12] = (FORMAT_VERSION - 2).to_bytes(4, "little")
     with pytest.raises(ExecutableError, match=r"^m.vtax: header, byte 8: format version 2 is "
-                       r"not supported \(this vtakit reads version 3\); recompile the model: "
-                       r"vtakit compile MODEL -o OUT.vtax$"):
+                       r"not supported \(this vtakit reads versions 3 to 4\); recompile the "
+                       r"model: vtakit compile MODEL -o OUT.vtax$"):
         vtakit.runtime.Executable.from_bytes(bytes(data), source="m.vtax")
+
+
+def test_format_3_still_reads():
+    # version 3 had no pre steps; its files read (and run) as before
+    from vtakit.runtime.executable import FORMAT_VERSION, _section
+    exe = _tflite_exe()[0]
+    data = bytearray(exe.to_bytes())
+    assert FORMAT_VERSION == 4
+    data[8:12] = (3).to_bytes(4, "little")
+    body = bytes(data[:-48])                 # the END section: tag, length, SHA-256, CRC
+    v3 = body + _section("END\0", hashlib.sha256(body).digest())
+    assert vtakit.runtime.Executable.from_bytes(v3).to_bytes() == exe.to_bytes()

@@ -39,6 +39,8 @@ Grouped convolution (``groups > 1``), three mappings:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ...hw.errors import VtakitError
@@ -393,17 +395,13 @@ class Conv2dPlan(OpPlan):
                 pipe.load_end(g)
                 # ---- compute stage
                 pipe.compute_begin(g)
-                kkey = (s, a, tn, tco, th, tw, tci, hi, wi)
+                kkey = (s, a, tn, tco, th, tw, tci, hi, wi, ypad0, rows, xpad0, cols)
                 if kkey not in kernels:
-                    f = fold_loops(gemm_dims(p, tn, tco, th, tw, tci, hi, wi),
-                                   (acc_base, s * inp_slot, s * wgt_slot))
-                    if f.n_uops > cfg.uop_depth:
-                        raise TilingError(f"{p.describe}: the GEMM kernel of tile {kkey[2:]} "
-                                          f"needs {f.n_uops} micro-ops; the uop buffer holds "
-                                          f"{cfg.uop_depth}")
-                    kernels[kkey] = UopKernel.gemm(f.uops, f.loops,
-                                                   check_hazard=f.hazard_free)
-                builder.push_gemm(kernels[kkey])
+                    kernels[kkey] = self._gemm_kernels(
+                        (acc_base, s * inp_slot, s * wgt_slot), tn, tco, th, tw, tci, hi, wi,
+                        (ypad0, rows), (xpad0, cols))
+                for kernel in kernels[kkey]:
+                    builder.push_gemm(kernel)
                 pipe.compute_end(g)
                 g += 1
             if res_group:          # int8 residual: one more group, identity weights
@@ -439,6 +437,40 @@ class Conv2dPlan(OpPlan):
                            h0, th, w0, tw, full_out)
                 pipe.store_end(e)
         kernel_fence(builder)
+
+    def _gemm_kernels(self, base, tn, tco, th, tw, tci, hi, wi, ydata, xdata) -> tuple:
+        """The GEMM kernels of one group of a tile whose input window holds data in rows
+        ``ydata = (first, count)`` and columns ``xdata`` (the rest is the load's zero
+        padding). Taps that only read padding multiply zeros, so output rows and columns
+        near the border run the taps inside the data only: one kernel per rectangle of
+        outputs with the same taps (the whole tile away from the border). Falls back to
+        splitting rows only, then to one kernel, when a rectangle would break the
+        accumulate-hazard rule."""
+        p, cfg = self.problem, self.config
+        (sh, sw), kw_stride = p.stride, 0 if p.shared_wgt else 1
+        dims = gemm_dims(p, tn, tco, th, tw, tci, hi, wi)
+        rows = _tap_segments(th, sh, p.kh, *ydata)
+        cols = _tap_segments(tw, sw, p.kw, *xdata)
+        full_r, full_c = [(0, th, 0, p.kh)], [(0, tw, 0, p.kw)]
+        for rs, cs in ((rows, cols), (rows, full_c), (full_r, full_c)):
+            folds = []
+            for r0, r1, a0, a1 in rs:
+                for c0, c1, b0, b1 in cs:
+                    ext = {"oh": r1 - r0, "ow": c1 - c0, "kh": a1 - a0, "kw": b1 - b0}
+                    folds.append(fold_loops(
+                        [replace(d, extent=ext.get(d.name, d.extent)) for d in dims],
+                        (base[0] + r0 * tw + c0,
+                         base[1] + (r0 * sh + a0) * wi + c0 * sw + b0,
+                         base[2] + (a0 * p.kw + b0) * kw_stride)))
+            if len(folds) == 1 or all(f.hazard_free for f in folds):
+                break
+        for f in folds:
+            if f.n_uops > cfg.uop_depth:
+                raise TilingError(f"{p.describe}: a GEMM kernel of tile {(tn, tco, th, tw, tci)}"
+                                  f" needs {f.n_uops} micro-ops; the uop buffer holds "
+                                  f"{cfg.uop_depth}")
+        return tuple(UopKernel.gemm(f.uops, f.loops, check_hazard=f.hazard_free)
+                     for f in folds)
 
     def _emit_border(self, builder, acc_base, border_base, tn, tco, h0, th, w0, tw):
         """ALU ADD of each border rectangle's per-channel row over the tile's part of it."""
@@ -476,15 +508,33 @@ class Conv2dPlan(OpPlan):
                 one(sram + (nl * tco + ol) * th * tw, off, tw, th, p.ow)
 
 
+def _tap_segments(n_out, stride, k, first, count):
+    """Along one axis of a tile (``n_out`` outputs, kernel ``k``, the window's data at
+    ``[first, first + count)``): ``[(o0, o1, k0, k1)]``, runs of outputs whose taps inside
+    the data are ``[k0, k1)``; outputs that read only padding are left out."""
+    runs = []
+    for o in range(n_out):
+        taps = (max(0, first - o * stride), min(k, first + count - o * stride))
+        if taps[0] >= taps[1]:
+            continue
+        if runs and runs[-1][1] == o and runs[-1][2:] == taps:
+            runs[-1] = (runs[-1][0], o + 1) + taps
+        else:
+            runs.append((o, o + 1) + taps)
+    return runs
+
+
 def plan_conv2d(config, x_shape, w_shape, stride=1, padding=0, *, groups=1, bias=False,
                 shift=0, relu=False, clip=None, residual=False, out_dtype=np.int8, tiling=None,
-                cost: CostModel = CostModel(), requant=None, border=False) -> Conv2dPlan:
-    """Plan a convolution without running it (``bias``/``residual``/``border`` are flags
-    here; ``requant`` an :class:`.epilogue.Requant`, on a config with the ALU extension)."""
+                cost: CostModel = CostModel(), requant=None, border=False,
+                shared_weight=False) -> Conv2dPlan:
+    """Plan a convolution without running it (``bias``/``residual``/``border``/
+    ``shared_weight`` are flags here; ``requant`` an :class:`.epilogue.Requant`, on a
+    config with the ALU extension)."""
     epi = Epilogue.make(bias=bias, residual=residual, shift=shift, clip=clip, relu=relu,
                         out_dtype=out_dtype, op="conv2d", requant=requant)
     return Conv2dPlan(config, x_shape, w_shape, stride, padding, groups=groups, epilogue=epi,
-                      tiling=tiling, cost=cost, border=border)
+                      tiling=tiling, cost=cost, border=border, shared_weight=shared_weight)
 
 
 def conv2d(rt, x, w, stride=1, padding=0, *, groups=1, bias=None, shift=0, relu=False,

@@ -29,9 +29,14 @@ the config's BATCH, BLOCK_IN, BLOCK_OUT; ``bus``: bytes per DRAM beat):
   and three SHR passes to store an int32 result as four byte planes; for pools, the
   window reduction (``taps - 1`` MAX or ADD per output vector, ``taps`` the window's
   positions inside the input; padding adds nothing) and, for an average rounded on
-  VTA, its rounding ADD and SHR. The accumulator reset and the bias add are not
-  counted: the bias could be the accumulators' initial value. An int32 residual is
-  read into the accumulators by the compute module (LOAD ACC): its beats count here.
+  VTA, its rounding ADD and SHR. Plus one micro-op per accumulator a GEMM starts
+  from zero: GEMM only accumulates, so every accumulator it writes is first cleared
+  (a reset micro-op; a LOAD ACC would take ``B x BO x 4`` bytes of beats instead):
+  one per output vector of a convolution or dense layer, one per input vector a max
+  pool copies in, two per output vector of TFLite's exact ADD (one per operand). An
+  int32 residual is read into the accumulators by the compute module (LOAD ACC): its
+  beats count here instead of the reset. The bias add is not counted (a spare input
+  lane could carry it through the GEMM).
 * **dram**: bytes moved once each, in the packed layouts the kernel reads and writes
   (the plan's operands: data, weights, bias, residual, output planes), at one bus
   beat per cycle per direction (the design has one read and one write master), so
@@ -131,6 +136,8 @@ def _conv(plan, config) -> Roofline:
     dram, rd, wr = _dram(plan, config)
     if epi.residual == "int32":
         alu += ceil_div(plan.operands["residual"].nbytes, config.bus_bytes)
+    else:
+        alu += vectors                       # reset: GEMM accumulates onto zeros
     return Roofline(mac, alu, dram, rd, wr, macs, macs / (mac * b * bi * bo))
 
 
@@ -141,7 +148,7 @@ def _pool(plan, config) -> Roofline:
     taps_w, cols = covered_positions(w, kw, sw, l, plan.ow)
     blocks = plan.nb * plan.cb
     mac = blocks * rows * cols
-    alu = blocks * int((np.outer(taps_h, taps_w) - 1).clip(0).sum())
+    alu = mac + blocks * int((np.outer(taps_h, taps_w) - 1).clip(0).sum())   # reset, reduce
     vectors = blocks * plan.oh * plan.ow
     if plan.kind == "avg":
         alu += vectors * (3 if plan.host_divide else 2)
@@ -158,9 +165,9 @@ def _add_alu(plan, config) -> Roofline:
 def _rescaled_add(plan, config) -> Roofline:
     """TFLite's exact ADD: two identity micro-ops per output vector (one per operand) and
     the ALU passes: zero point, shift and requantize of each operand, the sum, the
-    output's requantize and clip."""
+    output's requantize and clip, and the two resets the identity GEMMs start from."""
     vectors = plan.elements
-    per = sum(2 + rq.rows for rq in plan.rescale) + 1 + _epilogue_alu(plan.epilogue)
+    per = sum(2 + rq.rows for rq in plan.rescale) + 1 + _epilogue_alu(plan.epilogue) + 2
     dram, rd, wr = _dram(plan, config)
     return Roofline(2 * vectors, vectors * per, dram, rd, wr)
 

@@ -28,6 +28,7 @@ from .layout import ceil_div
 from .loops import Dim, fold_loops
 from ...hw.spec import MAX_PAD
 from .reference import normalize_padding
+from .roofline import covered_positions
 
 __all__ = [
     "ConvProblem", "ConvTiling", "CostModel", "RTL_COST", "Estimate", "TilingError",
@@ -144,9 +145,22 @@ class ConvProblem:
             f"O/c={self.ob} kernel {self.kh}x{self.kw} stride {self.stride} pad {self.pad})")
 
     @property
+    def taps_inside(self) -> int:
+        """(output pixel, kernel tap) pairs whose tap reads the input, not the padding
+        (the kernels skip the others: they would multiply zeros)."""
+        (sh, sw), (t, l, _, _) = self.stride, self.pad
+        return (int(covered_positions(self.h, self.kh, sh, t, self.oh)[0].sum())
+                * int(covered_positions(self.w, self.kw, sw, l, self.ow)[0].sum()))
+
+    @property
+    def tap_fraction(self) -> float:
+        """:attr:`taps_inside` over all (output pixel, tap) pairs."""
+        return self.taps_inside / (self.oh * self.ow * self.kh * self.kw)
+
+    @property
     def gemm_uops(self) -> int:
         """Micro-op executions of the whole convolution (ideal GEMM cycles)."""
-        return self.nb * self.ob * self.oh * self.ow * self.ib * self.kh * self.kw
+        return self.nb * self.ob * self.ib * self.taps_inside
 
 
 @dataclass(frozen=True)
@@ -294,7 +308,7 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
     does the scalar model's operations in the scalar model's order (absent remainder
     tiles add exact zeros), so a lane's figures are the scalar model's, bit for bit."""
     bus = config.bus_bytes
-    kk = p.kh * p.kw
+    kk, taps = p.kh * p.kw, p.tap_fraction    # padding taps are skipped (on average)
     sh, sw = p.stride
     e_inp, e_wgt, e_acc, e_out = (config.inp_elem_bytes, config.wgt_elem_bytes,
                                   config.acc_elem_bytes, config.out_elem_bytes)
@@ -356,7 +370,8 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
                     wr += m * s_bytes
                     g_sum = z.copy()
                     for tci, cci in chunks:
-                        gemm = ent * tci * kk * cost.gemm_uop_cycles + cost.insn_cycles
+                        gemm = (ent * tci * kk * taps * cost.gemm_uop_cycles
+                                + cost.insn_cycles)
                         ib_ = tn * (tco if p.diag else tci) * hi * wi * e_inp * i_frac
                         wb_ = (1 if p.shared_wgt else tco * tci * kk) * e_wgt * w_frac
                         n_in_insn = np.where(full_sp, 1, tn * (tco if p.diag else tci))

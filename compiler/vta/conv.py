@@ -113,6 +113,18 @@ def _per_lane(v, packed_shape):
     return full.reshape(1, cb, 1, 1, 1, c)
 
 
+def _uniform_depthwise(attrs, shape) -> bool:
+    """Whether the layer is a depthwise convolution whose constant weight has one value
+    everywhere (an average pool's window sum): every packed weight tile is then the
+    same, so the kernel reads one shared tile instead of one per block and tap."""
+    w = attrs["weight"]
+    if not isinstance(w, Constant) or attrs["groups"] != shape[1] or w.data.shape[1] != 1 \
+            or w.data.shape[0] != shape[1]:
+        return False
+    flat = np.asarray(w.data).ravel()
+    return bool(flat.size) and bool((flat == flat[0]).all())
+
+
 def _vta_exact(rq):
     return rq["rounding"] == "vta" and fp.vta_shift(rq["scale"]) is not None
 
@@ -169,7 +181,8 @@ def conv_spec(layer: VTALayer, shape, w_shape, config) -> Spec:
     rows_border = bool(border) and not host_step
     plan = (plan_dense(config, shape, w_shape, **kw) if dense else
             plan_conv2d(config, shape, w_shape, tuple(a["strides"]), pad,
-                        groups=a["groups"], border=rows_border, **kw))
+                        groups=a["groups"], border=rows_border,
+                        shared_weight=_uniform_depthwise(a, shape), **kw))
     out = plan.operands["out"].shape
     macs = shape[0] * w_shape[0] * out[3] * out[4] * int(np.prod(w_shape[1:]))
     if border:

@@ -104,6 +104,8 @@ def _layer_meta(func, layer, tail, spec, rec, kernel):
                   "tiling": rec.tiling, "predicted_cycles": rec.predicted_cycles,
                   "dram_bytes": rec.dram_bytes, "roofline": roofline},
     }
+    if spec.pre is not None:
+        meta["pre"] = spec.pre.encode(consts.add)
     return meta, consts.arrays
 
 
@@ -149,9 +151,11 @@ def vm_lowerer(config, report: list | None = None):
             report.append(rec)
         int8 = lambda e: getattr(e.checked_type, "dtype", None) == "int8"  # noqa: E731
         inputs = [layer.attrs[a] for a in layer.strategy.inputs]
+        # a pre step re-lays the input out on the host: it arrives as a host array
+        data = layer.data if spec.pre is None else None
         return LoweredPrimitive(
             VM_KIND, meta, kernels=[(kernel, blob)], constants=arrays,
             name=f"vta_{layer.kind}", device_output=not tail and int8(func.body),
-            device_inputs=tuple(int8(p) and (p is layer.data or any(p is e for e in inputs))
+            device_inputs=tuple(int8(p) and (p is data or any(p is e for e in inputs))
                                 for p in func.params))
     return lower

@@ -2,12 +2,14 @@
 
 A *layer* is a chain the frontends produce, rooted at its final ``cast``/``clip``;
 each kind is one strategy of :mod:`.registry` (:mod:`.conv`: conv2d and dense,
-:mod:`.dilated`: dilated conv2d, :mod:`.pool`: average and max pooling, :mod:`.add`:
-a requantized add). :func:`match_layer` recognizes one; :func:`lower_layer` (or
+:mod:`.fold`: conv2d with thin inputs folded, :mod:`.dilated`: dilated conv2d,
+:mod:`.pool`: average and max pooling, :mod:`.add`: a requantized add).
+:func:`match_layer` recognizes one; :func:`lower_layer` (or
 :func:`lower_primitive` for a fused primitive :class:`~vtakit.compiler.ir.Function`
 whose body is a layer) returns a packed function ``f(rt, x) -> numpy.ndarray`` that
-runs the strategy's plan of the operator library on ``rt``'s device, then its host
-step (an exact requantize, a rounding division) on the packed result.
+runs the strategy's plan of the operator library on ``rt``'s device, after its pre
+step on the input (a fold's re-layout) and before its host step (an exact
+requantize, a rounding division) on the packed result.
 
 A layer's input may be a :class:`~vtakit.runtime.vm.objects.DeviceTensor` that the
 previous layer left in device DRAM, read in place, and its output may go to one; in
@@ -32,7 +34,7 @@ from ..ops.epilogue import EpilogueError
 from ..ops.layout import LayoutError
 from ..ops.roofline import Roofline, plan_roofline
 from ..ops.tiling import TilingError
-from . import add, conv, dilated, pool  # noqa: F401  (the strategies register themselves)
+from . import add, conv, dilated, fold, pool  # noqa: F401  (the strategies register)
 from .conv import requantize_cost
 from .registry import LoweringError, Spec, VTALayer, is_op, strategies
 
@@ -259,7 +261,7 @@ class _Lowered:
                 rt.upload(buf, array)
             return buf
         try:
-            inputs = {"data": x}
+            inputs = {"data": x if spec.pre is None else spec.pre(_as_nchw(x))}
             for attr, slot in self.layer.strategy.inputs.items():
                 inputs[slot] = self._operand(self.layer.attrs[attr])
             for name, v in inputs.items():

@@ -7,7 +7,7 @@ each kind of quantized layer that runs on VTA is one :class:`Strategy`:
   under the layer's final ``clip`` (and ``cast``), ``root`` the layer's root; returns
   a :class:`VTALayer` or None;
 * ``plan(layer, shape, w_shape, config)``: how the layer runs for one input shape, a
-  :class:`Spec` (the operator library's plan, the host step after it as a
+  :class:`Spec` (the operator library's plan, the host steps before and after it as
   :class:`~vtakit.runtime.vta_layer.HostStep`: a registered host op with its
   attributes and constants, so an executable stores it as data; where and why);
   raises :class:`LoweringError` (or the library's TilingError, ...) when it cannot;
@@ -71,8 +71,8 @@ class VTALayer:
 
 @dataclass
 class Spec:
-    """How a layer runs for one input shape: the plan, what the host does after it (on
-    the packed result), and where/why for reports."""
+    """How a layer runs for one input shape: the plan, what the host does before it (on
+    the NCHW input) and after it (on the packed result), and where/why for reports."""
 
     plan: object
     post: object          # None, or a runtime HostStep: f(packed out planes) -> packed result
@@ -90,6 +90,10 @@ class Spec:
     #: the (rows, O) int32 requantize rows of an exact requantize on VTA (the ALU
     #: extension ``"requant"``)
     requant_rows: np.ndarray | None = None
+    #: None, or a runtime HostStep: f(NCHW int8 input) -> the NCHW int8 array the plan
+    #: reads as ``data`` (a re-layout such as :mod:`.fold`'s), run on the host before
+    #: packing (the input is never read in place from the device then)
+    pre: object = None
 
 
 def _default_unpack(plan, y, x_shape):
@@ -111,9 +115,10 @@ class Strategy:
 _STRATEGIES: dict[str, Strategy] = {}
 
 
-def register_strategy(strategy: Strategy) -> Strategy:
-    """Register ``strategy`` under its kind (patterns are tried in registration order)."""
-    if strategy.kind in _STRATEGIES:
+def register_strategy(strategy: Strategy, replace: bool = False) -> Strategy:
+    """Register ``strategy`` under its kind (patterns are tried in registration order);
+    ``replace=True`` replaces the kind's registration, keeping its place in the order."""
+    if strategy.kind in _STRATEGIES and not replace:
         raise ValueError(f"a VTA strategy for {strategy.kind!r} is already registered")
     _STRATEGIES[strategy.kind] = strategy
     return strategy
