@@ -415,16 +415,18 @@ class ProgramBuilder:
 
     def build(self) -> Program:
         """The stream queued so far as a :class:`Program` (the builder is unchanged)."""
-        insns, relocs, encoders = [], [], {}
+        insns, relocs, encoders, known = [], [], {}, {}
         for k, p in enumerate(self._queue.insns):
-            source = self._sources.get(p)
-            if source is not None and {**p.fields, "opcode": p.opcode} == source.fields:
-                insns.append(source)            # an included instruction, unchanged
-            else:
-                encode = encoders.get(p.opcode)
-                if encode is None:
-                    encode = encoders[p.opcode] = encoder(self.config, p.opcode)
-                insns.append(encode(p.fields))
+            insn = self._sources.get(p)         # an included instruction, unchanged?
+            if insn is None or {**p.fields, "opcode": p.opcode} != insn.fields:
+                key = (p.opcode, *p.fields.items())
+                insn = known.get(key)           # a stream repeats instructions (a tile's
+                if insn is None:                # GEMMs): equal fields, one encoded Insn
+                    encode = encoders.get(p.opcode)
+                    if encode is None:
+                        encode = encoders[p.opcode] = encoder(self.config, p.opcode)
+                    insn = known[key] = encode(p.fields)
+            insns.append(insn)
             if p.uop_offset is not None:
                 relocs.append((k, UOPS))
             elif p in self._relocs:
