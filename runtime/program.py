@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import struct
+import weakref
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -61,6 +62,12 @@ _PREAMBLE = struct.Struct("<8sHHI")
 _CRC = struct.Struct("<I")
 _POP_FLAGS = DEP_FLAGS[:2]
 _STAGES = (1, 2, 3)        # load, compute, store: the units' ERROR_MODULE numbers
+
+
+#: Live Programs by the bytes they wrote: reading those bytes back gives the same
+#: (immutable) Program, not a decoded copy (an executable reads every kernel its
+#: compiler has just written).
+_written: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 class ProgramFormatError(VTARuntimeError, ValueError):
@@ -152,7 +159,8 @@ class Program:
         instruction that moves no DRAM data, or a pending pop is malformed.
     """
 
-    __slots__ = ("config", "name", "insns", "uops", "slots", "relocations", "pending_pops")
+    __slots__ = ("config", "name", "insns", "uops", "slots", "relocations", "pending_pops",
+                 "__weakref__")
 
     def __init__(self, config: VTAConfig, insns, uops=(), slots=None, relocations=(),
                  pending_pops=(), name: str = ""):
@@ -286,7 +294,9 @@ class Program:
         body = (_PREAMBLE.pack(FORMAT_MAGIC, FORMAT_VERSION, 0, len(text)) + text
                 + b"".join(w.to_bytes(16, "little") for w in self.words)
                 + self.uops.astype("<u4").tobytes())
-        return body + _CRC.pack(zlib.crc32(body))
+        data = body + _CRC.pack(zlib.crc32(body))
+        _written[data] = self
+        return data
 
     @classmethod
     def from_bytes(cls, data) -> "Program":
@@ -299,6 +309,9 @@ class Program:
             altered (checksum), or describe an inconsistent program.
         """
         data = bytes(data)
+        known = _written.get(data)
+        if type(known) is cls:          # written by a live Program: that Program
+            return known
         where = "Program.from_bytes"
         if len(data) < _PREAMBLE.size + _CRC.size:
             raise ProgramFormatError(f"{where}: {len(data)} bytes is too short for a Program "

@@ -14,7 +14,7 @@ from vtakit.compiler.ops.loops import Dim, _fold, fold_loops
 from vtakit.compiler.ops.plan import clear_program_cache, plan_signature
 from vtakit.hw.config import VTAConfig
 from vtakit.hw.isa import Format, MemType, isa_for
-from vtakit.runtime import ProgramBuilder, Runtime, Unit
+from vtakit.runtime import Program, ProgramBuilder, Runtime, Unit
 from vtakit.sim import open_device
 
 DEFAULT = VTAConfig.preset("default")
@@ -144,6 +144,16 @@ def test_a_program_included_in_a_builder_keeps_its_instructions():
     built = b.build()
     assert built == program
     assert [i.fields for i in built.insns] == [i.fields for i in program.insns]
+
+
+def test_from_bytes_gives_back_a_live_writer_and_decodes_anything_else():
+    plan = plan_add(DEFAULT, (1, 18, 5, 5), shift=1)
+    program = plan.program()
+    data = program.to_bytes()
+    assert Program.from_bytes(data) is program
+    fresh = Program.from_bytes(plan.emit_program().to_bytes())     # writer collected
+    assert fresh is not program and fresh == program
+    assert [i.fields for i in fresh.insns] == [i.fields for i in program.insns]
 
 
 def test_fold_loops_remembers_only_what_it_would_compute():

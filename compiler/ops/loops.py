@@ -149,7 +149,8 @@ def _fold(dims, base) -> Folded:
     if any(d.extent < 1 for d in dims):
         raise ValueError("fold_loops: every extent must be >= 1")
     best = None
-    for variant in (_merge(dims), dims):
+    merged = _merge(dims)
+    for variant in (merged, dims) if merged != dims else (dims,):   # the same twice: once
         choices = [None] + list(range(len(variant)))
         for outer, inner in itertools.product(choices, choices):
             if (outer is None) != (inner is None) and outer is not None:
@@ -167,9 +168,9 @@ def _fold(dims, base) -> Folded:
             if best is None or key < best[0]:
                 best = (key, loops, rest, order)
     _, loops, rest, order = best
-    uops = []
-    for idx in itertools.product(*(range(d.extent) for d in rest)):
-        uops.append(tuple(b + sum(i * d.strides[j] for i, d in zip(idx, rest))
-                          for j, b in enumerate(base)))
+    uops = [tuple(base)]            # the rest's index space, last dim fastest
+    for d in rest:
+        sd, ss, sw = d.strides
+        uops = [(a + i * sd, b + i * ss, c + i * sw) for a, b, c in uops for i in range(d.extent)]
     return Folded(tuple(uops), tuple((d.extent, *d.strides) for d in loops),
                   _hazard_free(order), tuple(d.name for d in order))

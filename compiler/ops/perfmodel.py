@@ -96,8 +96,9 @@ def _mem_type(value, elem) -> int:
     return value if value in elem else MemType(value)
 
 
-def _duration(insn, config, cost: CostModel, elem: dict):
-    """(cycles, gemm uops, alu uops) of one instruction (``elem``: :func:`_elem_bytes`)."""
+def _duration(insn, bus_bytes: int, cost: CostModel, elem: dict):
+    """(cycles, gemm uops, alu uops) of one instruction (``elem``: :func:`_elem_bytes`,
+    ``bus_bytes``: the config's)."""
     op, f = insn.opcode, insn.fields
     if op == Opcode.LOAD or op == Opcode.STORE:
         if f["x_size"] == 0:
@@ -108,7 +109,7 @@ def _duration(insn, config, cost: CostModel, elem: dict):
         if op == Opcode.LOAD and mem != MemType.UOP:
             xt = f["x_pad_0"] + f["x_size"] + f["x_pad_1"]
             pads = xt * (f["y_pad_0"] + f["y_size"] + f["y_pad_1"]) - n
-        beats = -(-n * elem[mem] // config.bus_bytes)
+        beats = -(-n * elem[mem] // bus_bytes)
         return cost.dma_insn_cycles + beats + pads + f["y_size"] * cost.dma_row_cycles, 0, 0
     if op == Opcode.GEMM or op == Opcode.ALU:
         uops = f["iter_out"] * f["iter_in"] * max(0, f["uop_end"] - f["uop_bgn"])
@@ -165,12 +166,12 @@ class _ReadPort:
         busy[j:k] = [span]
 
 
-def _read_beats(insn, config, elem) -> int:
+def _read_beats(insn, bus_bytes: int, elem) -> int:
     """DRAM read beats of a LOAD (0 for anything else)."""
     f = insn.fields
     if insn.opcode != Opcode.LOAD or f["x_size"] == 0:
         return 0
-    return -(-f["x_size"] * f["y_size"] * elem[f["memory_type"]] // config.bus_bytes)
+    return -(-f["x_size"] * f["y_size"] * elem[f["memory_type"]] // bus_bytes)
 
 
 def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
@@ -191,7 +192,7 @@ def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
     for insn in insns:
         queues[dispatch_unit(insn.opcode, insn.fields.get("memory_type"))].append(insn)
     tokens = {q: deque() for q in TOKEN_QUEUES}
-    elem = _elem_bytes(config)
+    elem, bus = _elem_bytes(config), config.bus_bytes
     port = _ReadPort() if cost.shared_read_port else None
     pops = {m: [(flag, name) for flag, name in DEP_QUEUES[m].items()
                 if name and flag.startswith("pop")] for m in queues}
@@ -217,12 +218,15 @@ def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
             while pos[m] < len(q):
                 insn = q[pos[m]]
                 names = [name for flag, name in pops[m] if insn.fields.get(flag)]
-                if any(not tokens[n] for n in names):
+                if not names:
+                    ready, start = {}, time[m]
+                elif any(not tokens[n] for n in names):
                     break
-                ready = {n: tokens[n].popleft() for n in names}
-                start = max([time[m], *ready.values()])
-                dur, g, a = _duration(insn, config, cost, elem)
-                beats = port and _read_beats(insn, config, elem)
+                else:
+                    ready = {n: tokens[n].popleft() for n in names}
+                    start = max([time[m], *ready.values()])
+                dur, g, a = _duration(insn, bus, cost, elem)
+                beats = port and _read_beats(insn, bus, elem)
                 if beats:
                     dur = max(dur, port.reserve(start + cost.dma_insn_cycles, beats) - start)
                 if intervals:
