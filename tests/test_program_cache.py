@@ -92,6 +92,20 @@ def test_signature_describes_values_exactly():
             d(opaque)
 
 
+class _Slotted:
+    __slots__ = ("__hidden", "shown")
+    __module__ = "vtakit.tests"
+
+    def __init__(self, hidden, shown):
+        self.__hidden, self.shown = hidden, shown
+
+
+def test_signature_sees_every_slot_private_ones_too():
+    d = plan_module._describe
+    assert d(_Slotted(1, 2)) == d(_Slotted(1, 2))
+    assert d(_Slotted(1, 2)) != d(_Slotted(3, 2)) != d(_Slotted(1, 3))
+
+
 def test_a_plan_with_an_opaque_attribute_is_never_cached():
     clear_program_cache()
     a = plan_add(DEFAULT, (1, 18, 5, 5), shift=1)

@@ -27,7 +27,7 @@ from ...runtime import Program, ProgramBuilder
 __all__ = ["OpPlan", "Operand", "plan_signature", "clear_program_cache"]
 
 #: Programs kept by :meth:`OpPlan.program` across plans (least recently used dropped).
-PROGRAM_CACHE_SIZE = 256
+PROGRAM_CACHE_SIZE = 64
 _programs: OrderedDict = OrderedDict()      # plan_signature -> Program
 
 
@@ -69,8 +69,14 @@ def _attributes(value, depth, skip=()):
     t = type(value)
     if not all(c is object or c.__module__.split(".")[0] == "vtakit" for c in t.__mro__):
         raise _Unhashable(f"cannot describe a {t.__module__}.{t.__qualname__}")
-    names = [n for c in t.__mro__ for n in getattr(c, "__slots__", ())
-             if n not in ("__dict__", "__weakref__")]
+    names = []
+    for c in t.__mro__:
+        slots = getattr(c, "__slots__", ())
+        for n in (slots,) if isinstance(slots, str) else slots:
+            if n.startswith("__") and not n.endswith("__"):     # a private slot's real name
+                n = f"_{c.__name__.lstrip('_')}{n}"
+            if n not in ("__dict__", "__weakref__"):
+                names.append(n)
     items = [(n, getattr(value, n)) for n in names if hasattr(value, n)]
     items += [kv for kv in getattr(value, "__dict__", {}).items() if kv[0] not in skip]
     return tuple((n, _describe(v, depth + 1)) for n, v in items)
