@@ -22,6 +22,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ...hw.errors import VtakitError
 from ...runtime import Program, ProgramBuilder
 
 __all__ = ["OpPlan", "Operand", "plan_signature", "clear_program_cache"]
@@ -31,7 +32,7 @@ PROGRAM_CACHE_SIZE = 64
 _programs: OrderedDict = OrderedDict()      # plan_signature -> Program
 
 
-class _Unhashable(Exception):
+class _Unhashable(VtakitError):
     """A value :func:`_describe` cannot describe completely (the plan is not cached)."""
 
 
