@@ -44,6 +44,18 @@ def test_conv_layer_equals_interpreter(rounding, scale, pad_value, where):
     assert records[0].predicted_cycles > 0 and records[0].dram_bytes > 0
 
 
+def test_host_requantized_result_stores_the_bytes_its_weights_allow():
+    # int8 inputs and weights in [-20, 20]: |conv| <= 128 x 144 x 20 < 2^23, so three byte
+    # planes (the bias is added on the host); the result is still the interpreter's
+    from vtakit.compiler.vta.lower import layer_spec, weight_shape
+    from vtakit.hw.config import load_config
+    fn, x = _conv_layer("tflite", tuple(np.linspace(1e-3, 9e-3, 32)))
+    layer = match_layer(fn.body)
+    spec = layer_spec(layer, x.shape, weight_shape(layer), load_config("default"))
+    assert spec.where == "vta+host" and spec.plan.operands["out"].shape[0] == 3
+    assert not spec.plan.epilogue.bias
+
+
 def test_uniform_depthwise_reads_one_shared_weight_tile():
     # A calibrated average pool is a depthwise conv with all-ones weights: one weight tile
     # serves every block and tap, and the result is still the interpreter's.
@@ -59,9 +71,9 @@ def test_uniform_depthwise_reads_one_shared_weight_tile():
     f = lower_primitive(fn, records=records)
     np.testing.assert_array_equal(f(Runtime(open_device("behavioral", "default")), v),
                                   evaluate(fn, v))
-    # DRAM reads: data 3 blocks x 49 x 16 B, the one 256 B tile and the bias 3 x 64 B
-    # (not 3 blocks x 49 taps x 256 B of weights)
-    assert records[0].roofline.read_bytes == 3 * 49 * 16 + 256 + 3 * 64
+    # DRAM reads: data 3 blocks x 49 x 16 B and the one 256 B tile (not 3 blocks x 49
+    # taps x 256 B of weights; the bias joins the host's requantize)
+    assert records[0].roofline.read_bytes == 3 * 49 * 16 + 256
 
 
 def test_dense_layer():

@@ -84,3 +84,75 @@ def test_avg_pools(rt):
     np.testing.assert_array_equal(avg_pool2d(rt, x, 2, 2), ref.avg_pool2d_ref(x, 2, 2))
     x = i8(rng, 1, 16, 7, 7)
     np.testing.assert_array_equal(global_avg_pool2d(rt, x), ref.global_avg_pool2d_ref(x))
+
+
+@pytest.mark.parametrize("shape,tiling", [
+    ((1, 12, 9, 7, 20, 3, 1), (1, 1, 2, 4, 1)),     # 3x3, padding: 15 tiles over 5 acc slots
+    ((2, 16, 6, 6, 24, 1, 0), (1, 2, 2, 6, 2)),     # 1x1, full-width tiles, 2 input chunks
+])
+def test_conv2d_int32_two_threads(shape, tiling):
+    """An int32 result stored as byte planes with two threads (plane shifts skewed behind
+    the GEMMs over five acc slots, :class:`~vtakit.compiler.ops.tokens.PlanePipeline`):
+    Verilator equals the behavioral model and the reference bit for bit (tiny config)."""
+    from vtakit.compiler.ops import ConvTiling
+    n, c, h, w, o, k, pad = shape
+    rng = np.random.default_rng(8)
+    x, wt = i8(rng, n, c, h, w), i8(rng, o, c, k, k)
+    bias = rng.integers(-30000, 30000, size=o, dtype=np.int32)
+    t = ConvTiling(*tiling, "co_outer", 2)
+    want = ref.epilogue_ref(ref.conv2d_ref(x, wt, 1, pad), bias=bias, out_dtype=np.int32)
+    for backend in ("behavioral", BACKEND):
+        with open_device(backend, "tiny") as dev:
+            y = conv2d(Runtime(dev), x, wt, 1, pad, bias=bias, out_dtype=np.int32, tiling=t)
+        np.testing.assert_array_equal(y, want, err_msg=backend)
+
+
+def test_conv2d_int32_two_threads_border_rows():
+    """The same schedule with ALU border rows (padding with -128 corrected per border
+    rectangle) and the bias, both kept once per kernel at the top of the acc SRAM:
+    Verilator equals the behavioral model and the reference (tiny config)."""
+    from vtakit.compiler.ops import ConvTiling, plan_conv2d
+    from vtakit.compiler.quant import fixed_point as fp
+    from vtakit.hw.config import load_config
+    rng = np.random.default_rng(9)
+    x, w = i8(rng, 1, 16, 10, 8), i8(rng, 16, 16, 10, 4)
+    bias = rng.integers(-3000, 3000, 16).astype(np.int32)
+    pad = (4, 1, 5, 2)
+    xv = np.pad(x, ((0, 0), (0, 0), (4, 5), (1, 2)), constant_values=-128)
+    want = ref.conv2d_ref(xv, w, 2, 0).astype(np.int64)
+    corr = fp.wrap_int32(want - ref.conv2d_ref(x, w, 2, pad))
+    plan = plan_conv2d(load_config("tiny"), x.shape, w.shape, 2, pad, bias=True,
+                       out_dtype=np.int32, border=True,
+                       tiling=ConvTiling(1, 1, 1, 4, 1, "co_outer", 2))
+    assert len(plan.border_cases) > 1
+    for backend in ("behavioral", BACKEND):
+        with open_device(backend, "tiny") as dev:
+            out, _ = plan.run(Runtime(dev), plan.pack(x, w, bias, border=corr))
+        np.testing.assert_array_equal(plan.unpack(out), ref.epilogue_ref(
+            fp.wrap_int32(want), bias=bias, out_dtype=np.int32), err_msg=backend)
+
+
+@pytest.mark.parametrize("nbytes", [2, 3])
+def test_conv2d_int32_fewer_byte_planes(nbytes):
+    """An int32 result known to fit ``nbytes`` bytes stores that many planes (one SHR
+    less per plane left out) and reads back sign-extended: Verilator equals the
+    behavioral model and the reference (tiny config), and stores ``nbytes`` planes."""
+    from vtakit.compiler.ops import ConvTiling, plan_conv2d
+    from vtakit.compiler.ops.epilogue import result_bytes_for
+    from vtakit.hw.config import load_config
+    rng = np.random.default_rng(10)
+    lim = 15 if nbytes == 2 else 100               # sum |w| x 128 within 2^15 or 2^23
+    x = i8(rng, 1, 16, 6, 6)
+    w = rng.integers(-lim, lim + 1, (16, 16, 1, 1)).astype(np.int8)
+    x[0, :, 0, 0], w[0] = 127, lim                 # one output near the bound
+    bound = 128 * int(np.abs(w.astype(np.int64)).reshape(16, -1).sum(axis=1).max())
+    assert result_bytes_for(bound) == nbytes
+    plan = plan_conv2d(load_config("tiny"), x.shape, w.shape, 1, 0, out_dtype=np.int32,
+                       result_bytes=nbytes, tiling=ConvTiling(1, 1, 2, 6, 1, "co_outer", 2))
+    assert plan.operands["out"].shape[0] == nbytes
+    want = ref.conv2d_ref(x, w, 1, 0)
+    assert np.abs(want).max() >= 1 << (8 * (nbytes - 1))  # the top plane carries bits
+    for backend in ("behavioral", BACKEND):
+        with open_device(backend, "tiny") as dev:
+            out, _ = plan.run(Runtime(dev), plan.pack(x, w))
+        np.testing.assert_array_equal(plan.unpack(out), want, err_msg=backend)

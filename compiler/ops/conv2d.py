@@ -51,15 +51,18 @@ from .epilogue import Epilogue
 from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_weight,
                      pack_conv_weight, unpack_activation)
 from .loops import Dim, fold_loops
-from .tokens import Pipeline, kernel_fence
+from .tokens import Pipeline, PlanePipeline, kernel_fence
 from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding
 from .operands import check_fits, check_operand, check_positive
-from .tiling import (ConvProblem, ConvTiling, CostModel, TilingError, estimate, gemm_dims,
-                     search_tiles)
+from .tiling import (ConvProblem, ConvTiling, CostModel, TilingError, acc_slots, estimate,
+                     gemm_dims, search_tiles, shared_acc)
 
 __all__ = ["Conv2dPlan", "plan_conv2d", "conv2d", "group_conv2d", "assemble_planes",
            "GroupMappingError", "border_cases"]
+
+
+_RERANKED: dict = {}     # Conv2dPlan._rerank's choices
 
 
 class GroupMappingError(VtakitError, ValueError):
@@ -146,18 +149,18 @@ class Conv2dPlan(OpPlan):
             ceil_div(n, b), grouping.pop("ib"), h, w, ceil_div(o, blk), kh, kw, self.stride,
             self.padding, bias=epilogue.bias_tile, residual=epilogue.residual == "int32",
             residual_gemm=epilogue.residual == "int8",
-            alu_imm=len(epilogue.imm_passes()), int32_out=epilogue.planes == 4,
+            alu_imm=len(epilogue.imm_passes()), int32_out=epilogue.out_dtype == "int32",
+            result_bytes=epilogue.result_bytes,
             op=self.name, shape_text=text, shared_wgt=bool(shared_weight),
             acc_rows=epilogue.rows, border_cases=len(self.border_cases),
             border_vectors=sum((r1 - r0) * (c1 - c0) for r0, r1, c0, c1 in self.border_cases)
             * ceil_div(n, b) * ceil_div(o, blk), **grouping)
         p = self.problem
+        ranked = None
         if tiling is None:
-            tiling = search_tiles(p, cfg, cost=cost, top=1,
-                                  nthreads=(1,) if epilogue.planes > 1 else (2, 1))[0][1]
-        self.tiling = tiling
-        self._check_tiling()
-        self.estimate = estimate(p, tiling, cfg, cost)
+            ranked = search_tiles(p, cfg, cost=cost, top=self.RERANK if p.int32_out else 1)
+            tiling = ranked[0][1]
+        self._set_tiling(tiling, cost)
         e = (b, blk)
         self.operands = {"data": Operand("data", (p.nb, p.cin_blocks, h, w) + e, np.int8),
                          "weight": Operand("weight", (1, 1, 1, 1, blk, blk) if p.shared_wgt else
@@ -176,18 +179,47 @@ class Conv2dPlan(OpPlan):
             self.operands["identity"] = Operand("identity", (1, 1, 1, 1, blk, blk), np.int8)
         self.operands["out"] = Operand("out", (epilogue.planes, p.nb, p.ob, p.oh, p.ow) + e,
                                        np.int8)
+        if ranked is not None and len(ranked) > 1:
+            self._rerank([t for _, t in ranked], cost)
+
+    #: int32 results: how many of the tile search's best tilings are re-ranked by the
+    #: event model (:func:`.perfmodel.predict_stream`) on their instruction streams. The
+    #: skewed plane schedule's fill, drain and LOAD UOPs are where the analytic model is
+    #: coarsest, and these layers are small enough to lower a few times.
+    RERANK = 6
+
+    def _set_tiling(self, tiling, cost):
+        self.tiling = tiling
+        self._check_tiling()
+        self.estimate = estimate(self.problem, tiling, self.config, cost)
+        self._program = None
+
+    def _rerank(self, candidates, cost):
+        """Keep the candidate tiling whose stream the event model predicts fastest (the
+        search's order breaks ties); memoized per problem, epilogue and config."""
+        key = (type(self), self.problem, self.config, cost, self.epilogue,
+               tuple(self.border_cases), tuple(candidates))
+        best = _RERANKED.get(key)
+        if best is None:
+            scored = []
+            for i, t in enumerate(candidates):
+                self._set_tiling(t, cost)
+                scored.append((self.inspect()["predicted_cycles"], i))
+            best = _RERANKED[key] = candidates[min(scored)[1]]
+        self._set_tiling(best, cost)
 
     def _check_tiling(self):
         p, t, cfg = self.problem, self.tiling, self.config
-        if t.nthreads not in (1, 2) or (self.epilogue.planes > 1 and t.nthreads != 1):
-            raise TilingError(f"{p.describe}: nthreads={t.nthreads}; must be 1 or 2 (1 for "
-                              "int32 results)")
-        fp = t.footprint(p)
-        for mem, depth in (("inp", cfg.inp_depth), ("wgt", cfg.wgt_depth),
-                           ("acc", cfg.acc_depth)):
-            if fp[mem] * t.nthreads > depth:
+        if t.nthreads not in (1, 2):
+            raise TilingError(f"{p.describe}: nthreads={t.nthreads}; must be 1 or 2")
+        fp = t.footprint(p, cfg)
+        nacc = int(acc_slots(p.int32_out, t.nthreads))
+        for mem, depth, n in (("inp", cfg.inp_depth, t.nthreads),
+                              ("wgt", cfg.wgt_depth, t.nthreads),
+                              ("acc", cfg.acc_depth - shared_acc(p, cfg), nacc)):
+            if fp[mem] * n > depth:
                 raise TilingError(f"{p.describe}: tiling {t} needs {fp[mem]} {mem} SRAM elements "
-                                  f"per buffer x {t.nthreads} buffers; the {mem} buffer of config "
+                                  f"per buffer x {n} buffers; the {mem} buffer of config "
                                   f"{cfg.name} holds {depth}")
         if min(t.tn, t.tco, t.th, t.tw, t.tci) < 1:
             raise TilingError(f"{p.describe}: tiling {t} has a tile size below 1")
@@ -317,8 +349,23 @@ class Conv2dPlan(OpPlan):
     def emit(self, builder, slots: dict) -> None:
         p, t, cfg, epi = self.problem, self.tiling, self.config, self.epilogue
         nth = t.nthreads
+        nacc = int(acc_slots(p.int32_out, nth))
+        shared = shared_acc(p, cfg)
         inp_slot, wgt_slot, acc_slot = (cfg.inp_depth // nth, cfg.wgt_depth // nth,
-                                        cfg.acc_depth // nth)
+                                        (cfg.acc_depth - shared) // nacc)
+        nborder = len(self.border_cases)
+        if shared:   # [bias][requantize rows][border rows] x ob at the top of the acc SRAM
+            region = cfg.acc_depth - shared
+            rows_region = region + p.ob * int(epi.bias_tile)
+            border_region = rows_region + p.ob * epi.rows
+            if epi.bias_tile:
+                builder.load_2d(MemType.ACC, region, slots["bias"], 0, p.ob, 1, p.ob)
+            if epi.rows:
+                builder.load_2d(MemType.ACC, rows_region, slots["requant"], 0, p.ob, epi.rows,
+                                p.ob)
+            if nborder:
+                builder.load_2d(MemType.ACC, border_region, slots["border"], 0, p.ob, nborder,
+                                p.ob)
         kk = p.kh * p.kw
         (sh, sw), (pt, pl, _, _) = p.stride, p.pad
         chunks = [(c0, min(t.tci, p.ib - c0)) for c0 in range(0, p.ib, t.tci)]
@@ -328,22 +375,37 @@ class Conv2dPlan(OpPlan):
         pipe = Pipeline(builder, nth, nth, len(tiles) * (len(chunks) + res_group), len(tiles) * planes)
         full_out = t.th >= p.oh and t.tw >= p.ow
         out_plane = p.nb * p.ob * p.oh * p.ow
-        inp_has, wgt_has, bias_has = [None] * nth, [None] * nth, [None] * nth
+        inp_has, wgt_has, bias_has = [None] * nth, [None] * nth, [None] * nacc
         kernels = {}
         g = 0
-        for ti, (n0, tn, co0, tco, h0, th, w0, tw) in enumerate(tiles):
-            a = ti % nth
+
+        def out_dims(ti):
+            tn, tco, th, tw = (tiles[ti][k] for k in (1, 3, 5, 7))
+            return [Dim("n", tn, tco * th * tw), Dim("o", tco, th * tw), Dim("p", th * tw, 1)]
+
+        def store(ti, k):
+            n0, tn, co0, tco, h0, th, w0, tw = tiles[ti]
+            self._move(builder, "store", slots["out"], (ti % nacc) * acc_slot, k * out_plane,
+                       n0, tn, co0, tco, h0, th, w0, tw, full_out)
+
+        def compute(ti):
+            """Tile ti up to its first stored plane: the groups' loads and GEMMs (with the
+            load/compute tokens), the border correction and the epilogue."""
+            nonlocal g
+            n0, tn, co0, tco, h0, th, w0, tw = tiles[ti]
+            a = ti % nacc
             acc_base = a * acc_slot
-            bias_base = (a + 1) * acc_slot - t.tco
-            rows_base = bias_base - t.tco * epi.rows + (0 if epi.bias_tile else t.tco)
-            border_base = rows_base - t.tco * len(self.border_cases)
+            if shared:
+                bias_base, rows_base, border_base, step = (region + co0, rows_region + co0,
+                                                           border_region + co0, p.ob)
+                bias_has[a] = (co0, tco)
+            else:    # [border rows][requantize rows][bias] x tco at the end of the slot
+                bias_base = (a + 1) * acc_slot - t.tco
+                rows_base = bias_base - t.tco * epi.rows + (0 if epi.bias_tile else t.tco)
+                border_base, step = rows_base - t.tco * nborder, tco   # rows of tco
             ent = tn * tco * th * tw
             r_start, rows, ypad0, ypad1, hi = self._window(h0, th, sh, p.kh, pt, p.h)
             c_start, cols, xpad0, xpad1, wi = self._window(w0, tw, sw, p.kw, pl, p.w)
-            out_dims = [Dim("n", tn, tco * th * tw), Dim("o", tco, th * tw),
-                        Dim("p", th * tw, 1)]
-            # ---- compute: start the tile
-            pipe.acquire_out(ti * planes)
             if (epi.bias_tile or p.acc_rows or p.border_cases) and bias_has[a] != (co0, tco):
                 if epi.bias_tile:
                     builder.load_2d(MemType.ACC, bias_base, slots["bias"], co0, tco, 1, tco)
@@ -358,7 +420,7 @@ class Conv2dPlan(OpPlan):
                 self._move(builder, "load", slots["residual"], acc_base, 0, n0, tn, co0, tco, h0,
                            th, w0, tw, full_out)
             else:
-                f = fold_loops(out_dims, (acc_base, 0, 0))
+                f = fold_loops(out_dims(ti), (acc_base, 0, 0))
                 builder.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))
             for c0, tci in chunks:
                 s = g % nth
@@ -420,22 +482,41 @@ class Conv2dPlan(OpPlan):
                 builder.push_gemm(UopKernel.gemm(f.uops, f.loops))
                 pipe.compute_end(g)
                 g += 1
-            # ---- compute: border correction, epilogue, then store (byte planes for
-            # int32 results)
-            self._emit_border(builder, acc_base, border_base, tn, tco, h0, th, w0, tw)
+            # ---- compute: border correction, epilogue
+            self._emit_border(builder, acc_base, border_base, step, tn, tco, h0, th, w0, tw)
             bias_dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
                          Dim("p", th * tw, 1, 0)]
-            epi.emit(builder, acc_base, out_dims, bias_base, bias_dims, rows_base, tco)
-            for k in range(planes):
-                e = ti * planes + k
-                if k:
-                    pipe.acquire_out(e)
-                    epi.emit_plane_shift(builder, acc_base, out_dims)
-                pipe.release_out(e)
-                pipe.store_begin(e)
-                self._move(builder, "store", slots["out"], acc_base, k * out_plane, n0, tn, co0, tco,
-                           h0, th, w0, tw, full_out)
-                pipe.store_end(e)
+            epi.emit(builder, acc_base, out_dims(ti), bias_base, bias_dims, rows_base, step)
+
+        if nacc == nth:
+            # each tile's planes right after it (int8 results, or one buffer: the shift of
+            # plane k waits for the store of plane k - 1)
+            for ti in range(len(tiles)):
+                pipe.acquire_out(ti * planes)
+                compute(ti)
+                for k in range(planes):
+                    e = ti * planes + k
+                    if k:
+                        pipe.acquire_out(e)
+                        epi.emit_plane_shift(builder, (ti % nacc) * acc_slot, out_dims(ti))
+                    pipe.release_out(e)
+                    pipe.store_begin(e)
+                    store(ti, k)
+                    pipe.store_end(e)
+        else:
+            # int32 result, double-buffered: plane shifts k tiles behind the GEMMs
+            sched = PlanePipeline(builder, len(tiles), planes, nacc)
+            for step in sched.steps:
+                for ti, k in step:
+                    sched.acquire((ti, k))
+                    if k:
+                        epi.emit_plane_shift(builder, (ti % nacc) * acc_slot, out_dims(ti))
+                    else:
+                        compute(ti)
+                    sched.release((ti, k))
+                    sched.store_begin((ti, k))
+                    store(ti, k)
+                    sched.store_end((ti, k))
         kernel_fence(builder)
 
     def _gemm_kernels(self, base, tn, tco, th, tw, tci, hi, wi, ydata, xdata) -> tuple:
@@ -472,8 +553,9 @@ class Conv2dPlan(OpPlan):
         return tuple(UopKernel.gemm(f.uops, f.loops, check_hazard=f.hazard_free)
                      for f in folds)
 
-    def _emit_border(self, builder, acc_base, border_base, tn, tco, h0, th, w0, tw):
-        """ALU ADD of each border rectangle's per-channel row over the tile's part of it."""
+    def _emit_border(self, builder, acc_base, border_base, step, tn, tco, h0, th, w0, tw):
+        """ALU ADD of each border rectangle's per-channel row (row k at ``border_base + k
+        * step``) over the tile's part of it."""
         for k, (r0, r1, c0, c1) in enumerate(self.border_cases):
             rr0, rr1 = max(r0, h0), min(r1, h0 + th)
             cc0, cc1 = max(c0, w0), min(c1, w0 + tw)
@@ -482,7 +564,7 @@ class Conv2dPlan(OpPlan):
             dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
                     Dim("r", rr1 - rr0, tw, 0), Dim("c", cc1 - cc0, 1, 0)]
             f = fold_loops(dims, (acc_base + (rr0 - h0) * tw + cc0 - w0,
-                                  border_base + k * tco, 0))
+                                  border_base + k * step, 0))
             builder.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
                                            [lp[:3] for lp in f.loops]))
 
@@ -501,6 +583,11 @@ class Conv2dPlan(OpPlan):
 
         if full_out:
             one(sram, (n0 * p.ob + co0) * hw, tco * hw, tn, p.ob * hw)
+            return
+        if tw == p.ow and kind == "store":   # whole rows: th * tw elements per channel block
+            for nl in range(tn):
+                one(sram + nl * tco * th * tw, ((n0 + nl) * p.ob + co0) * hw + h0 * p.ow,
+                    th * tw, tco, hw)
             return
         for nl in range(tn):
             for ol in range(tco):
@@ -527,12 +614,13 @@ def _tap_segments(n_out, stride, k, first, count):
 def plan_conv2d(config, x_shape, w_shape, stride=1, padding=0, *, groups=1, bias=False,
                 shift=0, relu=False, clip=None, residual=False, out_dtype=np.int8, tiling=None,
                 cost: CostModel = CostModel(), requant=None, border=False,
-                shared_weight=False) -> Conv2dPlan:
+                shared_weight=False, result_bytes=4) -> Conv2dPlan:
     """Plan a convolution without running it (``bias``/``residual``/``border``/
     ``shared_weight`` are flags here; ``requant`` an :class:`.epilogue.Requant`, on a
     config with the ALU extension)."""
     epi = Epilogue.make(bias=bias, residual=residual, shift=shift, clip=clip, relu=relu,
-                        out_dtype=out_dtype, op="conv2d", requant=requant)
+                        out_dtype=out_dtype, op="conv2d", requant=requant,
+                        result_bytes=result_bytes)
     return Conv2dPlan(config, x_shape, w_shape, stride, padding, groups=groups, epilogue=epi,
                       tiling=tiling, cost=cost, border=border, shared_weight=shared_weight)
 

@@ -52,11 +52,12 @@ class DensePlan(Conv2dPlan):
 
 def plan_dense(config, x_shape, w_shape, *, bias=False, shift=0, relu=False, clip=None,
                residual=False, out_dtype=np.int8, tiling=None,
-               cost: CostModel = CostModel(), requant=None) -> DensePlan:
+               cost: CostModel = CostModel(), requant=None, result_bytes=4) -> DensePlan:
     """Plan a dense layer without running it (``bias``/``residual`` are flags here;
     ``requant`` an :class:`.epilogue.Requant`)."""
     epi = Epilogue.make(bias=bias, residual=residual, shift=shift, clip=clip, relu=relu,
-                        out_dtype=out_dtype, op="dense", requant=requant)
+                        out_dtype=out_dtype, op="dense", requant=requant,
+                        result_bytes=result_bytes)
     return DensePlan(config, x_shape, w_shape, epilogue=epi, tiling=tiling, cost=cost)
 
 

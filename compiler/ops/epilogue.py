@@ -50,7 +50,8 @@ from ...runtime import UopKernel
 from .loops import Dim, fold_loops
 from .reference import wrap32
 
-__all__ = ["Epilogue", "EpilogueError", "MAX_SHIFT", "Requant", "REQUANT_EXTENSION"]
+__all__ = ["Epilogue", "EpilogueError", "MAX_SHIFT", "Requant", "REQUANT_EXTENSION",
+           "result_bytes_for"]
 
 #: The config ``EXTENSIONS`` name of the exact-requantization ALU opcodes.
 REQUANT_EXTENSION = "requant"
@@ -61,6 +62,15 @@ MAX_SHIFT = SHIFT_LIMIT
 
 class EpilogueError(VtakitError, ValueError):
     """An epilogue parameter VTA cannot execute (shift, clip bounds, dtype)."""
+
+
+def result_bytes_for(bound: int) -> int:
+    """The byte planes (2..4) an int32 result needs when every value lies in
+    ``[-bound, bound]``: the host sign-extends the top plane."""
+    for n in (2, 3):
+        if int(bound) < 1 << (8 * n - 1):
+            return n
+    return 4
 
 
 @dataclass(frozen=True)
@@ -155,11 +165,14 @@ class Epilogue:
     lo, hi : int or None
         Clip bounds (signed 16-bit immediates); ``relu`` is ``lo=0``.
     out_dtype : str
-        ``"int8"`` (the store) or ``"int32"`` (four byte planes).
+        ``"int8"`` (the store) or ``"int32"`` (byte planes).
     op : str
         Operator name for messages.
     requant : Requant or None
         Exact TFLite requantization on the ALU extension (``shift`` is then 0).
+    result_bytes : int
+        ``"int32"``: the low bytes stored, one plane each (2..4; fewer than 4 when the
+        caller knows the results fit, e.g. from the weights: the host sign-extends them).
     """
 
     bias: bool = False
@@ -170,10 +183,12 @@ class Epilogue:
     out_dtype: str = "int8"
     op: str = "op"
     requant: Requant | None = None
+    result_bytes: int = 4
 
     @classmethod
     def make(cls, *, bias=False, residual=False, shift=0, clip=None, relu=False,
-             out_dtype=np.int8, op="op", requant: Requant | None = None) -> "Epilogue":
+             out_dtype=np.int8, op="op", requant: Requant | None = None,
+             result_bytes: int = 4) -> "Epilogue":
         """Validate user arguments (``clip=(lo, hi)``, ``relu``) into an Epilogue.
         ``residual``: False/None, ``"int8"``/``np.int8``, or ``"int32"``/``np.int32``/True."""
         shift = int(shift)
@@ -208,8 +223,11 @@ class Epilogue:
             if res not in ("int8", "int32"):
                 raise EpilogueError(f"{op}: residual={residual!r}; expected 'int8', 'int32', "
                                     "True or None")
+        if not 2 <= int(result_bytes) <= 4:
+            raise EpilogueError(f"{op}: result_bytes={result_bytes}; an int32 result stores "
+                                "2 to 4 byte planes")
         return cls(bool(bias), res, shift, None if lo is None else int(lo),
-                   None if hi is None else int(hi), dt, op, requant)
+                   None if hi is None else int(hi), dt, op, requant, int(result_bytes))
 
     # ------------------------------------------------------------------ plan
 
@@ -260,7 +278,8 @@ class Epilogue:
 
     @property
     def planes(self) -> int:
-        return 4 if self.out_dtype == "int32" else 1
+        """Byte planes stored: ``result_bytes`` for an int32 result, else 1."""
+        return self.result_bytes if self.out_dtype == "int32" else 1
 
     def pack_bias_values(self, bias, channels: int) -> np.ndarray:
         """The int32 per-channel vector the bias tile holds: bias + rounding (wrapping)."""

@@ -35,7 +35,7 @@ from ...hw.isa import AluOp, MemType
 from ...hw.spec import IMM_MAX, IMM_MIN
 from ...runtime import UopKernel
 from .conv2d import Conv2dPlan, assemble_planes
-from .epilogue import Epilogue
+from .epilogue import Epilogue, result_bytes_for
 from .layout import ceil_div, pack_activation, unpack_activation
 from .loops import Dim, fold_loops
 from .tokens import Pipeline, kernel_fence
@@ -87,7 +87,8 @@ class PoolPlan(OpPlan):
         self.host_divide = kind == "avg" and area & (area - 1) != 0
         if kind == "avg" and not self.host_divide and area // 2 > IMM_MAX:
             raise TilingError(f"{text}: window area {area} too large for the rounding immediate")
-        self.planes = 4 if self.host_divide else 1
+        # window sums of int8 lie within 128 x area: their low bytes are enough
+        self.planes = result_bytes_for(128 * area) if self.host_divide else 1
         self.nthreads = 1 if self.planes > 1 else 2
         bb, blk = config.batch, config.block
         self.nb, self.cb = ceil_div(n, bb), ceil_div(c, blk)
@@ -274,8 +275,10 @@ def plan_avg_pool_gemm(config, x_shape, kernel, stride=None, padding=0) -> Conv2
     area = kh * kw
     pow2 = area & (area - 1) == 0
     c = int(x_shape[1])
+    # window sums of int8 lie within 128 x area: their low bytes are enough
     epi = Epilogue.make(shift=area.bit_length() - 1 if pow2 else 0,
-                        out_dtype=np.int8 if pow2 else np.int32, op="avg_pool2d")
+                        out_dtype=np.int8 if pow2 else np.int32, op="avg_pool2d",
+                        result_bytes=result_bytes_for(128 * area))
     return Conv2dPlan(config, x_shape, (c, 1, kh, kw), (kh, kw) if stride is None else stride,
                       padding, groups=c, epilogue=epi, shared_weight=True)
 

@@ -26,7 +26,7 @@ the config's BATCH, BLOCK_IN, BLOCK_OUT; ``bus``: bytes per DRAM beat):
   with the ALU extension ``"requant"`` the exact requantize's passes (one per
   per-channel row: SRDHM and RSHR, or MULSHR) and the output zero point's ADD, one ADD
   per border accumulator of a padding with a non-zero value corrected on the ALU,
-  and three SHR passes to store an int32 result as four byte planes; for pools, the
+  and one SHR pass per byte plane after the first to store an int32 result; for pools, the
   window reduction (``taps - 1`` MAX or ADD per output vector, ``taps`` the window's
   positions inside the input; padding adds nothing) and, for an average rounded on
   VTA, its rounding ADD and SHR. Plus one micro-op per accumulator a GEMM starts
@@ -111,8 +111,8 @@ def _dram(plan, config):
 
 def _epilogue_alu(epi) -> int:
     """ALU micro-ops per output vector the epilogue's arithmetic needs."""
-    if epi.planes > 1:
-        return 3
+    if epi.out_dtype == "int32":
+        return epi.planes - 1
     rq = 0 if epi.requant is None else epi.rows + bool(epi.requant.zero_point)
     return int(bool(epi.shift)) + (epi.lo is not None) + (epi.hi is not None) + rq
 
@@ -151,7 +151,7 @@ def _pool(plan, config) -> Roofline:
     alu = mac + blocks * int((np.outer(taps_h, taps_w) - 1).clip(0).sum())   # reset, reduce
     vectors = blocks * plan.oh * plan.ow
     if plan.kind == "avg":
-        alu += vectors * (3 if plan.host_divide else 2)
+        alu += vectors * (plan.planes - 1 if plan.host_divide else 2)
     dram, rd, wr = _dram(plan, config)
     return Roofline(mac, alu, dram, rd, wr)
 

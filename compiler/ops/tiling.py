@@ -32,8 +32,33 @@ from .roofline import covered_positions
 
 __all__ = [
     "ConvProblem", "ConvTiling", "CostModel", "RTL_COST", "Estimate", "TilingError",
-    "search_tiles", "best_tiling", "gemm_dims", "uop_budget", "MAX_PAD",
+    "search_tiles", "best_tiling", "gemm_dims", "uop_budget", "acc_slots", "shared_acc", "MAX_PAD",
+    "INT32_ACC_SLOTS",
 ]
+
+#: Acc slots of a double-buffered tiling with an int32 result: tile i's byte-plane shift k
+#: runs k tiles after its GEMMs (:class:`~vtakit.compiler.ops.tokens.PlanePipeline`), so
+#: a tile holds its slot for four steps and the next occupant waits for its last plane
+#: store one step earlier still (planes + 1 slots keep every wait in store order).
+INT32_ACC_SLOTS = 5
+
+
+def shared_acc(p, config) -> int:
+    """Acc SRAM entries of the per-channel rows (bias, requantize rows, border rows) of
+    every output block, loaded once per kernel at the top of the acc SRAM and shared by
+    all slots: ``ob x rows``, or 0 (each slot holds its tile's rows instead) when that
+    would take more than an eighth of the acc SRAM. Only for int32 results: their five
+    slots would otherwise reload a tile's rows at nearly every tile (int8 results keep
+    the per-slot rows, which the tile search's model ranks better for them)."""
+    n = p.ob * (int(p.bias) + p.acc_rows + p.border_cases)
+    return n if p.int32_out and n <= config.acc_depth // 8 else 0
+
+
+def acc_slots(int32_out, nthreads):
+    """Acc/out SRAM slots of a tiling with ``nthreads`` inp/wgt buffers (works on arrays):
+    :data:`INT32_ACC_SLOTS` for a double-buffered int32 result, else ``nthreads``."""
+    return np.where(np.asarray(nthreads) >= 2, INT32_ACC_SLOTS, nthreads) if int32_out \
+        else nthreads
 
 
 
@@ -71,7 +96,10 @@ class ConvProblem:
         that read the same taps from the padding, added by ALU ADD tensor over the
         ``border_vectors`` accumulators those rectangles hold (whole problem).
     int32_out : bool
-        The result is stored as four int8 byte planes (three extra SHR passes).
+        The result is stored as int8 byte planes (one SHR pass per plane after the
+        first).
+    result_bytes : int
+        The planes of an int32 result (4, or fewer when the results fit).
     op : str
         Operator name, for messages.
     in_blocks : int
@@ -108,6 +136,7 @@ class ConvProblem:
     group_ob: int = 0
     diag: bool = False
     shared_wgt: bool = False
+    result_bytes: int = 4
     residual_gemm: bool = False
     acc_rows: int = 0
     border_cases: int = 0
@@ -133,6 +162,11 @@ class ConvProblem:
     @property
     def gob(self) -> int:
         return self.group_ob or self.ob
+
+    @property
+    def planes(self) -> int:
+        """Byte planes stored per output (1 for an int8 result)."""
+        return self.result_bytes if self.int32_out else 1
 
     @property
     def n_groups(self) -> int:
@@ -185,8 +219,9 @@ class ConvTiling:
     def in_cols(self, p: ConvProblem, tw=None) -> int:
         return ((self.tw if tw is None else tw) - 1) * p.stride[1] + p.kw
 
-    def footprint(self, p: ConvProblem) -> dict:
-        """SRAM elements one buffer slot needs, by memory."""
+    def footprint(self, p: ConvProblem, config=None) -> dict:
+        """SRAM elements one buffer slot needs, by memory (without the rows of
+        :func:`shared_acc` when a config is given and they are shared)."""
         blocks = self.tco if p.diag else self.tci
         inp = self.tn * blocks * self.in_rows(p) * self.in_cols(p)
         if p.residual_gemm:
@@ -194,7 +229,8 @@ class ConvTiling:
         return {"inp": inp,
                 "wgt": 1 if p.shared_wgt else self.tco * self.tci * p.kh * p.kw,
                 "acc": (self.tn * self.tco * self.th * self.tw
-                        + self.tco * (int(p.bias) + p.acc_rows + p.border_cases))}
+                        + (0 if config is not None and shared_acc(p, config) else
+                           self.tco * (int(p.bias) + p.acc_rows + p.border_cases)))}
 
 
 def gemm_dims(p: ConvProblem, tn, tco, th, tw, tci, hi, wi):
@@ -222,10 +258,12 @@ def gemm_dims(p: ConvProblem, tn, tco, th, tw, tci, hi, wi):
             Dim("kw", p.kw, 0, 1, 1, True)]
 
 
-def uop_budget(config, nthreads: int) -> int:
+def uop_budget(config, nthreads: int, slots: int | None = None) -> int:
     """Largest GEMM kernel (micro-ops) a tiling may use: the kernels of all buffer
-    slots plus a few small reset/ALU kernels must stay resident together."""
-    return max(1, (config.uop_depth - 64) // (2 * nthreads))
+    slots (``nthreads`` inp/wgt x ``slots`` acc, default ``nthreads``; at least 2 x
+    ``nthreads``) plus a few small reset/ALU kernels must stay resident together."""
+    slots = nthreads if slots is None else slots
+    return max(1, (config.uop_depth - 64) // (nthreads * max(2, int(slots))))
 
 
 @dataclass(frozen=True)
@@ -330,6 +368,20 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
     z = np.zeros(len(tn_))
     comp, load, store, rd, wr, pipe = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
     first_load, last_tail = z.copy(), z.copy()
+    # a double-buffered int32 result ends with the stores of its last step and the
+    # drain's six plane stores and shifts: about two tiles' stores after the last GEMM
+    tail_stores = np.where((nth >= 2) & p.int32_out, 2.0, 1.0)
+    slots = acc_slots(p.int32_out, nth)
+    per_tile_kernels = (int(not p.residual) + int(p.bias) + p.alu_imm + 1 + p.acc_rows
+                        + p.border_cases)
+    shared = shared_acc(p, config)
+    if shared:   # the per-channel rows of every output block, loaded once per kernel
+        rows = int(p.bias) + p.acc_rows + p.border_cases
+        c0 = (shared * e_acc / bus + rows * cost.dma_row_cycles + cost.dma_insn_cycles * (
+            int(p.bias) + bool(p.acc_rows) + bool(p.border_cases)))
+        rd += shared * e_acc
+        comp += c0
+        pipe += c0
     for tn, cn in _axis(p.nb, tn_):
         for tco, cco in ((s_, c_ * p.n_groups) for s_, c_ in _axis(p.gob, tco_)):
             for th, ch in _axis(p.oh, th_):
@@ -337,7 +389,14 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
                     m = cn * cco * ch * cw
                     ent = tn * tco * th * tw
                     hi, wi = (th - 1) * sh + p.kh, (tw - 1) * sw + p.kw
+                    # output tile transfers (conv2d's _move): one for the whole image, else
+                    # one per (batch, channel) block (a row per output row); stores of
+                    # full-width tiles one per batch block (a row per channel block; the
+                    # int8 ranking keeps the per-block count, which it was tuned with)
                     n_rows_out = np.where(full_sp, 1, tn * tco * th)
+                    full_w = (tw_ >= p.ow) & p.int32_out
+                    n_st_insn = np.where(full_sp, 1, np.where(full_w, tn, tn * tco))
+                    n_st_rows = np.where(full_sp, 1, np.where(full_w, tn * tco, tn * tco * th))
                     # compute-stage work of the tile outside the GEMMs
                     c_tile = z + cost.insn_cycles
                     if p.residual:
@@ -347,26 +406,28 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
                     else:
                         c_tile += ent * cost.gemm_uop_cycles
                     if p.bias:
-                        rd += m * tco * e_acc
-                        c_tile += tco * e_acc / bus + cost.dma_insn_cycles
+                        if not shared:
+                            rd += m * tco * e_acc
+                            c_tile += tco * e_acc / bus + cost.dma_insn_cycles
                         c_tile += ent * cost.alu_tensor_cycles + cost.insn_cycles
                     rows = p.acc_rows + p.border_cases
                     if rows:     # 2-D LOAD ACC of the rows; a tensor pass per requant row
-                        rd += m * rows * tco * e_acc
-                        c_tile += (rows * tco * e_acc / bus + cost.dma_insn_cycles * (
-                            bool(p.acc_rows) + bool(p.border_cases)) + rows * cost.dma_row_cycles)
+                        if not shared:
+                            rd += m * rows * tco * e_acc
+                            c_tile += (rows * tco * e_acc / bus + cost.dma_insn_cycles * (
+                                bool(p.acc_rows) + bool(p.border_cases))
+                                + rows * cost.dma_row_cycles)
                         c_tile += p.acc_rows * (ent * cost.alu_tensor_cycles + cost.insn_cycles)
                     if p.border_cases:   # border ADDs: the tile's share of them
                         share = ent / (p.nb * p.ob * p.oh * p.ow)
                         c_tile += share * p.border_vectors * cost.alu_tensor_cycles
                         c_tile += np.maximum(1.0, share * p.border_cases) * cost.insn_cycles
-                    passes = p.alu_imm + (3 if p.int32_out else 0)
+                    passes = p.alu_imm + p.planes - 1
                     c_tile += passes * (ent * cost.alu_imm_cycles + cost.insn_cycles)
-                    planes = 4 if p.int32_out else 1
+                    planes = p.planes
                     s_bytes = planes * ent * e_out
                     s_tile = (s_bytes / bus + planes * (
-                        cost.dma_insn_cycles * np.where(full_sp, 1, tn * tco)
-                        + n_rows_out * cost.dma_row_cycles))
+                        cost.dma_insn_cycles * n_st_insn + n_st_rows * cost.dma_row_cycles))
                     wr += m * s_bytes
                     g_sum = z.copy()
                     for tci, cci in chunks:
@@ -381,7 +442,16 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
                         load += m * cci * l_g
                         comp += m * cci * gemm
                         g_sum += cci * np.maximum(l_g, gemm)
-                        first_load = np.where(first_load == 0, l_g, first_load)
+                        if p.int32_out:
+                            # the first tile loads its operands whole (weights that stay
+                            # resident are not yet there); later chunks overlap GEMMs
+                            l_full = (((ib_ / i_frac) + wb_ / w_frac) / bus
+                                      + (n_in_insn + 1) * cost.dma_insn_cycles
+                                      + (n_in_insn * hi + tco) * cost.dma_row_cycles)
+                            l_first = l_full + (k - 1) * np.maximum(0.0, l_full - gemm)
+                        else:
+                            l_first = l_g
+                        first_load = np.where(first_load == 0, l_first, first_load)
                     if p.residual_gemm:    # one more group: int8 tile + identity GEMM
                         l_r = ent * e_inp / bus + cost.dma_insn_cycles * np.where(full_sp, 1,
                                                                                   tn * tco)
@@ -393,7 +463,14 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
                     comp += m * c_tile
                     store += m * s_tile
                     pipe += m * (g_sum + c_tile)
-                    last_tail = np.where(m > 0, c_tile + s_tile, last_tail)
+                    if p.int32_out:
+                        # LOAD UOPs: each tile shape's kernels once per acc slot (GEMMs per
+                        # inp slot too), on the compute module: issue + a few beats each
+                        u = (np.minimum(m, slots) * per_tile_kernels
+                             + np.minimum(m * k, nth * slots)) * (cost.dma_insn_cycles + 8)
+                        comp += u
+                        pipe += u
+                    last_tail = np.where(m > 0, c_tile + s_tile * tail_stores, last_tail)
     groups = tiles * (k + (1 if p.residual_gemm else 0))
     cycles = np.where(nth >= 2, np.maximum(np.maximum(np.maximum(pipe, store), comp), rd / bus)
                       + first_load + last_tail, comp + load + store)
@@ -432,8 +509,9 @@ def _fitting(p: ConvProblem, config, nthreads, orders) -> dict:
     if p.residual_gemm:
         inp = np.maximum(inp, tn * tco * th * tw)
     wgt = 1 if p.shared_wgt else tco * tci * p.kh * p.kw
-    acc = tn * tco * th * tw + tco * (int(p.bias) + p.acc_rows + p.border_cases)
-    acc_d = config.acc_depth // nth
+    shared = shared_acc(p, config)
+    acc = tn * tco * th * tw + (0 if shared else tco * (int(p.bias) + p.acc_rows + p.border_cases))
+    acc_d = (config.acc_depth - shared) // acc_slots(p.int32_out, nth)
     # (the search has always also required room for tw = 1 plus a bias row)
     ok = ((inp <= config.inp_depth // nth) & (wgt <= config.wgt_depth // nth)
           & (acc <= acc_d) & (tn * tco * th + tco <= acc_d))
@@ -484,7 +562,7 @@ def _search_tiles(p, config, cost, top, nthreads, orders) -> tuple:
                        int(lanes["nthreads"][i]))
         hi, wi = t.in_rows(p), t.in_cols(p)
         f = fold_loops(gemm_dims(p, t.tn, t.tco, t.th, t.tw, t.tci, hi, wi))
-        if f.n_uops <= uop_budget(config, t.nthreads):
+        if f.n_uops <= uop_budget(config, t.nthreads, acc_slots(p.int32_out, t.nthreads)):
             out.append((Estimate(*(v[i].item() for v in est)), t))
             if len(out) >= top:
                 break

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ...runtime import Unit
 
-__all__ = ["Pipeline", "kernel_fence"]
+__all__ = ["Pipeline", "PlanePipeline", "kernel_fence"]
 
 
 def kernel_fence(stream) -> None:
@@ -88,4 +88,64 @@ class Pipeline:
 
     def store_end(self, e: int) -> None:
         if e + self.out_slots < self.n_events:
+            self.stream.dep_push(Unit.STORE, Unit.COMPUTE)
+
+
+class PlanePipeline:
+    """Store tokens of a kernel whose tiles each store ``planes`` byte planes from one of
+    ``slots`` acc/out slots, with the plane shifts skewed so that stores overlap GEMMs.
+
+    A plane shift (ALU SHR 8 in place) overwrites the OUT entries the store of the
+    previous plane reads, so it must wait for that store; issued right after it,
+    compute would idle for every plane store. Instead compute runs in *steps*: step
+    ``i`` computes tile ``i`` (plane 0) and then shifts plane ``k`` of tile ``i - k``
+    (k = 1 .. planes - 1), whose previous plane was released one step earlier, so the
+    stores of step ``i - 1`` run while tile ``i``'s GEMMs do. :attr:`steps` lists the
+    actions ``(tile, plane)`` in compute order; stores run in the same order (store
+    event = position in it).
+
+    Tokens: an action pops s2g when it needs a store event later than every event
+    popped so far (plane ``k`` needs plane ``k - 1`` of its tile; plane 0 of tile ``i``
+    needs the last plane of tile ``i - slots``, the slot's previous occupant); a store
+    pushes s2g only for events some action waits for, so every token is popped and the
+    FIFO pairs the j-th pop with the j-th push. Stores complete in order, so an action
+    whose event is no later than one already popped needs no pop (none with ``slots >
+    planes``; with ``slots == planes`` a tile waits for all of the previous step's
+    stores). Each push is emitted before its pop, as :class:`Pipeline` requires.
+    """
+
+    def __init__(self, stream, n_tiles: int, planes: int, slots: int):
+        if slots < planes:
+            raise ValueError(f"PlanePipeline: {slots} acc slots for {planes} planes; a slot's "
+                             f"next tile would wait for a store issued after it: use at least "
+                             f"{planes} ({planes + 1} to keep the waits in store order)")
+        self.stream = stream
+        self.steps = [[(j, k) for j, k in [(i, 0)] + [(i - k, k) for k in range(1, planes)]
+                       if 0 <= j < n_tiles] for i in range(n_tiles + planes - 1)]
+        order = [a for step in self.steps for a in step]
+        event = {a: e for e, a in enumerate(order)}
+        self._pop, self._push, last = set(), set(), -1
+        for j, k in order:
+            need = (event[(j, k - 1)] if k else
+                    event[(j - slots, planes - 1)] if j >= slots else -1)
+            if need > last:
+                self._pop.add((j, k))
+                self._push.add(need)
+                last = need
+        self._event = event
+
+    def acquire(self, action) -> None:
+        """Before compute's first write for ``action`` (a ``(tile, plane)``)."""
+        if action in self._pop:
+            self.stream.dep_pop(Unit.STORE, Unit.COMPUTE)
+
+    def release(self, action) -> None:
+        """After compute's last write for ``action``."""
+        self.stream.dep_push(Unit.COMPUTE, Unit.STORE)
+
+    def store_begin(self, action) -> None:
+        self.stream.dep_pop(Unit.COMPUTE, Unit.STORE)
+
+    def store_end(self, action) -> None:
+        if self._event[action] in self._push:
             self.stream.dep_push(Unit.STORE, Unit.COMPUTE)

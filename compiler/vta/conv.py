@@ -15,8 +15,9 @@
   (:class:`~vtakit.compiler.ops.epilogue.Requant`: SRDHM and RSHR, or MULSHR), the
   zero point as an ADD immediate, clip, int8 store;
 * any other rounding (TFLite's without the extension, ONNX's float rounding): VTA
-  computes ``conv + bias`` and stores int32 (four byte planes); the exact
-  requantize, clip and cast run on the host in numpy. VTA's 32-bit ALU cannot
+  computes the conv and stores int32 (four byte planes); the bias add (one ALU pass
+  per output vector less on VTA), the exact requantize, clip and cast run on the
+  host in numpy. VTA's 32-bit ALU cannot
   reproduce TFLite's 64-bit ``x * m >> (31 - s)`` even with TVM's ALU MUL (it keeps
   the low 32 bits of the product), so the exact step stays on the host; the cost
   is measured by :func:`requantize_cost` (see the README). The host step
@@ -46,7 +47,7 @@ from ...runtime.vta_layer import HostStep
 from ..ir import Constant, Var
 from ..ops.conv2d import plan_conv2d
 from ..ops.dense import plan_dense
-from ..ops.epilogue import REQUANT_EXTENSION, EpilogueError, Requant
+from ..ops.epilogue import REQUANT_EXTENSION, EpilogueError, Requant, result_bytes_for
 from .registry import Spec, Strategy, VTALayer, int8_store, is_op, register_strategy
 
 __all__ = ["requantized", "match_conv", "conv_spec", "pack_gemm", "border_correction",
@@ -125,6 +126,16 @@ def _uniform_depthwise(attrs, shape) -> bool:
     return bool(flat.size) and bool((flat == flat[0]).all())
 
 
+def _result_bytes(weight) -> int:
+    """The byte planes an int32 result without bias needs: with int8 inputs every
+    output lies within ``128 * sum(|w|)`` of its channel (4 when the weight is no
+    constant)."""
+    if not isinstance(weight, Constant):
+        return 4
+    w = np.abs(np.asarray(weight.data, np.int64))
+    return result_bytes_for(128 * int(w.reshape(w.shape[0], -1).sum(axis=1).max(initial=0)))
+
+
 def _vta_exact(rq):
     return rq["rounding"] == "vta" and fp.vta_shift(rq["scale"]) is not None
 
@@ -172,7 +183,9 @@ def conv_spec(layer: VTALayer, shape, w_shape, config) -> Spec:
             f"requantize rounding {rq['rounding']!r} exact on the ALU extension "
             f"{REQUANT_EXTENSION!r} ({ops} by per-channel rows): epilogue on VTA")
     else:
-        kw = dict(bias=True, out_dtype=np.int32)
+        # the bias joins the host step's int32 addend (one ALU pass less per output
+        # vector); only the byte planes the results can need are stored
+        kw = dict(bias=False, out_dtype=np.int32, result_bytes=_result_bytes(a["weight"]))
         host_step = True
         where, why = "vta+host", (f"requantize rounding {rq['rounding']!r} is not a VTA "
                                   "shift: int32 result, exact requantize on the host")
@@ -191,8 +204,8 @@ def conv_spec(layer: VTALayer, shape, w_shape, config) -> Spec:
                    if rows_border else "added by the host step"))
     spec = Spec(plan, None, border, where, why, macs, requant_rows=rows)
     if host_step:
-        # the exact requantize, clip and cast of the packed int32 result (the border
-        # correction joins its constants when packing)
+        # the exact requantize, clip and cast of the packed int32 result, after adding the
+        # bias and the border correction (joins its constants when packing)
         lanes = out[1:]
         spec.post = HostStep("vta.requantize", {
             "rounding": rq["rounding"], "a_min": lo, "a_max": hi,
@@ -232,16 +245,22 @@ def pack_gemm(layer: VTALayer, spec: Spec, w, bias) -> dict:
         # the rounding shift's zero point joins the bias
         k = fp.vta_shift(rq["scale"])
         bias = bias + np.asarray(rq["zero_point"], np.int64) * (1 << k)
-    args, kwargs = (w, fp.wrap_int32(bias)), {}
+    args, kwargs = (w,), {}
+    if spec.post is None:
+        args += (fp.wrap_int32(bias),)
+    else:
+        # the host step adds bias and border correction to the int32 result: per lane of
+        # the packed layout, or per element with a border correction
+        corr = _per_lane(fp.wrap_int32(bias), plan.operands["out"].shape[1:])
+        if spec.border:
+            corr = pack_activation(fp.wrap_int32(border_correction(plan, w, spec.border)
+                                                 + bias[None, :, None, None]), plan.config)
+        spec.correction = corr
+        spec.post.constants[2:] = [corr]
     if spec.requant_rows is not None:
         kwargs["requant"] = spec.requant_rows
-    if spec.border:
-        corr = border_correction(plan, w, spec.border)
-        if spec.post is None:
-            kwargs["border"] = corr
-        else:
-            spec.correction = pack_activation(corr, plan.config)
-            spec.post.constants[2:] = [spec.correction]
+    if spec.border and spec.post is None:
+        kwargs["border"] = border_correction(plan, w, spec.border)
     dummy = np.zeros(getattr(plan, "dense_shapes", (plan.x_shape,))[0], np.int8)
     packed = plan.pack(dummy, *args, **kwargs)
     del packed["data"]

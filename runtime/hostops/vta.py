@@ -1,7 +1,7 @@
 """Host steps of VTA layers, registered as ``vtakit.op.vta.*``.
 
 After a kernel, on its packed result (``planes``: the downloaded ``out`` operand,
-``(planes, N/b, C/c, H, W, b, c)``, one int8 plane or four byte planes of an int32
+``(planes, N/b, C/c, H, W, b, c)``, one int8 plane or the byte planes of an int32
 result): each returns the packed int8 result, so a layer whose output stays on the
 device is never unpacked. Before a kernel, on its NCHW int8 input (a *pre* step):
 ``vta.fold_input``, the re-layout that folds a thin convolution's kernel taps into
@@ -22,9 +22,14 @@ __all__ = ["assemble_planes", "requantize_packed", "divide_round_packed", "clip_
 
 
 def assemble_planes(planes) -> np.ndarray:
-    """Four int8 byte planes (least significant first, stacked on axis 0) -> int32."""
-    p = np.asarray(planes).view(np.uint8).astype(np.uint32)
-    return (p[0] | (p[1] << 8) | (p[2] << 16) | (p[3] << 24)).view(np.int32)
+    """1 to 4 int8 byte planes (least significant first, stacked on axis 0) -> int32,
+    sign-extended from the top plane (fewer than four: the results fit that many
+    bytes)."""
+    p = np.asarray(planes)
+    acc = p[-1].astype(np.int32)                 # the top plane carries the sign
+    for plane in p[-2::-1]:
+        acc = (acc << 8) | plane.view(np.uint8).astype(np.int32)
+    return acc
 
 
 @hostop("vta.requantize")
