@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -400,13 +401,11 @@ class VTAConfig:
 
     def elem_bytes(self, mem_type) -> int:
         """SRAM element bytes of a memory type (an ``isa.MemType`` or its int value)."""
-        return {0: self.uop_elem_bytes, 1: self.wgt_elem_bytes, 2: self.inp_elem_bytes,
-                3: self.acc_elem_bytes, 4: self.out_elem_bytes}[int(mem_type)]
+        return _by_mem_type(self)[0][int(mem_type)]
 
     def depth(self, mem_type) -> int:
         """SRAM depth (elements) of a memory type."""
-        return {0: self.uop_depth, 1: self.wgt_depth, 2: self.inp_depth,
-                3: self.acc_depth, 4: self.out_depth}[int(mem_type)]
+        return _by_mem_type(self)[1][int(mem_type)]
 
     def derived(self) -> dict:
         """Every key and derived parameter, as a JSON-ready dictionary."""
@@ -418,6 +417,15 @@ class VTAConfig:
     def replace(self, **changes) -> "VTAConfig":
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
+
+
+@lru_cache(maxsize=64)
+def _by_mem_type(config: VTAConfig) -> tuple[dict, dict]:
+    """(element bytes, depth) by memory type value, computed once per config."""
+    c = config
+    return ({0: c.uop_elem_bytes, 1: c.wgt_elem_bytes, 2: c.inp_elem_bytes,
+             3: c.acc_elem_bytes, 4: c.out_elem_bytes},
+            {0: c.uop_depth, 1: c.wgt_depth, 2: c.inp_depth, 3: c.acc_depth, 4: c.out_depth})
 
 
 def extension_note(built: VTAConfig, target: VTAConfig) -> str:

@@ -390,6 +390,8 @@ class Format:
             raise IsaError(f"{name} field {fields[-1].name} ends at bit {pos} > {bits}")
         self.fields = tuple(fields)
         self.by_name = {f.name: f for f in fields}
+        self._unpack = tuple((f.name, f.offset, f.mask, 1 << f.width if f.signed else 0)
+                             for f in fields)      # what decode needs, computed once
 
     def __repr__(self):
         return f"Format({self.name}: " + ", ".join(
@@ -415,8 +417,12 @@ class Format:
         return word
 
     def decode(self, word: int) -> dict:
-        """Unpack a word into ``{field: value}``."""
-        return {f.name: f.extract(word) for f in self.fields}
+        """Unpack a word into ``{field: value}`` (what :meth:`Field.extract` gives)."""
+        out = {}
+        for name, offset, mask, wrap in self._unpack:
+            v = (word >> offset) & mask
+            out[name] = v - wrap if wrap and v >= wrap >> 1 else v
+        return out
 
     def layout(self):
         """The ``amaranth.lib.data`` layout of this word, for RTL decoders."""

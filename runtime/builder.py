@@ -23,7 +23,7 @@ from .deps import InsnQueue, PendingInsn, serial_stage_of
 from .errors import (DramRangeError, InvalidArgumentError, KernelError, SramRangeError,
                      StreamStateError)
 from .kernel import UopKernel
-from .program import UOPS, Program, ProgramFormatError, make_insn
+from .program import UOPS, Program, ProgramFormatError, encoder
 from .uop_cache import UopCache
 
 __all__ = ["ProgramBuilder", "Slot"]
@@ -82,6 +82,7 @@ class ProgramBuilder:
         self._staging_uops = 0
         self._slots: dict[str, Slot] = {}
         self._relocs: dict[PendingInsn, str] = {}       # relocated insn -> slot name
+        self._sources: dict[PendingInsn, object] = {}   # included insn -> its encoded Insn
 
     # ------------------------------------------------------------ extension points
 
@@ -348,13 +349,17 @@ class ProgramBuilder:
         """Queue a program whose slots :meth:`resolve` resolved."""
         self._before_queue()
         new = []
-        for opcode, fields, target in resolved:
+        sources = program.insns if len(program.insns) == len(resolved) else [None] * len(resolved)
+        for (opcode, fields, target), insn in zip(resolved, sources):
             uop_offset = None
             if target == UOPS:      # the program's staging lands at the end of this one's
                 uop_offset = self._staging_uops + fields["dram_base"]
                 fields = dict(fields, dram_base=uop_offset)
                 target = None
-            new.append((PendingInsn(opcode, dict(fields), uop_offset), target))
+            p = PendingInsn(opcode, dict(fields), uop_offset)
+            if insn is not None:        # build() reuses it while the fields stay the same
+                self._sources[p] = insn
+            new.append((p, target))
         q = self._queue
         tail = set(program.pending_pops)
         for stage, flags in q.pending.items():
@@ -410,9 +415,18 @@ class ProgramBuilder:
 
     def build(self) -> Program:
         """The stream queued so far as a :class:`Program` (the builder is unchanged)."""
-        insns, relocs = [], []
+        insns, relocs, encoders, known = [], [], {}, {}
         for k, p in enumerate(self._queue.insns):
-            insns.append(make_insn(self.config, p.opcode, p.fields))
+            insn = self._sources.get(p)         # an included instruction, unchanged?
+            if insn is None or {**p.fields, "opcode": p.opcode} != insn.fields:
+                key = (p.opcode, *p.fields.items())
+                insn = known.get(key)           # a stream repeats instructions (a tile's
+                if insn is None:                # GEMMs): equal fields, one encoded Insn
+                    encode = encoders.get(p.opcode)
+                    if encode is None:
+                        encode = encoders[p.opcode] = encoder(self.config, p.opcode)
+                    insn = known[key] = encode(p.fields)
+            insns.append(insn)
             if p.uop_offset is not None:
                 relocs.append((k, UOPS))
             elif p in self._relocs:
@@ -434,6 +448,7 @@ class ProgramBuilder:
         self._staging.clear()
         self._staging_uops = 0
         self._relocs.clear()
+        self._sources.clear()
         if len(self._words) > _MAX_CHECKED:
             self._words.clear()
 

@@ -139,6 +139,7 @@ class Runtime:
         self._uop_buf: Buffer | None = None              # device copies, reused across syncs
         self._insn_buf: Buffer | None = None
         self._finalized: tuple[int, int] | None = None  # (insn_addr, count) once finalized
+        self._finalized_insns: list | None = None       # its linked instructions
         self.stats = dict(syncs=0, auto_syncs=0)
 
     # ------------------------------------------------------------------ buffers
@@ -304,6 +305,8 @@ class Runtime:
     @property
     def instructions(self) -> list:
         """The pending stream as :class:`~vtakit.hw.isa.Insn` objects, addresses resolved."""
+        if self._finalized is not None:         # frozen until reset: linked once at commit
+            return list(self._finalized_insns)
         return self._link(self._stream.build())
 
     @property
@@ -358,7 +361,8 @@ class Runtime:
         st.finish()
         if st.staging_uops:
             self.device.write(self._uop_buf.addr, st.uops)
-        words = [insn.word for insn in self._link(st.build())]
+        self._finalized_insns = self._link(st.build())
+        words = [insn.word for insn in self._finalized_insns]
         self._insn_buf = self._ensure(self._insn_buf, len(words) * self.config.insn_bytes)
         self.device.write(self._insn_buf.addr, np.frombuffer(insns_to_bytes(words), np.uint8))
         if self.debug & (DebugFlag.DUMP_INSN | DebugFlag.DUMP_UOP):
@@ -403,7 +407,7 @@ class Runtime:
     def reset(self) -> None:
         """Discard the pending stream and invalidate the uop cache."""
         self._stream.reset()
-        self._finalized = None
+        self._finalized = self._finalized_insns = None
 
     def release(self) -> None:
         """Free the device buffers of the instruction and micro-op streams (the runtime

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import struct
+import weakref
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -63,6 +64,12 @@ _POP_FLAGS = DEP_FLAGS[:2]
 _STAGES = (1, 2, 3)        # load, compute, store: the units' ERROR_MODULE numbers
 
 
+#: Live Programs by the bytes they wrote: reading those bytes back gives the same
+#: (immutable) Program, not a decoded copy (an executable reads every kernel its
+#: compiler has just written).
+_written: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
 class ProgramFormatError(VTARuntimeError, ValueError):
     """Bytes that are not a valid serialized Program, or an inconsistent Program."""
 
@@ -76,10 +83,33 @@ class Relocation:
 
 
 @lru_cache(maxsize=None)
-def _table(config: VTAConfig, opcode: Opcode):
+def encoder(config: VTAConfig, opcode: Opcode):
+    """``make_insn`` for one config and opcode: ``encode(fields) -> Insn`` (a builder
+    looks it up once per opcode rather than once per instruction)."""
+    opcode = Opcode(opcode)
     fmt = isa_for(config).format(opcode)
-    return (fmt, tuple((f.name, f.offset, f.mask, f.min, f.max) for f in fmt.fields),
-            frozenset(f.name for f in fmt.fields))
+    assert fmt.fields[0].name == "opcode"
+    table = tuple((f.name, f.offset, f.mask, f.min, f.max) for f in fmt.fields[1:])
+    names = frozenset(f.name for f in fmt.fields)
+    head = int(opcode) << fmt.fields[0].offset
+
+    def encode(fields: dict) -> Insn:
+        if not fields.keys() <= names:
+            isa_for(config).encode(opcode, **{k: v for k, v in fields.items() if k != "opcode"})
+        values = {"opcode": int(opcode)}
+        word = head
+        for name, offset, mask, lo, hi in table:
+            value = fields.get(name, 0)
+            if not lo <= value <= hi:
+                isa_for(config).encode(opcode, **{k: v for k, v in fields.items()
+                                                  if k != "opcode"})
+            if value:
+                value = values[name] = int(value)
+                word |= (value & mask) << offset
+            else:
+                values[name] = 0
+        return Insn(opcode, fmt, values, word)
+    return encode
 
 
 def make_insn(config: VTAConfig, opcode, fields: dict) -> Insn:
@@ -92,22 +122,7 @@ def make_insn(config: VTAConfig, opcode, fields: dict) -> Insn:
     IsaError
         If a field does not exist or its value does not fit.
     """
-    opcode = Opcode(opcode)
-    fmt, table, names = _table(config, opcode)
-    if not fields.keys() <= names:
-        isa_for(config).encode(opcode, **{k: v for k, v in fields.items() if k != "opcode"})
-    values = {"opcode": int(opcode)}
-    word = 0
-    for name, offset, mask, lo, hi in table:
-        if name == "opcode":
-            word |= int(opcode) << offset
-            continue
-        value = fields.get(name, 0)
-        if not lo <= value <= hi:
-            isa_for(config).encode(opcode, **{k: v for k, v in fields.items() if k != "opcode"})
-        values[name] = int(value)
-        word |= (int(value) & mask) << offset
-    return Insn(opcode, fmt, values, word)
+    return encoder(config, opcode)(fields)
 
 
 def _memory_type(insn: Insn) -> MemType:
@@ -144,7 +159,8 @@ class Program:
         instruction that moves no DRAM data, or a pending pop is malformed.
     """
 
-    __slots__ = ("config", "name", "insns", "uops", "slots", "relocations", "pending_pops")
+    __slots__ = ("config", "name", "insns", "uops", "slots", "relocations", "pending_pops",
+                 "__weakref__")
 
     def __init__(self, config: VTAConfig, insns, uops=(), slots=None, relocations=(),
                  pending_pops=(), name: str = ""):
@@ -229,7 +245,7 @@ class Program:
                 raise ProgramFormatError(f"link: {r.slot!r} at byte 0x{base:x} is not aligned "
                                          f"to the {elem}-byte elements of instruction {r.insn}")
             fields = dict(insn.fields, dram_base=insn.dram_base + base // elem)
-            out[r.insn] = make_insn(self.config, insn.opcode, fields)
+            out[r.insn] = encoder(self.config, insn.opcode)(fields)
         return out
 
     def disasm(self) -> list[str]:
@@ -278,7 +294,9 @@ class Program:
         body = (_PREAMBLE.pack(FORMAT_MAGIC, FORMAT_VERSION, 0, len(text)) + text
                 + b"".join(w.to_bytes(16, "little") for w in self.words)
                 + self.uops.astype("<u4").tobytes())
-        return body + _CRC.pack(zlib.crc32(body))
+        data = body + _CRC.pack(zlib.crc32(body))
+        _written[data] = self
+        return data
 
     @classmethod
     def from_bytes(cls, data) -> "Program":
@@ -291,6 +309,9 @@ class Program:
             altered (checksum), or describe an inconsistent program.
         """
         data = bytes(data)
+        known = _written.get(data)
+        if type(known) is cls:          # written by a live Program: that Program
+            return known
         where = "Program.from_bytes"
         if len(data) < _PREAMBLE.size + _CRC.size:
             raise ProgramFormatError(f"{where}: {len(data)} bytes is too short for a Program "
@@ -328,16 +349,18 @@ class Program:
                                      f"{n_uop} uops ({end + _CRC.size} bytes in all), the data "
                                      f"has {len(data)} bytes")
         isa = isa_for(config)
-        insns = []
+        insns, decoded = [], {}     # equal words (a tile's GEMMs, ...) share one Insn
         for k in range(n_insn):
             word = int.from_bytes(data[pos + 16 * k:pos + 16 * k + 16], "little")
-            try:
-                insn = isa.decode(word)
-            except IsaError as e:
-                raise ProgramFormatError(f"{where}: instruction {k}: {e}") from None
-            if not isinstance(insn.opcode, Opcode):
-                raise ProgramFormatError(f"{where}: instruction {k} has illegal opcode "
-                                         f"{insn.opcode}")
+            insn = decoded.get(word)
+            if insn is None:
+                try:
+                    insn = decoded[word] = isa.decode(word)
+                except IsaError as e:
+                    raise ProgramFormatError(f"{where}: instruction {k}: {e}") from None
+                if not isinstance(insn.opcode, Opcode):
+                    raise ProgramFormatError(f"{where}: instruction {k} has illegal opcode "
+                                             f"{insn.opcode}")
             insns.append(insn)
         uops = np.frombuffer(data, "<u4", n_uop, pos + 16 * n_insn).astype(np.uint32)
         return cls(config, insns, uops, slots, relocations, pending, name)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ...hw.spec import MAX_LOOP_EXTENT
 
@@ -131,11 +132,25 @@ def fold_loops(dims, base=(0, 0, 0)) -> Folded:
         The choice with the fewest micro-ops among the hazard-free ones (or, if no
         order is hazard-free, e.g. a single output accumulator, the fewest overall).
     """
+    dims, base = tuple(dims), tuple(base)
+    if all(type(v) is int for d in dims for v in (d.extent, *d.strides)) and \
+            all(type(b) is int for b in base):
+        return _fold_cached(dims, base)     # an operator folds the same nests many times
+    return _fold(dims, base)
+
+
+@lru_cache(maxsize=4096)
+def _fold_cached(dims, base) -> Folded:
+    return _fold(dims, base)
+
+
+def _fold(dims, base) -> Folded:
     dims = [d for d in dims if d.extent > 1]
     if any(d.extent < 1 for d in dims):
         raise ValueError("fold_loops: every extent must be >= 1")
     best = None
-    for variant in (_merge(dims), dims):
+    merged = _merge(dims)
+    for variant in (merged, dims) if merged != dims else (dims,):   # the same twice: once
         choices = [None] + list(range(len(variant)))
         for outer, inner in itertools.product(choices, choices):
             if (outer is None) != (inner is None) and outer is not None:
@@ -153,9 +168,9 @@ def fold_loops(dims, base=(0, 0, 0)) -> Folded:
             if best is None or key < best[0]:
                 best = (key, loops, rest, order)
     _, loops, rest, order = best
-    uops = []
-    for idx in itertools.product(*(range(d.extent) for d in rest)):
-        uops.append(tuple(b + sum(i * d.strides[j] for i, d in zip(idx, rest))
-                          for j, b in enumerate(base)))
+    uops = [tuple(base)]            # the rest's index space, last dim fastest
+    for d in rest:
+        sd, ss, sw = d.strides
+        uops = [(a + i * sd, b + i * ss, c + i * sw) for a, b, c in uops for i in range(d.extent)]
     return Folded(tuple(uops), tuple((d.extent, *d.strides) for d in loops),
                   _hazard_free(order), tuple(d.name for d in order))

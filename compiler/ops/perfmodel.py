@@ -74,13 +74,15 @@ def stream_traffic(insns, config) -> dict:
              MemType.ACC: "acc_load_nbytes", MemType.UOP: "uop_load_nbytes"}
     elem = _elem_bytes(config)
     for insn in insns:
-        if insn.opcode not in (Opcode.LOAD, Opcode.STORE) or insn.x_size == 0:
+        op, f = insn.opcode, insn.fields
+        if (op != Opcode.LOAD and op != Opcode.STORE) or f["x_size"] == 0:
             continue
-        n = insn.x_size * insn.y_size
-        if insn.opcode == Opcode.STORE:
+        n = f["x_size"] * f["y_size"]
+        if op == Opcode.STORE:
             out["out_store_nbytes"] += n * config.out_elem_bytes
         else:
-            out[names[MemType(insn.memory_type)]] += n * elem[insn.memory_type]
+            mt = _mem_type(f["memory_type"], elem)
+            out[names[mt]] += n * elem[mt]
     return out
 
 
@@ -89,25 +91,32 @@ def _elem_bytes(config) -> dict:
     return {int(m): config.elem_bytes(m) for m in MemType}
 
 
-def _duration(insn, config, cost: CostModel, elem: dict):
-    """(cycles, gemm uops, alu uops) of one instruction (``elem``: :func:`_elem_bytes`)."""
-    op = insn.opcode
-    if op in (Opcode.LOAD, Opcode.STORE):
-        if insn.x_size == 0:
+def _mem_type(value, elem) -> int:
+    """A memory-type field's value, checked (``MemType(value)`` raises for an illegal one)."""
+    return value if value in elem else MemType(value)
+
+
+def _duration(insn, bus_bytes: int, cost: CostModel, elem: dict):
+    """(cycles, gemm uops, alu uops) of one instruction (``elem``: :func:`_elem_bytes`,
+    ``bus_bytes``: the config's)."""
+    op, f = insn.opcode, insn.fields
+    if op == Opcode.LOAD or op == Opcode.STORE:
+        if f["x_size"] == 0:
             return 1, 0, 0
-        mem = MemType.OUT if op == Opcode.STORE else MemType(insn.memory_type)
-        n = insn.x_size * insn.y_size
+        mem = MemType.OUT if op == Opcode.STORE else _mem_type(f["memory_type"], elem)
+        n = f["x_size"] * f["y_size"]
         pads = 0
         if op == Opcode.LOAD and mem != MemType.UOP:
-            xt = insn.x_pad_0 + insn.x_size + insn.x_pad_1
-            pads = xt * (insn.y_pad_0 + insn.y_size + insn.y_pad_1) - n
-        beats = -(-n * elem[mem] // config.bus_bytes)
-        return cost.dma_insn_cycles + beats + pads + insn.y_size * cost.dma_row_cycles, 0, 0
-    if op in (Opcode.GEMM, Opcode.ALU):
-        uops = insn.iter_out * insn.iter_in * max(0, insn.uop_end - insn.uop_bgn)
+            xt = f["x_pad_0"] + f["x_size"] + f["x_pad_1"]
+            pads = xt * (f["y_pad_0"] + f["y_size"] + f["y_pad_1"]) - n
+        beats = -(-n * elem[mem] // bus_bytes)
+        return cost.dma_insn_cycles + beats + pads + f["y_size"] * cost.dma_row_cycles, 0, 0
+    if op == Opcode.GEMM or op == Opcode.ALU:
+        uops = f["iter_out"] * f["iter_in"] * max(0, f["uop_end"] - f["uop_bgn"])
         if op == Opcode.GEMM:       # gemm_uops counts like gemm_counter (no resets)
-            return cost.insn_cycles + uops * cost.gemm_uop_cycles, 0 if insn.reset_reg else uops, 0
-        per = cost.alu_imm_cycles if insn.use_imm else cost.alu_tensor_cycles
+            return (cost.insn_cycles + uops * cost.gemm_uop_cycles,
+                    0 if f["reset_reg"] else uops, 0)
+        per = cost.alu_imm_cycles if f["use_imm"] else cost.alu_tensor_cycles
         return cost.insn_cycles + uops * per, 0, uops
     return 1, 0, 0
 
@@ -157,11 +166,12 @@ class _ReadPort:
         busy[j:k] = [span]
 
 
-def _read_beats(insn, config, elem) -> int:
+def _read_beats(insn, bus_bytes: int, elem) -> int:
     """DRAM read beats of a LOAD (0 for anything else)."""
-    if insn.opcode != Opcode.LOAD or insn.x_size == 0:
+    f = insn.fields
+    if insn.opcode != Opcode.LOAD or f["x_size"] == 0:
         return 0
-    return -(-insn.x_size * insn.y_size * elem[insn.memory_type] // config.bus_bytes)
+    return -(-f["x_size"] * f["y_size"] * elem[f["memory_type"]] // bus_bytes)
 
 
 def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
@@ -182,8 +192,12 @@ def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
     for insn in insns:
         queues[dispatch_unit(insn.opcode, insn.fields.get("memory_type"))].append(insn)
     tokens = {q: deque() for q in TOKEN_QUEUES}
-    elem = _elem_bytes(config)
+    elem, bus = _elem_bytes(config), config.bus_bytes
     port = _ReadPort() if cost.shared_read_port else None
+    pops = {m: [(flag, name) for flag, name in DEP_QUEUES[m].items()
+                if name and flag.startswith("pop")] for m in queues}
+    pushes = {m: [(flag, name) for flag, name in DEP_QUEUES[m].items()
+                  if name and flag.startswith("push")] for m in queues}
     time = dict.fromkeys(queues, 0.0)
     busy = dict.fromkeys(queues, 0.0)
     pos = dict.fromkeys(queues, 0)
@@ -203,14 +217,16 @@ def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
         for m, q in queues.items():
             while pos[m] < len(q):
                 insn = q[pos[m]]
-                names = [name for flag, name in DEP_QUEUES[m].items()
-                         if name and flag.startswith("pop") and insn.fields.get(flag)]
-                if any(not tokens[n] for n in names):
+                names = [name for flag, name in pops[m] if insn.fields.get(flag)]
+                if not names:
+                    ready, start = {}, time[m]
+                elif any(not tokens[n] for n in names):
                     break
-                ready = {n: tokens[n].popleft() for n in names}
-                start = max([time[m], *ready.values()])
-                dur, g, a = _duration(insn, config, cost, elem)
-                beats = port and _read_beats(insn, config, elem)
+                else:
+                    ready = {n: tokens[n].popleft() for n in names}
+                    start = max([time[m], *ready.values()])
+                dur, g, a = _duration(insn, bus, cost, elem)
+                beats = port and _read_beats(insn, bus, elem)
                 if beats:
                     dur = max(dur, port.reserve(start + cost.dma_insn_cycles, beats) - start)
                 if intervals:
@@ -222,8 +238,8 @@ def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
                 gemm, alu = gemm + g, alu + a
                 time[m] = start + dur
                 busy[m] += dur
-                for flag, name in DEP_QUEUES[m].items():
-                    if name and flag.startswith("push") and insn.fields.get(flag):
+                for flag, name in pushes[m]:
+                    if insn.fields.get(flag):
                         tokens[name].append(time[m])
                 pos[m] += 1
                 progress = True

@@ -6,17 +6,100 @@ slots are the plan's operands (:meth:`OpPlan.program`, no device involved); a
 runtime binds that program to any device buffers (:meth:`OpPlan.lower`, what the
 graph compiler does with its own buffers), while :meth:`OpPlan.run` is the
 one-shot path the user API and tests take.
+
+Plans that are structurally identical (same class, config and attributes, e.g. two
+ResNet blocks with the same shapes, tiling and requantization) emit the same
+program, so :meth:`OpPlan.program` emits it once per process: a bounded cache keyed
+by :func:`plan_signature`, the complete description of every attribute of the plan.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import math
+from collections import OrderedDict
 
 import numpy as np
 
+from ...hw.errors import VtakitError
 from ...runtime import Program, ProgramBuilder
 
-__all__ = ["OpPlan", "Operand"]
+__all__ = ["OpPlan", "Operand", "plan_signature", "clear_program_cache"]
+
+#: Programs kept by :meth:`OpPlan.program` across plans (least recently used dropped).
+PROGRAM_CACHE_SIZE = 64
+_programs: OrderedDict = OrderedDict()      # plan_signature -> Program
+
+
+class _Unhashable(VtakitError):
+    """A value :func:`_describe` cannot describe completely (the plan is not cached)."""
+
+
+def _describe(value, depth=0):
+    """A hashable value equal for two values exactly when they are the same structure:
+    the exact type and the content, recursively. Floats by their bits (-0.0 is not
+    0.0), numpy arrays by dtype, shape and bytes, dicts in order, an object of a
+    vtakit class by every instance attribute (:func:`_attributes`). Anything else
+    (a subclass of a builtin, a function, another library's object) raises
+    :class:`_Unhashable`."""
+    if depth > 32:
+        raise _Unhashable("nested too deep")
+    t = type(value)
+    if value is None or t in (bool, int, str, bytes):
+        return t, value
+    if t is float:
+        return t, value.hex()
+    if t in (tuple, list):
+        return t, tuple(_describe(v, depth + 1) for v in value)
+    if t is dict:
+        return t, tuple((_describe(k, depth + 1), _describe(v, depth + 1))
+                        for k, v in value.items())
+    if isinstance(value, enum.Enum):
+        return t, value.name, _describe(value.value, depth + 1)
+    if isinstance(value, np.dtype) and not value.hasobject:
+        return t, value.str, str(value.descr)
+    if (t is np.ndarray or isinstance(value, np.generic)) and not value.dtype.hasobject:
+        return t, _describe(value.dtype), value.shape, value.tobytes()
+    return t, _attributes(value, depth)
+
+
+def _attributes(value, depth, skip=()):
+    """Every instance attribute (``__slots__`` and ``__dict__``) of an object whose
+    classes are all vtakit's own (plain Python state, nothing held in C)."""
+    t = type(value)
+    if not all(c is object or c.__module__.split(".")[0] == "vtakit" for c in t.__mro__):
+        raise _Unhashable(f"cannot describe a {t.__module__}.{t.__qualname__}")
+    names = []
+    for c in t.__mro__:
+        slots = getattr(c, "__slots__", ())
+        for n in (slots,) if isinstance(slots, str) else slots:
+            if n.startswith("__") and not n.endswith("__"):     # a private slot's real name
+                n = f"_{c.__name__.lstrip('_')}{n}"
+            if n not in ("__dict__", "__weakref__"):
+                names.append(n)
+    items = [(n, getattr(value, n)) for n in names if hasattr(value, n)]
+    items += [kv for kv in getattr(value, "__dict__", {}).items() if kv[0] not in skip]
+    return tuple((n, _describe(v, depth + 1)) for n, v in items)
+
+
+def plan_signature(plan) -> tuple | None:
+    """What the program of ``plan`` depends on: its class and every attribute of it,
+    described by value (:func:`_describe`); two plans with equal signatures emit the
+    same program. None if an attribute cannot be described (such a plan is emitted
+    every time, never cached)."""
+    try:
+        return type(plan), plan.name, _attributes(plan, 0, skip=("_program",))
+    except _Unhashable:
+        return None
+
+
+def clear_program_cache() -> None:
+    """Forget the programs :meth:`OpPlan.program` shares across plans (and the loop
+    nests :func:`.loops.fold_loops` remembers): what a never-seen model costs to emit."""
+    from .loops import _fold_cached
+    _programs.clear()
+    _fold_cached.cache_clear()
 
 
 class Operand:
@@ -61,13 +144,28 @@ class OpPlan:
 
     def program(self) -> Program:
         """The operator as a :class:`~vtakit.runtime.Program` (built once, then cached):
-        one slot per operand, named as in :attr:`operands`; no device is needed."""
+        one slot per operand, named as in :attr:`operands`; no device is needed. A plan
+        with the :func:`plan_signature` of one emitted before shares its program."""
         if self._program is None:
-            builder = ProgramBuilder(self.config, name=self.name)
-            self.emit(builder, {name: builder.slot(name, op.nbytes)
-                                for name, op in self.operands.items()})
-            self._program = builder.build()
+            key = plan_signature(self)
+            program = _programs.get(key) if key is not None else None
+            if program is None:
+                program = self.emit_program()
+                if key is not None:
+                    _programs[key] = program
+                    while len(_programs) > PROGRAM_CACHE_SIZE:
+                        _programs.popitem(last=False)
+            else:
+                _programs.move_to_end(key)
+            self._program = program
         return self._program
+
+    def emit_program(self) -> Program:
+        """The plan's program freshly emitted (what :meth:`program` caches)."""
+        builder = ProgramBuilder(self.config, name=self.name)
+        self.emit(builder, {name: builder.slot(name, op.nbytes)
+                            for name, op in self.operands.items()})
+        return builder.build()
 
     def lower(self, rt, bufs: dict) -> None:
         """Append the operator to ``rt``'s stream with its operands in ``bufs``

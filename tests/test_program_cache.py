@@ -1,0 +1,198 @@
+"""The programs OpPlan.program() shares across structurally identical plans: a cached
+program is always the one the plan itself would emit, and two different plans never
+share one. Also the stream caches below it (included instructions reused only while
+unchanged, a finalized stream linked once, folded loop nests remembered)."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from vtakit.compiler.ops import plan as plan_module
+from vtakit.compiler.ops import plan_add, plan_conv2d, plan_dense, plan_pool2d
+from vtakit.compiler.ops.loops import Dim, _fold, fold_loops
+from vtakit.compiler.ops.plan import clear_program_cache, plan_signature
+from vtakit.hw.config import VTAConfig
+from vtakit.hw.isa import Format, MemType, isa_for
+from vtakit.runtime import Program, ProgramBuilder, Runtime, Unit
+from vtakit.sim import open_device
+
+DEFAULT = VTAConfig.preset("default")
+TINY = VTAConfig.preset("tiny")
+X, W = (1, 20, 9, 7), (35, 20, 3, 3)
+
+
+def variants():
+    """Plans that differ from the first in one thing each (epilogue, shape, config, ...),
+    plus structural twins of some of them."""
+    conv = lambda cfg=DEFAULT, **kw: plan_conv2d(cfg, X, W, 2, 1, **{"bias": True, "shift": 9,
+                                                                   "relu": True, **kw})
+    return [conv(), conv(shift=8), conv(shift=0), conv(relu=False), conv(clip=(0, 100)),
+            conv(clip=(-5, 127)), conv(clip=(0, 126)), conv(bias=False), conv(TINY),
+            conv(border=True), conv(residual="int8"), conv(residual="int32"),
+            plan_conv2d(DEFAULT, X, W, 1, 1, bias=True, shift=9, relu=True),
+            plan_conv2d(DEFAULT, X, W, 2, 0, bias=True, shift=9, relu=True),
+            plan_dense(DEFAULT, (4, 40), (20, 40), shift=3),
+            plan_dense(DEFAULT, (4, 40), (20, 40), shift=4),
+            plan_dense(DEFAULT, (4, 40), (20, 40), shift=3, out_dtype=np.int32),
+            plan_add(DEFAULT, (1, 18, 5, 5), shift=1, clip=(-100, 100)),
+            plan_add(DEFAULT, (1, 18, 5, 5), shift=1, clip=(-100, 99)),
+            plan_add(DEFAULT, (1, 18, 5, 5), shift=2, clip=(-100, 100)),
+            plan_pool2d(DEFAULT, (1, 16, 9, 9), "max", 3, 2, 1),
+            plan_pool2d(DEFAULT, (1, 16, 9, 9), "max", 3, 2, 0),
+            plan_pool2d(DEFAULT, (1, 16, 9, 9), "avg", 3, 2, 1),
+            # twins: new objects, same structure
+            conv(), conv(shift=8), conv(TINY), plan_add(DEFAULT, (1, 18, 5, 5), shift=1,
+                                                        clip=(-100, 100))]
+
+
+def test_cached_programs_are_the_freshly_emitted_ones_and_never_shared_wrongly():
+    clear_program_cache()
+    plans = variants()
+    cached = [p.program() for p in plans]
+    fresh = [p.emit_program() for p in plans]
+    for plan, c, f in zip(plans, cached, fresh):
+        assert c == f and c.to_bytes() == f.to_bytes(), plan.name
+    for (i, a), (j, b) in itertools.combinations(enumerate(plans), 2):
+        same_structure = plan_signature(a) == plan_signature(b)
+        assert (cached[i] is cached[j]) == same_structure, (i, j)
+        if not same_structure:     # every variant differs in its program, not only its key
+            assert fresh[i].to_bytes() != fresh[j].to_bytes(), (i, j)
+    twins = len(plans) - 4
+    assert [cached[k] for k in range(twins, len(plans))] == [cached[0], cached[1], cached[8],
+                                                              cached[17]]
+    assert cached[twins] is cached[0]       # an identical plan reuses the program object
+
+
+def test_plans_differing_only_in_shift_or_clip_get_their_own_programs():
+    clear_program_cache()
+    base = plan_conv2d(DEFAULT, X, W, 2, 1, bias=True, shift=9, clip=(-128, 127))
+    shifted = plan_conv2d(DEFAULT, X, W, 2, 1, bias=True, shift=10, clip=(-128, 127))
+    clipped = plan_conv2d(DEFAULT, X, W, 2, 1, bias=True, shift=9, clip=(-128, 126))
+    programs = [p.program() for p in (base, shifted, clipped)]
+    imms = [sorted({i.imm for i in prog.insns if i.opcode.name == "ALU"}) for prog in programs]
+    assert 9 in imms[0] and 10 not in imms[0]
+    assert 10 in imms[1] and 9 not in imms[1]
+    assert 127 in imms[0] and 126 not in imms[0] and 126 in imms[2]
+    for p, prog in zip((base, shifted, clipped), programs):
+        assert prog == p.emit_program()
+
+
+def test_signature_describes_values_exactly():
+    d = plan_module._describe
+    assert d(0.0) != d(-0.0) and d(1) != d(1.0) != d(True) and d(1) != d(np.int64(1))
+    assert d(np.zeros(3, np.int8)) != d(np.zeros(3, np.uint8))
+    assert d(np.zeros(4, np.int8)) != d(np.zeros((2, 2), np.int8))
+    assert d(np.array([1, 2])) != d(np.array([1, 3]))
+    assert d({"a": 1, "b": 2}) != d({"b": 2, "a": 1})        # order is part of a dict
+    assert d((1, 2)) != d([1, 2])
+    for opaque in ({1, 2}, lambda: 0, np.random.default_rng(0), np.ma.array([1]),
+                   np.array([object()])):
+        with pytest.raises(plan_module._Unhashable):
+            d(opaque)
+
+
+class _Slotted:
+    __slots__ = ("__hidden", "shown")
+    __module__ = "vtakit.tests"
+
+    def __init__(self, hidden, shown):
+        self.__hidden, self.shown = hidden, shown
+
+
+def test_signature_sees_every_slot_private_ones_too():
+    d = plan_module._describe
+    assert d(_Slotted(1, 2)) == d(_Slotted(1, 2))
+    assert d(_Slotted(1, 2)) != d(_Slotted(3, 2)) != d(_Slotted(1, 3))
+
+
+def test_a_plan_with_an_opaque_attribute_is_never_cached():
+    clear_program_cache()
+    a = plan_add(DEFAULT, (1, 18, 5, 5), shift=1)
+    b = plan_add(DEFAULT, (1, 18, 5, 5), shift=1)
+    a.hook = b.hook = lambda: None          # e.g. a callback: its behaviour is unknown
+    assert plan_signature(a) is None
+    assert a.program() == b.program() and a.program() is not b.program()
+    assert not plan_module._programs
+
+
+def test_the_cache_is_bounded(monkeypatch):
+    clear_program_cache()
+    monkeypatch.setattr(plan_module, "PROGRAM_CACHE_SIZE", 2)
+    plans = [plan_add(DEFAULT, (1, 18, 5, 5), shift=s) for s in range(4)]
+    for p in plans:
+        p.program()
+    assert len(plan_module._programs) == 2
+    assert list(plan_module._programs) == [plan_signature(p) for p in plans[2:]]
+
+
+# ------------------------------------------------------------- streams below it
+
+def test_an_included_instruction_changed_by_the_stream_is_encoded_again():
+    """A pop pending in the stream merges into the program's first compute instruction:
+    the stream must carry the changed instruction, not the program's copy of it."""
+    program = plan_add(DEFAULT, (1, 18, 5, 5), shift=1).program()
+    rt = Runtime(open_device("behavioral", DEFAULT))
+    bufs = {name: rt.alloc(size) for name, size in program.slots.items()}
+    rt.dep_push(Unit.LOAD, Unit.COMPUTE)
+    rt.dep_pop(Unit.LOAD, Unit.COMPUTE)
+    rt.bind(program, bufs)
+    first = next(i for i in rt.instructions if i.opcode.name in ("LOAD", "GEMM", "ALU")
+                 and not (i.opcode.name == "LOAD" and i.memory_type in (MemType.INP,
+                                                                        MemType.WGT)))
+    assert first.pop_prev_dep == 1
+    isa = isa_for(DEFAULT)
+    for insn in rt.instructions:             # every word is its fields, re-encoded
+        assert isa.decode(insn.word).fields == insn.fields
+    rt.finalize()
+    assert [i.word for i in rt.instructions] == [
+        int.from_bytes(rt.device.read(rt._finalized[0] + 16 * k, 16).tobytes(), "little")
+        for k in range(rt._finalized[1])]
+    rt.reset()
+
+
+def test_a_program_included_in_a_builder_keeps_its_instructions():
+    program = plan_add(DEFAULT, (1, 18, 5, 5), shift=1).program()
+    b = ProgramBuilder(DEFAULT, name="add")
+    b.include(program, {n: b.slot(n, size) for n, size in program.slots.items()})
+    built = b.build()
+    assert built == program
+    assert [i.fields for i in built.insns] == [i.fields for i in program.insns]
+
+
+def test_from_bytes_gives_back_a_live_writer_and_decodes_anything_else():
+    plan = plan_add(DEFAULT, (1, 18, 5, 5), shift=1)
+    program = plan.program()
+    data = program.to_bytes()
+    assert Program.from_bytes(data) is program
+    fresh = Program.from_bytes(plan.emit_program().to_bytes())     # writer collected
+    assert fresh is not program and fresh == program
+    assert [i.fields for i in fresh.insns] == [i.fields for i in program.insns]
+
+
+def test_fold_loops_remembers_only_what_it_would_compute():
+    dims = [Dim("co", 2, 16, 0, 16), Dim("ci", 4, 0, 1, 1, reduce=True), Dim("w", 7, 1, 1)]
+    a = fold_loops(dims, (3, 5, 0))
+    assert a is fold_loops(list(dims), [3, 5, 0])
+    assert a == _fold(tuple(dims), (3, 5, 0))
+    np_dims = [Dim("co", np.int64(2), 16, 0, 16), *dims[1:]]      # not cached, same result
+    assert fold_loops(np_dims, (3, 5, 0)) == a
+
+
+def test_format_decode_is_field_extract():
+    fmt = Format("T", 128, 64, [("a", 3), ("b", 5, True), ("c", 16, True), ("d", 1, True),
+                                ("e", 40)])
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        word = int(rng.integers(0, 1 << 62)) << 66 | int(rng.integers(0, 1 << 62))
+        assert fmt.decode(word) == {f.name: f.extract(word) for f in fmt.fields}
+
+
+def test_config_tables_by_memory_type():
+    for cfg in (DEFAULT, TINY, VTAConfig.preset("4x8")):
+        for mt, name in ((0, "uop"), (1, "wgt"), (2, "inp"), (3, "acc"), (4, "out")):
+            assert cfg.elem_bytes(MemType(mt)) == cfg.elem_bytes(mt) == \
+                getattr(cfg, f"{name}_elem_bytes")
+            assert cfg.depth(mt) == getattr(cfg, f"{name}_depth")
+        with pytest.raises(KeyError):
+            cfg.elem_bytes(5)
