@@ -163,7 +163,9 @@ def test_nonzero_pad_value_conv_on_vta(x_shape, w_shape, groups, strides, paddin
     records = []
     got = lower_primitive(fn, records=records)(Runtime(open_device("behavioral", "default")), x)
     np.testing.assert_array_equal(got, evaluate(fn, x))
-    assert records[0].where in ("vta", "vta+host") and "border" in records[0].why
+    # the border correction, or (a thin input) the host's fold inserting the pad value
+    assert records[0].where in ("vta", "vta+host") and (
+        "border" in records[0].why or "folded on the host" in records[0].why)
 
 
 def test_fold_explicit_padding():

@@ -133,14 +133,16 @@ def test_the_fold_of_fewest_predicted_cycles_is_chosen(config, c, k, stride, pad
     layer = match_layer(fn.body)
     shape, w_shape = x.shape, (16, c, k, k)
     chosen = layer_spec(layer, shape, w_shape, cfg)
+    if 2 * c >= cfg.block_in:
+        # half a block or more: not a stem; it keeps reading its input in place (a fold
+        # would move it through the host), even where a fold would predict fewer cycles
+        assert chosen.pre is None
+        return
     cycles = [conv_spec(layer, shape, w_shape, cfg).plan.estimate.cycles]
     for m in fold_modes(w_shape, stride):
         cycles.append(fold_spec(layer, shape, w_shape, cfg, m).plan.estimate.cycles)
     assert chosen.plan.estimate.cycles == min(cycles)
     assert (chosen.pre is None) == (cycles[0] == min(cycles))
-    if c == 15:
-        # 9 micro-ops a pixel either way: folded only to save the border correction
-        assert (chosen.pre is None) == (pad_value == 0)
 
 
 def _model():

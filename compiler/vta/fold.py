@@ -16,7 +16,7 @@ border correction. The weights are re-laid out to match when packing.
 
 The strategy replaces :mod:`.conv`'s ``conv2d`` (same kind, same place in the match
 order): a convolution with ``groups == 1``, more than one tap and input channels
-that do not fill whole blocks is planned unfolded and with every fold of its rows
+that fill less than half a block is planned unfolded and with every fold of its rows
 and columns, and runs the one of fewest predicted cycles (unfolded when no fold is
 cheaper); any other convolution is :func:`.conv.conv_spec`'s.
 """
@@ -94,12 +94,14 @@ def fold_spec(layer: VTALayer, shape, w_shape, config, modes) -> Spec:
 
 
 def _thin(layer, w_shape, config) -> bool:
-    """Whether folding may pay: one group, several taps, input channels that leave a
-    block part empty, and a pad value the int8 input can hold."""
+    """Whether folding may pay: one group, several taps, input channels that fill less
+    than half a block (a stem's 1 to 3 channels: its input comes from the host anyway;
+    a wider layer mid-network would give up reading its input in place from device
+    DRAM), and a pad value the int8 input can hold."""
     a = layer.attrs
     pv = a["pad_value"]
     return (a["groups"] == 1 and w_shape[2] * w_shape[3] > 1
-            and w_shape[1] % config.block_in != 0
+            and 2 * w_shape[1] < config.block_in
             and float(pv).is_integer() and -128 <= pv <= 127)
 
 
