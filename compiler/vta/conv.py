@@ -15,9 +15,9 @@
   (:class:`~vtakit.compiler.ops.epilogue.Requant`: SRDHM and RSHR, or MULSHR), the
   zero point as an ADD immediate, clip, int8 store;
 * any other rounding (TFLite's without the extension, ONNX's float rounding): VTA
-  computes the conv and stores int32 (four byte planes); the bias add (one ALU pass
-  per output vector less on VTA), the exact requantize, clip and cast run on the
-  host in numpy. VTA's 32-bit ALU cannot
+  computes the conv and stores int32 (byte planes: the low bytes its weights allow
+  the result, at most four); the bias add (one ALU pass per output vector less on
+  VTA), the exact requantize, clip and cast run on the host in numpy. VTA's 32-bit ALU cannot
   reproduce TFLite's 64-bit ``x * m >> (31 - s)`` even with TVM's ALU MUL (it keeps
   the low 32 bits of the product), so the exact step stays on the host; the cost
   is measured by :func:`requantize_cost` (see the README). The host step
