@@ -91,6 +91,8 @@ def test_residual_add_stage_rejects_what_vta_cannot_hold():
         ResidualAdd.make(0, 7, 1)
     with pytest.raises(EpilogueError, match="16-bit"):
         ResidualAdd.make(8, 0, 0, (-128, 0, 0))     # offset 128 << 8
+    with pytest.raises(EpilogueError, match="int32"):
+        ResidualAdd.make(24, 0, 0)
 
 
 def _conv_layer(x, rng, c, o, zp=0, pad_value=0.0, scale=2.0 ** -9):

@@ -190,6 +190,9 @@ class ResidualAdd:
         if not IMM_MIN <= offset <= IMM_MAX:
             raise EpilogueError(f"{op}: the add's offset {offset} (zero points and rounding) "
                                 f"does not fit a signed 16-bit ALU immediate")
+        if (128 << ea) + (128 << eb) + abs(offset) >= 1 << 31:
+            raise EpilogueError(f"{op}: with e_a={ea} the int8 sum may leave int32 (the ALU "
+                                "wraps where the add saturates)")
         lo, hi = (None, None) if clip is None else (clip[0], clip[1])
         for name, v in (("lo", lo), ("hi", hi)):
             if v is not None and not IMM_MIN <= int(v) <= IMM_MAX:
