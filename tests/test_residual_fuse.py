@@ -5,7 +5,7 @@ and the :class:`FuseResidualAdd` pass."""
 import numpy as np
 import pytest
 
-import vtakit.compiler.quant  # noqa: F401
+import vtakit.compiler.quant  # noqa: F401  (registers the qnn operators)
 from vtakit.compiler.codegen import compile_vm
 from vtakit.compiler.codegen.vm import _bind
 from vtakit.compiler.ir import (Call, Constant, Function, IRModule, TensorType, Tuple, Var,
