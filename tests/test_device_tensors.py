@@ -31,9 +31,10 @@ def _input(mod, seed):
     return model_inputs(mod["main"].params[0].type_annotation, 1, seed)[0]
 
 
-def _packed_calls(exe, func="main"):
+def _packed_calls(exe, func="main", all_inputs=False):
     """``(primitive name, input on the device?, output on the device?)`` per packed call,
-    from the bytecode (which storage each tensor register was carved from)."""
+    from the bytecode (which storage each tensor register was carved from); with
+    ``all_inputs``, whether every input is."""
     alloc_storage, alloc_tensor = Opcode.ALLOC_STORAGE.value, Opcode.ALLOC_TENSOR.value
     device_reg, calls = {}, []
     for ins in exe.function(func).code:
@@ -43,7 +44,8 @@ def _packed_calls(exe, func="main"):
             device_reg[ins[5]] = device_reg[ins[1]]
         elif ins[0] == Opcode.INVOKE_PACKED.value:
             args = ins[3]
-            calls.append((exe.primitives[ins[1]].name, device_reg.get(args[0], False),
+            ins_on = [device_reg.get(a, False) for a in args[:-1]]
+            calls.append((exe.primitives[ins[1]].name, all(ins_on) if all_inputs else ins_on[0],
                           device_reg.get(args[-1], False)))
         elif ins[0] == Opcode.RESHAPE_TENSOR.value:
             device_reg[ins[3]] = device_reg.get(ins[1], False)
@@ -248,7 +250,8 @@ def test_add_layer_on_vta(shape, scales, zps):
 def test_calibrated_residual_cnn_runs_whole_on_the_device():
     """The shipped digits CNN (conv, residual add, pools, dense), calibrated: every layer
     from the first convolution to the average pool is a VTA kernel, the residual add
-    included, and each reads its inputs where the previous ones left them."""
+    included (fused into the convolution feeding it: FuseResidualAdd), and each reads
+    its inputs (the add's shortcut included) where the previous ones left them."""
     import importlib.resources as resources
     from vtakit.compiler.build_model import compile_model
     from vtakit.compiler.models import load_digits_split
@@ -256,13 +259,13 @@ def test_calibrated_residual_cnn_runs_whole_on_the_device():
     path = resources.files("vtakit.compiler.models") / "digits_cnn.onnx"
     report = []
     exe = compile_model(str(path), "default", calibrate=x_train[:64, None], report=report)
-    calls = _packed_calls(exe)
+    calls = _packed_calls(exe, all_inputs=True)
     names = [c[0] for c in calls]
     # the average pool (its own output scale) is window sums as an all-ones depthwise
     # conv, the last layer before the dense one
     first, pool = names.index("vta_conv2d"), names.index("vta_dense") - 1
     assert names[pool].startswith("vta_conv2d")
-    assert "vta_add" in names[first:pool]
+    assert "vta_conv2d_add" in names[first:pool] and "vta_add" not in names
     assert all(n.startswith("vta_") for n in names[first:pool + 1])
     assert all(c[1] for c in calls[first + 1:pool + 1])        # inputs on the device
     assert all(c[2] for c in calls[first:pool])                # outputs on the device

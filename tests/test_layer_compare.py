@@ -48,7 +48,7 @@ def test_equal_backends(digits):
     c = compare_layers(exe, x, ["behavioral", "behavioral2"],
                        devices={"behavioral2": open_device("behavioral", "default")},
                        save_dir=d)
-    assert c.equal and len(c.layers["behavioral"]) == 9
+    assert c.equal and len(c.layers["behavioral"]) == 8   # the add fused
     assert "every layer's output is equal" in format_comparison(c)
 
 
@@ -96,7 +96,7 @@ def test_profile_rows(digits):
     exe, _, x, _ = digits
     outputs, rows = profile_model(exe, x)
     np.testing.assert_array_equal(outputs["logits"], np.asarray(exe.run(x)))
-    assert [r.engine for r in rows].count("VTA") == 8 and len(rows) == 9
+    assert [r.engine for r in rows].count("VTA") == 7 and len(rows) == 8
     # The stream's DRAM bytes equal the behavioral model's load/store counters.
     with open_device("behavioral", "default") as dev, LayerRecorder(dev) as rec:
         exe.run(x, device=dev, hook=rec.hook)
@@ -113,7 +113,7 @@ def test_cli_run_profile(digits, capsys, tmp_path):
     assert main(["run", str(path), "--input", str(d / "x.npy"), "-o", str(tmp_path / "o"),
                  "--profile"]) == 0
     out = capsys.readouterr().out
-    assert "vta_conv2d" in out and "8 layer(s) on VTA, 1 on the host" in out
+    assert "vta_conv2d" in out and "7 layer(s) on VTA, 1 on the host" in out
 
 
 def test_trace_and_plot(digits, capsys, tmp_path):
@@ -124,7 +124,7 @@ def test_trace_and_plot(digits, capsys, tmp_path):
                  "--trace", str(trace)]) == 0
     events = [e for e in json.loads(trace.read_text())["traceEvents"]
               if e["ph"] == "X" and e["cat"] in ("VTA", "host")]      # the layer tracks
-    assert [e["cat"] for e in events].count("VTA") == 8 and len(events) == 9
+    assert [e["cat"] for e in events].count("VTA") == 7 and len(events) == 8
     # Slices follow each other without overlap, in layer order.
     for a, b in zip(events, events[1:]):
         assert a["ts"] + a["dur"] <= b["ts"] + 1e-3

@@ -35,15 +35,15 @@ def test_vcd_of_one_layer_on_verilator(digits, capsys):
     base = ["run", str(path), "--input", str(d / "x.npy"), "-o", str(d / "o"),
             "--backend", "verilator", "--profile"]
     vcd = d / "dense.vcd"
-    assert main(base + ["--vcd", str(vcd), "--vcd-layer", "8"]) == 0
+    assert main(base + ["--vcd", str(vcd), "--vcd-layer", "7"]) == 0
     out = capsys.readouterr().out
     # The replay ran exactly the cycles the model run measured for that layer.
-    row = next(line for line in out.splitlines() if line.split()[:2] == ["8", "vta_dense"])
+    row = next(line for line in out.splitlines() if line.split()[:2] == ["7", "vta_dense"])
     cycles = row.split()[3]
-    assert f"layer #8 vta_dense: waveform ({cycles} cycles) -> {vcd}" in out
+    assert f"layer #7 vta_dense: waveform ({cycles} cycles) -> {vcd}" in out
     head = vcd.read_text()[:4000]
     assert "$enddefinitions" in head or "$scope" in head
     assert main(base + ["--vcd", str(d / "host.vcd"), "--vcd-layer", "0"]) == 2
     assert "ran on the host, not on VTA" in capsys.readouterr().err
-    assert main(base + ["--vcd", str(d / "x.vcd"), "--vcd-layer", "9"]) == 2
-    assert "the model ran 9 layers" in capsys.readouterr().err
+    assert main(base + ["--vcd", str(d / "x.vcd"), "--vcd-layer", "8"]) == 2
+    assert "the model ran 8 layers" in capsys.readouterr().err

@@ -22,10 +22,11 @@ def test_calibrated_digits_on_vta_bit_exact():
     report = []
     exe = compile_model(q, "default", report=report)
     assert exe.output_names == ["logits"]
-    # 4 convs, the max pool, the 2x2 average pool (window sums as an all-ones depthwise
-    # conv, requantized to its own scale by a shift) and the dense layer: all whole on VTA
-    assert [r.where for r in report if r.kind in ("conv2d", "dense", "max_pool2d")] == \
-        ["vta"] * 7
+    # 4 convs (one with the residual add fused), the max pool, the 2x2 average pool
+    # (window sums as an all-ones depthwise conv, requantized to its own scale by a
+    # shift) and the dense layer: all whole on VTA
+    assert [r.where for r in report if r.kind in ("conv2d", "conv2d_add", "dense",
+                                                     "max_pool2d")] == ["vta"] * 7
     for x in x_test[:4]:
         np.testing.assert_array_equal(np.asarray(exe.run(x[None])), evaluate(q, x[None]))
 

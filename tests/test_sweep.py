@@ -216,16 +216,17 @@ def test_sharded_compare_names_the_first_diverging_layer(client, digits_tiny):
     exe, _, x, d = digits_tiny
     same = compare_sharded(exe, x, ["behavioral", "behavioral"], client=client, save_dir=d,
                            progress=False)
-    assert same.equal and len(same.checks) == 8
-    assert [name for name, _ in same.layers][4] == "vta_add"
-    # the add kernel is the only one with its instruction count: corrupt it on the workers
+    assert same.equal and len(same.checks) == 7
+    assert [name for name, _ in same.layers][3] == "vta_conv2d_add"
+    # the fused add kernel is the only one with its instruction count: corrupt it on the
+    # workers
     from vtakit.runtime.device import open_device
     from vtakit.runtime.recorder import LayerRecorder
     with open_device("behavioral", exe.config) as dev, \
             LayerRecorder(dev, keep_images=True, keep_outputs=False) as rec:
         exe.run(x, device=dev, hook=rec.hook)
     counts = [layer.runs[0].image.insn_count for layer in rec.layers if layer.runs]
-    add = counts[3]
+    add = counts[2]
     assert counts.count(add) == 1, counts
     cloudpickle.register_pickle_by_value(__import__(__name__))
     try:
@@ -235,10 +236,10 @@ def test_sharded_compare_names_the_first_diverging_layer(client, digits_tiny):
     bad = compare_sharded(exe, x, ["behavioral", "corrupt"], client=client, save_dir=d,
                           stem="digits", progress=False)
     index, name, run, report, saved = bad.divergences["corrupt"]
-    assert (index, name, run) == (4, "vta_add", 0)
+    assert (index, name, run) == (3, "vta_conv2d_add", 0)
     assert "DIFFER: first differing byte" in report and "(1 byte differ)" in report
     text = format_sharded(bad)
-    assert "first diverging layer #4 vta_add" in text and saved.exists()
+    assert "first diverging layer #3 vta_conv2d_add" in text and saved.exists()
 
 
 def test_cli_compare_vtax_on_workers_against_verilator(client, digits_tiny, capsys):

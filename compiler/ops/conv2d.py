@@ -13,7 +13,9 @@ Data flow of one output tile (see :mod:`.tiling` for the tile shape and
   whole chunk;
 * an int8 residual is one more group: its int8 tile into an inp slot, an
   identity weight tile, one GEMM micro-op per accumulator;
-* compute: the epilogue ALU passes (:class:`.epilogue.Epilogue`);
+* compute: the epilogue ALU passes (:class:`.epilogue.Epilogue`); with a fused add
+  (:class:`.epilogue.ResidualAdd`) they run before the residual's group, the add's
+  passes around it;
 * store: one 2-D store per (batch block, output-channel block) of the tile, or a
   single store when the tile spans the whole image.
 
@@ -149,7 +151,8 @@ class Conv2dPlan(OpPlan):
             ceil_div(n, b), grouping.pop("ib"), h, w, ceil_div(o, blk), kh, kw, self.stride,
             self.padding, bias=epilogue.bias_tile, residual=epilogue.residual == "int32",
             residual_gemm=epilogue.residual == "int8",
-            alu_imm=len(epilogue.imm_passes()), int32_out=epilogue.out_dtype == "int32",
+            alu_imm=len(epilogue.imm_passes()) + (epilogue.add.passes if epilogue.add else 0),
+            int32_out=epilogue.out_dtype == "int32",
             result_bytes=epilogue.result_bytes,
             op=self.name, shape_text=text, shared_wgt=bool(shared_weight),
             acc_rows=epilogue.rows, border_cases=len(self.border_cases),
@@ -270,7 +273,8 @@ class Conv2dPlan(OpPlan):
                                  "residual (plan with residual='int32' for wider ones)")
             out["residual"] = pack_activation(r.astype(self.epilogue.residual), cfg)
         if self.epilogue.residual == "int8":
-            out["identity"] = np.eye(cfg.block, dtype=np.int8).reshape(
+            scale = 1 << self.epilogue.add.eb if self.epilogue.add else 1
+            out["identity"] = (np.eye(cfg.block, dtype=np.int8) * np.int8(scale)).reshape(
                 1, 1, 1, 1, cfg.block, cfg.block)
         return out
 
@@ -404,6 +408,15 @@ class Conv2dPlan(OpPlan):
                 rows_base = bias_base - t.tco * epi.rows + (0 if epi.bias_tile else t.tco)
                 border_base, step = rows_base - t.tco * nborder, tco   # rows of tco
             ent = tn * tco * th * tw
+
+            def epilogue():
+                """Border correction and epilogue ALU passes of the tile."""
+                self._emit_border(builder, acc_base, border_base, step, tn, tco, h0, th, w0,
+                                  tw)
+                bias_dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
+                             Dim("p", th * tw, 1, 0)]
+                epi.emit(builder, acc_base, out_dims(ti), bias_base, bias_dims, rows_base, step)
+
             r_start, rows, ypad0, ypad1, hi = self._window(h0, th, sh, p.kh, pt, p.h)
             c_start, cols, xpad0, xpad1, wi = self._window(w0, tw, sw, p.kw, pl, p.w)
             if (epi.bias_tile or p.acc_rows or p.border_cases) and bias_has[a] != (co0, tco):
@@ -477,16 +490,18 @@ class Conv2dPlan(OpPlan):
                     builder.load_2d(MemType.WGT, s * wgt_slot, slots["identity"], 0, 1, 1, 1)
                     wgt_has[s] = "identity"
                 pipe.load_end(g)
+                if epi.add:        # the epilogue, then the add's residual (its load in flight)
+                    epilogue()
+                    epi.emit_add(builder, acc_base, out_dims(ti), after=False)
                 pipe.compute_begin(g)
                 f = fold_loops([Dim("e", ent, 1, 1, 0)], (acc_base, s * inp_slot, s * wgt_slot))
                 builder.push_gemm(UopKernel.gemm(f.uops, f.loops))
                 pipe.compute_end(g)
                 g += 1
-            # ---- compute: border correction, epilogue
-            self._emit_border(builder, acc_base, border_base, step, tn, tco, h0, th, w0, tw)
-            bias_dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
-                         Dim("p", th * tw, 1, 0)]
-            epi.emit(builder, acc_base, out_dims(ti), bias_base, bias_dims, rows_base, step)
+            if epi.add:
+                epi.emit_add(builder, acc_base, out_dims(ti), after=True)
+            else:
+                epilogue()
 
         if nacc == nth:
             # each tile's planes right after it (int8 results, or one buffer: the shift of
@@ -614,13 +629,14 @@ def _tap_segments(n_out, stride, k, first, count):
 def plan_conv2d(config, x_shape, w_shape, stride=1, padding=0, *, groups=1, bias=False,
                 shift=0, relu=False, clip=None, residual=False, out_dtype=np.int8, tiling=None,
                 cost: CostModel = CostModel(), requant=None, border=False,
-                shared_weight=False, result_bytes=4) -> Conv2dPlan:
+                shared_weight=False, result_bytes=4, add=None) -> Conv2dPlan:
     """Plan a convolution without running it (``bias``/``residual``/``border``/
     ``shared_weight`` are flags here; ``requant`` an :class:`.epilogue.Requant`, on a
-    config with the ALU extension)."""
+    config with the ALU extension; ``add`` a :class:`.epilogue.ResidualAdd` of the int8
+    ``residual`` fused after the clip)."""
     epi = Epilogue.make(bias=bias, residual=residual, shift=shift, clip=clip, relu=relu,
                         out_dtype=out_dtype, op="conv2d", requant=requant,
-                        result_bytes=result_bytes)
+                        result_bytes=result_bytes, add=add)
     return Conv2dPlan(config, x_shape, w_shape, stride, padding, groups=groups, epilogue=epi,
                       tiling=tiling, cost=cost, border=border, shared_weight=shared_weight)
 

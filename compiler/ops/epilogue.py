@@ -20,6 +20,12 @@ tile and its store (reference 5.6, requantization with power-of-two scales):
 4. shift: ALU SHR imm ``shift``;
 5. clip: ALU MAX imm ``lo`` then MIN imm ``hi`` (``relu`` raises lo to 0).
 
+A requantized add fused behind it (:class:`ResidualAdd`: ResNet's residual adds,
+power-of-two scales) is a second stage after the clip: SHR imm ``-e_a`` (a left
+shift), the ``"int8"`` residual's identity GEMM (weights ``2^e_b``; it then runs after
+the first stage, not before it), ADD imm of the offset and rounding constant, SHR imm
+``k``, MAX/MIN of the add's clip.
+
 With the ISA extension ``"requant"`` (config ``EXTENSIONS``) an epilogue may instead
 requantize exactly as TFLite (:class:`Requant`): after the bias, one ALU pass with a
 tensor operand per per-channel *row* (int32 acc tiles loaded like the bias, one 2-D
@@ -51,7 +57,7 @@ from .loops import Dim, fold_loops
 from .reference import wrap32
 
 __all__ = ["Epilogue", "EpilogueError", "MAX_SHIFT", "Requant", "REQUANT_EXTENSION",
-           "result_bytes_for"]
+           "ResidualAdd", "result_bytes_for"]
 
 #: The config ``EXTENSIONS`` name of the exact-requantization ALU opcodes.
 REQUANT_EXTENSION = "requant"
@@ -151,6 +157,79 @@ class Requant:
 
 
 @dataclass(frozen=True)
+class ResidualAdd:
+    """A requantized add of the epilogue's int8 result ``y`` and an int8 residual ``r``
+    with power-of-two scales, fused after the epilogue's clip::
+
+        out = clip(((y << e_a) + r * 2^e_b + offset) >> k, lo, hi)
+
+    ``offset`` holds the zero points and the rounding constant: ``-(z_a << e_a) -
+    (z_b << e_b) + (z_out << k) + 2^(k-1)`` (:meth:`make`). The residual reaches the
+    accumulators through the epilogue's ``"int8"`` identity GEMM, weights ``2^e_b``."""
+
+    ea: int = 0
+    eb: int = 0
+    offset: int = 0
+    shift: int = 0
+    lo: int | None = None
+    hi: int | None = None
+
+    @classmethod
+    def make(cls, ea, eb, k, zero_points=(0, 0, 0), clip=None, op="add") -> "ResidualAdd":
+        """The stage of ``qnn.add(rounding="vta")`` with shifts ``(ea, eb, k)`` (of
+        ``add_shifts``), zero points ``(z_a, z_b, z_out)`` and ``clip=(lo, hi)``;
+        EpilogueError when the ALU or an int8 weight cannot hold it."""
+        ea, eb, k = int(ea), int(eb), int(k)
+        za, zb, zo = (int(z) for z in zero_points)
+        if not 0 <= eb <= 6:
+            raise EpilogueError(f"{op}: the residual's scale is 2^{eb} times the smallest; "
+                                "its identity weight 2^e_b must fit int8 (e_b <= 6)")
+        if not (0 <= ea <= SHIFT_LIMIT and 0 <= k <= SHIFT_LIMIT):
+            raise EpilogueError(f"{op}: shifts e_a={ea}, k={k} outside 0..{SHIFT_LIMIT}")
+        offset = -(za << ea) - (zb << eb) + (zo << k) + ((1 << k) >> 1)
+        if not IMM_MIN <= offset <= IMM_MAX:
+            raise EpilogueError(f"{op}: the add's offset {offset} (zero points and rounding) "
+                                f"does not fit a signed 16-bit ALU immediate")
+        if (128 << ea) + (128 << eb) + abs(offset) >= 1 << 31:
+            raise EpilogueError(f"{op}: with e_a={ea} the int8 sum may leave int32 (the ALU "
+                                "wraps where the add saturates)")
+        lo, hi = (None, None) if clip is None else (clip[0], clip[1])
+        for name, v in (("lo", lo), ("hi", hi)):
+            if v is not None and not IMM_MIN <= int(v) <= IMM_MAX:
+                raise EpilogueError(f"{op}: clip {name}={v} does not fit a signed 16-bit ALU "
+                                    f"immediate ({IMM_MIN}..{IMM_MAX})")
+        return cls(ea, eb, offset, k, None if lo is None else int(lo),
+                   None if hi is None else int(hi))
+
+    def before(self) -> list:
+        """[(AluOp, imm)] before the residual's GEMM: the left shift by ``e_a``."""
+        return [(AluOp.SHR, -self.ea)] if self.ea else []
+
+    def after(self) -> list:
+        """[(AluOp, imm)] after the residual's GEMM: offset, shift, clip."""
+        out = [(AluOp.ADD, self.offset)] if self.offset else []
+        out += [(AluOp.SHR, self.shift)] if self.shift else []
+        out += [] if self.lo is None else [(AluOp.MAX, self.lo)]
+        return out + ([] if self.hi is None else [(AluOp.MIN, self.hi)])
+
+    @property
+    def passes(self) -> int:
+        """ALU passes per output vector."""
+        return len(self.before()) + len(self.after())
+
+    def reference(self, y, residual) -> np.ndarray:
+        """Numpy semantics: the int32 result before the store (wrapping adds)."""
+        v = wrap32(np.asarray(y, np.int64) << self.ea).astype(np.int64)
+        v = wrap32(v + (np.asarray(residual, np.int64) << self.eb) + self.offset)
+        v = v.astype(np.int64) >> self.shift
+        if self.lo is not None:
+            v = np.maximum(v, self.lo)
+        if self.hi is not None:
+            v = np.minimum(v, self.hi)
+        return v
+
+
+@dataclass(frozen=True)
 class Epilogue:
     """What to apply to an int32 accumulator tile before the store.
 
@@ -173,6 +252,9 @@ class Epilogue:
     result_bytes : int
         ``"int32"``: the low bytes stored, one plane each (2..4; fewer than 4 when the
         caller knows the results fit, e.g. from the weights: the host sign-extends them).
+    add : ResidualAdd or None
+        A requantized add with the ``"int8"`` residual after the clip (the residual's
+        GEMM then runs between the two stages).
     """
 
     bias: bool = False
@@ -184,11 +266,12 @@ class Epilogue:
     op: str = "op"
     requant: Requant | None = None
     result_bytes: int = 4
+    add: ResidualAdd | None = None
 
     @classmethod
     def make(cls, *, bias=False, residual=False, shift=0, clip=None, relu=False,
              out_dtype=np.int8, op="op", requant: Requant | None = None,
-             result_bytes: int = 4) -> "Epilogue":
+             result_bytes: int = 4, add: ResidualAdd | None = None) -> "Epilogue":
         """Validate user arguments (``clip=(lo, hi)``, ``relu``) into an Epilogue.
         ``residual``: False/None, ``"int8"``/``np.int8``, or ``"int32"``/``np.int32``/True."""
         shift = int(shift)
@@ -226,8 +309,11 @@ class Epilogue:
         if not 2 <= int(result_bytes) <= 4:
             raise EpilogueError(f"{op}: result_bytes={result_bytes}; an int32 result stores "
                                 "2 to 4 byte planes")
+        if add is not None and (res != "int8" or dt != "int8"):
+            raise EpilogueError(f"{op}: a fused add reads an int8 residual and stores int8 "
+                                f"(got residual={res}, out_dtype={dt})")
         return cls(bool(bias), res, shift, None if lo is None else int(lo),
-                   None if hi is None else int(hi), dt, op, requant, int(result_bytes))
+                   None if hi is None else int(hi), dt, op, requant, int(result_bytes), add)
 
     # ------------------------------------------------------------------ plan
 
@@ -322,6 +408,17 @@ class Epilogue:
             for op, imm in passes:
                 stream.push_alu(UopKernel.alu(op, uops, loops, imm=imm))
 
+    def emit_add(self, stream, acc_base: int, dims, after: bool) -> None:
+        """Queue the fused add's immediate passes over one acc tile: those before the
+        residual's GEMM (``after=False``) or after it."""
+        passes = self.add.after() if after else self.add.before()
+        if passes:
+            f = fold_loops([Dim(d.name, d.extent, d.dst, d.dst) for d in dims],
+                           (acc_base, acc_base, 0))
+            uops, loops = [u[:2] for u in f.uops], [lp[:3] for lp in f.loops]
+            for op, imm in passes:
+                stream.push_alu(UopKernel.alu(op, uops, loops, imm=imm))
+
     def emit_plane_shift(self, stream, acc_base: int, dims) -> None:
         """SHR imm 8 over the tile: exposes the next byte plane of an int32 result."""
         f = fold_loops([Dim(d.name, d.extent, d.dst, d.dst) for d in dims],
@@ -332,5 +429,9 @@ class Epilogue:
     def reference(self, acc, bias=None, residual=None) -> np.ndarray:
         """Numpy semantics of this epilogue (see :func:`reference.epilogue_ref`)."""
         from .reference import epilogue_ref
+        if self.add is not None:
+            y = epilogue_ref(acc, bias=bias, shift=self.shift, clip=(self.lo, self.hi),
+                             out_dtype=np.int32)
+            return wrap32(self.add.reference(y, residual)).astype(np.int8)
         return epilogue_ref(acc, bias=bias, residual=residual, shift=self.shift,
                             clip=(self.lo, self.hi), out_dtype=self.out_dtype)

@@ -26,8 +26,9 @@ the config's BATCH, BLOCK_IN, BLOCK_OUT; ``bus``: bytes per DRAM beat):
   with the ALU extension ``"requant"`` the exact requantize's passes (one per
   per-channel row: SRDHM and RSHR, or MULSHR) and the output zero point's ADD, one ADD
   per border accumulator of a padding with a non-zero value corrected on the ALU,
-  and one SHR pass per byte plane after the first to store an int32 result; for pools, the
-  window reduction (``taps - 1`` MAX or ADD per output vector, ``taps`` the window's
+  and one SHR pass per byte plane after the first to store an int32 result; a fused
+  residual add's passes (left shift, offset ADD, shift, clip: each when it has it);
+  for pools, the window reduction (``taps - 1`` MAX or ADD per output vector, ``taps`` the window's
   positions inside the input; padding adds nothing) and, for an average rounded on
   VTA, its rounding ADD and SHR. Plus one micro-op per accumulator a GEMM starts
   from zero: GEMM only accumulates, so every accumulator it writes is first cleared
@@ -114,7 +115,8 @@ def _epilogue_alu(epi) -> int:
     if epi.out_dtype == "int32":
         return epi.planes - 1
     rq = 0 if epi.requant is None else epi.rows + bool(epi.requant.zero_point)
-    return int(bool(epi.shift)) + (epi.lo is not None) + (epi.hi is not None) + rq
+    add = 0 if epi.add is None else epi.add.passes
+    return int(bool(epi.shift)) + (epi.lo is not None) + (epi.hi is not None) + rq + add
 
 
 def _conv(plan, config) -> Roofline:

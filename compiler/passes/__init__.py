@@ -9,7 +9,7 @@ Passes (each ``Pass()(mod) -> mod``): :func:`InferType`,
 :func:`RemoveUnusedFunctions`, :func:`ToANormalForm`,
 :func:`ToBasicBlockNormalForm`, :func:`EliminateCommonSubexpr`,
 :func:`DeadCodeElimination`, :func:`FoldConstant`, :func:`SimplifyInference`,
-:func:`FoldScaleAxis`, :func:`FuseOps`, :func:`LambdaLift`,
+:func:`FoldScaleAxis`, :func:`FuseOps`, :func:`FuseResidualAdd`, :func:`LambdaLift`,
 :func:`InlinePrimitives`; pipelines :func:`default_pipeline`,
 :func:`optimize_pipeline`, :func:`vm_pipeline`.
 """
@@ -23,6 +23,7 @@ from .infra import (DumpIR, FunctionPass, ModulePass, Pass, PassContext, PassInf
 from .lifting import InlinePrimitives, LambdaLift
 from .normal_form import ToANormalForm, ToBasicBlockNormalForm
 from .padding import FoldExplicitPadding
+from .residual import FuseResidualAdd
 from .pipeline import default_pipeline, optimize_pipeline, vm_pipeline
 from .simplify import FoldScaleAxis, SimplifyInference
 
@@ -32,6 +33,7 @@ __all__ = [
     "register_pass", "get_pass", "list_passes",
     "InferType", "RemoveUnusedFunctions", "ToANormalForm", "ToBasicBlockNormalForm",
     "EliminateCommonSubexpr", "DeadCodeElimination", "FoldConstant", "SimplifyInference",
-    "FoldScaleAxis", "FoldExplicitPadding", "FuseOps", "fuse_function", "LambdaLift", "InlinePrimitives",
+    "FoldScaleAxis", "FoldExplicitPadding", "FuseOps", "fuse_function", "FuseResidualAdd", "LambdaLift",
+    "InlinePrimitives",
     "default_pipeline", "optimize_pipeline", "vm_pipeline",
 ]

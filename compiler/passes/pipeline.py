@@ -8,6 +8,7 @@ from .fuse_ops import FuseOps
 from .infra import Sequential
 from .lifting import InlinePrimitives, LambdaLift
 from .padding import FoldExplicitPadding
+from .residual import FuseResidualAdd
 from .normal_form import ToANormalForm
 from .simplify import FoldScaleAxis, SimplifyInference
 
@@ -26,10 +27,11 @@ def optimize_pipeline() -> Sequential:
 
 
 def vm_pipeline() -> Sequential:
-    """What the VM compiler needs after fusion: A-normal form, primitive functions at
-    their call sites, local functions lifted to globals, types filled in."""
+    """What the VM compiler needs after fusion: residual adds merged into the convolution
+    feeding them (:class:`FuseResidualAdd`), A-normal form, primitive functions at their
+    call sites, local functions lifted to globals, types filled in."""
     return Sequential([
-        ToANormalForm(), InlinePrimitives(), LambdaLift(), InlinePrimitives(), InferType(),
+        FuseResidualAdd(), ToANormalForm(), InlinePrimitives(), LambdaLift(), InlinePrimitives(), InferType(),
     ], name="vm_lowering")
 
 

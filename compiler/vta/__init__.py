@@ -3,7 +3,8 @@
 One strategy per VTA operator kind (:mod:`.registry`: pattern, plan, constant packing,
 launch), registered by :mod:`.conv` (conv2d, dense; :mod:`.fold` replaces its conv2d
 planning for thin inputs), :mod:`.dilated`, :mod:`.pool`
-(average and max pooling) and :mod:`.add`. :mod:`.lower` runs any of them on a
+(average and max pooling), :mod:`.add` and :mod:`.residual` (a convolution with the
+residual add it feeds fused into its epilogue). :mod:`.lower` runs any of them on a
 runtime (:func:`lower_layer`, :func:`run_graph`); :mod:`.executable` claims them for
 executables (:func:`vm_lowerer`).
 """

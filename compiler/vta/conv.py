@@ -157,9 +157,10 @@ def _exact_requant(rq, channels, config, kind):
         return str(e)
 
 
-def conv_spec(layer: VTALayer, shape, w_shape, config) -> Spec:
+def conv_spec(layer: VTALayer, shape, w_shape, config, **extra) -> Spec:
     """The spec of a conv2d or dense layer with weights of shape ``w_shape`` (a dilated
-    convolution passes its dilated kernel's shape)."""
+    convolution passes its dilated kernel's shape); ``extra``: more epilogue arguments
+    of the plan (:mod:`.residual`'s fused add)."""
     a = layer.attrs
     dense = layer.kind == "dense"
     rq, (lo, hi), border = a["requantize"], a["clip"], None
@@ -192,6 +193,7 @@ def conv_spec(layer: VTALayer, shape, w_shape, config) -> Spec:
         if isinstance(exact, str):
             why += f" ({exact})"
     rows_border = bool(border) and not host_step
+    kw.update(extra)
     plan = (plan_dense(config, shape, w_shape, **kw) if dense else
             plan_conv2d(config, shape, w_shape, tuple(a["strides"]), pad,
                         groups=a["groups"], border=rows_border,
@@ -236,16 +238,17 @@ def border_correction(plan, w, pad_value) -> np.ndarray:
                            (n,) + taps.shape).astype(np.int32)
 
 
-def pack_gemm(layer: VTALayer, spec: Spec, w, bias) -> dict:
+def pack_gemm(layer: VTALayer, spec: Spec, w, bias, **extra) -> dict:
     """The packed constants of a conv2d/dense plan from its int8 weights ``w`` (as the
-    plan reads them) and int32 ``bias`` (None: zeros)."""
+    plan reads them) and int32 ``bias`` (None: zeros); ``extra``: more arguments of the
+    plan's ``pack``."""
     plan, rq = spec.plan, layer.attrs["requantize"]
     bias = np.zeros(w.shape[0], np.int64) if bias is None else bias.astype(np.int64)
     if spec.post is None and spec.requant_rows is None:
         # the rounding shift's zero point joins the bias
         k = fp.vta_shift(rq["scale"])
         bias = bias + np.asarray(rq["zero_point"], np.int64) * (1 << k)
-    args, kwargs = (w,), {}
+    args, kwargs = (w,), dict(extra)
     if spec.post is None:
         args += (fp.wrap_int32(bias),)
     else:

@@ -3,7 +3,8 @@
 A *layer* is a chain the frontends produce, rooted at its final ``cast``/``clip``;
 each kind is one strategy of :mod:`.registry` (:mod:`.conv`: conv2d and dense,
 :mod:`.fold`: conv2d with thin inputs folded, :mod:`.dilated`: dilated conv2d,
-:mod:`.pool`: average and max pooling, :mod:`.add`: a requantized add).
+:mod:`.pool`: average and max pooling, :mod:`.add`: a requantized add,
+:mod:`.residual`: a convolution with its residual add fused).
 :func:`match_layer` recognizes one; :func:`lower_layer` (or
 :func:`lower_primitive` for a fused primitive :class:`~vtakit.compiler.ir.Function`
 whose body is a layer) returns a packed function ``f(rt, x) -> numpy.ndarray`` that
@@ -34,6 +35,7 @@ from ..ops.epilogue import EpilogueError
 from ..ops.layout import LayoutError
 from ..ops.roofline import Roofline, plan_roofline
 from ..ops.tiling import TilingError
+from . import residual  # noqa: F401  (first: its pattern is an add of a conv layer)
 from . import add, conv, dilated, fold, pool  # noqa: F401  (the strategies register)
 from .conv import requantize_cost
 from .registry import LoweringError, Spec, VTALayer, is_op, strategies
