@@ -444,15 +444,14 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
                         load += m * cci * l_g
                         comp += m * cci * gemm
                         g_sum += cci * np.maximum(l_g, gemm)
-                        if p.int32_out:
-                            # the first tile loads its operands whole (weights that stay
-                            # resident are not yet there); later chunks overlap GEMMs
-                            l_full = (((ib_ / i_frac) + wb_ / w_frac) / bus
-                                      + (n_in_insn + 1) * cost.dma_insn_cycles
-                                      + (n_in_insn * hi + tco) * cost.dma_row_cycles)
-                            l_first = l_full + (k - 1) * np.maximum(0.0, l_full - gemm)
-                        else:
-                            l_first = l_g
+                        # the first tile loads its operands whole (weights that stay
+                        # resident are not yet there); later chunks overlap GEMMs. (A
+                        # kernel that keeps all its weights resident, e.g. a 1x1
+                        # downsampling conv's 128 KB, waits for them at its start.)
+                        l_full = (((ib_ / i_frac) + wb_ / w_frac) / bus
+                                  + (n_in_insn + 1) * cost.dma_insn_cycles
+                                  + (n_in_insn * hi + tco) * cost.dma_row_cycles)
+                        l_first = l_full + (k - 1) * np.maximum(0.0, l_full - gemm)
                         first_load = np.where(first_load == 0, l_first, first_load)
                     if p.residual_gemm:    # one more group: int8 tile + identity GEMM
                         l_r = ent * e_inp / bus + cost.dma_insn_cycles * np.where(full_sp, 1,
