@@ -13,16 +13,16 @@ including padding, zero-filled by the load's pad fields), followed by the
 output accumulators unless the schedule is separable. Per tile, on the compute
 module:
 
-* max, separable (windows at most twice the stride on both axes, e.g. 3x3 stride 2,
-  2x2 stride 2): the window is copied in its *polyphase* layout (rows and columns
-  split by their remainder modulo the stride; no separate outputs), padded positions
-  are forced to -32768 (ALU MIN imm: below every int8, so padding never wins), then
-  each row's maxima over the window columns are taken in place into phase column 0
-  and the maxima of those over the window rows in place into phase (0, 0), whose
-  top-left corner then holds the outputs (stored a row at a time when they are not
-  contiguous). A 3x3 stride-2 window takes ``6 + 2 / th`` MAX per output (6.07 on
-  ResNet-18's stem pool) instead of a reset, a MIN and 9 MAX; the tile is the shape of least
-  modelled cost (:meth:`PoolPlan._separable_cost`);
+* max, separable (strides up to 2 and windows at most twice the stride on both
+  axes, e.g. 3x3 stride 2, 2x2 stride 2): the window is copied in its *polyphase*
+  layout (rows and columns split by their remainder modulo the stride; no separate
+  outputs), padded positions are forced to -32768 (ALU MIN imm: below every int8,
+  so padding never wins), then each row's maxima over the window columns are taken
+  in place into phase column 0 and the maxima of those over the window rows in place
+  into phase (0, 0), whose top-left corner then holds the outputs (stored a row at a
+  time when they are not contiguous). A 3x3 stride-2 window takes ``6 + 2 / th`` MAX
+  per output (6.07 on ResNet-18's stem pool) instead of a reset, a MIN and 9 MAX;
+  the tile is the shape of least modelled cost (:meth:`PoolPlan._separable_cost`);
 * max, other windows: padded input positions are forced to -32768 (ALU MIN imm
   over the pad rectangles); the outputs are reset (GEMM reset), set to -32768
   (MIN imm) and then take the MAX over the window;
@@ -105,7 +105,10 @@ class PoolPlan(OpPlan):
         self.nthreads = 1 if self.planes > 1 else 2
         bb, blk = config.batch, config.block
         self.nb, self.cb = ceil_div(n, bb), ceil_div(c, blk)
-        self.separable = kind == "max" and kh <= 2 * self.stride[0] and kw <= 2 * self.stride[1]
+        # at most 2 x 2 phases: a larger stride (e.g. a global pool) would trade a few
+        # micro-ops for an instruction per phase and per window offset
+        self.separable = (kind == "max" and max(self.stride) <= 2
+                          and kh <= 2 * self.stride[0] and kw <= 2 * self.stride[1])
         self.tile = tile or (self._choose_separable_tile(text) if self.separable
                              else self._choose_tile(text))
         self.operands = {"data": Operand("data", (self.nb, self.cb, h, w, bb, blk), np.int8),
@@ -343,14 +346,14 @@ class PoolPlan(OpPlan):
         return [out_base + j * th * tw for j in range(nc)]
 
     def _separable(self, builder, pipe, ti, base, inp, wgt, nc, th, tw, hi, wi, pads):
-        """A max pool with ``kernel <= 2 x stride`` on both axes, in place: the window is
-        copied into acc in its polyphase layout (:meth:`_phases`), padding forced to
-        -32768, then each row's maxima over the columns (written into phase column 0)
-        and the maxima of those over the rows (written into phase (0, 0)). Every pass
-        reads a phase's shifted-by-one copy of its own destination first, in ascending
-        order (it reads each element before the pass overwrites it), then the other
-        phases, which no pass writes. Returns the acc index of each channel block's
-        outputs and their row stride."""
+        """A max pool with ``stride <= 2`` and ``kernel <= 2 x stride`` on both axes, in
+        place: the window is copied into acc in its polyphase layout (:meth:`_phases`),
+        padding forced to -32768, then each row's maxima over the columns (written into
+        phase column 0) and the maxima of those over the rows (written into phase
+        (0, 0)). Every pass reads a phase's shifted-by-one copy of its own destination
+        first, in ascending order (it reads each element before the pass overwrites
+        it), then the other phases, which no pass writes. Returns the acc index of each
+        channel block's outputs and their row stride."""
         (kh, kw), (sh, sw) = self.kernel, self.stride
         phases, size = self._phases(hi, wi)
         builder.push_gemm(UopKernel.gemm([(base, 0, 0)], [(nc * size, 1, 0, 0)], reset=True))
