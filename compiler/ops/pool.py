@@ -109,8 +109,13 @@ class PoolPlan(OpPlan):
         # micro-ops for an instruction per phase and per window offset
         self.separable = (kind == "max" and max(self.stride) <= 2
                           and kh <= 2 * self.stride[0] and kw <= 2 * self.stride[1])
-        self.tile = tile or (self._choose_separable_tile(text) if self.separable
-                             else self._choose_tile(text))
+        if tile is None and self.separable:
+            tile = self._choose_separable_tile(text)
+            direct = self._choose_tile(text)
+            # small pools: the direct schedule's few instructions may cost less
+            if self._separable_cost(*direct, separable=False) < self._separable_cost(*tile):
+                self.separable, tile = False, direct
+        self.tile = tile or self._choose_tile(text)
         self.operands = {"data": Operand("data", (self.nb, self.cb, h, w, bb, blk), np.int8),
                          "identity": Operand("identity", (1, 1, 1, 1, blk, blk), np.int8),
                          "out": Operand("out", (self.planes, self.nb, self.cb, self.oh, self.ow,
@@ -168,10 +173,11 @@ class PoolPlan(OpPlan):
                 off += rows * cols
         return phases, off
 
-    def _separable_cost(self, tn, tc, th, tw):
+    def _separable_cost(self, tn, tc, th, tw, separable=True):
         """Compute-module cycles of all tiles of this shape (1 << 60 if one misses the
-        acc or inp slot): the reset and copy of each window, the MAX passes and a few
-        cycles per instruction."""
+        acc or inp slot): the reset and copy of each window, the MAX passes, a few
+        cycles per instruction and, once per tile shape, the LOAD UOP of its kernels; of
+        the direct schedule with ``separable=False``."""
         slot, inp_slot = self.config.acc_depth // self.nthreads, self.config.inp_depth // 2
         (kh, kw), (sh, sw) = self.kernel, self.stride
         total = 0
@@ -185,13 +191,19 @@ class PoolPlan(OpPlan):
                 continue
             nc = n_ * c_
             hi, wi = self._window(h_, w_)
+            if not separable:       # reset, copy, MIN of the outputs, a MAX per tap
+                if self._need(n_, c_, h_, w_) > slot:
+                    return 1 << 60
+                out = nc * h_ * w_
+                total += count * (2 * nc * hi * wi + out * (2 + kh * kw) + 8 * 8) + 16 * 8
+                continue
             phases, size = self._phases(hi, wi)
             if nc * size > slot or nc * hi * wi > inp_slot:
                 return 1 << 60
             rows = sum(r for (a, b), (r, _, _) in phases.items() if b == 0)
             alu = nc * (rows * w_ * (kw - 1) + h_ * w_ * (kh - 1))
             insns = 1 + len(phases) + min(sh, kh) * (kw - 1) + kh - 1 + 4
-            total += count * (2 * nc * size + alu + 8 * insns)
+            total += count * (2 * nc * size + alu + 8 * insns) + 16 * insns
         return total
 
     def _choose_separable_tile(self, text):
