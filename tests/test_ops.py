@@ -156,6 +156,8 @@ POOL_CASES = [  # (N, C, H, W, kernel, stride, pad)
     (3, 5, 6, 5, 3, 1, 1),
     (1, 33, 5, 5, 5, 2, 2),
     (2, 17, 9, 6, (2, 3), (1, 2), (1, 0, 0, 2)),
+    (1, 16, 11, 10, 2, 3, 0),    # windows skip rows and columns
+    (1, 24, 40, 37, 3, 2, 1),    # several tiles of the separable schedule
 ]
 
 

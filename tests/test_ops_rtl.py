@@ -10,6 +10,7 @@ import pytest
 
 from vtakit.compiler.ops import (add, conv2d, dense, global_avg_pool2d, avg_pool2d, max_pool2d,
                                  reference as ref)
+from vtakit.hw.config import load_config
 from vtakit.runtime import Runtime
 from vtakit.sim import open_device
 
@@ -76,6 +77,34 @@ def test_max_pool(rt):
     rng = np.random.default_rng(6)
     x = i8(rng, 1, 10, 9, 9)
     np.testing.assert_array_equal(max_pool2d(rt, x, 3, 2, 1), ref.max_pool2d_ref(x, 3, 2, 1))
+
+
+@pytest.mark.parametrize("case", [
+    ((2, 12, 13, 11), 3, 2, 1, (1, 1, 3, 2), True),       # separable, output rows apart
+    ((1, 16, 12, 12), 2, 2, 0, (1, 1, 2, 3), True),       # separable, outputs contiguous
+    ((1, 8, 10, 11), (1, 3), (2, 2), (0, 1, 0, 1), (1, 1, 2, 5), True),  # rows none reads
+    ((1, 16, 8, 8), 3, 2, 1, None, False),     # one small tile: the direct schedule costs less
+    ((1, 8, 7, 7), 3, 1, 1, None, False),      # overlapping by more than a stride: direct
+    ((1, 8, 9, 9), 3, 3, 0, None, False),      # stride 3: direct
+], ids=str)
+def test_max_pool_schedules_match_behavioral(case):
+    """The separable max-pool schedule (polyphase copy, in-place row then column maxima)
+    and the direct one on tiny: RTL == behavioral model == reference, bit for bit."""
+    from vtakit.compiler.ops import plan_pool2d
+    shape, k, s, p, tile, separable = case
+    x = i8(np.random.default_rng(8), *shape)
+    x[0, 0] = -np.abs(x[0, 0]) - 1           # an all-negative channel: padding never wins
+    plan = plan_pool2d(load_config("tiny"), shape, "max", k, s, p, tile=tile)
+    assert plan.separable == separable
+    outs = []
+    for backend in ("behavioral", BACKEND):
+        dev = open_device(backend, "tiny")
+        try:
+            outs.append(plan.unpack(plan.run(Runtime(dev), plan.pack(x))[0]))
+        finally:
+            dev.close()
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[1], ref.max_pool2d_ref(x, k, s, p))
 
 
 def test_avg_pools(rt):

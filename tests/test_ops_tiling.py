@@ -415,3 +415,9 @@ def test_int8_residual_streams_through_the_load_module():
     with pytest.raises(EpilogueError, match=r"^conv2d: residual='int16'; expected 'int8', "
                                             r"'int32', True or None$"):
         plan_conv2d(cfg, (1, 16, 4, 4), (16, 16, 1, 1), residual="int16")
+
+
+def test_tile_search_burst_matches_the_load_engine():
+    from vtakit.compiler.ops.tiling import MAX_BURST
+    from vtakit.hw.load_engine import MAX_BURST as HW_MAX_BURST
+    assert MAX_BURST == HW_MAX_BURST

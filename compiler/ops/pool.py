@@ -5,16 +5,27 @@ default) sums windows as a depthwise convolution with an all-ones kernel; the
 ALU engine (:class:`PoolPlan`, below) is the one max pooling uses.
 
 The int8 input streams through the double-buffered load module into an inp
-slot and is copied into the accumulators by one GEMM micro-op loop with an
+slot and is copied into the accumulators by GEMM micro-op loops with an
 identity weight tile (no int32 LOAD ACC, no host sign extension).
 A tile covers ``tn`` batch blocks x ``tc`` channel blocks x ``th`` output rows x
 ``tw`` output columns; its acc slot holds the input window (rows and columns
-including padding, zero-filled by the load's pad fields) followed by the
-output accumulators. Per tile, on the compute module:
+including padding, zero-filled by the load's pad fields), followed by the
+output accumulators unless the schedule is separable. Per tile, on the compute
+module:
 
-* max: padded input positions are forced to -32768 (ALU MIN imm over the pad
-  rectangles: below every int8, so padding never wins); the outputs are reset
-  (GEMM reset), set to -32768 (MIN imm) and then take the MAX over the window;
+* max, separable (strides up to 2 and windows at most twice the stride on both
+  axes, e.g. 3x3 stride 2, 2x2 stride 2): the window is copied in its *polyphase*
+  layout (rows and columns split by their remainder modulo the stride; no separate
+  outputs), padded positions are forced to -32768 (ALU MIN imm: below every int8,
+  so padding never wins), then each row's maxima over the window columns are taken
+  in place into phase column 0 and the maxima of those over the window rows in place
+  into phase (0, 0), whose top-left corner then holds the outputs (stored a row at a
+  time when they are not contiguous). A 3x3 stride-2 window takes ``6 + 2 / th`` MAX
+  per output (6.07 on ResNet-18's stem pool) instead of a reset, a MIN and 9 MAX;
+  the tile is the shape of least modelled cost (:meth:`PoolPlan._separable_cost`);
+* max, other windows: padded input positions are forced to -32768 (ALU MIN imm
+  over the pad rectangles); the outputs are reset (GEMM reset), set to -32768
+  (MIN imm) and then take the MAX over the window;
 * average: the outputs are reset and take the ADD over the window (padding
   counts as zeros, ``count_include_pad``); then, for a power-of-two window area,
   ADD imm area/2 and SHR imm log2(area) give the rounded mean on VTA. Other areas
@@ -28,6 +39,8 @@ one instruction per window offset.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 
@@ -92,6 +105,16 @@ class PoolPlan(OpPlan):
         self.nthreads = 1 if self.planes > 1 else 2
         bb, blk = config.batch, config.block
         self.nb, self.cb = ceil_div(n, bb), ceil_div(c, blk)
+        # at most 2 x 2 phases: a larger stride (e.g. a global pool) would trade a few
+        # micro-ops for an instruction per phase and per window offset
+        self.separable = (kind == "max" and max(self.stride) <= 2
+                          and kh <= 2 * self.stride[0] and kw <= 2 * self.stride[1])
+        if tile is None and self.separable:
+            tile = self._choose_separable_tile(text)
+            direct = self._choose_tile(text)
+            # small pools: the direct schedule's few instructions may cost less
+            if self._separable_cost(*direct, separable=False) < self._separable_cost(*tile):
+                self.separable, tile = False, direct
         self.tile = tile or self._choose_tile(text)
         self.operands = {"data": Operand("data", (self.nb, self.cb, h, w, bb, blk), np.int8),
                          "identity": Operand("identity", (1, 1, 1, 1, blk, blk), np.int8),
@@ -129,6 +152,87 @@ class PoolPlan(OpPlan):
             while tn < self.nb and self._need(tn + 1, tc, th, tw) <= slot:
                 tn += 1
         return (tn, tc, th, tw)
+
+    def _window(self, th, tw):
+        """Input rows and columns a tile of ``th x tw`` outputs reads (padding included)."""
+        return ((th - 1) * self.stride[0] + self.kernel[0],
+                (tw - 1) * self.stride[1] + self.kernel[1])
+
+    def _phases(self, hi, wi):
+        """The polyphase layout of a separable max pool's window in the accumulators:
+        ``(phases, size)``, ``phases[(a, b)] = (rows, cols, offset)`` the window rows
+        ``a, a + sh, ...`` and columns ``b, b + sw, ...`` stored row-major from element
+        ``offset`` of one channel block's ``size`` elements (phase (0, 0) first: the
+        outputs end up in its top-left ``th x tw`` corner)."""
+        (sh, sw), (kh, kw) = self.stride, self.kernel
+        phases, off = {}, 0
+        for a in range(min(sh, kh)):
+            for b in range(min(sw, kw)):
+                rows, cols = ceil_div(hi - a, sh), ceil_div(wi - b, sw)
+                phases[(a, b)] = (rows, cols, off)
+                off += rows * cols
+        return phases, off
+
+    def _separable_cost(self, tn, tc, th, tw, separable=True):
+        """Compute-module cycles of all tiles of this shape (1 << 60 if one misses the
+        acc or inp slot): the reset and copy of each window, the MAX passes, a few
+        cycles per instruction and, once per tile shape, the LOAD UOP of its kernels; of
+        the direct schedule with ``separable=False``."""
+        slot, inp_slot = self.config.acc_depth // self.nthreads, self.config.inp_depth // 2
+        (kh, kw), (sh, sw) = self.kernel, self.stride
+        total = 0
+        nbs = [(tn, self.nb // tn)] + ([(self.nb % tn, 1)] if self.nb % tn else [])
+        cbs = [(tc, self.cb // tc)] + ([(self.cb % tc, 1)] if self.cb % tc else [])
+        ths = [(th, self.oh // th)] + ([(self.oh % th, 1)] if self.oh % th else [])
+        tws = [(tw, self.ow // tw)] + ([(self.ow % tw, 1)] if self.ow % tw else [])
+        for (n_, cn), (c_, cc), (h_, ch), (w_, cw) in itertools.product(nbs, cbs, ths, tws):
+            count = cn * cc * ch * cw
+            if not count:
+                continue
+            nc = n_ * c_
+            hi, wi = self._window(h_, w_)
+            if not separable:       # reset, copy, MIN of the outputs, a MAX per tap
+                if self._need(n_, c_, h_, w_) > slot:
+                    return 1 << 60
+                out = nc * h_ * w_
+                total += count * (2 * nc * hi * wi + out * (2 + kh * kw) + 8 * 8) + 16 * 8
+                continue
+            phases, size = self._phases(hi, wi)
+            if nc * size > slot or nc * hi * wi > inp_slot:
+                return 1 << 60
+            rows = sum(r for (a, b), (r, _, _) in phases.items() if b == 0)
+            alu = nc * (rows * w_ * (kw - 1) + h_ * w_ * (kh - 1))
+            insns = 1 + len(phases) + min(sh, kh) * (kw - 1) + kh - 1 + 4
+            total += count * (2 * nc * size + alu + 8 * insns) + 16 * insns
+        return total
+
+    def _choose_separable_tile(self, text):
+        """The tile shape of least :meth:`_separable_cost`: for each width the most rows
+        that fit, and, for a whole plane, channel and batch blocks."""
+        best = None
+        for tw in range(1, self.ow + 1):
+            th = 0
+            while th < self.oh and self._separable_cost(1, 1, th + 1, tw) < 1 << 60:
+                th += 1
+            if not th:
+                continue
+            th = ceil_div(self.oh, ceil_div(self.oh, th))      # as many tiles, evenly tall
+            tc = tn = 1
+            if th == self.oh and tw == self.ow:
+                while tc < self.cb and self._separable_cost(1, tc + 1, th, tw) < 1 << 60:
+                    tc += 1
+                while (tc == self.cb and tn < self.nb
+                       and self._separable_cost(tn + 1, tc, th, tw) < 1 << 60):
+                    tn += 1
+            key = (self._separable_cost(tn, tc, th, tw), -tw)
+            if best is None or key < best[0]:
+                best = (key, (tn, tc, th, tw))
+        if best is None:
+            kh, kw = self.kernel
+            raise TilingError(f"{text}: a single output's {kh * kw}-element window misses the "
+                              f"acc buffer slot ({self.config.acc_depth // self.nthreads}) or "
+                              f"the inp slot ({self.config.inp_depth // 2})")
+        return best[1]
 
     # ------------------------------------------------------------------ host
 
@@ -176,7 +280,6 @@ class PoolPlan(OpPlan):
             ypad0, ypad1, xpad0, xpad1 = max(0, -r0), max(0, r1 - h), max(0, -q0), max(0, q1 - w)
             rows, cols = hi - ypad0 - ypad1, wi - xpad0 - xpad1
             nc = tn * tc
-            out_base = base + nc * hi * wi
             # load: the int8 window (zero padding by the load) and the identity tile
             pipe.load_begin(ti)
             for j in range(nc):
@@ -189,49 +292,121 @@ class PoolPlan(OpPlan):
                 builder.load_2d(MemType.WGT, s * wgt_slot, slots["identity"], 0, 1, 1, 1)
                 wgt_has[s] = True
             pipe.load_end(ti)
-            # compute: reset window + outputs, copy the window into acc (GEMM identity)
             pipe.acquire_out(ti * planes)
-            win_n = nc * hi * wi
-            builder.push_gemm(UopKernel.gemm([(base, 0, 0)], [(win_n + nc * th * tw, 1, 0, 0)],
-                                        reset=True))
-            pipe.compute_begin(ti)
-            builder.push_gemm(UopKernel.gemm([(base, s * inp_slot, s * wgt_slot)],
-                                        [(win_n, 1, 1, 0)]))
-            pipe.compute_end(ti)
-            out_dims = [Dim("nc", nc, th * tw, th * tw), Dim("p", th * tw, 1, 1)]
-            if self.kind == "max":
-                self._fill_pads(builder, base, nc, hi, wi, ypad0, ypad1, xpad0, xpad1)
-                self._imm(builder, AluOp.MIN, _NEG, out_base, out_dims)
-            op = AluOp.MAX if self.kind == "max" else AluOp.ADD
-            win = [Dim("nc", nc, th * tw, hi * wi), Dim("oh", th, tw, sh * wi),
-                   Dim("ow", tw, 1, sw), Dim("kh", kh, 0, wi, reduce=True),
-                   Dim("kw", kw, 0, 1, reduce=True)]
-            f = fold_loops(win, (out_base, base, 0))
-            if f.hazard_free:
-                builder.push_alu(UopKernel.alu(op, [u[:2] for u in f.uops], [lp[:3] for lp in f.loops]))
+            if self.separable:
+                out_base, row_stride = self._separable(
+                    builder, pipe, ti, base, s * inp_slot, s * wgt_slot, nc, th, tw, hi, wi,
+                    (ypad0, ypad1, xpad0, xpad1))
             else:
-                g = fold_loops(win[:3], (out_base, base, 0))
-                for i in range(kh):
-                    for jj in range(kw):
-                        builder.push_alu(UopKernel.alu(op, [(d, s + i * wi + jj) for d, s, _ in g.uops],
-                                                  [lp[:3] for lp in g.loops]))
+                out_base, row_stride = self._direct(
+                    builder, pipe, ti, base, s * inp_slot, s * wgt_slot, nc, th, tw, hi, wi,
+                    (ypad0, ypad1, xpad0, xpad1)), tw
+            out_dims = [Dim("nc", nc, th * tw, th * tw), Dim("p", th * tw, 1, 1)]
             if self.kind == "avg" and not self.host_divide and self.area > 1:
-                self._imm(builder, AluOp.ADD, self.area // 2, out_base, out_dims)
-                self._imm(builder, AluOp.SHR, self.area.bit_length() - 1, out_base, out_dims)
+                self._imm(builder, AluOp.ADD, self.area // 2, out_base[0], out_dims)
+                self._imm(builder, AluOp.SHR, self.area.bit_length() - 1, out_base[0],
+                          out_dims)
             for k in range(planes):
                 ev = ti * planes + k
                 if k:
                     pipe.acquire_out(ev)
-                    self._imm(builder, AluOp.SHR, 8, out_base, out_dims)
+                    self._imm(builder, AluOp.SHR, 8, out_base[0], out_dims)
                 pipe.release_out(ev)
                 pipe.store_begin(ev)
                 plane = k * self.nb * self.cb * self.oh * self.ow
                 for j in range(nc):
                     nl, cl = divmod(j, tc)
                     off = plane + (((n0 + nl) * self.cb + c0 + cl) * self.oh + h0) * self.ow + w0
-                    builder.store_2d(out_base + j * th * tw, slots["out"], off, tw, th, self.ow)
+                    if row_stride == tw:
+                        builder.store_2d(out_base[j], slots["out"], off, tw, th, self.ow)
+                    else:                   # rows apart in the window: one store per row
+                        for r in range(th):
+                            builder.store_2d(out_base[j] + r * row_stride, slots["out"],
+                                             off + r * self.ow, tw, 1, self.ow)
                 pipe.store_end(ev)
         kernel_fence(builder)
+
+    def _direct(self, builder, pipe, ti, base, inp, wgt, nc, th, tw, hi, wi, pads):
+        """Reset the window and outputs, copy the window into acc (GEMM identity), then
+        the window reduction into separate outputs: the acc index of each channel
+        block's outputs (``th x tw``, row-major)."""
+        (kh, kw), (sh, sw) = self.kernel, self.stride
+        win_n = nc * hi * wi
+        out_base = base + win_n
+        builder.push_gemm(UopKernel.gemm([(base, 0, 0)], [(win_n + nc * th * tw, 1, 0, 0)],
+                                         reset=True))
+        pipe.compute_begin(ti)
+        builder.push_gemm(UopKernel.gemm([(base, inp, wgt)], [(win_n, 1, 1, 0)]))
+        pipe.compute_end(ti)
+        out_dims = [Dim("nc", nc, th * tw, th * tw), Dim("p", th * tw, 1, 1)]
+        if self.kind == "max":
+            self._fill_pads(builder, base, nc, hi, wi, *pads)
+            self._imm(builder, AluOp.MIN, _NEG, out_base, out_dims)
+        op = AluOp.MAX if self.kind == "max" else AluOp.ADD
+        win = [Dim("nc", nc, th * tw, hi * wi), Dim("oh", th, tw, sh * wi),
+               Dim("ow", tw, 1, sw), Dim("kh", kh, 0, wi, reduce=True),
+               Dim("kw", kw, 0, 1, reduce=True)]
+        f = fold_loops(win, (out_base, base, 0))
+        if f.hazard_free:
+            builder.push_alu(UopKernel.alu(op, [u[:2] for u in f.uops], [lp[:3] for lp in f.loops]))
+        else:
+            g = fold_loops(win[:3], (out_base, base, 0))
+            for i in range(kh):
+                for jj in range(kw):
+                    builder.push_alu(UopKernel.alu(op, [(d, s + i * wi + jj) for d, s, _ in g.uops],
+                                                   [lp[:3] for lp in g.loops]))
+        return [out_base + j * th * tw for j in range(nc)]
+
+    def _separable(self, builder, pipe, ti, base, inp, wgt, nc, th, tw, hi, wi, pads):
+        """A max pool with ``stride <= 2`` and ``kernel <= 2 x stride`` on both axes, in
+        place: the window is copied into acc in its polyphase layout (:meth:`_phases`),
+        padding forced to -32768, then each row's maxima over the columns (written into
+        phase column 0) and the maxima of those over the rows (written into phase
+        (0, 0)). Every pass reads a phase's shifted-by-one copy of its own destination
+        first, in ascending order (it reads each element before the pass overwrites
+        it), then the other phases, which no pass writes. Returns the acc index of each
+        channel block's outputs and their row stride."""
+        (kh, kw), (sh, sw) = self.kernel, self.stride
+        phases, size = self._phases(hi, wi)
+        builder.push_gemm(UopKernel.gemm([(base, 0, 0)], [(nc * size, 1, 0, 0)], reset=True))
+        pipe.compute_begin(ti)
+        for (a, b), (rows, cols, off) in phases.items():
+            f = fold_loops([Dim("nc", nc, size, hi * wi), Dim("r", rows, cols, sh * wi),
+                            Dim("c", cols, 1, sw)], (base + off, inp + a * wi + b, wgt))
+            builder.push_gemm(UopKernel.gemm(f.uops, f.loops))
+        pipe.compute_end(ti)
+        ypad0, ypad1, xpad0, xpad1 = pads
+        for (a, b), (rows, cols, off) in phases.items():
+            r_top, r_bot = ceil_div(max(0, ypad0 - a), sh), ceil_div(max(0, hi - ypad1 - a), sh)
+            c_lft, c_rgt = ceil_div(max(0, xpad0 - b), sw), ceil_div(max(0, wi - xpad1 - b), sw)
+            for r, nr, c, ncol in ((0, r_top, 0, cols), (r_bot, rows - r_bot, 0, cols),
+                                   (0, rows, 0, c_lft), (0, rows, c_rgt, cols - c_rgt)):
+                if nr > 0 and ncol > 0:
+                    self._imm(builder, AluOp.MIN, _NEG, base + off + r * cols + c,
+                              [Dim("nc", nc, size, size), Dim("r", nr, cols, cols),
+                               Dim("c", ncol, 1, 1)])
+        c0 = phases[(0, 0)][1]
+
+        def reduce(dst, src, nrows, ncols):
+            f = fold_loops([Dim("nc", nc, size, size), Dim("r", nrows, c0, c0),
+                            Dim("c", ncols, 1, 1)], (base + dst, base + src, 0))
+            builder.push_alu(UopKernel.alu(AluOp.MAX, [u[:2] for u in f.uops],
+                                           [lp[:3] for lp in f.loops]))
+
+        taps_w = sorted(range(1, kw), key=lambda dx: dx % sw)       # the shifted own phase first
+        for a in range(min(sh, kh)):
+            rows, _, dst = phases[(a, 0)]
+            for dx in taps_w:
+                b, k = dx % sw, dx // sw
+                _, cols, off = phases[(a, b)]
+                f = fold_loops([Dim("nc", nc, size, size), Dim("r", rows, c0, cols),
+                                Dim("c", tw, 1, 1)], (base + dst, base + off + k, 0))
+                builder.push_alu(UopKernel.alu(AluOp.MAX, [u[:2] for u in f.uops],
+                                               [lp[:3] for lp in f.loops]))
+        for dy in sorted(range(1, kh), key=lambda dy: dy % sh):
+            a, k = dy % sh, dy // sh
+            reduce(0, phases[(a, 0)][2] + k * c0, th, tw)
+        return [base + j * size for j in range(nc)], c0
 
     def _imm(self, builder, op, imm, base, dims):
         f = fold_loops(dims, (base, base, 0))

@@ -28,9 +28,15 @@ the config's BATCH, BLOCK_IN, BLOCK_OUT; ``bus``: bytes per DRAM beat):
   per border accumulator of a padding with a non-zero value corrected on the ALU,
   and one SHR pass per byte plane after the first to store an int32 result; a fused
   residual add's passes (left shift, offset ADD, shift, clip: each when it has it);
-  for pools, the window reduction (``taps - 1`` MAX or ADD per output vector, ``taps`` the window's
-  positions inside the input; padding adds nothing) and, for an average rounded on
-  VTA, its rounding ADD and SHR. Plus one micro-op per accumulator a GEMM starts
+  for pools, the window reduction and, for an average rounded on VTA, its rounding ADD and SHR. The
+  reduction is a tree of two-operand MAX or ADD micro-ops whose leaves are the
+  ``covered`` input vectors the windows read (padding adds nothing) and whose roots
+  are the ``outputs``; overlapping windows may share subtrees (a separable pool does),
+  so the bound is what any such tree needs: every micro-op merges two values into one
+  and only outputs may stay unmerged, so ``covered - outputs`` micro-ops, and at least
+  one per output whose window holds two or more inputs (for windows that do not
+  overlap this is ``taps - 1`` per output, ``taps`` the window's positions inside the
+  input). Plus one micro-op per accumulator a GEMM starts
   from zero: GEMM only accumulates, so every accumulator it writes is first cleared
   (a reset micro-op; a LOAD ACC would take ``B x BO x 4`` bytes of beats instead):
   one per output vector of a convolution or dense layer, one per input vector a max
@@ -150,8 +156,9 @@ def _pool(plan, config) -> Roofline:
     taps_w, cols = covered_positions(w, kw, sw, l, plan.ow)
     blocks = plan.nb * plan.cb
     mac = blocks * rows * cols
-    alu = mac + blocks * int((np.outer(taps_h, taps_w) - 1).clip(0).sum())   # reset, reduce
     vectors = blocks * plan.oh * plan.ow
+    multi = blocks * int((np.outer(taps_h, taps_w) > 1).sum())     # outputs of 2+ inputs
+    alu = mac + max(mac - vectors, multi)                           # reset, reduce
     if plan.kind == "avg":
         alu += vectors * (plan.planes - 1 if plan.host_divide else 2)
     dram, rd, wr = _dram(plan, config)

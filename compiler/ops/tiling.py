@@ -42,6 +42,10 @@ __all__ = [
 #: store one step earlier still (planes + 1 slots keep every wait in store order).
 INT32_ACC_SLOTS = 5
 
+#: :data:`vtakit.hw.load_engine.MAX_BURST` (the longest DRAM burst of a LOAD), without
+#: importing the RTL (tests/test_ops_tiling.py checks they agree).
+MAX_BURST = 256
+
 
 def shared_acc(p, config) -> int:
     """Acc SRAM entries of the per-channel rows (bias, requantize rows, border rows) of
@@ -282,6 +286,16 @@ class CostModel:
         Extra cost of each 2-D row (one DRAM burst each).
     insn_cycles : int
         Issue cost of each GEMM/ALU instruction.
+    burst_wait : float
+        The tile search only: input bursts (a row of a tile's input window, at most
+        :data:`~vtakit.hw.load_engine.MAX_BURST` beats) that each of a tile's
+        compute-module LOADs (bias, per-channel rows, micro-ops) waits for on the shared
+        DRAM read port. Wide windows of strided convolutions pay for it on the RTL
+        (ResNet-18's 3x3 stride-2 64->128 conv: 275.6k cycles with 57-element rows,
+        266.1k with 11), which the event model does not see. Applied to strided
+        convolutions of several taps with int8 results only: fitted on ResNet-18's
+        Verilator cycles, where it made the 1x1 stride-2 convs slower and moved the
+        stride-1 3x3 convs among near ties.
     shared_read_port : bool
         :func:`~vtakit.compiler.ops.perfmodel.predict_stream` only: the DRAM read beats of
         every LOAD (the load module's inputs and weights, the compute module's micro-ops
@@ -295,6 +309,7 @@ class CostModel:
     dma_insn_cycles: int = 16
     dma_row_cycles: int = 2
     insn_cycles: int = 4
+    burst_wait: float = 1.0
     shared_read_port: bool = False
 
 
@@ -401,6 +416,13 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
                     n_st_rows = np.where(full_sp, 1, np.where(full_w, tn * tco, tn * tco * th))
                     # compute-stage work of the tile outside the GEMMs
                     c_tile = z + cost.insn_cycles
+                    if not p.int32_out and max(p.stride) > 1 and p.kh * p.kw > 1:
+                        # the compute module's LOADs of the tile (bias, rows, micro-ops)
+                        # share the DRAM read port with the load module's input rows,
+                        # one burst each: each waits for about one burst in flight
+                        n_cl = int(p.bias) + bool(p.acc_rows) + bool(p.border_cases) + 1
+                        c_tile += n_cl * np.minimum(MAX_BURST, wi * e_inp / bus) * \
+                            cost.burst_wait
                     if p.residual:
                         b = ent * e_acc
                         rd += m * b
@@ -444,15 +466,14 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
                         load += m * cci * l_g
                         comp += m * cci * gemm
                         g_sum += cci * np.maximum(l_g, gemm)
-                        if p.int32_out:
-                            # the first tile loads its operands whole (weights that stay
-                            # resident are not yet there); later chunks overlap GEMMs
-                            l_full = (((ib_ / i_frac) + wb_ / w_frac) / bus
-                                      + (n_in_insn + 1) * cost.dma_insn_cycles
-                                      + (n_in_insn * hi + tco) * cost.dma_row_cycles)
-                            l_first = l_full + (k - 1) * np.maximum(0.0, l_full - gemm)
-                        else:
-                            l_first = l_g
+                        # the first tile loads its operands whole (weights that stay
+                        # resident are not yet there); later chunks overlap GEMMs. (A
+                        # kernel that keeps all its weights resident, e.g. a 1x1
+                        # downsampling conv's 128 KB, waits for them at its start.)
+                        l_full = (((ib_ / i_frac) + wb_ / w_frac) / bus
+                                  + (n_in_insn + 1) * cost.dma_insn_cycles
+                                  + (n_in_insn * hi + tco) * cost.dma_row_cycles)
+                        l_first = l_full + (k - 1) * np.maximum(0.0, l_full - gemm)
                         first_load = np.where(first_load == 0, l_first, first_load)
                     if p.residual_gemm:    # one more group: int8 tile + identity GEMM
                         l_r = ent * e_inp / bus + cost.dma_insn_cycles * np.where(full_sp, 1,
