@@ -185,3 +185,21 @@ def test_conv2d_int32_fewer_byte_planes(nbytes):
         with open_device(backend, "tiny") as dev:
             out, _ = plan.run(Runtime(dev), plan.pack(x, w))
         np.testing.assert_array_equal(plan.unpack(out), want, err_msg=backend)
+
+
+@pytest.mark.parametrize("groups", [1, 8])
+def test_conv2d_whole_image_tile_lists_the_taps_inside(groups):
+    """A tile that is the whole (small, padded) image runs one GEMM kernel listing the
+    (output, tap) pairs inside the data: Verilator equals the behavioral model and the
+    reference bit for bit (tiny config)."""
+    from vtakit.compiler.ops import ConvTiling, plan_conv2d
+    from vtakit.hw.config import load_config
+    rng = np.random.default_rng(11)
+    x, w = i8(rng, 1, 8, 5, 6), i8(rng, 16 if groups == 1 else 8, 8 // groups, 3, 3)
+    plan = plan_conv2d(load_config("tiny"), x.shape, w.shape, 1, 1, groups=groups,
+                       out_dtype=np.int32, tiling=ConvTiling(1, 1, 5, 6, 1, "co_outer", 1))
+    want = ref.group_conv2d_ref(x, w, 1, 1, groups=groups)
+    for backend in ("behavioral", BACKEND):
+        with open_device(backend, "tiny") as dev:
+            out, _ = plan.run(Runtime(dev), plan.pack(x, w))
+        np.testing.assert_array_equal(plan.unpack(out), want, err_msg=backend)

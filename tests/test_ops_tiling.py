@@ -166,20 +166,26 @@ def _gemm_iterations(insns):
                if i.opcode == Opcode.GEMM and not i.reset_reg)
 
 
-@pytest.mark.parametrize("x_shape,w_shape,stride,pad,groups", [
-    ((1, 32, 7, 7), (48, 32, 3, 3), 1, 1, 1),
-    ((1, 16, 9, 12), (48, 16, 3, 3), 2, 1, 1),
-    ((1, 48, 6, 5), (48, 1, 3, 3), 1, 1, 48)])
-def test_taps_in_the_padding_are_skipped(x_shape, w_shape, stride, pad, groups):
-    # Border outputs run only the taps inside the data: the GEMM micro-ops executed are
-    # exactly the roofline's mac bound (it counts no padding taps), and the result is
-    # the reference's.
+@pytest.mark.parametrize("x_shape,w_shape,stride,pad,groups,th", [
+    ((1, 32, 7, 7), (48, 32, 3, 3), 1, 1, 1, None),
+    ((1, 16, 9, 12), (48, 16, 3, 3), 2, 1, 1, None),
+    ((1, 48, 6, 5), (48, 1, 3, 3), 1, 1, 48, None),
+    ((1, 32, 12, 12), (48, 32, 3, 3), 1, 1, 1, 4),         # tiles of 4 rows: rectangles
+    ((1, 48, 10, 9), (48, 1, 3, 3), 1, 1, 48, 3)])
+def test_taps_in_the_padding_are_skipped(x_shape, w_shape, stride, pad, groups, th):
+    # Border outputs run only the taps inside the data (a whole-image tile: one listed
+    # kernel; else one kernel per rectangle of equal taps): the GEMM micro-ops executed
+    # are exactly the roofline's mac bound (it counts no padding taps), and the result
+    # is the reference's.
     rng = np.random.default_rng(3)
     x = rng.integers(-128, 128, x_shape).astype(np.int8)
     w = rng.integers(-128, 128, w_shape).astype(np.int8)
     oh, ow = ((n + 2 * pad - 3) // stride + 1 for n in x_shape[2:])
     rt, plan = _lowered("default", x_shape, w_shape, stride, pad, groups=groups, out_dtype=np.int32,
-                        tiling=ConvTiling(1, 3, oh, ow, 1, "co_outer", 1))
+                        tiling=ConvTiling(1, 3, th or oh, ow, 1, "co_outer", 1))
+    gemms = [i for i in rt.instructions if i.opcode == Opcode.GEMM and not i.reset_reg]
+    n_groups = plan.estimate.groups                        # tiles x input-block chunks
+    assert (len(gemms) == n_groups) if th is None else (len(gemms) > n_groups)
     rt.finalize()
     assert _gemm_iterations(rt.instructions) == plan_roofline(plan).mac
     rt.reset()

@@ -47,7 +47,7 @@ import numpy as np
 
 from ...hw.errors import VtakitError
 from ...hw.isa import AluOp, MemType
-from ...runtime import UopKernel
+from ...runtime import KernelError, UopKernel
 from ...runtime.hostops.vta import assemble_planes
 from .epilogue import Epilogue
 from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_weight,
@@ -58,7 +58,7 @@ from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding
 from .operands import check_fits, check_operand, check_positive
 from .tiling import (ConvProblem, ConvTiling, CostModel, TilingError, acc_slots, estimate,
-                     gemm_dims, search_tiles, shared_acc)
+                     gemm_dims, search_tiles, shared_acc, uop_budget)
 
 __all__ = ["Conv2dPlan", "plan_conv2d", "conv2d", "group_conv2d", "assemble_planes",
            "GroupMappingError", "border_cases"]
@@ -547,6 +547,10 @@ class Conv2dPlan(OpPlan):
         dims = gemm_dims(p, tn, tco, th, tw, tci, hi, wi)
         rows = _tap_segments(th, sh, p.kh, *ydata)
         cols = _tap_segments(tw, sw, p.kw, *xdata)
+        if len(rows) * len(cols) > 1 and th >= p.oh and tw >= p.ow:
+            listed = self._listed_kernel(base, dims, rows, cols, tw, wi, kw_stride)
+            if listed is not None:
+                return (listed,)
         full_r, full_c = [(0, th, 0, p.kh)], [(0, tw, 0, p.kw)]
         for rs, cs in ((rows, cols), (rows, full_c), (full_r, full_c)):
             folds = []
@@ -567,6 +571,31 @@ class Conv2dPlan(OpPlan):
                                   f"{cfg.uop_depth}")
         return tuple(UopKernel.gemm(f.uops, f.loops, check_hazard=f.hazard_free)
                      for f in folds)
+
+    def _listed_kernel(self, base, dims, rows, cols, tw, wi, kw_stride):
+        """One GEMM kernel for a tile that is the whole image (a deep layer's small
+        feature map, where one kernel per rectangle of equal taps would be up to nine
+        instructions per group): the (output, tap) pairs inside the data listed as
+        micro-ops tap by tap, the batch, output-block and input-block dimensions as its
+        loops. None when the list exceeds the tiling's micro-op budget, a third such
+        dimension would need enumerating, or it breaks the accumulate-hazard rule."""
+        p, t, cfg = self.problem, self.tiling, self.config
+        sh, sw = p.stride
+        pairs = []
+        for a in range(p.kh):
+            for b in range(p.kw):
+                rs = [r for r0, r1, a0, a1 in rows if a0 <= a < a1 for r in range(r0, r1)]
+                cs = [c for c0, c1, b0, b1 in cols if b0 <= b < b1 for c in range(c0, c1)]
+                pairs += [(base[0] + r * tw + c, base[1] + (r * sh + a) * wi + c * sw + b,
+                           base[2] + (a * p.kw + b) * kw_stride) for r in rs for c in cs]
+        loops = [d for d in dims if d.name not in ("oh", "ow", "kh", "kw") and d.extent > 1]
+        budget = uop_budget(cfg, t.nthreads, acc_slots(p.int32_out, t.nthreads))
+        if len(loops) > 2 or len(pairs) > budget:
+            return None
+        try:
+            return UopKernel.gemm(pairs, [(d.extent, d.dst, d.src, d.wgt) for d in loops])
+        except KernelError:
+            return None
 
     def _emit_border(self, builder, acc_base, border_base, step, tn, tco, h0, th, w0, tw):
         """ALU ADD of each border rectangle's per-channel row (row k at ``border_base + k
