@@ -570,6 +570,21 @@ class ISA:
     def encode_uop(self, dst_idx: int, src_idx: int = 0, wgt_idx: int = 0) -> int:
         return self.uop.encode(dst_idx=dst_idx, src_idx=src_idx, wgt_idx=wgt_idx)
 
+    def encode_uops(self, uops) -> np.ndarray:
+        """Vectorized :meth:`encode_uop` of a sequence of ``(dst, src, wgt)`` triples: a
+        uint32 array; IsaError (the scalar encoder's, for the first bad uop) when a field
+        does not fit."""
+        a = np.asarray(uops, dtype=np.int64).reshape(-1, 3)
+        words = np.zeros(len(a), np.int64)
+        for col, name in enumerate(("dst_idx", "src_idx", "wgt_idx")):
+            f = self.uop.by_name[name]
+            v = a[:, col]
+            bad = (v < f.min) | (v > f.max)
+            if bad.any():
+                self.encode_uop(*(int(x) for x in a[int(np.argmax(bad))]))   # raises
+            words |= (v & f.mask) << f.offset
+        return words.astype(np.uint32)
+
     def decode_uop(self, word: int) -> Uop:
         return Uop(**self.uop.decode(int(word)))
 

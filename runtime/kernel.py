@@ -274,13 +274,13 @@ class UopKernel:
                     raise KernelError(f"{self.kind} kernel: loop {k} {name}_factor={value} does "
                                       f"not fit the {f.width}-bit {name} factor field "
                                       f"(max {f.max}) of config {config.name}")
-        words = np.empty(self.size, dtype=np.uint32)
-        for k, (d, s, w) in enumerate(self.uops):
-            try:
-                words[k] = isa.encode_uop(d, s, w)
-            except IsaError as e:
-                raise KernelError(f"{self.kind} kernel: uop {k} (dst={d}, src={s}, wgt={w}): "
-                                  f"{e} in config {config.name}") from None
+        try:
+            words = isa.encode_uops(self.uops)
+        except IsaError as e:
+            k, (d, s, w) = next((k, u) for k, u in enumerate(self.uops)
+                                if _uop_error(isa, u) is not None)
+            raise KernelError(f"{self.kind} kernel: uop {k} (dst={d}, src={s}, wgt={w}): "
+                              f"{e} in config {config.name}") from None
         top = self.max_indices()
         if top is not None:
             checks = [("dst", top[0], "accumulator", config.acc_depth)]
@@ -296,3 +296,12 @@ class UopKernel:
                         f"{name}_idx plus the loop offsets), past the {buf} buffer depth "
                         f"{depth} of config {config.name}")
         return words
+
+
+def _uop_error(isa, uop):
+    """The IsaError encoding ``uop`` raises, or None."""
+    try:
+        isa.encode_uop(*uop)
+    except IsaError as e:
+        return e
+    return None

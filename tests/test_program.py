@@ -223,9 +223,9 @@ def test_bind_errors():
     with pytest.raises(InvalidArgumentError, match=r"^bind: expected a Program, got dict$"):
         rt.bind({}, bufs)
     assert rt.instructions == []                  # nothing was queued by a failed bind
-    tight = Runtime(open_device("behavioral", "default"), max_xfer=16 * 40)
+    tight = Runtime(open_device("behavioral", "default"), max_xfer=16 * 25)
     with pytest.raises(StreamStateError, match=r"^bind\(conv2d\): \d+ instructions and \d+ uops "
-                                               r"do not fit one stream of max_xfer=640 bytes"):
+                                               r"do not fit one stream of max_xfer=400 bytes"):
         tight.bind(program, {n: tight.alloc(op.nbytes) for n, op in plan.operands.items()})
 
 
