@@ -25,6 +25,14 @@ MAX_LOOPS = 2
 
 
 def _ints(seq, n, what, kind):
+    try:                                   # long lists (listed kernels) at numpy speed
+        if len(seq) < 256:
+            raise TypeError
+        a = np.asarray(seq)
+        if a.dtype.kind in "iu" and a.ndim == 2 and a.shape[1] == n and (a >= 0).all():
+            return tuple(map(tuple, a.tolist()))
+    except (TypeError, ValueError):
+        pass
     out = []
     for k, item in enumerate(seq):
         try:
