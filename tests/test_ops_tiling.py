@@ -13,7 +13,7 @@ from vtakit.compiler.ops import (ConvProblem, ConvTiling, EpilogueError, TilingE
                                  plan_conv2d, plan_pool2d, search_tiles)
 from vtakit.compiler.ops.loops import Dim, fold_loops
 from vtakit.compiler.ops.perfmodel import predict_stream, stream_traffic
-from vtakit.compiler.ops.reference import group_conv2d_ref
+from vtakit.compiler.ops.reference import epilogue_ref, group_conv2d_ref
 from vtakit.compiler.ops.roofline import plan_roofline
 from vtakit.compiler.ops.tiling import gemm_dims, uop_budget
 from vtakit.compiler.ops.tokens import PlanePipeline
@@ -181,8 +181,8 @@ def test_taps_in_the_padding_are_skipped(x_shape, w_shape, stride, pad, groups, 
     x = rng.integers(-128, 128, x_shape).astype(np.int8)
     w = rng.integers(-128, 128, w_shape).astype(np.int8)
     oh, ow = ((n + 2 * pad - 3) // stride + 1 for n in x_shape[2:])
-    rt, plan = _lowered("default", x_shape, w_shape, stride, pad, groups=groups, out_dtype=np.int32,
-                        tiling=ConvTiling(1, 3, th or oh, ow, 1, "co_outer", 1))
+    rt, plan = _lowered("default", x_shape, w_shape, stride, pad, groups=groups, shift=9,
+                        clip=(-128, 127), tiling=ConvTiling(1, 3, th or oh, ow, 1, "co_outer", 1))
     gemms = [i for i in rt.instructions if i.opcode == Opcode.GEMM and not i.reset_reg]
     n_groups = plan.estimate.groups                        # tiles x input-block chunks
     assert (len(gemms) == n_groups) if th is None else (len(gemms) > n_groups)
@@ -190,8 +190,8 @@ def test_taps_in_the_padding_are_skipped(x_shape, w_shape, stride, pad, groups, 
     assert _gemm_iterations(rt.instructions) == plan_roofline(plan).mac
     rt.reset()
     out, _ = plan.run(Runtime(open_device("behavioral", "default")), plan.pack(x, w))
-    np.testing.assert_array_equal(plan.unpack(out),
-                                  group_conv2d_ref(x, w, stride, pad, groups=groups))
+    np.testing.assert_array_equal(plan.unpack(out), epilogue_ref(
+        group_conv2d_ref(x, w, stride, pad, groups=groups), shift=9, clip=(-128, 127)))
 
 
 class _Tokens:

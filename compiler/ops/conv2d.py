@@ -547,7 +547,7 @@ class Conv2dPlan(OpPlan):
         dims = gemm_dims(p, tn, tco, th, tw, tci, hi, wi)
         rows = _tap_segments(th, sh, p.kh, *ydata)
         cols = _tap_segments(tw, sw, p.kw, *xdata)
-        if len(rows) * len(cols) > 1 and th >= p.oh and tw >= p.ow:
+        if len(rows) * len(cols) > 1 and th >= p.oh and tw >= p.ow and not p.int32_out:
             listed = self._listed_kernel(base, dims, rows, cols, tw, wi, kw_stride)
             if listed is not None:
                 return (listed,)
@@ -578,7 +578,10 @@ class Conv2dPlan(OpPlan):
         instructions per group): the (output, tap) pairs inside the data listed as
         micro-ops tap by tap, the batch, output-block and input-block dimensions as its
         loops. None when the list exceeds the tiling's micro-op budget, a third such
-        dimension would need enumerating, or it breaks the accumulate-hazard rule."""
+        dimension would need enumerating, or it breaks the accumulate-hazard rule. Int8
+        results only: an int32 result's five acc slots each load their own kernel, and
+        the list (every output pixel one micro-op) loads many more micro-ops than the
+        rectangles' folded loops (measured: image_classification 1% slower)."""
         p, t, cfg = self.problem, self.tiling, self.config
         sh, sw = p.stride
         pairs = []
