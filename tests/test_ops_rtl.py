@@ -195,11 +195,14 @@ def test_conv2d_whole_image_tile_lists_the_taps_inside(groups):
     from vtakit.compiler.ops import ConvTiling, plan_conv2d
     from vtakit.hw.config import load_config
     rng = np.random.default_rng(11)
-    x, w = i8(rng, 1, 8, 5, 6), i8(rng, 16 if groups == 1 else 8, 8 // groups, 3, 3)
+    c = 64 if groups == 1 else 8                   # 8 input blocks: a kernel used 8 times
+    x, w = i8(rng, 1, c, 5, 6), i8(rng, 16 if groups == 1 else 8, c // groups, 3, 3)
     plan = plan_conv2d(load_config("tiny"), x.shape, w.shape, 1, 1, groups=groups, shift=7,
                        clip=(-100, 120), tiling=ConvTiling(1, 1, 5, 6, 1, "co_outer", 1))
     want = ref.epilogue_ref(ref.group_conv2d_ref(x, w, 1, 1, groups=groups), shift=7,
                             clip=(-100, 120))
+    gemms = [i for i in plan.program().insns if i.opcode.name == "GEMM" and not i.reset_reg]
+    assert len(gemms) == plan.estimate.groups or groups > 1    # one listed kernel a group
     for backend in ("behavioral", BACKEND):
         with open_device(backend, "tiny") as dev:
             out, _ = plan.run(Runtime(dev), plan.pack(x, w))

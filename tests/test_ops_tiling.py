@@ -171,21 +171,19 @@ def _gemm_iterations(insns):
     ((1, 16, 9, 12), (48, 16, 3, 3), 2, 1, 1, None),
     ((1, 48, 6, 5), (48, 1, 3, 3), 1, 1, 48, None),
     ((1, 32, 12, 12), (48, 32, 3, 3), 1, 1, 1, 4),         # tiles of 4 rows: rectangles
-    ((1, 48, 10, 9), (48, 1, 3, 3), 1, 1, 48, 3)])
+    ((1, 48, 10, 9), (48, 1, 3, 3), 1, 1, 48, 3),
+    ((1, 256, 7, 7), (48, 256, 3, 3), 1, 1, 1, None)])      # 16 groups x 1 tile: listed
 def test_taps_in_the_padding_are_skipped(x_shape, w_shape, stride, pad, groups, th):
-    # Border outputs run only the taps inside the data (a whole-image tile: one listed
-    # kernel; else one kernel per rectangle of equal taps): the GEMM micro-ops executed
-    # are exactly the roofline's mac bound (it counts no padding taps), and the result
-    # is the reference's.
+    # Border outputs run only the taps inside the data (one kernel per rectangle of equal
+    # taps, or one listed kernel for a whole-image tile used by enough groups): the GEMM
+    # micro-ops executed are exactly the roofline's mac bound (it counts no padding
+    # taps), and the result is the reference's.
     rng = np.random.default_rng(3)
     x = rng.integers(-128, 128, x_shape).astype(np.int8)
     w = rng.integers(-128, 128, w_shape).astype(np.int8)
     oh, ow = ((n + 2 * pad - 3) // stride + 1 for n in x_shape[2:])
     rt, plan = _lowered("default", x_shape, w_shape, stride, pad, groups=groups, shift=9,
                         clip=(-128, 127), tiling=ConvTiling(1, 3, th or oh, ow, 1, "co_outer", 1))
-    gemms = [i for i in rt.instructions if i.opcode == Opcode.GEMM and not i.reset_reg]
-    n_groups = plan.estimate.groups                        # tiles x input-block chunks
-    assert (len(gemms) == n_groups) if th is None else (len(gemms) > n_groups)
     rt.finalize()
     assert _gemm_iterations(rt.instructions) == plan_roofline(plan).mac
     rt.reset()
@@ -427,3 +425,15 @@ def test_tile_search_burst_matches_the_load_engine():
     from vtakit.compiler.ops.tiling import MAX_BURST
     from vtakit.hw.load_engine import MAX_BURST as HW_MAX_BURST
     assert MAX_BURST == HW_MAX_BURST
+
+
+@pytest.mark.parametrize("c,listed", [(256, True), (16, False)])
+def test_whole_image_tile_lists_its_taps_when_enough_groups_use_the_kernel(c, listed):
+    # A 7x7 whole-image tile: one listed GEMM kernel per group when the nine rectangles'
+    # instructions over the 16 groups that use it cost more than loading its longer
+    # micro-op list; with one group, the rectangles.
+    rt, plan = _lowered("default", (1, c, 7, 7), (48, c, 3, 3), 1, 1, shift=9,
+                        tiling=ConvTiling(1, 3, 7, 7, 1, "co_outer", 1))
+    gemms = [i for i in rt.instructions if i.opcode == Opcode.GEMM and not i.reset_reg]
+    assert (len(gemms) == plan.estimate.groups) == listed
+    rt.reset()

@@ -474,7 +474,7 @@ class Conv2dPlan(OpPlan):
                 if kkey not in kernels:
                     kernels[kkey] = self._gemm_kernels(
                         (acc_base, s * inp_slot, s * wgt_slot), tn, tco, th, tw, tci, hi, wi,
-                        (ypad0, rows), (xpad0, cols))
+                        (ypad0, rows), (xpad0, cols), uses=len(tiles) * len(chunks) // nth)
                 for kernel in kernels[kkey]:
                     builder.push_gemm(kernel)
                 pipe.compute_end(g)
@@ -534,23 +534,38 @@ class Conv2dPlan(OpPlan):
                     sched.store_end((ti, k))
         kernel_fence(builder)
 
-    def _gemm_kernels(self, base, tn, tco, th, tw, tci, hi, wi, ydata, xdata) -> tuple:
+    def _gemm_kernels(self, base, tn, tco, th, tw, tci, hi, wi, ydata, xdata,
+                      uses=1) -> tuple:
         """The GEMM kernels of one group of a tile whose input window holds data in rows
         ``ydata = (first, count)`` and columns ``xdata`` (the rest is the load's zero
         padding). Taps that only read padding multiply zeros, so output rows and columns
         near the border run the taps inside the data only: one kernel per rectangle of
         outputs with the same taps (the whole tile away from the border). Falls back to
         splitting rows only, then to one kernel, when a rectangle would break the
-        accumulate-hazard rule."""
+        accumulate-hazard rule. A whole-image tile whose kernel serves ``uses`` groups
+        may instead run one listed kernel (:meth:`_listed_kernel`)."""
         p, cfg = self.problem, self.config
         (sh, sw), kw_stride = p.stride, 0 if p.shared_wgt else 1
         dims = gemm_dims(p, tn, tco, th, tw, tci, hi, wi)
         rows = _tap_segments(th, sh, p.kh, *ydata)
         cols = _tap_segments(tw, sw, p.kw, *xdata)
-        if len(rows) * len(cols) > 1 and th >= p.oh and tw >= p.ow and not p.int32_out:
+        rects = self._rect_kernels(base, dims, rows, cols, tw, wi, kw_stride)
+        if len(rects) > 1 and th >= p.oh and tw >= p.ow and not p.int32_out:
             listed = self._listed_kernel(base, dims, rows, cols, tw, wi, kw_stride)
-            if listed is not None:
+            # worth it when the instructions it saves over the groups that use it cost
+            # more than loading its extra micro-ops (once per buffer slot)
+            if listed is not None and (
+                    (listed.size - sum(k.size for k in rects)) * cfg.uop_elem_bytes
+                    / cfg.bus_bytes < (len(rects) - 1) * _GEMM_INSN_CYCLES * uses):
                 return (listed,)
+        return rects
+
+    def _rect_kernels(self, base, dims, rows, cols, tw, wi, kw_stride) -> tuple:
+        """One GEMM kernel per rectangle of outputs with equal taps (see
+        :meth:`_gemm_kernels`)."""
+        p, cfg = self.problem, self.config
+        (sh, sw) = p.stride
+        th = next(d.extent for d in dims if d.name == "oh")
         full_r, full_c = [(0, th, 0, p.kh)], [(0, tw, 0, p.kw)]
         for rs, cs in ((rows, cols), (rows, full_c), (full_r, full_c)):
             folds = []
@@ -566,9 +581,8 @@ class Conv2dPlan(OpPlan):
                 break
         for f in folds:
             if f.n_uops > cfg.uop_depth:
-                raise TilingError(f"{p.describe}: a GEMM kernel of tile {(tn, tco, th, tw, tci)}"
-                                  f" needs {f.n_uops} micro-ops; the uop buffer holds "
-                                  f"{cfg.uop_depth}")
+                raise TilingError(f"{p.describe}: a GEMM kernel of a {th}x{tw} tile needs "
+                                  f"{f.n_uops} micro-ops; the uop buffer holds {cfg.uop_depth}")
         return tuple(UopKernel.gemm(f.uops, f.loops, check_hazard=f.hazard_free)
                      for f in folds)
 
@@ -640,6 +654,11 @@ class Conv2dPlan(OpPlan):
             for ol in range(tco):
                 off = ((n0 + nl) * p.ob + co0 + ol) * hw + h0 * p.ow + w0
                 one(sram + (nl * tco + ol) * th * tw, off, tw, th, p.ow)
+
+
+#: Cycles a GEMM instruction holds the compute module besides its micro-ops
+#: (:data:`.tiling.RTL_COST`'s ``insn_cycles``).
+_GEMM_INSN_CYCLES = 4
 
 
 def _tap_segments(n_out, stride, k, first, count):
