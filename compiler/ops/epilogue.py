@@ -400,31 +400,17 @@ class Epilogue:
                 f = fold_loops(bias_dims, (acc_base, rows_base + r * rows_step, 0))
                 stream.push_alu(UopKernel.alu(op, [u[:2] for u in f.uops],
                                               [lp[:3] for lp in f.loops], imm=imm))
-        passes = self.imm_passes()
-        if passes:
-            f = fold_loops([Dim(d.name, d.extent, d.dst, d.dst) for d in dims],
-                           (acc_base, acc_base, 0))
-            uops, loops = [u[:2] for u in f.uops], [lp[:3] for lp in f.loops]
-            for op, imm in passes:
-                stream.push_alu(UopKernel.alu(op, uops, loops, imm=imm))
+        _push_imm_passes(stream, acc_base, dims, self.imm_passes())
 
     def emit_add(self, stream, acc_base: int, dims, after: bool) -> None:
         """Queue the fused add's immediate passes over one acc tile: those before the
         residual's GEMM (``after=False``) or after it."""
-        passes = self.add.after() if after else self.add.before()
-        if passes:
-            f = fold_loops([Dim(d.name, d.extent, d.dst, d.dst) for d in dims],
-                           (acc_base, acc_base, 0))
-            uops, loops = [u[:2] for u in f.uops], [lp[:3] for lp in f.loops]
-            for op, imm in passes:
-                stream.push_alu(UopKernel.alu(op, uops, loops, imm=imm))
+        _push_imm_passes(stream, acc_base, dims,
+                         self.add.after() if after else self.add.before())
 
     def emit_plane_shift(self, stream, acc_base: int, dims) -> None:
         """SHR imm 8 over the tile: exposes the next byte plane of an int32 result."""
-        f = fold_loops([Dim(d.name, d.extent, d.dst, d.dst) for d in dims],
-                       (acc_base, acc_base, 0))
-        stream.push_alu(UopKernel.alu(AluOp.SHR, [u[:2] for u in f.uops],
-                                  [lp[:3] for lp in f.loops], imm=8))
+        _push_imm_passes(stream, acc_base, dims, [(AluOp.SHR, 8)])
 
     def reference(self, acc, bias=None, residual=None) -> np.ndarray:
         """Numpy semantics of this epilogue (see :func:`reference.epilogue_ref`)."""
@@ -435,3 +421,14 @@ class Epilogue:
             return wrap32(self.add.reference(y, residual)).astype(np.int8)
         return epilogue_ref(acc, bias=bias, residual=residual, shift=self.shift,
                             clip=(self.lo, self.hi), out_dtype=self.out_dtype)
+
+
+def _push_imm_passes(stream, acc_base: int, dims, passes) -> None:
+    """Queue one ALU instruction per ``(op, imm)`` of ``passes`` over the acc tile
+    ``dims`` (dst strides) at ``acc_base``, in place."""
+    if not passes:
+        return
+    f = fold_loops([Dim(d.name, d.extent, d.dst, d.dst) for d in dims], (acc_base, acc_base, 0))
+    uops, loops = [u[:2] for u in f.uops], [lp[:3] for lp in f.loops]
+    for op, imm in passes:
+        stream.push_alu(UopKernel.alu(op, uops, loops, imm=imm))
