@@ -163,7 +163,8 @@ class Conv2dPlan(OpPlan):
         if tiling is None:
             ranked = search_tiles(p, cfg, cost=cost, top=self.RERANK if p.int32_out else 1)
             tiling = ranked[0][1]
-        self._set_tiling(tiling, cost)
+        # the search's estimate of its winner is the scalar model's, bit for bit
+        self._set_tiling(tiling, cost, ranked[0][0] if ranked else None)
         e = (b, blk)
         self.operands = {"data": Operand("data", (p.nb, p.cin_blocks, h, w) + e, np.int8),
                          "weight": Operand("weight", (1, 1, 1, 1, blk, blk) if p.shared_wgt else
@@ -191,10 +192,10 @@ class Conv2dPlan(OpPlan):
     #: coarsest, and these layers are small enough to lower a few times.
     RERANK = 6
 
-    def _set_tiling(self, tiling, cost):
+    def _set_tiling(self, tiling, cost, est=None):
         self.tiling = tiling
         self._check_tiling()
-        self.estimate = estimate(self.problem, tiling, self.config, cost)
+        self.estimate = est or estimate(self.problem, tiling, self.config, cost)
         self._program = None
 
     def _rerank(self, candidates, cost):
