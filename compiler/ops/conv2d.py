@@ -57,8 +57,8 @@ from .tokens import Pipeline, PlanePipeline, kernel_fence
 from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding
 from .operands import check_fits, check_operand, check_positive
-from .tiling import (ConvProblem, ConvTiling, CostModel, TilingError, acc_slots, estimate,
-                     gemm_dims, search_tiles, shared_acc, uop_budget)
+from .tiling import (RTL_COST, ConvProblem, ConvTiling, CostModel, TilingError, acc_slots,
+                     estimate, gemm_dims, search_tiles, shared_acc, uop_budget)
 
 __all__ = ["Conv2dPlan", "plan_conv2d", "conv2d", "group_conv2d", "assemble_planes",
            "GroupMappingError", "border_cases"]
@@ -550,23 +550,22 @@ class Conv2dPlan(OpPlan):
         dims = gemm_dims(p, tn, tco, th, tw, tci, hi, wi)
         rows = _tap_segments(th, sh, p.kh, *ydata)
         cols = _tap_segments(tw, sw, p.kw, *xdata)
-        rects = self._rect_kernels(base, dims, rows, cols, tw, wi, kw_stride)
+        rects = self._rect_kernels(base, dims, rows, cols, th, tw, wi, kw_stride)
         if len(rects) > 1 and th >= p.oh and tw >= p.ow and not p.int32_out:
             listed = self._listed_kernel(base, dims, rows, cols, tw, wi, kw_stride)
             # worth it when the instructions it saves over the groups that use it cost
             # more than loading its extra micro-ops (once per buffer slot)
             if listed is not None and (
                     (listed.size - sum(k.size for k in rects)) * cfg.uop_elem_bytes
-                    / cfg.bus_bytes < (len(rects) - 1) * _GEMM_INSN_CYCLES * uses):
+                    / cfg.bus_bytes < (len(rects) - 1) * RTL_COST.insn_cycles * uses):
                 return (listed,)
         return rects
 
-    def _rect_kernels(self, base, dims, rows, cols, tw, wi, kw_stride) -> tuple:
+    def _rect_kernels(self, base, dims, rows, cols, th, tw, wi, kw_stride) -> tuple:
         """One GEMM kernel per rectangle of outputs with equal taps (see
         :meth:`_gemm_kernels`)."""
         p, cfg = self.problem, self.config
         (sh, sw) = p.stride
-        th = next(d.extent for d in dims if d.name == "oh")
         full_r, full_c = [(0, th, 0, p.kh)], [(0, tw, 0, p.kw)]
         for rs, cs in ((rows, cols), (rows, full_c), (full_r, full_c)):
             folds = []
@@ -655,11 +654,6 @@ class Conv2dPlan(OpPlan):
             for ol in range(tco):
                 off = ((n0 + nl) * p.ob + co0 + ol) * hw + h0 * p.ow + w0
                 one(sram + (nl * tco + ol) * th * tw, off, tw, th, p.ow)
-
-
-#: Cycles a GEMM instruction holds the compute module besides its micro-ops
-#: (:data:`.tiling.RTL_COST`'s ``insn_cycles``).
-_GEMM_INSN_CYCLES = 4
 
 
 def _tap_segments(n_out, stride, k, first, count):

@@ -63,6 +63,12 @@ __all__ = ["PoolPlan", "plan_pool2d", "plan_avg_pool_gemm", "max_pool2d", "avg_p
 _NEG = IMM_MIN
 
 
+def _tile_sizes(n: int, t: int) -> list:
+    """``[(size, count)]`` of an axis of ``n`` cut into tiles of ``t``: the full tiles,
+    then the remainder's when there is one."""
+    return [(t, n // t)] + ([(n % t, 1)] if n % t else [])
+
+
 def _pair(v):
     return (int(v), int(v)) if np.isscalar(v) else tuple(int(a) for a in v)
 
@@ -181,11 +187,9 @@ class PoolPlan(OpPlan):
         slot, inp_slot = self.config.acc_depth // self.nthreads, self.config.inp_depth // 2
         (kh, kw), (sh, sw) = self.kernel, self.stride
         total = 0
-        nbs = [(tn, self.nb // tn)] + ([(self.nb % tn, 1)] if self.nb % tn else [])
-        cbs = [(tc, self.cb // tc)] + ([(self.cb % tc, 1)] if self.cb % tc else [])
-        ths = [(th, self.oh // th)] + ([(self.oh % th, 1)] if self.oh % th else [])
-        tws = [(tw, self.ow // tw)] + ([(self.ow % tw, 1)] if self.ow % tw else [])
-        for (n_, cn), (c_, cc), (h_, ch), (w_, cw) in itertools.product(nbs, cbs, ths, tws):
+        axes = [_tile_sizes(n, t) for n, t in ((self.nb, tn), (self.cb, tc), (self.oh, th),
+                                                 (self.ow, tw))]
+        for (n_, cn), (c_, cc), (h_, ch), (w_, cw) in itertools.product(*axes):
             count = cn * cc * ch * cw
             if not count:
                 continue
