@@ -35,7 +35,8 @@ CASES = [
 ]
 
 
-def _fused_plan(cfg, ea, eb, k, zps, clip1, clip2, c=16, o=16, hw=(6, 5), kernel=3, pad=1):
+def _fused_plan(cfg, ea, eb, k, zps, clip1, clip2, c=16, o=16, hw=(6, 5), kernel=3, pad=1,
+                init=False):
     rng = np.random.default_rng(ea + 3 * eb + 7 * k)
     x = rng.integers(-128, 128, (1, c) + hw).astype(np.int8)
     w = rng.integers(-128, 128, (o, c, kernel, kernel)).astype(np.int8)
@@ -43,7 +44,9 @@ def _fused_plan(cfg, ea, eb, k, zps, clip1, clip2, c=16, o=16, hw=(6, 5), kernel
     oh, ow = hw[0] + 2 * pad - kernel + 1, hw[1] + 2 * pad - kernel + 1
     r = rng.integers(-128, 128, (1, o, oh, ow)).astype(np.int8)
     plan = plan_conv2d(cfg, x.shape, w.shape, 1, pad, bias=True, shift=9, clip=clip1,
-                       residual="int8", add=ResidualAdd.make(ea, eb, k, zps, clip2))
+                       residual="int8", add=ResidualAdd.make(ea, eb, k, zps, clip2),
+                       min_init=(b, w) if init else None)
+    assert bool(plan.epilogue.init) == init     # the accumulators start from the bias
     # the reference: the conv layer's int8 output, then the host's qnn.add (rounding vta)
     y = epilogue_ref(group_conv2d_ref(x, w, 1, pad), bias=b, shift=9, clip=clip1)
     want = np.clip(qnn_add(y, r, lhs_scale=2.0 ** ea, lhs_zero_point=zps[0],
@@ -52,10 +55,12 @@ def _fused_plan(cfg, ea, eb, k, zps, clip1, clip2, c=16, o=16, hw=(6, 5), kernel
     return plan, plan.pack(x, w, b, r), want, y
 
 
+@pytest.mark.parametrize("init", [False, True], ids=["reset", "min_init"])
 @pytest.mark.parametrize("ea,eb,k,zps,clip1,clip2", CASES)
-def test_fused_epilogue_equals_the_layer_then_the_add(ea, eb, k, zps, clip1, clip2):
+def test_fused_epilogue_equals_the_layer_then_the_add(ea, eb, k, zps, clip1, clip2, init):
     with open_device("behavioral", "tiny") as dev:
-        plan, packed, want, y = _fused_plan(dev.config, ea, eb, k, zps, clip1, clip2)
+        plan, packed, want, y = _fused_plan(dev.config, ea, eb, k, zps, clip1, clip2,
+                                            init=init)
         out, _ = plan.run(Runtime(dev), packed)
     got = plan.unpack(out)
     np.testing.assert_array_equal(got, want)
@@ -76,8 +81,9 @@ def test_fused_epilogue_verilator_equals_behavioral():
     outs = []
     for backend in ("behavioral", "verilator"):
         with open_device(backend, "tiny") as dev:
-            for case in CASES[:2]:
-                plan, packed, want, _ = _fused_plan(dev.config, *case, c=8, o=16, hw=(4, 5))
+            for case, init in zip(CASES[:2], (False, True)):
+                plan, packed, want, _ = _fused_plan(dev.config, *case, c=8, o=16, hw=(4, 5),
+                                                    init=init)
                 out, _ = plan.run(Runtime(dev), packed)
                 outs.append(plan.unpack(out))
                 np.testing.assert_array_equal(outs[-1], want)

@@ -3,8 +3,10 @@
 Data flow of one output tile (see :mod:`.tiling` for the tile shape and
 :mod:`.pipeline` for the tokens):
 
-* compute: reset the tile's accumulators (GEMM reset) or LOAD ACC an int32
-  residual; LOAD ACC the bias tile when it is not already in this acc slot;
+* compute: LOAD ACC the bias tile when it is not already in this acc slot; reset
+  the tile's accumulators (GEMM reset), or start them from the bias by one ALU MIN
+  (:attr:`.epilogue.Epilogue.init`: a reset first only where this layer's clips have
+  not bounded the slot yet), or LOAD ACC an int32 residual;
 * for every chunk of input-channel blocks (a *group*): load the input window of
   the chunk into an inp slot (2-D DMA per channel block, the padding inserted by
   the load's pad fields where the window crosses the border) and the weights
@@ -49,7 +51,7 @@ from ...hw.errors import VtakitError
 from ...hw.isa import AluOp, MemType
 from ...runtime import KernelError, UopKernel
 from ...runtime.hostops.vta import assemble_planes
-from .epilogue import Epilogue
+from .epilogue import Epilogue, accumulation_bound
 from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_weight,
                      pack_conv_weight, unpack_activation)
 from .loops import Dim, fold_loops
@@ -156,6 +158,7 @@ class Conv2dPlan(OpPlan):
             result_bytes=epilogue.result_bytes,
             op=self.name, shape_text=text, shared_wgt=bool(shared_weight),
             acc_rows=epilogue.rows, border_cases=len(self.border_cases),
+            min_init=bool(epilogue.init),
             border_vectors=sum((r1 - r0) * (c1 - c0) for r0, r1, c0, c1 in self.border_cases)
             * ceil_div(n, b) * ceil_div(o, blk), **grouping)
         p = self.problem
@@ -381,6 +384,7 @@ class Conv2dPlan(OpPlan):
         full_out = t.th >= p.oh and t.tw >= p.ow
         out_plane = p.nb * p.ob * p.oh * p.ow
         inp_has, wgt_has, bias_has = [None] * nth, [None] * nth, [None] * nacc
+        clipped = [0] * nacc     # acc entries from a slot's start that this layer clipped
         kernels = {}
         g = 0
 
@@ -409,13 +413,14 @@ class Conv2dPlan(OpPlan):
                 rows_base = bias_base - t.tco * epi.rows + (0 if epi.bias_tile else t.tco)
                 border_base, step = rows_base - t.tco * nborder, tco   # rows of tco
             ent = tn * tco * th * tw
+            bias_dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
+                         Dim("p", th * tw, 1, 0)]
 
             def epilogue():
                 """Border correction and epilogue ALU passes of the tile."""
                 self._emit_border(builder, acc_base, border_base, step, tn, tco, h0, th, w0,
                                   tw)
-                bias_dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
-                             Dim("p", th * tw, 1, 0)]
+                clipped[a] = max(clipped[a], ent)
                 epi.emit(builder, acc_base, out_dims(ti), bias_base, bias_dims, rows_base, step)
 
             r_start, rows, ypad0, ypad1, hi = self._window(h0, th, sh, p.kh, pt, p.h)
@@ -434,8 +439,13 @@ class Conv2dPlan(OpPlan):
                 self._move(builder, "load", slots["residual"], acc_base, 0, n0, tn, co0, tco, h0,
                            th, w0, tw, full_out)
             else:
-                f = fold_loops(out_dims(ti), (acc_base, 0, 0))
-                builder.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))
+                # with a MIN init, only accumulators no clip of this layer bounded yet
+                # need a reset first (Epilogue.init)
+                if not epi.init or clipped[a] < ent:
+                    f = fold_loops(out_dims(ti), (acc_base, 0, 0))
+                    builder.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))
+                if epi.init:
+                    epi.emit_init(builder, acc_base, bias_base, bias_dims)
             for c0, tci in chunks:
                 s = g % nth
                 # ---- load stage
@@ -675,14 +685,17 @@ def _tap_segments(n_out, stride, k, first, count):
 def plan_conv2d(config, x_shape, w_shape, stride=1, padding=0, *, groups=1, bias=False,
                 shift=0, relu=False, clip=None, residual=False, out_dtype=np.int8, tiling=None,
                 cost: CostModel = CostModel(), requant=None, border=False,
-                shared_weight=False, result_bytes=4, add=None) -> Conv2dPlan:
+                shared_weight=False, result_bytes=4, add=None, min_init=None) -> Conv2dPlan:
     """Plan a convolution without running it (``bias``/``residual``/``border``/
     ``shared_weight`` are flags here; ``requant`` an :class:`.epilogue.Requant`, on a
     config with the ALU extension; ``add`` a :class:`.epilogue.ResidualAdd` of the int8
-    ``residual`` fused after the clip)."""
+    ``residual`` fused after the clip; ``min_init=(bias values, weight)``: start the
+    accumulators from the bias where exact, :meth:`.epilogue.Epilogue.with_min_init`)."""
     epi = Epilogue.make(bias=bias, residual=residual, shift=shift, clip=clip, relu=relu,
                         out_dtype=out_dtype, op="conv2d", requant=requant,
                         result_bytes=result_bytes, add=add)
+    if min_init is not None:
+        epi = epi.with_min_init(min_init[0], accumulation_bound(min_init[1]))
     return Conv2dPlan(config, x_shape, w_shape, stride, padding, groups=groups, epilogue=epi,
                       tiling=tiling, cost=cost, border=border, shared_weight=shared_weight)
 
@@ -732,7 +745,7 @@ def conv2d(rt, x, w, stride=1, padding=0, *, groups=1, bias=None, shift=0, relu=
         plan = plan_conv2d(rt.config, np.shape(x), np.shape(w), stride, padding, groups=groups,
                            bias=bias is not None, shift=shift, relu=relu, clip=clip,
                            residual=_residual_kind(residual), out_dtype=out_dtype,
-                           tiling=tiling)
+                           tiling=tiling, min_init=(bias, w))
     except GroupMappingError:
         return group_conv2d(rt, x, w, stride, padding, groups, bias=bias, shift=shift,
                             relu=relu, clip=clip, residual=residual, out_dtype=out_dtype)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .conv2d import Conv2dPlan, _residual_kind, assemble_planes
-from .epilogue import Epilogue
+from .epilogue import Epilogue, accumulation_bound
 from .layout import unpack_dense_data
 from .tiling import CostModel
 from .operands import check_fits, check_operand
@@ -52,12 +52,16 @@ class DensePlan(Conv2dPlan):
 
 def plan_dense(config, x_shape, w_shape, *, bias=False, shift=0, relu=False, clip=None,
                residual=False, out_dtype=np.int8, tiling=None,
-               cost: CostModel = CostModel(), requant=None, result_bytes=4) -> DensePlan:
+               cost: CostModel = CostModel(), requant=None, result_bytes=4,
+               min_init=None) -> DensePlan:
     """Plan a dense layer without running it (``bias``/``residual`` are flags here;
-    ``requant`` an :class:`.epilogue.Requant`)."""
+    ``requant`` an :class:`.epilogue.Requant`; ``min_init`` as for
+    :func:`.conv2d.plan_conv2d`)."""
     epi = Epilogue.make(bias=bias, residual=residual, shift=shift, clip=clip, relu=relu,
                         out_dtype=out_dtype, op="dense", requant=requant,
                         result_bytes=result_bytes)
+    if min_init is not None:
+        epi = epi.with_min_init(min_init[0], accumulation_bound(min_init[1]))
     return DensePlan(config, x_shape, w_shape, epilogue=epi, tiling=tiling, cost=cost)
 
 
@@ -73,6 +77,6 @@ def dense(rt, x, w, *, bias=None, shift=0, relu=False, clip=None, residual=None,
     check_fits("dense", rt, x, w)
     plan = plan_dense(rt.config, np.shape(x), np.shape(w), bias=bias is not None,
                       shift=shift, relu=relu, clip=clip, residual=_residual_kind(residual),
-                      out_dtype=out_dtype, tiling=tiling)
+                      out_dtype=out_dtype, tiling=tiling, min_init=(bias, w))
     out, _ = plan.run(rt, plan.pack(x, w, bias, residual))
     return plan.unpack(out)

@@ -45,7 +45,7 @@ The narrowing store keeps the low 8 bits of every lane; without a clip to
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -56,8 +56,8 @@ from ...runtime import UopKernel
 from .loops import Dim, fold_loops
 from .reference import wrap32
 
-__all__ = ["Epilogue", "EpilogueError", "MAX_SHIFT", "Requant", "REQUANT_EXTENSION",
-           "ResidualAdd", "result_bytes_for"]
+__all__ = ["accumulation_bound", "Epilogue", "EpilogueError", "MAX_SHIFT", "Requant",
+           "REQUANT_EXTENSION", "ResidualAdd", "result_bytes_for"]
 
 #: The config ``EXTENSIONS`` name of the exact-requantization ALU opcodes.
 REQUANT_EXTENSION = "requant"
@@ -68,6 +68,13 @@ MAX_SHIFT = SHIFT_LIMIT
 
 class EpilogueError(VtakitError, ValueError):
     """An epilogue parameter VTA cannot execute (shift, clip bounds, dtype)."""
+
+
+def accumulation_bound(w) -> int:
+    """The largest ``|sum(w * x)|`` over int8 ``x`` of any output channel (axis 0) of
+    the int8 weight ``w``: ``128 * sum(|w|)``."""
+    w = np.abs(np.asarray(w, np.int64))
+    return 128 * int(w.reshape(w.shape[0], -1).sum(axis=1).max(initial=0))
 
 
 def result_bytes_for(bound: int) -> int:
@@ -255,6 +262,14 @@ class Epilogue:
     add : ResidualAdd or None
         A requantized add with the ``"int8"`` residual after the clip (the residual's
         GEMM then runs between the two stages).
+    init : int
+        0: the accumulators start from a reset and the bias is added by an ALU ADD.
+        Else (:meth:`with_min_init`) they start from ``bias - init``: one ALU MIN of the
+        bias tile over what the slot's previous tile left there, which the last clip
+        bounded from below, instead of the reset and the ADD. The offset carries
+        through the shifts to the clips (their immediates move with it,
+        :meth:`stages`) and reaches the store as a multiple of 256, which the
+        narrowing store drops.
     """
 
     bias: bool = False
@@ -267,6 +282,7 @@ class Epilogue:
     requant: Requant | None = None
     result_bytes: int = 4
     add: ResidualAdd | None = None
+    init: int = 0
 
     @classmethod
     def make(cls, *, bias=False, residual=False, shift=0, clip=None, relu=False,
@@ -324,10 +340,11 @@ class Epilogue:
     @property
     def bias_tile(self) -> bool:
         """A per-channel acc tile is loaded (the bias, or the rounding constant alone)."""
-        return self.bias or self.round_const > IMM_MAX
+        return self.bias or self.round_const > IMM_MAX or bool(self.init)
 
     def imm_passes(self) -> list:
-        """[(AluOp, imm)] applied to every accumulator after the bias add."""
+        """[(AluOp, imm)] applied to every accumulator after the bias add (the clips'
+        true bounds; :meth:`stages` gives the emitted ones)."""
         out = []
         if self.requant is not None and self.requant.zero_point:
             out.append((AluOp.ADD, self.requant.zero_point))
@@ -340,6 +357,61 @@ class Epilogue:
         if self.hi is not None:
             out.append((AluOp.MIN, self.hi))
         return out
+
+    def _groups(self) -> tuple:
+        """The immediate passes ``(after the bias, before the add's residual GEMM, after
+        it)`` with the clips' true bounds."""
+        return (self.imm_passes(),) + ((self.add.before(), self.add.after()) if self.add
+                                       else ([], []))
+
+    def stages(self) -> tuple:
+        """The emitted immediate passes of :meth:`_groups`: the clips' immediates moved
+        by the offset :attr:`init` carries to them."""
+        return _carry(self._groups(), self.init)[0]
+
+    def with_min_init(self, bias, bound: int) -> "Epilogue":
+        """This epilogue with accumulators that start from ``bias - init`` (see
+        :attr:`init`) when that is exact for the int32 per-channel ``bias`` (None: zeros)
+        and accumulations within ``[-bound, bound]``; else itself.
+
+        The ALU MIN of ``bias - init`` over the previous tile's results is
+        ``bias - init`` when none of them is smaller, and the last clip (``lo``, moved
+        by the offset ``d`` that reaches it) keeps them ``>= lo - d``. The offset is
+        ``init = 256 m 2^S`` (``S`` the epilogue's net right shift), so ``d = 256 m``;
+        the smallest ``m`` whose clip immediates fit and whose sums stay in int32
+        (the shifts would not be exact on wrapped values) is taken."""
+        last = self.add.lo if self.add else self.lo
+        if (self.init or self.out_dtype != "int8" or self.requant is not None
+                or self.residual == "int32" or last is None
+                or (self.add is not None and (self.lo is None or self.hi is None))):
+            return self
+        groups = replace(self, bias=True)._groups()
+        net = sum(imm for g in groups for op, imm in g if op == AluOp.SHR)
+        b = self._bias_values(bias, None)
+        if net < 1 or b.size == 0:
+            return self
+        bound = int(bound) + (128 if self.residual == "int8" and self.add is None else 0)
+        for m in range(1, 128):
+            init = (256 * m) << net
+            moved, d, exact = _carry(groups, init)
+            imms = [imm for g in moved for op, imm in g if op in (AluOp.MAX, AluOp.MIN)]
+            if (not exact or min(imms) < IMM_MIN or max(imms) > IMM_MAX
+                    or init + bound + int(np.abs(b).max()) >= 1 << 31):
+                return self
+            if self.add is not None:
+                y = max(abs(self.lo), abs(self.hi)) + (init >> self.shift)
+                if (y << self.add.ea) + (128 << self.add.eb) + abs(self.add.offset) >= 1 << 31:
+                    return self
+            if int(b.max()) - init <= last - d:
+                return replace(self, init=init)
+        return self
+
+    def _bias_values(self, bias, channels) -> np.ndarray:
+        """The int64 per-channel bias plus the rounding constant (None: zeros)."""
+        b = np.zeros(channels or 1, np.int64) if bias is None else np.asarray(bias, np.int64)
+        if channels is not None and b.shape != (channels,):
+            raise EpilogueError(f"{self.op}: bias has shape {b.shape}, expected ({channels},)")
+        return b + self.round_const
 
     @property
     def rows(self) -> int:
@@ -369,10 +441,16 @@ class Epilogue:
 
     def pack_bias_values(self, bias, channels: int) -> np.ndarray:
         """The int32 per-channel vector the bias tile holds: bias + rounding (wrapping)."""
-        b = np.zeros(channels, np.int64) if bias is None else np.asarray(bias, np.int64)
-        if b.shape != (channels,):
-            raise EpilogueError(f"{self.op}: bias has shape {b.shape}, expected ({channels},)")
-        return wrap32(b + self.round_const)
+        b = self._bias_values(bias, channels)
+        if self.init:        # the MIN init must find every previous result above it
+            last = self.add.lo if self.add else self.lo
+            d = _carry(self._groups(), self.init)[1]
+            if int(b.max()) - self.init > last - d:
+                raise EpilogueError(f"{self.op}: bias (with rounding) up to {int(b.max())} "
+                                    f"exceeds what the plan's accumulator init offset "
+                                    f"{self.init} allows ({self.init + last - d}); plan "
+                                    "with this bias (Epilogue.with_min_init)")
+        return wrap32(b - self.init)
 
     # ------------------------------------------------------------------ emit
 
@@ -391,22 +469,24 @@ class Epilogue:
             Requantize row ``r`` starts at ``rows_base + r * rows_step`` (addressed as
             the bias, with ``bias_dims``).
         """
-        if self.bias_tile:
-            f = fold_loops(bias_dims, (acc_base, bias_base, 0))
-            stream.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
-                                      [lp[:3] for lp in f.loops]))
+        if self.bias_tile and not self.init:
+            _push_tensor_pass(stream, AluOp.ADD, acc_base, bias_base, bias_dims)
         if self.requant is not None:
             for r, (op, imm) in enumerate(self.requant.passes()):
                 f = fold_loops(bias_dims, (acc_base, rows_base + r * rows_step, 0))
                 stream.push_alu(UopKernel.alu(op, [u[:2] for u in f.uops],
                                               [lp[:3] for lp in f.loops], imm=imm))
-        _push_imm_passes(stream, acc_base, dims, self.imm_passes())
+        _push_imm_passes(stream, acc_base, dims, self.stages()[0])
+
+    def emit_init(self, stream, acc_base: int, bias_base: int, bias_dims) -> None:
+        """Queue the ALU MIN that starts a tile's accumulators from ``bias - init``
+        (:attr:`init`; ``bias_dims`` as for :meth:`emit`)."""
+        _push_tensor_pass(stream, AluOp.MIN, acc_base, bias_base, bias_dims)
 
     def emit_add(self, stream, acc_base: int, dims, after: bool) -> None:
         """Queue the fused add's immediate passes over one acc tile: those before the
         residual's GEMM (``after=False``) or after it."""
-        _push_imm_passes(stream, acc_base, dims,
-                         self.add.after() if after else self.add.before())
+        _push_imm_passes(stream, acc_base, dims, self.stages()[2 if after else 1])
 
     def emit_plane_shift(self, stream, acc_base: int, dims) -> None:
         """SHR imm 8 over the tile: exposes the next byte plane of an int32 result."""
@@ -421,6 +501,32 @@ class Epilogue:
             return wrap32(self.add.reference(y, residual)).astype(np.int8)
         return epilogue_ref(acc, bias=bias, residual=residual, shift=self.shift,
                             clip=(self.lo, self.hi), out_dtype=self.out_dtype)
+
+
+def _carry(groups, delta: int) -> tuple:
+    """``(groups, d, exact)``: the pass groups with every clip immediate moved by the
+    offset ``-delta`` accumulators carry as it reaches the clip (a right shift by ``k``
+    divides it by ``2^k``, a left shift multiplies it; adds keep it), the offset ``d``
+    left after the last pass, and whether every right shift divided it exactly."""
+    out, exact = [], True
+    for passes in groups:
+        moved = []
+        for op, imm in passes:
+            if op == AluOp.SHR:
+                exact &= imm < 0 or delta % (1 << imm) == 0
+                delta = delta >> imm if imm >= 0 else delta << -imm
+            elif op in (AluOp.MAX, AluOp.MIN):
+                imm -= delta
+            moved.append((op, imm))
+        out.append(moved)
+    return tuple(out), delta, exact
+
+
+def _push_tensor_pass(stream, op, acc_base: int, src_base: int, dims) -> None:
+    """Queue one ALU instruction ``op`` over the acc tile ``dims`` at ``acc_base`` with
+    the tensor operand at ``src_base`` (``dims``' src strides)."""
+    f = fold_loops(dims, (acc_base, src_base, 0))
+    stream.push_alu(UopKernel.alu(op, [u[:2] for u in f.uops], [lp[:3] for lp in f.loops]))
 
 
 def _push_imm_passes(stream, acc_base: int, dims, passes) -> None:

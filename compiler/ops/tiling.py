@@ -84,6 +84,9 @@ class ConvProblem:
     pad : (top, left, bottom, right)
     bias : bool
         The epilogue adds a per-channel acc tile (ALU ADD tensor), kept in acc SRAM.
+    min_init : bool
+        The accumulators start from the bias tile by an ALU MIN instead of a reset (the
+        bias pass then replaces the reset; the first tile of each slot still resets).
     residual : bool
         The accumulators start from an int32 residual tile (LOAD ACC) instead of a reset.
     residual_gemm : bool
@@ -145,6 +148,7 @@ class ConvProblem:
     acc_rows: int = 0
     border_cases: int = 0
     border_vectors: int = 0
+    min_init: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "pad", normalize_padding(self.pad))
@@ -427,7 +431,7 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
                         b = ent * e_acc
                         rd += m * b
                         c_tile += b / bus + cost.dma_insn_cycles + n_rows_out * cost.dma_row_cycles
-                    else:
+                    elif not p.min_init:
                         c_tile += ent * cost.gemm_uop_cycles
                     if p.bias:
                         if not shared:

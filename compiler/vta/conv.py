@@ -47,7 +47,8 @@ from ...runtime.vta_layer import HostStep
 from ..ir import Constant, Var
 from ..ops.conv2d import plan_conv2d
 from ..ops.dense import plan_dense
-from ..ops.epilogue import REQUANT_EXTENSION, EpilogueError, Requant, result_bytes_for
+from ..ops.epilogue import (REQUANT_EXTENSION, EpilogueError, Requant, accumulation_bound,
+                             result_bytes_for)
 from .registry import Spec, Strategy, VTALayer, int8_store, is_op, register_strategy
 
 __all__ = ["requantized", "match_conv", "conv_spec", "pack_gemm", "border_correction",
@@ -132,8 +133,15 @@ def _result_bytes(weight) -> int:
     constant)."""
     if not isinstance(weight, Constant):
         return 4
-    w = np.abs(np.asarray(weight.data, np.int64))
-    return result_bytes_for(128 * int(w.reshape(w.shape[0], -1).sum(axis=1).max(initial=0)))
+    return result_bytes_for(accumulation_bound(weight.data))
+
+
+def _shift_bias(rq, bias) -> np.ndarray:
+    """The bias of a ``"vta"`` requantize epilogue: ``bias + zero_point * 2^k`` (the
+    output zero point joins the bias ahead of the shift ``k``); None: zeros."""
+    k = fp.vta_shift(rq["scale"])
+    return (np.int64(0) if bias is None else np.asarray(bias, np.int64)) + \
+        np.asarray(rq["zero_point"], np.int64) * (1 << k)
 
 
 def _vta_exact(rq):
@@ -175,6 +183,11 @@ def conv_spec(layer: VTALayer, shape, w_shape, config, **extra) -> Spec:
     if _vta_exact(rq) and int8_store(lo, hi, a["out_dtype"]):
         kw = dict(bias=True, shift=fp.vta_shift(rq["scale"]), clip=(lo, hi),
                   out_dtype=np.int8)
+        b = a["bias"]
+        if isinstance(a["weight"], Constant) and (b is None or isinstance(b, Constant)):
+            # accumulators start from the bias where that is exact (Epilogue.init)
+            bias = _shift_bias(rq, None if b is None else b.data)
+            kw["min_init"] = (np.broadcast_to(bias, (w_shape[0],)), a["weight"].data)
         host_step, where, why = False, "vta", ("requantize is a power-of-two shift: "
                                                "epilogue on VTA")
     elif isinstance(exact, tuple) and int8_store(lo, hi, a["out_dtype"]):
@@ -245,9 +258,7 @@ def pack_gemm(layer: VTALayer, spec: Spec, w, bias, **extra) -> dict:
     plan, rq = spec.plan, layer.attrs["requantize"]
     bias = np.zeros(w.shape[0], np.int64) if bias is None else bias.astype(np.int64)
     if spec.post is None and spec.requant_rows is None:
-        # the rounding shift's zero point joins the bias
-        k = fp.vta_shift(rq["scale"])
-        bias = bias + np.asarray(rq["zero_point"], np.int64) * (1 << k)
+        bias = _shift_bias(rq, bias)
     args, kwargs = (w,), dict(extra)
     if spec.post is None:
         args += (fp.wrap_int32(bias),)
