@@ -59,6 +59,15 @@ class DmaReadArbiter(wiring.Component):
     n_clients : int
     max_outstanding : int
         Requests in flight at once (the depth of the routing FIFO).
+    max_beats : int or None
+        Read-ahead: a request is issued only while at most this many requested beats
+        have not returned yet (None: no limit but ``max_outstanding``). Beats return in
+        request order, so a request waits for every beat requested before it: without
+        the limit, one client's LOAD (the compute module's micro-ops or bias) waits
+        behind up to ``max_outstanding`` bursts another client queued (the load
+        module's, up to 256 beats each); with it, behind at most ``max_beats`` plus
+        one burst, while the next burst still starts as the previous one drains, so
+        a DRAM latency of up to ``max_beats`` cycles stays hidden.
 
     Attributes
     ----------
@@ -68,9 +77,11 @@ class DmaReadArbiter(wiring.Component):
         High while any request is pending or in flight.
     """
 
-    def __init__(self, config: VTAConfig, n_clients: int, *, max_outstanding: int = 8):
+    def __init__(self, config: VTAConfig, n_clients: int, *, max_outstanding: int = 8,
+                 max_beats: int | None = None):
         self._n = n_clients
         self._max = max_outstanding
+        self._max_beats = max_beats
         super().__init__({
             "clients": In(dma_read_signature(config)).array(n_clients),
             "master": Out(dma_read_signature(config)),
@@ -91,11 +102,13 @@ class DmaReadArbiter(wiring.Component):
         req = self.master.req
         _round_robin(m, [c.req.valid for c in self.clients], last, grant, any_req, req)
 
-        m.d.comb += [req.valid.eq(any_req & tags.w_rdy)]
+        room = Signal(init=1)
+        m.d.comb += [req.valid.eq(any_req & tags.w_rdy & room)]
         with m.Switch(grant):
             for i, c in enumerate(self.clients):
                 with m.Case(i):
-                    m.d.comb += [req.payload.eq(c.req.payload), c.req.ready.eq(req.ready & tags.w_rdy)]
+                    m.d.comb += [req.payload.eq(c.req.payload),
+                                 c.req.ready.eq(req.ready & tags.w_rdy & room)]
         m.d.comb += [tags.w_en.eq(req.valid & req.ready),
                      tags.w_data.eq(Cat(grant, req.payload.beats))]
         with m.If(req.valid & req.ready):
@@ -118,6 +131,11 @@ class DmaReadArbiter(wiring.Component):
                 m.d.sync += count.eq(0)
                 m.d.comb += tags.r_en.eq(1)
         m.d.comb += self.busy.eq(tags.r_rdy | any_req)
+        if self._max_beats is not None:     # beats requested and not yet returned
+            inflight = Signal(range(self._max * (1 << DMA_BEATS_BITS) + 1))
+            issued = Mux(req.valid & req.ready, req.payload.beats, 0)
+            m.d.sync += inflight.eq(inflight + issued - beat)
+            m.d.comb += room.eq(inflight <= self._max_beats)
         return m
 
 

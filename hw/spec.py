@@ -24,6 +24,7 @@ __all__ = [
     "LOOP_ITER_BITS", "MAX_LOOP_EXTENT", "ALU_OPCODE_BITS", "IMM_BITS", "IMM_MIN", "IMM_MAX",
     "SHIFT_LIMIT",
     "DRAM_ADDR_BITS", "DMA_BEATS_BITS", "DEFAULT_TOKEN_DEPTH", "DEFAULT_CMD_DEPTH",
+    "DMA_READ_AHEAD_BEATS",
     "Reg", "REGISTERS", "TOKEN_LEVEL_FIELDS", "CMD_LEVEL_FIELDS", "ErrorCode",
 ]
 
@@ -182,6 +183,11 @@ DMA_BEATS_BITS = 16
 DEFAULT_TOKEN_DEPTH = 256
 #: Depth of each command queue (fetch -> load/compute/store).
 DEFAULT_CMD_DEPTH = 64
+#: The DRAM read arbiter issues a request only while at most this many requested beats
+#: have not returned yet (:class:`~vtakit.hw.dma.DmaReadArbiter`): enough to hide a DRAM
+#: latency of as many cycles, and the most a compute-module LOAD waits behind the load
+#: module's bursts (plus one burst).
+DMA_READ_AHEAD_BEATS = 64
 
 
 class Reg(enum.IntEnum):

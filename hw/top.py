@@ -27,8 +27,8 @@ from .load import Load
 from .queues import CommandQueue, TokenQueue
 from .regs import ControlRegisters
 from .store import Store
-from .spec import (CMD_LEVEL_FIELDS, PIPELINE, TOKEN_LEVEL_FIELDS, TOKEN_QUEUES, Reg,
-                   Unit)
+from .spec import (CMD_LEVEL_FIELDS, DMA_READ_AHEAD_BEATS, PIPELINE, TOKEN_LEVEL_FIELDS,
+                   TOKEN_QUEUES, Reg, Unit)
 
 __all__ = ["VTA"]
 
@@ -72,7 +72,7 @@ class VTA(wiring.Component):
         self.regs = ControlRegisters()
         self.tokens = {name: TokenQueue(token_depth) for name in TOKEN_QUEUES}
         self.commands = {str(unit): CommandQueue(cmd_depth) for unit in PIPELINE}
-        self.rd_arbiter = DmaReadArbiter(config, 4)
+        self.rd_arbiter = DmaReadArbiter(config, 4, max_beats=DMA_READ_AHEAD_BEATS)
         self.wr_arbiter = DmaWriteArbiter(config, 1)
         super().__init__({
             "csr": In(CsrSignature),

@@ -28,6 +28,7 @@ from amaranth.hdl import Assert, Assume, Cover, Signal
 from vtakit.hw.config import load_config
 from vtakit.hw.dma import DmaReadArbiter, DmaWriteArbiter
 from vtakit.hw.formal import Spec
+from vtakit.hw.spec import DMA_READ_AHEAD_BEATS
 
 from formal_util import free_stream_source, prove, refute, stream_rules
 
@@ -315,11 +316,14 @@ READ_DEPTH = 8
 LIVENESS_BOUND = 7
 
 
-@pytest.mark.parametrize("outstanding", [8, 2])
-def test_read_arbiter_routing_bmc(outstanding, tmp_path):
-    # 8: as the top level builds it; 2: the routing FIFO fills within the BMC depth.
-    prove(ReadRouting(DmaReadArbiter(CONFIG, 4, max_outstanding=outstanding)),
-          f"rd_routing{outstanding}", tmp_path, mode="bmc", depth=READ_DEPTH)
+@pytest.mark.parametrize("outstanding, ahead", [(8, DMA_READ_AHEAD_BEATS), (8, None),
+                                                (2, None), (8, 3)])
+def test_read_arbiter_routing_bmc(outstanding, ahead, tmp_path):
+    # (8, DMA_READ_AHEAD_BEATS): as the top level builds it; 2: the routing FIFO fills
+    # within the BMC depth; a read-ahead of 3 beats holds requests back within it.
+    prove(ReadRouting(DmaReadArbiter(CONFIG, 4, max_outstanding=outstanding,
+                                     max_beats=ahead)),
+          f"rd_routing{outstanding}_{ahead}", tmp_path, mode="bmc", depth=READ_DEPTH)
 
 
 def test_read_arbiter_full_routing_fifo_reachable(tmp_path):

@@ -241,6 +241,56 @@ def test_read_arbiter_routes_bursts_at_one_beat_per_cycle():
     assert max(done_at.values()) <= 96 + 4, done_at
 
 
+@pytest.mark.parametrize("max_beats", [None, 16])
+def test_read_ahead_bounds_the_wait_behind_another_clients_bursts(max_beats):
+    """Client 0 queues eight 64-beat bursts at once (the load module streaming weights);
+    client 1 asks for one beat at cycle 20 (a compute-module LOAD). Beats return in
+    request order, so without a read-ahead limit it waits behind every burst queued
+    before it; with ``max_beats`` behind at most that many beats and one burst. Either
+    way client 0's 512 beats stream at one per cycle and every beat reaches its owner."""
+    cfg = DEFAULT
+    arb = DmaReadArbiter(cfg, 2, max_outstanding=8, max_beats=max_beats)
+    dram = rng_bytes(6, 1 << 14)
+    model = DramPortModel(dram, cfg.bus_bytes)
+    reqs = {0: [(512 * k, 64) for k in range(8)], 1: [(8192 + 40, 1)]}
+    got, done_at = {0: [], 1: []}, {}
+
+    def requester(c):
+        async def tb(ctx):
+            if c:
+                await ctx.tick().repeat(20)
+            for addr, beats in reqs[c]:
+                await send(ctx, arb.clients[c].req, addr | beats << 32)
+        return tb
+
+    def receiver(c):
+        async def tb(ctx):
+            port = arb.clients[c].data
+            ctx.set(port.ready, 1)
+            n, cycle = sum(b for _, b in reqs[c]), 0
+            async for _, _, valid, payload in ctx.tick().sample(port.valid, port.payload):
+                cycle += 1
+                assert cycle < 2000, f"client {c}: only {len(got[c])} of {n} beats arrived"
+                if valid:
+                    got[c].append(payload)
+                    if len(got[c]) == n:
+                        done_at[c] = cycle
+                        return
+        return tb
+
+    run_sim(arb, [requester(c) for c in range(2)] + [receiver(c) for c in range(2)],
+            processes=[model.process(arb.master, None)])
+    nb = cfg.bus_bytes
+    for c in range(2):
+        assert got[c] == [int.from_bytes(dram[a + nb * i:a + nb * (i + 1)].tobytes(), "little")
+                          for a, beats in reqs[c] for i in range(beats)], c
+    assert done_at[0] <= 512 + 1 + 8, done_at           # the stream keeps its pace
+    if max_beats is None:
+        assert done_at[1] > 20 + 6 * 64, done_at        # behind the queued bursts
+    else:
+        assert done_at[1] <= 20 + max_beats + 64 + 8, done_at
+
+
 def test_write_arbiter_locks_per_burst():
     cfg = DEFAULT
     arb = DmaWriteArbiter(cfg, 2)

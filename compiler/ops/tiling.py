@@ -325,7 +325,7 @@ class CostModel:
 #: (``bench/costmodel.py``: within 3% on the demo CNN, the four MLPerf Tiny models and
 #: ResNet-18, default and tiny configs; the int32 layers' tilings, re-ranked by this
 #: model, move with it). The tile search keeps :class:`CostModel`'s defaults.
-RTL_COST = CostModel(alu_tensor_cycles=1.0, dma_insn_cycles=8, dma_row_cycles=3,
+RTL_COST = CostModel(alu_tensor_cycles=1.0, dma_insn_cycles=6, dma_row_cycles=3,
                      shared_read_port=True)
 
 
