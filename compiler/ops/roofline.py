@@ -37,13 +37,14 @@ the config's BATCH, BLOCK_IN, BLOCK_OUT; ``bus``: bytes per DRAM beat):
   one per output whose window holds two or more inputs (for windows that do not
   overlap this is ``taps - 1`` per output, ``taps`` the window's positions inside the
   input). Plus one micro-op per accumulator a GEMM starts
-  from zero: GEMM only accumulates, so every accumulator it writes is first cleared
-  (a reset micro-op; a LOAD ACC would take ``B x BO x 4`` bytes of beats instead):
+  from: GEMM only accumulates, so every accumulator it writes is first set (a reset
+  micro-op, or the ALU MIN that starts it from the bias, ``Epilogue.init``; a LOAD ACC
+  would take ``B x BO x 4`` bytes of beats instead):
   one per output vector of a convolution or dense layer, one per input vector a max
   pool copies in, two per output vector of TFLite's exact ADD (one per operand). An
   int32 residual is read into the accumulators by the compute module (LOAD ACC): its
-  beats count here instead of the reset. The bias add is not counted (a spare input
-  lane could carry it through the GEMM).
+  beats count here instead of the reset. The bias costs nothing beyond that micro-op
+  (the MIN init carries it).
 * **dram**: bytes moved once each, in the packed layouts the kernel reads and writes
   (the plan's operands: data, weights, bias, residual, output planes), at one bus
   beat per cycle per direction (the design has one read and one write master), so
