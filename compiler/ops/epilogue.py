@@ -473,9 +473,8 @@ class Epilogue:
             _push_tensor_pass(stream, AluOp.ADD, acc_base, bias_base, bias_dims)
         if self.requant is not None:
             for r, (op, imm) in enumerate(self.requant.passes()):
-                f = fold_loops(bias_dims, (acc_base, rows_base + r * rows_step, 0))
-                stream.push_alu(UopKernel.alu(op, [u[:2] for u in f.uops],
-                                              [lp[:3] for lp in f.loops], imm=imm))
+                _push_tensor_pass(stream, op, acc_base, rows_base + r * rows_step, bias_dims,
+                                  imm)
         _push_imm_passes(stream, acc_base, dims, self.stages()[0])
 
     def emit_init(self, stream, acc_base: int, bias_base: int, bias_dims) -> None:
@@ -522,11 +521,13 @@ def _carry(groups, delta: int) -> tuple:
     return tuple(out), delta, exact
 
 
-def _push_tensor_pass(stream, op, acc_base: int, src_base: int, dims) -> None:
+def _push_tensor_pass(stream, op, acc_base: int, src_base: int, dims, imm=None) -> None:
     """Queue one ALU instruction ``op`` over the acc tile ``dims`` at ``acc_base`` with
-    the tensor operand at ``src_base`` (``dims``' src strides)."""
+    the tensor operand at ``src_base`` (``dims``' src strides; ``imm``: the extension's
+    shift immediate of MULSHR)."""
     f = fold_loops(dims, (acc_base, src_base, 0))
-    stream.push_alu(UopKernel.alu(op, [u[:2] for u in f.uops], [lp[:3] for lp in f.loops]))
+    stream.push_alu(UopKernel.alu(op, [u[:2] for u in f.uops], [lp[:3] for lp in f.loops],
+                                  imm=imm))
 
 
 def _push_imm_passes(stream, acc_base: int, dims, passes) -> None:
