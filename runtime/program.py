@@ -160,7 +160,7 @@ class Program:
     """
 
     __slots__ = ("config", "name", "insns", "uops", "slots", "relocations", "pending_pops",
-                 "__weakref__")
+                 "memo", "__weakref__")
 
     def __init__(self, config: VTAConfig, insns, uops=(), slots=None, relocations=(),
                  pending_pops=(), name: str = ""):
@@ -173,6 +173,10 @@ class Program:
         self.slots = MappingProxyType(dict(slots or {}))
         self.relocations = tuple(sorted(Relocation(int(r[0]), str(r[1])) for r in relocations))
         self.pending_pops = tuple(sorted((int(s), str(f)) for s, f in pending_pops))
+        #: values derived from this (immutable) program, kept with it by whoever computes
+        #: them (e.g. :func:`vtakit.compiler.ops.perfmodel.program_prediction`); not part
+        #: of the program (equality, bytes)
+        self.memo = {}
         self._validate()
 
     def _validate(self):

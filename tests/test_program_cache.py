@@ -196,3 +196,64 @@ def test_config_tables_by_memory_type():
             assert cfg.depth(mt) == getattr(cfg, f"{name}_depth")
         with pytest.raises(KeyError):
             cfg.elem_bytes(5)
+
+
+# ------------------------------------------------- predictions kept with a program
+
+def test_program_stream_is_the_stream_the_runtime_binds():
+    """The model engine predicts each kernel on program_stream (no device): it must be
+    the runtime's stream of the program bound alone, field for field but the DRAM
+    addresses (which the event model does not read)."""
+    from vtakit.compiler.ops.perfmodel import predict_stream, program_stream
+
+    rt = Runtime(open_device("behavioral", DEFAULT))
+    strip = lambda insns: [(i.opcode, {k: v for k, v in i.fields.items() if k != "dram_base"})
+                           for i in insns]
+    for plan in variants():
+        if plan.config != DEFAULT:
+            continue
+        program = plan.program()
+        bufs = {name: rt.alloc(size) for name, size in program.slots.items()}
+        rt.bind(program, bufs)
+        rt.finalize()
+        bound = rt.instructions
+        rt.reset()
+        for b in bufs.values():
+            rt.free(b)
+        mine = program_stream(program)
+        assert strip(mine) == strip(bound), plan.name
+        assert mine[-1].opcode.name == "FINISH"
+        assert predict_stream(mine, DEFAULT) == predict_stream(bound, DEFAULT)
+
+
+def test_program_prediction_is_kept_per_program_and_cost_model():
+    from dataclasses import replace
+
+    from vtakit.compiler.ops.perfmodel import (predict_stream, program_prediction,
+                                               program_stream, stream_traffic)
+    from vtakit.compiler.ops.tiling import RTL_COST
+
+    clear_program_cache()
+    plans = [plan_conv2d(DEFAULT, X, W, 2, 1, bias=True, shift=9, relu=True),
+             plan_pool2d(DEFAULT, (1, 16, 9, 9), "max", 3, 2, 1)]
+    slow = replace(RTL_COST, insn_cycles=40)
+    for plan in plans:
+        program = plan.program()
+        insns = program_stream(program)
+        for cost in (RTL_COST, slow, RTL_COST):
+            pred, traffic = program_prediction(program, cost)
+            assert pred == predict_stream(insns, DEFAULT, cost)
+            assert traffic == stream_traffic(insns, DEFAULT)
+            traffic["inp_load_nbytes"] = -1          # the caller's copy
+        assert program_prediction(program, slow)[0].cycles > \
+            program_prediction(program, RTL_COST)[0].cycles
+        info = plan.inspect()
+        assert info["predicted_cycles"] == predict_stream(insns, DEFAULT).cycles
+        assert info["instructions"] == len(insns)
+        # an equal program emitted afresh is predicted afresh, to the same figures
+        fresh = plan.emit_program()
+        assert fresh is not program and not fresh.memo
+        assert program_prediction(fresh)[0] == program_prediction(program)[0]
+    # two different programs never share a prediction
+    a, b = (program_prediction(p.program())[0] for p in plans)
+    assert a.cycles != b.cycles

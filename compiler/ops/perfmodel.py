@@ -22,7 +22,7 @@ from ...hw.spec import DEP_QUEUES, INSN_BYTES, PIPELINE, TOKEN_QUEUES, dispatch_
 from .tiling import RTL_COST, CostModel
 
 __all__ = ["StreamPrediction", "UnitInterval", "predict_stream", "stream_traffic",
-           "fetch_cycles"]
+           "fetch_cycles", "program_stream", "program_prediction"]
 
 
 @dataclass(frozen=True)
@@ -250,6 +250,44 @@ def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
         raise ValueError(f"predict_stream: the stream deadlocks (module -> position of the "
                          f"instruction that waits for a token): {stuck}")
     return result(int(round(max(time.values()))))
+
+
+def program_stream(program) -> list:
+    """The instructions a :class:`~vtakit.runtime.Runtime` runs for ``program`` bound
+    alone (``rt.bind`` then ``rt.finalize``: the program, the fences and FINISH), without
+    a device: ``dram_base`` fields stay slot-relative, every other field is the runtime's
+    (what :func:`predict_stream` and :func:`stream_traffic` read)."""
+    from ...runtime import ProgramBuilder
+    stream = ProgramBuilder(program.config, name=program.name)
+    stream.include(program, {name: stream.slot(name, nbytes)
+                             for name, nbytes in program.slots.items()})
+    stream.finish()
+    return list(stream.build().insns)
+
+
+def program_prediction(program, cost: CostModel = RTL_COST) -> tuple:
+    """``(StreamPrediction, stream_traffic dict)`` of :func:`program_stream`; computed once
+    per Program object and cost model (kept in ``program.memo``: a Program is immutable),
+    so a kernel the compiler already predicted (a re-ranked tiling, a layer without an
+    analytic estimate) is not predicted again by the model engine. The traffic dict is
+    the caller's own copy."""
+    prediction, traffic, _ = _program_facts(program, cost)
+    return prediction, dict(traffic)
+
+
+def _program_facts(program, cost: CostModel = RTL_COST) -> tuple:
+    """``(StreamPrediction, traffic, opcode counts)`` of :func:`program_stream`, memoized
+    (:func:`program_prediction`); callers copy the dicts they hand out."""
+    key = ("program_prediction", cost)
+    got = program.memo.get(key)
+    if got is None:
+        insns = program_stream(program)
+        by_op: dict[str, int] = {}
+        for insn in insns:
+            by_op[insn.opcode.name] = by_op.get(insn.opcode.name, 0) + 1
+        got = program.memo[key] = (predict_stream(insns, program.config, cost),
+                                   stream_traffic(insns, program.config), by_op)
+    return got
 
 
 def _by_name(per_unit: dict) -> dict:
