@@ -26,7 +26,7 @@ from .kernel import UopKernel
 from .program import UOPS, Program, ProgramFormatError, encoder
 from .uop_cache import UopCache
 
-__all__ = ["ProgramBuilder", "Slot"]
+__all__ = ["ProgramBuilder", "Slot", "finished_alone"]
 
 _FIELD16 = (1 << XFER_BITS) - 1
 #: Checked-and-encoded kernels remembered across resets (a bound, so a long session
@@ -415,18 +415,9 @@ class ProgramBuilder:
 
     def build(self) -> Program:
         """The stream queued so far as a :class:`Program` (the builder is unchanged)."""
-        insns, relocs, encoders, known = [], [], {}, {}
+        insns = self.instructions()
+        relocs = []
         for k, p in enumerate(self._queue.insns):
-            insn = self._sources.get(p)         # an included instruction, unchanged?
-            if insn is None or {**p.fields, "opcode": p.opcode} != insn.fields:
-                key = (p.opcode, *p.fields.items())
-                insn = known.get(key)           # a stream repeats instructions (a tile's
-                if insn is None:                # GEMMs): equal fields, one encoded Insn
-                    encode = encoders.get(p.opcode)
-                    if encode is None:
-                        encode = encoders[p.opcode] = encoder(self.config, p.opcode)
-                    insn = known[key] = encode(p.fields)
-            insns.append(insn)
             if p.uop_offset is not None:
                 relocs.append((k, UOPS))
             elif p in self._relocs:
@@ -439,6 +430,24 @@ class ProgramBuilder:
                            self.name)
         except ProgramFormatError as e:     # pragma: no cover - a builder bug
             raise StreamStateError(f"build: {e}") from None
+
+    def instructions(self) -> list:
+        """The stream queued so far as encoded :class:`~vtakit.hw.isa.Insn` values, those
+        of :meth:`build`'s Program (relocated ``dram_base`` fields slot-relative), without
+        building the Program (what reading the stream needs, e.g. a cycle prediction)."""
+        insns, encoders, known = [], {}, {}
+        for p in self._queue.insns:
+            insn = self._sources.get(p)         # an included instruction, unchanged?
+            if insn is None or {**p.fields, "opcode": p.opcode} != insn.fields:
+                key = (p.opcode, *p.fields.items())
+                insn = known.get(key)           # a stream repeats instructions (a tile's
+                if insn is None:                # GEMMs): equal fields, one encoded Insn
+                    encode = encoders.get(p.opcode)
+                    if encode is None:
+                        encode = encoders[p.opcode] = encoder(self.config, p.opcode)
+                    insn = known[key] = encode(p.fields)
+            insns.append(insn)
+        return insns
 
     def reset(self) -> None:
         """Discard the queued stream (slots stay declared; the uop SRAM is assumed empty)."""
@@ -456,6 +465,29 @@ class ProgramBuilder:
     def cache(self) -> UopCache:
         """The uop SRAM residency model (hits, misses, evictions counters)."""
         return self._cache
+
+
+def finished_alone(program: Program) -> list:
+    """The instructions of ``program`` included alone in a new stream and finished (the
+    fences and FINISH a runtime appends): ``include``, ``finish`` then
+    :meth:`ProgramBuilder.instructions`, slot-relative ``dram_base`` fields. Computed on
+    the program's last instruction only: a new stream has no pending pop for include to
+    merge into the program's instructions, and the fences of finish can only set a push
+    flag on the last instruction queued."""
+    if not program.insns:
+        stream = ProgramBuilder(program.config, name=program.name)
+        stream.include(program, {n: stream.slot(n, size) for n, size in program.slots.items()})
+        stream.finish()
+        return stream.instructions()
+    stream = ProgramBuilder(program.config, name=program.name)
+    last = program.insns[-1]
+    p = PendingInsn(last.opcode, {k: v for k, v in last.fields.items() if k != "opcode"})
+    stream._queue.insns.append(p)
+    stream._sources[p] = last
+    for stage, flag in program.pending_pops:      # as include leaves them
+        stream._queue.pending[Unit(stage)][flag] = 1
+    stream.finish()
+    return list(program.insns[:-1]) + stream.instructions()
 
 
 def _check_args(call, args, pads):

@@ -234,7 +234,10 @@ class UopKernel:
         dst = [u[0] for u in self.uops]
         n = len(dst)
         total = n_out * n_in * n
-        for q in sorted({q for q in (0, 1, 2, n_in - 2, n_in - 1) if 0 <= q < n_in}):
+        qs = sorted({q for q in (0, 1, 2, n_in - 2, n_in - 1) if 0 <= q < n_in})
+        if total and not self._hazard_at(dst, qs, n_in, f_out, f_in, total):
+            return
+        for q in qs:        # a hazard: the first one in iteration order, for the message
             for k in range(n):
                 t = q * n + k
                 a = dst[k] + q * f_in[0]
@@ -252,6 +255,31 @@ class UopKernel:
                             f"{'s' if dist > 1 else ''} earlier; consecutive GEMM uops must "
                             "write different accumulators (reference 3.4): reorder the uops or "
                             "loops, or pass check_hazard=False")
+
+    @staticmethod
+    def _hazard_at(dst, qs, n_in, f_out, f_in, total) -> bool:
+        """Whether :meth:`_check_hazard` finds a hazard, quickly: a pair inside one pass
+        over the uops is at the same (p, q), so it is a hazard for every q exactly when
+        the uops' own dst indices repeat at distance 1 or 2; only the pairs that cross
+        into the next inner iteration (from the last two uops) depend on q."""
+        n = len(dst)
+        if any(a == b for a, b in zip(dst, dst[1:])) or \
+                any(a == b for a, b in zip(dst, dst[2:])):
+            return True
+        for q in qs:
+            for k in range(max(0, n - 2), n):
+                a = dst[k] + q * f_in[0]
+                for dist in (1, 2):
+                    t2 = q * n + k + dist
+                    if k + dist < n:
+                        continue                # inside the pass: checked above
+                    if t2 >= total:
+                        break
+                    p2, rest = divmod(t2, n_in * n)
+                    q2, k2 = divmod(rest, n)
+                    if dst[k2] + p2 * f_out[0] + q2 * f_in[0] == a:
+                        return True
+        return False
 
     def check_config(self, config: VTAConfig) -> np.ndarray:
         """Check the kernel against a config and return its encoded uop words (uint32).

@@ -171,7 +171,9 @@ class Program:
         uops.flags.writeable = False
         self.uops = uops
         self.slots = MappingProxyType(dict(slots or {}))
-        self.relocations = tuple(sorted(Relocation(int(r[0]), str(r[1])) for r in relocations))
+        # sorted as (insn, slot) pairs, the order of Relocation, at tuple speed
+        self.relocations = tuple(Relocation(i, n) for i, n in sorted(
+            (int(r[0]), str(r[1])) for r in relocations))
         self.pending_pops = tuple(sorted((int(s), str(f)) for s, f in pending_pops))
         #: values derived from this (immutable) program, kept with it by whoever computes
         #: them (e.g. :func:`vtakit.compiler.ops.perfmodel.program_prediction`); not part

@@ -257,3 +257,62 @@ def test_program_prediction_is_kept_per_program_and_cost_model():
     # two different programs never share a prediction
     a, b = (program_prediction(p.program())[0] for p in plans)
     assert a.cycles != b.cycles
+
+
+def _endings():
+    """Small programs ending every way a stream's fences treat differently: a store
+    (whose push the fence sets), a load, a compute instruction, pops pending on each
+    stage, a flag the fence would set already set, no instruction at all."""
+    from vtakit.hw.isa import AluOp
+    from vtakit.runtime import UopKernel
+    k = UopKernel.alu(AluOp.ADD, [(0, 0)], [(16, 1, 1)], imm=3)
+
+    def load(b, s):
+        b.load_2d(MemType.ACC, 0, s, 0, 16, 1, 16)
+
+    def alu(b, s):
+        b.push_alu(k)
+
+    def store(b, s):
+        b.dep_push(Unit.COMPUTE, Unit.STORE)
+        b.dep_pop(Unit.COMPUTE, Unit.STORE)
+        b.store_2d(0, s, 0, 16, 1, 16)
+
+    def inp(b, s):
+        b.load_2d(MemType.INP, 0, s, 0, 16, 1, 16)
+
+    def pushed(b, s):           # the store already pushes to compute
+        store(b, s)
+        b.dep_push(Unit.STORE, Unit.COMPUTE)
+
+    def pops(*pairs):
+        return lambda b, s: [b.dep_pop(a, c) for a, c in pairs]
+
+    for parts in ([load, alu, store], [load, alu], [inp], [load, alu, store, pushed],
+                  [load, pops((Unit.STORE, Unit.COMPUTE), (Unit.LOAD, Unit.COMPUTE))],
+                  [load, alu, store, pops((Unit.COMPUTE, Unit.STORE))],
+                  [inp, pops((Unit.COMPUTE, Unit.LOAD))], [pops((Unit.STORE, Unit.COMPUTE))],
+                  []):
+        b = ProgramBuilder(DEFAULT, name="t")
+        s = b.slot("s", 4096)
+        for part in parts:
+            part(b, s)
+        yield b.build()
+
+
+def test_a_program_finished_alone_is_the_general_include_and_finish():
+    from vtakit.runtime.builder import finished_alone
+
+    programs = list(_endings()) + [p.program() for p in variants()]
+    for program in programs:
+        b = ProgramBuilder(program.config, name=program.name)
+        b.include(program, {n: b.slot(n, size) for n, size in program.slots.items()})
+        b.finish()
+        general = b.instructions()
+        mine = finished_alone(program)
+        assert [i.word for i in mine] == [i.word for i in general], program
+        assert [i.fields for i in mine] == [i.fields for i in general]
+        assert [i.word for i in general] == [i.word for i in b.build().insns]
+    # the fence sets a push flag on a program's last store: that one is encoded again
+    p = next(_endings())
+    assert finished_alone(p)[len(p) - 1].word != p.insns[-1].word

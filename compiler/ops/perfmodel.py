@@ -257,12 +257,8 @@ def program_stream(program) -> list:
     alone (``rt.bind`` then ``rt.finalize``: the program, the fences and FINISH), without
     a device: ``dram_base`` fields stay slot-relative, every other field is the runtime's
     (what :func:`predict_stream` and :func:`stream_traffic` read)."""
-    from ...runtime import ProgramBuilder
-    stream = ProgramBuilder(program.config, name=program.name)
-    stream.include(program, {name: stream.slot(name, nbytes)
-                             for name, nbytes in program.slots.items()})
-    stream.finish()
-    return list(stream.build().insns)
+    from ...runtime.builder import finished_alone
+    return finished_alone(program)
 
 
 def program_prediction(program, cost: CostModel = RTL_COST) -> tuple:
