@@ -33,7 +33,13 @@ def _ints(seq, n, what, kind):
             return tuple(map(tuple, a.tolist()))
     except (TypeError, ValueError):
         pass
-    out = []
+    try:                                   # well-formed lists at C speed
+        out = tuple([tuple(map(int, item)) for item in seq])
+        if all(len(v) == n for v in out) and (not out or min(map(min, out)) >= 0):
+            return out
+    except (TypeError, ValueError):
+        pass
+    out = []                               # the first bad entry, for the message
     for k, item in enumerate(seq):
         try:
             values = tuple(int(v) for v in item)

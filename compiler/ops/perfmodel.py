@@ -203,6 +203,17 @@ def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
     pos = dict.fromkeys(queues, 0)
     spans = {m: [] for m in queues}
     gemm = alu = 0
+    # what an instruction's timing needs, once per Insn object (a stream repeats them)
+    facts: dict = {}
+
+    def facts_of(insn, m):
+        f = insn.fields
+        got = facts[id(insn)] = (
+            tuple(name for flag, name in pops[m] if f.get(flag)),
+            _duration(insn, bus, cost, elem), port and _read_beats(insn, bus, elem),
+            tuple(name for flag, name in pushes[m] if f.get(flag)),
+            insn.opcode == Opcode.FINISH)
+        return got
 
     def result(cycles):
         if not intervals:
@@ -215,36 +226,37 @@ def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
     while progress:
         progress = False
         for m, q in queues.items():
-            while pos[m] < len(q):
-                insn = q[pos[m]]
-                names = [name for flag, name in pops[m] if insn.fields.get(flag)]
+            k, now = pos[m], time[m]
+            while k < len(q):
+                insn = q[k]
+                names, (dur, g, a), beats, pushed, finish = (facts.get(id(insn))
+                                                             or facts_of(insn, m))
                 if not names:
-                    ready, start = {}, time[m]
+                    ready, start = {}, now
                 elif any(not tokens[n] for n in names):
                     break
                 else:
                     ready = {n: tokens[n].popleft() for n in names}
-                    start = max([time[m], *ready.values()])
-                dur, g, a = _duration(insn, bus, cost, elem)
-                beats = port and _read_beats(insn, bus, elem)
+                    start = max([now, *ready.values()])
                 if beats:
                     dur = max(dur, port.reserve(start + cost.dma_insn_cycles, beats) - start)
                 if intervals:
-                    if start > time[m]:
-                        late = "+".join(n for n, t in ready.items() if t > time[m])
-                        spans[m].append(UnitInterval(time[m], start, "wait", late))
+                    if start > now:
+                        late = "+".join(n for n, t in ready.items() if t > now)
+                        spans[m].append(UnitInterval(now, start, "wait", late))
                     spans[m].append(UnitInterval(start, start + dur, "busy",
                                                  Opcode(insn.opcode).name))
                 gemm, alu = gemm + g, alu + a
-                time[m] = start + dur
+                now = start + dur
                 busy[m] += dur
-                for flag, name in pushes[m]:
-                    if insn.fields.get(flag):
-                        tokens[name].append(time[m])
-                pos[m] += 1
+                for name in pushed:
+                    tokens[name].append(now)
+                k += 1
                 progress = True
-                if insn.opcode == Opcode.FINISH:
-                    return result(int(round(time[m])))
+                if finish:
+                    pos[m], time[m] = k, now
+                    return result(int(round(now)))
+            pos[m], time[m] = k, now
     stuck = {str(m): pos[m] for m in queues if pos[m] < len(queues[m])}
     if stuck:
         raise ValueError(f"predict_stream: the stream deadlocks (module -> position of the "
