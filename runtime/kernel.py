@@ -91,6 +91,7 @@ class UopKernel:
     alu_op: AluOp | None = None
     imm: int | None = None
     _hash: int = field(default=0, init=False, repr=False, compare=False)
+    _iterations: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "_hash", hash((self.mode, self.uops, self.loops, self.reset,
@@ -201,6 +202,11 @@ class UopKernel:
     def iterations(self) -> tuple[int, int, tuple, tuple]:
         """``(iter_out, iter_in, out_factors, in_factors)`` by the loop mapping of
         reference 4.4 (factors are ``(dst, src, wgt)``)."""
+        if self._iterations is None:        # a kernel is a value: mapped once
+            object.__setattr__(self, "_iterations", self._map_loops())
+        return self._iterations
+
+    def _map_loops(self) -> tuple:
         unit = (1, (0, 0, 0))
         loops = [(lp[0], lp[1:]) for lp in self.loops]
         if len(loops) == 0:
