@@ -61,6 +61,37 @@ def _use_imm(code, imm) -> bool:
     return imm is not None and (e is None or e.tensor_imm is None)
 
 
+#: Kernels :meth:`UopKernel.gemm` and :meth:`UopKernel.alu` built, by their arguments
+#: (an operator builds the same reset, epilogue and GEMM kernels for tile after tile);
+#: bounded, emptied when full.
+_MEMO_SIZE = 4096
+_made: dict = {}
+
+
+def _recall(cls, kind, uops, loops, *rest) -> tuple:
+    """``(key, kernel)``: the memo key of a builder's arguments (None when they are not
+    hashable, e.g. lists of lists: not remembered) and the kernel built for them, or
+    None. Equal keys build equal kernels (the builders convert each entry with int)."""
+    try:
+        key = (cls, kind, tuple(uops), tuple(loops), *rest)
+        return key, _made.get(key)
+    except TypeError:
+        return None, None
+
+
+def _remember(key, kernel):
+    if key is not None:
+        if len(_made) >= _MEMO_SIZE:
+            _made.clear()
+        _made[key] = kernel
+    return kernel
+
+
+def clear_kernel_memo() -> None:
+    """Forget the kernels the builders remember (what a never-seen model costs to build)."""
+    _made.clear()
+
+
 @dataclass(frozen=True, eq=True)
 class UopKernel:
     """A recorded micro-op kernel (build it with :meth:`gemm` or :meth:`alu`).
@@ -126,13 +157,16 @@ class UopKernel:
             kernels) a uop whose dst_idx equals one of the previous two uops'
             dst_idx in the kernel's iteration order.
         """
+        key, kernel = _recall(cls, "gemm", uops, loops, bool(reset), bool(check_hazard))
+        if kernel is not None:
+            return kernel
         uops = _ints(uops, 3, "uop", "GEMM")
         loops = _ints(loops, 4, "loop", "GEMM")
         kernel = cls("gemm", uops, loops, bool(reset))
         kernel._check_common()
         if check_hazard and not reset:
             kernel._check_hazard()
-        return kernel
+        return _remember(key, kernel)
 
     @classmethod
     def alu(cls, op, uops, loops=(), imm=None) -> "UopKernel":
@@ -163,6 +197,9 @@ class UopKernel:
             extension opcode is accepted here; :meth:`check_config` (which the
             builder runs) refuses it for a config without its extension.
         """
+        key, kernel = _recall(cls, "alu", uops, loops, op, imm)
+        if kernel is not None:
+            return kernel
         try:
             code = int(op)
         except (TypeError, ValueError):
@@ -181,7 +218,7 @@ class UopKernel:
         loops = tuple((e, d, s, 0) for e, d, s in _ints(loops, 3, "loop", "ALU"))
         kernel = cls("alu", uops, loops, False, op, imm)
         kernel._check_common()
-        return kernel
+        return _remember(key, kernel)
 
     # ----------------------------------------------------------------- queries
 

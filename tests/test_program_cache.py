@@ -316,3 +316,48 @@ def test_a_program_finished_alone_is_the_general_include_and_finish():
     # the fence sets a push flag on a program's last store: that one is encoded again
     p = next(_endings())
     assert finished_alone(p)[len(p) - 1].word != p.insns[-1].word
+
+
+def test_remembered_kernels_are_the_ones_the_builders_would_build(monkeypatch):
+    from vtakit.hw.isa import AluOp
+    from vtakit.runtime import KernelError, UopKernel
+    from vtakit.runtime import kernel as kernel_module
+
+    hazard = ((0, 0, 0), (1, 0, 0), (0, 1, 1))
+    calls = [lambda: UopKernel.gemm(((0, 1, 2), (3, 4, 5), (6, 7, 8)), ((2, 16, 0, 0),)),
+             lambda: UopKernel.gemm(((0, 1, 2), (3, 4, 5), (6, 7, 8)), ((2, 16, 0, 0),), True),
+             lambda: UopKernel.gemm(((0, 1, 2), (3, 4, 5), (6, 7, 9)), ((2, 16, 0, 0),)),
+             lambda: UopKernel.gemm(hazard, check_hazard=False),
+             lambda: UopKernel.gemm(hazard, reset=True),
+             lambda: UopKernel.alu(AluOp.ADD, ((0, 0), (1, 1)), ((4, 2, 2),), imm=3),
+             lambda: UopKernel.alu(AluOp.ADD, ((0, 0), (1, 1)), ((4, 2, 2),), imm=4),
+             lambda: UopKernel.alu(AluOp.MAX, ((0, 0), (1, 1)), ((4, 2, 2),), imm=3),
+             lambda: UopKernel.alu(AluOp.ADD, ((0, 0), (1, 1)), ((4, 2, 2),)),
+             lambda: UopKernel.alu(AluOp.SHR, [(0, 0)], [(4, 1, 1)], imm=2)]
+    kernel_module.clear_kernel_memo()
+    fresh = []
+    for make in calls:
+        kernel_module.clear_kernel_memo()
+        fresh.append(make())
+    kernel_module.clear_kernel_memo()
+    for _ in range(2):
+        for make, want in zip(calls, fresh):
+            got = make()
+            assert got == want and got.mode == want.mode and got.imm == want.imm
+            assert type(got.uops[0][0]) is int
+    assert len({k for k in fresh}) == len(fresh)            # all different
+    # a kernel remembered without the hazard check is still refused with it
+    with pytest.raises(KernelError, match="accumulate hazard"):
+        UopKernel.gemm(hazard)
+    # equal arguments of other types build the same value
+    assert UopKernel.gemm([[0, 1, 2], [3, 4, 5], [6, 7, 8]], [[2, 16, 0, 0]]) == fresh[0]
+    assert UopKernel.gemm(((np.int64(0), 1, 2), (3, 4.0, 5), (6, 7, 8)),
+                          ((2, 16, 0, 0),)) == fresh[0]
+    with pytest.raises(KernelError, match="entries must be >= 0"):
+        UopKernel.gemm(((0, -1, 2),))
+    clear_program_cache()
+    assert not kernel_module._made
+    monkeypatch.setattr(kernel_module, "_MEMO_SIZE", 3)
+    for make in calls:
+        make()
+    assert 0 < len(kernel_module._made) <= 3

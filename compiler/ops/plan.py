@@ -96,10 +96,13 @@ def plan_signature(plan) -> tuple | None:
 
 def clear_program_cache() -> None:
     """Forget the programs :meth:`OpPlan.program` shares across plans (and the loop
-    nests :func:`.loops.fold_loops` remembers): what a never-seen model costs to emit."""
+    nests :func:`.loops.fold_loops` and the micro-op kernels
+    :class:`~vtakit.runtime.UopKernel` remember): what a never-seen model costs to emit."""
+    from ...runtime.kernel import clear_kernel_memo
     from .loops import _fold_cached
     _programs.clear()
     _fold_cached.cache_clear()
+    clear_kernel_memo()
 
 
 class Operand:
