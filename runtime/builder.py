@@ -442,17 +442,18 @@ class ProgramBuilder:
         """The stream queued so far as encoded :class:`~vtakit.hw.isa.Insn` values, those
         of :meth:`build`'s Program (relocated ``dram_base`` fields slot-relative), without
         building the Program (what reading the stream needs, e.g. a cycle prediction)."""
-        insns, encoders, known = [], {}, {}
+        insns, encoders, known, sources = [], {}, {}, self._sources
         for p in self._queue.insns:
-            insn = self._sources.get(p)         # an included instruction, unchanged?
+            insn = sources.get(p) if sources else None  # an included instruction, unchanged?
             if insn is None or {**p.fields, "opcode": p.opcode} != insn.fields:
-                key = (p.opcode, *p.fields.items())
+                f = p.fields
+                key = (p.opcode, tuple(f), *f.values())
                 insn = known.get(key)           # a stream repeats instructions (a tile's
                 if insn is None:                # GEMMs): equal fields, one encoded Insn
                     encode = encoders.get(p.opcode)
                     if encode is None:
                         encode = encoders[p.opcode] = encoder(self.config, p.opcode)
-                    insn = known[key] = encode(p.fields)
+                    insn = known[key] = encode(f)
             insns.append(insn)
         return insns
 

@@ -89,25 +89,29 @@ def encoder(config: VTAConfig, opcode: Opcode):
     opcode = Opcode(opcode)
     fmt = isa_for(config).format(opcode)
     assert fmt.fields[0].name == "opcode"
-    table = tuple((f.name, f.offset, f.mask, f.min, f.max) for f in fmt.fields[1:])
-    names = frozenset(f.name for f in fmt.fields)
+    table = {f.name: (f.offset, f.mask, f.min, f.max) for f in fmt.fields[1:]}
+    order = tuple(f.name for f in fmt.fields)
+    names = frozenset(order)
     head = int(opcode) << fmt.fields[0].offset
+    assert all(lo <= 0 <= hi for _, _, lo, hi in table.values())   # zeros need no check
 
     def encode(fields: dict) -> Insn:
         if not fields.keys() <= names:
             isa_for(config).encode(opcode, **{k: v for k, v in fields.items() if k != "opcode"})
-        values = {"opcode": int(opcode)}
+        values = dict.fromkeys(order, 0)        # every field of the format, in its order
+        values["opcode"] = int(opcode)
         word = head
-        for name, offset, mask, lo, hi in table:
-            value = fields.get(name, 0)
-            if not lo <= value <= hi:
-                isa_for(config).encode(opcode, **{k: v for k, v in fields.items()
-                                                  if k != "opcode"})
-            if value:
+        for name, value in fields.items():
+            if value and name != "opcode":
+                offset, mask, lo, hi = table[name]
+                if not lo <= value <= hi:
+                    isa_for(config).encode(opcode, **{k: v for k, v in fields.items()
+                                                      if k != "opcode"})
                 value = values[name] = int(value)
                 word |= (value & mask) << offset
-            else:
-                values[name] = 0
+            elif value != 0:                    # None, ...: the ISA's error
+                isa_for(config).encode(opcode, **{k: v for k, v in fields.items()
+                                                  if k != "opcode"})
         return Insn(opcode, fmt, values, word)
     return encode
 
