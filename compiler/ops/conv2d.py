@@ -43,8 +43,6 @@ Grouped convolution (``groups > 1``), three mappings:
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from ...hw.errors import VtakitError
@@ -584,7 +582,8 @@ class Conv2dPlan(OpPlan):
                 for c0, c1, b0, b1 in cs:
                     ext = {"oh": r1 - r0, "ow": c1 - c0, "kh": a1 - a0, "kw": b1 - b0}
                     folds.append(fold_loops(
-                        [replace(d, extent=ext.get(d.name, d.extent)) for d in dims],
+                        [Dim(d.name, ext.get(d.name, d.extent), d.dst, d.src, d.wgt, d.reduce)
+                         for d in dims],
                         (base[0] + r0 * tw + c0,
                          base[1] + (r0 * sh + a0) * wi + c0 * sw + b0,
                          base[2] + (a0 * p.kw + b0) * kw_stride)))
