@@ -26,7 +26,7 @@ from .kernel import UopKernel
 from .program import UOPS, Program, ProgramFormatError, encoder
 from .uop_cache import UopCache
 
-__all__ = ["ProgramBuilder", "Slot"]
+__all__ = ["ProgramBuilder", "Slot", "finished_alone"]
 
 _FIELD16 = (1 << XFER_BITS) - 1
 #: Checked-and-encoded kernels remembered across resets (a bound, so a long session
@@ -140,17 +140,19 @@ class ProgramBuilder:
             raise InvalidArgumentError(f"load_2d: memory type {mem_type!r} cannot be loaded; use "
                                        "MemType.INP, MemType.WGT or MemType.ACC (micro-ops are "
                                        "loaded by push_gemm/push_alu)")
-        call = f"load_2d({mt.name})"
-        args = dict(sram_base=sram_base, elem_offset=elem_offset, x_size=x_size, y_size=y_size,
-                    x_stride=x_stride)
-        pads = dict(x_pad_before=x_pad_before, y_pad_before=y_pad_before,
-                    x_pad_after=x_pad_after, y_pad_after=y_pad_after)
-        _check_args(call, args, pads)
+        call = _LOAD_CALL[mt]
+        if not _plain(sram_base, elem_offset, x_size, y_size, x_stride, x_pad_before,
+                      y_pad_before, x_pad_after, y_pad_after):
+            _check_args(call, dict(sram_base=sram_base, elem_offset=elem_offset, x_size=x_size,
+                                   y_size=y_size, x_stride=x_stride),
+                        dict(x_pad_before=x_pad_before, y_pad_before=y_pad_before,
+                             x_pad_after=x_pad_after, y_pad_after=y_pad_after))
         slot = self._resolve_slot(slot, call)
         x_total = x_pad_before + x_size + x_pad_after
         y_total = y_pad_before + y_size + y_pad_after
-        self._check_sram(call, mt, sram_base, x_total * y_total,
-                         f"{x_total} x {y_total} elements with padding")
+        if sram_base + x_total * y_total > self.config.depth(mt):
+            self._check_sram(call, mt, sram_base, x_total * y_total,
+                             f"{x_total} x {y_total} elements with padding")
         dram_base = self._check_dram(call, mt, slot, elem_offset, x_size, y_size, x_stride)
         stage = dispatch_unit(Opcode.LOAD, mt)
         self._before_queue()
@@ -165,11 +167,13 @@ class ProgramBuilder:
         """Queue a 2-D store of OUT elements ``[sram_base, sram_base + x_size*y_size)``
         to DRAM rows ``x_stride`` elements apart (reference 3.7)."""
         call = "store_2d"
-        _check_args(call, dict(sram_base=sram_base, elem_offset=elem_offset, x_size=x_size,
-                               y_size=y_size, x_stride=x_stride), {})
+        if not _plain(sram_base, elem_offset, x_size, y_size, x_stride):
+            _check_args(call, dict(sram_base=sram_base, elem_offset=elem_offset, x_size=x_size,
+                                   y_size=y_size, x_stride=x_stride), {})
         slot = self._resolve_slot(slot, call)
-        self._check_sram(call, MemType.OUT, sram_base, x_size * y_size,
-                         f"{x_size} x {y_size} elements")
+        if sram_base + x_size * y_size > self.config.out_depth:
+            self._check_sram(call, MemType.OUT, sram_base, x_size * y_size,
+                             f"{x_size} x {y_size} elements")
         dram_base = self._check_dram(call, MemType.OUT, slot, elem_offset, x_size, y_size,
                                      x_stride)
         self._before_queue()
@@ -212,11 +216,11 @@ class ProgramBuilder:
         self._push_kernel(kernel, "alu")
 
     def _push_kernel(self, kernel, mode):
-        call = f"push_{mode}"
         if not isinstance(kernel, UopKernel):
-            raise InvalidArgumentError(f"{call}: expected a UopKernel, got {type(kernel).__name__}")
+            raise InvalidArgumentError(f"push_{mode}: expected a UopKernel, got "
+                                       f"{type(kernel).__name__}")
         if kernel.mode != mode:
-            raise KernelError(f"{call}: got a {kernel.kind} kernel; use "
+            raise KernelError(f"push_{mode}: got a {kernel.kind} kernel; use "
                               f"push_{kernel.mode} for it")
         words = self._words.get(kernel)
         if words is None:
@@ -236,16 +240,19 @@ class ProgramBuilder:
                                y_size=1, x_size=kernel.size, x_stride=kernel.size, y_pad_0=0,
                                y_pad_1=0, x_pad_0=0, x_pad_1=0)
         n_out, n_in, f_out, f_in = kernel.iterations()
-        fields = dict(reset_reg=int(kernel.reset), uop_bgn=start, uop_end=start + kernel.size,
-                      iter_out=n_out, iter_in=n_in, dst_factor_out=f_out[0],
-                      dst_factor_in=f_in[0], src_factor_out=f_out[1], src_factor_in=f_in[1])
         if mode == "gemm":
-            fields.update(wgt_factor_out=f_out[2], wgt_factor_in=f_in[2])
-            self._queue.create(Unit.COMPUTE, Opcode.GEMM, **fields)
+            self._queue.create(Unit.COMPUTE, Opcode.GEMM, reset_reg=int(kernel.reset),
+                               uop_bgn=start, uop_end=start + kernel.size, iter_out=n_out,
+                               iter_in=n_in, dst_factor_out=f_out[0], dst_factor_in=f_in[0],
+                               src_factor_out=f_out[1], src_factor_in=f_in[1],
+                               wgt_factor_out=f_out[2], wgt_factor_in=f_in[2])
         else:
-            fields.update(reset_reg=0, alu_opcode=int(kernel.alu_op),
-                          use_imm=int(kernel.use_imm), imm=kernel.imm or 0)
-            self._queue.create(Unit.COMPUTE, Opcode.ALU, **fields)
+            self._queue.create(Unit.COMPUTE, Opcode.ALU, reset_reg=0, uop_bgn=start,
+                               uop_end=start + kernel.size, iter_out=n_out, iter_in=n_in,
+                               dst_factor_out=f_out[0], dst_factor_in=f_in[0],
+                               src_factor_out=f_out[1], src_factor_in=f_in[1],
+                               alu_opcode=int(kernel.alu_op), use_imm=int(kernel.use_imm),
+                               imm=kernel.imm or 0)
 
     def staging_cost(self, kernel: UopKernel) -> int:
         """Uops that queueing ``kernel`` now would add to the staging (0 or its size)."""
@@ -415,18 +422,9 @@ class ProgramBuilder:
 
     def build(self) -> Program:
         """The stream queued so far as a :class:`Program` (the builder is unchanged)."""
-        insns, relocs, encoders, known = [], [], {}, {}
+        insns = self.instructions()
+        relocs = []
         for k, p in enumerate(self._queue.insns):
-            insn = self._sources.get(p)         # an included instruction, unchanged?
-            if insn is None or {**p.fields, "opcode": p.opcode} != insn.fields:
-                key = (p.opcode, *p.fields.items())
-                insn = known.get(key)           # a stream repeats instructions (a tile's
-                if insn is None:                # GEMMs): equal fields, one encoded Insn
-                    encode = encoders.get(p.opcode)
-                    if encode is None:
-                        encode = encoders[p.opcode] = encoder(self.config, p.opcode)
-                    insn = known[key] = encode(p.fields)
-            insns.append(insn)
             if p.uop_offset is not None:
                 relocs.append((k, UOPS))
             elif p in self._relocs:
@@ -439,6 +437,25 @@ class ProgramBuilder:
                            self.name)
         except ProgramFormatError as e:     # pragma: no cover - a builder bug
             raise StreamStateError(f"build: {e}") from None
+
+    def instructions(self) -> list:
+        """The stream queued so far as encoded :class:`~vtakit.hw.isa.Insn` values, those
+        of :meth:`build`'s Program (relocated ``dram_base`` fields slot-relative), without
+        building the Program (what reading the stream needs, e.g. a cycle prediction)."""
+        insns, encoders, known, sources = [], {}, {}, self._sources
+        for p in self._queue.insns:
+            insn = sources.get(p) if sources else None  # an included instruction, unchanged?
+            if insn is None or {**p.fields, "opcode": p.opcode} != insn.fields:
+                f = p.fields
+                key = (p.opcode, tuple(f), *f.values())
+                insn = known.get(key)           # a stream repeats instructions (a tile's
+                if insn is None:                # GEMMs): equal fields, one encoded Insn
+                    encode = encoders.get(p.opcode)
+                    if encode is None:
+                        encode = encoders[p.opcode] = encoder(self.config, p.opcode)
+                    insn = known[key] = encode(f)
+            insns.append(insn)
+        return insns
 
     def reset(self) -> None:
         """Discard the queued stream (slots stay declared; the uop SRAM is assumed empty)."""
@@ -456,6 +473,42 @@ class ProgramBuilder:
     def cache(self) -> UopCache:
         """The uop SRAM residency model (hits, misses, evictions counters)."""
         return self._cache
+
+
+def finished_alone(program: Program) -> list:
+    """The instructions of ``program`` included alone in a new stream and finished (the
+    fences and FINISH a runtime appends): ``include``, ``finish`` then
+    :meth:`ProgramBuilder.instructions`, slot-relative ``dram_base`` fields. Computed on
+    the program's last instruction only: a new stream has no pending pop for include to
+    merge into the program's instructions, and the fences of finish can only set a push
+    flag on the last instruction queued."""
+    if not program.insns:
+        stream = ProgramBuilder(program.config, name=program.name)
+        stream.include(program, {n: stream.slot(n, size) for n, size in program.slots.items()})
+        stream.finish()
+        return stream.instructions()
+    stream = ProgramBuilder(program.config, name=program.name)
+    last = program.insns[-1]
+    p = PendingInsn(last.opcode, {k: v for k, v in last.fields.items() if k != "opcode"})
+    stream._queue.insns.append(p)
+    stream._sources[p] = last
+    for stage, flag in program.pending_pops:      # as include leaves them
+        stream._queue.pending[Unit(stage)][flag] = 1
+    stream.finish()
+    return list(program.insns[:-1]) + stream.instructions()
+
+
+_LOAD_CALL = {mt: f"load_2d({mt.name})" for mt in MemType}
+
+
+def _plain(sram_base, elem_offset, x_size, y_size, x_stride, *pads) -> bool:
+    """The usual arguments of a load or store, quickly: Python ints that
+    :func:`_check_args` accepts (anything else goes through it, for the message)."""
+    return (type(sram_base) is int and type(elem_offset) is int and type(x_size) is int
+            and type(y_size) is int and type(x_stride) is int
+            and 0 <= sram_base <= _FIELD16 and elem_offset >= 0 and 1 <= x_size <= _FIELD16
+            and 1 <= y_size <= _FIELD16 and 0 <= x_stride <= _FIELD16
+            and all(type(v) is int and 0 <= v <= MAX_PAD for v in pads))
 
 
 def _check_args(call, args, pads):

@@ -76,8 +76,16 @@ def serial_stage_of(insn: PendingInsn) -> Unit:
     return dispatch_unit(insn.opcode, insn.fields.get("memory_type"))
 
 
+#: the legal dependency pairs (neighbouring stages), as check_pair returns them
+_PAIRS = {(a, b): (a, b) for a in PIPELINE for b in PIPELINE if abs(a - b) == 1}
+
+
 def check_pair(src, dst, call: str) -> tuple[Unit, Unit]:
     """Validate a dependency pair; returns it as Units."""
+    if type(src) is Unit and type(dst) is Unit:     # the usual call: one lookup
+        pair = _PAIRS.get((src, dst))
+        if pair is not None:
+            return pair
     try:
         a, b = Unit(src), Unit(dst)
         if a not in PIPELINE or b not in PIPELINE:

@@ -33,7 +33,13 @@ def _ints(seq, n, what, kind):
             return tuple(map(tuple, a.tolist()))
     except (TypeError, ValueError):
         pass
-    out = []
+    try:                                   # well-formed lists at C speed
+        out = tuple([tuple(map(int, item)) for item in seq])
+        if all(len(v) == n for v in out) and (not out or min(map(min, out)) >= 0):
+            return out
+    except (TypeError, ValueError):
+        pass
+    out = []                               # the first bad entry, for the message
     for k, item in enumerate(seq):
         try:
             values = tuple(int(v) for v in item)
@@ -53,6 +59,37 @@ def _use_imm(code, imm) -> bool:
     """``use_imm`` of an ALU kernel with this opcode and ``imm`` (see :class:`UopKernel`)."""
     e = alu_entry(code)
     return imm is not None and (e is None or e.tensor_imm is None)
+
+
+#: Kernels :meth:`UopKernel.gemm` and :meth:`UopKernel.alu` built, by their arguments
+#: (an operator builds the same reset, epilogue and GEMM kernels for tile after tile);
+#: bounded, emptied when full.
+_MEMO_SIZE = 4096
+_made: dict = {}
+
+
+def _recall(cls, kind, uops, loops, *rest) -> tuple:
+    """``(key, kernel)``: the memo key of a builder's arguments (None when they are not
+    hashable, e.g. lists of lists: not remembered) and the kernel built for them, or
+    None. Equal keys build equal kernels (the builders convert each entry with int)."""
+    try:
+        key = (cls, kind, tuple(uops), tuple(loops), *rest)
+        return key, _made.get(key)
+    except TypeError:
+        return None, None
+
+
+def _remember(key, kernel):
+    if key is not None:
+        if len(_made) >= _MEMO_SIZE:
+            _made.clear()
+        _made[key] = kernel
+    return kernel
+
+
+def clear_kernel_memo() -> None:
+    """Forget the kernels the builders remember (what a never-seen model costs to build)."""
+    _made.clear()
 
 
 @dataclass(frozen=True, eq=True)
@@ -85,6 +122,7 @@ class UopKernel:
     alu_op: AluOp | None = None
     imm: int | None = None
     _hash: int = field(default=0, init=False, repr=False, compare=False)
+    _iterations: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "_hash", hash((self.mode, self.uops, self.loops, self.reset,
@@ -119,13 +157,16 @@ class UopKernel:
             kernels) a uop whose dst_idx equals one of the previous two uops'
             dst_idx in the kernel's iteration order.
         """
+        key, kernel = _recall(cls, "gemm", uops, loops, bool(reset), bool(check_hazard))
+        if kernel is not None:
+            return kernel
         uops = _ints(uops, 3, "uop", "GEMM")
         loops = _ints(loops, 4, "loop", "GEMM")
         kernel = cls("gemm", uops, loops, bool(reset))
         kernel._check_common()
         if check_hazard and not reset:
             kernel._check_hazard()
-        return kernel
+        return _remember(key, kernel)
 
     @classmethod
     def alu(cls, op, uops, loops=(), imm=None) -> "UopKernel":
@@ -156,6 +197,9 @@ class UopKernel:
             extension opcode is accepted here; :meth:`check_config` (which the
             builder runs) refuses it for a config without its extension.
         """
+        key, kernel = _recall(cls, "alu", uops, loops, op, imm)
+        if kernel is not None:
+            return kernel
         try:
             code = int(op)
         except (TypeError, ValueError):
@@ -174,7 +218,7 @@ class UopKernel:
         loops = tuple((e, d, s, 0) for e, d, s in _ints(loops, 3, "loop", "ALU"))
         kernel = cls("alu", uops, loops, False, op, imm)
         kernel._check_common()
-        return kernel
+        return _remember(key, kernel)
 
     # ----------------------------------------------------------------- queries
 
@@ -195,6 +239,11 @@ class UopKernel:
     def iterations(self) -> tuple[int, int, tuple, tuple]:
         """``(iter_out, iter_in, out_factors, in_factors)`` by the loop mapping of
         reference 4.4 (factors are ``(dst, src, wgt)``)."""
+        if self._iterations is None:        # a kernel is a value: mapped once
+            object.__setattr__(self, "_iterations", self._map_loops())
+        return self._iterations
+
+    def _map_loops(self) -> tuple:
         unit = (1, (0, 0, 0))
         loops = [(lp[0], lp[1:]) for lp in self.loops]
         if len(loops) == 0:
@@ -234,7 +283,10 @@ class UopKernel:
         dst = [u[0] for u in self.uops]
         n = len(dst)
         total = n_out * n_in * n
-        for q in sorted({q for q in (0, 1, 2, n_in - 2, n_in - 1) if 0 <= q < n_in}):
+        qs = sorted({q for q in (0, 1, 2, n_in - 2, n_in - 1) if 0 <= q < n_in})
+        if total and not self._hazard_at(dst, qs, n_in, f_out, f_in, total):
+            return
+        for q in qs:        # a hazard: the first one in iteration order, for the message
             for k in range(n):
                 t = q * n + k
                 a = dst[k] + q * f_in[0]
@@ -252,6 +304,31 @@ class UopKernel:
                             f"{'s' if dist > 1 else ''} earlier; consecutive GEMM uops must "
                             "write different accumulators (reference 3.4): reorder the uops or "
                             "loops, or pass check_hazard=False")
+
+    @staticmethod
+    def _hazard_at(dst, qs, n_in, f_out, f_in, total) -> bool:
+        """Whether :meth:`_check_hazard` finds a hazard, quickly: a pair inside one pass
+        over the uops is at the same (p, q), so it is a hazard for every q exactly when
+        the uops' own dst indices repeat at distance 1 or 2; only the pairs that cross
+        into the next inner iteration (from the last two uops) depend on q."""
+        n = len(dst)
+        if any(a == b for a, b in zip(dst, dst[1:])) or \
+                any(a == b for a, b in zip(dst, dst[2:])):
+            return True
+        for q in qs:
+            for k in range(max(0, n - 2), n):
+                a = dst[k] + q * f_in[0]
+                for dist in (1, 2):
+                    t2 = q * n + k + dist
+                    if k + dist < n:
+                        continue                # inside the pass: checked above
+                    if t2 >= total:
+                        break
+                    p2, rest = divmod(t2, n_in * n)
+                    q2, k2 = divmod(rest, n)
+                    if dst[k2] + p2 * f_out[0] + q2 * f_in[0] == a:
+                        return True
+        return False
 
     def check_config(self, config: VTAConfig) -> np.ndarray:
         """Check the kernel against a config and return its encoded uop words (uint32).

@@ -89,25 +89,29 @@ def encoder(config: VTAConfig, opcode: Opcode):
     opcode = Opcode(opcode)
     fmt = isa_for(config).format(opcode)
     assert fmt.fields[0].name == "opcode"
-    table = tuple((f.name, f.offset, f.mask, f.min, f.max) for f in fmt.fields[1:])
-    names = frozenset(f.name for f in fmt.fields)
+    table = {f.name: (f.offset, f.mask, f.min, f.max) for f in fmt.fields[1:]}
+    order = tuple(f.name for f in fmt.fields)
+    names = frozenset(order)
     head = int(opcode) << fmt.fields[0].offset
+    assert all(lo <= 0 <= hi for _, _, lo, hi in table.values())   # zeros need no check
 
     def encode(fields: dict) -> Insn:
         if not fields.keys() <= names:
             isa_for(config).encode(opcode, **{k: v for k, v in fields.items() if k != "opcode"})
-        values = {"opcode": int(opcode)}
+        values = dict.fromkeys(order, 0)        # every field of the format, in its order
+        values["opcode"] = int(opcode)
         word = head
-        for name, offset, mask, lo, hi in table:
-            value = fields.get(name, 0)
-            if not lo <= value <= hi:
-                isa_for(config).encode(opcode, **{k: v for k, v in fields.items()
-                                                  if k != "opcode"})
-            if value:
+        for name, value in fields.items():
+            if value and name != "opcode":
+                offset, mask, lo, hi = table[name]
+                if not lo <= value <= hi:
+                    isa_for(config).encode(opcode, **{k: v for k, v in fields.items()
+                                                      if k != "opcode"})
                 value = values[name] = int(value)
                 word |= (value & mask) << offset
-            else:
-                values[name] = 0
+            elif value != 0:                    # None, ...: the ISA's error
+                isa_for(config).encode(opcode, **{k: v for k, v in fields.items()
+                                                  if k != "opcode"})
         return Insn(opcode, fmt, values, word)
     return encode
 
@@ -160,7 +164,7 @@ class Program:
     """
 
     __slots__ = ("config", "name", "insns", "uops", "slots", "relocations", "pending_pops",
-                 "__weakref__")
+                 "memo", "__weakref__")
 
     def __init__(self, config: VTAConfig, insns, uops=(), slots=None, relocations=(),
                  pending_pops=(), name: str = ""):
@@ -171,8 +175,14 @@ class Program:
         uops.flags.writeable = False
         self.uops = uops
         self.slots = MappingProxyType(dict(slots or {}))
-        self.relocations = tuple(sorted(Relocation(int(r[0]), str(r[1])) for r in relocations))
+        # sorted as (insn, slot) pairs, the order of Relocation, at tuple speed
+        self.relocations = tuple(Relocation(i, n) for i, n in sorted(
+            (int(r[0]), str(r[1])) for r in relocations))
         self.pending_pops = tuple(sorted((int(s), str(f)) for s, f in pending_pops))
+        #: values derived from this (immutable) program, kept with it by whoever computes
+        #: them (e.g. :func:`vtakit.compiler.ops.perfmodel.program_prediction`); not part
+        #: of the program (equality, bytes)
+        self.memo = {}
         self._validate()
 
     def _validate(self):

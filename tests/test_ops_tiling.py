@@ -110,6 +110,42 @@ def test_search_tiles_fit_and_rank(preset, shape):
         assert est.cycles >= p.gemm_uops          # never better than one GEMM uop per cycle
 
 
+@pytest.mark.parametrize("kw", [
+    dict(nb=3, ib=5, h=11, w=9, ob=7, kh=3, stride=2, pad=1, bias=True, alu_imm=3),
+    dict(nb=2, ib=3, h=13, w=6, ob=5, kh=3, stride=1, pad=1, int32_out=True, bias=True,
+         acc_rows=2, border_cases=2, border_vectors=17, result_bytes=2),
+    dict(nb=1, ib=7, h=20, w=17, ob=9, kh=1, stride=1, pad=0, residual=True, alu_imm=2),
+    dict(nb=2, ib=1, h=15, w=15, ob=6, kh=3, stride=2, pad=1, diag=True, residual_gemm=True,
+         min_init=True, bias=True),
+    dict(nb=4, ib=2, h=9, w=9, ob=3, kh=3, stride=1, pad=0, shared_wgt=True, int32_out=True),
+])
+@pytest.mark.parametrize("preset", ["default", "tiny"])
+def test_vectorized_estimates_are_each_lanes_own(kw, preset):
+    """The tile search computes each class of tiles (full or remainder along each axis)
+    on the lanes that have it only: every lane's figures must still be those of the
+    lane estimated alone, bit for bit."""
+    from vtakit.compiler.ops.tiling import CostModel, RTL_COST, _estimates, _fitting, estimate
+    cfg = CONFIGS[preset]
+    kw = dict(kw)
+    p = ConvProblem(kw.pop("nb"), kw.pop("ib"), kw.pop("h"), kw.pop("w"), kw.pop("ob"),
+                    kw["kh"], kw.pop("kh"), (kw["stride"],) * 2, kw.pop("pad"),
+                    **{k: v for k, v in kw.items() if k != "stride"})
+    lanes = _fitting(p, cfg, (2, 1), ("co_outer", "sp_outer"))
+    n = len(lanes["tn"])
+    assert n > 20
+    pick = np.random.default_rng(0).choice(n, min(n, 60), replace=False)
+    for cost in (CostModel(), RTL_COST):
+        est = _estimates(p, lanes, cfg, cost)
+        for i in pick:
+            t = ConvTiling(*(int(lanes[k][i]) for k in ("tn", "tco", "th", "tw", "tci")),
+                           "co_outer" if lanes["co_outer"][i] else "sp_outer",
+                           int(lanes["nthreads"][i]))
+            alone = estimate(p, t, cfg, cost)
+            assert tuple(v[i].item() for v in est) == (
+                alone.cycles, alone.compute, alone.load, alone.store, alone.read_bytes,
+                alone.write_bytes, alone.tiles, alone.groups), t
+
+
 def test_search_prefers_double_buffering_and_reuse():
     cfg = CONFIGS["default"]
     p = ConvProblem(1, 4, 56, 56, 4, 3, 3, (1, 1), 1, bias=True, alu_imm=3)

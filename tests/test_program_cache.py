@@ -196,3 +196,168 @@ def test_config_tables_by_memory_type():
             assert cfg.depth(mt) == getattr(cfg, f"{name}_depth")
         with pytest.raises(KeyError):
             cfg.elem_bytes(5)
+
+
+# ------------------------------------------------- predictions kept with a program
+
+def test_program_stream_is_the_stream_the_runtime_binds():
+    """The model engine predicts each kernel on program_stream (no device): it must be
+    the runtime's stream of the program bound alone, field for field but the DRAM
+    addresses (which the event model does not read)."""
+    from vtakit.compiler.ops.perfmodel import predict_stream, program_stream
+
+    rt = Runtime(open_device("behavioral", DEFAULT))
+    strip = lambda insns: [(i.opcode, {k: v for k, v in i.fields.items() if k != "dram_base"})
+                           for i in insns]
+    for plan in variants():
+        if plan.config != DEFAULT:
+            continue
+        program = plan.program()
+        bufs = {name: rt.alloc(size) for name, size in program.slots.items()}
+        rt.bind(program, bufs)
+        rt.finalize()
+        bound = rt.instructions
+        rt.reset()
+        for b in bufs.values():
+            rt.free(b)
+        mine = program_stream(program)
+        assert strip(mine) == strip(bound), plan.name
+        assert mine[-1].opcode.name == "FINISH"
+        assert predict_stream(mine, DEFAULT) == predict_stream(bound, DEFAULT)
+
+
+def test_program_prediction_is_kept_per_program_and_cost_model():
+    from dataclasses import replace
+
+    from vtakit.compiler.ops.perfmodel import (predict_stream, program_prediction,
+                                               program_stream, stream_traffic)
+    from vtakit.compiler.ops.tiling import RTL_COST
+
+    clear_program_cache()
+    plans = [plan_conv2d(DEFAULT, X, W, 2, 1, bias=True, shift=9, relu=True),
+             plan_pool2d(DEFAULT, (1, 16, 9, 9), "max", 3, 2, 1)]
+    slow = replace(RTL_COST, insn_cycles=40)
+    for plan in plans:
+        program = plan.program()
+        insns = program_stream(program)
+        for cost in (RTL_COST, slow, RTL_COST):
+            pred, traffic = program_prediction(program, cost)
+            assert pred == predict_stream(insns, DEFAULT, cost)
+            assert traffic == stream_traffic(insns, DEFAULT)
+            traffic["inp_load_nbytes"] = -1          # the caller's copy
+        assert program_prediction(program, slow)[0].cycles > \
+            program_prediction(program, RTL_COST)[0].cycles
+        info = plan.inspect()
+        assert info["predicted_cycles"] == predict_stream(insns, DEFAULT).cycles
+        assert info["instructions"] == len(insns)
+        # an equal program emitted afresh is predicted afresh, to the same figures
+        fresh = plan.emit_program()
+        assert fresh is not program and not fresh.memo
+        assert program_prediction(fresh)[0] == program_prediction(program)[0]
+    # two different programs never share a prediction
+    a, b = (program_prediction(p.program())[0] for p in plans)
+    assert a.cycles != b.cycles
+
+
+def _endings():
+    """Small programs ending every way a stream's fences treat differently: a store
+    (whose push the fence sets), a load, a compute instruction, pops pending on each
+    stage, a flag the fence would set already set, no instruction at all."""
+    from vtakit.hw.isa import AluOp
+    from vtakit.runtime import UopKernel
+    k = UopKernel.alu(AluOp.ADD, [(0, 0)], [(16, 1, 1)], imm=3)
+
+    def load(b, s):
+        b.load_2d(MemType.ACC, 0, s, 0, 16, 1, 16)
+
+    def alu(b, s):
+        b.push_alu(k)
+
+    def store(b, s):
+        b.dep_push(Unit.COMPUTE, Unit.STORE)
+        b.dep_pop(Unit.COMPUTE, Unit.STORE)
+        b.store_2d(0, s, 0, 16, 1, 16)
+
+    def inp(b, s):
+        b.load_2d(MemType.INP, 0, s, 0, 16, 1, 16)
+
+    def pushed(b, s):           # the store already pushes to compute
+        store(b, s)
+        b.dep_push(Unit.STORE, Unit.COMPUTE)
+
+    def pops(*pairs):
+        return lambda b, s: [b.dep_pop(a, c) for a, c in pairs]
+
+    for parts in ([load, alu, store], [load, alu], [inp], [load, alu, store, pushed],
+                  [load, pops((Unit.STORE, Unit.COMPUTE), (Unit.LOAD, Unit.COMPUTE))],
+                  [load, alu, store, pops((Unit.COMPUTE, Unit.STORE))],
+                  [inp, pops((Unit.COMPUTE, Unit.LOAD))], [pops((Unit.STORE, Unit.COMPUTE))],
+                  []):
+        b = ProgramBuilder(DEFAULT, name="t")
+        s = b.slot("s", 4096)
+        for part in parts:
+            part(b, s)
+        yield b.build()
+
+
+def test_a_program_finished_alone_is_the_general_include_and_finish():
+    from vtakit.runtime.builder import finished_alone
+
+    programs = list(_endings()) + [p.program() for p in variants()]
+    for program in programs:
+        b = ProgramBuilder(program.config, name=program.name)
+        b.include(program, {n: b.slot(n, size) for n, size in program.slots.items()})
+        b.finish()
+        general = b.instructions()
+        mine = finished_alone(program)
+        assert [i.word for i in mine] == [i.word for i in general], program
+        assert [i.fields for i in mine] == [i.fields for i in general]
+        assert [i.word for i in general] == [i.word for i in b.build().insns]
+    # the fence sets a push flag on a program's last store: that one is encoded again
+    p = next(_endings())
+    assert finished_alone(p)[len(p) - 1].word != p.insns[-1].word
+
+
+def test_remembered_kernels_are_the_ones_the_builders_would_build(monkeypatch):
+    from vtakit.hw.isa import AluOp
+    from vtakit.runtime import KernelError, UopKernel
+    from vtakit.runtime import kernel as kernel_module
+
+    hazard = ((0, 0, 0), (1, 0, 0), (0, 1, 1))
+    calls = [lambda: UopKernel.gemm(((0, 1, 2), (3, 4, 5), (6, 7, 8)), ((2, 16, 0, 0),)),
+             lambda: UopKernel.gemm(((0, 1, 2), (3, 4, 5), (6, 7, 8)), ((2, 16, 0, 0),), True),
+             lambda: UopKernel.gemm(((0, 1, 2), (3, 4, 5), (6, 7, 9)), ((2, 16, 0, 0),)),
+             lambda: UopKernel.gemm(hazard, check_hazard=False),
+             lambda: UopKernel.gemm(hazard, reset=True),
+             lambda: UopKernel.alu(AluOp.ADD, ((0, 0), (1, 1)), ((4, 2, 2),), imm=3),
+             lambda: UopKernel.alu(AluOp.ADD, ((0, 0), (1, 1)), ((4, 2, 2),), imm=4),
+             lambda: UopKernel.alu(AluOp.MAX, ((0, 0), (1, 1)), ((4, 2, 2),), imm=3),
+             lambda: UopKernel.alu(AluOp.ADD, ((0, 0), (1, 1)), ((4, 2, 2),)),
+             lambda: UopKernel.alu(AluOp.SHR, [(0, 0)], [(4, 1, 1)], imm=2)]
+    kernel_module.clear_kernel_memo()
+    fresh = []
+    for make in calls:
+        kernel_module.clear_kernel_memo()
+        fresh.append(make())
+    kernel_module.clear_kernel_memo()
+    for _ in range(2):
+        for make, want in zip(calls, fresh):
+            got = make()
+            assert got == want and got.mode == want.mode and got.imm == want.imm
+            assert type(got.uops[0][0]) is int
+    assert len({k for k in fresh}) == len(fresh)            # all different
+    # a kernel remembered without the hazard check is still refused with it
+    with pytest.raises(KernelError, match="accumulate hazard"):
+        UopKernel.gemm(hazard)
+    # equal arguments of other types build the same value
+    assert UopKernel.gemm([[0, 1, 2], [3, 4, 5], [6, 7, 8]], [[2, 16, 0, 0]]) == fresh[0]
+    assert UopKernel.gemm(((np.int64(0), 1, 2), (3, 4.0, 5), (6, 7, 8)),
+                          ((2, 16, 0, 0),)) == fresh[0]
+    with pytest.raises(KernelError, match="entries must be >= 0"):
+        UopKernel.gemm(((0, -1, 2),))
+    clear_program_cache()
+    assert not kernel_module._made
+    monkeypatch.setattr(kernel_module, "_MEMO_SIZE", 3)
+    for make in calls:
+        make()
+    assert 0 < len(kernel_module._made) <= 3

@@ -248,6 +248,31 @@ def test_kernels_are_values():
     assert UopKernel.alu(AluOp.ADD, [(0, 0)], imm=1) != UopKernel.alu(AluOp.ADD, [(0, 0)], imm=2)
 
 
+def test_hazard_check_agrees_with_the_rule_on_every_iteration():
+    """UopKernel.gemm's hazard check (a quick test, then the ordered search for the
+    message) refuses exactly the kernels that write an accumulator one of the two uops
+    before wrote, found by walking every iteration of the kernel."""
+    rng = np.random.default_rng(7)
+    for _ in range(3000):
+        n = int(rng.integers(1, 6))
+        uops = [(int(rng.integers(0, 6)), 0, 0) for _ in range(n)]
+        loops = [(int(rng.integers(1, 5)), int(rng.integers(0, 4)), 0, 0)
+                 for _ in range(int(rng.integers(0, 3)))]
+        seq = [d for d, _, _ in uops]
+        order = [0]
+        for ext, f, _, _ in loops:
+            order = [o + i * f for o in order for i in range(ext)]
+        writes = [o + d for o in order for d in seq]
+        hazard = any(writes[t] in writes[max(0, t - 2):t] for t in range(len(writes)))
+        try:
+            UopKernel.gemm(uops, loops)
+            refused = False
+        except KernelError as e:
+            assert str(e).startswith("GEMM kernel: accumulate hazard")
+            refused = True
+        assert refused == hazard, (uops, loops)
+
+
 @pytest.mark.parametrize("build, message", [
     (lambda: UopKernel.gemm([(0, 0, 0)], [(2, 1, 0, 0)] * 3),
      r"^GEMM kernel: 3 loops; at most 2 are allowed"),

@@ -5,10 +5,11 @@
 point's engine:
 
 ``model``
-    no simulation: every VTA layer's kernel is bound by a :class:`~vtakit.Runtime`
-    exactly as the VM binds it (its stream: fences, micro-op load, FINISH) and its
-    cycles predicted by the event model (:func:`~vtakit.compiler.ops.perfmodel.predict_stream`);
-    no output, so no accuracy check.
+    no simulation: every VTA layer's kernel is the stream a :class:`~vtakit.Runtime`
+    builds when the VM binds it (fences, micro-op load, FINISH; built without a device,
+    :func:`~vtakit.compiler.ops.perfmodel.program_stream`) and its cycles predicted
+    by the event model (:func:`~vtakit.compiler.ops.perfmodel.predict_stream`); no
+    output, so no accuracy check.
 ``behavioral``
     the VM on the behavioral model; cycles are the event model's on the streams that ran.
 ``verilator`` / ``cxxrtl``
@@ -125,25 +126,15 @@ def load_model_input(model_path: str, calibrate: str | None):
     return mod, x, ref
 
 
-def _kernel_streams(exe) -> dict:
-    """Kernel name -> the decoded stream the runtime builds for it (bound to fresh
-    buffers on a behavioral device: fences, micro-op load and FINISH included)."""
-    from ..runtime.device import open_device
-    from ..runtime.driver import Runtime
+def _kernel_costs(exe) -> dict:
+    """Kernel name -> (predicted cycles, DRAM bytes) of the stream the runtime builds for
+    it bound alone (fences, micro-op load and FINISH included; :func:`~vtakit.compiler.ops.
+    perfmodel.program_stream`, no device), each predicted once per Program."""
+    from ..compiler.ops.perfmodel import program_prediction
     out = {}
-    with open_device("behavioral", exe.config) as dev:
-        rt = Runtime(dev)
-        for name, _ in exe.kernels:
-            prog = exe.program(name)
-            bufs = {slot: rt.alloc(max(1, size)) for slot, size in prog.slots.items()}
-            try:
-                rt.bind(prog, bufs)
-                rt.finalize()
-                out[name] = rt.instructions
-            finally:
-                rt.reset()
-                for b in bufs.values():
-                    rt.free(b)
+    for name, _ in exe.kernels:
+        prediction, traffic = program_prediction(exe.program(name))
+        out[name] = (prediction.cycles, sum(traffic.values()))
     return out
 
 
@@ -167,11 +158,8 @@ def _calls(exe):
 def predict_layers(exe) -> list[dict]:
     """The model engine: one dict per layer call (``layer``, ``where``, ``cycles`` = the
     event model's, ``macs``, ``dram_bytes``), without running anything."""
-    from ..compiler.ops.perfmodel import predict_stream, stream_traffic
     from .profile import layer_info
-    streams = _kernel_streams(exe)
-    cost = {name: (predict_stream(s, exe.config).cycles,
-                   sum(stream_traffic(s, exe.config).values())) for name, s in streams.items()}
+    cost = _kernel_costs(exe)
     macs = {name: m for name, (m, _) in layer_info(exe, roofline=False).items()}
     rows = []
     for k, p in enumerate(_calls(exe)):

@@ -43,8 +43,6 @@ Grouped convolution (``groups > 1``), three mappings:
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from ...hw.errors import VtakitError
@@ -562,12 +560,13 @@ class Conv2dPlan(OpPlan):
         cols = _tap_segments(tw, sw, p.kw, *xdata)
         rects = self._rect_kernels(base, dims, rows, cols, th, tw, wi, kw_stride)
         if len(rects) > 1 and th >= p.oh and tw >= p.ow and not p.int32_out:
-            listed = self._listed_kernel(base, dims, rows, cols, tw, wi, kw_stride)
-            # worth it when the instructions it saves over the groups that use it cost
-            # more than loading its extra micro-ops (once per buffer slot)
-            if listed is not None and (
-                    (listed.size - sum(k.size for k in rects)) * cfg.uop_elem_bytes
-                    / cfg.bus_bytes < (len(rects) - 1) * RTL_COST.insn_cycles * uses):
+            def worth(size):
+                """The instructions a list of ``size`` micro-ops saves over the groups
+                that use it cost more than loading its extra micro-ops (once per slot)."""
+                return ((size - sum(k.size for k in rects)) * cfg.uop_elem_bytes
+                        / cfg.bus_bytes < (len(rects) - 1) * RTL_COST.insn_cycles * uses)
+            listed = self._listed_kernel(base, dims, rows, cols, tw, wi, kw_stride, worth)
+            if listed is not None:
                 return (listed,)
         return rects
 
@@ -583,7 +582,8 @@ class Conv2dPlan(OpPlan):
                 for c0, c1, b0, b1 in cs:
                     ext = {"oh": r1 - r0, "ow": c1 - c0, "kh": a1 - a0, "kw": b1 - b0}
                     folds.append(fold_loops(
-                        [replace(d, extent=ext.get(d.name, d.extent)) for d in dims],
+                        [Dim(d.name, ext.get(d.name, d.extent), d.dst, d.src, d.wgt, d.reduce)
+                         for d in dims],
                         (base[0] + r0 * tw + c0,
                          base[1] + (r0 * sh + a0) * wi + c0 * sw + b0,
                          base[2] + (a0 * p.kw + b0) * kw_stride)))
@@ -596,7 +596,7 @@ class Conv2dPlan(OpPlan):
         return tuple(UopKernel.gemm(f.uops, f.loops, check_hazard=f.hazard_free)
                      for f in folds)
 
-    def _listed_kernel(self, base, dims, rows, cols, tw, wi, kw_stride):
+    def _listed_kernel(self, base, dims, rows, cols, tw, wi, kw_stride, worth=None):
         """One GEMM kernel for a tile that is the whole image (a deep layer's small
         feature map, where one kernel per rectangle of equal taps would be up to nine
         instructions per group): the (output, tap) pairs inside the data listed as
@@ -605,7 +605,8 @@ class Conv2dPlan(OpPlan):
         dimension would need enumerating, or it breaks the accumulate-hazard rule. Int8
         results only: an int32 result's five acc slots each load their own kernel, and
         the list (every output pixel one micro-op) loads many more micro-ops than the
-        rectangles' folded loops (measured: image_classification 1% slower)."""
+        rectangles' folded loops (measured: image_classification 1% slower). Also None
+        when ``worth(micro-ops)`` says the list does not pay (checked before it is built)."""
         p, t, cfg = self.problem, self.tiling, self.config
         sh, sw = p.stride
         pairs = []
@@ -617,7 +618,7 @@ class Conv2dPlan(OpPlan):
                            base[2] + (a * p.kw + b) * kw_stride) for r in rs for c in cs]
         loops = [d for d in dims if d.name not in ("oh", "ow", "kh", "kw") and d.extent > 1]
         budget = uop_budget(cfg, t.nthreads, acc_slots(p.int32_out, t.nthreads))
-        if len(loops) > 2 or len(pairs) > budget:
+        if len(loops) > 2 or len(pairs) > budget or (worth and not worth(len(pairs))):
             return None
         try:
             return UopKernel.gemm(pairs, [(d.extent, d.dst, d.src, d.wgt) for d in loops])

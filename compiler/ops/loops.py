@@ -133,8 +133,8 @@ def fold_loops(dims, base=(0, 0, 0)) -> Folded:
         order is hazard-free, e.g. a single output accumulator, the fewest overall).
     """
     dims, base = tuple(dims), tuple(base)
-    if all(type(v) is int for d in dims for v in (d.extent, *d.strides)) and \
-            all(type(b) is int for b in base):
+    if all(type(d.extent) is int and type(d.dst) is int and type(d.src) is int
+           and type(d.wgt) is int for d in dims) and all(type(b) is int for b in base):
         return _fold_cached(dims, base)     # an operator folds the same nests many times
     return _fold(dims, base)
 

@@ -22,7 +22,7 @@ from ...hw.spec import DEP_QUEUES, INSN_BYTES, PIPELINE, TOKEN_QUEUES, dispatch_
 from .tiling import RTL_COST, CostModel
 
 __all__ = ["StreamPrediction", "UnitInterval", "predict_stream", "stream_traffic",
-           "fetch_cycles"]
+           "fetch_cycles", "program_stream", "program_prediction"]
 
 
 @dataclass(frozen=True)
@@ -203,6 +203,17 @@ def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
     pos = dict.fromkeys(queues, 0)
     spans = {m: [] for m in queues}
     gemm = alu = 0
+    # what an instruction's timing needs, once per Insn object (a stream repeats them)
+    facts: dict = {}
+
+    def facts_of(insn, m):
+        f = insn.fields
+        got = facts[id(insn)] = (
+            tuple(name for flag, name in pops[m] if f.get(flag)),
+            _duration(insn, bus, cost, elem), port and _read_beats(insn, bus, elem),
+            tuple(name for flag, name in pushes[m] if f.get(flag)),
+            insn.opcode == Opcode.FINISH)
+        return got
 
     def result(cycles):
         if not intervals:
@@ -215,41 +226,76 @@ def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
     while progress:
         progress = False
         for m, q in queues.items():
-            while pos[m] < len(q):
-                insn = q[pos[m]]
-                names = [name for flag, name in pops[m] if insn.fields.get(flag)]
+            k, now = pos[m], time[m]
+            while k < len(q):
+                insn = q[k]
+                names, (dur, g, a), beats, pushed, finish = (facts.get(id(insn))
+                                                             or facts_of(insn, m))
                 if not names:
-                    ready, start = {}, time[m]
+                    ready, start = {}, now
                 elif any(not tokens[n] for n in names):
                     break
                 else:
                     ready = {n: tokens[n].popleft() for n in names}
-                    start = max([time[m], *ready.values()])
-                dur, g, a = _duration(insn, bus, cost, elem)
-                beats = port and _read_beats(insn, bus, elem)
+                    start = max([now, *ready.values()])
                 if beats:
                     dur = max(dur, port.reserve(start + cost.dma_insn_cycles, beats) - start)
                 if intervals:
-                    if start > time[m]:
-                        late = "+".join(n for n, t in ready.items() if t > time[m])
-                        spans[m].append(UnitInterval(time[m], start, "wait", late))
+                    if start > now:
+                        late = "+".join(n for n, t in ready.items() if t > now)
+                        spans[m].append(UnitInterval(now, start, "wait", late))
                     spans[m].append(UnitInterval(start, start + dur, "busy",
                                                  Opcode(insn.opcode).name))
                 gemm, alu = gemm + g, alu + a
-                time[m] = start + dur
+                now = start + dur
                 busy[m] += dur
-                for flag, name in pushes[m]:
-                    if insn.fields.get(flag):
-                        tokens[name].append(time[m])
-                pos[m] += 1
+                for name in pushed:
+                    tokens[name].append(now)
+                k += 1
                 progress = True
-                if insn.opcode == Opcode.FINISH:
-                    return result(int(round(time[m])))
+                if finish:
+                    pos[m], time[m] = k, now
+                    return result(int(round(now)))
+            pos[m], time[m] = k, now
     stuck = {str(m): pos[m] for m in queues if pos[m] < len(queues[m])}
     if stuck:
         raise ValueError(f"predict_stream: the stream deadlocks (module -> position of the "
                          f"instruction that waits for a token): {stuck}")
     return result(int(round(max(time.values()))))
+
+
+def program_stream(program) -> list:
+    """The instructions a :class:`~vtakit.runtime.Runtime` runs for ``program`` bound
+    alone (``rt.bind`` then ``rt.finalize``: the program, the fences and FINISH), without
+    a device: ``dram_base`` fields stay slot-relative, every other field is the runtime's
+    (what :func:`predict_stream` and :func:`stream_traffic` read)."""
+    from ...runtime.builder import finished_alone
+    return finished_alone(program)
+
+
+def program_prediction(program, cost: CostModel = RTL_COST) -> tuple:
+    """``(StreamPrediction, stream_traffic dict)`` of :func:`program_stream`; computed once
+    per Program object and cost model (kept in ``program.memo``: a Program is immutable),
+    so a kernel the compiler already predicted (a re-ranked tiling, a layer without an
+    analytic estimate) is not predicted again by the model engine. The traffic dict is
+    the caller's own copy."""
+    prediction, traffic, _ = _program_facts(program, cost)
+    return prediction, dict(traffic)
+
+
+def _program_facts(program, cost: CostModel = RTL_COST) -> tuple:
+    """``(StreamPrediction, traffic, opcode counts)`` of :func:`program_stream`, memoized
+    (:func:`program_prediction`); callers copy the dicts they hand out."""
+    key = ("program_prediction", cost)
+    got = program.memo.get(key)
+    if got is None:
+        insns = program_stream(program)
+        by_op: dict[str, int] = {}
+        for insn in insns:
+            by_op[insn.opcode.name] = by_op.get(insn.opcode.name, 0) + 1
+        got = program.memo[key] = (predict_stream(insns, program.config, cost),
+                                   stream_traffic(insns, program.config), by_op)
+    return got
 
 
 def _by_name(per_unit: dict) -> dict:

@@ -96,10 +96,13 @@ def plan_signature(plan) -> tuple | None:
 
 def clear_program_cache() -> None:
     """Forget the programs :meth:`OpPlan.program` shares across plans (and the loop
-    nests :func:`.loops.fold_loops` remembers): what a never-seen model costs to emit."""
+    nests :func:`.loops.fold_loops` and the micro-op kernels
+    :class:`~vtakit.runtime.UopKernel` remember): what a never-seen model costs to emit."""
+    from ...runtime.kernel import clear_kernel_memo
     from .loops import _fold_cached
     _programs.clear()
     _fold_cached.cache_clear()
+    clear_kernel_memo()
 
 
 class Operand:
@@ -185,20 +188,13 @@ class OpPlan:
             fsim counter name, :func:`.perfmodel.stream_traffic`), ``predicted_cycles``
             (:func:`.perfmodel.predict_stream`).
         """
-        from .perfmodel import predict_stream, stream_traffic
+        from .perfmodel import _program_facts
 
         program = self.program()
-        stream = ProgramBuilder(self.config, name=self.name)
-        stream.include(program, {name: stream.slot(name, nbytes)
-                                 for name, nbytes in program.slots.items()})
-        stream.finish()
-        insns = stream.build().insns
-        by_op: dict[str, int] = {}
-        for insn in insns:
-            by_op[insn.opcode.name] = by_op.get(insn.opcode.name, 0) + 1
-        return {"instructions": len(insns), "by_opcode": by_op, "uops": int(len(program.uops)),
-                "dram": stream_traffic(insns, self.config),
-                "predicted_cycles": predict_stream(insns, self.config).cycles}
+        prediction, dram, by_op = _program_facts(program)
+        return {"instructions": sum(by_op.values()), "by_opcode": dict(by_op),
+                "uops": int(len(program.uops)), "dram": dict(dram),
+                "predicted_cycles": prediction.cycles}
 
     def check_packed(self, packed: dict) -> None:
         for name, op in self.operands.items():

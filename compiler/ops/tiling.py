@@ -18,6 +18,7 @@ operator, its shape and the buffer that overflows.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
@@ -403,101 +404,114 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
         rd += shared * e_acc
         comp += c0
         pipe += c0
-    for tn, cn in _axis(p.nb, tn_):
-        for tco, cco in ((s_, c_ * p.n_groups) for s_, c_ in _axis(p.gob, tco_)):
-            for th, ch in _axis(p.oh, th_):
-                for tw, cw in _axis(p.ow, tw_):
-                    m = cn * cco * ch * cw
-                    ent = tn * tco * th * tw
-                    hi, wi = (th - 1) * sh + p.kh, (tw - 1) * sw + p.kw
-                    # output tile transfers (conv2d's _move): one for the whole image, else
-                    # one per (batch, channel) block (a row per output row); stores of
-                    # full-width tiles one per batch block (a row per channel block; the
-                    # int8 ranking keeps the per-block count, which it was tuned with)
-                    n_rows_out = np.where(full_sp, 1, tn * tco * th)
-                    full_w = (tw_ >= p.ow) & p.int32_out
-                    n_st_insn = np.where(full_sp, 1, np.where(full_w, tn, tn * tco))
-                    n_st_rows = np.where(full_sp, 1, np.where(full_w, tn * tco, tn * tco * th))
-                    # compute-stage work of the tile outside the GEMMs
-                    c_tile = z + cost.insn_cycles
-                    if not p.int32_out and max(p.stride) > 1 and p.kh * p.kw > 1:
-                        # the compute module's LOADs of the tile (bias, rows, micro-ops)
-                        # share the DRAM read port with the load module's input rows,
-                        # one burst each: each waits for about one burst in flight
-                        n_cl = int(p.bias) + bool(p.acc_rows) + bool(p.border_cases) + 1
-                        c_tile += n_cl * np.minimum(MAX_BURST, wi * e_inp / bus) * \
-                            cost.burst_wait
-                    if p.residual:
-                        b = ent * e_acc
-                        rd += m * b
-                        c_tile += b / bus + cost.dma_insn_cycles + n_rows_out * cost.dma_row_cycles
-                    elif not p.min_init:
-                        c_tile += ent * cost.gemm_uop_cycles
-                    if p.bias:
-                        if not shared:
-                            rd += m * tco * e_acc
-                            c_tile += tco * e_acc / bus + cost.dma_insn_cycles
-                        c_tile += ent * cost.alu_tensor_cycles + cost.insn_cycles
-                    rows = p.acc_rows + p.border_cases
-                    if rows:     # 2-D LOAD ACC of the rows; a tensor pass per requant row
-                        if not shared:
-                            rd += m * rows * tco * e_acc
-                            c_tile += (rows * tco * e_acc / bus + cost.dma_insn_cycles * (
-                                bool(p.acc_rows) + bool(p.border_cases))
-                                + rows * cost.dma_row_cycles)
-                        c_tile += p.acc_rows * (ent * cost.alu_tensor_cycles + cost.insn_cycles)
-                    if p.border_cases:   # border ADDs: the tile's share of them
-                        share = ent / (p.nb * p.ob * p.oh * p.ow)
-                        c_tile += share * p.border_vectors * cost.alu_tensor_cycles
-                        c_tile += np.maximum(1.0, share * p.border_cases) * cost.insn_cycles
-                    passes = p.alu_imm + p.planes - 1
-                    c_tile += passes * (ent * cost.alu_imm_cycles + cost.insn_cycles)
-                    planes = p.planes
-                    s_bytes = planes * ent * e_out
-                    s_tile = (s_bytes / bus + planes * (
-                        cost.dma_insn_cycles * n_st_insn + n_st_rows * cost.dma_row_cycles))
-                    wr += m * s_bytes
-                    g_sum = z.copy()
-                    for tci, cci in chunks:
-                        gemm = (ent * tci * kk * taps * cost.gemm_uop_cycles
-                                + cost.insn_cycles)
-                        ib_ = tn * (tco if p.diag else tci) * hi * wi * e_inp * i_frac
-                        wb_ = (1 if p.shared_wgt else tco * tci * kk) * e_wgt * w_frac
-                        n_in_insn = np.where(full_sp, 1, tn * (tco if p.diag else tci))
-                        l_g = ((ib_ + wb_) / bus + (n_in_insn + 1) * cost.dma_insn_cycles
-                               + (n_in_insn * hi * i_frac + tco) * cost.dma_row_cycles)
-                        rd += m * cci * (ib_ + wb_)
-                        load += m * cci * l_g
-                        comp += m * cci * gemm
-                        g_sum += cci * np.maximum(l_g, gemm)
-                        # the first tile loads its operands whole (weights that stay
-                        # resident are not yet there); later chunks overlap GEMMs. (A
-                        # kernel that keeps all its weights resident, e.g. a 1x1
-                        # downsampling conv's 128 KB, waits for them at its start.)
-                        l_full = (((ib_ / i_frac) + wb_ / w_frac) / bus
-                                  + (n_in_insn + 1) * cost.dma_insn_cycles
-                                  + (n_in_insn * hi + tco) * cost.dma_row_cycles)
-                        l_first = l_full + (k - 1) * np.maximum(0.0, l_full - gemm)
-                        first_load = np.where(first_load == 0, l_first, first_load)
-                    if p.residual_gemm:    # one more group: int8 tile + identity GEMM
-                        l_r = ent * e_inp / bus + cost.dma_insn_cycles * np.where(full_sp, 1,
-                                                                                  tn * tco)
-                        c_r = ent * cost.gemm_uop_cycles + cost.insn_cycles
-                        rd += m * ent * e_inp
-                        load += m * l_r
-                        comp += m * c_r
-                        g_sum += np.maximum(l_r, c_r)
-                    comp += m * c_tile
-                    store += m * s_tile
-                    pipe += m * (g_sum + c_tile)
-                    if p.int32_out:
-                        # LOAD UOPs: each tile shape's kernels once per acc slot (GEMMs per
-                        # inp slot too), on the compute module: issue + a few beats each
-                        u = (np.minimum(m, slots) * per_tile_kernels
-                             + np.minimum(m * k, nth * slots)) * (cost.dma_insn_cycles + 8)
-                        comp += u
-                        pipe += u
-                    last_tail = np.where(m > 0, c_tile + s_tile * tail_stores, last_tail)
+    # The tiles of a lane fall in up to 16 classes (full or remainder along each axis);
+    # a class is computed on the lanes that have such tiles only (an absent class would
+    # add exact zeros), which skips most of the work on problems of one batch block.
+    axes = [_axis(p.nb, tn_), [(s_, c_ * p.n_groups) for s_, c_ in _axis(p.gob, tco_)],
+            _axis(p.oh, th_), _axis(p.ow, tw_)]
+    per_lane = (tw_, full_sp, i_frac, w_frac, k, nth, slots, tail_stores)
+    for (tn, cn), (tco, cco), (th, ch), (tw, cw) in itertools.product(*axes):
+        m = cn * cco * ch * cw
+        live = m > 0
+        if live.all():
+            sel = slice(None)
+        elif live.any():
+            sel = np.flatnonzero(live)
+        else:
+            continue
+        at = lambda a: a[sel] if np.ndim(a) else a     # noqa: E731
+        m, tn, tco, th, tw = at(m), at(tn), at(tco), at(th), at(tw)
+        tw_l, full_sp_l, i_frac_l, w_frac_l, k_l, nth_l, slots_l, tail_l = map(at, per_lane)
+        z_l = np.zeros(len(m))
+        ent = tn * tco * th * tw
+        hi, wi = (th - 1) * sh + p.kh, (tw - 1) * sw + p.kw
+        # output tile transfers (conv2d's _move): one for the whole image, else one per
+        # (batch, channel) block (a row per output row); stores of full-width tiles one
+        # per batch block (a row per channel block; the int8 ranking keeps the
+        # per-block count, which it was tuned with)
+        n_rows_out = np.where(full_sp_l, 1, tn * tco * th)
+        full_w = (tw_l >= p.ow) & p.int32_out
+        n_st_insn = np.where(full_sp_l, 1, np.where(full_w, tn, tn * tco))
+        n_st_rows = np.where(full_sp_l, 1, np.where(full_w, tn * tco, tn * tco * th))
+        # compute-stage work of the tile outside the GEMMs
+        c_tile = z_l + cost.insn_cycles
+        if not p.int32_out and max(p.stride) > 1 and p.kh * p.kw > 1:
+            # the compute module's LOADs of the tile (bias, rows, micro-ops) share the
+            # DRAM read port with the load module's input rows, one burst each: each
+            # waits for about one burst in flight
+            n_cl = int(p.bias) + bool(p.acc_rows) + bool(p.border_cases) + 1
+            c_tile += n_cl * np.minimum(MAX_BURST, wi * e_inp / bus) * cost.burst_wait
+        if p.residual:
+            b = ent * e_acc
+            rd[sel] += m * b
+            c_tile += b / bus + cost.dma_insn_cycles + n_rows_out * cost.dma_row_cycles
+        elif not p.min_init:
+            c_tile += ent * cost.gemm_uop_cycles
+        if p.bias:
+            if not shared:
+                rd[sel] += m * tco * e_acc
+                c_tile += tco * e_acc / bus + cost.dma_insn_cycles
+            c_tile += ent * cost.alu_tensor_cycles + cost.insn_cycles
+        rows = p.acc_rows + p.border_cases
+        if rows:     # 2-D LOAD ACC of the rows; a tensor pass per requant row
+            if not shared:
+                rd[sel] += m * rows * tco * e_acc
+                c_tile += (rows * tco * e_acc / bus + cost.dma_insn_cycles * (
+                    bool(p.acc_rows) + bool(p.border_cases))
+                    + rows * cost.dma_row_cycles)
+            c_tile += p.acc_rows * (ent * cost.alu_tensor_cycles + cost.insn_cycles)
+        if p.border_cases:   # border ADDs: the tile's share of them
+            share = ent / (p.nb * p.ob * p.oh * p.ow)
+            c_tile += share * p.border_vectors * cost.alu_tensor_cycles
+            c_tile += np.maximum(1.0, share * p.border_cases) * cost.insn_cycles
+        passes = p.alu_imm + p.planes - 1
+        c_tile += passes * (ent * cost.alu_imm_cycles + cost.insn_cycles)
+        planes = p.planes
+        s_bytes = planes * ent * e_out
+        s_tile = (s_bytes / bus + planes * (
+            cost.dma_insn_cycles * n_st_insn + n_st_rows * cost.dma_row_cycles))
+        wr[sel] += m * s_bytes
+        g_sum = z_l.copy()
+        for tci, cci in ((at(a), at(b)) for a, b in chunks):
+            if not cci.any():
+                continue
+            gemm = ent * tci * kk * taps * cost.gemm_uop_cycles + cost.insn_cycles
+            ib_ = tn * (tco if p.diag else tci) * hi * wi * e_inp * i_frac_l
+            wb_ = (1 if p.shared_wgt else tco * tci * kk) * e_wgt * w_frac_l
+            n_in_insn = np.where(full_sp_l, 1, tn * (tco if p.diag else tci))
+            l_g = ((ib_ + wb_) / bus + (n_in_insn + 1) * cost.dma_insn_cycles
+                   + (n_in_insn * hi * i_frac_l + tco) * cost.dma_row_cycles)
+            rd[sel] += m * cci * (ib_ + wb_)
+            load[sel] += m * cci * l_g
+            comp[sel] += m * cci * gemm
+            g_sum += cci * np.maximum(l_g, gemm)
+            # the first tile loads its operands whole (weights that stay resident are
+            # not yet there); later chunks overlap GEMMs. (A kernel that keeps all its
+            # weights resident, e.g. a 1x1 downsampling conv's 128 KB, waits for them
+            # at its start.)
+            l_full = (((ib_ / i_frac_l) + wb_ / w_frac_l) / bus
+                      + (n_in_insn + 1) * cost.dma_insn_cycles
+                      + (n_in_insn * hi + tco) * cost.dma_row_cycles)
+            l_first = l_full + (k_l - 1) * np.maximum(0.0, l_full - gemm)
+            first_load[sel] = np.where(first_load[sel] == 0, l_first, first_load[sel])
+        if p.residual_gemm:    # one more group: int8 tile + identity GEMM
+            l_r = ent * e_inp / bus + cost.dma_insn_cycles * np.where(full_sp_l, 1, tn * tco)
+            c_r = ent * cost.gemm_uop_cycles + cost.insn_cycles
+            rd[sel] += m * ent * e_inp
+            load[sel] += m * l_r
+            comp[sel] += m * c_r
+            g_sum += np.maximum(l_r, c_r)
+        comp[sel] += m * c_tile
+        store[sel] += m * s_tile
+        pipe[sel] += m * (g_sum + c_tile)
+        if p.int32_out:
+            # LOAD UOPs: each tile shape's kernels once per acc slot (GEMMs per inp slot
+            # too), on the compute module: issue + a few beats each
+            u = (np.minimum(m, slots_l) * per_tile_kernels
+                 + np.minimum(m * k_l, nth_l * slots_l)) * (cost.dma_insn_cycles + 8)
+            comp[sel] += u
+            pipe[sel] += u
+        last_tail[sel] = c_tile + s_tile * tail_l
     groups = tiles * (k + (1 if p.residual_gemm else 0))
     cycles = np.where(nth >= 2, np.maximum(np.maximum(np.maximum(pipe, store), comp), rd / bus)
                       + first_load + last_tail, comp + load + store)
