@@ -199,66 +199,19 @@ def test_queue_depth_checked():
 
 # ------------------------------------------------------------------------ DMA arbiters
 
-def test_read_arbiter_routes_bursts_at_one_beat_per_cycle():
-    """Three clients issue four 8-beat bursts each at once; every client receives exactly
-    its own data, in order, and the 96 beats take 96 cycles plus a small constant."""
+def _read_clients(arb, reqs, seed, start=None):
+    """Run ``arb`` against a DRAM model: client ``c`` sends its ``reqs[c]`` (byte address,
+    beats) from cycle ``start[c]`` (default 0) and takes every beat at once. Checks that
+    each client gets exactly its own data in order; returns the cycle each got its last."""
     cfg = DEFAULT
-    arb = DmaReadArbiter(cfg, 3, max_outstanding=4)
-    dram = rng_bytes(5, 1 << 14)
+    dram = rng_bytes(seed, 1 << 14)
     model = DramPortModel(dram, cfg.bus_bytes)
-    reqs = {c: [(4096 * c + 512 * k + 8 * c, 8) for k in range(4)] for c in range(3)}
-    got = {c: [] for c in range(3)}
-    done_at = {}
+    got, done_at = {c: [] for c in reqs}, {}
 
     def requester(c):
         async def tb(ctx):
-            for addr, beats in reqs[c]:
-                await send(ctx, arb.clients[c].req, addr | beats << 32)
-        return tb
-
-    def receiver(c):
-        async def tb(ctx):
-            port = arb.clients[c].data
-            ctx.set(port.ready, 1)
-            n, cycle = 32, 0
-            async for _, _, valid, payload in ctx.tick().sample(port.valid, port.payload):
-                cycle += 1
-                assert cycle < 1000, f"client {c}: only {len(got[c])} of {n} beats arrived"
-                if valid:
-                    got[c].append(payload)
-                    if len(got[c]) == n:
-                        done_at[c] = cycle
-                        return
-        return tb
-
-    run_sim(arb, [requester(c) for c in range(3)] + [receiver(c) for c in range(3)],
-            processes=[model.process(arb.master, None)])
-    nb = cfg.bus_bytes
-    for c in range(3):
-        want = [int.from_bytes(dram[a + nb * i:a + nb * (i + 1)].tobytes(), "little")
-                for a, beats in reqs[c] for i in range(beats)]
-        assert got[c] == want, c
-    assert max(done_at.values()) <= 96 + 4, done_at
-
-
-@pytest.mark.parametrize("max_beats", [None, 16])
-def test_read_ahead_bounds_the_wait_behind_another_clients_bursts(max_beats):
-    """Client 0 queues eight 64-beat bursts at once (the load module streaming weights);
-    client 1 asks for one beat at cycle 20 (a compute-module LOAD). Beats return in
-    request order, so without a read-ahead limit it waits behind every burst queued
-    before it; with ``max_beats`` behind at most that many beats and one burst. Either
-    way client 0's 512 beats stream at one per cycle and every beat reaches its owner."""
-    cfg = DEFAULT
-    arb = DmaReadArbiter(cfg, 2, max_outstanding=8, max_beats=max_beats)
-    dram = rng_bytes(6, 1 << 14)
-    model = DramPortModel(dram, cfg.bus_bytes)
-    reqs = {0: [(512 * k, 64) for k in range(8)], 1: [(8192 + 40, 1)]}
-    got, done_at = {0: [], 1: []}, {}
-
-    def requester(c):
-        async def tb(ctx):
-            if c:
-                await ctx.tick().repeat(20)
+            if (start or {}).get(c):
+                await ctx.tick().repeat(start[c])
             for addr, beats in reqs[c]:
                 await send(ctx, arb.clients[c].req, addr | beats << 32)
         return tb
@@ -278,12 +231,33 @@ def test_read_ahead_bounds_the_wait_behind_another_clients_bursts(max_beats):
                         return
         return tb
 
-    run_sim(arb, [requester(c) for c in range(2)] + [receiver(c) for c in range(2)],
+    run_sim(arb, [requester(c) for c in reqs] + [receiver(c) for c in reqs],
             processes=[model.process(arb.master, None)])
     nb = cfg.bus_bytes
-    for c in range(2):
+    for c in reqs:
         assert got[c] == [int.from_bytes(dram[a + nb * i:a + nb * (i + 1)].tobytes(), "little")
                           for a, beats in reqs[c] for i in range(beats)], c
+    return done_at
+
+
+def test_read_arbiter_routes_bursts_at_one_beat_per_cycle():
+    """Three clients issue four 8-beat bursts each at once; every client receives exactly
+    its own data, in order, and the 96 beats take 96 cycles plus a small constant."""
+    reqs = {c: [(4096 * c + 512 * k + 8 * c, 8) for k in range(4)] for c in range(3)}
+    done_at = _read_clients(DmaReadArbiter(DEFAULT, 3, max_outstanding=4), reqs, 5)
+    assert max(done_at.values()) <= 96 + 4, done_at
+
+
+@pytest.mark.parametrize("max_beats", [None, 16])
+def test_read_ahead_bounds_the_wait_behind_another_clients_bursts(max_beats):
+    """Client 0 queues eight 64-beat bursts at once (the load module streaming weights);
+    client 1 asks for one beat at cycle 20 (a compute-module LOAD). Beats return in
+    request order, so without a read-ahead limit it waits behind every burst queued
+    before it; with ``max_beats`` behind at most that many beats and one burst. Either
+    way client 0's 512 beats stream at one per cycle and every beat reaches its owner."""
+    arb = DmaReadArbiter(DEFAULT, 2, max_outstanding=8, max_beats=max_beats)
+    reqs = {0: [(512 * k, 64) for k in range(8)], 1: [(8192 + 40, 1)]}
+    done_at = _read_clients(arb, reqs, 6, start={1: 20})
     assert done_at[0] <= 512 + 1 + 8, done_at           # the stream keeps its pace
     if max_beats is None:
         assert done_at[1] > 20 + 6 * 64, done_at        # behind the queued bursts
