@@ -15,7 +15,6 @@ by :func:`plan_signature`, the complete description of every attribute of the pl
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import math
 from collections import OrderedDict
