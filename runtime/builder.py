@@ -482,12 +482,11 @@ def finished_alone(program: Program) -> list:
     the program's last instruction only: a new stream has no pending pop for include to
     merge into the program's instructions, and the fences of finish can only set a push
     flag on the last instruction queued."""
+    stream = ProgramBuilder(program.config, name=program.name)
     if not program.insns:
-        stream = ProgramBuilder(program.config, name=program.name)
         stream.include(program, {n: stream.slot(n, size) for n, size in program.slots.items()})
         stream.finish()
         return stream.instructions()
-    stream = ProgramBuilder(program.config, name=program.name)
     last = program.insns[-1]
     p = PendingInsn(last.opcode, {k: v for k, v in last.fields.items() if k != "opcode"})
     stream._queue.insns.append(p)

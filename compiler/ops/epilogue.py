@@ -393,7 +393,7 @@ class Epilogue:
         bound = int(bound) + (128 if self.residual == "int8" and self.add is None else 0)
         for m in range(1, 128):
             init = (256 * m) << net
-            moved, d, exact = _carry(groups, init)
+            moved, _, exact = _carry(groups, init)
             imms = [imm for g in moved for op, imm in g if op in (AluOp.MAX, AluOp.MIN)]
             if (not exact or min(imms) < IMM_MIN or max(imms) > IMM_MAX
                     or init + bound + int(np.abs(b).max()) >= 1 << 31):
@@ -402,9 +402,16 @@ class Epilogue:
                 y = max(abs(self.lo), abs(self.hi)) + (init >> self.shift)
                 if (y << self.add.ea) + (128 << self.add.eb) + abs(self.add.offset) >= 1 << 31:
                     return self
-            if int(b.max()) - init <= last - d:
+            if int(b.max()) <= self._largest_bias(groups, init):
                 return replace(self, init=init)
         return self
+
+    def _largest_bias(self, groups, init: int) -> int:
+        """The largest bias (with rounding) a MIN init with offset ``init`` allows: the
+        previous results are ``>= lo - d`` (the last clip's ``lo``, moved by the offset
+        ``d`` that reaches it), so ``bias - init`` must not exceed that."""
+        last = self.add.lo if self.add else self.lo
+        return init + last - _carry(groups, init)[1]
 
     def _bias_values(self, bias, channels) -> np.ndarray:
         """The int64 per-channel bias plus the rounding constant (None: zeros)."""
@@ -443,13 +450,12 @@ class Epilogue:
         """The int32 per-channel vector the bias tile holds: bias + rounding (wrapping)."""
         b = self._bias_values(bias, channels)
         if self.init:        # the MIN init must find every previous result above it
-            last = self.add.lo if self.add else self.lo
-            d = _carry(self._groups(), self.init)[1]
-            if int(b.max()) - self.init > last - d:
+            top = self._largest_bias(self._groups(), self.init)
+            if int(b.max()) > top:
                 raise EpilogueError(f"{self.op}: bias (with rounding) up to {int(b.max())} "
                                     f"exceeds what the plan's accumulator init offset "
-                                    f"{self.init} allows ({self.init + last - d}); plan "
-                                    "with this bias (Epilogue.with_min_init)")
+                                    f"{self.init} allows ({top}); plan with this bias "
+                                    "(Epilogue.with_min_init)")
         return wrap32(b - self.init)
 
     # ------------------------------------------------------------------ emit
