@@ -260,6 +260,53 @@ class ProgramBuilder:
             return 0
         return kernel.size
 
+    def coalesce_uop_loads(self, max_uops: int) -> int:
+        """Merge each LOAD UOP into an earlier one of the compute module when their kernels
+        are contiguous both in the uop SRAM and in the staging (as kernels placed in the
+        order they are first queued are), so one DMA instruction loads several kernels
+        (each LOAD costs the compute module its per-instruction and per-row cycles).
+
+        A LOAD is merged into the head of the current run while the run stays within
+        ``max_uops`` micro-ops and no GEMM/ALU queued in between reads the SRAM range it
+        writes (a kernel there that it evicted). Its pop flags move to the next compute
+        instruction (its own GEMM/ALU, which reads only the uop SRAM the pops do not
+        guard); a LOAD whose flags cannot move ends the run. Returns the LOADs merged.
+        """
+        if max_uops < 1:
+            raise InvalidArgumentError(f"coalesce_uop_loads({max_uops!r}): max_uops must be "
+                                       "at least 1")
+        insns = self._queue.insns
+        compute = [p for p in insns if serial_stage_of(p) == Unit.COMPUTE]
+        drop = set()
+        head = None
+        used = []                       # [bgn, end) uop ranges read since the head
+        for k, p in enumerate(compute):
+            f = p.fields
+            if p.opcode in (Opcode.GEMM, Opcode.ALU):
+                used.append((f["uop_bgn"], f["uop_end"]))
+                continue
+            if p.opcode != Opcode.LOAD or p.uop_offset is None or not f["x_size"]:
+                continue
+            bgn, n = f["sram_base"], f["x_size"]
+            pops = [g for g in ("pop_prev_dep", "pop_next_dep") if f[g]]
+            nxt = compute[k + 1] if k + 1 < len(compute) else None
+            if (head is not None and bgn == head.fields["sram_base"] + head.fields["x_size"]
+                    and p.uop_offset == head.uop_offset + head.fields["x_size"]
+                    and head.fields["x_size"] + n <= max_uops
+                    and not any(a < bgn + n and bgn < b for a, b in used)
+                    and not (pops and (nxt is None or nxt.opcode not in (Opcode.GEMM, Opcode.ALU)
+                                       or any(nxt.fields[g] for g in pops)))):
+                size = head.fields["x_size"] + n
+                head.fields.update(x_size=size, x_stride=size)
+                for g in pops:
+                    nxt.fields[g] = 1
+                drop.add(id(p))
+                continue
+            head, used = p, []
+        if drop:
+            self._queue.insns = [p for p in insns if id(p) not in drop]
+        return len(drop)
+
     # ----------------------------------------------------------- dependencies
 
     def dep_push(self, src, dst) -> None:

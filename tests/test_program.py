@@ -405,3 +405,72 @@ def test_builder_carries_pending_pops_like_the_runtime(repeat_pop):
     assert len(nops) == repeat_pop
     for rt in (direct, bound):
         rt.synchronize()                           # no deadlock
+
+
+# ------------------------------------------------------------ uop load merging
+
+def _uop_loads(program):
+    return [(i.sram_base, i.dram_base, i.x_size) for i in program.insns
+            if i.opcode == Opcode.LOAD and i.memory_type == MemType.UOP and i.x_size]
+
+
+def _add_kernels(builder, acc, out, n):
+    """n ALU ADD kernels of 16 uops each on ACC entries 16k.., each then stored."""
+    builder.load_2d(MemType.ACC, 0, acc, 0, 16 * n, 1, 16 * n)
+    for k in range(n):
+        builder.push_alu(UopKernel.alu(AluOp.ADD, [(16 * k + j, 0) for j in range(16)],
+                                       imm=k + 1))
+    builder.dep_push(Unit.COMPUTE, Unit.STORE)
+    builder.dep_pop(Unit.COMPUTE, Unit.STORE)
+    builder.store_2d(0, out, 0, 16 * n, 1, 16 * n)
+
+
+def test_uop_loads_merge_into_runs_and_run_the_same():
+    """Consecutive kernels, contiguous in the uop SRAM and the staging, load with one LOAD
+    per run of at most max_uops micro-ops, and the program computes the same."""
+    results = []
+    for cap in (None, 48, 64, 10_000):
+        b = ProgramBuilder(DEFAULT)
+        acc, out = b.slot("acc", 5 * 16 * 64), b.slot("out", 5 * 16 * 16)
+        _add_kernels(b, acc, out, 5)
+        merged = b.coalesce_uop_loads(cap) if cap else 0
+        program = b.build()
+        loads = _uop_loads(program)
+        assert merged == {None: 0, 48: 3, 64: 3, 10_000: 4}[cap]
+        assert [n for _, _, n in loads] == {None: [16] * 5, 48: [48, 32], 64: [64, 16],
+                                            10_000: [80]}[cap]
+        assert [(s, d) for s, d, _ in loads] == ([(16 * k, 16 * k) for k in range(5)]
+                                                 if cap is None else
+                                                 [(0, 0), (48, 48)] if cap == 48 else
+                                                 [(0, 0), (64, 64)] if cap == 64 else [(0, 0)])
+        rt = Runtime(open_device("behavioral", "default"))
+        a, o = rt.alloc(5 * 16 * 64), rt.alloc(5 * 16 * 16)
+        rt.upload(a, np.arange(5 * 16 * 16, dtype=np.int32).reshape(80, 1, 16) % 50)
+        rt.bind(program, {"acc": a, "out": o})
+        rt.synchronize()
+        results.append(rt.download(o, "int8", (80, 16)))
+    want = (np.arange(80 * 16).reshape(80, 16) % 50 + np.repeat(np.arange(1, 6), 16)[:, None])
+    for got in results:
+        assert np.array_equal(got, want.astype(np.int8))
+
+
+def test_uop_load_merge_keeps_a_kernel_an_earlier_instruction_still_reads():
+    """Tiny config (1024 uops): the third kernel wraps to SRAM 0, over the first, which
+    the instruction between them still runs, so that LOAD must stay where it is; pops of
+    a merged LOAD move to its own ALU instruction."""
+    b = ProgramBuilder(TINY)
+    ks = [UopKernel.alu(AluOp.ADD, [(j, 0) for j in range(400)], imm=v) for v in (1, 2, 3)]
+    b.push_alu(ks[0])
+    b.dep_pop(Unit.LOAD, Unit.COMPUTE)           # absorbed by the second kernel's LOAD
+    b.push_alu(ks[1])
+    b.push_alu(ks[0])                            # resident: reads SRAM 0..399
+    b.push_alu(ks[2])                            # wraps to 0: must not move before it
+    assert b.coalesce_uop_loads(10_000) == 1
+    insns = b.build().insns
+    assert [(i.opcode.name, i.sram_base if i.opcode == Opcode.LOAD else i.uop_bgn,
+             i.pop_prev_dep) for i in insns] == [
+        ("LOAD", 0, 0), ("ALU", 0, 0), ("ALU", 400, 1), ("ALU", 0, 0), ("LOAD", 0, 0),
+        ("ALU", 0, 0)]
+    assert insns[0].x_size == 800 and insns[4].x_size == 400
+    with pytest.raises(InvalidArgumentError, match=r"max_uops must be at least 1"):
+        b.coalesce_uop_loads(0)
