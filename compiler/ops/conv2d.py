@@ -43,6 +43,9 @@ Grouped convolution (``groups > 1``), three mappings:
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import replace
+
 import numpy as np
 
 from ...hw.errors import VtakitError
@@ -162,7 +165,8 @@ class Conv2dPlan(OpPlan):
         p = self.problem
         ranked = None
         if tiling is None:
-            ranked = search_tiles(p, cfg, cost=cost, top=self.RERANK if p.int32_out else 1)
+            ranked = search_tiles(p, cfg, cost=cost, top=4 * self.RERANK if p.int32_out else 1)
+            ranked = _distinct_orders(p, ranked)[:self.RERANK]
             tiling = ranked[0][1]
         # the search's estimate of its winner is the scalar model's, bit for bit
         self._set_tiling(tiling, cost, ranked[0][0] if ranked else None)
@@ -191,7 +195,7 @@ class Conv2dPlan(OpPlan):
     #: event model (:func:`.perfmodel.predict_stream`) on their instruction streams. The
     #: skewed plane schedule's fill, drain and LOAD UOPs are where the analytic model is
     #: coarsest, and these layers are small enough to lower a few times.
-    RERANK = 6
+    RERANK = 8
 
     def _set_tiling(self, tiling, cost, est=None):
         self.tiling = tiling
@@ -219,8 +223,16 @@ class Conv2dPlan(OpPlan):
             raise TilingError(f"{p.describe}: nthreads={t.nthreads}; must be 1 or 2")
         fp = t.footprint(p, cfg)
         nacc = int(acc_slots(p.int32_out, t.nthreads))
+        if t.resident:
+            if p.shared_wgt or t.tci != p.ib:
+                raise TilingError(f"{p.describe}: tiling {t} keeps the weights resident, which "
+                                  f"needs one reduction chunk (tci={p.ib}) and per-block weights")
+            if fp["wgt_resident"] > cfg.wgt_depth:
+                raise TilingError(f"{p.describe}: tiling {t} keeps all {fp['wgt_resident']} "
+                                  f"weight elements resident; the wgt buffer of config "
+                                  f"{cfg.name} holds {cfg.wgt_depth}")
         for mem, depth, n in (("inp", cfg.inp_depth, t.nthreads),
-                              ("wgt", cfg.wgt_depth, t.nthreads),
+                              ("wgt", cfg.wgt_depth, 0 if t.resident else t.nthreads),
                               ("acc", cfg.acc_depth - shared_acc(p, cfg), nacc)):
             if fp[mem] * n > depth:
                 raise TilingError(f"{p.describe}: tiling {t} needs {fp[mem]} {mem} SRAM elements "
@@ -346,6 +358,15 @@ class Conv2dPlan(OpPlan):
                         for co in cos:
                             yield n + co + hh + ww
 
+    def _data_key(self, tile, c0, tci) -> tuple:
+        """What a group of ``tile`` and reduction chunk ``c0`` loads into its inp slot:
+        ``(n0, tn, first input block, blocks, h0, th, w0, tw)``; the tile's own blocks
+        for a block-diagonal problem, else chunk ``c0`` of its group's reduction range."""
+        p = self.problem
+        n0, tn, co0, tco, h0, th, w0, tw = tile
+        in0, nin = (co0, tco) if p.diag else ((co0 // p.gob) * p.ib + c0, tci)
+        return (n0, tn, in0, nin, h0, th, w0, tw)
+
     def _window(self, o0, osize, stride, k, pad_before, size):
         """Input range of output range [o0, o0+osize): (start, count, pad_before, pad_after)."""
         r0 = o0 * stride - pad_before
@@ -378,7 +399,15 @@ class Conv2dPlan(OpPlan):
         tiles = list(self.tiles())
         planes = epi.planes
         res_group = epi.residual == "int8"
-        pipe = Pipeline(builder, nth, nth, len(tiles) * (len(chunks) + res_group), len(tiles) * planes)
+        resident = t.resident
+        epochs = None
+        if resident:     # a group loads into the next inp slot only when its data changes
+            keys = [self._data_key(tile, c0, tci) for tile in tiles for c0, tci in chunks]
+            epochs = list(itertools.accumulate(
+                (int(k != prev) for k, prev in zip(keys[1:], keys)), initial=0))
+        w_loaded = set()         # resident weights: output blocks loaded so far
+        pipe = Pipeline(builder, nth, nth, len(tiles) * (len(chunks) + res_group),
+                        len(tiles) * planes, epochs=epochs)
         full_out = t.th >= p.oh and t.tw >= p.ow
         out_plane = p.nb * p.ob * p.oh * p.ow
         inp_has, wgt_has, bias_has = [None] * nth, [None] * nth, [None] * nacc
@@ -445,16 +474,17 @@ class Conv2dPlan(OpPlan):
                 if epi.init:
                     epi.emit_init(builder, acc_base, bias_base, bias_dims)
             for c0, tci in chunks:
-                s = g % nth
+                s = epochs[g] % nth if resident else g % nth
+                loaded = False
                 # ---- load stage
                 pipe.load_begin(g)
                 # input blocks of this group: the tile's own blocks (block-diagonal) or
                 # chunk c0 of the reduction range of the tile's group
-                in0, nin = ((co0, tco) if p.diag else
-                            ((co0 // p.gob) * p.ib + c0, tci))
-                key = (n0, tn, in0, nin, h0, th, w0, tw)
+                key = self._data_key(tiles[ti], c0, tci)
+                in0, nin = key[2], key[3]
                 cib = p.cin_blocks
                 if inp_has[s] != key:
+                    loaded = True
                     sram = s * inp_slot
                     if rows == hi == p.h and cols == wi == p.w:
                         builder.load_2d(MemType.INP, sram, slots["data"], (n0 * cib + in0) * p.h * p.w,
@@ -469,20 +499,29 @@ class Conv2dPlan(OpPlan):
                                            x_pad_after=xpad1, y_pad_after=ypad1)
                     inp_has[s] = key
                 wkey = "shared" if p.shared_wgt else (co0, tco, c0, tci)
-                if wgt_has[s] != wkey:
+                if resident:     # rows co0.. of the whole (ob, ib, kh, kw) weight, in place
+                    wbase = co0 * p.ib * kk
+                    if not w_loaded.issuperset(range(co0, co0 + tco)):
+                        builder.load_2d(MemType.WGT, wbase, slots["weight"], wbase,
+                                        tco * p.ib * kk, 1, tco * p.ib * kk)
+                        w_loaded.update(range(co0, co0 + tco))
+                        loaded = True
+                elif wgt_has[s] != wkey:
+                    loaded = True
                     if p.shared_wgt:
                         builder.load_2d(MemType.WGT, s * wgt_slot, slots["weight"], 0, 1, 1, 1)
                     else:
                         builder.load_2d(MemType.WGT, s * wgt_slot, slots["weight"],
                                    (co0 * p.ib + c0) * kk, tci * kk, tco, p.ib * kk)
                     wgt_has[s] = wkey
-                pipe.load_end(g)
+                pipe.load_end(g, loaded or not resident)
                 # ---- compute stage
                 pipe.compute_begin(g)
-                kkey = (s, a, tn, tco, th, tw, tci, hi, wi, ypad0, rows, xpad0, cols)
+                w_at = wbase if resident else s * wgt_slot
+                kkey = (s, a, w_at, tn, tco, th, tw, tci, hi, wi, ypad0, rows, xpad0, cols)
                 if kkey not in kernels:
                     kernels[kkey] = self._gemm_kernels(
-                        (acc_base, s * inp_slot, s * wgt_slot), tn, tco, th, tw, tci, hi, wi,
+                        (acc_base, s * inp_slot, w_at), tn, tco, th, tw, tci, hi, wi,
                         (ypad0, rows), (xpad0, cols), uses=len(tiles) * len(chunks) // nth)
                 for kernel in kernels[kkey]:
                     builder.push_gemm(kernel)
@@ -576,17 +615,25 @@ class Conv2dPlan(OpPlan):
         p, cfg = self.problem, self.config
         (sh, sw) = p.stride
         full_r, full_c = [(0, th, 0, p.kh)], [(0, tw, 0, p.kw)]
-        for rs, cs in ((rows, cols), (rows, full_c), (full_r, full_c)):
+
+        def fold(r0, r1, a0, a1, c0, c1, b0, b1):
+            ext = {"oh": r1 - r0, "ow": c1 - c0, "kh": a1 - a0, "kw": b1 - b0}
+            return fold_loops(
+                [Dim(d.name, ext.get(d.name, d.extent), d.dst, d.src, d.wgt, d.reduce)
+                 for d in dims],
+                (base[0] + r0 * tw + c0,
+                 base[1] + (r0 * sh + a0) * wi + c0 * sw + b0,
+                 base[2] + (a0 * p.kw + b0) * kw_stride))
+
+        for rs in (rows, full_r):
+            # each run of rows split at the columns' tap changes where that is
+            # hazard-free (a corner output alone breaks the rule), else whole rows
             folds = []
-            for r0, r1, a0, a1 in rs:
-                for c0, c1, b0, b1 in cs:
-                    ext = {"oh": r1 - r0, "ow": c1 - c0, "kh": a1 - a0, "kw": b1 - b0}
-                    folds.append(fold_loops(
-                        [Dim(d.name, ext.get(d.name, d.extent), d.dst, d.src, d.wgt, d.reduce)
-                         for d in dims],
-                        (base[0] + r0 * tw + c0,
-                         base[1] + (r0 * sh + a0) * wi + c0 * sw + b0,
-                         base[2] + (a0 * p.kw + b0) * kw_stride)))
+            for r in rs:
+                split = [fold(*r, *c) for c in cols]
+                if len(split) > 1 and not all(f.hazard_free for f in split):
+                    split = [fold(*r, *full_c[0])]
+                folds += split
             if len(folds) == 1 or all(f.hazard_free for f in folds):
                 break
         for f in folds:
@@ -665,6 +712,21 @@ class Conv2dPlan(OpPlan):
             for ol in range(tco):
                 off = ((n0 + nl) * p.ob + co0 + ol) * hw + h0 * p.ow + w0
                 one(sram + (nl * tco + ol) * th * tw, off, tw, th, p.ow)
+
+
+def _distinct_orders(p, ranked) -> list:
+    """``ranked`` (search_tiles' list) without the tilings whose tile order equals that
+    of one before them: with one output-channel tile or one spatial tile, both orders
+    emit the same stream."""
+    seen, out = set(), []
+    for est, t in ranked:
+        single = (ceil_div(p.gob, t.tco) * p.n_groups == 1
+                  or ceil_div(p.oh, t.th) * ceil_div(p.ow, t.tw) == 1)
+        key = replace(t, order="co_outer") if single else t
+        if key not in seen:
+            seen.add(key)
+            out.append((est, t))
+    return out
 
 
 def _tap_segments(n_out, stride, k, first, count):

@@ -212,6 +212,13 @@ class ConvTiling:
 
     ``order`` is ``"co_outer"`` (output-channel tiles outside spatial tiles: weights
     stay resident) or ``"sp_outer"`` (spatial outside: inputs stay resident).
+
+    ``resident``: the whole weight lives in the wgt SRAM, laid out as in DRAM, each
+    output-channel tile's rows loaded once, by the first group that uses them, so the
+    first tile waits only for its own weights and no weight is loaded twice (the
+    ``nthreads`` slots then hold inputs only, a group loading into the next slot only
+    when its data changes). Needs one reduction chunk (``tci`` = all input blocks) and
+    two slots; offered for int32 results (see :func:`search_tiles`).
     """
 
     tn: int
@@ -221,6 +228,12 @@ class ConvTiling:
     tci: int
     order: str = "co_outer"
     nthreads: int = 2
+    resident: bool = False
+
+    def __repr__(self):
+        extra = ", resident=True" if self.resident else ""
+        return (f"ConvTiling(tn={self.tn}, tco={self.tco}, th={self.th}, tw={self.tw}, "
+                f"tci={self.tci}, order={self.order!r}, nthreads={self.nthreads}{extra})")
 
     def in_rows(self, p: ConvProblem, th=None) -> int:
         return ((self.th if th is None else th) - 1) * p.stride[0] + p.kh
@@ -237,6 +250,7 @@ class ConvTiling:
             inp = max(inp, self.tn * self.tco * self.th * self.tw)
         return {"inp": inp,
                 "wgt": 1 if p.shared_wgt else self.tco * self.tci * p.kh * p.kw,
+                **({"wgt_resident": p.ob * p.ib * p.kh * p.kw} if self.resident else {}),
                 "acc": (self.tn * self.tco * self.th * self.tw
                         + (0 if config is not None and shared_acc(p, config) else
                            self.tco * (int(p.bias) + p.acc_rows + p.border_cases)))}
@@ -358,6 +372,7 @@ def estimate(p: ConvProblem, t: ConvTiling, config, cost: CostModel = CostModel(
                                           ("tw", t.tw), ("tci", t.tci),
                                           ("nthreads", t.nthreads))}
     lanes["co_outer"] = np.array([t.order == "co_outer"])
+    lanes["resident"] = np.array([t.resident])
     return Estimate(*(v[0].item() for v in _estimates(p, lanes, config, cost)))
 
 
@@ -384,8 +399,13 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
     # Fraction of group loads that find their operand already in the slot.
     def loads_per_run(run):
         return np.where(nth % k == 0, np.minimum(run, nth // k) / run, 1.0)
-    w_frac = np.where(co_outer, loads_per_run(n_h * n_w), 1.0)
-    i_frac = np.where(~co_outer & (not p.diag), loads_per_run(n_co), 1.0)
+    # a resident weight (ConvTiling.resident) is loaded once, one output-channel tile
+    # at its first use; its groups' inputs change slot only when the data changes
+    res = t["resident"] if "resident" in t else np.zeros(len(tn_), bool)
+    w_frac = np.where(res, 1.0 / (n_n * n_h * n_w),
+                      np.where(co_outer, loads_per_run(n_h * n_w), 1.0))
+    i_frac = np.where(~co_outer & (not p.diag),
+                      np.where(res, 1.0 / n_co, loads_per_run(n_co)), 1.0)
     full_sp = (th_ >= p.oh) & (tw_ >= p.ow) & (not any(p.pad))
     z = np.zeros(len(tn_))
     comp, load, store, rd, wr, pipe = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
@@ -540,10 +560,13 @@ def _fit_error(p: ConvProblem, config):
 def _fitting(p: ConvProblem, config, nthreads, orders) -> dict:
     """Every tiling that fits the SRAMs, as lanes (see :func:`_estimates`), in the order
     of the nested loops nthreads > tci > tco > tn > th > tw > order."""
+    res_axis = [False, True] if _resident_possible(p, config) else [False]
     axes = [np.array(nthreads), np.array(_candidates(p.ib)), np.array(_candidates(p.gob)),
             np.array(_candidates(p.nb)), np.array(_candidates(p.oh)),
-            np.array(_candidates(p.ow)), np.array([o == "co_outer" for o in orders])]
-    nth, tci, tco, tn, th, tw, co = (a.ravel() for a in np.meshgrid(*axes, indexing="ij"))
+            np.array(_candidates(p.ow)), np.array([o == "co_outer" for o in orders]),
+            np.array(res_axis)]
+    nth, tci, tco, tn, th, tw, co, res = (a.ravel()
+                                          for a in np.meshgrid(*axes, indexing="ij"))
     blocks = tco if p.diag else tci
     hi, wi = (th - 1) * p.stride[0] + p.kh, (tw - 1) * p.stride[1] + p.kw
     inp = tn * blocks * hi * wi
@@ -554,10 +577,19 @@ def _fitting(p: ConvProblem, config, nthreads, orders) -> dict:
     acc = tn * tco * th * tw + (0 if shared else tco * (int(p.bias) + p.acc_rows + p.border_cases))
     acc_d = (config.acc_depth - shared) // acc_slots(p.int32_out, nth)
     # (the search has always also required room for tw = 1 plus a bias row)
-    ok = ((inp <= config.inp_depth // nth) & (wgt <= config.wgt_depth // nth)
-          & (acc <= acc_d) & (tn * tco * th + tco <= acc_d))
+    ok = ((inp <= config.inp_depth // nth) & (acc <= acc_d) & (tn * tco * th + tco <= acc_d)
+          & np.where(res, (tci == p.ib) & (nth == 2), wgt <= config.wgt_depth // nth))
     return {"tn": tn[ok], "tco": tco[ok], "th": th[ok], "tw": tw[ok], "tci": tci[ok],
-            "nthreads": nth[ok], "co_outer": co[ok]}
+            "nthreads": nth[ok], "co_outer": co[ok], "resident": res[ok]}
+
+
+def _resident_possible(p: ConvProblem, config) -> bool:
+    """Whether a tiling of ``p`` may keep its whole weight resident
+    (:attr:`ConvTiling.resident`): int32 results (whose tilings the event model
+    re-ranks), per-block weights without an int8 residual group, and the whole weight
+    within the wgt SRAM."""
+    return (p.int32_out and not p.shared_wgt and not p.residual_gemm
+            and p.ob * p.ib * p.kh * p.kw <= config.wgt_depth)
 
 
 def search_tiles(p: ConvProblem, config, *, cost: CostModel = CostModel(), top: int = 8,
@@ -600,7 +632,7 @@ def _search_tiles(p, config, cost, top, nthreads, orders) -> tuple:
     for i in rank:
         t = ConvTiling(*(int(lanes[k][i]) for k in ("tn", "tco", "th", "tw", "tci")),
                        "co_outer" if lanes["co_outer"][i] else "sp_outer",
-                       int(lanes["nthreads"][i]))
+                       int(lanes["nthreads"][i]), bool(lanes["resident"][i]))
         hi, wi = t.in_rows(p), t.in_cols(p)
         f = fold_loops(gemm_dims(p, t.tn, t.tco, t.th, t.tw, t.tci, hi, wi))
         if f.n_uops <= uop_budget(config, t.nthreads, acc_slots(p.int32_out, t.nthreads)):

@@ -55,23 +55,39 @@ class Pipeline:
         Total groups and store events the kernel will emit.
     """
 
-    def __init__(self, stream, in_slots: int, out_slots: int, n_groups: int, n_events: int):
+    def __init__(self, stream, in_slots: int, out_slots: int, n_groups: int, n_events: int,
+                 epochs=None):
         self.stream = stream
         self.in_slots, self.out_slots = in_slots, out_slots
         self.n_groups, self.n_events = n_groups, n_events
+        self.epochs = list(range(n_groups)) if epochs is None else list(epochs)
+        self._n_epochs = self.epochs[-1] + 1 if self.epochs else 0
+        self._skipped: set = set()
+
+    def _first(self, g: int) -> bool:
+        return g == 0 or self.epochs[g - 1] != self.epochs[g]
+
+    def _last(self, g: int) -> bool:
+        return g + 1 == len(self.epochs) or self.epochs[g + 1] != self.epochs[g]
 
     def load_begin(self, g: int) -> None:
-        if g >= self.in_slots:
+        if self.epochs[g] >= self.in_slots and self._first(g):
             self.stream.dep_pop(Unit.COMPUTE, Unit.LOAD)
 
-    def load_end(self, g: int) -> None:
-        self.stream.dep_push(Unit.LOAD, Unit.COMPUTE)
+    def load_end(self, g: int, loaded: bool = True) -> None:
+        """After group ``g``'s loads; ``loaded=False``: it loaded nothing (its operands are
+        already in SRAM), so no token passes for it."""
+        if loaded:
+            self.stream.dep_push(Unit.LOAD, Unit.COMPUTE)
+        else:
+            self._skipped.add(g)
 
     def compute_begin(self, g: int) -> None:
-        self.stream.dep_pop(Unit.LOAD, Unit.COMPUTE)
+        if g not in self._skipped:
+            self.stream.dep_pop(Unit.LOAD, Unit.COMPUTE)
 
     def compute_end(self, g: int) -> None:
-        if g + self.in_slots < self.n_groups:
+        if self._last(g) and self.epochs[g] + self.in_slots < self._n_epochs:
             self.stream.dep_push(Unit.COMPUTE, Unit.LOAD)
 
     def acquire_out(self, e: int) -> None:

@@ -106,7 +106,12 @@ def _thin(layer, w_shape, config) -> bool:
 
 
 def _cycles(spec):
-    return float(spec.plan.estimate.cycles)
+    """A spec's predicted cycles: the event model's for a plan whose tilings it re-ranks
+    (an int32 result), else the tile search's estimate."""
+    plan = spec.plan
+    if getattr(plan, "problem", None) is not None and plan.problem.int32_out:
+        return float(plan.inspect()["predicted_cycles"])
+    return float(plan.estimate.cycles)
 
 
 def _gemm_uops(shape, w_shape, strides, config) -> int:
