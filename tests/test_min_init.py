@@ -8,6 +8,7 @@ from vtakit.compiler.ops import conv2d, plan_conv2d
 from vtakit.compiler.ops import reference as R
 from vtakit.compiler.ops.epilogue import (Epilogue, EpilogueError, ResidualAdd,
                                           accumulation_bound)
+from vtakit.compiler.ops.perfmodel import program_prediction
 from vtakit.compiler.ops.tiling import ConvTiling
 from vtakit.hw.isa import AluOp
 from vtakit.hw.spec import IMM_MIN
@@ -139,7 +140,10 @@ def test_streams_drop_the_resets_and_bias_adds():
     assert fast.epilogue.init and not base.epilogue.init and tiles > 4
     assert a["by_opcode"]["GEMM"] - b["by_opcode"]["GEMM"] == tiles - 2
     assert a["by_opcode"]["ALU"] == b["by_opcode"]["ALU"]
-    assert b["predicted_cycles"] < a["predicted_cycles"]
+    # the layer is load-bound on this config: the compute module does less, the whole
+    # kernel about the same
+    busy = [program_prediction(plan.program())[0].busy["compute"] for plan in (base, fast)]
+    assert busy[1] < busy[0] - (tiles - 2) * 8
     assert fast.estimate.cycles < base.estimate.cycles
 
 

@@ -139,7 +139,7 @@ def test_vectorized_estimates_are_each_lanes_own(kw, preset):
         for i in pick:
             t = ConvTiling(*(int(lanes[k][i]) for k in ("tn", "tco", "th", "tw", "tci")),
                            "co_outer" if lanes["co_outer"][i] else "sp_outer",
-                           int(lanes["nthreads"][i]))
+                           int(lanes["nthreads"][i]), bool(lanes["resident"][i]))
             alone = estimate(p, t, cfg, cost)
             assert tuple(v[i].item() for v in est) == (
                 alone.cycles, alone.compute, alone.load, alone.store, alone.read_bytes,
@@ -315,13 +315,33 @@ def test_weights_stay_resident_across_spatial_tiles():
     rt.reset()
 
 
+def test_resident_weights_are_offered_for_int32_results_and_checked():
+    """The search offers resident-weight tilings for int32 results only; a resident
+    tiling needs one reduction chunk and the whole weight in the wgt SRAM."""
+    cfg = CONFIGS["default"]
+    shape, w = (1, 64, 25, 5), (64, 64, 1, 1)
+    int32 = plan_conv2d(cfg, shape, w, 1, 0, out_dtype=np.int32).problem
+    int8 = plan_conv2d(cfg, shape, w, 1, 0, shift=8).problem
+    assert any(t.resident for _, t in search_tiles(int32, cfg, top=40))
+    assert not any(t.resident for _, t in search_tiles(int8, cfg, top=40))
+    with pytest.raises(TilingError, match=r"keeps the weights resident, which needs one "
+                                          r"reduction chunk \(tci=4\)"):
+        plan_conv2d(cfg, shape, w, 1, 0, out_dtype=np.int32,
+                    tiling=ConvTiling(1, 1, 5, 5, 2, "sp_outer", 2, True))
+    big = (512, 512, 3, 3)                              # 9,216 weight elements
+    with pytest.raises(TilingError, match=r"keeps all 9216 weight elements resident; the "
+                                          r"wgt buffer of config \S+ holds 1024"):
+        plan_conv2d(cfg, (1, 512, 4, 4), big, 1, 1, out_dtype=np.int32,
+                    tiling=ConvTiling(1, 1, 1, 4, 32, "sp_outer", 2, True))
+
+
 def test_stream_prediction_close_to_estimate():
     rt, plan = _lowered("default", (1, 64, 28, 28), (64, 64, 3, 3), 1, 1, bias=True, shift=8,
                         clip=(0, 127))
     insns = rt.instructions
     pred = predict_stream(insns, rt.config)
-    # padding taps skipped, except where a tile's corner rectangle would hold too few
-    # accumulators for the hazard rule (that tile then splits its rows only)
+    # padding taps skipped, except where a corner rectangle would hold too few
+    # accumulators for the hazard rule (that run of rows then keeps its columns whole)
     assert plan.problem.gemm_uops <= pred.gemm_uops < 1.01 * plan.problem.gemm_uops
     assert abs(pred.cycles - plan.estimate.cycles) < 0.1 * pred.cycles
     traffic = stream_traffic(insns, rt.config)

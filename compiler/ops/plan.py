@@ -32,9 +32,9 @@ PROGRAM_CACHE_SIZE = 64
 #: are merged up to this size (:meth:`~vtakit.runtime.ProgramBuilder.coalesce_uop_loads`).
 #: Each LOAD costs the compute module an instruction and a wait behind the load
 #: module's bursts on the shared read port; a tile loads its own kernels (their SRAM
-#: addresses differ by slot). Measured on Verilator (MLPerf Tiny, ResNet-18), 64 to
-#: 256 are within noise of each other; 32 keeps about a third of the gain.
-UOP_LOAD_RUN = 64
+#: addresses differ by slot). Measured on Verilator against 64: keyword_spotting -0.6%,
+#: visual_wake_words -1.1%, image_classification +0.3%, ResNet-18 -0.1%.
+UOP_LOAD_RUN = 512
 _programs: OrderedDict = OrderedDict()      # plan_signature -> Program
 
 
