@@ -50,7 +50,7 @@ import numpy as np
 
 from ...hw.errors import VtakitError
 from ...hw.isa import AluOp, MemType
-from ...runtime import KernelError, UopKernel
+from ...runtime import KernelError, Unit, UopKernel
 from ...runtime.hostops.vta import assemble_planes
 from .epilogue import Epilogue, accumulation_bound
 from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_weight,
@@ -483,6 +483,11 @@ class Conv2dPlan(OpPlan):
                 key = self._data_key(tiles[ti], c0, tci)
                 in0, nin = key[2], key[3]
                 cib = p.cin_blocks
+                # the first group of a resident block-diagonal (depthwise) weight loads
+                # it one kernel row at a time, each with its own token, so its GEMMs start
+                # after the first row's 16x16 diagonal tiles, not all kh x kw of them
+                pieces = (resident and g == 0 and p.diag and p.kh > 1 and tn == 1
+                          and not p.shared_wgt)
                 if inp_has[s] != key:
                     loaded = True
                     sram = s * inp_slot
@@ -501,7 +506,17 @@ class Conv2dPlan(OpPlan):
                 wkey = "shared" if p.shared_wgt else (co0, tco, c0, tci)
                 if resident:     # rows co0.. of the whole (ob, ib, kh, kw) weight, in place
                     wbase = co0 * p.ib * kk
-                    if not w_loaded.issuperset(range(co0, co0 + tco)):
+                    if pieces:
+                        for a in range(p.kh):
+                            for ol in range(tco):    # (an SRAM side is contiguous)
+                                at = wbase + ol * kk + a * p.kw
+                                builder.load_2d(MemType.WGT, at, slots["weight"], at, p.kw, 1,
+                                                p.kw)
+                            if a + 1 < p.kh:
+                                builder.dep_push(Unit.LOAD, Unit.COMPUTE)
+                        w_loaded.update(range(co0, co0 + tco))
+                        loaded = True
+                    elif not w_loaded.issuperset(range(co0, co0 + tco)):
                         builder.load_2d(MemType.WGT, wbase, slots["weight"], wbase,
                                         tco * p.ib * kk, 1, tco * p.ib * kk)
                         w_loaded.update(range(co0, co0 + tco))
@@ -518,12 +533,21 @@ class Conv2dPlan(OpPlan):
                 # ---- compute stage
                 pipe.compute_begin(g)
                 w_at = wbase if resident else s * wgt_slot
+                for a in range(p.kh) if pieces else ():
+                    if a:
+                        builder.dep_pop(Unit.LOAD, Unit.COMPUTE)
+                    for kernel in self._gemm_kernels(
+                            (acc_base, s * inp_slot, w_at), tn, tco, th, tw, tci, hi, wi,
+                            (ypad0, rows), (xpad0, cols), taps_h=(a, a + 1)):
+                        builder.push_gemm(kernel)
                 kkey = (s, a, w_at, tn, tco, th, tw, tci, hi, wi, ypad0, rows, xpad0, cols)
-                if kkey not in kernels:
+                if pieces:
+                    pass
+                elif kkey not in kernels:
                     kernels[kkey] = self._gemm_kernels(
                         (acc_base, s * inp_slot, w_at), tn, tco, th, tw, tci, hi, wi,
                         (ypad0, rows), (xpad0, cols), uses=len(tiles) * len(chunks) // nth)
-                for kernel in kernels[kkey]:
+                for kernel in () if pieces else kernels[kkey]:
                     builder.push_gemm(kernel)
                 pipe.compute_end(g)
                 g += 1
@@ -583,7 +607,7 @@ class Conv2dPlan(OpPlan):
         kernel_fence(builder)
 
     def _gemm_kernels(self, base, tn, tco, th, tw, tci, hi, wi, ydata, xdata,
-                      uses=1) -> tuple:
+                      uses=1, taps_h=None) -> tuple:
         """The GEMM kernels of one group of a tile whose input window holds data in rows
         ``ydata = (first, count)`` and columns ``xdata`` (the rest is the load's zero
         padding). Taps that only read padding multiply zeros, so output rows and columns
@@ -596,8 +620,11 @@ class Conv2dPlan(OpPlan):
         (sh, sw), kw_stride = p.stride, 0 if p.shared_wgt else 1
         dims = gemm_dims(p, tn, tco, th, tw, tci, hi, wi)
         rows = _tap_segments(th, sh, p.kh, *ydata)
+        if taps_h is not None:
+            rows = [(r0, r1, max(a0, taps_h[0]), min(a1, taps_h[1]))
+                    for r0, r1, a0, a1 in rows if max(a0, taps_h[0]) < min(a1, taps_h[1])]
         cols = _tap_segments(tw, sw, p.kw, *xdata)
-        rects = self._rect_kernels(base, dims, rows, cols, th, tw, wi, kw_stride)
+        rects = self._rect_kernels(base, dims, rows, cols, th, tw, wi, kw_stride, taps_h)
         if len(rects) > 1 and th >= p.oh and tw >= p.ow and not p.int32_out:
             def worth(size):
                 """The instructions a list of ``size`` micro-ops saves over the groups
@@ -609,12 +636,13 @@ class Conv2dPlan(OpPlan):
                 return (listed,)
         return rects
 
-    def _rect_kernels(self, base, dims, rows, cols, th, tw, wi, kw_stride) -> tuple:
+    def _rect_kernels(self, base, dims, rows, cols, th, tw, wi, kw_stride,
+                      taps_h=None) -> tuple:
         """One GEMM kernel per rectangle of outputs with equal taps (see
         :meth:`_gemm_kernels`)."""
         p, cfg = self.problem, self.config
         (sh, sw) = p.stride
-        full_r, full_c = [(0, th, 0, p.kh)], [(0, tw, 0, p.kw)]
+        full_r, full_c = [(0, th, *(taps_h or (0, p.kh)))], [(0, tw, 0, p.kw)]
 
         def fold(r0, r1, a0, a1, c0, c1, b0, b1):
             ext = {"oh": r1 - r0, "ow": c1 - c0, "kh": a1 - a0, "kw": b1 - b0}
