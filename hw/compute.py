@@ -198,6 +198,13 @@ class Compute(wiring.Component):
         shift = Signal(signed(SHIFT_BITS))
         push_prev = Signal()
         push_next = Signal()
+        # Copies of the modes that travel with the micro-ops in S2 and S3: the next
+        # instruction may be dispatched while the last micro-ops of one without pushes
+        # are still in S1..S3 (see ``overlap`` below).
+        s2_gemm, s2_reads = Signal(), Signal()
+        s3_gemm, s3_reset, s3_alu_op = Signal(), Signal(), Signal(alu_opcode_bits(c))
+        s3_use_imm, s3_imm, s3_shift = Signal(), Signal(signed(c.acc_width)), Signal(
+            signed(SHIFT_BITS))
 
         # ------------------------------------------------------ loop sequencer
         a_w, i_w, w_w = c.log_acc_depth, c.log_inp_depth, c.log_wgt_depth
@@ -293,35 +300,47 @@ class Compute(wiring.Component):
             s2_valid.eq(s1_valid & ~s1_bad),
             s2_dst.eq(dst),
             s2_src.eq(src),
+            # S1 uses the live modes: an overlapped dispatch latches new ones at the end
+            # of the cycle its predecessor's last micro-op is in S1
+            s2_gemm.eq(mode_gemm), s2_reads.eq(reads_operands),
+            s3_gemm.eq(s2_gemm), s3_reset.eq(s2_gemm & ~s2_reads),
         ]
         m.d.comb += [
             acc_rd_dst.addr.eq(s2_dst),
             acc_rd_src.addr.eq(s2_src),
             # Dot products only on cycles with a GEMM uop in S2 (the compiled
             # simulators then skip the products on every other cycle).
-            gemm.en.eq(s2_valid & reads_operands),
+            gemm.en.eq(s2_valid & s2_reads),
         ]
 
         # ---------------------------------------------------- S3: write back
         s3_valid = Signal()
         s3_dst = Signal(a_w)
         m.d.sync += [s3_valid.eq(s2_valid), s3_dst.eq(s2_dst)]
+        # the ALU operands of the micro-op entering S3 (each S2 cycle copies the live
+        # ones, which an overlapped dispatch changes only once its predecessor's last
+        # micro-op has left S1)
+        s2_alu_op, s2_use_imm = Signal.like(alu_op), Signal()
+        s2_imm, s2_shift = Signal.like(imm_word), Signal.like(shift)
+        m.d.sync += [s2_alu_op.eq(alu_op), s2_use_imm.eq(use_imm), s2_imm.eq(imm_word),
+                     s2_shift.eq(shift), s3_alu_op.eq(s2_alu_op), s3_use_imm.eq(s2_use_imm),
+                     s3_imm.eq(s2_imm), s3_shift.eq(s2_shift)]
         m.d.comb += [
             gemm.acc.eq(acc_rd_dst.data),
-            alu.op.eq(alu_op),
+            alu.op.eq(s3_alu_op),
             alu.a.eq(acc_rd_dst.data),
-            alu.shift.eq(shift),
+            alu.shift.eq(s3_shift),
         ]
-        with m.If(use_imm):
-            m.d.comb += alu.b.eq(Cat([imm_word] * lanes))
+        with m.If(s3_use_imm):
+            m.d.comb += alu.b.eq(Cat([s3_imm] * lanes))
         with m.Else():
             m.d.comb += alu.b.eq(acc_rd_src.data)
 
         # Only written when S3 holds a uop: idle cycles skip the lane sums.
         result = Signal(c.acc_elem_bits)
         with m.If(s3_valid):
-            with m.If(mode_gemm):
-                with m.If(~mode_reset):
+            with m.If(s3_gemm):
+                with m.If(~s3_reset):
                     m.d.comb += result.eq(gemm.result)
             with m.Else():
                 m.d.comb += result.eq(alu.result)
@@ -338,20 +357,40 @@ class Compute(wiring.Component):
             self.out_wr.addr.eq(s3_dst),
             self.out_wr.data.eq(Cat(result.word_select(j, c.acc_width)[:c.out_width]
                                     for j in range(lanes))),
-            self.out_wr.en.eq(s3_valid & ~(mode_gemm & mode_reset)),
+            self.out_wr.en.eq(s3_valid & ~(s3_gemm & s3_reset)),
         ]
-        with m.If(s3_valid & mode_gemm & ~mode_reset):
+        with m.If(s3_valid & s3_gemm & ~s3_reset):
             m.d.sync += self.gemm_count.eq(self.gemm_count + 1)
-        with m.If(s3_valid & ~mode_gemm):
+        with m.If(s3_valid & ~s3_gemm):
             m.d.sync += self.alu_count.eq(self.alu_count + 1)
         with m.If(s3_valid):
             m.d.sync += self.uop_count.eq(self.uop_count + 1)
 
         # ------------------------------------------------------------- control
-        def fail(code):
+        # the index of the instruction whose micro-op is in S1 (an overlapped dispatch
+        # has already taken the next one's)
+        s1_index = Signal(32)
+        m.d.sync += s1_index.eq(index)
+
+        def fail(code, at=index):
             m.d.sync += [self.error.valid.eq(1), self.error.code.eq(code),
-                         self.error.index.eq(index)]
+                         self.error.index.eq(at)]
             m.next = "ERROR"
+
+        # Overlap: the last micro-op of a GEMM/ALU without pushes issues, and the next
+        # command is a GEMM/ALU with micro-ops to run: take it in the same cycle, so its
+        # dispatch and first issue follow at once while S1..S3 drain (the modes travel
+        # with the micro-ops; acc reads forward from the writes in flight as within an
+        # instruction). Anything else waits for the drain: a push must follow the last
+        # write, LOAD ACC shares the acc write port, FINISH ends the run.
+        nxt_hdr = isa.finish.layout()(self.cmd.payload.insn)
+        nxt_loop = isa.gemm.layout()(self.cmd.payload.insn)
+        overlap = Signal()
+        m.d.comb += overlap.eq(
+            ~push_prev & ~push_next & self.cmd.valid
+            & ((nxt_hdr.opcode == Opcode.GEMM) | (nxt_hdr.opcode == Opcode.ALU))
+            & (nxt_loop.uop_bgn != nxt_loop.uop_end) & (nxt_loop.iter_out != 0)
+            & (nxt_loop.iter_in != 0))
 
         def accept():
             m.d.comb += self.cmd.ready.eq(1)
@@ -384,10 +423,12 @@ class Compute(wiring.Component):
                 tokens_ok = ((~hdr.pop_prev_dep | pop_prev.valid)
                              & (~hdr.pop_next_dep | pop_next.valid))
                 m.d.comb += [
-                    pop_prev.ready.eq(tokens_ok & hdr.pop_prev_dep),
-                    pop_next.ready.eq(tokens_ok & hdr.pop_next_dep),
+                    pop_prev.ready.eq(tokens_ok & hdr.pop_prev_dep & ~s1_bad),
+                    pop_next.ready.eq(tokens_ok & hdr.pop_next_dep & ~s1_bad),
                 ]
-                with m.If(tokens_ok):
+                with m.If(s1_bad):      # the overlapped predecessor's last micro-op
+                    fail(ErrorCode.SRAM_OUT_OF_RANGE, s1_index)
+                with m.Elif(tokens_ok):
                     # Dispatch: check the fields, latch the modes, start the work.
                     m.d.sync += [
                         push_prev.eq(hdr.push_prev_dep),
@@ -442,15 +483,21 @@ class Compute(wiring.Component):
 
             with m.State("RUN"):
                 with m.If(s1_bad):
-                    fail(ErrorCode.SRAM_OUT_OF_RANGE)
+                    fail(ErrorCode.SRAM_OUT_OF_RANGE, s1_index)
                 with m.Else():
                     m.d.comb += issue.eq(1)
                     with m.If(issue_last):
-                        m.next = "DRAIN"
+                        with m.If(overlap):
+                            m.d.comb += self.cmd.ready.eq(1)
+                            m.d.sync += [insn.eq(self.cmd.payload.insn),
+                                         index.eq(self.cmd.payload.index)]
+                            m.next = "POP"
+                        with m.Else():
+                            m.next = "DRAIN"
 
             with m.State("DRAIN"):
                 with m.If(s1_bad):
-                    fail(ErrorCode.SRAM_OUT_OF_RANGE)
+                    fail(ErrorCode.SRAM_OUT_OF_RANGE, s1_index)
                 with m.Elif(~s1_valid & ~s2_valid):
                     # Only S3 may still be busy: its write lands at this edge.
                     complete(push_prev, push_next)

@@ -592,6 +592,40 @@ def test_compute_throughput_one_uop_per_cycle(preset, kind):
 PIPELINE_OVERHEAD = 4
 
 
+def test_compute_overlaps_loops_without_pushes():
+    """The next GEMM/ALU is taken in the cycle the last micro-op of one without pushes
+    issues (N + 1 cycles from accept to accept: only its dispatch cycle), while one with
+    a push, a FINISH next, or an empty loop next wait for the drain (N + 4). Results stay
+    those of sequential execution across the overlaps, with read-after-write at
+    distance 1 and 2 between instructions: a GEMM then an ALU MAX reading the rows it
+    just wrote, an immediate SHR of the same rows, a GEMM accumulating onto them."""
+    cfg = VTAConfig.preset("tiny")
+    isa = isa_for(cfg)
+    # uops 0..3: (dst, src, wgt) rows 0..3; uops 4..7: ALU (dst 4+i, src i)
+    uops = [isa.encode_uop(d, d, d) for d in range(4)] + \
+        [isa.encode_uop(4 + d, d, 0) for d in range(4)]
+    gemm = dict(uop_bgn=0, uop_end=4, iter_out=1, iter_in=1)
+    alu = dict(uop_bgn=4, uop_end=8, iter_out=1, iter_in=1)
+    insns = [
+        isa.encode(Opcode.GEMM, **gemm),                                   # rows 0..3
+        isa.encode(Opcode.ALU, alu_opcode=AluOp.MAX, **alu),               # 4+i max= i
+        isa.encode(Opcode.ALU, alu_opcode=AluOp.SHR, use_imm=1, imm=3,
+                   uop_bgn=0, uop_end=4, iter_out=1, iter_in=1),           # rows 0..3
+        isa.encode(Opcode.GEMM, push_next_dep=1, **gemm),                  # a push: drain
+        isa.encode(Opcode.GEMM, **gemm),
+        isa.encode(Opcode.GEMM, uop_bgn=0, uop_end=0, iter_out=1, iter_in=1),   # empty
+        isa.encode(Opcode.ALU, alu_opcode=AluOp.ADD, use_imm=1, imm=5, **alu),
+        isa.encode(Opcode.FINISH),
+    ]
+    acc = np.random.default_rng(3).integers(-2**20, 2**20, (16, cfg.batch * cfg.block_out))
+    bench = ComputeBench(cfg)
+    r = bench.run(insns, uop=uops, acc=acc)
+    gaps = np.diff(r.accepted).tolist()
+    assert gaps == [4 + 1, 4 + 1, 4 + 1, 4 + PIPELINE_OVERHEAD, 4 + PIPELINE_OVERHEAD,
+                    1, 4 + PIPELINE_OVERHEAD], gaps
+    check_against_reference(bench, r, bench.reference(insns, uop=uops, acc=acc))
+
+
 def _error_cases(cfg):
     isa = isa_for(cfg)
     E = ErrorCode
