@@ -73,6 +73,10 @@ class LoadEngine(wiring.Component):
     done : Out(1)
         One-cycle pulse after the last SRAM write of the instruction was issued
         (also for an instruction with nothing to write).
+    last : Out(1)
+        High in the cycle the last SRAM write of the instruction is issued (so it lands
+        at this clock edge; ``done`` follows in the next cycle). Never high for an
+        instruction with nothing to write.
     busy : Out(1)
         High from the accepted command until ``done``.
     """
@@ -91,6 +95,7 @@ class LoadEngine(wiring.Component):
             "sram": In(memory.WritePort.Signature(addr_width=addr_width, shape=elem_bits)),
             "dram_oob": Out(1),
             "done": Out(1),
+            "last": Out(1),
             "busy": Out(1),
         })
 
@@ -216,6 +221,7 @@ class LoadEngine(wiring.Component):
             with m.If(col == x_total - 1):
                 m.d.sync += [col.eq(0), row.eq(row + 1)]
                 with m.If(row == y_total - 1):
+                    m.d.comb += self.last.eq(1)
                     m.d.sync += [w_active.eq(0), done.eq(1)]
 
         with m.If(accept):
@@ -255,6 +261,7 @@ class LoadEngine(wiring.Component):
         with m.If(write):
             m.d.sync += [w_addr.eq(w_addr + 1), lane.eq(lane + 1), left.eq(left - 1)]
             with m.If(left == 1):
+                m.d.comb += self.last.eq(1)
                 m.d.sync += [w_active.eq(0), done.eq(1)]
         with m.If(release):
             m.d.sync += have.eq(0)
