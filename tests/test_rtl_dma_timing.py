@@ -187,3 +187,33 @@ def _check_srams(ctx, config, bench, dram, cmds):
 
 PAD_AND_MEM = ("sram_base", "dram_base", "x_size", "y_size", "x_stride",
                "y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1")
+
+
+def test_load_inp_far_in_dram_completes():
+    """An INP LOAD whose DRAM range is legal for INP elements but would pass 2**32 bytes
+    for the (wider) WGT elements completes: the module waits only for its own engine
+    (it used to wait for both engines' ``cmd.ready`` and hang, reloading forever)."""
+    config = VTAConfig.preset("default")
+    bench = LoadBench(config)
+    u = bench.load
+    base = (1 << 32) // (config.wgt_elem_bits // 8)      # past the WGT range, not the INP one
+    word = isa_for(config).encode(Opcode.LOAD, memory_type=MemType.INP, sram_base=3,
+                                  dram_base=base, x_size=1, y_size=1, x_stride=1)
+    beat = 0x0123456789ABCDEF
+
+    async def tb(ctx):
+        # A DRAM answering every read with the same beat (the image cannot be 4 GiB).
+        ctx.set(u.dma.req.ready, 1)
+        ctx.set(u.dma.data.valid, 1)
+        ctx.set(u.dma.data.payload, beat)
+        ctx.set(u.cmd.payload.insn, word)
+        ctx.set(u.cmd.valid, 1)
+        await ctx.tick()
+        ctx.set(u.cmd.valid, 0)
+        await ctx.tick().repeat(20)
+        assert (ctx.get(u.count), ctx.get(u.busy), ctx.get(u.error.valid)) == (1, 0, 0)
+        ratio = config.inp_elem_bits // config.bus_width
+        assert ctx.get(bench.inp.data[3]) == sum(beat << (i * config.bus_width)
+                                                 for i in range(ratio))
+
+    run_sim(bench, tb)
