@@ -10,6 +10,12 @@ the padded 2-D load on the :class:`~vtakit.hw.load_engine.LoadEngine` of that
 buffer, then push an l2g token if ``push_next_dep``. A failed check reports an
 :class:`~vtakit.hw.interfaces.ErrorReport` with the instruction's stream index
 and the module stops (nothing is written).
+
+Timing: the checks run, and the engine takes the instruction, in the cycle the
+token pop succeeds; the push and the acceptance of the next command happen in the
+cycle of the last SRAM write (:attr:`~vtakit.hw.load_engine.LoadEngine.last`). So an
+unpadded LOAD of ``B`` beats takes ``3 + B`` cycles from its acceptance to the next
+one's with a 1-cycle DRAM read latency (pinned by ``tests/test_rtl_dma_timing.py``).
 """
 
 from amaranth.hdl import Module, Mux, Signal

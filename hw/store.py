@@ -9,10 +9,16 @@ every pad 0 (else ILLEGAL_FIELD) and ``sram_base + x_size*y_size <= depth``
 ``2**32`` (else DRAM_OUT_OF_RANGE: ``dram_base`` is an element address, so the
 byte address of the last row's end, computed at full width, can pass the 32-bit
 byte address space; nothing is written then). The ``x_size*y_size`` source elements are contiguous
-in the OUT SRAM; a reader streams them through a small FIFO while a writer
-sends each DRAM row as bursts of at most :data:`~vtakit.hw.load_engine.MAX_BURST`
-beats. The s2g token (``push_prev_dep``) is pushed after the last beat of the
-instruction was accepted, i.e. after its writes completed.
+in the OUT SRAM; a reader streams them through a small FIFO (bypassed while it
+is empty) while a writer sends each DRAM row as bursts of at most
+:data:`~vtakit.hw.load_engine.MAX_BURST` beats. The s2g token (``push_prev_dep``)
+is pushed after the last beat of the instruction was accepted, i.e. after its
+writes completed.
+
+Timing: the checks run, and the first OUT SRAM read is issued, in the cycle the
+token pop succeeds; the next command is accepted in the cycle of the push. So a
+STORE of ``B`` beats in ``n`` bursts takes ``3 + B + (n - 1)`` cycles from its
+acceptance to the next one's (pinned by ``tests/test_rtl_dma_timing.py``).
 """
 
 from amaranth.hdl import Module, Mux, Signal
