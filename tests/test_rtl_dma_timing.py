@@ -27,10 +27,11 @@ from vtakit.hw.load import Load
 from vtakit.hw.load_engine import MAX_BURST
 
 
-def _run_back_to_back(bench, unit, words, processes, final=None):
+def _run_back_to_back(bench, unit, words, processes, final=None, push_from=0):
     """Offer ``words`` back to back on ``unit.cmd`` with every token available; return
     the cycle each was accepted and the first cycle seeing each completion (count).
-    ``final(ctx)`` runs at the end (to check the SRAMs)."""
+    ``final(ctx)`` runs at the end (to check the SRAMs); the pushed token queue is
+    full (not ready) before cycle ``push_from``."""
     accepted, done = [], []
     tokens_in = [p for p in ("g2s", "g2l") if hasattr(unit, p)]
     tokens_out = [p for p in ("s2g", "l2g") if hasattr(unit, p)]
@@ -38,10 +39,10 @@ def _run_back_to_back(bench, unit, words, processes, final=None):
     async def tb(ctx):
         for p in tokens_in:
             ctx.set(getattr(unit, p).valid, 1)
-        for p in tokens_out:
-            ctx.set(getattr(unit, p).ready, 1)
         cycle, count = 0, 0
         while len(done) < len(words):
+            for p in tokens_out:
+                ctx.set(getattr(unit, p).ready, cycle >= push_from)
             i = len(accepted)
             ctx.set(unit.cmd.valid, i < len(words))
             if i < len(words):
@@ -217,3 +218,19 @@ def test_load_inp_far_in_dram_completes():
                                                  for i in range(ratio))
 
     run_sim(bench, tb)
+
+
+@pytest.mark.parametrize("unit", ["store", "load"])
+def test_push_waits_for_room_then_accepts(unit):
+    """A full token queue holds the push (and the next command) until it has room."""
+    config = VTAConfig.preset("tiny")
+    isa = isa_for(config)
+    if unit == "store":
+        bench = StoreBench(config, [0] * config.out_depth)
+        nop = isa.encode(Opcode.STORE, memory_type=MemType.OUT, push_prev_dep=1)
+    else:
+        bench = LoadBench(config)
+        nop = isa.encode(Opcode.LOAD, memory_type=MemType.INP, push_next_dep=1)
+    accepted, done = _run_back_to_back(bench, getattr(bench, unit), [nop, nop], [],
+                                       push_from=9)
+    assert (accepted, done) == ([0, 9], [10, 12])
