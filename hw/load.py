@@ -11,11 +11,12 @@ buffer, then push an l2g token if ``push_next_dep``. A failed check reports an
 :class:`~vtakit.hw.interfaces.ErrorReport` with the instruction's stream index
 and the module stops (nothing is written).
 
-Timing: the checks run, and the engine takes the instruction, in the cycle the
-token pop succeeds; the push and the acceptance of the next command happen in the
-cycle of the last SRAM write (:attr:`~vtakit.hw.load_engine.LoadEngine.last`). So an
-unpadded LOAD of ``B`` beats takes ``3 + B`` cycles from its acceptance to the next
-one's with a 1-cycle DRAM read latency (pinned by ``tests/test_rtl_dma_timing.py``).
+Timing: the checks run, and the engine takes the instruction and issues its first
+DRAM request, in the cycle the token pop succeeds; the push and the acceptance of
+the next command happen in the cycle of the last SRAM write
+(:attr:`~vtakit.hw.load_engine.LoadEngine.last`). So an unpadded LOAD of ``B`` beats
+takes ``2 + B`` cycles from its acceptance to the next one's with a 1-cycle DRAM read
+latency (pinned by ``tests/test_rtl_dma_timing.py``).
 """
 
 from amaranth.hdl import Module, Mux, Signal
@@ -91,8 +92,10 @@ class Load(wiring.Component):
         m.submodules.inp_engine, m.submodules.wgt_engine = engines
         wiring.connect(m, engines[0].sram, wiring.flipped(self.inp_wr))
         wiring.connect(m, engines[1].sram, wiring.flipped(self.wgt_wr))
-        sel = Signal()          # 0: INP engine, 1: WGT engine
-        mux_dma_read(m, self.dma, [e.dma for e in engines], sel)
+        sel = Signal()          # 0: INP engine, 1: WGT engine (of the instruction in progress)
+        sel_now = Signal()      # the same, already in the cycle an engine takes it
+        m.d.comb += sel_now.eq(sel)
+        mux_dma_read(m, self.dma, [e.dma for e in engines], sel_now)
 
         insn = Signal(isa_for(c).mem.layout())
         index = Signal(32)
@@ -126,6 +129,7 @@ class Load(wiring.Component):
         def start(wgt):
             # Hand the instruction to its engine (idle here, the previous one is done).
             m.d.sync += sel.eq(wgt)
+            m.d.comb += sel_now.eq(wgt)
             for i, e in enumerate(engines):
                 m.d.comb += e.cmd.valid.eq(wgt == i)
             with m.If(Mux(wgt, engines[1].cmd.ready, engines[0].cmd.ready)):

@@ -133,14 +133,14 @@ class LoadBench(wiring.Component):
 
 
 def _load_cost(config, f):
-    """Unpadded: accept, pop + checks + engine start, burst request, the first beat (DRAM
-    latency 1), one more cycle per beat, and the last element's SRAM write (assembled by
-    then) in the cycle of the push + accept, so ``3 + B``."""
+    """Unpadded: accept, pop + checks + engine start + first burst request, the first
+    beat (DRAM latency 1), one more cycle per beat, and the last element's SRAM write
+    (assembled by then) in the cycle of the push + accept, so ``2 + B``."""
     if f["x_size"] == 0:
         return 2
     assert not any(f.get(p, 0) for p in ("x_pad_0", "x_pad_1", "y_pad_0", "y_pad_1"))
     elem_bits = config.inp_elem_bits if f["memory_type"] == MemType.INP else config.wgt_elem_bits
-    return 3 + f["x_size"] * f["y_size"] * (elem_bits // config.bus_width)
+    return 2 + f["x_size"] * f["y_size"] * (elem_bits // config.bus_width)
 
 
 # A padded LOAD writes its 15 SRAM elements one per cycle from the cycle after the
