@@ -10,9 +10,16 @@ the padded 2-D load on the :class:`~vtakit.hw.load_engine.LoadEngine` of that
 buffer, then push an l2g token if ``push_next_dep``. A failed check reports an
 :class:`~vtakit.hw.interfaces.ErrorReport` with the instruction's stream index
 and the module stops (nothing is written).
+
+Timing: the checks run, and the engine takes the instruction and issues its first
+DRAM request, in the cycle the token pop succeeds; the push and the acceptance of
+the next command happen in the cycle of the last SRAM write
+(:attr:`~vtakit.hw.load_engine.LoadEngine.last`). So an unpadded LOAD of ``B`` beats
+takes ``2 + B`` cycles from its acceptance to the next one's with a 1-cycle DRAM read
+latency (pinned by ``tests/test_rtl_dma_timing.py``).
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -85,12 +92,13 @@ class Load(wiring.Component):
         m.submodules.inp_engine, m.submodules.wgt_engine = engines
         wiring.connect(m, engines[0].sram, wiring.flipped(self.inp_wr))
         wiring.connect(m, engines[1].sram, wiring.flipped(self.wgt_wr))
-        sel = Signal()          # 0: INP engine, 1: WGT engine
-        mux_dma_read(m, self.dma, [e.dma for e in engines], sel)
+        sel = Signal()          # 0: INP engine, 1: WGT engine (of the instruction in progress)
+        sel_now = Signal()      # the same, already in the cycle an engine takes it
+        m.d.comb += sel_now.eq(sel)
+        mux_dma_read(m, self.dma, [e.dma for e in engines], sel_now)
 
         insn = Signal(isa_for(c).mem.layout())
         index = Signal(32)
-        extent = Signal(40)     # sram_base + x_total * y_total
         for e in engines:
             m.d.comb += e.cmd.payload.eq(insn)
 
@@ -99,12 +107,39 @@ class Load(wiring.Component):
                          self.error.index.eq(index)]
             m.next = "ERROR"
 
+        def accept():
+            m.d.comb += self.cmd.ready.eq(1)
+            with m.If(self.cmd.valid):
+                m.d.sync += [insn.eq(self.cmd.payload.insn), index.eq(self.cmd.payload.index)]
+                m.next = "POP"
+            with m.Else():
+                m.next = "IDLE"
+
+        def complete():
+            # Push (the last SRAM write lands at this clock edge at the latest, so the
+            # consumer of the token sees it) and take the next command in the same
+            # cycle; wait in PUSH while the token queue is full.
+            m.d.comb += push_next.valid.eq(insn.push_next_dep)
+            with m.If(~insn.push_next_dep | push_next.ready):
+                m.d.sync += self.count.eq(self.count + 1)
+                accept()
+            with m.Else():
+                m.next = "PUSH"
+
+        def start(wgt):
+            # Hand the instruction to its engine (idle here, the previous one is done).
+            m.d.sync += sel.eq(wgt)
+            m.d.comb += sel_now.eq(wgt)
+            for i, e in enumerate(engines):
+                m.d.comb += e.cmd.valid.eq(wgt == i)
+            with m.If(Mux(wgt, engines[1].cmd.ready, engines[0].cmd.ready)):
+                m.next = "WAIT"
+            with m.Else():
+                m.next = "START"
+
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += self.cmd.ready.eq(1)
-                with m.If(self.cmd.valid):
-                    m.d.sync += [insn.eq(self.cmd.payload.insn), index.eq(self.cmd.payload.index)]
-                    m.next = "POP"
+                accept()
             with m.State("POP"):
                 m.d.comb += self.busy.eq(1)
                 # No previous stage: its flags are illegal on any LOAD here, NOPs
@@ -114,40 +149,35 @@ class Load(wiring.Component):
                 with m.If(no_prev):
                     fail(ErrorCode.ILLEGAL_FIELD)
                 with m.Elif(~insn.pop_next_dep | pop_next.valid):
+                    # The token is popped: check the fields and start in this cycle.
                     x_total = insn.x_pad_0 + insn.x_size + insn.x_pad_1
                     y_total = insn.y_pad_0 + insn.y_size + insn.y_pad_1
-                    m.d.sync += [extent.eq(insn.sram_base + x_total * y_total),
-                                 sel.eq(insn.memory_type == MemType.WGT)]
-                    m.next = "CHECK"
-            with m.State("CHECK"):
-                m.d.comb += self.busy.eq(1)
-                is_inp = insn.memory_type == MemType.INP
-                is_wgt = insn.memory_type == MemType.WGT
-                with m.If(insn.x_size == 0):
-                    m.next = "PUSH"
-                with m.Elif(~is_inp & ~is_wgt):
-                    fail(ErrorCode.ILLEGAL_MEMORY_TYPE)
-                with m.Elif(is_inp & (extent > c.inp_depth) | is_wgt & (extent > c.wgt_depth)):
-                    fail(ErrorCode.SRAM_OUT_OF_RANGE)
-                with m.Elif(is_inp & engines[0].dram_oob | is_wgt & engines[1].dram_oob):
-                    fail(ErrorCode.DRAM_OUT_OF_RANGE)
-                with m.Else():
-                    m.next = "START"
+                    extent = insn.sram_base + x_total * y_total
+                    is_inp = insn.memory_type == MemType.INP
+                    is_wgt = insn.memory_type == MemType.WGT
+                    with m.If(insn.x_size == 0):
+                        m.next = "PUSH"
+                    with m.Elif(~is_inp & ~is_wgt):
+                        fail(ErrorCode.ILLEGAL_MEMORY_TYPE)
+                    with m.Elif(is_inp & (extent > c.inp_depth)
+                                | is_wgt & (extent > c.wgt_depth)):
+                        fail(ErrorCode.SRAM_OUT_OF_RANGE)
+                    with m.Elif(is_inp & engines[0].dram_oob | is_wgt & engines[1].dram_oob):
+                        fail(ErrorCode.DRAM_OUT_OF_RANGE)
+                    with m.Else():
+                        start(is_wgt)
             with m.State("START"):
                 m.d.comb += self.busy.eq(1)
-                for i, e in enumerate(engines):
-                    m.d.comb += e.cmd.valid.eq(sel == i)
-                with m.If(engines[0].cmd.ready & engines[1].cmd.ready):
-                    m.next = "WAIT"
+                start(sel)
             with m.State("WAIT"):
                 m.d.comb += self.busy.eq(1)
-                with m.If(engines[0].done | engines[1].done):
-                    m.next = "PUSH"
+                # The last SRAM write lands at this clock edge (``last``), or the
+                # instruction had nothing to write (``done`` alone).
+                with m.If(engines[0].last | engines[1].last | engines[0].done | engines[1].done):
+                    complete()
             with m.State("PUSH"):
-                m.d.comb += [self.busy.eq(1), push_next.valid.eq(insn.push_next_dep)]
-                with m.If(~insn.push_next_dep | push_next.ready):
-                    m.d.sync += self.count.eq(self.count + 1)
-                    m.next = "IDLE"
+                m.d.comb += self.busy.eq(1)
+                complete()
             with m.State("ERROR"):
                 pass
         return m

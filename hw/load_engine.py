@@ -4,7 +4,8 @@ The engine has two decoupled halves, so DRAM bursts stream at one beat per
 cycle while padding is inserted on the SRAM side:
 
 * the *request* half walks the DRAM rows and issues bursts of at most
-  :data:`MAX_BURST` beats (a row of ``x_size`` elements is contiguous in DRAM);
+  :data:`MAX_BURST` beats (a row of ``x_size`` elements is contiguous in DRAM),
+  the first one in the cycle the command is accepted;
 * the *write* half walks the padded destination rectangle row-major
   (``y_total`` rows of ``x_total`` elements), writing a zero element at each
   padding position (one per cycle) and an assembled DRAM element at each data
@@ -73,6 +74,10 @@ class LoadEngine(wiring.Component):
     done : Out(1)
         One-cycle pulse after the last SRAM write of the instruction was issued
         (also for an instruction with nothing to write).
+    last : Out(1)
+        High in the cycle the last SRAM write of the instruction is issued (so it lands
+        at this clock edge; ``done`` follows in the next cycle). Never high for an
+        instruction with nothing to write.
     busy : Out(1)
         High from the accepted command until ``done``.
     """
@@ -91,6 +96,7 @@ class LoadEngine(wiring.Component):
             "sram": In(memory.WritePort.Signature(addr_width=addr_width, shape=elem_bits)),
             "dram_oob": Out(1),
             "done": Out(1),
+            "last": Out(1),
             "busy": Out(1),
         })
 
@@ -103,34 +109,8 @@ class LoadEngine(wiring.Component):
         wide = ebits >= bus
         insn = self.cmd.payload
 
-        # ---------------------------------------------------------------- request half
+        # ---------------------------------------------------------------- acceptance
         req_busy = Signal()
-        req_addr = Signal(DRAM_ADDR_BITS)     # byte address of the next burst (bus aligned)
-        row_beats = Signal(32)                # beats left in the current DRAM row
-        rows_left = Signal(16)
-        row_elem = Signal(DRAM_ADDR_BITS)     # element address of the current row
-        x_size = Signal(16)
-        x_stride = Signal(16)
-        burst = Signal(range(MAX_BURST + 1))
-        m.d.comb += burst.eq(Mux(row_beats > MAX_BURST, MAX_BURST, row_beats))
-        m.d.comb += [
-            self.dma.req.valid.eq(req_busy),
-            self.dma.req.payload.addr.eq(req_addr),
-            self.dma.req.payload.beats.eq(burst),
-        ]
-        log_ratio = _log2(ebits // bus) if wide else 0
-        with m.If(self.dma.req.valid & self.dma.req.ready):
-            m.d.sync += [row_beats.eq(row_beats - burst), req_addr.eq(req_addr + burst * bus_bytes)]
-            with m.If(row_beats == burst):           # last burst of this row
-                m.d.sync += rows_left.eq(rows_left - 1)
-                with m.If(rows_left == 1):
-                    m.d.sync += req_busy.eq(0)
-                with m.Else():
-                    nxt = (row_elem + x_stride)[:DRAM_ADDR_BITS]
-                    m.d.sync += [row_elem.eq(nxt), req_addr.eq(nxt << log_eb),
-                                 row_beats.eq(x_size << log_ratio)]
-
-        # ---------------------------------------------------------------- write half
         w_active = Signal()
         w_addr = Signal(self._addr_width)
         done = Signal()
@@ -146,35 +126,73 @@ class LoadEngine(wiring.Component):
             end_elem = insn.dram_base + insn.x_size
         m.d.comb += self.dram_oob.eq(moves & (end_elem > (1 << DRAM_ADDR_BITS) >> log_eb))
         m.d.comb += self.cmd.ready.eq(~w_active & ~req_busy & ~self.dram_oob)
-        accept = self.cmd.valid & self.cmd.ready
+        accept = Signal()
+        m.d.comb += accept.eq(self.cmd.valid & self.cmd.ready)
 
+        # ---------------------------------------------------------------- request half
+        # The request state of the accepted instruction (``first``: its first request,
+        # issued in the cycle it is accepted) or of the one in progress (registers).
+        req_addr = Signal(DRAM_ADDR_BITS)     # byte address of the next burst (bus aligned)
+        row_beats = Signal(32)                # beats left in the current DRAM row
+        rows_left = Signal(16)
+        row_elem = Signal(DRAM_ADDR_BITS)     # element address of the current row
+        x_size = Signal(16)
+        x_stride = Signal(16)
+        log_ratio = _log2(ebits // bus) if wide else 0
+        first_addr = Signal(DRAM_ADDR_BITS)
+        first_beats = Signal(32)
+        first_rows = Signal(16)
+        if wide:
+            m.d.comb += [first_addr.eq((insn.dram_base << log_eb)[:DRAM_ADDR_BITS]),
+                         first_beats.eq(insn.x_size << log_ratio), first_rows.eq(insn.y_size)]
+        else:
+            per_beat = bus // ebits
+            total = Signal(17)
+            m.d.comb += [
+                total.eq(insn.dram_base[:_log2(per_beat)] + insn.x_size),
+                first_addr.eq((insn.dram_base << log_eb)[:DRAM_ADDR_BITS]
+                              & ~Const(bus_bytes - 1, DRAM_ADDR_BITS)),
+                first_beats.eq((total + per_beat - 1) >> _log2(per_beat)),
+                first_rows.eq(1),
+            ]
+        cur_addr, cur_beats, cur_rows = (Signal.like(v) for v in (req_addr, row_beats, rows_left))
+        cur_elem, cur_x, cur_stride = (Signal.like(v) for v in (row_elem, x_size, x_stride))
+        m.d.comb += [
+            cur_addr.eq(Mux(accept, first_addr, req_addr)),
+            cur_beats.eq(Mux(accept, first_beats, row_beats)),
+            cur_rows.eq(Mux(accept, first_rows, rows_left)),
+            cur_elem.eq(Mux(accept, insn.dram_base, row_elem)),
+            cur_x.eq(Mux(accept, insn.x_size, x_size)),
+            cur_stride.eq(Mux(accept, insn.x_stride, x_stride)),
+        ]
+        burst = Signal(range(MAX_BURST + 1))
+        m.d.comb += burst.eq(Mux(cur_beats > MAX_BURST, MAX_BURST, cur_beats))
+        m.d.comb += [
+            self.dma.req.valid.eq(req_busy | accept & moves),
+            self.dma.req.payload.addr.eq(cur_addr),
+            self.dma.req.payload.beats.eq(burst),
+        ]
+        with m.If(accept):
+            m.d.sync += [x_size.eq(insn.x_size), x_stride.eq(insn.x_stride),
+                         row_elem.eq(insn.dram_base), req_busy.eq(moves), rows_left.eq(first_rows),
+                         req_addr.eq(first_addr), row_beats.eq(first_beats)]
+        # (after the acceptance: a request issued in the cycle of acceptance updates the state)
+        with m.If(self.dma.req.valid & self.dma.req.ready):
+            m.d.sync += [row_beats.eq(cur_beats - burst), req_addr.eq(cur_addr + burst * bus_bytes)]
+            with m.If(cur_beats == burst):           # last burst of this row
+                m.d.sync += rows_left.eq(cur_rows - 1)
+                with m.If(cur_rows == 1):
+                    m.d.sync += req_busy.eq(0)
+                with m.Else():
+                    nxt = (cur_elem + cur_stride)[:DRAM_ADDR_BITS]
+                    m.d.sync += [row_elem.eq(nxt), req_addr.eq(nxt << log_eb),
+                                 row_beats.eq(cur_x << log_ratio)]
+
+        # ---------------------------------------------------------------- write half
         if wide:
             self._wide_writer(m, insn, accept, w_active, w_addr, done)
         else:
             self._narrow_writer(m, insn, accept, w_active, w_addr, done)
-
-        with m.If(accept):
-            m.d.sync += [x_size.eq(insn.x_size), x_stride.eq(insn.x_stride),
-                         row_elem.eq(insn.dram_base)]
-            if wide:
-                m.d.sync += [
-                    req_busy.eq((insn.x_size != 0) & (insn.y_size != 0)),
-                    rows_left.eq(insn.y_size),
-                    req_addr.eq((insn.dram_base << log_eb)[:DRAM_ADDR_BITS]),
-                    row_beats.eq(insn.x_size << log_ratio),
-                ]
-            else:
-                per_beat = bus // ebits
-                skip = insn.dram_base[:_log2(per_beat)]
-                total = Signal(17)
-                m.d.comb += total.eq(skip + insn.x_size)
-                m.d.sync += [
-                    req_busy.eq(insn.x_size != 0),
-                    rows_left.eq(1),
-                    req_addr.eq((insn.dram_base << log_eb)[:DRAM_ADDR_BITS]
-                                & ~Const(bus_bytes - 1, DRAM_ADDR_BITS)),
-                    row_beats.eq((total + per_beat - 1) >> _log2(per_beat)),
-                ]
         return m
 
     def _wide_writer(self, m, insn, accept, w_active, w_addr, done):
@@ -216,6 +234,7 @@ class LoadEngine(wiring.Component):
             with m.If(col == x_total - 1):
                 m.d.sync += [col.eq(0), row.eq(row + 1)]
                 with m.If(row == y_total - 1):
+                    m.d.comb += self.last.eq(1)
                     m.d.sync += [w_active.eq(0), done.eq(1)]
 
         with m.If(accept):
@@ -255,6 +274,7 @@ class LoadEngine(wiring.Component):
         with m.If(write):
             m.d.sync += [w_addr.eq(w_addr + 1), lane.eq(lane + 1), left.eq(left - 1)]
             with m.If(left == 1):
+                m.d.comb += self.last.eq(1)
                 m.d.sync += [w_active.eq(0), done.eq(1)]
         with m.If(release):
             m.d.sync += have.eq(0)

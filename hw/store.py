@@ -9,10 +9,16 @@ every pad 0 (else ILLEGAL_FIELD) and ``sram_base + x_size*y_size <= depth``
 ``2**32`` (else DRAM_OUT_OF_RANGE: ``dram_base`` is an element address, so the
 byte address of the last row's end, computed at full width, can pass the 32-bit
 byte address space; nothing is written then). The ``x_size*y_size`` source elements are contiguous
-in the OUT SRAM; a reader streams them through a small FIFO while a writer
-sends each DRAM row as bursts of at most :data:`~vtakit.hw.load_engine.MAX_BURST`
-beats. The s2g token (``push_prev_dep``) is pushed after the last beat of the
-instruction was accepted, i.e. after its writes completed.
+in the OUT SRAM; a reader streams them through a small FIFO (bypassed while it
+is empty) while a writer sends each DRAM row as bursts of at most
+:data:`~vtakit.hw.load_engine.MAX_BURST` beats. The s2g token (``push_prev_dep``)
+is pushed after the last beat of the instruction was accepted, i.e. after its
+writes completed.
+
+Timing: the checks run, and the first OUT SRAM read is issued, in the cycle the
+token pop succeeds; the next command is accepted in the cycle of the push. So a
+STORE of ``B`` beats in ``n`` bursts takes ``3 + B + (n - 1)`` cycles from its
+acceptance to the next one's (pinned by ``tests/test_rtl_dma_timing.py``).
 """
 
 from amaranth.hdl import Module, Mux, Signal
@@ -75,38 +81,53 @@ class Store(wiring.Component):
 
         insn = Signal(isa_for(c).mem.layout())
         index = Signal(32)
-        total = Signal(33)          # x_size * y_size elements
+        total = Signal(33)          # x_size * y_size elements (combinational)
+        m.d.comb += total.eq(insn.x_size * insn.y_size)
 
         # ------------------------------------------------------------- SRAM reader
-        m.submodules.elems = elems = fifo.SyncFIFOBuffered(width=ebits, depth=4)
+        # ``start`` (combinational, in the cycle the token pop succeeds and the checks
+        # pass) issues the first read at once; the next ones follow from r_addr/r_left.
+        start = Signal()
+        m.submodules.elems = elems = fifo.SyncFIFO(width=ebits, depth=4)
         r_addr = Signal(c.log_out_depth)
         r_left = Signal(33)
         pending = Signal()          # a read issued last cycle: its data is on out_rd.data now
         issue = Signal()
+        rd_addr = Mux(start, insn.sram_base, r_addr)
+        rd_left = Mux(start, total, r_left)
         m.d.comb += [
-            issue.eq((r_left != 0) & (elems.w_level + pending < elems.depth)),
+            issue.eq((rd_left != 0) & (elems.w_level + pending < elems.depth)),
             self.out_rd.en.eq(issue),
-            self.out_rd.addr.eq(r_addr),
-            elems.w_en.eq(pending),
-            elems.w_data.eq(self.out_rd.data),
+            self.out_rd.addr.eq(rd_addr),
         ]
         m.d.sync += pending.eq(issue)
         with m.If(issue):
-            m.d.sync += [r_addr.eq(r_addr + 1), r_left.eq(r_left - 1)]
+            m.d.sync += [r_addr.eq(rd_addr + 1), r_left.eq(rd_left - 1)]
 
         # ------------------------------------------------------------- beat source
+        # The shift register takes the oldest element: the FIFO head, or, when the FIFO
+        # is empty, the element just read (bypassing the FIFO saves a cycle per start).
         sreg = Signal(ebits)
         scnt = Signal(range(ratio + 1))
         d = self.dma.data
         take = d.valid & d.ready
         after = Signal.like(scnt)
-        m.d.comb += [d.payload.eq(sreg[:bus]), after.eq(scnt - take)]
+        from_fifo = Signal()
+        bypass = Signal()
+        m.d.comb += [
+            d.payload.eq(sreg[:bus]), after.eq(scnt - take),
+            from_fifo.eq((after == 0) & elems.r_rdy),
+            bypass.eq((after == 0) & ~elems.r_rdy & pending),
+            elems.r_en.eq(from_fifo),
+            elems.w_en.eq(pending & ~bypass),
+            elems.w_data.eq(self.out_rd.data),
+        ]
         m.d.sync += scnt.eq(after)
         with m.If(take):
             m.d.sync += sreg.eq(sreg >> bus)
-        with m.If((after == 0) & elems.r_rdy):
-            m.d.comb += elems.r_en.eq(1)
-            m.d.sync += [sreg.eq(elems.r_data), scnt.eq(ratio)]
+        with m.If(from_fifo | bypass):
+            m.d.sync += [sreg.eq(Mux(from_fifo, elems.r_data, self.out_rd.data)),
+                         scnt.eq(ratio)]
 
         # ------------------------------------------------------------- DRAM writer
         row_elem = Signal(DRAM_ADDR_BITS)
@@ -126,46 +147,48 @@ class Store(wiring.Component):
         # One past the last element written, at full width (up to 34 bits).
         end_elem = insn.dram_base + (insn.y_size - 1) * insn.x_stride + insn.x_size
 
+        def accept():
+            m.d.comb += self.cmd.ready.eq(1)
+            with m.If(self.cmd.valid):
+                m.d.sync += [insn.eq(self.cmd.payload.insn), index.eq(self.cmd.payload.index)]
+                m.next = "POP"
+            with m.Else():
+                m.next = "IDLE"
+
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += self.cmd.ready.eq(1)
-                with m.If(self.cmd.valid):
-                    m.d.sync += [insn.eq(self.cmd.payload.insn), index.eq(self.cmd.payload.index)]
-                    m.next = "POP"
+                accept()
             with m.State("POP"):
                 m.d.comb += self.busy.eq(1)
                 # No next stage: its flags are illegal on any STORE, NOPs included,
                 # and are refused before popping (as the model does).
                 no_next = insn.pop_next_dep | insn.push_next_dep
                 m.d.comb += pop_prev.ready.eq(insn.pop_prev_dep & ~no_next)
+                pads = insn.x_pad_0 | insn.x_pad_1 | insn.y_pad_0 | insn.y_pad_1
                 with m.If(no_next):
                     fail(ErrorCode.ILLEGAL_FIELD)
                 with m.Elif(~insn.pop_prev_dep | pop_prev.valid):
-                    m.d.sync += total.eq(insn.x_size * insn.y_size)
-                    m.next = "CHECK"
-            with m.State("CHECK"):
-                m.d.comb += self.busy.eq(1)
-                pads = insn.x_pad_0 | insn.x_pad_1 | insn.y_pad_0 | insn.y_pad_1
-                with m.If(insn.x_size == 0):
-                    m.next = "PUSH"
-                with m.Elif(insn.memory_type != MemType.OUT):
-                    fail(ErrorCode.ILLEGAL_MEMORY_TYPE)
-                with m.Elif(pads != 0):
-                    fail(ErrorCode.ILLEGAL_FIELD)
-                with m.Elif(insn.sram_base + total > c.out_depth):
-                    fail(ErrorCode.SRAM_OUT_OF_RANGE)
-                with m.Elif((total != 0) & (end_elem > (1 << DRAM_ADDR_BITS) >> log_eb)):
-                    fail(ErrorCode.DRAM_OUT_OF_RANGE)
-                with m.Elif(total == 0):
-                    m.next = "PUSH"
-                with m.Else():
-                    m.d.sync += [
-                        r_addr.eq(insn.sram_base), r_left.eq(total),
-                        row_elem.eq(insn.dram_base), rows_left.eq(insn.y_size),
-                        w_addr.eq((insn.dram_base << log_eb)[:DRAM_ADDR_BITS]),
-                        row_beats.eq(insn.x_size << log_ratio),
-                    ]
-                    m.next = "REQ"
+                    # The token is popped: check the fields and start in this cycle.
+                    with m.If(insn.x_size == 0):
+                        m.next = "PUSH"
+                    with m.Elif(insn.memory_type != MemType.OUT):
+                        fail(ErrorCode.ILLEGAL_MEMORY_TYPE)
+                    with m.Elif(pads != 0):
+                        fail(ErrorCode.ILLEGAL_FIELD)
+                    with m.Elif(insn.sram_base + total > c.out_depth):
+                        fail(ErrorCode.SRAM_OUT_OF_RANGE)
+                    with m.Elif((total != 0) & (end_elem > (1 << DRAM_ADDR_BITS) >> log_eb)):
+                        fail(ErrorCode.DRAM_OUT_OF_RANGE)
+                    with m.Elif(total == 0):
+                        m.next = "PUSH"
+                    with m.Else():
+                        m.d.comb += start.eq(1)
+                        m.d.sync += [
+                            row_elem.eq(insn.dram_base), rows_left.eq(insn.y_size),
+                            w_addr.eq((insn.dram_base << log_eb)[:DRAM_ADDR_BITS]),
+                            row_beats.eq(insn.x_size << log_ratio),
+                        ]
+                        m.next = "REQ"
             with m.State("REQ"):
                 m.d.comb += [self.busy.eq(1), self.dma.req.valid.eq(1)]
                 with m.If(self.dma.req.ready):
@@ -187,10 +210,12 @@ class Store(wiring.Component):
                                 m.d.sync += [row_elem.eq(nxt), w_addr.eq(nxt << log_eb),
                                              row_beats.eq(insn.x_size << log_ratio)]
             with m.State("PUSH"):
+                # The last beat was accepted at the previous clock edge: push, and take
+                # the next command in the same cycle.
                 m.d.comb += [self.busy.eq(1), push_prev.valid.eq(insn.push_prev_dep)]
                 with m.If(~insn.push_prev_dep | push_prev.ready):
                     m.d.sync += self.count.eq(self.count + 1)
-                    m.next = "IDLE"
+                    accept()
             with m.State("ERROR"):
                 pass
         return m

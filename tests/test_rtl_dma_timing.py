@@ -1,0 +1,236 @@
+"""Exact cycle counts of the STORE and LOAD modules (simulated cycles, not wall time).
+
+The cost model of the compiler is fitted to these counts, so a change of either
+pipeline must show up here. Commands are offered back to back (tokens always
+available, DRAM reads answered after 1 cycle) and the tests pin the cycles from
+the acceptance of one command to the acceptance of the next:
+
+* STORE of ``B`` beats in ``n`` bursts (one or more per row, at most
+  :data:`~vtakit.hw.load_engine.MAX_BURST` beats each): ``3 + B + (n - 1)``
+  (accept, pop + checks + first OUT SRAM read, burst request, the beats, push +
+  accept);
+* LOAD INP/WGT writing ``E`` SRAM elements (padding included) of ``B`` beats:
+  see :func:`_load_cost`;
+* a NOP (``x_size == 0``) of either: 2 (accept, pop + checks, push + accept).
+"""
+
+import numpy as np
+import pytest
+from amaranth.hdl import Module
+from amaranth.lib import memory, wiring
+
+from rtl_util import DramPortModel, padded_load_ref, rng_bytes, run_sim
+from test_rtl_memory import StoreBench
+from vtakit.hw.config import VTAConfig
+from vtakit.hw.isa import MemType, Opcode, isa_for
+from vtakit.hw.load import Load
+from vtakit.hw.load_engine import MAX_BURST
+
+
+def _run_back_to_back(bench, unit, words, processes, final=None, push_from=0):
+    """Offer ``words`` back to back on ``unit.cmd`` with every token available; return
+    the cycle each was accepted and the first cycle seeing each completion (count).
+    ``final(ctx)`` runs at the end (to check the SRAMs); the pushed token queue is
+    full (not ready) before cycle ``push_from``."""
+    accepted, done = [], []
+    tokens_in = [p for p in ("g2s", "g2l") if hasattr(unit, p)]
+    tokens_out = [p for p in ("s2g", "l2g") if hasattr(unit, p)]
+
+    async def tb(ctx):
+        for p in tokens_in:
+            ctx.set(getattr(unit, p).valid, 1)
+        cycle, count = 0, 0
+        while len(done) < len(words):
+            for p in tokens_out:
+                ctx.set(getattr(unit, p).ready, cycle >= push_from)
+            i = len(accepted)
+            ctx.set(unit.cmd.valid, i < len(words))
+            if i < len(words):
+                ctx.set(unit.cmd.payload.insn, words[i])
+                ctx.set(unit.cmd.payload.index, i)
+            _, _, ready, valid, n = await ctx.tick().sample(unit.cmd.ready, unit.cmd.valid,
+                                                            unit.count)
+            if ready and valid:
+                accepted.append(cycle)
+            if n != count:
+                done.append(cycle)
+                count = n
+            cycle += 1
+            assert cycle < 10_000
+        assert not ctx.get(unit.error.valid)
+        if final is not None:
+            final(ctx)
+
+    run_sim(bench, tb, processes=processes)
+    return accepted, done
+
+
+def _check_timing(accepted, done, costs):
+    assert accepted[0] == 0
+    got = [b - a for a, b in zip(accepted, accepted[1:])]
+    assert got == costs[:-1], got
+    # Each one completes (token pushed, count incremented) in the cycle the next one is
+    # accepted, the last one included; ``done`` is the first cycle seeing the count.
+    assert done == [a + n + 1 for a, n in zip(accepted, costs)], (accepted, done)
+
+
+# ------------------------------------------------------------------------ store
+
+def _store_cost(config, f):
+    if f["x_size"] == 0:
+        return 2
+    row = f["x_size"] * config.out_axi_ratio
+    bursts = f["y_size"] * -(-row // MAX_BURST)
+    return 3 + row * f["y_size"] + (bursts - 1)
+
+
+@pytest.mark.parametrize("preset", ["tiny", "default"])
+def test_store_cycles_back_to_back(preset):
+    config = VTAConfig.preset(preset)
+    cmds = [dict(sram_base=0, dram_base=100, x_size=10, y_size=1, x_stride=10),   # one row
+            dict(sram_base=20, dram_base=300, x_size=3, y_size=4, x_stride=5),    # 4 rows
+            dict(sram_base=0, dram_base=0, x_size=0, y_size=0, x_stride=0,        # NOP
+                 pop_prev_dep=1, push_prev_dep=1),
+            dict(sram_base=40, dram_base=500, x_size=1, y_size=1, x_stride=1,     # 1 element
+                 push_prev_dep=1),
+            dict(sram_base=50, dram_base=600, x_size=130, y_size=2, x_stride=140)]  # long rows
+    rng = np.random.default_rng(7)
+    mask = (1 << config.out_elem_bits) - 1
+    init = [(int(v) * 0x9E3779B97F4A7C15) & mask for v in rng.integers(0, 1 << 63, config.out_depth)]
+    bench = StoreBench(config, init)
+    dram = np.zeros(1 << 15, np.uint8)
+    model = DramPortModel(dram, config.bus_bytes)
+    words = [isa_for(config).encode(Opcode.STORE, memory_type=MemType.OUT, **f) for f in cmds]
+    accepted, done = _run_back_to_back(bench, bench.store, words,
+                                       [model.process(None, bench.store.dma)])
+    e = config.out_elem_bytes
+    expected = np.zeros_like(dram)
+    for f in cmds:
+        for r in range(f["y_size"]):
+            for c in range(f["x_size"]):
+                a = (f["dram_base"] + r * f["x_stride"] + c) * e
+                expected[a:a + e] = np.frombuffer(
+                    init[f["sram_base"] + r * f["x_size"] + c].to_bytes(e, "little"), np.uint8)
+    np.testing.assert_array_equal(dram, expected)
+    _check_timing(accepted, done, [_store_cost(config, f) for f in cmds])
+
+
+# ------------------------------------------------------------------------ load
+
+class LoadBench(wiring.Component):
+    def __init__(self, config):
+        self.load = Load(config)
+        self.inp = memory.Memory(shape=config.inp_elem_bits, depth=config.inp_depth, init=[])
+        self.wgt = memory.Memory(shape=config.wgt_elem_bits, depth=config.wgt_depth, init=[])
+        super().__init__({})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.load, m.submodules.inp, m.submodules.wgt = self.load, self.inp, self.wgt
+        wiring.connect(m, self.load.inp_wr, self.inp.write_port())
+        wiring.connect(m, self.load.wgt_wr, self.wgt.write_port())
+        return m
+
+
+def _load_cost(config, f):
+    """Unpadded: accept, pop + checks + engine start + first burst request, the first
+    beat (DRAM latency 1), one more cycle per beat, and the last element's SRAM write
+    (assembled by then) in the cycle of the push + accept, so ``2 + B``."""
+    if f["x_size"] == 0:
+        return 2
+    assert not any(f.get(p, 0) for p in ("x_pad_0", "x_pad_1", "y_pad_0", "y_pad_1"))
+    elem_bits = config.inp_elem_bits if f["memory_type"] == MemType.INP else config.wgt_elem_bits
+    return 2 + f["x_size"] * f["y_size"] * (elem_bits // config.bus_width)
+
+
+# A padded LOAD writes its 15 SRAM elements one per cycle from the cycle after the
+# engine started (so at least 1 + 15 cycles), the zero pads while the DRAM data of the
+# next data element is still arriving; on ``default`` the 2-beat elements delay it more.
+PADDED = dict(memory_type=MemType.INP, sram_base=40, dram_base=200, x_size=3, y_size=2,
+              x_stride=4, y_pad_0=1, x_pad_1=2, push_next_dep=1)
+PADDED_COST = {"tiny": 16, "default": 20}
+
+
+@pytest.mark.parametrize("preset", ["tiny", "default"])
+def test_load_cycles_back_to_back(preset):
+    config = VTAConfig.preset(preset)
+    cmds = [dict(memory_type=MemType.INP, sram_base=0, dram_base=100, x_size=10, y_size=1,
+                 x_stride=10),
+            dict(memory_type=MemType.WGT, sram_base=4, dram_base=30, x_size=2, y_size=3,
+                 x_stride=5),
+            dict(memory_type=MemType.INP, sram_base=0, dram_base=0, x_size=0, y_size=0,
+                 x_stride=0, pop_next_dep=1, push_next_dep=1),
+            PADDED,
+            dict(memory_type=MemType.INP, sram_base=100, dram_base=300, x_size=1, y_size=1,
+                 x_stride=1)]
+    bench = LoadBench(config)
+    dram = rng_bytes(3, 1 << 15)
+    model = DramPortModel(dram, config.bus_bytes)
+    words = [isa_for(config).encode(Opcode.LOAD, **f) for f in cmds]
+    accepted, done = _run_back_to_back(bench, bench.load, words,
+                                       [model.process(bench.load.dma, None)],
+                                       final=lambda ctx: _check_srams(ctx, config, bench, dram, cmds))
+    _check_timing(accepted, done, [PADDED_COST[preset] if f is PADDED else _load_cost(config, f)
+                                   for f in cmds])
+
+
+def _check_srams(ctx, config, bench, dram, cmds):
+    for mem_type, mem, bits in ((MemType.INP, bench.inp, config.inp_elem_bits),
+                                (MemType.WGT, bench.wgt, config.wgt_elem_bits)):
+        expected = {}
+        for f in cmds:
+            if f["memory_type"] == mem_type:
+                expected.update(padded_load_ref(dram, bits // 8, **{k: v for k, v in f.items()
+                                                                     if k in PAD_AND_MEM}))
+        for a in range(mem.depth):
+            assert ctx.get(mem.data[a]) == expected.get(a, 0), f"{mem_type.name} SRAM[{a}]"
+
+
+PAD_AND_MEM = ("sram_base", "dram_base", "x_size", "y_size", "x_stride",
+               "y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1")
+
+
+def test_load_inp_far_in_dram_completes():
+    """An INP LOAD whose DRAM range is legal for INP elements but would pass 2**32 bytes
+    for the (wider) WGT elements completes: the module waits only for its own engine
+    (it used to wait for both engines' ``cmd.ready`` and hang, reloading forever)."""
+    config = VTAConfig.preset("default")
+    bench = LoadBench(config)
+    u = bench.load
+    base = (1 << 32) // (config.wgt_elem_bits // 8)      # past the WGT range, not the INP one
+    word = isa_for(config).encode(Opcode.LOAD, memory_type=MemType.INP, sram_base=3,
+                                  dram_base=base, x_size=1, y_size=1, x_stride=1)
+    beat = 0x0123456789ABCDEF
+
+    async def tb(ctx):
+        # A DRAM answering every read with the same beat (the image cannot be 4 GiB).
+        ctx.set(u.dma.req.ready, 1)
+        ctx.set(u.dma.data.valid, 1)
+        ctx.set(u.dma.data.payload, beat)
+        ctx.set(u.cmd.payload.insn, word)
+        ctx.set(u.cmd.valid, 1)
+        await ctx.tick()
+        ctx.set(u.cmd.valid, 0)
+        await ctx.tick().repeat(20)
+        assert (ctx.get(u.count), ctx.get(u.busy), ctx.get(u.error.valid)) == (1, 0, 0)
+        ratio = config.inp_elem_bits // config.bus_width
+        assert ctx.get(bench.inp.data[3]) == sum(beat << (i * config.bus_width)
+                                                 for i in range(ratio))
+
+    run_sim(bench, tb)
+
+
+@pytest.mark.parametrize("unit", ["store", "load"])
+def test_push_waits_for_room_then_accepts(unit):
+    """A full token queue holds the push (and the next command) until it has room."""
+    config = VTAConfig.preset("tiny")
+    isa = isa_for(config)
+    if unit == "store":
+        bench = StoreBench(config, [0] * config.out_depth)
+        nop = isa.encode(Opcode.STORE, memory_type=MemType.OUT, push_prev_dep=1)
+    else:
+        bench = LoadBench(config)
+        nop = isa.encode(Opcode.LOAD, memory_type=MemType.INP, push_next_dep=1)
+    accepted, done = _run_back_to_back(bench, getattr(bench, unit), [nop, nop], [],
+                                       push_from=9)
+    assert (accepted, done) == ([0, 9], [10, 12])
