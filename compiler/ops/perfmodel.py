@@ -18,7 +18,7 @@ import bisect
 from dataclasses import dataclass
 
 from ...hw.isa import MemType, Opcode
-from ...hw.spec import DEP_QUEUES, INSN_BYTES, PIPELINE, TOKEN_QUEUES, dispatch_unit
+from ...hw.spec import DEP_QUEUES, INSN_BYTES, PIPELINE, TOKEN_QUEUES, Unit, dispatch_unit
 from .tiling import RTL_COST, CostModel
 
 __all__ = ["StreamPrediction", "UnitInterval", "predict_stream", "stream_traffic",
@@ -191,6 +191,10 @@ def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
     queues = {m: [] for m in PIPELINE}
     for insn in insns:
         queues[dispatch_unit(insn.opcode, insn.fields.get("memory_type"))].append(insn)
+    # compute positions whose loop overlaps the next one's dispatch (CostModel.overlap_cycles)
+    saved = (0 if cost.overlap_cycles is None
+             else cost.insn_cycles - cost.overlap_cycles)
+    overlaps = _overlaps(queues[Unit.COMPUTE]) if saved else frozenset()
     tokens = {q: deque() for q in TOKEN_QUEUES}
     elem, bus = _elem_bytes(config), config.bus_bytes
     port = _ReadPort() if cost.shared_read_port else None
@@ -231,6 +235,8 @@ def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
                 insn = q[k]
                 names, (dur, g, a), beats, pushed, finish = (facts.get(id(insn))
                                                              or facts_of(insn, m))
+                if saved and m is Unit.COMPUTE and k in overlaps:
+                    dur -= saved
                 if not names:
                     ready, start = {}, now
                 elif any(not tokens[n] for n in names):
@@ -262,6 +268,26 @@ def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
         raise ValueError(f"predict_stream: the stream deadlocks (module -> position of the "
                          f"instruction that waits for a token): {stuck}")
     return result(int(round(max(time.values()))))
+
+
+def _loop_uops(insn) -> int:
+    """Micro-ops a GEMM/ALU runs (0 for anything else)."""
+    if insn.opcode != Opcode.GEMM and insn.opcode != Opcode.ALU:
+        return 0
+    f = insn.fields
+    return f["iter_out"] * f["iter_in"] * max(0, f["uop_end"] - f["uop_bgn"])
+
+
+def _overlaps(queue) -> frozenset:
+    """Positions in the compute ``queue`` of loops without push flags followed by a loop
+    with micro-ops: the RTL dispatches the next one while the first drains."""
+    out = set()
+    for k in range(len(queue) - 1):
+        f = queue[k].fields
+        if (_loop_uops(queue[k]) and not f.get("push_prev_dep") and not f.get("push_next_dep")
+                and _loop_uops(queue[k + 1])):
+            out.add(k)
+    return frozenset(out)
 
 
 def program_stream(program) -> list:

@@ -305,6 +305,11 @@ class CostModel:
         Extra cost of each 2-D row (one DRAM burst each).
     insn_cycles : int
         Issue cost of each GEMM/ALU instruction.
+    overlap_cycles : int or None
+        :func:`~vtakit.compiler.ops.perfmodel.predict_stream` only: the issue cost, instead
+        of ``insn_cycles``, of a GEMM/ALU without push flags whose next compute
+        instruction is a GEMM/ALU with micro-ops to run (``hw/compute.py`` dispatches it
+        while the first drains); None: no such overlap.
     burst_wait : float
         The tile search only: input bursts (a row of a tile's input window, at most
         :data:`~vtakit.hw.load_engine.MAX_BURST` beats) that each of a tile's
@@ -330,6 +335,7 @@ class CostModel:
     insn_cycles: int = 4
     burst_wait: float = 1.0
     shared_read_port: bool = False
+    overlap_cycles: int | None = None
 
 
 #: The costs of the RTL (``hw/``), for :func:`vtakit.compiler.ops.perfmodel.predict_stream`:
