@@ -136,12 +136,13 @@ def test_conv2d_int32_two_threads(shape, tiling):
         np.testing.assert_array_equal(y, want, err_msg=backend)
 
 
-@pytest.mark.parametrize("shape, groups, tiling", [
-    ((1, 48, 6, 5, 32, 1, 0), 1, (1, 1, 2, 5, 6, "sp_outer")),    # 1x1, inputs shared by 4
-    ((1, 32, 7, 6, 40, 3, 1), 1, (1, 2, 3, 6, 4, "sp_outer")),    # 3x3, 2 + 2 + 1 out blocks
-    ((1, 32, 7, 6, 32, 3, 1), 32, (1, 1, 3, 6, 1, "co_outer")),   # depthwise
+@pytest.mark.parametrize("shape, groups, tiling, split", [
+    ((1, 48, 6, 5, 32, 1, 0), 1, (1, 1, 2, 5, 6, "sp_outer"), False),   # 1x1, inputs x 4
+    ((1, 32, 7, 6, 40, 3, 1), 1, (1, 2, 3, 6, 4, "sp_outer"), False),   # 2 + 2 + 1 blocks
+    ((1, 32, 7, 6, 32, 3, 1), 32, (1, 1, 3, 6, 1, "co_outer"), False),  # depthwise
+    ((1, 32, 7, 6, 32, 3, 1), 32, (1, 1, 4, 6, 1, "co_outer"), True),   # last tile halved
 ])
-def test_conv2d_int32_resident_weights(shape, groups, tiling):
+def test_conv2d_int32_resident_weights(shape, groups, tiling, split):
     """Resident weights (each output tile's weight rows loaded once, inputs switching
     slot only when they change; a depthwise first group loading its weight row by row):
     Verilator and the behavioral model under eight module interleavings (a missing
@@ -154,6 +155,9 @@ def test_conv2d_int32_resident_weights(shape, groups, tiling):
     x, wt = i8(rng, n, c, h, w), i8(rng, o, c // groups, k, k)
     plan = plan_conv2d(load_config("tiny"), x.shape, wt.shape, 1, pad, groups=groups,
                        out_dtype=np.int32, tiling=ConvTiling(*tiling, 2, True))
+    if split:
+        plan.split_last = True
+        assert [t[5] for t in plan.tiles()][-4:] == [3, 4, 2, 1]    # rows 4 + 3, 4 + 2 + 1
     traffic = program_prediction(plan.program())[1]
     assert traffic["wgt_load_nbytes"] == plan.operands["weight"].nbytes
     want = ref.group_conv2d_ref(x, wt, 1, pad, groups=groups)

@@ -214,8 +214,24 @@ class Conv2dPlan(OpPlan):
             for i, t in enumerate(candidates):
                 self._set_tiling(t, cost)
                 scored.append((self.inspect()["predicted_cycles"], i))
-            best = _RERANKED[key] = candidates[min(scored)[1]]
-        self._set_tiling(best, cost)
+            pick = candidates[min(scored)[1]]
+            self._set_tiling(pick, cost)
+            self.split_last = True          # the winner with its last tile halved
+            split = self._program_splits() and self.inspect()["predicted_cycles"] < min(scored)[0]
+            best = _RERANKED[key] = (pick, split)
+        self._set_tiling(best[0], cost)
+        self.split_last = best[1]
+
+    #: Whether the last output tile is emitted as two, its rows halved (:meth:`tiles`): an
+    #: int32 result's kernel ends with the last tile's plane stores and shifts, one after
+    #: another, so a smaller last tile ends it sooner. Chosen by the event model for the
+    #: re-ranked winner (a depthwise layer gains, a 1x1 one does not).
+    split_last = False
+
+    def _program_splits(self) -> bool:
+        """Whether :attr:`split_last` changes this tiling's tiles (a last tile of 2+ rows)."""
+        tiles = list(self._uniform_tiles())
+        return tiles[-1][5] > 1
 
     def _check_tiling(self):
         p, t, cfg = self.problem, self.tiling, self.config
@@ -339,7 +355,18 @@ class Conv2dPlan(OpPlan):
     # --------------------------------------------------------------- lowering
 
     def tiles(self):
-        """Output tiles in emission order: (n0, tn, co0, tco, h0, th, w0, tw)."""
+        """Output tiles in emission order: (n0, tn, co0, tco, h0, th, w0, tw); with
+        :attr:`split_last`, the last tile's rows in two tiles."""
+        tiles = list(self._uniform_tiles())
+        if self.split_last and tiles[-1][5] > 1:
+            n0, tn, co0, tco, h0, th, w0, tw = tiles.pop()
+            first = th - th // 2
+            tiles += [(n0, tn, co0, tco, h0, first, w0, tw),
+                      (n0, tn, co0, tco, h0 + first, th // 2, w0, tw)]
+        yield from tiles
+
+    def _uniform_tiles(self):
+        """:meth:`tiles` of the tiling's sizes (edge tiles smaller)."""
         p, t = self.problem, self.tiling
         ax = lambda total, size: [(s, min(size, total - s)) for s in range(0, total, size)]
         ns = ax(p.nb, t.tn)
