@@ -52,8 +52,8 @@ from amaranth.lib.wiring import In, Out
 from .alu import SHIFT_BITS, VectorAlu, alu_illegal
 from .config import VTAConfig
 from .gemm import GemmCore
-from .interfaces import (CommandSignature, ErrorCode, ErrorReport, dep_ports, token_ports,
-                         dma_read_signature)
+from .interfaces import (CommandSignature, ErrorCode, ErrorReport, accept_command, dep_ports,
+                         dma_read_signature, report_error, token_ports)
 from .isa import MemType, Opcode, alu_opcode_bits, isa_for
 from .load_engine import LoadEngine
 from .spec import LOOP_ITER_BITS, Unit
@@ -373,9 +373,7 @@ class Compute(wiring.Component):
         m.d.sync += s1_index.eq(index)
 
         def fail(code, at=index):
-            m.d.sync += [self.error.valid.eq(1), self.error.code.eq(code),
-                         self.error.index.eq(at)]
-            m.next = "ERROR"
+            report_error(m, self.error, code, at)
 
         # Overlap: the last micro-op of a GEMM/ALU without pushes issues, and the next
         # command is a GEMM/ALU with micro-ops to run: take it in the same cycle, so its
@@ -393,12 +391,7 @@ class Compute(wiring.Component):
             & (nxt_loop.iter_in != 0))
 
         def accept():
-            m.d.comb += self.cmd.ready.eq(1)
-            with m.If(self.cmd.valid):
-                m.d.sync += [insn.eq(self.cmd.payload.insn), index.eq(self.cmd.payload.index)]
-                m.next = "POP"
-            with m.Else():
-                m.next = "IDLE"
+            accept_command(m, self.cmd, insn, index)
 
         def complete(prev, nxt, *, then_accept=True):
             # The work is done (its last SRAM write lands at this clock edge, so a

@@ -30,6 +30,7 @@ __all__ = [
     "DRAM_ADDR_BITS", "DMA_BEATS_BITS", "DmaRequest", "dma_read_signature", "dma_write_signature",
     "TokenSignature", "token_ports", "dep_ports", "Command", "CommandSignature", "CsrSignature", "REGISTERS", "Reg",
     "ErrorCode", "ErrorReport", "Unit", "DEFAULT_TOKEN_DEPTH", "DEFAULT_CMD_DEPTH",
+    "accept_command", "report_error",
 ]
 
 
@@ -109,3 +110,22 @@ class ErrorReport(data.Struct):
     valid: 1
     code: 4
     index: 32
+
+
+def accept_command(m, cmd, insn, index) -> None:
+    """In a module's FSM state: take the next command from ``cmd`` (an
+    ``In(CommandSignature)``), latching its instruction into ``insn`` and its index into
+    ``index``, and go to ``"POP"``; without one, go to ``"IDLE"``."""
+    m.d.comb += cmd.ready.eq(1)
+    with m.If(cmd.valid):
+        m.d.sync += [insn.eq(cmd.payload.insn), index.eq(cmd.payload.index)]
+        m.next = "POP"
+    with m.Else():
+        m.next = "IDLE"
+
+
+def report_error(m, error, code, index) -> None:
+    """Latch a fault into ``error`` (an ``Out(ErrorReport)``): its code and the faulting
+    instruction's index; the module goes to ``"ERROR"`` and stays there until reset."""
+    m.d.sync += [error.valid.eq(1), error.code.eq(code), error.index.eq(index)]
+    m.next = "ERROR"

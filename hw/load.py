@@ -24,8 +24,8 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import VTAConfig
-from .interfaces import (CommandSignature, ErrorCode, ErrorReport, dep_ports, token_ports,
-                         dma_read_signature)
+from .interfaces import (CommandSignature, ErrorCode, ErrorReport, accept_command, dep_ports,
+                         dma_read_signature, report_error, token_ports)
 from .isa import MemType, isa_for
 from .load_engine import LoadEngine
 from .spec import Unit
@@ -103,17 +103,10 @@ class Load(wiring.Component):
             m.d.comb += e.cmd.payload.eq(insn)
 
         def fail(code):
-            m.d.sync += [self.error.valid.eq(1), self.error.code.eq(code),
-                         self.error.index.eq(index)]
-            m.next = "ERROR"
+            report_error(m, self.error, code, index)
 
         def accept():
-            m.d.comb += self.cmd.ready.eq(1)
-            with m.If(self.cmd.valid):
-                m.d.sync += [insn.eq(self.cmd.payload.insn), index.eq(self.cmd.payload.index)]
-                m.next = "POP"
-            with m.Else():
-                m.next = "IDLE"
+            accept_command(m, self.cmd, insn, index)
 
         def complete():
             # Push (the last SRAM write lands at this clock edge at the latest, so the

@@ -27,7 +27,8 @@ from amaranth.lib.wiring import In, Out
 
 from .config import VTAConfig
 from .interfaces import (DRAM_ADDR_BITS, CommandSignature, ErrorCode, ErrorReport,
-                         dep_ports, token_ports, dma_write_signature)
+                         accept_command, dep_ports, dma_write_signature, report_error,
+                         token_ports)
 from .isa import MemType, isa_for
 from .load_engine import MAX_BURST
 from .spec import Unit
@@ -140,20 +141,13 @@ class Store(wiring.Component):
         m.d.comb += [self.dma.req.payload.addr.eq(w_addr), self.dma.req.payload.beats.eq(burst)]
 
         def fail(code):
-            m.d.sync += [self.error.valid.eq(1), self.error.code.eq(code),
-                         self.error.index.eq(index)]
-            m.next = "ERROR"
+            report_error(m, self.error, code, index)
 
         # One past the last element written, at full width (up to 34 bits).
         end_elem = insn.dram_base + (insn.y_size - 1) * insn.x_stride + insn.x_size
 
         def accept():
-            m.d.comb += self.cmd.ready.eq(1)
-            with m.If(self.cmd.valid):
-                m.d.sync += [insn.eq(self.cmd.payload.insn), index.eq(self.cmd.payload.index)]
-                m.next = "POP"
-            with m.Else():
-                m.next = "IDLE"
+            accept_command(m, self.cmd, insn, index)
 
         with m.FSM():
             with m.State("IDLE"):

@@ -87,6 +87,21 @@ def padded_load_ref(dram, elem_bytes, *, sram_base, dram_base, x_size, y_size, x
     return out
 
 
+def store_ref(dram_size, elem_bytes, sram, cmds):
+    """Reference 3.7: the DRAM bytes (a zeroed array of ``dram_size``) after the STOREs
+    ``cmds`` (dicts of sram_base, dram_base, x_size, y_size, x_stride) of the OUT SRAM
+    elements ``sram`` (ints, little endian)."""
+    expected = np.zeros(dram_size, np.uint8)
+    for f in cmds:
+        for r in range(f["y_size"]):
+            for c in range(f["x_size"]):
+                a = (f["dram_base"] + r * f["x_stride"] + c) * elem_bytes
+                expected[a:a + elem_bytes] = np.frombuffer(
+                    sram[f["sram_base"] + r * f["x_size"] + c].to_bytes(elem_bytes, "little"),
+                    np.uint8)
+    return expected
+
+
 def rng_bytes(seed, n):
     return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8)
 

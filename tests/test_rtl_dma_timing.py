@@ -19,7 +19,7 @@ import pytest
 from amaranth.hdl import Module
 from amaranth.lib import memory, wiring
 
-from rtl_util import DramPortModel, padded_load_ref, rng_bytes, run_sim
+from rtl_util import DramPortModel, padded_load_ref, rng_bytes, run_sim, store_ref
 from test_rtl_memory import StoreBench
 from vtakit.hw.config import VTAConfig
 from vtakit.hw.isa import MemType, Opcode, isa_for
@@ -103,15 +103,7 @@ def test_store_cycles_back_to_back(preset):
     words = [isa_for(config).encode(Opcode.STORE, memory_type=MemType.OUT, **f) for f in cmds]
     accepted, done = _run_back_to_back(bench, bench.store, words,
                                        [model.process(None, bench.store.dma)])
-    e = config.out_elem_bytes
-    expected = np.zeros_like(dram)
-    for f in cmds:
-        for r in range(f["y_size"]):
-            for c in range(f["x_size"]):
-                a = (f["dram_base"] + r * f["x_stride"] + c) * e
-                expected[a:a + e] = np.frombuffer(
-                    init[f["sram_base"] + r * f["x_size"] + c].to_bytes(e, "little"), np.uint8)
-    np.testing.assert_array_equal(dram, expected)
+    np.testing.assert_array_equal(dram, store_ref(len(dram), config.out_elem_bytes, init, cmds))
     _check_timing(accepted, done, [_store_cost(config, f) for f in cmds])
 
 

@@ -8,7 +8,8 @@ import pytest
 from amaranth.hdl import Module
 from amaranth.lib import memory, wiring
 
-from rtl_util import DramPortModel, padded_load_ref, recv, rng_bytes, run_sim, send
+from rtl_util import (DramPortModel, padded_load_ref, recv, rng_bytes, run_sim, send,
+                      store_ref)
 from vtakit.hw.config import VTAConfig
 from vtakit.hw.dma import DmaReadArbiter, DmaWriteArbiter
 from vtakit.hw.fetch import Fetch
@@ -430,15 +431,7 @@ def test_store_rows_bursts_and_throughput():
                 assert ctx.get(st.count) == len(cycles)
 
         run_sim(bench, tb, processes=[model.process(None, st.dma)])
-        e = config.out_elem_bytes
-        expected = np.zeros_like(dram)
-        for f in cmds:
-            for r in range(f["y_size"]):
-                for c in range(f["x_size"]):
-                    a = (f["dram_base"] + r * f["x_stride"] + c) * e
-                    expected[a:a + e] = np.frombuffer(
-                        mem_init[f["sram_base"] + r * f["x_size"] + c].to_bytes(e, "little"),
-                        np.uint8)
-        np.testing.assert_array_equal(dram, expected)
+        np.testing.assert_array_equal(
+            dram, store_ref(len(dram), config.out_elem_bytes, mem_init, cmds))
         if config is cfg_d:      # 64 beats in one burst: one beat per cycle
             assert cycles[0] <= 64 + 8, cycles
