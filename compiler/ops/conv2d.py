@@ -217,7 +217,8 @@ class Conv2dPlan(OpPlan):
             pick = candidates[min(scored)[1]]
             self._set_tiling(pick, cost)
             self.split_last = True          # the winner with its last tile halved
-            split = self._program_splits() and self.inspect()["predicted_cycles"] < min(scored)[0]
+            split = (self._last_tile_splits()
+                     and self.inspect()["predicted_cycles"] < min(scored)[0])
             best = _RERANKED[key] = (pick, split)
         self._set_tiling(best[0], cost)
         self.split_last = best[1]
@@ -228,7 +229,7 @@ class Conv2dPlan(OpPlan):
     #: re-ranked winner (a depthwise layer gains, a 1x1 one does not).
     split_last = False
 
-    def _program_splits(self) -> bool:
+    def _last_tile_splits(self) -> bool:
         """Whether :attr:`split_last` changes this tiling's tiles (a last tile of 2+ rows)."""
         tiles = list(self._uniform_tiles())
         return tiles[-1][5] > 1
@@ -534,12 +535,12 @@ class Conv2dPlan(OpPlan):
                 if resident:     # rows co0.. of the whole (ob, ib, kh, kw) weight, in place
                     wbase = co0 * p.ib * kk
                     if pieces:
-                        for a in range(p.kh):
+                        for row in range(p.kh):
                             for ol in range(tco):    # (an SRAM side is contiguous)
-                                at = wbase + ol * kk + a * p.kw
+                                at = wbase + ol * kk + row * p.kw
                                 builder.load_2d(MemType.WGT, at, slots["weight"], at, p.kw, 1,
                                                 p.kw)
-                            if a + 1 < p.kh:
+                            if row + 1 < p.kh:
                                 builder.dep_push(Unit.LOAD, Unit.COMPUTE)
                         w_loaded.update(range(co0, co0 + tco))
                         loaded = True
@@ -560,22 +561,22 @@ class Conv2dPlan(OpPlan):
                 # ---- compute stage
                 pipe.compute_begin(g)
                 w_at = wbase if resident else s * wgt_slot
-                for a in range(p.kh) if pieces else ():
-                    if a:
-                        builder.dep_pop(Unit.LOAD, Unit.COMPUTE)
-                    for kernel in self._gemm_kernels(
+                if pieces:      # one kernel row at a time, each after its token
+                    for row in range(p.kh):
+                        if row:
+                            builder.dep_pop(Unit.LOAD, Unit.COMPUTE)
+                        for kernel in self._gemm_kernels(
+                                (acc_base, s * inp_slot, w_at), tn, tco, th, tw, tci, hi, wi,
+                                (ypad0, rows), (xpad0, cols), taps_h=(row, row + 1)):
+                            builder.push_gemm(kernel)
+                else:
+                    kkey = (s, a, w_at, tn, tco, th, tw, tci, hi, wi, ypad0, rows, xpad0, cols)
+                    if kkey not in kernels:
+                        kernels[kkey] = self._gemm_kernels(
                             (acc_base, s * inp_slot, w_at), tn, tco, th, tw, tci, hi, wi,
-                            (ypad0, rows), (xpad0, cols), taps_h=(a, a + 1)):
+                            (ypad0, rows), (xpad0, cols), uses=len(tiles) * len(chunks) // nth)
+                    for kernel in kernels[kkey]:
                         builder.push_gemm(kernel)
-                kkey = (s, a, w_at, tn, tco, th, tw, tci, hi, wi, ypad0, rows, xpad0, cols)
-                if pieces:
-                    pass
-                elif kkey not in kernels:
-                    kernels[kkey] = self._gemm_kernels(
-                        (acc_base, s * inp_slot, w_at), tn, tco, th, tw, tci, hi, wi,
-                        (ypad0, rows), (xpad0, cols), uses=len(tiles) * len(chunks) // nth)
-                for kernel in () if pieces else kernels[kkey]:
-                    builder.push_gemm(kernel)
                 pipe.compute_end(g)
                 g += 1
             if res_group:          # int8 residual: one more group, identity weights
