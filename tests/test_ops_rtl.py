@@ -168,6 +168,26 @@ def test_conv2d_int32_resident_weights(shape, groups, tiling, split):
         np.testing.assert_array_equal(plan.unpack(out), want, err_msg=f"{backend} {opts}")
 
 
+@pytest.mark.parametrize("resident", [False, True])
+def test_conv2d_int32_last_tile_halved_from_a_whole_image_tile(resident):
+    """``split_last`` on a tiling whose tiles are the whole image (one per output block):
+    the last one becomes two row halves, each stored by rows, not as a whole image.
+    Verilator and the behavioral model equal the reference (tiny config)."""
+    from vtakit.compiler.ops import ConvTiling, plan_conv2d
+    rng = np.random.default_rng(13)
+    x, wt = i8(rng, 1, 16, 4, 5), i8(rng, 16, 1, 3, 3)
+    plan = plan_conv2d(load_config("tiny"), x.shape, wt.shape, 1, 1, groups=16,
+                       out_dtype=np.int32,
+                       tiling=ConvTiling(1, 1, 4, 5, 1, "co_outer", 2, resident))
+    plan.split_last = True
+    assert [t[5] for t in plan.tiles()] == [4, 2, 2]
+    want = ref.group_conv2d_ref(x, wt, 1, 1, groups=16)
+    for backend in ("behavioral", BACKEND):
+        with open_device(backend, "tiny") as dev:
+            out, _ = plan.run(Runtime(dev), plan.pack(x, wt))
+        np.testing.assert_array_equal(plan.unpack(out), want, err_msg=backend)
+
+
 def test_conv2d_int32_two_threads_border_rows():
     """The same schedule with ALU border rows (padding with -128 corrected per border
     rectangle) and the bias, both kept once per kernel at the top of the acc SRAM:

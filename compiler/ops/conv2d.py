@@ -436,7 +436,6 @@ class Conv2dPlan(OpPlan):
         w_loaded = set()         # resident weights: output blocks loaded so far
         pipe = Pipeline(builder, nth, nth, len(tiles) * (len(chunks) + res_group),
                         len(tiles) * planes, epochs=epochs)
-        full_out = t.th >= p.oh and t.tw >= p.ow
         out_plane = p.nb * p.ob * p.oh * p.ow
         inp_has, wgt_has, bias_has = [None] * nth, [None] * nth, [None] * nacc
         clipped = [0] * nacc     # acc entries from a slot's start that this layer clipped
@@ -450,7 +449,7 @@ class Conv2dPlan(OpPlan):
         def store(ti, k):
             n0, tn, co0, tco, h0, th, w0, tw = tiles[ti]
             self._move(builder, "store", slots["out"], (ti % nacc) * acc_slot, k * out_plane,
-                       n0, tn, co0, tco, h0, th, w0, tw, full_out)
+                       n0, tn, co0, tco, h0, th, w0, tw)
 
         def compute(ti):
             """Tile ti up to its first stored plane: the groups' loads and GEMMs (with the
@@ -492,7 +491,7 @@ class Conv2dPlan(OpPlan):
                 bias_has[a] = (co0, tco)
             if epi.residual == "int32":
                 self._move(builder, "load", slots["residual"], acc_base, 0, n0, tn, co0, tco, h0,
-                           th, w0, tw, full_out)
+                           th, w0, tw)
             else:
                 # with a MIN init, only accumulators no clip of this layer bounded yet
                 # need a reset first (Epilogue.init)
@@ -584,7 +583,7 @@ class Conv2dPlan(OpPlan):
                 pipe.load_begin(g)
                 if inp_has[s] != ("res", n0, tn, co0, tco, h0, th, w0, tw):
                     self._move(builder, "load_inp", slots["residual"], s * inp_slot, 0, n0, tn, co0,
-                               tco, h0, th, w0, tw, full_out)
+                               tco, h0, th, w0, tw)
                     inp_has[s] = ("res", n0, tn, co0, tco, h0, th, w0, tw)
                 if wgt_has[s] != "identity":
                     builder.load_2d(MemType.WGT, s * wgt_slot, slots["identity"], 0, 1, 1, 1)
@@ -743,7 +742,7 @@ class Conv2dPlan(OpPlan):
             builder.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
                                            [lp[:3] for lp in f.loops]))
 
-    def _move(self, builder, kind, buf, sram, base, n0, tn, co0, tco, h0, th, w0, tw, full_out):
+    def _move(self, builder, kind, buf, sram, base, n0, tn, co0, tco, h0, th, w0, tw):
         """Store an acc tile to (or LOAD ACC / LOAD INP it from) an (N/b, O/c, OH, OW)
         tensor; the SRAM side is laid out [n][o][oh][ow] from ``sram``."""
         p = self.problem
@@ -756,7 +755,7 @@ class Conv2dPlan(OpPlan):
                 mem = MemType.INP if kind == "load_inp" else MemType.ACC
                 builder.load_2d(mem, sram_base, buf, base + off, x, y, stride)
 
-        if full_out:
+        if th >= p.oh and tw >= p.ow:       # the tile is the whole image
             one(sram, (n0 * p.ob + co0) * hw, tco * hw, tn, p.ob * hw)
             return
         if tw == p.ow and kind == "store":   # whole rows: th * tw elements per channel block
