@@ -19,7 +19,10 @@ instruction of N uops occupies the module for N + 4 cycles, from accepting it
 to accepting the next command: one dispatch cycle (pops and field checks), N
 issue cycles, and S1..S3 of the last uop; its pushes, and the accept of the
 next command, share the cycle of its last write (that write lands at the same
-clock edge, so a token's consumer always sees it).
+clock edge, so a token's consumer always sees it). A GEMM/ALU without push flags
+whose next command is a GEMM/ALU with uops to run takes N + 1: that command is
+accepted in the cycle its last uop issues and dispatched while S1..S3 drain (the
+modes travel with the uops; a fault of a draining uop reports its own index).
 
 Accumulate hazards (a uop reading the acc entry that one of the two uops
 before it writes) are resolved by **forwarding** with zero cycles of cost:
@@ -59,6 +62,11 @@ from .load_engine import LoadEngine
 from .spec import LOOP_ITER_BITS, Unit
 
 __all__ = ["Compute", "compute_signature"]
+
+
+def _empty_loop(loop):
+    """A GEMM/ALU's loop fields (``isa.gemm`` layout) that run no micro-op."""
+    return (loop.uop_bgn == loop.uop_end) | (loop.iter_out == 0) | (loop.iter_in == 0)
 
 
 def compute_signature(config: VTAConfig) -> wiring.Signature:
@@ -185,11 +193,10 @@ class Compute(wiring.Component):
         bad_range = (
             (load_uop & (mem.sram_base + mem.x_size > c.uop_depth))
             | (load_acc & (mem.sram_base + x_total * y_total > c.acc_depth)))
-        empty_loop = ((loop.uop_bgn == loop.uop_end) | (loop.iter_out == 0)
-                      | (loop.iter_in == 0))
+        empty_loop = _empty_loop(loop)
 
-        # Per-instruction modes, latched at dispatch (the pipeline drains between
-        # instructions, so they are constant while uops are in flight).
+        # Per-instruction modes, latched at dispatch; S2 and S3 use copies that travel
+        # with the uops (an overlapped dispatch latches the next ones while they drain).
         mode_gemm = Signal()
         mode_reset = Signal()
         alu_op = Signal(alu_opcode_bits(c))
@@ -387,8 +394,7 @@ class Compute(wiring.Component):
         m.d.comb += overlap.eq(
             ~push_prev & ~push_next & self.cmd.valid
             & ((nxt_hdr.opcode == Opcode.GEMM) | (nxt_hdr.opcode == Opcode.ALU))
-            & (nxt_loop.uop_bgn != nxt_loop.uop_end) & (nxt_loop.iter_out != 0)
-            & (nxt_loop.iter_in != 0))
+            & ~_empty_loop(nxt_loop))
 
         def accept():
             accept_command(m, self.cmd, insn, index)

@@ -248,9 +248,11 @@ class Conv2dPlan(OpPlan):
                 raise TilingError(f"{p.describe}: tiling {t} keeps all {fp['wgt_resident']} "
                                   f"weight elements resident; the wgt buffer of config "
                                   f"{cfg.name} holds {cfg.wgt_depth}")
-        for mem, depth, n in (("inp", cfg.inp_depth, t.nthreads),
-                              ("wgt", cfg.wgt_depth, 0 if t.resident else t.nthreads),
-                              ("acc", cfg.acc_depth - shared_acc(p, cfg), nacc)):
+        checks = [("inp", cfg.inp_depth, t.nthreads), ("wgt", cfg.wgt_depth, t.nthreads),
+                  ("acc", cfg.acc_depth - shared_acc(p, cfg), nacc)]
+        for mem, depth, n in checks:
+            if mem == "wgt" and t.resident:     # checked whole above
+                continue
             if fp[mem] * n > depth:
                 raise TilingError(f"{p.describe}: tiling {t} needs {fp[mem]} {mem} SRAM elements "
                                   f"per buffer x {n} buffers; the {mem} buffer of config "

@@ -112,7 +112,7 @@ def _duration(insn, bus_bytes: int, cost: CostModel, elem: dict):
         beats = -(-n * elem[mem] // bus_bytes)
         return cost.dma_insn_cycles + beats + pads + f["y_size"] * cost.dma_row_cycles, 0, 0
     if op == Opcode.GEMM or op == Opcode.ALU:
-        uops = f["iter_out"] * f["iter_in"] * max(0, f["uop_end"] - f["uop_bgn"])
+        uops = _loop_uops(insn)
         if op == Opcode.GEMM:       # gemm_uops counts like gemm_counter (no resets)
             return (cost.insn_cycles + uops * cost.gemm_uop_cycles,
                     0 if f["reset_reg"] else uops, 0)

@@ -250,7 +250,7 @@ class ConvTiling:
             inp = max(inp, self.tn * self.tco * self.th * self.tw)
         return {"inp": inp,
                 "wgt": 1 if p.shared_wgt else self.tco * self.tci * p.kh * p.kw,
-                **({"wgt_resident": p.ob * p.ib * p.kh * p.kw} if self.resident else {}),
+                **({"wgt_resident": whole_weight(p)} if self.resident else {}),
                 "acc": (self.tn * self.tco * self.th * self.tw
                         + (0 if config is not None and shared_acc(p, config) else
                            self.tco * (int(p.bias) + p.acc_rows + p.border_cases)))}
@@ -348,7 +348,7 @@ class CostModel:
 #: ResNet-18, default and tiny configs). They are not the RTL's own counts (a STORE is
 #: 3 cycles plus its beats, a LOAD 2, an overlapped loop 1): the event model does not
 #: see the fetch unit feeding the command queues or the read arbiter's interleaving, and
-#: the fit absorbs them (with the RTL's own counts the worst model is off by 3.9%). The
+#: the fit absorbs them (with the RTL's own counts the worst model is off by 6.8%). The
 #: int32 layers' tilings, re-ranked by this model, move with it; the tile search keeps
 #: :class:`CostModel`'s defaults.
 RTL_COST = CostModel(alu_tensor_cycles=1.0, dma_insn_cycles=6, dma_row_cycles=3,
@@ -389,10 +389,11 @@ def estimate(p: ConvProblem, t: ConvTiling, config, cost: CostModel = CostModel(
 
 def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
     """:func:`estimate` of many tilings at once: ``t`` holds int64 arrays ``tn``, ``tco``,
-    ``th``, ``tw``, ``tci``, ``nthreads`` and a bool array ``co_outer``; returns arrays
-    (cycles, compute, load, store, read bytes, write bytes, tiles, groups). Each lane
-    does the scalar model's operations in the scalar model's order (absent remainder
-    tiles add exact zeros), so a lane's figures are the scalar model's, bit for bit."""
+    ``th``, ``tw``, ``tci``, ``nthreads`` and bool arrays ``co_outer`` and ``resident``;
+    returns arrays (cycles, compute, load, store, read bytes, write bytes, tiles, groups).
+    Each lane does the scalar model's operations in the scalar model's order (absent
+    remainder tiles add exact zeros), so a lane's figures are the scalar model's, bit
+    for bit."""
     bus = config.bus_bytes
     kk, taps = p.kh * p.kw, p.tap_fraction    # padding taps are skipped (on average)
     sh, sw = p.stride
@@ -412,7 +413,7 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
         return np.where(nth % k == 0, np.minimum(run, nth // k) / run, 1.0)
     # a resident weight (ConvTiling.resident) is loaded once, one output-channel tile
     # at its first use; its groups' inputs change slot only when the data changes
-    res = t["resident"] if "resident" in t else np.zeros(len(tn_), bool)
+    res = t["resident"]
     w_frac = np.where(res, 1.0 / (n_n * n_h * n_w),
                       np.where(co_outer, loads_per_run(n_h * n_w), 1.0))
     i_frac = np.where(~co_outer & (not p.diag),
@@ -600,7 +601,12 @@ def _resident_possible(p: ConvProblem, config) -> bool:
     re-ranks), per-block weights without an int8 residual group, and the whole weight
     within the wgt SRAM."""
     return (p.int32_out and not p.shared_wgt and not p.residual_gemm
-            and p.ob * p.ib * p.kh * p.kw <= config.wgt_depth)
+            and whole_weight(p) <= config.wgt_depth)
+
+
+def whole_weight(p: ConvProblem) -> int:
+    """Weight SRAM elements of the whole packed weight (output x input blocks x taps)."""
+    return p.ob * p.ib * p.kh * p.kw
 
 
 def search_tiles(p: ConvProblem, config, *, cost: CostModel = CostModel(), top: int = 8,
