@@ -354,7 +354,7 @@ class Executable:
 
         Parameters
         ----------
-        config : VTAConfig, name or path, optional
+        config : VTAConfig or str, optional
             If given, the hardware the caller expects; a file built for another is an error.
 
         Raises

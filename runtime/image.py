@@ -1,4 +1,4 @@
-"""DRAM images and run results as ``.npz`` files (the format of ARCHITECTURE.md).
+"""DRAM images and run results as ``.npz`` files (format: docs/reference/formats.md).
 
 An image holds ``dram`` (uint8, the whole memory, byte address 0 first),
 ``insn_addr`` (byte address of the first instruction) and ``insn_count``. A
