@@ -36,12 +36,15 @@ def wavedrom_reg(fmt) -> dict:
     for f in fmt.fields:
         if f.offset > pos:
             reg.append({"bits": f.offset - pos})
-        reg.append({"name": f.name, "bits": f.width, "type": 2 if f.name == "opcode" else 4})
+        field = {"name": f.name, "bits": f.width, "type": 2 if f.name == "opcode" else 4}
+        if f.width <= 3 and f.name != "opcode":
+            field["rotate"] = -90       # a flag's name does not fit across one bit
+        reg.append(field)
         pos = f.offset + f.width
     if pos < fmt.bits:
         reg.append({"bits": fmt.bits - pos})
     lanes = max(1, fmt.bits // 32)
-    return {"reg": reg, "config": {"lanes": lanes, "hspace": 900, "vspace": 70,
+    return {"reg": reg, "config": {"lanes": lanes, "hspace": 900, "vspace": 110,
                                    "fontsize": 11}}
 
 
