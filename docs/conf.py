@@ -38,6 +38,9 @@ exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "benchmarks/record.py"]
 myst_enable_extensions = ["colon_fence", "deflist", "fieldlist", "substitution"]
 myst_heading_anchors = 3
 
+# Option names stay as typed ("--calibrate", not an en dash).
+smartquotes = False
+
 html_theme = "furo"
 html_title = f"vtakit {version}"
 html_static_path = ["_static"]
