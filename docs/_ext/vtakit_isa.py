@@ -166,6 +166,23 @@ def preset_lines() -> list[str]:
                               for p, c in zip(PRESETS, configs)) + ".", ""]
 
 
+def frontend_lines(which: str) -> list[str]:
+    """The operators a frontend converts, from its ``SUPPORTED_OPS``."""
+    if which == "tflite":
+        from vtakit.compiler.frontend.tflite import SUPPORTED_OPS
+        return [", ".join(literal(op) for op in SUPPORTED_OPS) + ".", ""]
+    from vtakit.compiler.frontend.onnx import OPSET_RANGE, SUPPORTED_OPS
+    return [f"Opsets {OPSET_RANGE[0]}-{OPSET_RANGE[1]}: "
+            + ", ".join(literal(op) for op in SUPPORTED_OPS) + ".", ""]
+
+
+class FrontendDirective(Directive):
+    required_arguments = 1
+
+    def run(self):
+        return parse(self, frontend_lines(self.arguments[0]))
+
+
 def _simple(fn):
     class _Directive(Directive):
         def run(self):
@@ -179,4 +196,5 @@ def setup(app):
     app.add_directive("vtakit-registers", _simple(register_lines))
     app.add_directive("vtakit-error-codes", _simple(error_code_lines))
     app.add_directive("vtakit-presets", _simple(preset_lines))
+    app.add_directive("vtakit-frontend-ops", FrontendDirective)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
