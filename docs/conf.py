@@ -23,7 +23,6 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "sphinx.ext.doctest",
-    "sphinx.ext.todo",
     "sphinxcontrib.yowasp_wavedrom",
     "vtakit_isa",          # the ISA field tables, rendered from vtakit.hw.isa at build time
     "vtakit_cli",          # one page per `vtakit` subcommand, from the argparse parsers
