@@ -63,7 +63,9 @@ def main(argv=None) -> int:
         result = json.loads(out.read_text())
     record = {"script": script, "args": args,
               "revision": _git("rev-parse", "--short=12", "HEAD"),
-              "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+              # local changes to the code measured (recorded results themselves excluded)
+              "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                                 ":(exclude)docs/benchmarks/data")),
               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "machine": machine(), "wall_s": round(wall, 1), "result": result}
     DATA.mkdir(parents=True, exist_ok=True)
