@@ -60,11 +60,15 @@ yowasp_wavedrom_skin = "default"
 
 # Doctest: every example runs in the docs folder's parent (the repository), so paths like
 # tests/data/mltk/*.tflite resolve; each document is a fresh namespace.
+# Examples that need a compiled RTL simulator (`:skipif: not verilator_built`) run when
+# its build is in the cache (in CI: built by the tests before the manual), else skip.
 doctest_global_setup = f"""
 import os
 os.chdir({str(DOCS.parent)!r})
 import numpy as np
 np.set_printoptions(linewidth=88)
+from vtakit.tools.demo import rtl_build_cached
+verilator_built = rtl_build_cached("verilator", "tiny")
 """
 doctest_default_flags = (__import__("doctest").ELLIPSIS
                          | __import__("doctest").NORMALIZE_WHITESPACE)
