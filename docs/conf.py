@@ -43,7 +43,6 @@ smartquotes = False
 html_theme = "furo"
 html_title = f"vtakit {version}"
 html_static_path = ["_static"]
-html_css_files = ["vtakit.css"]
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from docutils.parsers.rst import Directive
 
-from vtakit_rst import escape, heading, literal, parse, table
+from vtakit_md import escape, heading, literal, parse, table
 
 DATA = Path("benchmarks") / "data"
 GENERATED = Path("benchmarks") / "generated"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from docutils.parsers.rst import Directive
 
-from vtakit_rst import code_block, escape, heading, literal, parse, table
+from vtakit_md import code_block, escape, heading, literal, parse, table
 
 GENERATED = Path("reference") / "cli"
 

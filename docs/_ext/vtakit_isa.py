@@ -13,7 +13,7 @@ from pathlib import Path
 
 from docutils.parsers.rst import Directive, directives
 
-from vtakit_rst import escape, heading, literal, parse, table
+from vtakit_md import escape, heading, literal, parse, table
 
 KINDS = (("mem", "LOAD and STORE"), ("gemm", "GEMM"), ("alu", "ALU"), ("finish", "FINISH"),
          ("uop", "Micro-op"))
