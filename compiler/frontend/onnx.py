@@ -57,8 +57,11 @@ from ..ir import (Call, Constant, Function, GlobalVar, If, IRModule, Tuple, Tupl
 
 __all__ = ["from_onnx", "OnnxImportError", "SUPPORTED_OPS", "OPSET_RANGE"]
 
-#: the default-domain opsets this importer implements
-OPSET_RANGE = (11, 21)
+#: the default-domain opsets this importer accepts: those from 11 on are imported as they
+#: are, older ones are first converted to :data:`CONVERT_TO` by ``onnx.version_converter``
+OPSET_RANGE = (1, 22)
+#: the opset models older than 11 are converted to
+CONVERT_TO = 13
 
 
 class OnnxImportError(VtakitError, ValueError):
@@ -131,6 +134,16 @@ def _converter(*names, domain=""):
             table[n] = fn
         return fn
     return deco
+
+
+def _refused(op):
+    """Default-domain ops vtakit refuses: sequences, optionals, strings (what a CNN kit does
+    not compute); every other op without a converter runs in onnx's reference evaluator."""
+    return (op.startswith(("Sequence", "Optional")) or op in _REFUSED_OPS)
+
+
+_REFUSED_OPS = {"SplitToSequence", "ConcatFromSequence", "StringNormalizer",
+                "StringConcat", "StringSplit", "RegexFullMatch", "TfIdfVectorizer"}
 
 
 # ops evaluated by onnx's reference implementation when every input is a constant, besides
@@ -291,11 +304,9 @@ class _Importer:
             return [_Val(const=_shape_op(node, self.shape_of(ins[0])))]
         fn = _CONVERTERS.get(op)
         if fn is None:
-            if op in _FOLD_ONLY:
-                raise OnnxImportError(
-                    f"{_where(node)}: {op} on a runtime tensor is not supported (vtakit folds "
-                    f"it only when every input is known at compile time)")
-            self.unsupported(node, op)
+            if _refused(op):
+                self.unsupported(node, op)
+            return self.reference(node, ins)
         try:
             return fn(self, node, ins, _attrs(node))
         except OnnxImportError:
@@ -315,6 +326,61 @@ class _Importer:
             raise OnnxImportError(f"{_where(node)}: cannot evaluate on its constant inputs: "
                                   f"{msg}") from e
         return [_Val(const=np.asarray(o)) for o in outs]
+
+    def reference(self, node, ins):
+        """``node`` as ``onnx.reference`` host ops (one per output): onnx's reference
+        evaluator runs it at this model's opset (:mod:`vtakit.runtime.hostops.onnx_ref`)."""
+        from onnx import helper
+
+        from ...runtime.hostops.onnx_ref import encode_node
+
+        names = [f"i{k}" if v is not None else "" for k, v in enumerate(ins)]
+        while names and not names[-1]:
+            names.pop()
+        outs = [f"o{k}" if n else "" for k, n in enumerate(node.output)]
+        proto = helper.make_node(node.op_type, names, outs, domain=node.domain)
+        proto.attribute.extend(node.attribute)
+        vals = [v for v in ins if v is not None]
+        for v in vals:
+            if v.dtype in ("object", "str") or (v.const is not None and v.const.dtype.kind in "OSU"):
+                raise OnnxImportError(f"{_where(node)}: string tensors are not supported (a "
+                                      f"CNN kit computes on numbers)")
+        types = self.reference_types(node, proto, vals)
+        args = [self.value_expr(self.float_val(v) if v.q is not None else v) for v in vals]
+        blob = encode_node(proto.SerializeToString())
+        result = []
+        for k, name in enumerate(node.output):
+            if not name:
+                result.append(None)
+                continue
+            shape, dtype = types[k]
+            if dtype in ("object", "str") or np.dtype(dtype).kind in "OSU":
+                raise OnnxImportError(f"{_where(node)}: string tensors are not supported (a "
+                                      f"CNN kit computes on numbers)")
+            e = _call("onnx.reference", *args, node=blob, opset=self.opset, index=k,
+                      shape=shape, dtype=dtype)
+            result.append(_Val(e, shape=shape, dtype=dtype))
+        return result
+
+    def reference_types(self, node, proto, vals):
+        """(shape, dtype) of every output of ``node``: from shape inference, else by
+        running it on zeros (constant inputs as they are)."""
+        known = [self.value_info.get(n) for n in node.output]
+        if all(t is not None for t, n in zip(known, node.output) if n):
+            return known
+        from onnx.reference import ReferenceEvaluator
+
+        feeds = {}
+        for name, v in zip([n for n in proto.input if n], vals):
+            t = self.type_of(v) if v.const is None else None
+            feeds[name] = v.const if v.const is not None else np.zeros(t.shape, t.dtype)
+        try:
+            outs = ReferenceEvaluator(proto, opsets={"": self.opset}).run(None, feeds)
+        except Exception as e:
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise OnnxImportError(f"{_where(node)}: cannot infer its output types: {msg}") \
+                from None
+        return [(tuple(np.shape(o)), np.asarray(o).dtype.name) for o in outs]
 
     def unsupported(self, node, op):
         raise OnnxImportError(f"unsupported ONNX op {op} (node {node.name or '?'!r}); "
@@ -466,6 +532,8 @@ for _onnx, _ir in [("Relu", "nn.relu"), ("Sigmoid", "sigmoid"), ("Tanh", "tanh")
 
 def _binary_conv(name):
     def conv(ctx, node, ins, a):
+        if node.op_type in ("Max", "Min") and len(ins) != 2:
+            return _variadic(ctx, node, ins, a)
         if node.op_type in ("Add", "Mul"):
             fused = _qdq_binary(ctx, node, ins)
             if fused is not None:
@@ -481,15 +549,33 @@ for _onnx, _ir in [("Add", "add"), ("Sub", "subtract"), ("Mul", "multiply"),
     _CONVERTERS[_onnx] = _binary_conv(_ir)
 
 
+@_converter("Sum", "Mean")
+def _variadic(ctx, node, ins, a):
+    """Sum, Mean and Max/Min of any number of inputs: a chain of binary ops (so a Sum of
+    two activations is the ``add`` the VTA residual-add strategies match)."""
+    name = {"Sum": "add", "Mean": "add", "Max": "maximum", "Min": "minimum"}[node.op_type]
+    vals = [v for v in ins if v is not None]
+    exprs = [ctx.value_expr(ctx.float_val(v) if v.q is not None else v) for v in vals]
+    if len(exprs) == 1 and node.op_type != "Mean":
+        return [vals[0]]
+    e = exprs[0]
+    for other in exprs[1:]:
+        e = _call(name, e, other)
+    if node.op_type == "Mean" and len(exprs) > 1:
+        dtype = ctx.type_of(vals[0]).dtype
+        e = _call("divide", e, Constant(np.asarray(len(exprs), dtype)))
+    return [ctx.out(e)]
+
+
 @_converter("Identity", "Dropout")
 def _identity(ctx, node, ins, a):
-    if node.op_type == "Dropout" and len(node.output) > 1 and node.output[1]:
-        raise OnnxImportError(f"{_where(node)}: the mask output is not supported (inference "
-                              f"only)")
     if node.op_type == "Dropout" and len(ins) > 2 and ins[2] is not None and (
             ins[2].const is None or bool(ins[2].const)):
         raise OnnxImportError(f"{_where(node)}: training_mode is not supported (inference "
                               f"only)")
+    if node.op_type == "Dropout" and len(node.output) > 1 and node.output[1]:
+        # inference: the output is the input and the mask all true (ONNX's definition)
+        return [ins[0], _Val(const=np.ones(ctx.shape_of(ins[0]), np.bool_))]
     return [ins[0]]
 
 
@@ -511,7 +597,7 @@ def _clip(ctx, node, ins, a):
     for i in (1, 2):
         v = ins[i] if len(ins) > i else None
         if v is not None and v.const is None:
-            raise OnnxImportError(f"{_where(node)}: min/max must be constants")
+            return ctx.reference(node, ins)  # runtime bounds
         bounds.append(None if v is None else float(v.const))
     lo, hi = bounds
     if lo is None and hi is None:
@@ -541,7 +627,7 @@ def _softmax(ctx, node, ins, a):
 def _spatial(ctx, node, a, in_shape, kernel, what):
     """strides, (top, left, bottom, right) padding and dilations of a 2-D window op."""
     if len(kernel) != 2:
-        raise OnnxImportError(f"{_where(node)}: only 2-D {what} is supported, got a "
+        raise OnnxImportError(f"{_where(node)}: only 1-D and 2-D {what} is supported, got a "
                               f"{len(kernel)}-D kernel")
     strides = _int_attr_list(a, "strides", [1, 1])
     dil = _int_attr_list(a, "dilations", [1, 1])
@@ -647,22 +733,20 @@ def _conv_transpose(ctx, node, ins, a):
     # y = conv(zero-upsampled x, flipped and transposed kernel): exact, and an ordinary conv
     x, w = ctx.float_val(ins[0]), ctx.float_val(ins[1])
     b = ins[2] if len(ins) > 2 else None
-    if w.const is None or w.const.ndim != 4:
-        raise OnnxImportError(f"{_where(node)}: only 2-D ConvTranspose with a constant weight "
-                              f"is supported")
+    if len(ctx.shape_of(w)) > 4:
+        raise OnnxImportError(f"{_where(node)}: only 1-D and 2-D ConvTranspose is supported, "
+                              f"got a {len(ctx.shape_of(w)) - 2}-D kernel")
     groups = int(a.get("group", 1))
-    if groups != 1:
-        raise OnnxImportError(f"{_where(node)}: ConvTranspose with group={groups} is not "
-                              f"supported (group=1 only)")
+    auto = a.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    if (w.const is None or w.const.ndim != 4 or groups != 1 or "output_shape" in a
+            or auto not in ("NOTSET", "", "VALID")):
+        # 1-D, grouped, a runtime weight, output_shape or SAME padding: onnx's reference
+        return ctx.reference(node, ins)
     n, c, h, wd = ctx.shape_of(x)
     s = _int_attr_list(a, "strides", [1, 1])
     d = _int_attr_list(a, "dilations", [1, 1])
     op = _int_attr_list(a, "output_padding", [0, 0])
-    auto = a.get("auto_pad", b"NOTSET")
-    auto = auto.decode() if isinstance(auto, bytes) else auto
-    if "output_shape" in a or auto not in ("NOTSET", "", "VALID"):
-        raise OnnxImportError(f"{_where(node)}: ConvTranspose with output_shape or "
-                              f"auto_pad={auto} is not supported; give explicit pads")
     p = _int_attr_list(a, "pads", [0, 0, 0, 0])
     wk = _dilate_kernel(w.const, d)
     kk = wk.shape[2:]
@@ -678,8 +762,7 @@ def _conv_transpose(ctx, node, ins, a):
     pads = [kk[0] - 1 - p[0], kk[1] - 1 - p[1], kk[0] - 1 - p[2] + op[0] - (s[0] - 1),
             kk[1] - 1 - p[3] + op[1] - (s[1] - 1)]
     if min(pads) < 0:
-        raise OnnxImportError(f"{_where(node)}: pads {p} larger than the kernel extent are "
-                              f"not supported")
+        return ctx.reference(node, ins)  # pads larger than the kernel extent
     y = _call("nn.conv2d", e, Constant(wk.astype(np.float32)), padding=tuple(pads))
     if b is not None:
         y = _call("nn.bias_add", y, ctx.value_expr(ctx.float_val(b)), axis=1)
@@ -704,9 +787,8 @@ def _gemm(ctx, node, ins, a):
     trans_a, trans_b = (int(a.get("transA", 0)), int(a.get("transB", 0))) if gemm else (0, 0)
     alpha, beta = (float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))) if gemm else (1.0, 1.0)
     xshape, wshape = ctx.shape_of(x), ctx.shape_of(w)
-    if len(wshape) != 2 or (gemm and len(xshape) != 2):
-        raise OnnxImportError(f"{_where(node)}: only a 2-D right operand is supported, got "
-                              f"shapes {list(xshape)} x {list(wshape)}")
+    if len(wshape) != 2 or (gemm and len(xshape) != 2) or len(xshape) < 2:
+        return ctx.reference(node, ins)  # batched or 1-D products
     tail = ctx.quantized_tail(node)
     if (tail and not trans_a and alpha == 1.0 and beta == 1.0 and x.q is not None
             and w.q is not None and w.q.src.const is not None and len(xshape) >= 2
@@ -765,10 +847,44 @@ def _pool_common(ctx, node, a, x):
     return tuple(kernel), strides, pads
 
 
+def _pool_dims(ctx, node, ins, a):
+    """Route a pool that is not a plain 2-D one: 1-D pools as 2-D pools of height 1 (the
+    converter's result), dilated ones to onnx's reference evaluator; 3-D ones are
+    refused. None for a plain 2-D pool."""
+    kernel = list(a.get("kernel_shape", []))
+    if len(kernel) not in (1, 2):
+        raise OnnxImportError(f"{_where(node)}: only 1-D and 2-D {node.op_type} is supported, "
+                              f"got a {len(kernel)}-D kernel")
+    if any(int(d) != 1 for d in a.get("dilations", [])) or (
+            len(node.output) > 1 and node.output[1]):
+        return ctx.reference(node, ins)  # dilated windows, or MaxPool's Indices output
+    if len(kernel) == 2:
+        return None
+    x = ins[0]
+    n, c, length = ctx.shape_of(x)
+    x4 = _reshape_val(ctx, x, (n, c, 1, length))
+    a2 = dict(a)
+    for key, default in (("kernel_shape", None), ("strides", [1]), ("dilations", [1])):
+        if key in a or default is not None:
+            a2[key] = [1] + list(a.get(key, default))
+    if "pads" in a:
+        a2["pads"] = [0, a["pads"][0], 0, a["pads"][1]]
+    out = _CONVERTERS[node.op_type](ctx, node, [x4] + list(ins[1:]), a2)
+    if isinstance(out, dict):  # fused with its QuantizeLinear
+        for v in out.values():
+            nn_, cc, _, ll = ctx.shape_of(v)
+            v.expr, v.shape = _call("reshape", v.expr, newshape=(nn_, cc, ll)), None
+        return out
+    y = out[0]
+    _, _, _, ll = ctx.shape_of(y.q.src if y.q is not None else y)
+    return [_reshape_val(ctx, y, (n, c, ll))]
+
+
 @_converter("MaxPool")
 def _max_pool(ctx, node, ins, a):
-    if len(node.output) > 1 and node.output[1]:
-        raise OnnxImportError(f"{_where(node)}: the Indices output is not supported")
+    routed = _pool_dims(ctx, node, ins, a)
+    if routed is not None:
+        return routed
     x = ins[0]
     kernel, strides, pads = _pool_common(ctx, node, a, x)
     attrs = dict(pool_size=kernel, strides=strides, padding=pads)
@@ -781,6 +897,9 @@ def _max_pool(ctx, node, ins, a):
 
 @_converter("AveragePool")
 def _avg_pool(ctx, node, ins, a):
+    routed = _pool_dims(ctx, node, ins, a)
+    if routed is not None:
+        return routed
     fused = _ortq._qdq_avg_pool(ctx, node, ins[0], a)
     if fused is not None:
         return fused
@@ -795,8 +914,12 @@ def _avg_pool(ctx, node, ins, a):
 def _global_pool(ctx, node, ins, a):
     name = "nn.global_avg_pool2d" if node.op_type == "GlobalAveragePool" else \
         "nn.global_max_pool2d"
-    if len(ctx.shape_of(ins[0])) != 4:
-        raise OnnxImportError(f"{_where(node)}: only NCHW (4-D) input is supported")
+    rank = len(ctx.shape_of(ins[0]))
+    if rank > 4:
+        raise OnnxImportError(f"{_where(node)}: only 1-D and 2-D {node.op_type} is supported, "
+                              f"got a {rank - 2}-D input")
+    if rank != 4:
+        return ctx.reference(node, ins)
     if node.op_type == "GlobalAveragePool":
         fused = _ortq._qdq_single(ctx, node, ins[0], "qnn.ort_global_avg_pool2d", {})
         if fused is not None:
@@ -836,7 +959,7 @@ def _flatten(ctx, node, ins, a):
 def _reshape(ctx, node, ins, a):
     x, s = ins
     if s.const is None:
-        raise OnnxImportError(f"{_where(node)}: the target shape must be known at compile time")
+        return ctx.reference(node, ins)  # a runtime shape (its value fixes the type)
     shape = ctx.shape_of(x)
     want = [int(d) for d in s.const.reshape(-1)]
     allow_zero = int(a.get("allowzero", 0))
@@ -854,7 +977,7 @@ def _squeeze(ctx, node, ins, a):
     shape = list(ctx.shape_of(ins[0]))
     if len(ins) > 1 and ins[1] is not None:
         if ins[1].const is None:
-            raise OnnxImportError(f"{_where(node)}: axes must be known at compile time")
+            return ctx.reference(node, ins)
         axes = [int(v) for v in ins[1].const.reshape(-1)]
     else:
         axes = list(a.get("axes", []))
@@ -900,17 +1023,15 @@ def _pad(ctx, node, ins, a):
     x = ins[0]
     mode = a.get("mode", b"constant")
     mode = mode.decode() if isinstance(mode, bytes) else mode
-    if mode != "constant":
-        raise OnnxImportError(f"{_where(node)}: Pad mode {mode!r} is not supported "
-                              f"(constant only)")
     rank = len(ctx.shape_of(x))
-    if len(ins) < 2 or ins[1] is None or ins[1].const is None:
-        raise OnnxImportError(f"{_where(node)}: pads must be known at compile time")
+    if mode != "constant" or len(ins) < 2 or any(v is not None and v.const is None
+                                                  for v in ins[1:]):
+        return ctx.reference(node, ins)  # reflect/edge/wrap, or runtime pads
     pads = [int(p) for p in ins[1].const.reshape(-1)]
     value = 0.0
     if len(ins) > 2 and ins[2] is not None:
         if ins[2].const is None:
-            raise OnnxImportError(f"{_where(node)}: constant_value must be a constant")
+            return ctx.reference(node, ins)
         value = float(ins[2].const.reshape(-1)[0]) if ins[2].const.size else 0.0
     axes = list(range(rank))
     if len(ins) > 3 and ins[3] is not None:
@@ -919,7 +1040,7 @@ def _pad(ctx, node, ins, a):
     for i, ax in enumerate(axes):
         width[ax] = (pads[i], pads[i + len(axes)])
     if min(pads) < 0:
-        raise OnnxImportError(f"{_where(node)}: negative pads (cropping) are not supported")
+        return ctx.reference(node, ins)  # negative pads crop
     return [ctx.out(_call("nn.pad", ctx.value_expr(ctx.float_val(x)), pad_width=tuple(width),
                           pad_value=value))]
 
@@ -939,7 +1060,7 @@ def _reduce(ctx, node, ins, a):
     axes = a.get("axes")
     if len(ins) > 1 and ins[1] is not None:
         if ins[1].const is None:
-            raise OnnxImportError(f"{_where(node)}: axes must be known at compile time")
+            return ctx.reference(node, ins)
         axes = [int(v) for v in ins[1].const.reshape(-1)]
     if not axes:
         if int(a.get("noop_with_empty_axes", 0)):
@@ -1305,6 +1426,34 @@ def _load(model):
         raise OnnxImportError(f"{path}: not a valid ONNX model ({msg})") from None
 
 
+def _upgrade(proto, where):
+    """``(model, notes)``: ``proto`` in an opset the converters implement (11 on).
+
+    Older models are converted with ``onnx.version_converter`` (onnx's own rules for every
+    op whose meaning changed); a graph of IR version < 4 lists its initializers as graph
+    inputs, which the importer skips, and the converted model gets the IR version its new
+    opset needs.
+    """
+    opset = _default_opset(proto)
+    if not OPSET_RANGE[0] <= opset <= OPSET_RANGE[1]:
+        raise OnnxImportError(f"{where}: opset {opset} is not supported; vtakit imports opsets "
+                              f"{OPSET_RANGE[0]}-{OPSET_RANGE[1]} (convert it with "
+                              f"onnx.version_converter)")
+    if opset >= 11:
+        return proto, []
+    from onnx import version_converter
+
+    try:
+        new = version_converter.convert_version(proto, CONVERT_TO)
+    except Exception as e:  # the converter's C++ errors are one line at best
+        msg = " ".join(str(e).split())[:200]
+        raise OnnxImportError(f"{where}: opset {opset} could not be converted to opset "
+                              f"{CONVERT_TO} by onnx.version_converter: {msg}") from None
+    new.ir_version = max(new.ir_version, 7)  # opset 13's IR version; initializers need no input
+    return new, [f"opset {opset} model converted to opset {CONVERT_TO} by "
+                 f"onnx.version_converter"]
+
+
 def from_onnx(model, shapes=None) -> IRModule:
     """Import an ONNX model as an :class:`~vtakit.compiler.ir.IRModule`.
 
@@ -1327,7 +1476,7 @@ def from_onnx(model, shapes=None) -> IRModule:
     ------
     OnnxImportError
         One line: an unsupported op (its type, the node's name and the supported
-        list), an opset outside 11-21, or what is malformed.
+        list), an opset above 22, or what is malformed.
     """
     import onnx
 
@@ -1337,11 +1486,7 @@ def from_onnx(model, shapes=None) -> IRModule:
     except Exception as e:
         msg = " ".join(str(e).split())
         raise OnnxImportError(f"{where}: malformed ONNX model: {msg[:300]}") from None
-    opset = _default_opset(proto)
-    if not OPSET_RANGE[0] <= opset <= OPSET_RANGE[1]:
-        raise OnnxImportError(f"{where}: opset {opset} is not supported; vtakit imports opsets "
-                              f"{OPSET_RANGE[0]}-{OPSET_RANGE[1]} (convert it with "
-                              f"onnx.version_converter)")
+    proto, notes = _upgrade(proto, where)
     ctx = _Importer(proto, shapes)
     graph = ctx.model.graph
     inits = {i.name for i in graph.initializer}
@@ -1368,5 +1513,6 @@ def from_onnx(model, shapes=None) -> IRModule:
     outs = ctx.convert_graph(graph, scope)
     body = _graph_result(ctx, outs)
     names = tuple(o.name for o in graph.output)
-    ctx.mod["main"] = Function(params, body, attrs={"output_names": names})
+    ctx.mod["main"] = Function(params, body, attrs={"output_names": names,
+                                                    "import_notes": tuple(notes)})
     return ctx.mod
