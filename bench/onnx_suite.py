@@ -112,6 +112,7 @@ def cases(root=None, folders=FOLDERS, only=None):
 
 def _one_line(e):
     msg = str(e).splitlines()[0] if str(e) else ""
+    msg = msg.split("; supported: ")[0]  # the importer's list of ops: once in the docs
     return f"{type(e).__name__}: {msg}"[:240]
 
 

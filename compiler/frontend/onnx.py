@@ -490,6 +490,8 @@ def _zp_domain(zp, dtype):
 def _dequant_np(q, scale, zp, axis):
     q = _to_int8_domain(q).astype(np.float32)
     scale, zp = np.asarray(scale, np.float32), np.asarray(zp, np.float32)
+    if scale.size == 1:  # a 1-element scale is per tensor (onnxruntime's reading)
+        scale, zp = scale.reshape(()), zp.reshape(-1)[0] if zp.size else zp
     if scale.ndim == 1:
         shape = [1] * q.ndim
         shape[axis] = -1
@@ -1192,6 +1194,8 @@ def _qdq_layer(ctx, node, tail, x, w, b, kind, p):
     sy, zy_raw, ydtype = _qparams(qnode, qins, 2)
     if len(qins) > 2 and qins[2] is not None:
         ydtype = qins[2].dtype
+    if ydtype == "int8" and getattr(ctx, "ort_cpu", "x86-vnni") != "arm64":
+        return None  # x86: int8-activation groups stay float ops (see ort_reference)
     if ydtype not in ("int8", "uint8") or sy.ndim or x.q.scale.ndim or x.q.raw != ydtype:
         # not a group onnxruntime fuses (its input and output types must match): the
         # caller imports the float op (QDQ semantics)
@@ -1454,7 +1458,7 @@ def _upgrade(proto, where):
                  f"onnx.version_converter"]
 
 
-def from_onnx(model, shapes=None) -> IRModule:
+def from_onnx(model, shapes=None, ort_cpu="x86-vnni") -> IRModule:
     """Import an ONNX model as an :class:`~vtakit.compiler.ir.IRModule`.
 
     Parameters
@@ -1464,6 +1468,10 @@ def from_onnx(model, shapes=None) -> IRModule:
     shapes : dict of str -> tuple of int, optional
         Static shapes of graph inputs whose dims are symbolic or unknown (those
         not given default to 1).
+    ort_cpu : str
+        The onnxruntime CPU class whose fusion of QDQ models the import reproduces bit
+        for bit (:data:`vtakit.compiler.quant.ort_reference.CPU_CLASSES`: ``"x86-vnni"``,
+        the default, or ``"arm64"``); it is named in ``main.attrs["import_notes"]``.
 
     Returns
     -------
@@ -1487,7 +1495,19 @@ def from_onnx(model, shapes=None) -> IRModule:
         msg = " ".join(str(e).split())
         raise OnnxImportError(f"{where}: malformed ONNX model: {msg[:300]}") from None
     proto, notes = _upgrade(proto, where)
+    from ..quant.ort_reference import OrtReferenceError, ort_graph
+
+    try:
+        proto, converted = ort_graph(proto, ort_cpu)
+    except OrtReferenceError as e:
+        raise OnnxImportError(str(e)) from None
+    if any(nd.op_type in ("QuantizeLinear", "DequantizeLinear") or nd.op_type.startswith(
+            "QLinear") for nd in proto.graph.node):
+        notes.append(f"quantized kernels follow onnxruntime 1.32's CPU session on {ort_cpu}"
+                     + (f" ({converted} int8 Q/DQ pair(s) run as uint8, as its "
+                        f"QDQS8ToU8Transformer does)" if converted else ""))
     ctx = _Importer(proto, shapes)
+    ctx.ort_cpu = ort_cpu
     graph = ctx.model.graph
     inits = {i.name for i in graph.initializer}
     scope = _Scope()
