@@ -44,7 +44,7 @@ def onnx_reference(*xs, node, opset, index, shape, dtype):
     ev, names, op_type = _evaluator(node, opset)
     out = np.asarray(ev.run(None, dict(zip(names, xs)))[index])
     if out.shape != tuple(shape) or out.dtype != np.dtype(dtype):
-        raise ValueError(f"ONNX {op_type} output {index} is {out.dtype}{list(out.shape)} at run time; the "
-                         f"compiled model planned {dtype}{list(shape)} (a shape that depends "
-                         f"on the input values is not supported)")
+        raise ValueError(f"ONNX {op_type} output {index} is {out.dtype}{list(out.shape)} at "
+                         f"run time; the compiled model planned {dtype}{list(shape)} (a shape "
+                         f"that depends on the input values is not supported)")
     return out
