@@ -38,6 +38,21 @@ How nodes are imported:
   parameters are the iteration count, the condition, the loop-carried values
   and the outer values the body reads.
 
+* any other standard op runs on the host as ``onnx.reference`` (onnx's reference
+  evaluator, :mod:`vtakit.runtime.hostops.onnx_ref`); sequences, optionals, strings
+  and training ops are refused in one line (docs/reference/onnx-support.md).
+
+Opsets before 11 are first converted by ``onnx.version_converter``; QDQ models are
+imported as the onnxruntime CPU session of class ``ort_cpu`` fuses them
+(:func:`vtakit.compiler.quant.ort_reference.ort_graph`). Both are recorded in
+``main.attrs["import_notes"]``, which ``vtakit compile --report`` prints.
+
+The package: :mod:`.registry` (values, the converter registry, shared helpers),
+:mod:`.importer` (graphs, nodes, :func:`from_onnx`), :mod:`.nn` (float ops),
+:mod:`.qdq` (Q/DQ and the integer layers, built by
+:func:`vtakit.compiler.quant.layer.quantized_layer`), :mod:`.ort` (onnxruntime's fused
+kernels and com.microsoft ops), :mod:`.control_flow` (If, Loop).
+
 The main function's parameters are the graph inputs (same names, dtypes and
 shapes; unknown dims are taken from ``shapes`` or default to 1); it returns
 the graph output, or a tuple of them in graph order, and records their names

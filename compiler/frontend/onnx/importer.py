@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from ...ir import Constant, Function, IRModule, TensorType, Var, get_op, infer_expr_type
+from ...ir import Constant, Function, IRModule, TensorType, Var, infer_expr_type
 from .registry import (_CONVERTERS, _MS_CONVERTERS, CONVERT_TO, OPSET_RANGE, OnnxImportError,
                        _attrs, _call, _dequant_np, _graph_result, _np_dtype, _scale_attr,
                        _to_int8_domain, _Val, _where, _zp_attr)
