@@ -361,3 +361,59 @@ def test_bad_shapes_argument():
     with pytest.raises(OnnxImportError, match=r"shapes names \['z'\], which are not graph "
                                               r"inputs; the inputs are \['x'\]"):
         from_onnx(m, shapes={"z": (1,)})
+
+
+# ---- ops without a converter: onnx's reference evaluator on the host --------------------------
+
+@pytest.mark.parametrize("op,attrs", [("LRN", dict(size=3, alpha=1e-3, beta=0.75, bias=1.0)),
+                                      ("InstanceNormalization", {}), ("PRelu", {}),
+                                      ("Elu", dict(alpha=0.7)), ("Sign", {})])
+def test_reference_evaluated_ops(op, attrs):
+    x = rand(1, 4, 5, 5)
+    extra, ins = {}, ["x"]
+    if op == "InstanceNormalization":
+        extra = {"s": rand(4), "b": rand(4)}
+        ins = ["x", "s", "b"]
+    if op == "PRelu":
+        extra = {"slope": rand(4, 1, 1)}
+        ins = ["x", "slope"]
+    m = make([node(op, ins, **attrs)], {"x": x, **extra}, ["y"], extra)
+    mod = from_onnx(m)
+    assert "onnx.reference" in str(mod)
+    # exactly what onnx's reference evaluator gives (onnxruntime's LRN differs from it by
+    # up to 0.3%)
+    from onnx.reference import ReferenceEvaluator
+
+    want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(evaluate(mod, x), want)
+
+
+def test_runtime_resize_where_expand_run_on_the_host():
+    x = rand(1, 2, 3, 3)
+    nodes = [node("Resize", ["x", "", "sc"], ["r"], mode="nearest"),
+             node("Greater", ["r", "zero"], ["g"]),
+             node("Where", ["g", "r", "zero"], ["w"]),
+             node("Expand", ["w", "shape"], ["y"])]
+    inits = {"sc": np.array([1, 1, 2, 2], np.float32), "zero": np.float32(0),
+             "shape": np.array([2, 2, 6, 6], np.int64)}
+    m = make([nodes[0]] + [n for n in nodes[1:]], {"x": x}, ["y"], inits)
+    check(m, {"x": x})
+
+
+def test_dropout_mask_output():
+    # inference Dropout: the output is the input, the mask (used or not) all true
+    x = rand(2, 3)
+    m = make([node("Dropout", ["x"], ["d", "mask"]), node("Relu", ["d"], ["y"])], {"x": x},
+             ["y"])
+    check(m, {"x": x})
+    m = make([node("Dropout", ["x"], ["y", "mask"])], {"x": x}, ["y", "mask"],
+             elem={"mask": TensorProto.BOOL})
+    check(m, {"x": x})
+
+
+def test_sum_of_three_is_a_chain_of_adds():
+    x, y, z = rand(2, 3), rand(2, 3), rand(1, 3)
+    m = make([node("Sum", ["x", "y", "z"], ["s"])], {"x": x, "y": y, "z": z}, ["s"])
+    mod = from_onnx(m)
+    assert str(mod).count("add(") == 2 and "onnx.reference" not in str(mod)
+    check(m, {"x": x, "y": y, "z": z})
