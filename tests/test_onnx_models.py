@@ -38,11 +38,11 @@ def test_float_digits_cnn_matches_onnxruntime(digits):
                                rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("opset", [11, 17, 21])
+@pytest.mark.parametrize("opset", [11, 17, 21, 22])
 def test_float_digits_cnn_opsets(digits, opset):
     _, x, _ = digits
     model = onnx.load(str(digits_cnn_path()))
-    model.opset_import[0].version = opset  # every op of this model means the same in 11-21
+    model.opset_import[0].version = opset  # every op of this model means the same in 11-22
     if opset >= 21:
         model.ir_version = 10
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
