@@ -24,8 +24,11 @@ from :mod:`.ort_kernels`:
 * QuantizeLinear / DequantizeLinear with onnxruntime's float32 formulas; any
   other node runs in float through onnx's own reference implementation.
 
-int8-activation Conv / MatMul groups are fused as onnxruntime fuses them on
-arm64 (on x86-64 it leaves them as float ops). QLinearAdd, QLinearMul and the
+Which groups onnxruntime fuses depends on the CPU class (:data:`CPU_CLASSES`,
+``cpu=``): on x86-64 (``"x86-vnni"``, the default) its QDQS8ToU8Transformer first turns
+int8 Q/DQ pairs into uint8 ones (:func:`ort_graph`) and int8-activation Conv / Gemm /
+MatMul groups stay float ops; on ``"arm64"`` int8 is kept and those groups are fused.
+``tests/test_onnx_ort_exact.py`` checks the x86-vnni class against the session itself. QLinearAdd, QLinearMul and the
 logistic of QLinearSigmoid are float kernels whose operation order differs
 between onnxruntime's CPU builds; they round alike except within a hair of a
 tie, and :func:`run_reference` can count such outputs (``ties``).
