@@ -17,7 +17,7 @@ import numpy as np
 
 from ..ir import Call, Constant, get_op
 
-__all__ = ["quantized_layer", "requantize_scale"]
+__all__ = ["quantized_layer", "requantize_scale", "ungroup"]
 
 
 def _call(name, *args, **attrs):
@@ -33,6 +33,29 @@ def requantize_scale(scale):
     if scale.size == 1:
         return float(scale[0]), None
     return tuple(float(s) for s in scale), 1
+
+
+def _groups_map(cin, cout, block):
+    """Whether VTA's conv plan maps ``cin`` input and ``cout`` output channels per group
+    onto ``block``-channel tiles (whole blocks per group, or groups inside a block)."""
+    return (cin % block == 0 and cout % block == 0) or (cin == cout and block % cin == 0)
+
+
+def ungroup(weight, groups):
+    """``(weight, groups)`` of a grouped convolution, as one dense convolution with a
+    block-diagonal weight when its groups map onto neither 8- nor 16-channel blocks (the
+    presets' BLOCK) and there are at most 16 of them: ``groups`` times the MACs, but one
+    layer VTA runs instead of a group-by-group loop on the host. The result is the same
+    (the extra weights are zeros). Other convolutions are returned as they are."""
+    weight = np.asarray(weight)
+    o, i = weight.shape[:2]
+    if groups <= 1 or groups > 16 or any(_groups_map(i, o // groups, b) for b in (8, 16)):
+        return weight, groups
+    og = o // groups
+    dense = np.zeros((o, i * groups) + weight.shape[2:], weight.dtype)
+    for g in range(groups):
+        dense[g * og:(g + 1) * og, g * i:(g + 1) * i] = weight[g * og:(g + 1) * og]
+    return dense, 1
 
 
 def quantized_layer(data, weight, bias, *, x_zero_point, scale, zero_point, rounding, lo, hi,
@@ -69,6 +92,10 @@ def quantized_layer(data, weight, bias, *, x_zero_point, scale, zero_point, roun
     """
     weight = np.asarray(weight)
     red = tuple(range(1, weight.ndim))
+    if conv is not None and conv.get("groups", 1) > 1:
+        # zeros off the diagonal: each output channel's weights, so its bias, unchanged
+        weight, groups = ungroup(weight, conv["groups"])
+        conv = {**conv, "groups": groups}
     b = np.zeros(weight.shape[0], np.int64) if bias is None else np.asarray(bias, np.int64)
     b = b - int(x_zero_point) * weight.astype(np.int64).sum(axis=red)
     b32 = b.astype(np.uint64).astype(np.uint32).view(np.int32)  # two's complement wrap
