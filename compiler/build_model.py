@@ -54,7 +54,7 @@ def load_samples(samples) -> np.ndarray:
 
 
 def compile_model(path, config="default", *, calibrate=None, report: list | None = None,
-                  calibrate_options: dict | None = None):
+                  calibrate_options: dict | None = None, notes: list | None = None):
     """Compile a model file (or an IRModule) for ``config`` (preset name, JSON path or
     VTAConfig).
 
@@ -65,7 +65,8 @@ def compile_model(path, config="default", *, calibrate=None, report: list | None
     ``{"asymmetric": False}``) passed to it. Pre-quantized models (TFLite int8, ONNX QDQ)
     need none.
     ``report``, when given, receives one :class:`~vtakit.compiler.vta.LayerRecord`
-    per fused layer the VTA lowering examined.
+    per fused layer the VTA lowering examined; ``notes``, when given, the frontend's
+    remarks on the import (an opset conversion, the onnxruntime CPU class followed).
     """
     from ..hw.config import load_config
     from .codegen import compile_vm
@@ -73,6 +74,8 @@ def compile_model(path, config="default", *, calibrate=None, report: list | None
     from .passes import default_pipeline, vm_pipeline
     cfg = load_config(config)
     mod = load_model(path) if not hasattr(path, "functions") else path
+    if notes is not None and "main" in mod:
+        notes.extend(mod["main"].attrs.get("import_notes", ()))
     if calibrate is not None:
         from .quant.calibrate import calibrate as _calibrate
         mod = _calibrate(mod, load_samples(calibrate), **(calibrate_options or {}))

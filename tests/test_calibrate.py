@@ -92,3 +92,31 @@ def test_errors(data):
     int_mod = IRModule({"main": Function([v := Var("a", TensorType((2,), "int8"))], v)})
     with pytest.raises(CalibrationError, match=r"int8; calibration quantizes float32 models"):
         calibrate(int_mod, np.zeros((1, 2), np.int8))
+
+
+def test_grouped_conv_ungrouped_onto_vta():
+    """3 groups of 4 -> 8 channels map onto no VTA block: the calibrated layer is one dense
+    conv with a block-diagonal weight (same integers), on VTA, equal to the IR."""
+    from vtakit.compiler.build_model import compile_model
+    from vtakit.compiler.quant.layer import ungroup
+
+    rng = np.random.default_rng(2)
+    w = rng.integers(-127, 128, (24, 4, 3, 3)).astype(np.int8)
+    dense, groups = ungroup(w, 3)
+    assert groups == 1 and dense.shape == (24, 12, 3, 3)
+    xi = rng.integers(-128, 128, (1, 12, 7, 7)).astype(np.int8)
+    grouped = nn.conv2d(Constant(xi), Constant(w), groups=3, out_dtype="int32")
+    flat = nn.conv2d(Constant(xi), Constant(dense), out_dtype="int32")
+    np.testing.assert_array_equal(evaluate(Function([], flat)), evaluate(Function([], grouped)))
+    assert ungroup(w[:, :1], 24)[1] == 24  # depthwise maps: unchanged
+
+    x = Var("x", TensorType((1, 12, 9, 9), "float32"))
+    wf = Constant(rng.standard_normal((24, 4, 3, 3)).astype(np.float32))
+    f = IRModule({"main": Function([x], nn.relu(nn.conv2d(x, wf, padding=(1, 1, 1, 1),
+                                                          groups=3)))})
+    q = calibrate(f, rng.standard_normal((16, 1, 12, 9, 9)).astype(np.float32))
+    report = []
+    exe = compile_model(q, "default", report=report)
+    assert [r.where for r in report if r.kind == "conv2d"] == ["vta"]
+    xv = rng.standard_normal((1, 12, 9, 9)).astype(np.float32)
+    np.testing.assert_array_equal(exe.run([xv]), evaluate(q, xv))

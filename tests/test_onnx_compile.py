@@ -80,3 +80,39 @@ def test_if_through_the_vm():
     np.testing.assert_array_equal(np.asarray(exe.run({"x": x, "c": np.array(True)})),
                                   np.maximum(x, 0))
     np.testing.assert_array_equal(np.asarray(exe.run({"x": x, "c": np.array(False)})), -x)
+
+
+def test_report_names_the_opset_conversion_and_cpu_class(tmp_path, capsys):
+    """``vtakit compile --report``: an ``import:`` line for an opset converted on import,
+    and for a QDQ model the onnxruntime CPU class its kernels follow."""
+    from vtakit.cli.main import main
+
+    x = np.random.default_rng(0).standard_normal((1, 2, 5, 5)).astype(np.float32)
+    w = onnx.numpy_helper.from_array(np.ones((3, 2, 3, 3), np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", F, x.shape),
+                               helper.make_tensor_value_info("w", F, (3, 2, 3, 3))],
+                              [helper.make_tensor_value_info("y", F, (1, 3, 3, 3))], [w])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 8)])
+    m.ir_version = 3  # the initializer is also a graph input, as IR < 4 requires
+    onnx.save(m, str(tmp_path / "old.onnx"))
+    assert main(["compile", str(tmp_path / "old.onnx"), "-o", str(tmp_path / "old.vtax"),
+                 "--report"]) == 0
+    out = capsys.readouterr().out
+    assert "import: opset 8 model converted to opset 13 by onnx.version_converter" in out
+
+    q = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+         helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])], "q",
+        [helper.make_tensor_value_info("x", F, (1, 4))],
+        [helper.make_tensor_value_info("y", F, (1, 4))],
+        [onnx.numpy_helper.from_array(np.float32(0.1), "s"),
+         onnx.numpy_helper.from_array(np.int8(3), "z")])
+    qm = helper.make_model(q, opset_imports=[helper.make_opsetid("", 13)])
+    qm.ir_version = 8
+    onnx.save(qm, str(tmp_path / "q.onnx"))
+    assert main(["compile", str(tmp_path / "q.onnx"), "-o", str(tmp_path / "q.vtax"),
+                 "--report"]) == 0
+    out = capsys.readouterr().out
+    assert ("import: quantized kernels follow onnxruntime 1.32's CPU session on x86-vnni "
+            "(1 int8 Q/DQ pair(s) run as uint8, as its QDQS8ToU8Transformer does)") in out

@@ -283,13 +283,29 @@ def test_loop_becomes_recursive_function():
 # ---- errors ----------------------------------------------------------------------------------
 
 def test_unsupported_op_names_type_node_and_list():
+    # sequences are what a CNN kit refuses (one line, the op, the node and the list)
     x = rand(2, 3)
-    m = make([node("Hardmax", ["x"])], {"x": x}, ["y"])
+    graph = helper.make_graph(
+        [node("SequenceConstruct", ["x", "x"], ["s"]), node("SequenceLength", ["s"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", F, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [])])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
     with pytest.raises(OnnxImportError,
-                       match=r"^unsupported ONNX op Hardmax \(node 'hardmax_node'\); supported: "
+                       match=r"^unsupported ONNX op SequenceConstruct \(node "
+                             r"'sequenceconstruct_node'\); supported: "
                              r".*\bConv\b.*\bQuantizeLinear\b") as e:
         from_onnx(m)
     assert "\n" not in str(e.value)
+
+
+def test_op_without_converter_runs_in_the_reference_evaluator():
+    # Hardmax has no IR op: it runs as onnx.reference on the host, as onnx defines it
+    x = rand(2, 3)
+    m = make([node("Hardmax", ["x"])], {"x": x}, ["y"])
+    mod = from_onnx(m)
+    assert "onnx.reference" in str(mod)
+    check(m, {"x": x})
 
 
 def test_malformed_file(tmp_path):
@@ -314,19 +330,29 @@ def test_malformed_graph_one_line():
 
 def test_opset_out_of_range():
     x = rand(2, 3)
-    m = make([node("Relu", ["x"])], {"x": x}, ["y"], opset=9)
-    with pytest.raises(OnnxImportError, match=r"opset 9 is not supported; vtakit imports "
-                                              r"opsets 11-21"):
+    m = make([node("Relu", ["x"])], {"x": x}, ["y"])
+    m.opset_import[0].version = 23
+    m.ir_version = 11
+    with pytest.raises(OnnxImportError, match=r"opset 23 is not supported; vtakit imports "
+                                              r"opsets 1-22"):
         from_onnx(m)
 
 
-def test_runtime_shape_op_error():
+def test_old_opset_converted_and_noted():
+    # opset 9 Upsample-era model: converted by onnx.version_converter, said in the notes
+    x = rand(2, 3)
+    m = make([node("Relu", ["x"])], {"x": x}, ["y"], opset=9)
+    mod = from_onnx(m)
+    assert mod["main"].attrs["import_notes"] == (
+        "opset 9 model converted to opset 13 by onnx.version_converter",)
+    np.testing.assert_array_equal(evaluate(mod, x), np.maximum(x, 0))
+
+
+def test_runtime_slice_runs_on_the_host():
     x = rand(2, 3)
     m = make([node("Slice", ["x", "st", "en"])], {"x": x}, ["y"],
              {"st": np.array([0], np.int64), "en": np.array([1], np.int64)})
-    with pytest.raises(OnnxImportError, match=r"^Slice node 'slice_node': Slice on a runtime "
-                                              r"tensor is not supported"):
-        from_onnx(m)
+    check(m, {"x": x})
 
 
 def test_bad_shapes_argument():
@@ -335,3 +361,59 @@ def test_bad_shapes_argument():
     with pytest.raises(OnnxImportError, match=r"shapes names \['z'\], which are not graph "
                                               r"inputs; the inputs are \['x'\]"):
         from_onnx(m, shapes={"z": (1,)})
+
+
+# ---- ops without a converter: onnx's reference evaluator on the host --------------------------
+
+@pytest.mark.parametrize("op,attrs", [("LRN", dict(size=3, alpha=1e-3, beta=0.75, bias=1.0)),
+                                      ("InstanceNormalization", {}), ("PRelu", {}),
+                                      ("Elu", dict(alpha=0.7)), ("Sign", {})])
+def test_reference_evaluated_ops(op, attrs):
+    x = rand(1, 4, 5, 5)
+    extra, ins = {}, ["x"]
+    if op == "InstanceNormalization":
+        extra = {"s": rand(4), "b": rand(4)}
+        ins = ["x", "s", "b"]
+    if op == "PRelu":
+        extra = {"slope": rand(4, 1, 1)}
+        ins = ["x", "slope"]
+    m = make([node(op, ins, **attrs)], {"x": x, **extra}, ["y"], extra)
+    mod = from_onnx(m)
+    assert "onnx.reference" in str(mod)
+    # exactly what onnx's reference evaluator gives (onnxruntime's LRN differs from it by
+    # up to 0.3%)
+    from onnx.reference import ReferenceEvaluator
+
+    want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(evaluate(mod, x), want)
+
+
+def test_runtime_resize_where_expand_run_on_the_host():
+    x = rand(1, 2, 3, 3)
+    nodes = [node("Resize", ["x", "", "sc"], ["r"], mode="nearest"),
+             node("Greater", ["r", "zero"], ["g"]),
+             node("Where", ["g", "r", "zero"], ["w"]),
+             node("Expand", ["w", "shape"], ["y"])]
+    inits = {"sc": np.array([1, 1, 2, 2], np.float32), "zero": np.float32(0),
+             "shape": np.array([2, 2, 6, 6], np.int64)}
+    m = make([nodes[0]] + [n for n in nodes[1:]], {"x": x}, ["y"], inits)
+    check(m, {"x": x})
+
+
+def test_dropout_mask_output():
+    # inference Dropout: the output is the input, the mask (used or not) all true
+    x = rand(2, 3)
+    m = make([node("Dropout", ["x"], ["d", "mask"]), node("Relu", ["d"], ["y"])], {"x": x},
+             ["y"])
+    check(m, {"x": x})
+    m = make([node("Dropout", ["x"], ["y", "mask"])], {"x": x}, ["y", "mask"],
+             elem={"mask": TensorProto.BOOL})
+    check(m, {"x": x})
+
+
+def test_sum_of_three_is_a_chain_of_adds():
+    x, y, z = rand(2, 3), rand(2, 3), rand(1, 3)
+    m = make([node("Sum", ["x", "y", "z"], ["s"])], {"x": x, "y": y, "z": z}, ["s"])
+    mod = from_onnx(m)
+    assert str(mod).count("add(") == 2 and "onnx.reference" not in str(mod)
+    check(m, {"x": x, "y": y, "z": z})

@@ -136,8 +136,11 @@ def test_compiled_equals_reference_behavioral_and_verilator(tmp_path, act, per_c
     model = onnx.load(str(path))
     report = []
     exe = compile_model(path, "default", report=report)
-    assert [r.kind for r in report if r.where != "host"] == \
-        ["conv2d", "conv2d", "max_pool2d", "dense", "dense"]
+    # x86 (the default onnxruntime CPU class): int8 convs whose output is shared stay
+    # float ops between DequantizeLinear and QuantizeLinear, on the host
+    assert [r.kind for r in report if r.where != "host"] == (
+        ["conv2d", "conv2d", "max_pool2d", "dense", "dense"] if act == "uint8" else
+        ["max_pool2d", "dense", "dense"])
     for i, x in enumerate(_images(2, 3)):
         want = run_reference(model, {"x": x})[0]
         np.testing.assert_array_equal(np.asarray(exe.run([x])), want)

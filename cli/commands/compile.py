@@ -52,13 +52,15 @@ def run(args):
     options = _calibrate_options(args)
     if args.accuracy:
         _print_accuracy(args, options)
-    records = []
+    records, notes = [], []
     start = time.perf_counter()
     exe = compile_model(args.model, args.config, calibrate=args.calibrate, report=records,
-                        calibrate_options=options)
+                        calibrate_options=options, notes=notes)
     path = exe.save(args.output)
     wall = time.perf_counter() - start
     if args.report:
+        for note in notes:
+            print(f"import: {note}")
         print(format_report(records))
         plan = exe.dram_plan()
         print(f"device DRAM: weights {plan['weights']:,} B resident + arena {plan['arena']:,} B "

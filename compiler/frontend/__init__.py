@@ -1,7 +1,7 @@
 """Model frontends: files of other frameworks -> :class:`~vtakit.compiler.ir.IRModule`.
 
 * :func:`from_tflite` (:mod:`.tflite`): int8 TFLite flatbuffers.
-* :func:`from_onnx` (:mod:`.onnx`): ONNX models, float, QDQ or QLinear (opsets 11-21).
+* :func:`from_onnx` (:mod:`.onnx`): ONNX models, float, QDQ or QLinear (opsets up to 22).
 """
 
 from .onnx import SUPPORTED_OPS as ONNX_OPS

@@ -28,6 +28,7 @@ from ..ir import (Call, Constant, Function, IRModule, QuantParams, TensorType, T
 from ...hw.errors import VtakitError
 from .. import quant  # noqa: F401  (registers the qnn.* operators)
 from ..quant import activation_range
+from ..quant.layer import quantized_layer
 
 __all__ = ["from_tflite", "TFLiteError", "SUPPORTED_OPS"]
 
@@ -302,15 +303,14 @@ def _conv(cv: _Converter, op, ins, outs, depthwise: bool):
     if pt or pb or pl or pr:
         data = _op("nn.pad", data, pad_width=((0, 0), (0, 0), (pt, pb), (pl, pr)),
                    pad_value=float(zx))
-    acc = _op("nn.conv2d", data, Constant(w_oihw.astype(np.int8)), strides=(sh, sw),
-              padding=(0, 0, 0, 0), groups=groups, out_dtype="int32")
-    bias = np.zeros(o, np.int64) if b is None else cv.const(b.index, "bias").astype(np.int64)
-    bias = bias - zx * w_oihw.sum(axis=red)
-    acc = _op("nn.bias_add", acc, Constant(_wrap32(bias)), axis=1)
-    scale = _per_channel_scale(x.s, w.scale, out.s, o)
-    acc = _requantize(acc, scale, out.zp)
-    act = _ACTIVATIONS.get(opts.FusedActivationFunction(), None)
-    cv.finish(acc, out, _act(cv, act, out), layout="NCHW")
+    bias = None if b is None else cv.const(b.index, "bias").astype(np.int64)
+    act = _act(cv, _ACTIVATIONS.get(opts.FusedActivationFunction(), None), out)
+    lo, hi = activation_range(act, out.s, out.zp, out.dtype)
+    y = quantized_layer(data, w_oihw, bias, x_zero_point=zx,
+                        scale=_per_channel_scale(x.s, w.scale, out.s, o), zero_point=out.zp,
+                        rounding="tflite", lo=lo, hi=hi, out_dtype=out.dtype,
+                        conv=dict(strides=(sh, sw), padding=(0, 0, 0, 0), groups=groups))
+    cv.set(out.index, y, "NCHW")
 
 
 def _act(cv, act, out):
@@ -326,21 +326,6 @@ def _per_channel_scale(s_in, w_scales, s_out, channels):
     if ws.size == 1:
         ws = np.full(channels, ws[0])
     return (np.float64(np.float32(s_in)) * ws) / np.float64(np.float32(s_out))
-
-
-def _requantize(acc, scale, zp, rounding="tflite"):
-    scale = np.asarray(scale, np.float64).reshape(-1)
-    if scale.size > 1 and np.all(scale == scale[0]):
-        scale = scale[:1]
-    if scale.size == 1:
-        return _op("qnn.requantize", acc, scale=float(scale[0]), zero_point=int(zp),
-                   rounding=rounding)
-    return _op("qnn.requantize", acc, scale=tuple(float(s) for s in scale), zero_point=int(zp),
-               axis=1, rounding=rounding)
-
-
-def _wrap32(v):
-    return np.asarray(v, np.int64).astype(np.uint64).astype(np.uint32).view(np.int32)
 
 
 def _conv2d(cv, op, ins, outs):
@@ -379,21 +364,18 @@ def _fully_connected(cv, op, ins, outs):
     o, k = wd.shape
     n = int(np.prod(x.shape)) // k
     data = _as_nhwc_flat(cv, x, (n, k))
-    acc = _op("nn.dense", data, Constant(wd.astype(np.int8)), out_dtype="int32")
-    bias = np.zeros(o, np.int64) if b is None else cv.const(b.index, "bias").astype(np.int64)
-    bias = bias - x.zp * wd.sum(axis=1)
-    acc = _op("nn.bias_add", acc, Constant(_wrap32(bias)), axis=1)
+    bias = None if b is None else cv.const(b.index, "bias").astype(np.int64)
     if w.scale.size > 1:
         scale = _per_channel_scale(x.s, w.scale, out.s, o)
     else:
         # GetQuantizedConvolutionMultipler: the scale product in float32, then double.
         scale = np.float64(np.float32(x.s) * np.float32(w.s)) / np.float64(np.float32(out.s))
-    # LiteRT's FULLY_CONNECTED rounds once (see runtime.hostops.fixed_point), even with
-    # BUILTIN_REF.
-    acc = _requantize(acc, scale, out.zp, rounding="tflite_single")
     act = _act(cv, _ACTIVATIONS.get(opts.FusedActivationFunction() if opts else 0), out)
     lo, hi = activation_range(act, out.s, out.zp, out.dtype)
-    y = _op("cast", _op("clip", acc, a_min=lo, a_max=hi), dtype=out.dtype)
+    # LiteRT's FULLY_CONNECTED rounds once (see runtime.hostops.fixed_point), even with
+    # BUILTIN_REF.
+    y = quantized_layer(data, wd, bias, x_zero_point=x.zp, scale=scale, zero_point=out.zp,
+                        rounding="tflite_single", lo=lo, hi=hi, out_dtype=out.dtype)
     if tuple(out.shape) != (n, o):
         y = _op("reshape", y, newshape=out.shape)
     cv.set(out.index, y)

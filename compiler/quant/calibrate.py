@@ -62,6 +62,7 @@ from ..ir import (Call, Constant, Function, IRModule, Op, Tuple, TupleGetItem, V
 from ..ir.analysis import post_order
 from ...runtime.hostops import fixed_point as fp
 from . import ops as _ops  # noqa: F401  (registers the qnn.* operators)
+from .layer import quantized_layer
 
 __all__ = ["calibrate", "quantize_model", "Calibrated", "fold_batch_norm", "CalibrationError",
            "activation_range", "choose_params", "kl_threshold", "METHODS"]
@@ -451,24 +452,16 @@ class _Quantizer:
         b = np.zeros(w.shape[0]) if bias_node is None else \
             _const(bias_node.args[1]).astype(np.float64)
         bias = np.rint(b / acc_scale).astype(np.int64)
-        bias = bias - int(zx) * wq.astype(np.int64).sum(axis=red)
+        conv = None
         if core.op.name == "nn.conv2d":
-            attrs = dict(core.attrs)
+            conv = {k: v for k, v in core.attrs.items() if k != "out_dtype"}
             # the float padding value (0 unless a Pad was folded in), quantized
-            attrs["pad_value"] = float(np.clip(int(zx) + np.rint(attrs["pad_value"] / float(sx)),
-                                               -128, 127))
-            attrs["out_dtype"] = "int32"
-            acc = Call(core.op, [xe, Constant(wq)], attrs)
-        else:
-            acc = _call("nn.dense", xe, Constant(wq), out_dtype="int32")
-        acc = _call("nn.bias_add", acc, Constant(bias.astype(np.int32)), axis=1)
-        scale = acc_scale / float(sy)
-        per_tensor = np.all(scale == scale[0])
-        r = _call("qnn.requantize", acc, scale=float(scale[0]) if per_tensor else scale,
-                  zero_point=int(zy), axis=None if per_tensor else 1, rounding=self.rounding,
-                  out_dtype="int32")
+            conv["pad_value"] = float(np.clip(int(zx) + np.rint(conv["pad_value"] / float(sx)),
+                                              -128, 127))
         lo, hi = self._act_bounds(act, sy, zy)
-        return _call("cast", _call("clip", r, a_min=lo, a_max=hi), dtype="int8"), sy, zy
+        return quantized_layer(xe, wq, bias, x_zero_point=zx, scale=acc_scale / float(sy),
+                               zero_point=zy, rounding=self.rounding, lo=lo, hi=hi,
+                               conv=conv), sy, zy
 
     def _add(self, add, node, act):
         (ea, sa, za), (eb, sb, zb) = (self.as_int8(a) for a in add.args)

@@ -24,8 +24,11 @@ from :mod:`.ort_kernels`:
 * QuantizeLinear / DequantizeLinear with onnxruntime's float32 formulas; any
   other node runs in float through onnx's own reference implementation.
 
-int8-activation Conv / MatMul groups are fused as onnxruntime fuses them on
-arm64 (on x86-64 it leaves them as float ops). QLinearAdd, QLinearMul and the
+Which groups onnxruntime fuses depends on the CPU class (:data:`CPU_CLASSES`,
+``cpu=``): on x86-64 (``"x86-vnni"``, the default) its QDQS8ToU8Transformer first turns
+int8 Q/DQ pairs into uint8 ones (:func:`ort_graph`) and int8-activation Conv / Gemm /
+MatMul groups stay float ops; on ``"arm64"`` int8 is kept and those groups are fused.
+``tests/test_onnx_ort_exact.py`` checks the x86-vnni class against the session itself. QLinearAdd, QLinearMul and the
 logistic of QLinearSigmoid are float kernels whose operation order differs
 between onnxruntime's CPU builds; they round alike except within a hair of a
 tie, and :func:`run_reference` can count such outputs (``ties``).
@@ -45,7 +48,86 @@ import numpy as np
 from ...hw.errors import VtakitError
 from ...runtime.hostops import ort_kernels as K
 
-__all__ = ["run_reference", "OrtReferenceError"]
+__all__ = ["run_reference", "OrtReferenceError", "ort_graph", "CPU_CLASSES", "DEFAULT_CPU"]
+
+#: The CPU classes whose onnxruntime (1.32, default CPU session) the reference follows:
+#: ``"x86-vnni"`` (x86-64 with AVX512-VNNI or AVX-VNNI: int8 Q/DQ pairs run as uint8
+#: (QDQS8ToU8Transformer), int8-activation Conv/Gemm/MatMul stay float ops) and
+#: ``"arm64"`` (int8 kept, int8 Conv/Gemm/MatMul fused). x86-64 without VNNI fuses as
+#: ``"x86-vnni"`` does, but its u8s8 kernels saturate pairs of products in int16
+#: (``vpmaddubsw``), which no reference models.
+CPU_CLASSES = ("x86-vnni", "arm64")
+#: The class of this project's machines, and the default.
+DEFAULT_CPU = "x86-vnni"
+
+
+def _check_cpu(cpu):
+    if cpu not in CPU_CLASSES:
+        raise OrtReferenceError(f"unknown onnxruntime CPU class {cpu!r}; known: "
+                                f"{', '.join(CPU_CLASSES)}")
+
+
+def ort_graph(model, cpu=DEFAULT_CPU):
+    """``(model, converted)``: ``model`` as onnxruntime's CPU session of class ``cpu``
+    rewrites its Q/DQ pairs before fusing, and how many pairs it converted.
+
+    On x86-64 (``QDQIsInt8Allowed`` false) its QDQS8ToU8Transformer turns every
+    QuantizeLinear whose only consumer is a DequantizeLinear (itself feeding one node,
+    as EnsureUniqueDQForNodeUnit leaves it), neither a graph output, with equal scalar
+    constant int8 zero points, into a uint8 pair with zero point + 128. The integers
+    are the same values shifted by 128, but the float kernels that add the zero point
+    before rounding (QLinearAveragePool, QLinearGlobalAveragePool, QLinearSoftmax, the
+    requantization of QLinearConv and QGemm) round in that domain. arm64 keeps int8.
+    """
+    _check_cpu(cpu)
+    if cpu == "arm64":
+        return model, 0
+    from onnx import ModelProto, numpy_helper
+
+    g = model.graph
+    inits = {i.name: i for i in g.initializer}
+    consumers = {}
+    for nd in g.node:
+        for n in nd.input:
+            if n:
+                consumers.setdefault(n, []).append(nd)
+    outputs = {o.name for o in g.output}
+
+    def int8_scalar(name):
+        t = inits.get(name)
+        if t is None:
+            return None
+        a = numpy_helper.to_array(t)
+        return int(a.reshape(-1)[0]) if a.dtype == np.int8 and a.size == 1 else None
+
+    pairs = []
+    for q in g.node:
+        if q.op_type != "QuantizeLinear" or q.domain not in ("", "ai.onnx"):
+            continue
+        users = consumers.get(q.output[0], [])
+        if len(users) != 1 or q.output[0] in outputs:
+            continue
+        dq = users[0]
+        if dq.op_type != "DequantizeLinear" or len(q.input) != 3 or len(dq.input) != 3:
+            continue
+        if len(consumers.get(dq.output[0], [])) + (dq.output[0] in outputs) > 1:
+            continue  # a shared DQ: onnxruntime duplicates it, two consumers of the Q
+        zq, zd = int8_scalar(q.input[2]), int8_scalar(dq.input[2])
+        if zq is None or zq != zd:
+            continue
+        pairs.append((q, dq, zq))
+    if not pairs:
+        return model, 0
+    new = ModelProto()
+    new.CopyFrom(model)
+    by_name = {nd.output[0]: nd for nd in new.graph.node if nd.output}
+    for k, (q, dq, z) in enumerate(pairs):
+        name = f"vtakit_s8_to_u8_zp_{k}"
+        zp = numpy_helper.from_array(np.array(z + 128, np.uint8), name)
+        new.graph.initializer.append(zp)
+        by_name[q.output[0]].input[2] = name
+        by_name[dq.output[0]].input[2] = name
+    return new, len(pairs)
 
 
 class OrtReferenceError(VtakitError, ValueError):
@@ -75,9 +157,10 @@ class _Q:
 
 
 class _Run:
-    def __init__(self, model):
+    def __init__(self, model, cpu=DEFAULT_CPU):
         from onnx import numpy_helper
 
+        self.cpu = cpu
         self.graph = model.graph
         self.opset = next((int(o.version) for o in model.opset_import
                            if o.domain in ("", "ai.onnx")), 13)
@@ -280,6 +363,8 @@ class _Run:
 
     def integer_layer(self, node, a, op, ins, scale, zp, dtype):
         x, w = self.dq[ins[0]], self.dq[ins[1]]
+        if dtype == "int8" and self.cpu != "arm64":
+            return None  # x86: int8-activation Conv/Gemm/MatMul groups stay float ops
         if np.ndim(x.scale) or not isinstance(self.vals.get(node.input[1]), np.ndarray):
             return None
         bias = None
@@ -441,7 +526,7 @@ def _ms_op(self, node, a):  # noqa: C901 (one branch per op, as in onnxruntime)
 
 
 
-def run_reference(model, feeds, ties=None):
+def run_reference(model, feeds, ties=None, cpu=DEFAULT_CPU):
     """Run a quantized ONNX model (QDQ or operator format) with onnxruntime's fused
     integer kernel formulas; returns the graph outputs in order (numpy arrays).
 
@@ -449,13 +534,15 @@ def run_reference(model, feeds, ties=None):
     ``ties``: an optional dict that receives, per op type, how many outputs of the
     float kernels whose operation order differs between onnxruntime's CPU builds
     (QLinearAdd, QLinearMul, QLinearSigmoid) lie within a hair of a rounding tie:
-    where that count is 0, every build of onnxruntime gives the reference's answer.
+    where that count is 0, every build of onnxruntime gives the reference's answer;
+    ``cpu``: the onnxruntime CPU class followed (:data:`CPU_CLASSES`, :func:`ort_graph`).
     """
     import onnx
 
     if not isinstance(model, onnx.ModelProto):
         model = onnx.load(str(model))
-    run = _Run(model)
+    model, _ = ort_graph(model, cpu)
+    run = _Run(model, cpu)
     outs = run.run(feeds)
     if ties is not None:
         for k, v in run.ties.items():

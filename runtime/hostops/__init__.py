@@ -13,7 +13,8 @@ layers as ``"vtakit.op.vta.*"``. A compute is ``f(*arrays, **attrs)``, exact in 
 integer dtypes. Modules: :mod:`.elemwise`, :mod:`.nn`, :mod:`.reduce`,
 :mod:`.transform` (the core operators), :mod:`.qnn` and :mod:`.pool` (quantized
 operators over the integer arithmetic of :mod:`.fixed_point`), :mod:`.ort`
-(onnxruntime's kernels, :mod:`.ort_kernels`), :mod:`.vta` (host steps of VTA layers
+(onnxruntime's kernels, :mod:`.ort_kernels`), :mod:`.onnx_ref` (an ONNX node run by onnx's
+reference evaluator), :mod:`.vta` (host steps of VTA layers
 on packed results).
 """
 
@@ -44,4 +45,4 @@ def hostop_names() -> list[str]:
     return [n[len(PREFIX):] for n in list_global_func_names() if n.startswith(PREFIX)]
 
 
-from . import elemwise, nn, ort, pool, qnn, reduce, transform, vta  # noqa: E402,F401
+from . import elemwise, nn, onnx_ref, ort, pool, qnn, reduce, transform, vta  # noqa: E402,F401

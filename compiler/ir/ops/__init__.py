@@ -5,6 +5,6 @@ first use.  Integer inputs compute exactly in their dtype (or ``out_dtype``),
 wrapping like the hardware would.
 """
 
-from . import elemwise, nn, reduce, transform  # noqa: F401  (registration side effects)
+from . import elemwise, nn, onnx_ref, reduce, transform  # noqa: F401  (registration side effects)
 
 __all__: list[str] = []

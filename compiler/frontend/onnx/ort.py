@@ -1,11 +1,11 @@
-"""onnxruntime's quantized kernels in the ONNX importer (:mod:`.onnx`).
+"""onnxruntime's quantized kernels and com.microsoft ops in the ONNX importer.
 
 Two ways a model asks for them, one exact formula each (documented with its
 onnxruntime source in :mod:`vtakit.runtime.hostops.ort_kernels`):
 
 * QDQ groups ``DequantizeLinear -> op -> QuantizeLinear`` that onnxruntime's QDQ
   transformer fuses: AveragePool, GlobalAveragePool, Softmax, Sigmoid, LeakyRelu
-  here (Conv / Gemm / MatMul / Add / Mul in :mod:`.onnx`'s quantization section);
+  here (Conv / Gemm / MatMul / Add / Mul in :mod:`.qdq`);
 * the operator-format com.microsoft ops that ``quantize_static(QOperator)`` and
   onnxruntime's optimizer write: QLinearAdd, QLinearMul, QLinearConcat,
   QLinearAveragePool, QLinearGlobalAveragePool, QLinearSigmoid, QLinearLeakyRelu,
@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Constant, Tuple
-from ...runtime.hostops.ort_kernels import logistic
-from ..quant.ort_ops import lut_table
-from .onnx import (OnnxImportError, _call, _converter, _int_attr_list,
-                   _int_layer, _QInfo, _qparams, _requant_passthrough, _spatial,
-                   _to_int8_domain, _Val, _weight_int8, _where, _zp_domain)
+from ...ir import Constant, Tuple
+from ....runtime.hostops.ort_kernels import logistic
+from ...quant.ort_ops import lut_table
+from .qdq import _int_layer, _weight_int8
+from .registry import (OnnxImportError, _call, _converter, _int_attr_list, _QInfo, _qparams,
+                       _requant_passthrough, _spatial, _to_int8_domain, _Val, _where,
+                       _zp_domain)
 
 __all__ = []
 
