@@ -1,8 +1,8 @@
 """Builder API: build graph-IR networks in Python (Relay's ``relay.nn`` style).
 
 Each function returns an expression; :func:`var` makes typed inputs and
-:func:`const` constants.  :func:`resnet18` builds ResNet-18 with random weights
-(for tests and benchmarks; nothing is downloaded).
+:func:`const` constants.  :func:`resnet18` and :func:`resnet50` build ResNet-18 and
+ResNet-50 with random weights (for tests and benchmarks; nothing is downloaded).
 
 Example
 -------
@@ -27,7 +27,7 @@ __all__ = [
     "clip", "cast", "round", "sigmoid", "tanh", "exp", "sqrt", "softmax", "max_pool2d",
     "avg_pool2d", "global_avg_pool2d", "dropout", "reshape", "transpose", "concatenate", "pad",
     "batch_flatten", "mean", "sum", "squeeze", "expand_dims", "equal", "less", "greater",
-    "where", "zeros", "ones", "call", "resnet18", "conv_bn_relu",
+    "where", "zeros", "ones", "call", "resnet18", "resnet50", "conv_bn_relu",
 ]
 
 
@@ -201,7 +201,7 @@ def ones(shape, dtype="float32"):
     return call("ones", shape=shape, dtype=dtype)
 
 
-# ---------------------------------------------------------------- ResNet-18
+# ---------------------------------------------------------------- ResNet-18 and -50
 
 class _Weights:
     """Random weights, deterministic for a seed (He-normal convs, sane BN statistics)."""
@@ -256,6 +256,49 @@ def resnet18(batch_size=1, image_shape=(3, 224, 224), num_classes=1000, dtype="f
             stride = 2 if i > 0 and j == 0 else 1
             x = _basic_block(x, w, cin, cout, stride)
             cin = cout
+    x = batch_flatten(global_avg_pool2d(x))
+    fc_w = const(w.rng.normal(0, 0.01, (num_classes, cin)).astype(dtype))
+    fc_b = const(np.zeros(num_classes, dtype))
+    x = bias_add(dense(x, fc_w), fc_b)
+    return module(softmax(x), [data])
+
+
+def _bottleneck(x, w, cin, width, stride):
+    """ResNet v1 bottleneck: 1x1 (stride) -> 3x3 -> 1x1 to ``4 * width`` channels, plus
+    the input or, where the shape changes, its 1x1 projection; relu of the sum."""
+    cout = 4 * width
+    y = conv_bn_relu(x, w, cin, width, 1, stride)
+    y = conv_bn_relu(y, w, width, width, 3, 1)
+    y = conv_bn_relu(y, w, width, cout, 1, 1, relu_=False)
+    short = x if stride == 1 and cin == cout else conv_bn_relu(x, w, cin, cout, 1, stride,
+                                                                relu_=False)
+    return relu(add(y, short))
+
+
+def resnet50(batch_size=1, image_shape=(3, 224, 224), num_classes=1000, dtype="float32",
+             seed=0) -> IRModule:
+    """ResNet-50 v1 (bottleneck blocks, batch norm, NCHW) with random weights as constants.
+
+    The v1 of He et al. (2015), as Caffe and Keras build it: a stage's first block
+    downsamples in its first 1x1 convolution (v1.5 moves the stride to the 3x3). Stages
+    of 3, 4, 6 and 3 blocks of widths 64, 128, 256 and 512 (outputs four times as wide);
+    53 convolutions and one dense layer, 3.9 GMAC at 224 x 224.
+
+    Returns
+    -------
+    IRModule
+        ``main(%data: Tensor[(batch_size, *image_shape), dtype])`` returning the
+        softmax of the logits, shape ``(batch_size, num_classes)``.
+    """
+    w = _Weights(seed, dtype)
+    data = var("data", (batch_size,) + tuple(image_shape), dtype)
+    x = conv_bn_relu(data, w, image_shape[0], 64, 7, 2)
+    x = max_pool2d(x, 3, strides=2, padding=1)
+    cin = 64
+    for i, (blocks, width) in enumerate(((3, 64), (4, 128), (6, 256), (3, 512))):
+        for j in range(blocks):
+            x = _bottleneck(x, w, cin, width, 2 if i > 0 and j == 0 else 1)
+            cin = 4 * width
     x = batch_flatten(global_avg_pool2d(x))
     fc_w = const(w.rng.normal(0, 0.01, (num_classes, cin)).astype(dtype))
     fc_b = const(np.zeros(num_classes, dtype))

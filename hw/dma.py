@@ -1,8 +1,9 @@
 """DRAM arbiters: several DMA clients onto one read master and one write master.
 
 Reads are split transactions: the read arbiter grants one request per cycle
-(round robin among the clients with a pending request; a granted request the
-master has not accepted yet keeps its grant), remembers the client
+(to a pending request of a priority client, else round robin among the clients
+with a pending request; a granted request the master has not accepted yet keeps
+its grant), remembers the client
 and beat count of every outstanding request in a small FIFO, and routes the
 returning beats, which come back in request order, to that client. So several
 requests of several clients can be in flight and a stream of bursts runs at
@@ -27,11 +28,12 @@ from .interfaces import DMA_BEATS_BITS, dma_read_signature, dma_write_signature
 __all__ = ["DmaReadArbiter", "DmaWriteArbiter"]
 
 
-def _round_robin(m, valids, last, grant, any_valid, req):
+def _round_robin(m, valids, last, grant, any_valid, req, priority=()):
     """``grant`` = the first valid client after ``last`` (combinational), except while
     the request ``req`` offered in the previous cycle waits (valid, not ready): then the
     same client, so the request stays stable until accepted (the ``lib.stream`` rule; a
-    client that became valid meanwhile waits for the next round)."""
+    client that became valid meanwhile waits for the next round). The clients of
+    ``priority`` go first, each group in the round's order."""
     n = len(valids)
     m.d.comb += any_valid.eq(Cat(*valids).any())
     first = Signal.like(grant)
@@ -39,6 +41,8 @@ def _round_robin(m, valids, last, grant, any_valid, req):
         for l in range(n):
             with m.Case(l):
                 order = [(l + k) % n for k in range(1, n + 1)]
+                order = ([c for c in order if c in priority]
+                         + [c for c in order if c not in priority])
                 with m.If(valids[order[0]]):
                     m.d.comb += first.eq(order[0])
                 for c in order[1:]:
@@ -68,6 +72,14 @@ class DmaReadArbiter(wiring.Component):
         module's, up to 256 beats each); with it, behind at most ``max_beats`` plus
         one burst, while the next burst still starts as the previous one drains, so
         a DRAM latency of up to ``max_beats`` cycles stays hidden.
+    priority : tuple of int
+        Clients whose pending requests are granted before the others' (round robin
+        within each group). The top level gives it to the compute module's
+        loaders: a LOAD there stalls every GEMM and ALU behind it, while the load
+        module's bursts run ahead of the compute module anyway (the ``gemm_tiled``
+        fixture on Verilator: 23,771 cycles instead of 25,304). Another client waits
+        only while a priority client's requests are taken; those never come back to
+        back for long in VTA (the compute module waits for each LOAD to finish).
 
     Attributes
     ----------
@@ -78,10 +90,11 @@ class DmaReadArbiter(wiring.Component):
     """
 
     def __init__(self, config: VTAConfig, n_clients: int, *, max_outstanding: int = 8,
-                 max_beats: int | None = None):
+                 max_beats: int | None = None, priority: tuple = ()):
         self._n = n_clients
         self._max = max_outstanding
         self._max_beats = max_beats
+        self._priority = tuple(priority)
         super().__init__({
             "clients": In(dma_read_signature(config)).array(n_clients),
             "master": Out(dma_read_signature(config)),
@@ -100,7 +113,8 @@ class DmaReadArbiter(wiring.Component):
         grant = Signal(cbits)
         any_req = Signal()
         req = self.master.req
-        _round_robin(m, [c.req.valid for c in self.clients], last, grant, any_req, req)
+        _round_robin(m, [c.req.valid for c in self.clients], last, grant, any_req, req,
+                     self._priority)
 
         room = Signal(init=1)
         m.d.comb += [req.valid.eq(any_req & tags.w_rdy & room)]

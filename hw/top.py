@@ -30,7 +30,11 @@ from .store import Store
 from .spec import (CMD_LEVEL_FIELDS, DMA_READ_AHEAD_BEATS, PIPELINE, TOKEN_LEVEL_FIELDS,
                    TOKEN_QUEUES, Reg, Unit)
 
-__all__ = ["VTA"]
+__all__ = ["VTA", "READ_PRIORITY"]
+
+#: Read clients granted before the round robin (:class:`~vtakit.hw.dma.DmaReadArbiter`):
+#: the compute module's micro-op and acc loaders (clients 2 and 3 of ``elaborate``).
+READ_PRIORITY = (2, 3)
 
 
 class VTA(wiring.Component):
@@ -72,7 +76,8 @@ class VTA(wiring.Component):
         self.regs = ControlRegisters()
         self.tokens = {name: TokenQueue(token_depth) for name in TOKEN_QUEUES}
         self.commands = {str(unit): CommandQueue(cmd_depth) for unit in PIPELINE}
-        self.rd_arbiter = DmaReadArbiter(config, 4, max_beats=DMA_READ_AHEAD_BEATS)
+        self.rd_arbiter = DmaReadArbiter(config, 4, max_beats=DMA_READ_AHEAD_BEATS,
+                                         priority=READ_PRIORITY)
         self.wr_arbiter = DmaWriteArbiter(config, 1)
         super().__init__({
             "csr": In(CsrSignature),

@@ -23,12 +23,13 @@ clients accept beats at will.
 
 import pytest
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import Assert, Assume, Cover, Signal
+from amaranth.hdl import Assert, Assume, Const, Cover, Signal
 
 from vtakit.hw.config import load_config
 from vtakit.hw.dma import DmaReadArbiter, DmaWriteArbiter
 from vtakit.hw.formal import Spec
 from vtakit.hw.spec import DMA_READ_AHEAD_BEATS
+from vtakit.hw.top import READ_PRIORITY
 
 from formal_util import free_stream_source, prove, refute, stream_rules
 
@@ -155,11 +156,14 @@ class MasterRequestHeld(Spec):
 
 
 class ReadLiveness(Spec):
-    """Bounded liveness of the read arbiter with fairness (see the module docstring)."""
+    """Bounded liveness of the read arbiter with fairness (see the module docstring).
+    With ``priority`` (the arbiter's priority clients), another client's wait counts
+    only the cycles in which no priority client's request is taken: it is never held
+    back for any other reason."""
 
-    def __init__(self, dut, bound):
+    def __init__(self, dut, bound, priority=()):
         super().__init__()
-        self.dut, self.bound = dut, bound
+        self.dut, self.bound, self.priority = dut, bound, tuple(priority)
 
     def properties(self, m, platform):
         m.submodules.dut = arb = self.dut
@@ -176,11 +180,16 @@ class ReadLiveness(Spec):
 
         fair("dram_req", arb.master.req.valid, arb.master.req.ready)
         fair("dram_beat", owed != 0, arb.master.data.valid)
+        served = Signal()             # a priority client's request is taken
+        if self.priority:
+            m.d.comb += served.eq(sum(clients[p].req.valid & clients[p].req.ready
+                                      for p in self.priority).bool())
         for i, c in enumerate(clients):
             m.d.comb += c.data.ready.eq(AnySeq(1))
             fair(f"client{i}", c.data.valid, c.data.ready)
             waited = Signal(range(self.bound + 2), name=f"client{i}_waited")
-            with m.If(c.req.valid & ~c.req.ready):
+            passed = served if i not in self.priority else Const(0)
+            with m.If(c.req.valid & ~c.req.ready & ~passed):
                 m.d.sync += waited.eq(waited + 1)
             with m.Else():
                 m.d.sync += waited.eq(0)
@@ -342,6 +351,28 @@ def test_read_arbiter_liveness_bmc(ahead, tmp_path):
     # with requests of at most 2 beats the read-ahead as built never holds one back
     prove(ReadLiveness(DmaReadArbiter(CONFIG, 4, max_beats=ahead), LIVENESS_BOUND),
           f"rd_live_{ahead}", tmp_path, mode="bmc", depth=LIVENESS_BOUND + 2)
+
+
+def test_read_arbiter_with_priority_routes_bmc(tmp_path):
+    # the top level's arbiter: the compute module's clients (2, 3) first
+    prove(ReadRouting(DmaReadArbiter(CONFIG, 4, max_beats=DMA_READ_AHEAD_BEATS,
+                                     priority=READ_PRIORITY)),
+          "rd_routing_priority", tmp_path, mode="bmc", depth=READ_DEPTH)
+
+
+def test_read_arbiter_with_priority_liveness_bmc(tmp_path):
+    # a priority client waits no longer than in the round; another one only while a
+    # priority client's requests are taken
+    prove(ReadLiveness(DmaReadArbiter(CONFIG, 4, max_beats=DMA_READ_AHEAD_BEATS,
+                                      priority=READ_PRIORITY), LIVENESS_BOUND, READ_PRIORITY),
+          "rd_live_priority", tmp_path, mode="bmc", depth=LIVENESS_BOUND + 2)
+
+
+def test_read_arbiter_with_priority_starving_caught(tmp_path):
+    # without the priority exemption the other clients' plain bound fails: the
+    # priority is real
+    refute(ReadLiveness(DmaReadArbiter(CONFIG, 4, priority=READ_PRIORITY), LIVENESS_BOUND),
+           "rd_live_priority_plain", tmp_path, mode="bmc", depth=LIVENESS_BOUND + 2)
 
 
 @pytest.mark.parametrize("n", [1, 2])
