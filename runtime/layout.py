@@ -15,7 +15,7 @@ import numpy as np
 
 from ..hw.errors import VtakitError
 
-__all__ = ["LayoutError", "ceil_div", "normalize_padding", "pack_activation", "unpack_activation", "nchw_shape",
+__all__ = ["LayoutError", "ceil_div", "pair", "normalize_padding", "pack_activation", "unpack_activation", "nchw_shape",
            "packed_activation_shape", "packed_activation_nbytes"]
 
 
@@ -26,6 +26,18 @@ class LayoutError(VtakitError, ValueError):
 def ceil_div(a: int, b: int) -> int:
     """``ceil(a / b)`` for non-negative integers."""
     return -(-int(a) // int(b))
+
+
+def pair(v, name="value") -> tuple[int, int]:
+    """An int, ``(v,)`` or ``(h, w)`` -> ``(h, w)`` ints (a stride, a window, a dilation)."""
+    if np.isscalar(v):
+        return int(v), int(v)
+    v = tuple(int(a) for a in v)
+    if len(v) == 1:
+        return v[0], v[0]
+    if len(v) != 2:
+        raise ValueError(f"{name} must be an int or a pair, got {v!r}")
+    return v
 
 
 def normalize_padding(padding) -> tuple[int, int, int, int]:

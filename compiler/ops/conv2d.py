@@ -59,6 +59,7 @@ from .loops import Dim, fold_loops
 from .tokens import Pipeline, PlanePipeline, kernel_fence
 from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding
+from ...runtime.layout import pair as _pair
 from .operands import check_fits, check_operand, check_positive
 from .tiling import (RTL_COST, ConvProblem, ConvTiling, CostModel, TilingError, acc_slots,
                      estimate, gemm_dims, search_tiles, shared_acc, uop_budget)
@@ -72,10 +73,6 @@ _RERANKED: dict = {}     # Conv2dPlan._rerank's choices
 
 class GroupMappingError(VtakitError, ValueError):
     """A grouped convolution that one plan cannot map onto whole or diagonal blocks."""
-
-
-def _pair(v):
-    return (int(v), int(v)) if np.isscalar(v) else tuple(int(a) for a in v)
 
 
 def border_cases(h, w, kh, kw, stride, pad, oh, ow) -> list:

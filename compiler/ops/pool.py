@@ -54,6 +54,7 @@ from .loops import Dim, fold_loops
 from .tokens import Pipeline, kernel_fence
 from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding, round_shift_div
+from ...runtime.layout import pair as _pair
 from .tiling import MAX_PAD, TilingError
 from .operands import check_operand, check_positive
 
@@ -67,10 +68,6 @@ def _tile_sizes(n: int, t: int) -> list:
     """``[(size, count)]`` of an axis of ``n`` cut into tiles of ``t``: the full tiles,
     then the remainder's when there is one."""
     return [(t, n // t)] + ([(n % t, 1)] if n % t else [])
-
-
-def _pair(v):
-    return (int(v), int(v)) if np.isscalar(v) else tuple(int(a) for a in v)
 
 
 class PoolPlan(OpPlan):

@@ -31,7 +31,7 @@ from typing import Callable
 import numpy as np
 
 from ...hw.errors import VtakitError
-from ..ir import Call, Op
+from ..ir import Call, is_op  # noqa: F401  (is_op re-exported for the strategies)
 
 __all__ = ["Strategy", "VTALayer", "Spec", "LoweringError", "register_strategy", "strategies",
            "get_strategy", "is_op", "int8_store"]
@@ -135,11 +135,6 @@ def get_strategy(kind: str) -> Strategy:
     except KeyError:
         raise LoweringError(f"no VTA strategy for layer kind {kind!r}; registered: "
                             f"{', '.join(_STRATEGIES)}") from None
-
-
-def is_op(expr, name) -> bool:
-    """Whether ``expr`` is a call of the operator ``name``."""
-    return isinstance(expr, Call) and isinstance(expr.op, Op) and expr.op.name == name
 
 
 def int8_store(lo, hi, out_dtype) -> bool:
