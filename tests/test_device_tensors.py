@@ -15,7 +15,7 @@ from vtakit.compiler.ir import (Call, Constant, Function, GlobalVar, IRModule, T
                                 evaluate, get_op, post_order)
 from vtakit.compiler.vta.lower import lower_primitive
 from vtakit.compiler.passes import FoldExplicitPadding
-from vtakit.runtime import Runtime, vta_layer
+from vtakit.runtime import Runtime, launch
 from vtakit.runtime.vm.bytecode import Opcode
 from vtakit.sim import open_device
 from vtakit.testing import model_inputs
@@ -74,8 +74,8 @@ def test_keyword_spotting_layers_chain_on_the_device(monkeypatch):
     assert 0 < main.dram_bytes <= 2 * 8192  # ten 8 KB activations in two reused slots
 
     packs = []
-    real = vta_layer.pack_activation
-    monkeypatch.setattr(vta_layer, "pack_activation",
+    real = launch.pack_activation
+    monkeypatch.setattr(launch, "pack_activation",
                         lambda x, cfg: packs.append(x.shape) or real(x, cfg))
     with exe.vm() as vm:
         for seed in range(3):

@@ -17,7 +17,7 @@ from vtakit.compiler.ops.roofline import plan_roofline
 from vtakit.compiler.passes import FuseResidualAdd, InferType, default_pipeline, vm_pipeline
 from vtakit.compiler.vta import vm_lowerer
 from vtakit.hw.config import load_config
-from vtakit.runtime import Runtime, vta_layer
+from vtakit.runtime import Runtime, launch
 from vtakit.runtime.hostops.qnn import add as qnn_add
 from vtakit.sim import open_device
 
@@ -159,8 +159,8 @@ def test_fused_block_compiles_to_one_vta_layer_and_matches_the_interpreter(
     assert [(r.kind, r.where) for r in report] == [("conv2d", "vta"), ("conv2d_add", "vta")]
     assert "residual add fused" in report[1].why
     packs = []
-    real = vta_layer.pack_activation
-    monkeypatch.setattr(vta_layer, "pack_activation",
+    real = launch.pack_activation
+    monkeypatch.setattr(launch, "pack_activation",
                         lambda a, c: packs.append(a.shape) or real(a, c))
     with exe.vm() as vm:
         got = vm.run(x)

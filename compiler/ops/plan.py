@@ -23,6 +23,7 @@ import numpy as np
 
 from ...hw.errors import VtakitError
 from ...runtime import Program, ProgramBuilder
+from ...runtime.launch import LayerLaunch
 
 __all__ = ["OpPlan", "Operand", "plan_signature", "clear_program_cache"]
 
@@ -216,7 +217,8 @@ class OpPlan:
                                  f"plan expects {op.dtype} {op.shape}")
 
     def run(self, rt, packed: dict):
-        """Allocate, upload, lower, synchronize, download and free.
+        """Allocate, upload, lower, synchronize, download and free (the runtime's
+        :class:`~vtakit.runtime.launch.LayerLaunch`, every operand staged).
 
         Returns
         -------
@@ -224,20 +226,8 @@ class OpPlan:
             The packed ``out`` operand and the device's run result.
         """
         self.check_packed(packed)
-        bufs = {}
-        try:
-            for name, op in self.operands.items():
-                bufs[name] = rt.alloc(op.nbytes)
-                if name != "out":
-                    rt.upload(bufs[name], packed[name])
-            try:
-                self.lower(rt, bufs)
-            except BaseException:
-                rt.reset()          # drop the half-built stream
-                raise
-            result = rt.synchronize()
-            out = self.operands["out"]
-            return rt.download(bufs["out"], out.dtype, out.shape), result
-        finally:
-            for buf in bufs.values():
-                rt.free(buf)
+        out = self.operands["out"]
+        launch = LayerLaunch(self.program(), self.config, out.shape, out.dtype, resident=False)
+        res = launch.run(rt, {}, {n: packed[n] for n in self.operands if n != "out"},
+                         planes=True)
+        return res.y, res.run

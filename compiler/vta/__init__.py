@@ -9,7 +9,8 @@ runtime (:func:`lower_layer`, :func:`run_graph`); :mod:`.executable` claims them
 executables (:func:`vm_lowerer`).
 """
 
-from .executable import VM_KIND, split_layer, vm_lowerer
+from .executable import VM_KIND, vm_lowerer
+from .layers import split_layer
 from .lower import (LayerRecord, LoweringError, VTALayer, function_roofline, layer_spec,
                     lower_layer, lower_primitive, match_layer, requantize_cost, run_graph,
                     weight_shape)
