@@ -76,7 +76,8 @@ def compile_model(path, config="default", *, calibrate=None, report: list | None
     if calibrate is not None:
         from .quant.calibrate import calibrate as _calibrate
         mod = _calibrate(mod, load_samples(calibrate), **(calibrate_options or {}))
-    mod = vm_pipeline()(default_pipeline()(mod))
+    from .vta.target import VTA
+    mod = vm_pipeline(VTA.passes)(default_pipeline()(mod))
     return compile_vm(mod, config=cfg, lowerer=vm_lowerer(cfg, report))
 
 

@@ -47,8 +47,8 @@ from .host import decode_attrs, encode_attr
 from .hostops import get_hostop
 from .launch import LayerLaunch
 from .layout import unpack_activation
-from .module import FACTORY_PREFIX, PrimitiveError
-from .registry import RegistryError, get_global_func, register_func
+from .module import PrimitiveError
+from .registry import RegistryError
 
 __all__ = ["KIND", "HostStep", "VTALayerKernel", "vta_layer_factory"]
 
@@ -164,6 +164,3 @@ def vta_layer_factory(entry, ctx):
     ctx.on_close(kernel.release)
     return kernel
 
-
-if get_global_func(FACTORY_PREFIX + KIND, allow_missing=True) is None:
-    register_func(FACTORY_PREFIX + KIND, vta_layer_factory)

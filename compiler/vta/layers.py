@@ -17,8 +17,6 @@ import numpy as np
 
 from ..ir import Call, Constant, Op
 from ..ops.roofline import Roofline, plan_roofline
-from . import residual  # noqa: F401  (first: its pattern is an add of a conv layer)
-from . import add, conv, dilated, fold, pool  # noqa: F401  (the strategies register)
 from .registry import Spec, VTALayer, is_op, strategies
 
 __all__ = ["LayerRecord", "match_layer", "split_layer", "weight_shape", "layer_spec",

@@ -104,7 +104,8 @@ class VirtualMachine:
                                       device_options=device_options,
                                       kernels=dict(exe.kernels), constants=exe.constants,
                                       programs=getattr(exe, "program", None))
-        self.module = load_primitives(exe.primitives, self.context)
+        self.module = load_primitives(exe.primitives, self.context,
+                                      getattr(exe, "local_functions", None))
         self.packed_names = [p.name for p in exe.primitives]
         self._packed = [self.module.get_function(n) for n in self.packed_names]
         self._funcs = [(f.code, f.num_regs) for f in exe.functions]
