@@ -33,6 +33,8 @@ alone. The entry's metadata (JSON)::
     dram_weights, dram_scratch   device DRAM of the resident and the staged operands
     layer           {"kind", "where", "why", "macs", "tiling", "predicted_cycles",
                     "dram_bytes", "roofline"}: what the compiler planned, for reports only
+                    ("predicted_cycles" is the planner's analytic estimate; the predicted
+                    figure reports show is the event model's on the kernel)
 
 Attribute values are encoded as in :mod:`.host` (tuples tagged).
 """

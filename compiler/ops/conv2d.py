@@ -57,6 +57,7 @@ from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_w
                      pack_conv_weight, unpack_activation)
 from .loops import Dim, fold_loops
 from .tokens import Pipeline, PlanePipeline, kernel_fence
+from .cost.roofline import conv_roofline
 from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding
 from ...runtime.layout import pair as _pair
@@ -109,6 +110,10 @@ class Conv2dPlan(OpPlan):
     """
 
     name = "conv2d"
+
+    def roofline(self):
+        """This layer's :class:`~.cost.roofline.Roofline`."""
+        return conv_roofline(self, self.config)
 
     def __init__(self, config, x_shape, w_shape, stride=1, padding=0, *, groups: int = 1,
                  epilogue: Epilogue = Epilogue(), tiling: ConvTiling | None = None,

@@ -24,6 +24,7 @@ import numpy as np
 from ...hw.errors import VtakitError
 from ...runtime import Program, ProgramBuilder
 from ...runtime.launch import LayerLaunch
+from .cost.events import program_facts
 
 __all__ = ["OpPlan", "Operand", "plan_signature", "clear_program_cache"]
 
@@ -184,6 +185,17 @@ class OpPlan:
         ``rt.bind(plan.program(), bufs)``."""
         rt.bind(self.program(), bufs)
 
+    def predicted(self) -> float:
+        """The layer's predicted cycles: the event model (:mod:`.cost.events`) on the
+        kernel's stream bound alone (memoized with the Program). The one figure every
+        report shows; a plan's analytic ``estimate`` (:mod:`.cost.search`) only ranks."""
+        return program_facts(self.program())[0].cycles
+
+    def roofline(self):
+        """The fewest cycles the config allows this layer (a
+        :class:`~.cost.roofline.Roofline`); None for a plan without one."""
+        return None
+
     def inspect(self) -> dict:
         """Describe the kernel (its :meth:`program` as a stream of its own, fences and
         FINISH appended); no device is opened.
@@ -193,13 +205,11 @@ class OpPlan:
         dict
             ``instructions`` (count, fences and FINISH included), ``by_opcode``
             (counts by opcode name), ``uops`` (micro-ops staged), ``dram`` (bytes by
-            fsim counter name, :func:`.perfmodel.stream_traffic`), ``predicted_cycles``
-            (:func:`.perfmodel.predict_stream`).
+            fsim counter name, :func:`.cost.events.stream_traffic`), ``predicted_cycles``
+            (:meth:`predicted`).
         """
-        from .perfmodel import _program_facts
-
         program = self.program()
-        prediction, dram, by_op = _program_facts(program)
+        prediction, dram, by_op = program_facts(program)
         return {"instructions": sum(by_op.values()), "by_opcode": dict(by_op),
                 "uops": int(len(program.uops)), "dram": dict(dram),
                 "predicted_cycles": prediction.cycles}

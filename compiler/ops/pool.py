@@ -52,6 +52,7 @@ from .epilogue import Epilogue, result_bytes_for
 from .layout import ceil_div, pack_activation, unpack_activation
 from .loops import Dim, fold_loops
 from .tokens import Pipeline, kernel_fence
+from .cost.roofline import pool_roofline
 from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding, round_shift_div
 from ...runtime.layout import pair as _pair
@@ -77,6 +78,10 @@ class PoolPlan(OpPlan):
     ``out`` int8 (planes, N/b, C/c,
     OH, OW, b, c) with 4 planes when an average needs a host division.
     """
+
+    def roofline(self):
+        """This layer's :class:`~.cost.roofline.Roofline`."""
+        return pool_roofline(self, self.config)
 
     def __init__(self, config, x_shape, kind, kernel, stride=None, padding=0, tile=None):
         super().__init__(config)

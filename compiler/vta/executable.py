@@ -82,7 +82,9 @@ def _layer_meta(func, layer, tail, spec, rec, kernel):
         "dram_weights": sum(v for n, v in dram.items() if n not in staged),
         "dram_scratch": sum(v for n, v in dram.items() if n in staged),
         "layer": {"kind": layer.kind, "where": rec.where, "why": rec.why, "macs": rec.macs,
-                  "tiling": rec.tiling, "predicted_cycles": rec.predicted_cycles,
+                  # the analytic estimate under its 1.0 name (format unchanged); reports
+                  # predict a kernel with the event model (OpPlan.predicted)
+                  "tiling": rec.tiling, "predicted_cycles": rec.estimate_cycles,
                   "dram_bytes": rec.dram_bytes, "roofline": roofline},
     }
     if spec.pre is not None:

@@ -70,13 +70,18 @@ class LayerRecord:
     where: str                       # "vta", "vta+host" (exact requantize on the host), "host"
     why: str
     tiling: str = ""
+    #: the event model's cycles of the layer's kernel (:meth:`~vtakit.compiler.ops.plan.
+    #: OpPlan.predicted`): the one predicted figure every report shows
     predicted_cycles: float = 0.0
     dram_bytes: int = 0
     cycles: int = -1
     host_seconds: float = 0.0
     macs: int = 0
     dram_bytes_run: int = 0          # measured: the device's load/store byte counters
-    roofline: object = None          # the plan's Roofline (vtakit.compiler.ops.roofline)
+    roofline: object = None          # the plan's Roofline (vtakit.compiler.ops.cost.roofline)
+    #: the planner's analytic estimate (:mod:`vtakit.compiler.ops.cost.search`), what the
+    #: tile search ranked with (the event model's figure for plans without a search)
+    estimate_cycles: float = 0.0
 
 
 def _describe_tiling(plan):
@@ -85,23 +90,27 @@ def _describe_tiling(plan):
 
 
 def fill_estimate(rec, plan, spec=None):
-    """The record's tiling, predicted cycles and DRAM bytes from ``plan``; kept in
-    ``spec`` (a plan's estimate does not change), so a layer run again reuses it; and
-    the plan's roofline."""
+    """The record's tiling, predicted cycles (:meth:`~vtakit.compiler.ops.plan.OpPlan.
+    predicted`, the event model), analytic estimate, DRAM bytes and roofline from
+    ``plan``; kept in ``spec`` (a plan's figures do not change), so a layer run again
+    reuses them."""
     if spec is not None and spec.estimate is not None:
-        rec.tiling, rec.predicted_cycles, rec.dram_bytes, rec.roofline = spec.estimate
+        (rec.tiling, rec.predicted_cycles, rec.estimate_cycles, rec.dram_bytes,
+         rec.roofline) = spec.estimate
         return
     rec.tiling, rec.roofline = _describe_tiling(plan), plan_roofline(plan)
+    rec.predicted_cycles = float(plan.predicted())
     est = getattr(plan, "estimate", None)
     if est is not None:
-        rec.predicted_cycles = float(est.cycles)
+        rec.estimate_cycles = float(est.cycles)
         rec.dram_bytes = int(est.read_bytes + est.write_bytes)
     else:
         info = plan.inspect()
-        rec.predicted_cycles = float(info["predicted_cycles"])
+        rec.estimate_cycles = float(info["predicted_cycles"])
         rec.dram_bytes = int(sum(info["dram"].values()))
     if spec is not None:
-        spec.estimate = (rec.tiling, rec.predicted_cycles, rec.dram_bytes, rec.roofline)
+        spec.estimate = (rec.tiling, rec.predicted_cycles, rec.estimate_cycles,
+                         rec.dram_bytes, rec.roofline)
 
 
 def split_layer(body):

@@ -88,7 +88,8 @@ class Spec:
     params: tuple = ()    # the weight arrays they were packed from (kept: ids key the cache)
     #: the border correction, packed int32, when the host adds it (filled on use)
     correction: np.ndarray | None = None
-    #: (tiling, predicted cycles, DRAM bytes, roofline) of the plan, for the records
+    #: (tiling, predicted cycles, estimate cycles, DRAM bytes, roofline) of the plan, for
+    #: the records
     #: (filled on use)
     estimate: tuple | None = None
     #: the (rows, O) int32 requantize rows of an exact requantize on VTA (the ALU
