@@ -12,19 +12,16 @@ import vtakit.compiler.vta.lower as lower_vta
 import vtakit.compiler.quant  # noqa: F401
 from vtakit.compiler.frontend import from_tflite
 from vtakit.compiler.ir import (Call, Constant, Function, GlobalVar, IRModule, TensorType, Var,
-                                evaluate, get_op, post_order)
+                                evaluate, post_order)
 from vtakit.compiler.vta.lower import lower_primitive
 from vtakit.compiler.passes import FoldExplicitPadding
 from vtakit.runtime import Runtime, launch
 from vtakit.runtime.vm.bytecode import Opcode
 from vtakit.sim import open_device
 from vtakit.testing import model_inputs
+from vtakit.compiler.nn import call as _op
 
 DATA = Path(__file__).parent / "data" / "mltk"
-
-
-def _op(name, *args, **attrs):
-    return Call(get_op(name), list(args), attrs)
 
 
 def _input(mod, seed):

@@ -9,7 +9,7 @@ import vtakit.compiler.quant  # noqa: F401  (registers the qnn operators)
 from vtakit.compiler.codegen import compile_vm
 from vtakit.compiler.codegen.vm import _bind
 from vtakit.compiler.ir import (Call, Constant, Function, IRModule, TensorType, Tuple, Var,
-                                evaluate, get_op, post_order)
+                                evaluate, post_order)
 from vtakit.compiler.ops.conv2d import plan_conv2d
 from vtakit.compiler.ops.epilogue import EpilogueError, ResidualAdd
 from vtakit.compiler.ops.reference import epilogue_ref, group_conv2d_ref
@@ -20,10 +20,7 @@ from vtakit.hw.config import load_config
 from vtakit.runtime import Runtime, launch
 from vtakit.runtime.hostops.qnn import add as qnn_add
 from vtakit.sim import open_device
-
-
-def _op(name, *args, **attrs):
-    return Call(get_op(name), list(args), attrs)
+from vtakit.compiler.nn import call as _op
 
 
 # (ea, eb, k, (z_a, z_b, z_out), conv clip, add clip): shifts as add_shifts gives them

@@ -9,18 +9,15 @@ from vtakit.compiler import nn
 from vtakit.compiler.codegen import LoweredPrimitive, compile_vm
 from vtakit.compiler.passes import default_pipeline, vm_pipeline
 from vtakit.compiler.ir import (Call, Function, GlobalVar, If, IRModule, Let, TensorType, Tuple,
-                                TupleGetItem, Var, evaluate, get_op)
+                                TupleGetItem, Var, evaluate)
 from vtakit.hw import VTAConfig
 from vtakit.runtime import (Executable, Program, get_global_func, register_func,
                             remove_global_func)
 from vtakit.runtime.vm import Opcode
+from vtakit.compiler.nn import call as op
 
 I64 = TensorType((), "int64")
 KERNEL = Program(VTAConfig.preset("default"), [], slots={"x": 64}, name="sq").to_bytes()
-
-
-def op(name, *args, **attrs):
-    return Call(get_op(name), args, attrs)
 
 
 def c64(v):

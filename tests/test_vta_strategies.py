@@ -6,8 +6,8 @@ import pytest
 
 import vtakit.compiler.quant  # noqa: F401
 from vtakit.compiler.codegen import compile_vm
-from vtakit.compiler.ir import (Call, Constant, Function, IRModule, TensorType, Var, evaluate,
-                                get_op)
+from vtakit.compiler.ir import (Call, Constant, Function, IRModule, TensorType, Var, evaluate)
+from vtakit.compiler.nn import call as _op
 from vtakit.compiler.passes import default_pipeline, vm_pipeline
 from vtakit.compiler.vta import (Strategy, lower_primitive, match_layer, register_strategy,
                                  strategies, vm_lowerer)
@@ -16,10 +16,6 @@ from vtakit.compiler.ops.reference import group_conv2d_ref
 from vtakit.hw.config import load_config
 from vtakit.runtime import Runtime
 from vtakit.sim import open_device
-
-
-def _op(name, *args, **attrs):
-    return Call(get_op(name), list(args), attrs)
 
 
 def _dilated(dilation, groups=1, pad_value=0.0, rounding="tflite", c=16, o=32):
