@@ -130,37 +130,10 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
         full_w = (tw_l >= p.ow) & p.int32_out
         n_st_insn = np.where(full_sp_l, 1, np.where(full_w, tn, tn * tco))
         n_st_rows = np.where(full_sp_l, 1, np.where(full_w, tn * tco, tn * tco * th))
-        # compute-stage work of the tile outside the GEMMs
-        c_tile = z_l + cost.insn_cycles
-        if not p.int32_out and max(p.stride) > 1 and p.kh * p.kw > 1:
-            # the compute module's LOADs of the tile (bias, rows, micro-ops) share the
-            # DRAM read port with the load module's input rows, one burst each: each
-            # waits for about one burst in flight
-            n_cl = int(p.bias) + bool(p.acc_rows) + bool(p.border_cases) + 1
-            c_tile += n_cl * np.minimum(MAX_BURST, wi * e_inp / bus) * cost.burst_wait
-        if p.residual:
-            b = ent * e_acc
-            rd[sel] += m * b
-            c_tile += b / bus + cost.dma_insn_cycles + n_rows_out * cost.dma_row_cycles
-        elif not p.min_init:
-            c_tile += ent * cost.gemm_uop_cycles
-        if p.bias:
-            if not shared:
-                rd[sel] += m * tco * e_acc
-                c_tile += tco * e_acc / bus + cost.dma_insn_cycles
-            c_tile += ent * cost.alu_tensor_cycles + cost.insn_cycles
-        rows = p.acc_rows + p.border_cases
-        if rows:     # 2-D LOAD ACC of the rows; a tensor pass per requant row
-            if not shared:
-                rd[sel] += m * rows * tco * e_acc
-                c_tile += (rows * tco * e_acc / bus + cost.dma_insn_cycles * (
-                    bool(p.acc_rows) + bool(p.border_cases))
-                    + rows * cost.dma_row_cycles)
-            c_tile += p.acc_rows * (ent * cost.alu_tensor_cycles + cost.insn_cycles)
-        if p.border_cases:   # border ADDs: the tile's share of them
-            share = ent / (p.nb * p.ob * p.oh * p.ow)
-            c_tile += share * p.border_vectors * cost.alu_tensor_cycles
-            c_tile += np.maximum(1.0, share * p.border_cases) * cost.insn_cycles
+        c_tile, reads = _tile_overhead(p, cost, bus, e_inp, e_acc, shared, ent, tco, wi,
+                                       n_rows_out, z_l)
+        for r in reads:
+            rd[sel] += m * r
         passes = p.alu_imm + p.planes - 1
         c_tile += passes * (ent * cost.alu_imm_cycles + cost.insn_cycles)
         planes = p.planes
@@ -168,36 +141,9 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
         s_tile = (s_bytes / bus + planes * (
             cost.dma_insn_cycles * n_st_insn + n_st_rows * cost.dma_row_cycles))
         wr[sel] += m * s_bytes
-        g_sum = z_l.copy()
-        for tci, cci in ((at(a), at(b)) for a, b in chunks):
-            if not cci.any():
-                continue
-            gemm = ent * tci * kk * taps * cost.gemm_uop_cycles + cost.insn_cycles
-            ib_ = tn * (tco if p.diag else tci) * hi * wi * e_inp * i_frac_l
-            wb_ = (1 if p.shared_wgt else tco * tci * kk) * e_wgt * w_frac_l
-            n_in_insn = np.where(full_sp_l, 1, tn * (tco if p.diag else tci))
-            l_g = ((ib_ + wb_) / bus + (n_in_insn + 1) * cost.dma_insn_cycles
-                   + (n_in_insn * hi * i_frac_l + tco) * cost.dma_row_cycles)
-            rd[sel] += m * cci * (ib_ + wb_)
-            load[sel] += m * cci * l_g
-            comp[sel] += m * cci * gemm
-            g_sum += cci * np.maximum(l_g, gemm)
-            # the first tile loads its operands whole (weights that stay resident are
-            # not yet there); later chunks overlap GEMMs. (A kernel that keeps all its
-            # weights resident, e.g. a 1x1 downsampling conv's 128 KB, waits for them
-            # at its start.)
-            l_full = (((ib_ / i_frac_l) + wb_ / w_frac_l) / bus
-                      + (n_in_insn + 1) * cost.dma_insn_cycles
-                      + (n_in_insn * hi + tco) * cost.dma_row_cycles)
-            l_first = l_full + (k_l - 1) * np.maximum(0.0, l_full - gemm)
-            first_load[sel] = np.where(first_load[sel] == 0, l_first, first_load[sel])
-        if p.residual_gemm:    # one more group: int8 tile + identity GEMM
-            l_r = ent * e_inp / bus + cost.dma_insn_cycles * np.where(full_sp_l, 1, tn * tco)
-            c_r = ent * cost.gemm_uop_cycles + cost.insn_cycles
-            rd[sel] += m * ent * e_inp
-            load[sel] += m * l_r
-            comp[sel] += m * c_r
-            g_sum += np.maximum(l_r, c_r)
+        g_sum = _groups(p, cost, bus, e_inp, e_wgt, chunks, at, sel, m, tn, tco, hi, wi, ent,
+                        kk, taps, full_sp_l, i_frac_l, w_frac_l, k_l, z_l,
+                        rd, load, comp, first_load)
         comp[sel] += m * c_tile
         store[sel] += m * s_tile
         pipe[sel] += m * (g_sum + c_tile)
@@ -213,3 +159,79 @@ def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
     cycles = np.where(nth >= 2, np.maximum(np.maximum(np.maximum(pipe, store), comp), rd / bus)
                       + first_load + last_tail, comp + load + store)
     return (cycles, comp, load, store, rd.astype(np.int64), wr.astype(np.int64), tiles, groups)
+
+
+def _tile_overhead(p, cost, bus, e_inp, e_acc, shared, ent, tco, wi, n_rows_out, z_l):
+    """The compute-stage cycles of one tile outside its GEMMs (accumulator start,
+    bias, per-channel rows, border ADDs) and, in order, the bytes it reads."""
+    reads = []
+    # compute-stage work of the tile outside the GEMMs
+    c_tile = z_l + cost.insn_cycles
+    if not p.int32_out and max(p.stride) > 1 and p.kh * p.kw > 1:
+        # the compute module's LOADs of the tile (bias, rows, micro-ops) share the
+        # DRAM read port with the load module's input rows, one burst each: each
+        # waits for about one burst in flight
+        n_cl = int(p.bias) + bool(p.acc_rows) + bool(p.border_cases) + 1
+        c_tile += n_cl * np.minimum(MAX_BURST, wi * e_inp / bus) * cost.burst_wait
+    if p.residual:
+        b = ent * e_acc
+        reads.append(b)
+        c_tile += b / bus + cost.dma_insn_cycles + n_rows_out * cost.dma_row_cycles
+    elif not p.min_init:
+        c_tile += ent * cost.gemm_uop_cycles
+    if p.bias:
+        if not shared:
+            reads.append(tco * e_acc)
+            c_tile += tco * e_acc / bus + cost.dma_insn_cycles
+        c_tile += ent * cost.alu_tensor_cycles + cost.insn_cycles
+    rows = p.acc_rows + p.border_cases
+    if rows:     # 2-D LOAD ACC of the rows; a tensor pass per requant row
+        if not shared:
+            reads.append(rows * tco * e_acc)
+            c_tile += (rows * tco * e_acc / bus + cost.dma_insn_cycles * (
+                bool(p.acc_rows) + bool(p.border_cases))
+                + rows * cost.dma_row_cycles)
+        c_tile += p.acc_rows * (ent * cost.alu_tensor_cycles + cost.insn_cycles)
+    if p.border_cases:   # border ADDs: the tile's share of them
+        share = ent / (p.nb * p.ob * p.oh * p.ow)
+        c_tile += share * p.border_vectors * cost.alu_tensor_cycles
+        c_tile += np.maximum(1.0, share * p.border_cases) * cost.insn_cycles
+    return c_tile, reads
+
+
+def _groups(p, cost, bus, e_inp, e_wgt, chunks, at, sel, m, tn, tco, hi, wi, ent, kk, taps,
+            full_sp_l, i_frac_l, w_frac_l, k_l, z_l, rd, load, comp, first_load):
+    """The groups of one tile class (each reduction chunk, the int8 residual's):
+    their reads, load and GEMM cycles added to the lanes ``sel`` of ``rd``, ``load``,
+    ``comp`` and ``first_load``; returns the tile's pipelined group cycles."""
+    g_sum = z_l.copy()
+    for tci, cci in ((at(a), at(b)) for a, b in chunks):
+        if not cci.any():
+            continue
+        gemm = ent * tci * kk * taps * cost.gemm_uop_cycles + cost.insn_cycles
+        ib_ = tn * (tco if p.diag else tci) * hi * wi * e_inp * i_frac_l
+        wb_ = (1 if p.shared_wgt else tco * tci * kk) * e_wgt * w_frac_l
+        n_in_insn = np.where(full_sp_l, 1, tn * (tco if p.diag else tci))
+        l_g = ((ib_ + wb_) / bus + (n_in_insn + 1) * cost.dma_insn_cycles
+               + (n_in_insn * hi * i_frac_l + tco) * cost.dma_row_cycles)
+        rd[sel] += m * cci * (ib_ + wb_)
+        load[sel] += m * cci * l_g
+        comp[sel] += m * cci * gemm
+        g_sum += cci * np.maximum(l_g, gemm)
+        # the first tile loads its operands whole (weights that stay resident are
+        # not yet there); later chunks overlap GEMMs. (A kernel that keeps all its
+        # weights resident, e.g. a 1x1 downsampling conv's 128 KB, waits for them
+        # at its start.)
+        l_full = (((ib_ / i_frac_l) + wb_ / w_frac_l) / bus
+                  + (n_in_insn + 1) * cost.dma_insn_cycles
+                  + (n_in_insn * hi + tco) * cost.dma_row_cycles)
+        l_first = l_full + (k_l - 1) * np.maximum(0.0, l_full - gemm)
+        first_load[sel] = np.where(first_load[sel] == 0, l_first, first_load[sel])
+    if p.residual_gemm:    # one more group: int8 tile + identity GEMM
+        l_r = ent * e_inp / bus + cost.dma_insn_cycles * np.where(full_sp_l, 1, tn * tco)
+        c_r = ent * cost.gemm_uop_cycles + cost.insn_cycles
+        rd[sel] += m * ent * e_inp
+        load[sel] += m * l_r
+        comp[sel] += m * c_r
+        g_sum += np.maximum(l_r, c_r)
+    return g_sum
