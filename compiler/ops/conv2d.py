@@ -62,7 +62,7 @@ from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding
 from ...runtime.layout import pair as _pair
 from .operands import check_fits, check_operand, check_positive
-from .tiling import (RTL_COST, ConvProblem, ConvTiling, CostModel, TilingError, acc_slots,
+from .tiling import (RTL_COST, ConvProblem, ConvTiling, SearchCost, TilingError, acc_slots,
                      estimate, gemm_dims, search_tiles, shared_acc, uop_budget)
 
 __all__ = ["Conv2dPlan", "plan_conv2d", "conv2d", "group_conv2d", "assemble_planes",
@@ -117,7 +117,7 @@ class Conv2dPlan(OpPlan):
 
     def __init__(self, config, x_shape, w_shape, stride=1, padding=0, *, groups: int = 1,
                  epilogue: Epilogue = Epilogue(), tiling: ConvTiling | None = None,
-                 cost: CostModel = CostModel(), shared_weight: bool = False,
+                 cost: SearchCost = SearchCost(), shared_weight: bool = False,
                  border: bool = False):
         super().__init__(config)
         n, c, h, w = (int(v) for v in x_shape)
@@ -894,7 +894,7 @@ def _tap_segments(n_out, stride, k, first, count):
 
 def plan_conv2d(config, x_shape, w_shape, stride=1, padding=0, *, groups=1, bias=False,
                 shift=0, relu=False, clip=None, residual=False, out_dtype=np.int8, tiling=None,
-                cost: CostModel = CostModel(), requant=None, border=False,
+                cost: SearchCost = SearchCost(), requant=None, border=False,
                 shared_weight=False, result_bytes=4, add=None, min_init=None) -> Conv2dPlan:
     """Plan a convolution without running it (``bias``/``residual``/``border``/
     ``shared_weight`` are flags here; ``requant`` an :class:`.epilogue.Requant`, on a

@@ -9,7 +9,7 @@ threads" (reference 4.5) the load of group g+1 and the store of tile t-1 run
 while group g computes.
 
 :func:`search_tiles` enumerates candidate tilings that fit every SRAM of the
-config, ranks them with an analytic cost model (:class:`CostModel`: GEMM at
+config, ranks them with an analytic cost model (:class:`~.cost.params.SearchCost`: GEMM at
 one micro-op per cycle, ALU passes, DMA at one bus beat per cycle, per
 instruction overheads, and overlap of the three modules) and returns the best
 first. A problem that cannot fit at all raises :class:`TilingError` naming the
@@ -26,13 +26,14 @@ from ...hw.errors import VtakitError
 from ...hw.spec import MAX_PAD
 from .cost.geometry import (INT32_ACC_SLOTS, MAX_BURST, ConvProblem, ConvTiling,  # noqa: F401
                             acc_slots, gemm_dims, shared_acc, uop_budget, whole_weight)
-from .cost.params import RTL_COST, CostModel  # noqa: F401  (re-exported)
+from .cost.params import RTL_COST, CostModel, EventCost, SearchCost  # noqa: F401
 from .cost.search import Estimate, _estimates, estimate  # noqa: F401  (re-exported)
 from .layout import ceil_div
 from .loops import fold_loops
 
 __all__ = [
-    "ConvProblem", "ConvTiling", "CostModel", "RTL_COST", "Estimate", "TilingError",
+    "ConvProblem", "ConvTiling", "CostModel", "SearchCost", "EventCost", "RTL_COST", "Estimate",
+    "TilingError",
     "search_tiles", "best_tiling", "gemm_dims", "uop_budget", "acc_slots", "shared_acc", "MAX_PAD",
     "INT32_ACC_SLOTS",
 ]
@@ -96,7 +97,7 @@ def _resident_possible(p: ConvProblem, config) -> bool:
             and whole_weight(p) <= config.wgt_depth)
 
 
-def search_tiles(p: ConvProblem, config, *, cost: CostModel = CostModel(), top: int = 8,
+def search_tiles(p: ConvProblem, config, *, cost: SearchCost = SearchCost(), top: int = 8,
                  nthreads=(2, 1), orders=("co_outer", "sp_outer")):
     """Rank the tilings of a convolution that fit every SRAM of ``config``. The search is
     a pure function of its arguments and is memoized: a model's repeated layers (and the
@@ -150,6 +151,6 @@ def _search_tiles(p, config, cost, top, nthreads, orders) -> tuple:
     return tuple(out)
 
 
-def best_tiling(p: ConvProblem, config, *, cost: CostModel = CostModel()) -> ConvTiling:
+def best_tiling(p: ConvProblem, config, *, cost: SearchCost = SearchCost()) -> ConvTiling:
     """The top-ranked tiling of :func:`search_tiles`."""
     return search_tiles(p, config, cost=cost, top=1)[0][1]

@@ -2,7 +2,7 @@
 
 Where :func:`.search.estimate` predicts a tiling from its shape (to rank tilings),
 this model runs the actual stream: the load, compute and store modules execute their
-queues in order, each instruction takes the :class:`.params.CostModel` duration of its
+queues in order, each instruction takes the :class:`.params.EventCost` duration of its
 kind, and the dependency tokens carry the time they were pushed, so overlap
 (and the lack of it) comes out exactly as the tokens allow. It is what the
 benches report as "predicted" cycles when no RTL backend is available, and the one
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ....hw.isa import MemType, Opcode
 from ....hw.spec import DEP_QUEUES, INSN_BYTES, PIPELINE, TOKEN_QUEUES, Unit, dispatch_unit
-from .params import RTL_COST, CostModel
+from .params import RTL_COST, EventCost
 
 __all__ = ["StreamPrediction", "UnitInterval", "predict_stream", "stream_traffic",
            "fetch_cycles", "program_stream", "program_prediction", "program_facts"]
@@ -176,7 +176,7 @@ def _read_beats(insn, bus_bytes: int, elem) -> int:
     return -(-f["x_size"] * f["y_size"] * elem[f["memory_type"]] // bus_bytes)
 
 
-def predict_stream(insns, config, cost: CostModel = RTL_COST, *,
+def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                    intervals: bool = False) -> StreamPrediction:
     """Predict the cycles of a decoded stream (``Runtime.instructions`` after finalize,
     or any list of :class:`~vtakit.hw.isa.Insn`).
@@ -301,7 +301,7 @@ def program_stream(program) -> list:
     return finished_alone(program)
 
 
-def program_prediction(program, cost: CostModel = RTL_COST) -> tuple:
+def program_prediction(program, cost: EventCost = RTL_COST) -> tuple:
     """``(StreamPrediction, stream_traffic dict)`` of :func:`program_stream`; computed once
     per Program object and cost model (kept in ``program.memo``: a Program is immutable),
     so a kernel the compiler already predicted (a re-ranked tiling, a layer without an
@@ -311,7 +311,7 @@ def program_prediction(program, cost: CostModel = RTL_COST) -> tuple:
     return prediction, dict(traffic)
 
 
-def program_facts(program, cost: CostModel = RTL_COST) -> tuple:
+def program_facts(program, cost: EventCost = RTL_COST) -> tuple:
     """``(StreamPrediction, traffic, opcode counts)`` of :func:`program_stream`, memoized
     (:func:`program_prediction`); callers copy the dicts they hand out."""
     key = ("program_prediction", cost)

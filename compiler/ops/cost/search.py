@@ -2,7 +2,7 @@
 
 :func:`estimate` (one tiling) and :func:`_estimates` (many at once, as numpy lanes)
 count GEMM and ALU micro-ops, DMA beats and instruction overheads per tile and
-overlap the three modules (:class:`~.params.CostModel`). It ranks tilings; the
+overlap the three modules (:class:`~.params.SearchCost`). It ranks tilings; the
 figure a report shows for a layer is the event model's (:mod:`.events`) on the
 kernel the chosen tiling emits.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .geometry import MAX_BURST, ConvProblem, ConvTiling, acc_slots, shared_acc
-from .params import CostModel
+from .params import SearchCost
 
 __all__ = ["Estimate", "estimate"]
 
@@ -42,8 +42,8 @@ def _axis(n: int, t):
     return [(t, full), (rem, (rem > 0).astype(np.int64))]
 
 
-def estimate(p: ConvProblem, t: ConvTiling, config, cost: CostModel = CostModel()) -> Estimate:
-    """Predict cycles and DRAM traffic of a conv tiling (see :class:`CostModel`)."""
+def estimate(p: ConvProblem, t: ConvTiling, config, cost: SearchCost = SearchCost()) -> Estimate:
+    """Predict cycles and DRAM traffic of a conv tiling (see :class:`~.params.SearchCost`)."""
     lanes = {k: np.array([v]) for k, v in (("tn", t.tn), ("tco", t.tco), ("th", t.th),
                                           ("tw", t.tw), ("tci", t.tci),
                                           ("nthreads", t.nthreads))}
@@ -52,7 +52,7 @@ def estimate(p: ConvProblem, t: ConvTiling, config, cost: CostModel = CostModel(
     return Estimate(*(v[0].item() for v in _estimates(p, lanes, config, cost)))
 
 
-def _estimates(p: ConvProblem, t: dict, config, cost: CostModel) -> tuple:
+def _estimates(p: ConvProblem, t: dict, config, cost: SearchCost) -> tuple:
     """:func:`estimate` of many tilings at once: ``t`` holds int64 arrays ``tn``, ``tco``,
     ``th``, ``tw``, ``tci``, ``nthreads`` and bool arrays ``co_outer`` and ``resident``;
     returns arrays (cycles, compute, load, store, read bytes, write bytes, tiles, groups).
