@@ -18,8 +18,10 @@ begins:
    unpacked (:meth:`LayerLaunch.unpack`), followed by the element-wise ``tail`` steps,
    into a host array.
 
-:meth:`LayerLaunch.run` does 1 to 3; a kernel whose output goes straight into a
-device tensor (no host step after it, one plane) stores there and skips 3 and 4.
+:meth:`LayerLaunch.run` does 1 and 2 and downloads the planes; a kernel whose output
+goes straight into a device tensor (no host step after it, one plane) stores there and
+3 and 4 have nothing to do. The host steps (``pre`` inside 1, 3, 4) are separate calls,
+so timing one is one line around it.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ __all__ = ["LayerLaunch", "LaunchResult"]
 
 
 class LaunchResult:
-    """What one :meth:`LayerLaunch.run` gave: the packed result (None when the kernel stored
-    straight into the device tensor ``out``) and the device's
+    """What one :meth:`LayerLaunch.run` gave: the downloaded planes (None when the kernel
+    stored straight into the device tensor ``out``) and the device's
     :class:`~.device.RunResult`."""
 
     __slots__ = ("y", "run")
@@ -138,14 +140,14 @@ class LayerLaunch:
         """The ``post`` host step on the downloaded planes (plane 0 without one)."""
         return planes[0] if self.post is None else self.post(planes)
 
-    def run(self, rt, activations: dict, weights: dict, out=None, *, tail=False,
-            planes=False) -> LaunchResult:
+    def run(self, rt, activations: dict, weights: dict, out=None, *,
+            tail=False) -> LaunchResult:
         """Stage, execute and download (see the module docstring).
 
         ``out`` is where the result goes: a device tensor the kernel stores into when
-        :meth:`stores_directly` (``tail``: element-wise host steps follow). The result
-        is the packed result after :meth:`requantize`, or every downloaded plane with
-        ``planes=True`` (no host step).
+        :meth:`stores_directly` (``tail``: element-wise host steps follow). The result's
+        ``y`` is every downloaded plane (None when the kernel stored into ``out``); the
+        caller applies :meth:`requantize` and :meth:`deliver`.
         """
         scratch = []
         try:
@@ -156,8 +158,7 @@ class LayerLaunch:
             res = self.execute(rt, bufs)
             if direct:
                 return LaunchResult(None, res)
-            y = rt.download(bufs["out"], self.out_dtype, self.out_shape)
-            return LaunchResult(y if planes else self.requantize(y), res)
+            return LaunchResult(rt.download(bufs["out"], self.out_dtype, self.out_shape), res)
         finally:
             for buf in scratch:
                 rt.free(buf)

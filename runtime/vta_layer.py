@@ -155,9 +155,11 @@ class VTALayerKernel:
         ins, out = args[:self.num_inputs], args[self.num_inputs]
         activations = {slot: ins[i] if kind == "p" else self.pool[i]
                        for slot, (kind, i) in self.inputs}
-        y = self.launch.run(self.ctx.runtime, activations, dict(self.weights), out,
+        launch = self.launch
+        planes = launch.run(self.ctx.runtime, activations, dict(self.weights), out,
                             tail=bool(self.tail)).y
-        self.launch.deliver(y, out, self._unpack, self.tail)
+        y = None if planes is None else launch.requantize(planes)      # host step
+        launch.deliver(y, out, self._unpack, self.tail)                 # unpack, tail: host
 
 
 def vta_layer_factory(entry, ctx):

@@ -238,6 +238,5 @@ class OpPlan:
         self.check_packed(packed)
         out = self.operands["out"]
         launch = LayerLaunch(self.program(), self.config, out.shape, out.dtype, resident=False)
-        res = launch.run(rt, {}, {n: packed[n] for n in self.operands if n != "out"},
-                         planes=True)
+        res = launch.run(rt, {}, {n: packed[n] for n in self.operands if n != "out"})
         return res.y, res.run

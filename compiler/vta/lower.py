@@ -154,7 +154,7 @@ class _Lowered:
         activations = {"data": x}
         for attr, slot in L.strategy.inputs.items():
             activations[slot] = self._operand(L.attrs[attr])
-        res = launch.run(rt, activations, spec.consts, out, planes=True)
+        res = launch.run(rt, activations, spec.consts, out)
         rec.cycles, rec.dram_bytes_run = res.cycles, res.dram_bytes
         y = res.y
         if y is not None:
