@@ -79,13 +79,16 @@ def compile_model(path, config="default", *, calibrate=None, report: list | None
     if calibrate is not None:
         from .quant.calibrate import calibrate as _calibrate
         mod = _calibrate(mod, load_samples(calibrate), **(calibrate_options or {}))
-    mod = vm_pipeline()(default_pipeline()(mod))
+    from .vta.target import VTA
+    mod = vm_pipeline(VTA.passes)(default_pipeline()(mod))
     return compile_vm(mod, config=cfg, lowerer=vm_lowerer(cfg, report))
 
 
 def format_report(records) -> str:
-    """One line per layer: kind, input shape, where it runs and why, predicted cycles,
-    the layer's roofline (:mod:`.roofline`: binding bound, cycles, predicted / roofline),
+    """One line per layer: kind, input shape, where it runs and why, predicted cycles
+    (the event model, :meth:`~vtakit.compiler.ops.plan.OpPlan.predicted`), the layer's
+    roofline (:mod:`~vtakit.compiler.ops.cost.roofline`: binding bound, cycles, predicted /
+    roofline),
     DRAM bytes, tiling. The columns are as wide as their longest entry; a reason given
     for several layers is printed once, as a footnote ``[n]`` below the table. When some
     layer has a roofline, a total line sums the VTA layers."""

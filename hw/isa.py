@@ -18,6 +18,8 @@ from typing import Callable
 import numpy as np
 
 from .errors import VtakitError
+from .fixedpoint import INT32_MAX, INT32_MIN, MASK32 as _MASK32, mul_shift, rounding_shift, srdhm
+from .fixedpoint import wrap_int32 as _wrap32
 from .config import VTAConfig
 from .spec import (ALU_OPCODE_BITS, DEP_FLAGS, DEP_QUEUES, DRAM_BASE_BITS, ENCODING_UNIT_BITS,
                    EXTENSIONS, IMM_BITS, INSN_BITS, INSN_BYTES, LOOP_ITER_BITS, MEM_TYPE_BITS, OPCODE_BITS,
@@ -49,15 +51,6 @@ class AluTableError(IsaError):
     (no lane function for the models, no RTL for the hardware)."""
 
 
-_MASK32 = np.int64(0xFFFFFFFF)
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-
-
-def _wrap32(values) -> np.ndarray:
-    """int64 -> int32 modulo 2**32 (two's complement)."""
-    return np.asarray(values).astype(np.int32, casting="unsafe")
-
-
 def _column(times, ndim: int):
     """A per-row count as a column that broadcasts over the lanes of ``ndim``-D rows."""
     times = np.asarray(times, dtype=np.int64)
@@ -75,36 +68,9 @@ def _shift(a: np.ndarray, k: int, times=1) -> np.ndarray:
     return _wrap32(np.where(total >= 32, 0, shifted))
 
 
-# The lanes of the ``requant`` extension: TFLite's requantization, exactly.
-
-def srdhm(a, b) -> np.ndarray:
-    """gemmlowp's ``SaturatingRoundingDoublingHighMul``: the high 32 bits of ``2*a*b``,
-    rounded half away from zero; ``a == b == INT32_MIN`` saturates to ``INT32_MAX``."""
-    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
-    ab = a * b
-    v = ab + np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
-    high = np.where(v >= 0, v >> 31, -((-v) >> 31))        # C division truncates
-    return np.where((a == INT32_MIN) & (b == INT32_MIN), INT32_MAX, high).astype(np.int32)
-
-
-def rounding_shift(a, e) -> np.ndarray:
-    """gemmlowp's ``RoundingDivideByPOT(a, e)`` (round half away from zero) for
-    ``0 <= e <= 31`` (``e > 31`` acts as 31); ``e < 0`` shifts left by ``-e`` keeping the
-    low 32 bits (TFLite's ``a * (1 << -e)`` in int32; 0 when ``-e >= 32``)."""
-    a, e = np.asarray(a, np.int64), np.asarray(e, np.int64)
-    r = np.clip(e, 0, 31)
-    mask = (np.int64(1) << r) - 1
-    right = (a >> r) + ((a & mask) > (mask >> 1) + (a < 0))
-    n = np.clip(-e, 0, 32)
-    left = np.where(n >= 32, 0, (a << np.minimum(n, 31)) & _MASK32)
-    return _wrap32(np.where(e < 0, left, right))
-
-
-def mul_shift(a, b, k: int) -> np.ndarray:
-    """TFLite's single-rounding ``MultiplyByQuantizedMultiplier``: ``(a*b + 2^(k-1)) >> k``
-    on the exact 64-bit product, ``1 <= k <= 62``, wrapped to 32 bits."""
-    prod = np.asarray(a, np.int64) * np.asarray(b, np.int64)   # |prod| <= 2^62
-    return _wrap32((prod + (np.int64(1) << (k - 1))) >> k)
+# The lanes of the ``requant`` extension (TFLite's requantization, exactly) are
+# :func:`~vtakit.hw.fixedpoint.srdhm`, :func:`~vtakit.hw.fixedpoint.rounding_shift` and
+# :func:`~vtakit.hw.fixedpoint.mul_shift`.
 
 
 @dataclass(frozen=True)

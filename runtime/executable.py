@@ -124,6 +124,9 @@ class Executable:
     entry: str = "main"
     inputs: list = None
     outputs: list = None
+    #: primitive name -> a function a lowerer returned in this process (never saved: a
+    #: loaded executable finds such a primitive in the registry)
+    local_functions: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self):
         from ..hw.config import load_config

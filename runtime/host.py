@@ -21,8 +21,7 @@ from __future__ import annotations
 import json
 
 from .hostops import get_hostop
-from .module import FACTORY_PREFIX, PrimitiveError
-from .registry import get_global_func, register_func
+from .module import PrimitiveError
 from .vm.objects import flatten
 
 __all__ = ["HostKernel", "host_factory", "encode_attr", "decode_attr"]
@@ -117,6 +116,3 @@ def host_factory(entry, ctx):
     """The ``"host"`` primitive factory: a :class:`HostKernel` from the entry's metadata."""
     return HostKernel(json.loads(entry.meta), ctx.constants, entry.num_outputs, entry.name)
 
-
-if get_global_func(FACTORY_PREFIX + "host", allow_missing=True) is None:
-    register_func(FACTORY_PREFIX + "host", host_factory)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..hw.errors import VtakitError
 
-__all__ = ["LayoutError", "ceil_div", "normalize_padding", "pack_activation", "unpack_activation", "nchw_shape",
+__all__ = ["LayoutError", "ceil_div", "pair", "normalize_padding", "pack_activation", "unpack_activation", "nchw_shape",
            "packed_activation_shape", "packed_activation_nbytes"]
 
 
@@ -26,6 +26,18 @@ class LayoutError(VtakitError, ValueError):
 def ceil_div(a: int, b: int) -> int:
     """``ceil(a / b)`` for non-negative integers."""
     return -(-int(a) // int(b))
+
+
+def pair(v, name="value") -> tuple[int, int]:
+    """An int, ``(v,)`` or ``(h, w)`` -> ``(h, w)`` ints (a stride, a window, a dilation)."""
+    if np.isscalar(v):
+        return int(v), int(v)
+    v = tuple(int(a) for a in v)
+    if len(v) == 1:
+        return v[0], v[0]
+    if len(v) != 2:
+        raise ValueError(f"{name} must be an int or a pair, got {v!r}")
+    return v
 
 
 def normalize_padding(padding) -> tuple[int, int, int, int]:
@@ -60,14 +72,18 @@ def _pad_to(array, shape):
     return out
 
 
+def pack_blocks(x, b0: int, b1: int) -> np.ndarray:
+    """(A, B, H, W) -> (A/b0, B/b1, H, W, b0, b1), zero-padding A and B to whole blocks
+    (an NCHW activation, an OIHW weight)."""
+    a, b, h, w = x.shape
+    xp = _pad_to(x, (ceil_div(a, b0) * b0, ceil_div(b, b1) * b1, h, w))
+    xp = xp.reshape(xp.shape[0] // b0, b0, xp.shape[1] // b1, b1, h, w)
+    return np.ascontiguousarray(xp.transpose(0, 2, 4, 5, 1, 3))
+
+
 def pack_activation(x, config) -> np.ndarray:
     """NCHW -> (N/b, C/c, H, W, b, c), zero-padding N and C to whole blocks."""
-    x = _check("pack_activation", x, 4, "NCHW")
-    b, c = config.batch, config.block
-    n, ch, h, w = x.shape
-    xp = _pad_to(x, (ceil_div(n, b) * b, ceil_div(ch, c) * c, h, w))
-    xp = xp.reshape(xp.shape[0] // b, b, xp.shape[1] // c, c, h, w)
-    return np.ascontiguousarray(xp.transpose(0, 2, 4, 5, 1, 3))
+    return pack_blocks(_check("pack_activation", x, 4, "NCHW"), config.batch, config.block)
 
 
 def unpack_activation(xp, config, n: int, c: int) -> np.ndarray:

@@ -5,11 +5,12 @@ An executable's primitive table names every function its bytecode calls with
 
 * ``"global"``: a function of the registry (:mod:`vtakit.runtime.registry`),
   looked up by the entry's name;
-* any other kind ``K``: the factory registered as ``"vtakit.vm.primitive.K"``
-  builds it from the entry's metadata and the :class:`~.vm.context.RuntimeContext`.
-  Built in: ``"host"`` (steps over the registered host operators, :mod:`.host`) and
-  ``"vta_layer"`` (a kernel-table Program with its packed weights and host steps,
-  :mod:`.vta_layer`); a plug-in may register its own kind.
+* any other kind ``K``: a factory builds it from the entry's metadata and the
+  :class:`~.vm.context.RuntimeContext`: the one registered as
+  ``"vtakit.vm.primitive.K"`` (a plug-in's own kind), else the built-in one
+  :data:`PRIMITIVE_KINDS` names: ``"host"`` (steps over the registered host operators,
+  :mod:`.host`) and ``"vta_layer"`` (a kernel-table Program with its packed weights
+  and host steps, :mod:`.vta_layer`), imported when an executable first uses it.
 
 A function registered in the registry under a primitive's name overrides it
 (a user's own host operator). Such a function returns its outputs; factory-made
@@ -19,6 +20,7 @@ destination-passing packed functions do.
 
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import dataclass
 
@@ -27,10 +29,17 @@ import numpy as np
 from ..hw.errors import VtakitError
 from .registry import get_global_func
 
-__all__ = ["Module", "PrimitiveEntry", "PrimitiveError", "FACTORY_PREFIX", "load_primitives"]
+__all__ = ["Module", "PrimitiveEntry", "PrimitiveError", "FACTORY_PREFIX", "PRIMITIVE_KINDS",
+           "primitive_factory", "load_primitives"]
 
 #: Registry prefix of primitive factories: ``FACTORY_PREFIX + kind``.
 FACTORY_PREFIX = "vtakit.vm.primitive."
+
+#: The built-in primitive kinds: kind -> ``"module:factory"``, imported when first used.
+PRIMITIVE_KINDS = {
+    "host": "vtakit.runtime.host:host_factory",
+    "vta_layer": "vtakit.runtime.vta_layer:vta_layer_factory",
+}
 
 
 class PrimitiveError(VtakitError, RuntimeError):
@@ -146,11 +155,22 @@ def _returning(func, entry: PrimitiveEntry):
     return call
 
 
-def load_primitives(entries, ctx) -> Module:
+def primitive_factory(kind: str):
+    """The factory of primitive ``kind``: a plug-in's registered as ``FACTORY_PREFIX + kind``,
+    else the built-in one of :data:`PRIMITIVE_KINDS`; None when there is neither."""
+    factory = get_global_func(FACTORY_PREFIX + kind, allow_missing=True)
+    if factory is None and kind in PRIMITIVE_KINDS:
+        module, name = PRIMITIVE_KINDS[kind].split(":")
+        factory = getattr(importlib.import_module(module), name)
+    return factory
+
+
+def load_primitives(entries, ctx, local=None) -> Module:
     """Resolve an executable's primitive table into a module.
 
-    Registry overrides come first; ``"global"`` entries must be registered;
-    other kinds are built by their factories.
+    ``local`` (name -> function, what an executable compiled in this process keeps
+    beside its table) and registry overrides come first; ``"global"`` entries must be
+    registered; other kinds are built by their factories (:func:`primitive_factory`).
 
     Returns
     -------
@@ -163,18 +183,18 @@ def load_primitives(entries, ctx) -> Module:
     PrimitiveError
         Naming the entry and what is missing.
     """
-    from . import host, vta_layer  # noqa: F401  (register the built-in kinds)
     root = Module("primitives")
     by_kind: dict[str, Module] = {}
     for entry in entries:
-        override = get_global_func(entry.name, allow_missing=True)
+        override = (local or {}).get(entry.name) or get_global_func(entry.name,
+                                                                     allow_missing=True)
         if override is not None:
             root.add_function(entry.name, _returning(override, entry))
             continue
         if entry.kind == "global":
             raise PrimitiveError(f"primitive {entry.name!r} is not registered; register it with "
                                  "vtakit.runtime.register_func before running")
-        factory = get_global_func(FACTORY_PREFIX + entry.kind, allow_missing=True)
+        factory = primitive_factory(entry.kind)
         if factory is None:
             raise PrimitiveError(f"primitive {entry.name!r} is of kind {entry.kind!r}, but no "
                                  f"factory {FACTORY_PREFIX + entry.kind!r} is registered")

@@ -33,6 +33,8 @@ alone. The entry's metadata (JSON)::
     dram_weights, dram_scratch   device DRAM of the resident and the staged operands
     layer           {"kind", "where", "why", "macs", "tiling", "predicted_cycles",
                     "dram_bytes", "roofline"}: what the compiler planned, for reports only
+                    ("predicted_cycles" is the planner's analytic estimate; the predicted
+                    figure reports show is the event model's on the kernel)
 
 Attribute values are encoded as in :mod:`.host` (tuples tagged).
 """
@@ -45,10 +47,10 @@ import numpy as np
 
 from .host import decode_attrs, encode_attr
 from .hostops import get_hostop
-from .layout import nchw_shape, pack_activation, unpack_activation
-from .module import FACTORY_PREFIX, PrimitiveError
-from .registry import RegistryError, get_global_func, register_func
-from .vm.objects import DeviceTensor
+from .launch import LayerLaunch
+from .layout import unpack_activation
+from .module import PrimitiveError
+from .registry import RegistryError
 
 __all__ = ["KIND", "HostStep", "VTALayerKernel", "vta_layer_factory"]
 
@@ -119,8 +121,8 @@ class VTALayerKernel:
                 from None
         self.pool = pool
         self._check(where)
-        #: slot -> (runtime, buffer) of the weights uploaded so far
-        self._resident = {}
+        self.launch = LayerLaunch(self.program, self.config, self.out_shape, self.out_dtype,
+                                  pre=self.pre, post=self.post)
 
     def _check(self, where):
         slots = dict(self.program.slots)
@@ -142,72 +144,22 @@ class VTALayerKernel:
 
     def release(self) -> None:
         """Free the resident weights."""
-        for rt, buf in self._resident.values():
-            try:
-                rt.free(buf)
-            except Exception:   # the device is already closed
-                pass
-        self._resident = {}
+        self.launch.release()
+
+    def _unpack(self, y):
+        n, c, shape, dtype = self.unpack
+        y = unpack_activation(y, self.config, n, c).reshape(shape)
+        return y if dtype is None or y.dtype == dtype else y.astype(dtype)
 
     def __call__(self, *args):
         ins, out = args[:self.num_inputs], args[self.num_inputs]
-        y = self._launch(ins, out)
-        if y is None:                               # the kernel stored into ``out``
-            return
-        if isinstance(out, DeviceTensor):
-            out.write_packed(y.astype(out.dtype, copy=False))
-            return
-        n, c, shape, dtype = self.unpack
-        y = unpack_activation(y, self.config, n, c).reshape(shape)
-        if dtype is not None and y.dtype != dtype:
-            y = y.astype(dtype)
-        for step in self.tail:
-            y = step(y)
-        out[...] = y
-
-    def _launch(self, ins, out):
-        """Bind the operands (device tensors in place, host ones packed and staged,
-        weights resident), run the kernel and return its packed result after the host
-        step; None when the kernel stored straight into the device tensor ``out``."""
-        rt, slots = self.ctx.runtime, self.program.slots
-        direct = (self.post is None and self.out_shape[0] == 1 and not self.tail
-                  and isinstance(out, DeviceTensor) and out.nbytes == slots["out"])
-        scratch, bufs = [], {}
-
-        def staged(slot, array=None):
-            buf = rt.alloc(slots[slot])
-            scratch.append(buf)
-            if array is not None:
-                rt.upload(buf, array)
-            return buf
-        try:
-            for slot, (kind, i) in self.inputs:
-                v = ins[i] if kind == "p" else self.pool[i]
-                pre = self.pre if slot == "data" else None
-                if pre is None and isinstance(v, DeviceTensor) and v.nbytes == slots[slot]:
-                    bufs[slot] = v.buffer           # left on the device by the last layer
-                else:
-                    x = np.asarray(v)               # a DeviceTensor is downloaded
-                    x = x.reshape(nchw_shape(x.shape))
-                    if pre is not None:
-                        x = pre(x)
-                    bufs[slot] = staged(slot, pack_activation(x.astype(np.int8), self.config))
-            for slot, array in self.weights:
-                if slot not in self._resident:
-                    buf = rt.alloc(slots[slot])
-                    rt.upload(buf, array)
-                    self._resident[slot] = (rt, buf)
-                bufs[slot] = self._resident[slot][1]
-            bufs["out"] = out.buffer if direct else staged("out")
-            rt.bind(self.program, bufs)
-            rt.synchronize()
-            if direct:
-                return None
-            planes = rt.download(bufs["out"], self.out_dtype, self.out_shape)
-            return planes[0] if self.post is None else self.post(planes)
-        finally:
-            for buf in scratch:
-                rt.free(buf)
+        activations = {slot: ins[i] if kind == "p" else self.pool[i]
+                       for slot, (kind, i) in self.inputs}
+        launch = self.launch
+        planes = launch.run(self.ctx.runtime, activations, dict(self.weights), out,
+                            tail=bool(self.tail)).y
+        y = None if planes is None else launch.requantize(planes)      # host step
+        launch.deliver(y, out, self._unpack, self.tail)                 # unpack, tail: host
 
 
 def vta_layer_factory(entry, ctx):
@@ -216,6 +168,3 @@ def vta_layer_factory(entry, ctx):
     ctx.on_close(kernel.release)
     return kernel
 
-
-if get_global_func(FACTORY_PREFIX + KIND, allow_missing=True) is None:
-    register_func(FACTORY_PREFIX + KIND, vta_layer_factory)

@@ -8,6 +8,12 @@ from vtakit.sim import reference
 from vtakit.sim.datapath import Counters
 
 
+def wrap32(x) -> np.ndarray:
+    """Integers wrapped to the int32 range (int64 values): the test's own two's complement,
+    independent of the library's :func:`vtakit.hw.fixedpoint.wrap_int32`."""
+    return ((np.asarray(x, np.int64) + (1 << 31)) % (1 << 32)) - (1 << 31)
+
+
 def alu_insn(config, code, *, use_imm=1, imm=3, iters=(1, 1), dst=(0, 0), src=(0, 0),
              uop_end=1):
     """A decoded ALU instruction of ``config``'s ISA over uops ``[0, uop_end)``."""

@@ -12,6 +12,8 @@ Tests opt in through fixtures:
 * ``open_backend(config, **options)``: a device of the chosen backend, one per
   (config, options) for the whole session (RTL builds are cached, SRAMs persist as on
   hardware);
+* ``rt``: a :class:`~vtakit.runtime.Runtime` on ``open_backend(preset)``;
+* ``run_cli(*argv)``: the command line run in this process, ``(code, stdout, stderr)``;
 """
 
 import pytest
@@ -64,3 +66,43 @@ def open_backend(backend):
     yield get
     for dev in devices.values():
         dev.close()
+
+
+@pytest.fixture
+def rt(open_backend, preset):
+    """A runtime on the session's device of the chosen backend and ``preset``."""
+    from vtakit.runtime import Runtime
+    return Runtime(open_backend(preset))
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    """The calibrated digits CNN compiled for ``default``: ``(executable, its .vtax path,
+    one test image, the folder holding both and the image as x.npy)``."""
+    import numpy as np
+    from vtakit.compiler.build_model import compile_model
+    from vtakit.compiler.frontend.onnx import from_onnx
+    from vtakit.compiler.models import digits_cnn_path, load_digits_split
+    from vtakit.compiler.quant.calibrate import calibrate
+    x_train, _, x_test, _ = load_digits_split()
+    exe = compile_model(calibrate(from_onnx(digits_cnn_path()), x_train[:16, None]), "default")
+    d = tmp_path_factory.mktemp("digits")
+    np.save(d / "x.npy", x_test[:1])
+    return exe, exe.save(d / "digits.vtax"), x_test[:1], d
+
+
+@pytest.fixture
+def run_cli(capsys):
+    """``run_cli(*argv) -> (exit code, stdout, stderr)``: ``vtakit argv`` run in this
+    process (arguments converted with ``str``; argparse's own rejection, a SystemExit,
+    gives its code)."""
+    from vtakit.cli.main import main
+
+    def run(*argv):
+        try:
+            code = main([str(a) for a in argv])
+        except SystemExit as e:
+            code = e.code
+        out, err = capsys.readouterr()
+        return code, out, err
+    return run

@@ -8,6 +8,7 @@ vectorized datapath (tests/test_reference.py diffs the two on random instruction
 
 import numpy as np
 import pytest
+from alu_check import wrap32
 
 from vtakit.hw.interfaces import DEFAULT_TOKEN_DEPTH, ErrorCode, Unit
 from vtakit.hw.isa import AluOp, MemType, Opcode, insns_to_bytes, isa_for
@@ -97,10 +98,6 @@ def rand(rng, shape, dtype, lo=None, hi=None):
 
 
 # --------------------------------------------------------- sequential references
-
-def wrap32(x):
-    return ((np.asarray(x, np.int64) + (1 << 31)) % (1 << 32)) - (1 << 31)
-
 
 def _spec(prog, before, uops, opcode, fields):
     """Run one instruction through the sequential spec (vtakit.sim.reference) on copies of

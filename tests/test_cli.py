@@ -13,14 +13,8 @@ from vtakit.runtime.image import DramImage
 from test_isa import WORKED, hilo
 
 
-def run_cli(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_config_show_default(capsys):
-    code, out, _ = run_cli(capsys, "config", "show", "default")
+def test_config_show_default(run_cli, capsys):
+    code, out, _ = run_cli("config", "show", "default")
     assert code == 0
     d = json.loads(out)
     assert d["name"] == "1x16_i8w8a32_15_15_18_17"
@@ -38,10 +32,10 @@ def test_config_show_illegal_file(tmp_path):
     assert len(lines) == 1 and "LOG_ACC_BUFF_SIZE=18" in lines[0], r.stderr
 
 
-def test_disasm_raw(tmp_path, capsys):
+def test_disasm_raw(run_cli, tmp_path, capsys):
     p = tmp_path / "prog.bin"
     p.write_bytes(insns_to_bytes([hilo(hi, lo) for _, _, hi, lo in WORKED]))
-    code, out, _ = run_cli(capsys, "disasm", str(p))
+    code, out, _ = run_cli("disasm", str(p))
     assert code == 0
     lines = out.splitlines()
     assert len(lines) == len(WORKED)
@@ -57,12 +51,12 @@ def test_disasm_raw(tmp_path, capsys):
     assert lines[6].split(":", 1)[1].split() == ["FINISH", "[]"]
 
 
-def test_disasm_image(tmp_path, capsys):
+def test_disasm_image(run_cli, tmp_path, capsys):
     words = [hilo(hi, lo) for _, _, hi, lo in WORKED]
     dram = np.zeros(0x3000, dtype=np.uint8)
     dram[0x2000:0x2000 + 16 * 2] = np.frombuffer(insns_to_bytes(words[3:5]), np.uint8)
     DramImage(dram, 0x2000, 2).save(tmp_path / "img.npz")
-    code, out, _ = run_cli(capsys, "disasm", str(tmp_path / "img.npz"))
+    code, out, _ = run_cli("disasm", str(tmp_path / "img.npz"))
     assert code == 0
     lines = out.splitlines()
     assert len(lines) == 2 and "GEMM" in lines[0] and "ALU    SHR" in lines[1]
@@ -72,10 +66,10 @@ def test_disasm_image(tmp_path, capsys):
     (b"\x00" * 17, "not a whole number of 16-byte instructions"),
     (None, "No such file"),
 ])
-def test_disasm_errors(tmp_path, capsys, content, msg):
+def test_disasm_errors(run_cli, tmp_path, capsys, content, msg):
     p = tmp_path / "x.bin"
     if content is not None:
         p.write_bytes(content)
-    code, out, err = run_cli(capsys, "disasm", str(p))
+    code, out, err = run_cli("disasm", str(p))
     assert code == 2 and out == ""
     assert len(err.splitlines()) == 1 and msg in err

@@ -68,6 +68,9 @@ def test_demo_on_verilator_counts_cycles():
     r = run_demo("default", "verilator", 3, test_limit=6, progress=False, log=lambda *_: None)
     assert r.rtl_agree == 3 and r.ok
     assert r.cycles_per_image > 0 and 0 < r.gemm_utilization <= r.gemm_busy <= 1
+    # the one predicted figure (the event model of every layer's kernel) is within 3%
+    assert abs(r.predicted_cycles_per_image / r.cycles_per_image - 1) <= 0.03, \
+        (r.predicted_cycles_per_image, r.cycles_per_image)
     assert rtl_build_cached("verilator", "default") and rtl_build_cached("behavioral", "tiny")
 
 

@@ -12,19 +12,16 @@ import vtakit.compiler.vta.lower as lower_vta
 import vtakit.compiler.quant  # noqa: F401
 from vtakit.compiler.frontend import from_tflite
 from vtakit.compiler.ir import (Call, Constant, Function, GlobalVar, IRModule, TensorType, Var,
-                                evaluate, get_op, post_order)
+                                evaluate, post_order)
 from vtakit.compiler.vta.lower import lower_primitive
 from vtakit.compiler.passes import FoldExplicitPadding
-from vtakit.runtime import Runtime, vta_layer
+from vtakit.runtime import Runtime, launch
 from vtakit.runtime.vm.bytecode import Opcode
 from vtakit.sim import open_device
 from vtakit.testing import model_inputs
+from vtakit.compiler.nn import call as _op
 
 DATA = Path(__file__).parent / "data" / "mltk"
-
-
-def _op(name, *args, **attrs):
-    return Call(get_op(name), list(args), attrs)
 
 
 def _input(mod, seed):
@@ -74,8 +71,8 @@ def test_keyword_spotting_layers_chain_on_the_device(monkeypatch):
     assert 0 < main.dram_bytes <= 2 * 8192  # ten 8 KB activations in two reused slots
 
     packs = []
-    real = vta_layer.pack_activation
-    monkeypatch.setattr(vta_layer, "pack_activation",
+    real = launch.pack_activation
+    monkeypatch.setattr(launch, "pack_activation",
                         lambda x, cfg: packs.append(x.shape) or real(x, cfg))
     with exe.vm() as vm:
         for seed in range(3):

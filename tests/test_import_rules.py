@@ -149,3 +149,83 @@ def test_the_runtime_loads_no_compiler():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == []
+
+
+# ------------------------------------------------------------- no cycle inside a package
+
+#: The packages whose modules must import each other without a cycle (every import
+#: counts, those inside functions included).
+ACYCLIC = ("compiler/ops", "compiler/vta", "runtime")
+
+
+def module_graph(root: Path, folder: str) -> dict[str, set[str]]:
+    """module -> the modules of ``folder`` (a source folder or a package below one) it
+    imports. ``from pkg import name`` names the module ``pkg.name`` when there is one,
+    else ``pkg`` itself (its ``__init__``)."""
+    top = folder.split("/")[0]
+    files = {}
+    for path in sorted((root / folder).rglob("*.py")):
+        files[module_name(root, top, path)] = path
+    modules = {name for name, _ in files}
+    graph = {}
+    for (module, is_package), path in files.items():
+        package = module.split(".") if is_package else module.split(".")[:-1]
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = (".".join(package[:len(package) - node.level + 1]
+                                 + ([node.module] if node.module else []))
+                        if node.level else node.module or "")
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    edges.add(sub if sub in modules else base)
+            elif isinstance(node, ast.Import):
+                edges.update(alias.name for alias in node.names)
+        graph[module] = {m for m in edges if m in modules and m != module}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle per strongly connected component with more than one module (Tarjan)."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+@pytest.mark.parametrize("folder", ACYCLIC)
+def test_no_import_cycle_inside_the_package(folder):
+    assert cycles(module_graph(ROOT, folder)) == []
+
+
+def test_a_planted_cycle_is_found(tmp_path):
+    pkg = tmp_path / "runtime"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .b import f\n")
+    (pkg / "b.py").write_text("def f():\n    from . import a\n")
+    (pkg / "c.py").write_text("from . import a, b\n")
+    assert cycles(module_graph(tmp_path, "runtime")) == [["vtakit.runtime.a",
+                                                          "vtakit.runtime.b"]]

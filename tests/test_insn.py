@@ -24,11 +24,6 @@ _BYTE_COUNTERS = {"inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_
 
 
 @pytest.fixture
-def rt(open_backend, preset):
-    return Runtime(open_backend(preset))
-
-
-@pytest.fixture
 def rng():
     return np.random.default_rng(0xDEADB)
 

@@ -10,19 +10,6 @@ from vtakit.runtime.image import DramImage  # noqa: E402
 from vtakit.runtime.layer_compare import compare_layers, format_comparison  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def digits(tmp_path_factory):
-    from vtakit.compiler.build_model import compile_model
-    from vtakit.compiler.frontend.onnx import from_onnx
-    from vtakit.compiler.models import digits_cnn_path, load_digits_split
-    from vtakit.compiler.quant.calibrate import calibrate
-    x_train, _, x_test, _ = load_digits_split()
-    exe = compile_model(calibrate(from_onnx(digits_cnn_path()), x_train[:16, None]), "default")
-    d = tmp_path_factory.mktemp("digits")
-    np.save(d / "x.npy", x_test[:1])
-    return exe, exe.save(d / "digits.vtax"), x_test[:1], d
-
-
 class _Corrupting:
     """A behavioral device whose ``nth`` kernel run stores one wrong byte (one element
     of that layer's output is off by one)."""

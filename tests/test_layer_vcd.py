@@ -7,21 +7,8 @@ import pytest
 from vtakit.cli.main import main  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def digits(tmp_path_factory):
-    from vtakit.compiler.build_model import compile_model
-    from vtakit.compiler.frontend.onnx import from_onnx
-    from vtakit.compiler.models import digits_cnn_path, load_digits_split
-    from vtakit.compiler.quant.calibrate import calibrate
-    x_train, _, x_test, _ = load_digits_split()
-    exe = compile_model(calibrate(from_onnx(digits_cnn_path()), x_train[:16, None]), "default")
-    d = tmp_path_factory.mktemp("digits")
-    np.save(d / "x.npy", x_test[:1])
-    return exe.save(d / "digits.vtax"), d
-
-
 def test_vcd_options_are_checked(digits, capsys):
-    path, d = digits
+    _, path, _, d = digits
     base = ["run", str(path), "--input", str(d / "x.npy"), "-o", str(d / "o")]
     assert main(base + ["--vcd", str(d / "w.vcd"), "--vcd-layer", "1"]) == 2   # behavioral
     assert "writes no waveform" in capsys.readouterr().err
@@ -31,7 +18,7 @@ def test_vcd_options_are_checked(digits, capsys):
 
 
 def test_vcd_of_one_layer_on_verilator(digits, capsys):
-    path, d = digits
+    _, path, _, d = digits
     base = ["run", str(path), "--input", str(d / "x.npy"), "-o", str(d / "o"),
             "--backend", "verilator", "--profile"]
     vcd = d / "dense.vcd"

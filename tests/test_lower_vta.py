@@ -4,15 +4,12 @@ import numpy as np
 import pytest
 
 import vtakit.compiler.quant  # noqa: F401
-from vtakit.compiler.ir import Call, Constant, Function, TensorType, Var, evaluate, get_op
+from vtakit.compiler.ir import Call, Constant, Function, TensorType, Var, evaluate
 from vtakit.compiler.vta.lower import (LoweringError, lower_primitive, match_layer,
                                        requantize_cost)
 from vtakit.runtime import Runtime
 from vtakit.sim import open_device
-
-
-def _op(name, *args, **attrs):
-    return Call(get_op(name), list(args), attrs)
+from vtakit.compiler.nn import call as _op
 
 
 def _conv_layer(rounding, scale, pad_value=0.0):

@@ -124,7 +124,7 @@ def test_vectorized_estimates_are_each_lanes_own(kw, preset):
     """The tile search computes each class of tiles (full or remainder along each axis)
     on the lanes that have it only: every lane's figures must still be those of the
     lane estimated alone, bit for bit."""
-    from vtakit.compiler.ops.tiling import CostModel, RTL_COST, _estimates, _fitting, estimate
+    from vtakit.compiler.ops.tiling import SearchCost, _estimates, _fitting, estimate
     cfg = CONFIGS[preset]
     kw = dict(kw)
     p = ConvProblem(kw.pop("nb"), kw.pop("ib"), kw.pop("h"), kw.pop("w"), kw.pop("ob"),
@@ -134,7 +134,8 @@ def test_vectorized_estimates_are_each_lanes_own(kw, preset):
     n = len(lanes["tn"])
     assert n > 20
     pick = np.random.default_rng(0).choice(n, min(n, 60), replace=False)
-    for cost in (CostModel(), RTL_COST):
+    for cost in (SearchCost(), SearchCost(alu_tensor_cycles=1.0, dma_insn_cycles=6,
+                                          dma_row_cycles=3, burst_wait=0.5)):
         est = _estimates(p, lanes, cfg, cost)
         for i in pick:
             t = ConvTiling(*(int(lanes[k][i]) for k in ("tn", "tco", "th", "tw", "tci")),

@@ -9,7 +9,7 @@ import vtakit.compiler.quant  # noqa: F401  (registers the qnn operators)
 from vtakit.compiler.codegen import compile_vm
 from vtakit.compiler.codegen.vm import _bind
 from vtakit.compiler.ir import (Call, Constant, Function, IRModule, TensorType, Tuple, Var,
-                                evaluate, get_op, post_order)
+                                evaluate, post_order)
 from vtakit.compiler.ops.conv2d import plan_conv2d
 from vtakit.compiler.ops.epilogue import EpilogueError, ResidualAdd
 from vtakit.compiler.ops.reference import epilogue_ref, group_conv2d_ref
@@ -17,13 +17,10 @@ from vtakit.compiler.ops.roofline import plan_roofline
 from vtakit.compiler.passes import FuseResidualAdd, InferType, default_pipeline, vm_pipeline
 from vtakit.compiler.vta import vm_lowerer
 from vtakit.hw.config import load_config
-from vtakit.runtime import Runtime, vta_layer
+from vtakit.runtime import Runtime, launch
 from vtakit.runtime.hostops.qnn import add as qnn_add
 from vtakit.sim import open_device
-
-
-def _op(name, *args, **attrs):
-    return Call(get_op(name), list(args), attrs)
+from vtakit.compiler.nn import call as _op
 
 
 # (ea, eb, k, (z_a, z_b, z_out), conv clip, add clip): shifts as add_shifts gives them
@@ -159,8 +156,8 @@ def test_fused_block_compiles_to_one_vta_layer_and_matches_the_interpreter(
     assert [(r.kind, r.where) for r in report] == [("conv2d", "vta"), ("conv2d_add", "vta")]
     assert "residual add fused" in report[1].why
     packs = []
-    real = vta_layer.pack_activation
-    monkeypatch.setattr(vta_layer, "pack_activation",
+    real = launch.pack_activation
+    monkeypatch.setattr(launch, "pack_activation",
                         lambda a, c: packs.append(a.shape) or real(a, c))
     with exe.vm() as vm:
         got = vm.run(x)

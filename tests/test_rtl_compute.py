@@ -12,6 +12,7 @@ Cycle counts check the throughput (one uop per cycle; see PIPELINE_OVERHEAD).
 from dataclasses import dataclass, field
 
 import numpy as np
+from alu_check import wrap32
 import pytest
 from amaranth.sim import Simulator
 
@@ -42,10 +43,6 @@ def unpack(word, bits, lanes) -> np.ndarray:
         v = (word >> (bits * i)) & ((1 << bits) - 1)
         out[i] = v - (1 << bits) if v >> (bits - 1) else v
     return out
-
-
-def wrap32(x):
-    return ((np.asarray(x, dtype=np.int64) + 2**31) % 2**32) - 2**31
 
 
 def simulate(dut, testbench, *processes):

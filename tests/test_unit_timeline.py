@@ -106,7 +106,7 @@ def test_loads_of_two_modules_share_the_read_port():
     """An INP load (load module) and an ACC load (compute module) with no token between
     them: the RTL moves their beats through one read port, so the calibrated model
     (``RTL_COST``) serializes the beats while the tile search's model lets them overlap."""
-    from vtakit.compiler.ops.tiling import RTL_COST, CostModel
+    from vtakit.compiler.ops.tiling import RTL_COST, EventCost
     from vtakit.hw.config import load_config
     from vtakit.hw.isa import MemType, Opcode, isa_for
 
@@ -121,7 +121,7 @@ def test_loads_of_two_modules_share_the_read_port():
     assert (inp_beats, acc_beats) == (128, 512)
     shared = predict_stream(insns, cfg).cycles
     d, r = RTL_COST.dma_insn_cycles, RTL_COST.dma_row_cycles
-    free = predict_stream(insns, cfg, cost=CostModel(alu_tensor_cycles=1.0, dma_insn_cycles=d,
+    free = predict_stream(insns, cfg, cost=EventCost(alu_tensor_cycles=1.0, dma_insn_cycles=d,
                                                      dma_row_cycles=r)).cycles
     assert RTL_COST.shared_read_port
     # overlapping: the ACC load alone (d + 512 + r per row) and the FINISH

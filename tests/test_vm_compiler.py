@@ -9,18 +9,15 @@ from vtakit.compiler import nn
 from vtakit.compiler.codegen import LoweredPrimitive, compile_vm
 from vtakit.compiler.passes import default_pipeline, vm_pipeline
 from vtakit.compiler.ir import (Call, Function, GlobalVar, If, IRModule, Let, TensorType, Tuple,
-                                TupleGetItem, Var, evaluate, get_op)
+                                TupleGetItem, Var, evaluate)
 from vtakit.hw import VTAConfig
 from vtakit.runtime import (Executable, Program, get_global_func, register_func,
                             remove_global_func)
 from vtakit.runtime.vm import Opcode
+from vtakit.compiler.nn import call as op
 
 I64 = TensorType((), "int64")
 KERNEL = Program(VTAConfig.preset("default"), [], slots={"x": 64}, name="sq").to_bytes()
-
-
-def op(name, *args, **attrs):
-    return Call(get_op(name), args, attrs)
 
 
 def c64(v):
@@ -293,10 +290,29 @@ def test_anf_let_chain():
     np.testing.assert_array_equal(exe.run([np.zeros(2, np.float32)]), [300, 300])
 
 
-def test_host_factory_is_registered_on_import():
+def test_builtin_primitive_kinds_are_found_by_name():
+    """The built-in kinds come from a table of names, not from registrations on import."""
     from vtakit.compiler.codegen import host
-    assert host.host_factory is not None
-    assert get_global_func("vtakit.vm.primitive.host") is not None
+    from vtakit.runtime import vta_layer
+    from vtakit.runtime.module import PRIMITIVE_KINDS, primitive_factory
+    assert sorted(PRIMITIVE_KINDS) == ["host", "vta_layer"]
+    assert primitive_factory("host") is host.host_factory
+    assert primitive_factory("vta_layer") is vta_layer.vta_layer_factory
+    assert primitive_factory("nokind") is None
+    assert get_global_func("vtakit.vm.primitive.host", allow_missing=True) is None
+
+
+def test_a_callable_lowerer_registers_nothing_globally():
+    """A lowerer's process-local function stays with its executable."""
+    from vtakit.runtime.registry import list_global_func_names
+    x = Var("x", TensorType((2,), "int32"))
+    fused = Function([x], op("negative", x), attrs={"Primitive": 1})
+    y = Var("y", TensorType((2,), "int32"))
+    mod = IRModule({"main": Function([y], Call(fused, [y]))})
+    before = set(list_global_func_names())
+    exe = compile_vm(mod, lowerer=lambda f: (lambda v: -2 * np.asarray(v)))
+    assert set(list_global_func_names()) == before
+    np.testing.assert_array_equal(exe.run([np.array([1, -3], np.int32)]), [-2, 6])
 
 
 def test_after_the_standard_pipelines():

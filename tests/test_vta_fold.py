@@ -14,8 +14,7 @@ import pytest
 import vtakit
 import vtakit.compiler.quant  # noqa: F401
 from vtakit.compiler.codegen import compile_vm
-from vtakit.compiler.ir import Call, Constant, Function, IRModule, TensorType, Var, evaluate, \
-    get_op
+from vtakit.compiler.ir import Call, Constant, Function, IRModule, TensorType, Var, evaluate
 from vtakit.compiler.ops.reference import group_conv2d_ref
 from vtakit.compiler.passes import default_pipeline, vm_pipeline
 from vtakit.compiler.vta import fold, layer_spec, lower_primitive, match_layer, vm_lowerer
@@ -27,12 +26,9 @@ from vtakit.runtime.hostops import get_hostop
 from vtakit.runtime.layout import pack_activation
 from vtakit.runtime.vm.objects import DeviceStorage
 from vtakit.sim import open_device
+from vtakit.compiler.nn import call as _op
 
 TINY = load_config("tiny")
-
-
-def _op(name, *args, **attrs):
-    return Call(get_op(name), list(args), attrs)
 
 
 def _conv(x, w, b, stride, pad, pad_value, rounding):

@@ -6,8 +6,8 @@ import pytest
 
 import vtakit.compiler.quant  # noqa: F401
 from vtakit.compiler.codegen import compile_vm
-from vtakit.compiler.ir import (Call, Constant, Function, IRModule, TensorType, Var, evaluate,
-                                get_op)
+from vtakit.compiler.ir import (Call, Constant, Function, IRModule, TensorType, Var, evaluate)
+from vtakit.compiler.nn import call as _op
 from vtakit.compiler.passes import default_pipeline, vm_pipeline
 from vtakit.compiler.vta import (Strategy, lower_primitive, match_layer, register_strategy,
                                  strategies, vm_lowerer)
@@ -16,10 +16,6 @@ from vtakit.compiler.ops.reference import group_conv2d_ref
 from vtakit.hw.config import load_config
 from vtakit.runtime import Runtime
 from vtakit.sim import open_device
-
-
-def _op(name, *args, **attrs):
-    return Call(get_op(name), list(args), attrs)
 
 
 def _dilated(dilation, groups=1, pad_value=0.0, rounding="tflite", c=16, o=32):
@@ -85,3 +81,36 @@ def test_dilated_conv_in_an_executable():
     assert any(k.startswith("vta_conv2d_dilated_") for k, _ in exe.kernels)
     with exe.vm() as vm:
         np.testing.assert_array_equal(vm.run(x), evaluate(fn, x))
+
+
+_SHUFFLED = """
+import hashlib, importlib, random, sys
+modules = ["add", "conv", "dilated", "fold", "pool", "residual", "layers", "lower", "executable",
+           "registry", "target"]
+random.Random(int(sys.argv[1])).shuffle(modules)
+for m in modules:
+    importlib.import_module("vtakit.compiler.vta." + m)
+import vtakit
+from vtakit.compiler.vta import strategies
+exe = vtakit.compile(sys.argv[2], config="default")
+print(",".join(modules), ",".join(s.kind for s in strategies()),
+      hashlib.sha1(exe.to_bytes()).hexdigest())
+"""
+
+
+def test_strategy_order_is_declared_not_imported():
+    """The strategy modules imported in shuffled orders give one strategy order and
+    byte-identical executables (ResNet-8: conv2d, residual adds, pool, dense)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    model = Path(__file__).parent / "data" / "mltk" / "image_classification.tflite"
+    runs = []
+    for seed in (0, 1, 2):
+        r = subprocess.run([sys.executable, "-c", _SHUFFLED, str(seed), str(model)],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        runs.append(r.stdout.split())
+    assert len({order for order, _, _ in runs}) == 3          # three import orders
+    assert len({(kinds, sha) for _, kinds, sha in runs}) == 1, runs
+    assert runs[0][1] == "conv2d,dense,conv2d_add,add,conv2d_dilated,max_pool2d,avg_pool2d"

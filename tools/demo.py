@@ -48,6 +48,7 @@ class DemoResult:
     rtl_agree: int
     rtl_int8_accuracy: float
     cycles_per_image: float          # measured on ``backend``; -1 without a clock
+    #: the event model's cycles of every VTA layer's kernel (OpPlan.predicted), summed
     predicted_cycles_per_image: float
     gemm_utilization: float | None
     gemm_busy: float | None

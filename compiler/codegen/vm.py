@@ -46,7 +46,6 @@ from ...hw.errors import VtakitError
 from ...runtime.executable import Executable
 from ...runtime.layout import LayoutError, nchw_shape, packed_activation_nbytes
 from ...runtime.module import PrimitiveEntry
-from ...runtime.registry import register_func
 from ...runtime.vm.bytecode import (DEVICES, AllocADT, AllocClosure, AllocStorage, AllocTensor,
                                     Fatal, GetField, GetTag, Goto, If, Invoke, InvokeClosure,
                                     InvokePacked, LoadConst, LoadConsti, Move, Opcode,
@@ -146,6 +145,8 @@ class _Builder:
 
     def __init__(self, mod, lowerer, config):
         self.mod, self.lowerer, self.config = mod, lowerer, config
+        #: primitive name -> the callable a lowerer returned (process-local functions)
+        self.local = {}
         #: packed index -> (device_inputs, device_output) of a lowered primitive
         self.device = {}
         self.functions: list[VMFunction] = []
@@ -221,9 +222,10 @@ class _Builder:
                 self.device[len(self.primitives)] = (tuple(lowered.device_inputs),
                                                      lowered.device_output)
         elif callable(lowered):
-            # a process-local function: registered under the primitive's name
+            # a process-local function: kept beside the executable under the
+            # primitive's name (nothing goes into the process-wide registry)
             name = self.unique(base)
-            register_func(name, lowered, override=True)
+            self.local[name] = lowered
             entry = PrimitiveEntry(name, "global", n_in, n_out)
         else:
             raise VMCompileError(f"the lowerer returned {type(lowered).__name__} for {base}; "
@@ -732,4 +734,5 @@ def compile_vm(mod, *, config="default", lowerer=None, entry: str = "main") -> E
         config, b.functions, b.constants, b.primitives, b.kernels, entry,
         _io([p.type_annotation for p in main.params], [p.name_hint for p in main.params], "in"),
         _io(list(outs), main.attrs.get("output_names"), "output"))
+    exe.local_functions.update(b.local)
     return exe

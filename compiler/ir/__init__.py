@@ -19,7 +19,7 @@
 
 from .adt import (Clause, Constructor, Match, Pattern, PatternConstructor, PatternTuple,
                   PatternVar, PatternWildcard, TypeData)
-from .analysis import bound_vars, count_nodes, free_vars, post_order
+from .analysis import bound_vars, count_nodes, free_vars, is_op, post_order
 from .errors import (EvaluationError, IRError, OpError, ParseError, TypeInferenceError,
                      WellFormedError)
 from .expr import (Call, Constant, Expr, Function, GlobalVar, If, IRModule, Let, Op, Tuple,
@@ -46,7 +46,7 @@ __all__ = [
     "values_equal",
     "structural_equal", "assert_structural_equal", "check_well_formed",
     "astext", "parse", "parse_expr",
-    "free_vars", "bound_vars", "post_order", "count_nodes",
+    "free_vars", "bound_vars", "post_order", "count_nodes", "is_op",
     "IRError", "TypeInferenceError", "WellFormedError", "OpError", "ParseError",
     "EvaluationError",
 ]

@@ -10,7 +10,12 @@ from .adt import Constructor, Match, pattern_vars
 from .expr import Call, Constant, Function, GlobalVar, If, Let, Op, Tuple, TupleGetItem, Var
 
 __all__ = ["children", "binders", "post_order", "free_vars", "bound_vars", "global_vars_used",
-           "deep_recursion", "count_nodes"]
+           "deep_recursion", "count_nodes", "is_op"]
+
+
+def is_op(expr, name) -> bool:
+    """Whether ``expr`` is a call of the operator ``name``."""
+    return type(expr) is Call and isinstance(expr.op, Op) and expr.op.name == name
 
 
 def children(expr) -> tuple:

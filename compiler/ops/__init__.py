@@ -33,8 +33,8 @@ from .plan import OpPlan, Operand
 from .pool import (PoolPlan, avg_pool2d, global_avg_pool2d, max_pool2d, plan_avg_pool_gemm,
                    plan_pool2d)
 from .roofline import Roofline, plan_roofline
-from .tiling import (ConvProblem, ConvTiling, CostModel, Estimate, TilingError, best_tiling,
-                     search_tiles)
+from .tiling import (ConvProblem, ConvTiling, CostModel, Estimate, EventCost, SearchCost,
+                     TilingError, best_tiling, search_tiles)
 
 __all__ = [
     "conv2d", "group_conv2d", "dense", "add", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
@@ -42,6 +42,6 @@ __all__ = [
     "plan_add_gemm",
     "Conv2dPlan", "DensePlan", "AddPlan", "PoolPlan", "OpPlan", "Operand", "assemble_planes",
     "Epilogue", "EpilogueError", "Requant", "LayoutError",
-    "ConvProblem", "ConvTiling", "CostModel", "Estimate", "TilingError", "search_tiles",
+    "ConvProblem", "ConvTiling", "CostModel", "SearchCost", "EventCost", "Estimate", "TilingError", "search_tiles",
     "best_tiling", "Roofline", "plan_roofline",
 ]

@@ -57,10 +57,12 @@ from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_w
                      pack_conv_weight, unpack_activation)
 from .loops import Dim, fold_loops
 from .tokens import Pipeline, PlanePipeline, kernel_fence
+from .cost.roofline import conv_roofline
 from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding
+from ...runtime.layout import pair as _pair
 from .operands import check_fits, check_operand, check_positive
-from .tiling import (RTL_COST, ConvProblem, ConvTiling, CostModel, TilingError, acc_slots,
+from .tiling import (RTL_COST, ConvProblem, ConvTiling, SearchCost, TilingError, acc_slots,
                      estimate, gemm_dims, search_tiles, shared_acc, uop_budget)
 
 __all__ = ["Conv2dPlan", "plan_conv2d", "conv2d", "group_conv2d", "assemble_planes",
@@ -72,10 +74,6 @@ _RERANKED: dict = {}     # Conv2dPlan._rerank's choices
 
 class GroupMappingError(VtakitError, ValueError):
     """A grouped convolution that one plan cannot map onto whole or diagonal blocks."""
-
-
-def _pair(v):
-    return (int(v), int(v)) if np.isscalar(v) else tuple(int(a) for a in v)
 
 
 def border_cases(h, w, kh, kw, stride, pad, oh, ow) -> list:
@@ -113,9 +111,13 @@ class Conv2dPlan(OpPlan):
 
     name = "conv2d"
 
+    def roofline(self):
+        """This layer's :class:`~.cost.roofline.Roofline`."""
+        return conv_roofline(self, self.config)
+
     def __init__(self, config, x_shape, w_shape, stride=1, padding=0, *, groups: int = 1,
                  epilogue: Epilogue = Epilogue(), tiling: ConvTiling | None = None,
-                 cost: CostModel = CostModel(), shared_weight: bool = False,
+                 cost: SearchCost = SearchCost(), shared_weight: bool = False,
                  border: bool = False):
         super().__init__(config)
         n, c, h, w = (int(v) for v in x_shape)
@@ -404,236 +406,7 @@ class Conv2dPlan(OpPlan):
         return max(r0, 0), min(r1, size) - max(r0, 0), max(0, -r0), max(0, r1 - size), r1 - r0
 
     def emit(self, builder, slots: dict) -> None:
-        p, t, cfg, epi = self.problem, self.tiling, self.config, self.epilogue
-        nth = t.nthreads
-        nacc = int(acc_slots(p.int32_out, nth))
-        shared = shared_acc(p, cfg)
-        inp_slot, wgt_slot, acc_slot = (cfg.inp_depth // nth, cfg.wgt_depth // nth,
-                                        (cfg.acc_depth - shared) // nacc)
-        nborder = len(self.border_cases)
-        if shared:   # [bias][requantize rows][border rows] x ob at the top of the acc SRAM
-            region = cfg.acc_depth - shared
-            rows_region = region + p.ob * int(epi.bias_tile)
-            border_region = rows_region + p.ob * epi.rows
-            if epi.bias_tile:
-                builder.load_2d(MemType.ACC, region, slots["bias"], 0, p.ob, 1, p.ob)
-            if epi.rows:
-                builder.load_2d(MemType.ACC, rows_region, slots["requant"], 0, p.ob, epi.rows,
-                                p.ob)
-            if nborder:
-                builder.load_2d(MemType.ACC, border_region, slots["border"], 0, p.ob, nborder,
-                                p.ob)
-        kk = p.kh * p.kw
-        (sh, sw), (pt, pl, _, _) = p.stride, p.pad
-        chunks = [(c0, min(t.tci, p.ib - c0)) for c0 in range(0, p.ib, t.tci)]
-        tiles = list(self.tiles())
-        planes = epi.planes
-        res_group = epi.residual == "int8"
-        resident = t.resident
-        epochs = None
-        if resident:     # a group loads into the next inp slot only when its data changes
-            keys = [self._data_key(tile, c0, tci) for tile in tiles for c0, tci in chunks]
-            epochs = list(itertools.accumulate(
-                (int(k != prev) for k, prev in zip(keys[1:], keys)), initial=0))
-        w_loaded = set()         # resident weights: output blocks loaded so far
-        pipe = Pipeline(builder, nth, nth, len(tiles) * (len(chunks) + res_group),
-                        len(tiles) * planes, epochs=epochs)
-        out_plane = p.nb * p.ob * p.oh * p.ow
-        inp_has, wgt_has, bias_has = [None] * nth, [None] * nth, [None] * nacc
-        clipped = [0] * nacc     # acc entries from a slot's start that this layer clipped
-        kernels = {}
-        g = 0
-
-        def out_dims(ti):
-            tn, tco, th, tw = (tiles[ti][k] for k in (1, 3, 5, 7))
-            return [Dim("n", tn, tco * th * tw), Dim("o", tco, th * tw), Dim("p", th * tw, 1)]
-
-        def store(ti, k):
-            n0, tn, co0, tco, h0, th, w0, tw = tiles[ti]
-            self._move(builder, "store", slots["out"], (ti % nacc) * acc_slot, k * out_plane,
-                       n0, tn, co0, tco, h0, th, w0, tw)
-
-        def compute(ti):
-            """Tile ti up to its first stored plane: the groups' loads and GEMMs (with the
-            load/compute tokens), the border correction and the epilogue."""
-            nonlocal g
-            n0, tn, co0, tco, h0, th, w0, tw = tiles[ti]
-            a = ti % nacc
-            acc_base = a * acc_slot
-            if shared:
-                bias_base, rows_base, border_base, step = (region + co0, rows_region + co0,
-                                                           border_region + co0, p.ob)
-                bias_has[a] = (co0, tco)
-            else:    # [border rows][requantize rows][bias] x tco at the end of the slot
-                bias_base = (a + 1) * acc_slot - t.tco
-                rows_base = bias_base - t.tco * epi.rows + (0 if epi.bias_tile else t.tco)
-                border_base, step = rows_base - t.tco * nborder, tco   # rows of tco
-            ent = tn * tco * th * tw
-            bias_dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
-                         Dim("p", th * tw, 1, 0)]
-
-            def epilogue():
-                """Border correction and epilogue ALU passes of the tile."""
-                self._emit_border(builder, acc_base, border_base, step, tn, tco, h0, th, w0,
-                                  tw)
-                clipped[a] = max(clipped[a], ent)
-                epi.emit(builder, acc_base, out_dims(ti), bias_base, bias_dims, rows_base, step)
-
-            r_start, rows, ypad0, ypad1, hi = self._window(h0, th, sh, p.kh, pt, p.h)
-            c_start, cols, xpad0, xpad1, wi = self._window(w0, tw, sw, p.kw, pl, p.w)
-            if (epi.bias_tile or p.acc_rows or p.border_cases) and bias_has[a] != (co0, tco):
-                if epi.bias_tile:
-                    builder.load_2d(MemType.ACC, bias_base, slots["bias"], co0, tco, 1, tco)
-                if epi.rows:     # row r lands at rows_base + r * tco
-                    builder.load_2d(MemType.ACC, rows_base, slots["requant"], co0, tco,
-                                    epi.rows, p.ob)
-                if self.border_cases:
-                    builder.load_2d(MemType.ACC, border_base, slots["border"], co0, tco,
-                                    len(self.border_cases), p.ob)
-                bias_has[a] = (co0, tco)
-            if epi.residual == "int32":
-                self._move(builder, "load", slots["residual"], acc_base, 0, n0, tn, co0, tco, h0,
-                           th, w0, tw)
-            else:
-                # with a MIN init, only accumulators no clip of this layer bounded yet
-                # need a reset first (Epilogue.init)
-                if not epi.init or clipped[a] < ent:
-                    f = fold_loops(out_dims(ti), (acc_base, 0, 0))
-                    builder.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))
-                if epi.init:
-                    epi.emit_init(builder, acc_base, bias_base, bias_dims)
-            for c0, tci in chunks:
-                s = epochs[g] % nth if resident else g % nth
-                loaded = False
-                # ---- load stage
-                pipe.load_begin(g)
-                # input blocks of this group: the tile's own blocks (block-diagonal) or
-                # chunk c0 of the reduction range of the tile's group
-                key = self._data_key(tiles[ti], c0, tci)
-                in0, nin = key[2], key[3]
-                cib = p.cin_blocks
-                # the first group of a resident block-diagonal (depthwise) weight loads
-                # it one kernel row at a time, each with its own token, so its GEMMs start
-                # after the first row's 16x16 diagonal tiles, not all kh x kw of them
-                pieces = (resident and g == 0 and p.diag and p.kh > 1 and tn == 1
-                          and not p.shared_wgt)
-                if inp_has[s] != key:
-                    loaded = True
-                    sram = s * inp_slot
-                    if rows == hi == p.h and cols == wi == p.w:
-                        builder.load_2d(MemType.INP, sram, slots["data"], (n0 * cib + in0) * p.h * p.w,
-                                   nin * p.h * p.w, tn, cib * p.h * p.w)
-                    else:
-                        for nl in range(tn):
-                            for cl in range(nin):
-                                off = (((n0 + nl) * cib + in0 + cl) * p.h + r_start) * p.w + c_start
-                                builder.load_2d(MemType.INP, sram + (nl * nin + cl) * hi * wi,
-                                           slots["data"], off, cols, rows, p.w,
-                                           x_pad_before=xpad0, y_pad_before=ypad0,
-                                           x_pad_after=xpad1, y_pad_after=ypad1)
-                    inp_has[s] = key
-                wkey = "shared" if p.shared_wgt else (co0, tco, c0, tci)
-                if resident:     # rows co0.. of the whole (ob, ib, kh, kw) weight, in place
-                    wbase = co0 * p.ib * kk
-                    if pieces:
-                        for row in range(p.kh):
-                            for ol in range(tco):    # (an SRAM side is contiguous)
-                                at = wbase + ol * kk + row * p.kw
-                                builder.load_2d(MemType.WGT, at, slots["weight"], at, p.kw, 1,
-                                                p.kw)
-                            if row + 1 < p.kh:
-                                builder.dep_push(Unit.LOAD, Unit.COMPUTE)
-                        w_loaded.update(range(co0, co0 + tco))
-                        loaded = True
-                    elif not w_loaded.issuperset(range(co0, co0 + tco)):
-                        builder.load_2d(MemType.WGT, wbase, slots["weight"], wbase,
-                                        tco * p.ib * kk, 1, tco * p.ib * kk)
-                        w_loaded.update(range(co0, co0 + tco))
-                        loaded = True
-                elif wgt_has[s] != wkey:
-                    loaded = True
-                    if p.shared_wgt:
-                        builder.load_2d(MemType.WGT, s * wgt_slot, slots["weight"], 0, 1, 1, 1)
-                    else:
-                        builder.load_2d(MemType.WGT, s * wgt_slot, slots["weight"],
-                                   (co0 * p.ib + c0) * kk, tci * kk, tco, p.ib * kk)
-                    wgt_has[s] = wkey
-                pipe.load_end(g, loaded or not resident)
-                # ---- compute stage
-                pipe.compute_begin(g)
-                w_at = wbase if resident else s * wgt_slot
-                if pieces:      # one kernel row at a time, each after its token
-                    for row in range(p.kh):
-                        if row:
-                            builder.dep_pop(Unit.LOAD, Unit.COMPUTE)
-                        for kernel in self._gemm_kernels(
-                                (acc_base, s * inp_slot, w_at), tn, tco, th, tw, tci, hi, wi,
-                                (ypad0, rows), (xpad0, cols), taps_h=(row, row + 1)):
-                            builder.push_gemm(kernel)
-                else:
-                    kkey = (s, a, w_at, tn, tco, th, tw, tci, hi, wi, ypad0, rows, xpad0, cols)
-                    if kkey not in kernels:
-                        kernels[kkey] = self._gemm_kernels(
-                            (acc_base, s * inp_slot, w_at), tn, tco, th, tw, tci, hi, wi,
-                            (ypad0, rows), (xpad0, cols), uses=len(tiles) * len(chunks) // nth)
-                    for kernel in kernels[kkey]:
-                        builder.push_gemm(kernel)
-                pipe.compute_end(g)
-                g += 1
-            if res_group:          # int8 residual: one more group, identity weights
-                s = g % nth
-                pipe.load_begin(g)
-                if inp_has[s] != ("res", n0, tn, co0, tco, h0, th, w0, tw):
-                    self._move(builder, "load_inp", slots["residual"], s * inp_slot, 0, n0, tn, co0,
-                               tco, h0, th, w0, tw)
-                    inp_has[s] = ("res", n0, tn, co0, tco, h0, th, w0, tw)
-                if wgt_has[s] != "identity":
-                    builder.load_2d(MemType.WGT, s * wgt_slot, slots["identity"], 0, 1, 1, 1)
-                    wgt_has[s] = "identity"
-                pipe.load_end(g)
-                if epi.add:        # the epilogue, then the add's residual (its load in flight)
-                    epilogue()
-                    epi.emit_add(builder, acc_base, out_dims(ti), after=False)
-                pipe.compute_begin(g)
-                f = fold_loops([Dim("e", ent, 1, 1, 0)], (acc_base, s * inp_slot, s * wgt_slot))
-                builder.push_gemm(UopKernel.gemm(f.uops, f.loops))
-                pipe.compute_end(g)
-                g += 1
-            if epi.add:
-                epi.emit_add(builder, acc_base, out_dims(ti), after=True)
-            else:
-                epilogue()
-
-        if nacc == nth:
-            # each tile's planes right after it (int8 results, or one buffer: the shift of
-            # plane k waits for the store of plane k - 1)
-            for ti in range(len(tiles)):
-                pipe.acquire_out(ti * planes)
-                compute(ti)
-                for k in range(planes):
-                    e = ti * planes + k
-                    if k:
-                        pipe.acquire_out(e)
-                        epi.emit_plane_shift(builder, (ti % nacc) * acc_slot, out_dims(ti))
-                    pipe.release_out(e)
-                    pipe.store_begin(e)
-                    store(ti, k)
-                    pipe.store_end(e)
-        else:
-            # int32 result, double-buffered: plane shifts k tiles behind the GEMMs
-            sched = PlanePipeline(builder, len(tiles), planes, nacc)
-            for step in sched.steps:
-                for ti, k in step:
-                    sched.acquire((ti, k))
-                    if k:
-                        epi.emit_plane_shift(builder, (ti % nacc) * acc_slot, out_dims(ti))
-                    else:
-                        compute(ti)
-                    sched.release((ti, k))
-                    sched.store_begin((ti, k))
-                    store(ti, k)
-                    sched.store_end((ti, k))
-        kernel_fence(builder)
+        _ConvEmission(self, builder, slots).run()
 
     def _gemm_kernels(self, base, tn, tco, th, tw, tci, hi, wi, ydata, xdata,
                       uses=1, taps_h=None) -> tuple:
@@ -771,6 +544,323 @@ class Conv2dPlan(OpPlan):
                 one(sram + (nl * tco + ol) * th * tw, off, tw, th, p.ow)
 
 
+class _ConvEmission:
+    """One emission of a :class:`Conv2dPlan`'s program: the SRAM slots, what each holds,
+    the token pipeline, and the steps of a tile (:meth:`compute`: its groups' loads and
+    GEMMs, the border correction and the epilogue; :meth:`store`: a plane), scheduled
+    by :meth:`run`."""
+
+    def __init__(self, plan, builder, slots):
+        self.plan, self.builder, self.slots = plan, builder, slots
+        p, t, cfg, epi = plan.problem, plan.tiling, plan.config, plan.epilogue
+        self.p, self.t, self.epi = p, t, epi
+        self.nth = nth = t.nthreads
+        self.nacc = nacc = int(acc_slots(p.int32_out, nth))
+        self.shared = shared = shared_acc(p, cfg)
+        self.inp_slot, self.wgt_slot, self.acc_slot = (cfg.inp_depth // nth,
+                                                       cfg.wgt_depth // nth,
+                                                       (cfg.acc_depth - shared) // nacc)
+        self.nborder = len(plan.border_cases)
+        if shared:   # [bias][requantize rows][border rows] x ob at the top of the acc SRAM
+            self.region = cfg.acc_depth - shared
+            self.rows_region = self.region + p.ob * int(epi.bias_tile)
+            self.border_region = self.rows_region + p.ob * epi.rows
+        self.kk = p.kh * p.kw
+        self.chunks = [(c0, min(t.tci, p.ib - c0)) for c0 in range(0, p.ib, t.tci)]
+        self.tiles = tiles = list(plan.tiles())
+        self.planes = epi.planes
+        self.res_group = epi.residual == "int8"
+        self.resident = t.resident
+        self.epochs = None
+        if self.resident:   # a group loads into the next inp slot only when its data changes
+            keys = [plan._data_key(tile, c0, tci) for tile in tiles for c0, tci in self.chunks]
+            self.epochs = list(itertools.accumulate(
+                (int(k != prev) for k, prev in zip(keys[1:], keys)), initial=0))
+        self.w_loaded = set()         # resident weights: output blocks loaded so far
+        self.pipe = Pipeline(builder, nth, nth,
+                             len(tiles) * (len(self.chunks) + self.res_group),
+                             len(tiles) * self.planes, epochs=self.epochs)
+        self.out_plane = p.nb * p.ob * p.oh * p.ow
+        self.inp_has, self.wgt_has, self.bias_has = [None] * nth, [None] * nth, [None] * nacc
+        self.clipped = [0] * nacc   # acc entries from a slot's start this layer clipped
+        self.kernels = {}
+        self.g = 0
+
+    # ------------------------------------------------------------------ schedule
+
+    def run(self) -> None:
+        """The shared per-channel rows, every tile's groups and planes, the fence."""
+        self.load_shared_rows()
+        builder, epi, nacc, planes, pipe = (self.builder, self.epi, self.nacc, self.planes,
+                                            self.pipe)
+        if nacc == self.nth:
+            # each tile's planes right after it (int8 results, or one buffer: the shift of
+            # plane k waits for the store of plane k - 1)
+            for ti in range(len(self.tiles)):
+                pipe.acquire_out(ti * planes)
+                self.compute(ti)
+                for k in range(planes):
+                    e = ti * planes + k
+                    if k:
+                        pipe.acquire_out(e)
+                        epi.emit_plane_shift(builder, (ti % nacc) * self.acc_slot,
+                                             self.out_dims(ti))
+                    pipe.release_out(e)
+                    pipe.store_begin(e)
+                    self.store(ti, k)
+                    pipe.store_end(e)
+        else:
+            # int32 result, double-buffered: plane shifts k tiles behind the GEMMs
+            sched = PlanePipeline(builder, len(self.tiles), planes, nacc)
+            for step in sched.steps:
+                for ti, k in step:
+                    sched.acquire((ti, k))
+                    if k:
+                        epi.emit_plane_shift(builder, (ti % nacc) * self.acc_slot,
+                                             self.out_dims(ti))
+                    else:
+                        self.compute(ti)
+                    sched.release((ti, k))
+                    sched.store_begin((ti, k))
+                    self.store(ti, k)
+                    sched.store_end((ti, k))
+        kernel_fence(builder)
+
+    def load_shared_rows(self) -> None:
+        """The per-channel rows shared by every slot (:func:`shared_acc`), loaded once."""
+        if not self.shared:
+            return
+        p, epi, builder, slots = self.p, self.epi, self.builder, self.slots
+        if epi.bias_tile:
+            builder.load_2d(MemType.ACC, self.region, slots["bias"], 0, p.ob, 1, p.ob)
+        if epi.rows:
+            builder.load_2d(MemType.ACC, self.rows_region, slots["requant"], 0, p.ob,
+                            epi.rows, p.ob)
+        if self.nborder:
+            builder.load_2d(MemType.ACC, self.border_region, slots["border"], 0, p.ob,
+                            self.nborder, p.ob)
+
+    def out_dims(self, ti):
+        tn, tco, th, tw = (self.tiles[ti][k] for k in (1, 3, 5, 7))
+        return [Dim("n", tn, tco * th * tw), Dim("o", tco, th * tw), Dim("p", th * tw, 1)]
+
+    def store(self, ti, k) -> None:
+        n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
+        self.plan._move(self.builder, "store", self.slots["out"], (ti % self.nacc) * self.acc_slot,
+                        k * self.out_plane, n0, tn, co0, tco, h0, th, w0, tw)
+
+    # ------------------------------------------------------------------ one tile
+
+    def row_bases(self, a, co0, tco):
+        """(bias, requantize rows, border rows, row step) acc addresses of slot ``a``."""
+        p, epi, t = self.p, self.epi, self.t
+        if self.shared:
+            self.bias_has[a] = (co0, tco)
+            return (self.region + co0, self.rows_region + co0, self.border_region + co0,
+                    p.ob)
+        # [border rows][requantize rows][bias] x tco at the end of the slot
+        bias_base = (a + 1) * self.acc_slot - t.tco
+        rows_base = bias_base - t.tco * epi.rows + (0 if epi.bias_tile else t.tco)
+        return bias_base, rows_base, rows_base - t.tco * self.nborder, tco   # rows of tco
+
+    def compute(self, ti) -> None:
+        """Tile ti up to its first stored plane: the groups' loads and GEMMs (with the
+        load/compute tokens), the border correction and the epilogue."""
+        p, epi, builder = self.p, self.epi, self.builder
+        n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
+        a = ti % self.nacc
+        acc_base = a * self.acc_slot
+        bases = self.row_bases(a, co0, tco)
+        self.start_tile(ti, a, acc_base, bases)
+        (sh, sw), (pt, pl, _, _) = p.stride, p.pad
+        ywin = self.plan._window(h0, th, sh, p.kh, pt, p.h)
+        xwin = self.plan._window(w0, tw, sw, p.kw, pl, p.w)
+        for c0, tci in self.chunks:
+            self.group(ti, acc_base, c0, tci, ywin, xwin)
+        if self.res_group:
+            self.residual_group(ti, acc_base, bases)
+        if epi.add:
+            epi.emit_add(builder, acc_base, self.out_dims(ti), after=True)
+        else:
+            self.epilogue(ti, acc_base, bases)
+
+    def bias_dims(self, ti):
+        tn, tco, th, tw = (self.tiles[ti][k] for k in (1, 3, 5, 7))
+        return [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
+                Dim("p", th * tw, 1, 0)]
+
+    def start_tile(self, ti, a, acc_base, bases) -> None:
+        """The tile's per-channel rows (unless its slot holds them) and its accumulators'
+        start: the int32 residual, a reset, or the bias by an ALU MIN."""
+        p, epi, builder, slots = self.p, self.epi, self.builder, self.slots
+        n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
+        bias_base, rows_base, border_base, _ = bases
+        if (epi.bias_tile or p.acc_rows or p.border_cases) and self.bias_has[a] != (co0, tco):
+            if epi.bias_tile:
+                builder.load_2d(MemType.ACC, bias_base, slots["bias"], co0, tco, 1, tco)
+            if epi.rows:     # row r lands at rows_base + r * tco
+                builder.load_2d(MemType.ACC, rows_base, slots["requant"], co0, tco,
+                                epi.rows, p.ob)
+            if self.plan.border_cases:
+                builder.load_2d(MemType.ACC, border_base, slots["border"], co0, tco,
+                                len(self.plan.border_cases), p.ob)
+            self.bias_has[a] = (co0, tco)
+        if epi.residual == "int32":
+            self.plan._move(builder, "load", slots["residual"], acc_base, 0, n0, tn, co0, tco,
+                            h0, th, w0, tw)
+            return
+        # with a MIN init, only accumulators no clip of this layer bounded yet need a
+        # reset first (Epilogue.init)
+        if not epi.init or self.clipped[a] < tn * tco * th * tw:
+            f = fold_loops(self.out_dims(ti), (acc_base, 0, 0))
+            builder.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))
+        if epi.init:
+            epi.emit_init(builder, acc_base, bias_base, self.bias_dims(ti))
+
+    def epilogue(self, ti, acc_base, bases) -> None:
+        """Border correction and epilogue ALU passes of the tile."""
+        n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
+        bias_base, rows_base, border_base, step = bases
+        self.plan._emit_border(self.builder, acc_base, border_base, step, tn, tco, h0, th, w0,
+                               tw)
+        a = ti % self.nacc
+        self.clipped[a] = max(self.clipped[a], tn * tco * th * tw)
+        self.epi.emit(self.builder, acc_base, self.out_dims(ti), bias_base, self.bias_dims(ti),
+                      rows_base, step)
+
+    def group(self, ti, acc_base, c0, tci, ywin, xwin) -> None:
+        """One group: chunk ``c0`` of the tile's reduction, its load stage then its GEMMs."""
+        s = self.epochs[self.g] % self.nth if self.resident else self.g % self.nth
+        tn = self.tiles[ti][1]
+        p = self.p
+        # the first group of a resident block-diagonal (depthwise) weight loads it one
+        # kernel row at a time, each with its own token, so its GEMMs start after the
+        # first row's 16x16 diagonal tiles, not all kh x kw of them
+        pieces = (self.resident and self.g == 0 and p.diag and p.kh > 1 and tn == 1
+                  and not p.shared_wgt)
+        self.pipe.load_begin(self.g)
+        loaded = self.load_data(ti, s, c0, tci, ywin, xwin)
+        loaded = self.load_weight(ti, s, c0, tci, pieces) or loaded
+        self.pipe.load_end(self.g, loaded or not self.resident)
+        self.pipe.compute_begin(self.g)
+        self.gemms(ti, s, acc_base, tci, ywin, xwin, pieces)
+        self.pipe.compute_end(self.g)
+        self.g += 1
+
+    def load_data(self, ti, s, c0, tci, ywin, xwin) -> bool:
+        """The group's input blocks into inp slot ``s`` unless it holds them: the tile's
+        own blocks (block-diagonal) or chunk c0 of the reduction range of its group."""
+        p, builder, slots = self.p, self.builder, self.slots
+        n0, tn = self.tiles[ti][:2]
+        key = self.plan._data_key(self.tiles[ti], c0, tci)
+        if self.inp_has[s] == key:
+            return False
+        in0, nin = key[2], key[3]
+        cib = p.cin_blocks
+        r_start, rows, ypad0, ypad1, hi = ywin
+        c_start, cols, xpad0, xpad1, wi = xwin
+        sram = s * self.inp_slot
+        if rows == hi == p.h and cols == wi == p.w:
+            builder.load_2d(MemType.INP, sram, slots["data"], (n0 * cib + in0) * p.h * p.w,
+                            nin * p.h * p.w, tn, cib * p.h * p.w)
+        else:
+            for nl in range(tn):
+                for cl in range(nin):
+                    off = (((n0 + nl) * cib + in0 + cl) * p.h + r_start) * p.w + c_start
+                    builder.load_2d(MemType.INP, sram + (nl * nin + cl) * hi * wi,
+                                    slots["data"], off, cols, rows, p.w,
+                                    x_pad_before=xpad0, y_pad_before=ypad0,
+                                    x_pad_after=xpad1, y_pad_after=ypad1)
+        self.inp_has[s] = key
+        return True
+
+    def load_weight(self, ti, s, c0, tci, pieces) -> bool:
+        """The group's weights: resident (rows co0.. of the whole weight, loaded once, in
+        kernel rows with their own tokens for ``pieces``) or into wgt slot ``s`` unless
+        it holds them; whether anything was loaded."""
+        p, builder, slots, kk = self.p, self.builder, self.slots, self.kk
+        co0, tco = self.tiles[ti][2:4]
+        if self.resident:    # rows co0.. of the whole (ob, ib, kh, kw) weight, in place
+            wbase = co0 * p.ib * kk
+            if pieces:
+                for row in range(p.kh):
+                    for ol in range(tco):    # (an SRAM side is contiguous)
+                        at = wbase + ol * kk + row * p.kw
+                        builder.load_2d(MemType.WGT, at, slots["weight"], at, p.kw, 1, p.kw)
+                    if row + 1 < p.kh:
+                        builder.dep_push(Unit.LOAD, Unit.COMPUTE)
+                self.w_loaded.update(range(co0, co0 + tco))
+                return True
+            if not self.w_loaded.issuperset(range(co0, co0 + tco)):
+                builder.load_2d(MemType.WGT, wbase, slots["weight"], wbase,
+                                tco * p.ib * kk, 1, tco * p.ib * kk)
+                self.w_loaded.update(range(co0, co0 + tco))
+                return True
+            return False
+        wkey = "shared" if p.shared_wgt else (co0, tco, c0, tci)
+        if self.wgt_has[s] == wkey:
+            return False
+        if p.shared_wgt:
+            builder.load_2d(MemType.WGT, s * self.wgt_slot, slots["weight"], 0, 1, 1, 1)
+        else:
+            builder.load_2d(MemType.WGT, s * self.wgt_slot, slots["weight"],
+                            (co0 * p.ib + c0) * kk, tci * kk, tco, p.ib * kk)
+        self.wgt_has[s] = wkey
+        return True
+
+    def gemms(self, ti, s, acc_base, tci, ywin, xwin, pieces) -> None:
+        """The group's GEMM kernels (memoized by what they address), one kernel row after
+        each token for ``pieces``."""
+        p, builder = self.p, self.builder
+        n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
+        _, rows, ypad0, _, hi = ywin
+        _, cols, xpad0, _, wi = xwin
+        w_at = co0 * p.ib * self.kk if self.resident else s * self.wgt_slot
+        base = (acc_base, s * self.inp_slot, w_at)
+        if pieces:      # one kernel row at a time, each after its token
+            for row in range(p.kh):
+                if row:
+                    builder.dep_pop(Unit.LOAD, Unit.COMPUTE)
+                for kernel in self.plan._gemm_kernels(base, tn, tco, th, tw, tci, hi, wi,
+                                                      (ypad0, rows), (xpad0, cols),
+                                                      taps_h=(row, row + 1)):
+                    builder.push_gemm(kernel)
+            return
+        a = ti % self.nacc
+        kkey = (s, a, w_at, tn, tco, th, tw, tci, hi, wi, ypad0, rows, xpad0, cols)
+        if kkey not in self.kernels:
+            self.kernels[kkey] = self.plan._gemm_kernels(
+                base, tn, tco, th, tw, tci, hi, wi, (ypad0, rows), (xpad0, cols),
+                uses=len(self.tiles) * len(self.chunks) // self.nth)
+        for kernel in self.kernels[kkey]:
+            builder.push_gemm(kernel)
+
+    def residual_group(self, ti, acc_base, bases) -> None:
+        """An int8 residual: one more group, identity weights (the epilogue and the add's
+        first passes go between its load and its GEMM when the layer adds it)."""
+        epi, builder, slots = self.epi, self.builder, self.slots
+        n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
+        s = self.g % self.nth
+        self.pipe.load_begin(self.g)
+        if self.inp_has[s] != ("res", n0, tn, co0, tco, h0, th, w0, tw):
+            self.plan._move(builder, "load_inp", slots["residual"], s * self.inp_slot, 0, n0, tn,
+                            co0, tco, h0, th, w0, tw)
+            self.inp_has[s] = ("res", n0, tn, co0, tco, h0, th, w0, tw)
+        if self.wgt_has[s] != "identity":
+            builder.load_2d(MemType.WGT, s * self.wgt_slot, slots["identity"], 0, 1, 1, 1)
+            self.wgt_has[s] = "identity"
+        self.pipe.load_end(self.g)
+        if epi.add:        # the epilogue, then the add's residual (its load in flight)
+            self.epilogue(ti, acc_base, bases)
+            epi.emit_add(builder, acc_base, self.out_dims(ti), after=False)
+        self.pipe.compute_begin(self.g)
+        f = fold_loops([Dim("e", tn * tco * th * tw, 1, 1, 0)],
+                       (acc_base, s * self.inp_slot, s * self.wgt_slot))
+        builder.push_gemm(UopKernel.gemm(f.uops, f.loops))
+        self.pipe.compute_end(self.g)
+        self.g += 1
+
+
 def _distinct_orders(p, ranked) -> list:
     """``ranked`` (search_tiles' list) without the tilings whose tile order equals that
     of one before them: with one output-channel tile or one spatial tile, both orders
@@ -804,7 +894,7 @@ def _tap_segments(n_out, stride, k, first, count):
 
 def plan_conv2d(config, x_shape, w_shape, stride=1, padding=0, *, groups=1, bias=False,
                 shift=0, relu=False, clip=None, residual=False, out_dtype=np.int8, tiling=None,
-                cost: CostModel = CostModel(), requant=None, border=False,
+                cost: SearchCost = SearchCost(), requant=None, border=False,
                 shared_weight=False, result_bytes=4, add=None, min_init=None) -> Conv2dPlan:
     """Plan a convolution without running it (``bias``/``residual``/``border``/
     ``shared_weight`` are flags here; ``requant`` an :class:`.epilogue.Requant`, on a

@@ -14,7 +14,7 @@ import numpy as np
 from .conv2d import Conv2dPlan, _residual_kind, assemble_planes
 from .epilogue import Epilogue, accumulation_bound
 from .layout import unpack_dense_data
-from .tiling import CostModel
+from .tiling import SearchCost
 from .operands import check_fits, check_operand
 
 __all__ = ["DensePlan", "plan_dense", "dense"]
@@ -27,7 +27,7 @@ class DensePlan(Conv2dPlan):
     name = "dense"
 
     def __init__(self, config, x_shape, w_shape, *, epilogue: Epilogue = Epilogue(),
-                 tiling=None, cost: CostModel = CostModel()):
+                 tiling=None, cost: SearchCost = SearchCost()):
         (n, k), (o, k2) = x_shape, w_shape
         self.dense_shapes = ((int(n), int(k)), (int(o), int(k2)))
         super().__init__(config, (n, k, 1, 1), (o, k2, 1, 1), 1, 0, epilogue=epilogue,
@@ -52,7 +52,7 @@ class DensePlan(Conv2dPlan):
 
 def plan_dense(config, x_shape, w_shape, *, bias=False, shift=0, relu=False, clip=None,
                residual=False, out_dtype=np.int8, tiling=None,
-               cost: CostModel = CostModel(), requant=None, result_bytes=4,
+               cost: SearchCost = SearchCost(), requant=None, result_bytes=4,
                min_init=None) -> DensePlan:
     """Plan a dense layer without running it (``bias``/``residual`` are flags here;
     ``requant`` an :class:`.epilogue.Requant`; ``min_init`` as for

@@ -26,6 +26,7 @@ from ...runtime.layout import LayoutError, nchw_shape
 from .layout import pack_activation, unpack_activation
 from .loops import Dim, fold_loops
 from .tokens import Pipeline, kernel_fence
+from .cost.roofline import add_roofline, rescaled_add_roofline
 from .plan import OpPlan, Operand
 from .operands import check_operand
 
@@ -48,6 +49,10 @@ class AddPlan(OpPlan):
     """
 
     name = "add"
+
+    def roofline(self):
+        """This layer's :class:`~.cost.roofline.Roofline`."""
+        return add_roofline(self, self.config)
 
     def __init__(self, config, shape, *, epilogue: Epilogue = Epilogue(), tile=None):
         super().__init__(config)
@@ -180,6 +185,10 @@ class RescaledAddPlan(OpPlan):
     """
 
     name = "add"
+
+    def roofline(self):
+        """This layer's :class:`~.cost.roofline.Roofline`."""
+        return rescaled_add_roofline(self, self.config)
 
     def __init__(self, config, shape, *, rescale_a, rescale_b, rescale_out, zero_points,
                  clip, left_shift=20, tile=None):

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...runtime.layout import (LayoutError, _check, _pad_to, ceil_div,  # noqa: F401
+from ...runtime.layout import (LayoutError, _check, _pad_to, ceil_div, pack_blocks,  # noqa: F401
                               pack_activation, unpack_activation)
 
 __all__ = [
@@ -39,12 +39,7 @@ __all__ = [
 
 def pack_conv_weight(wt, config) -> np.ndarray:
     """OIHW -> (O/c, I/c, H, W, c_o, c_i), zero-padding O and I to whole blocks."""
-    wt = _check("pack_conv_weight", wt, 4, "OIHW")
-    c = config.block
-    o, i, kh, kw = wt.shape
-    wp = _pad_to(wt, (ceil_div(o, c) * c, ceil_div(i, c) * c, kh, kw))
-    wp = wp.reshape(wp.shape[0] // c, c, wp.shape[1] // c, c, kh, kw)
-    return np.ascontiguousarray(wp.transpose(0, 2, 4, 5, 1, 3))
+    return pack_blocks(_check("pack_conv_weight", wt, 4, "OIHW"), config.block, config.block)
 
 
 def unpack_conv_weight(wp, config, o: int, i: int) -> np.ndarray:

@@ -23,6 +23,8 @@ import numpy as np
 
 from ...hw.errors import VtakitError
 from ...runtime import Program, ProgramBuilder
+from ...runtime.launch import LayerLaunch
+from .cost.events import program_facts
 
 __all__ = ["OpPlan", "Operand", "plan_signature", "clear_program_cache"]
 
@@ -183,6 +185,17 @@ class OpPlan:
         ``rt.bind(plan.program(), bufs)``."""
         rt.bind(self.program(), bufs)
 
+    def predicted(self) -> float:
+        """The layer's predicted cycles: the event model (:mod:`.cost.events`) on the
+        kernel's stream bound alone (memoized with the Program). The one figure every
+        report shows; a plan's analytic ``estimate`` (:mod:`.cost.search`) only ranks."""
+        return program_facts(self.program())[0].cycles
+
+    def roofline(self):
+        """The fewest cycles the config allows this layer (a
+        :class:`~.cost.roofline.Roofline`); None for a plan without one."""
+        return None
+
     def inspect(self) -> dict:
         """Describe the kernel (its :meth:`program` as a stream of its own, fences and
         FINISH appended); no device is opened.
@@ -192,13 +205,11 @@ class OpPlan:
         dict
             ``instructions`` (count, fences and FINISH included), ``by_opcode``
             (counts by opcode name), ``uops`` (micro-ops staged), ``dram`` (bytes by
-            fsim counter name, :func:`.perfmodel.stream_traffic`), ``predicted_cycles``
-            (:func:`.perfmodel.predict_stream`).
+            fsim counter name, :func:`.cost.events.stream_traffic`), ``predicted_cycles``
+            (:meth:`predicted`).
         """
-        from .perfmodel import _program_facts
-
         program = self.program()
-        prediction, dram, by_op = _program_facts(program)
+        prediction, dram, by_op = program_facts(program)
         return {"instructions": sum(by_op.values()), "by_opcode": dict(by_op),
                 "uops": int(len(program.uops)), "dram": dict(dram),
                 "predicted_cycles": prediction.cycles}
@@ -216,7 +227,8 @@ class OpPlan:
                                  f"plan expects {op.dtype} {op.shape}")
 
     def run(self, rt, packed: dict):
-        """Allocate, upload, lower, synchronize, download and free.
+        """Allocate, upload, lower, synchronize, download and free (the runtime's
+        :class:`~vtakit.runtime.launch.LayerLaunch`, every operand staged).
 
         Returns
         -------
@@ -224,20 +236,7 @@ class OpPlan:
             The packed ``out`` operand and the device's run result.
         """
         self.check_packed(packed)
-        bufs = {}
-        try:
-            for name, op in self.operands.items():
-                bufs[name] = rt.alloc(op.nbytes)
-                if name != "out":
-                    rt.upload(bufs[name], packed[name])
-            try:
-                self.lower(rt, bufs)
-            except BaseException:
-                rt.reset()          # drop the half-built stream
-                raise
-            result = rt.synchronize()
-            out = self.operands["out"]
-            return rt.download(bufs["out"], out.dtype, out.shape), result
-        finally:
-            for buf in bufs.values():
-                rt.free(buf)
+        out = self.operands["out"]
+        launch = LayerLaunch(self.program(), self.config, out.shape, out.dtype, resident=False)
+        res = launch.run(rt, {}, {n: packed[n] for n in self.operands if n != "out"})
+        return res.y, res.run

@@ -52,8 +52,10 @@ from .epilogue import Epilogue, result_bytes_for
 from .layout import ceil_div, pack_activation, unpack_activation
 from .loops import Dim, fold_loops
 from .tokens import Pipeline, kernel_fence
+from .cost.roofline import pool_roofline
 from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding, round_shift_div
+from ...runtime.layout import pair as _pair
 from .tiling import MAX_PAD, TilingError
 from .operands import check_operand, check_positive
 
@@ -69,10 +71,6 @@ def _tile_sizes(n: int, t: int) -> list:
     return [(t, n // t)] + ([(n % t, 1)] if n % t else [])
 
 
-def _pair(v):
-    return (int(v), int(v)) if np.isscalar(v) else tuple(int(a) for a in v)
-
-
 class PoolPlan(OpPlan):
     """A planned pooling of an int8 NCHW tensor (``kind`` ``"max"`` or ``"avg"``).
 
@@ -80,6 +78,10 @@ class PoolPlan(OpPlan):
     ``out`` int8 (planes, N/b, C/c,
     OH, OW, b, c) with 4 planes when an average needs a host division.
     """
+
+    def roofline(self):
+        """This layer's :class:`~.cost.roofline.Roofline`."""
+        return pool_roofline(self, self.config)
 
     def __init__(self, config, x_shape, kind, kernel, stride=None, padding=0, tile=None):
         super().__init__(config)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...hw.fixedpoint import wrap_int32 as wrap32
 from ...runtime.layout import normalize_padding
+from ...runtime.layout import pair as _pair
 
 __all__ = [
     "wrap32", "normalize_padding", "conv2d_output_shape", "conv2d_ref", "group_conv2d_ref",
@@ -18,20 +20,6 @@ __all__ = [
     "epilogue_ref", "add_ref", "max_pool2d_ref", "pool_sum_ref", "avg_pool2d_ref",
     "global_avg_pool2d_ref", "round_shift_div",
 ]
-
-
-def wrap32(x) -> np.ndarray:
-    """Reduce integers modulo 2^32 to int32 (two's complement wrap-around)."""
-    return (np.asarray(x, dtype=np.int64) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
-
-
-def _pair(v, name):
-    if isinstance(v, (int, np.integer)):
-        return int(v), int(v)
-    v = tuple(int(a) for a in v)
-    if len(v) != 2:
-        raise ValueError(f"{name} must be an int or a pair, got {v!r}")
-    return v
 
 
 def conv2d_output_shape(h, w, kh, kw, stride, padding) -> tuple[int, int]:

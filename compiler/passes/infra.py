@@ -224,6 +224,16 @@ class Sequential(Pass):
 _REGISTRY: dict[str, tuple] = {}
 
 
+#: The modules of the built-in passes, imported by name on the first lookup.
+PASS_MODULES = ("basic", "fuse_ops", "lifting", "normal_form", "padding", "residual", "simplify")
+
+
+def _load_builtins() -> None:
+    import importlib
+    for name in PASS_MODULES:
+        importlib.import_module(f"{__package__}.{name}")
+
+
 def register_pass(name, factory, opt_level):
     """Record a pass factory under ``name`` (done by the decorators)."""
     _REGISTRY[name] = (factory, opt_level)
@@ -231,7 +241,7 @@ def register_pass(name, factory, opt_level):
 
 def get_pass(name):
     """The factory of the registered pass ``name`` (call it to get the pass)."""
-    from . import transforms  # noqa: F401  (registers the built-in passes)
+    _load_builtins()
     try:
         return _REGISTRY[name][0]
     except KeyError:
@@ -241,7 +251,7 @@ def get_pass(name):
 
 def list_passes() -> dict[str, int]:
     """Registered pass names and their opt levels."""
-    from . import transforms  # noqa: F401
+    _load_builtins()
     return {n: lvl for n, (_, lvl) in sorted(_REGISTRY.items())}
 
 

@@ -13,16 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import infer_types
+from ..ir import infer_types, is_op as _is_op
 from ..ir.expr import Call, Op
 from .infra import function_pass
 from .rewrite import not_primitive, transform
 
 __all__ = ["FoldExplicitPadding"]
-
-
-def _is_op(e, name):
-    return type(e) is Call and isinstance(e.op, Op) and e.op.name == name
 
 
 @function_pass(opt_level=0, name="FoldExplicitPadding")

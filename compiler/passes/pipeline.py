@@ -5,10 +5,10 @@ from __future__ import annotations
 from .basic import (DeadCodeElimination, EliminateCommonSubexpr, FoldConstant, InferType,
                     RemoveUnusedFunctions)
 from .fuse_ops import FuseOps
-from .infra import Sequential
+from .infra import Sequential, get_pass
 from .lifting import InlinePrimitives, LambdaLift
 from .padding import FoldExplicitPadding
-from .residual import FuseResidualAdd
+from .residual import FuseResidualAdd  # noqa: F401  (VTA's pass, by name below)
 from .normal_form import ToANormalForm
 from .simplify import FoldScaleAxis, SimplifyInference
 
@@ -26,12 +26,15 @@ def optimize_pipeline() -> Sequential:
     ], name="optimize")
 
 
-def vm_pipeline() -> Sequential:
-    """What the VM compiler needs after fusion: residual adds merged into the convolution
-    feeding them (:class:`FuseResidualAdd`), A-normal form, primitive functions at their
-    call sites, local functions lifted to globals, types filled in."""
+def vm_pipeline(target_passes=("FuseResidualAdd",)) -> Sequential:
+    """What the VM compiler needs after fusion: the target's own passes (registered
+    names; the default is VTA's, :data:`vtakit.compiler.vta.target.VTA`: residual adds
+    merged into the convolution feeding them, :class:`FuseResidualAdd`), A-normal form,
+    primitive functions at their call sites, local functions lifted to globals, types
+    filled in."""
     return Sequential([
-        FuseResidualAdd(), ToANormalForm(), InlinePrimitives(), LambdaLift(), InlinePrimitives(), InferType(),
+        *(get_pass(name)() for name in target_passes),
+        ToANormalForm(), InlinePrimitives(), LambdaLift(), InlinePrimitives(), InferType(),
     ], name="vm_lowering")
 
 

@@ -14,16 +14,12 @@ parameter. Anything else stays as it is.
 
 from __future__ import annotations
 
-from ..ir import infer_types
+from ..ir import infer_types, is_op as _is_op
 from ..ir.expr import Call, Function, Op, Var
 from .infra import function_pass
 from .rewrite import not_primitive, substitute, transform, user_counts
 
 __all__ = ["FuseResidualAdd"]
-
-
-def _is_op(e, name):
-    return type(e) is Call and isinstance(e.op, Op) and e.op.name == name
 
 
 def _primitive(e):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import infer_types
+from ..ir import infer_types, is_op as _is_op
 from ..ir.expr import Call, Constant, Op, TupleGetItem
 from ..ir.op import get_op
 from ..ir.ops._util import is_float
@@ -18,10 +18,6 @@ __all__ = ["SimplifyInference", "FoldScaleAxis"]
 
 def _call(name, *args, **attrs):
     return Call(get_op(name), args, attrs)
-
-
-def _is_op(e, name):
-    return type(e) is Call and isinstance(e.op, Op) and e.op.name == name
 
 
 def _bn_parts(bn, bn_old):

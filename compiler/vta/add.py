@@ -19,10 +19,9 @@ from ..ops.epilogue import REQUANT_EXTENSION, EpilogueError, Requant
 from ..quant import fixed_point as fp
 from ..quant.ops import add_shifts
 from ...runtime.hostops.qnn import ADD_LEFT_SHIFT, tflite_add_multipliers
-from .registry import (LoweringError, Spec, Strategy, VTALayer, int8_store, is_op,
-                       register_strategy)
+from .registry import LoweringError, Spec, Strategy, VTALayer, int8_store, is_op
 
-__all__: list[str] = []
+__all__ = ["STRATEGY"]
 
 
 def _match(inner, root, clip, out_dtype):
@@ -108,5 +107,5 @@ def _unpack(plan, y, x_shape):
     return plan.unpack(y[None]).reshape(tuple(x_shape))     # (N, C) adds run as (N, C, 1, 1)
 
 
-register_strategy(Strategy("add", _match, _spec, _pack, inputs={"other": "residual"},
-                           unpack=_unpack))
+STRATEGY = Strategy("add", _match, _spec, _pack, inputs={"other": "residual"},
+                    unpack=_unpack, priority=40)

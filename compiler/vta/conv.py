@@ -49,10 +49,10 @@ from ..ops.conv2d import plan_conv2d
 from ..ops.dense import plan_dense
 from ..ops.epilogue import (REQUANT_EXTENSION, EpilogueError, Requant, accumulation_bound,
                              result_bytes_for)
-from .registry import Spec, Strategy, VTALayer, int8_store, is_op, register_strategy
+from .registry import Spec, Strategy, VTALayer, int8_store, is_op
 
 __all__ = ["requantized", "match_conv", "conv_spec", "pack_gemm", "border_correction",
-           "requantize_cost"]
+           "requantize_cost", "CONV2D", "DENSE"]
 
 
 def requantized(inner, out_dtype):
@@ -313,5 +313,6 @@ def requantize_cost(config, x_shape, w_shape, stride=1, padding=0, groups=1) -> 
             "host_requantize_s": host}
 
 
-register_strategy(Strategy("conv2d", match_conv, conv_spec, _pack))
-register_strategy(Strategy("dense", _match_dense, conv_spec, _pack))
+#: conv2d (the target lists :data:`.fold.CONV2D`, this one with thin inputs folded)
+CONV2D = Strategy("conv2d", match_conv, conv_spec, _pack, priority=10)
+DENSE = Strategy("dense", _match_dense, conv_spec, _pack, priority=20)

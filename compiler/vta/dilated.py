@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from .conv import conv_spec, match_conv, pack_gemm
-from .registry import Strategy, register_strategy
+from .registry import Strategy
 
-__all__ = ["dilate_kernel"]
+__all__ = ["dilate_kernel", "STRATEGY"]
 
 
 def dilate_kernel(w, dilation) -> np.ndarray:
@@ -42,6 +42,8 @@ def _pack(layer, spec, value):
     return pack_gemm(layer, spec, w, None if a["bias"] is None else value(a["bias"]))
 
 
-register_strategy(Strategy(
-    "conv2d_dilated", lambda inner, root, clip, out_dtype: match_conv(
-        inner, root, clip, out_dtype, kind="conv2d_dilated"), _spec, _pack))
+def _match(inner, root, clip, out_dtype):
+    return match_conv(inner, root, clip, out_dtype, kind="conv2d_dilated")
+
+
+STRATEGY = Strategy("conv2d_dilated", _match, _spec, _pack, priority=50)

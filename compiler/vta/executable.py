@@ -23,32 +23,13 @@ from ..ir import Call, Constant, Op, post_order
 from ..ops.epilogue import EpilogueError
 from ..ops.layout import LayoutError
 from ..ops.tiling import TilingError
-from .lower import LayerRecord, LoweringError, _fill_estimate, layer_spec, match_layer, \
-    weight_shape
+from .layers import LayerRecord, fill_estimate, layer_spec, split_layer, weight_shape
+from .registry import LoweringError
 
 __all__ = ["VM_KIND", "split_layer", "vm_lowerer"]
 
 #: Primitive-factory kind of VTA layers in executables ("vtakit.vm.primitive.vta_layer").
 VM_KIND = KIND
-
-
-def split_layer(body):
-    """``(layer, tail)``: the layer inside ``body`` and the element-wise calls applied
-    after it (innermost first; each takes the layer's value as its first argument and
-    constants otherwise), or ``(None, [])``."""
-    tail = []
-    e = body
-    while True:
-        layer = match_layer(e)
-        if layer is not None:
-            return layer, tail[::-1]
-        if (isinstance(e, Call) and isinstance(e.op, Op) and e.args
-                and all(isinstance(a, Constant) for a in e.args[1:])
-                and e.op.pattern <= 1):       # ELEMWISE or BROADCAST
-            tail.append(e)
-            e = e.args[0]
-            continue
-        return None, []
 
 
 def _value(e):
@@ -101,7 +82,9 @@ def _layer_meta(func, layer, tail, spec, rec, kernel):
         "dram_weights": sum(v for n, v in dram.items() if n not in staged),
         "dram_scratch": sum(v for n, v in dram.items() if n in staged),
         "layer": {"kind": layer.kind, "where": rec.where, "why": rec.why, "macs": rec.macs,
-                  "tiling": rec.tiling, "predicted_cycles": rec.predicted_cycles,
+                  # the analytic estimate under its 1.0 name (format unchanged); reports
+                  # predict a kernel with the event model (OpPlan.predicted)
+                  "tiling": rec.tiling, "predicted_cycles": rec.estimate_cycles,
                   "dram_bytes": rec.dram_bytes, "roofline": roofline},
     }
     if spec.pre is not None:
@@ -138,7 +121,7 @@ def vm_lowerer(config, report: list | None = None):
             spec = layer_spec(layer, shape, weight_shape(layer), config)
             plan = spec.plan
             rec.where, rec.why, rec.macs = spec.where, spec.why, spec.macs
-            _fill_estimate(rec, plan)
+            fill_estimate(rec, plan)
             blob = plan.program().to_bytes()
             kernel = f"vta_{layer.kind}_{hashlib.sha1(blob).hexdigest()[:12]}"
             meta, arrays = _layer_meta(func, layer, tail, spec, rec, kernel)

@@ -34,9 +34,10 @@ from ..ops.epilogue import EpilogueError
 from ..ops.layout import LayoutError
 from ..ops.tiling import TilingError
 from .conv import conv_spec, pack_gemm
-from .registry import LoweringError, Spec, VTALayer, get_strategy, register_strategy
+from . import conv as _conv
+from .registry import LoweringError, Spec, VTALayer
 
-__all__ = ["fold_modes", "fold_weights", "folded_shapes", "fold_spec"]
+__all__ = ["fold_modes", "fold_weights", "folded_shapes", "fold_spec", "CONV2D"]
 
 
 def fold_modes(w_shape, strides):
@@ -171,5 +172,5 @@ def _pack(layer, spec, value):
     return pack_gemm(layer, spec, w, None if a["bias"] is None else value(a["bias"]))
 
 
-register_strategy(dataclasses.replace(get_strategy("conv2d"), plan=_spec, pack=_pack),
-                  replace=True)
+#: conv2d with its thin inputs folded: :data:`.conv.CONV2D` planned and packed here
+CONV2D = dataclasses.replace(_conv.CONV2D, plan=_spec, pack=_pack)

@@ -25,105 +25,24 @@ where each layer ran and why (:class:`LayerRecord`).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
+from ...runtime.launch import LayerLaunch
 from ...runtime.layout import nchw_shape, pack_activation
+from ...runtime.vm.objects import DeviceTensor
 from ..ir import Call, Constant, Function, IRModule, Op, Tuple, TupleGetItem, Var
 from ..ops.epilogue import EpilogueError
 from ..ops.layout import LayoutError
-from ..ops.roofline import Roofline, plan_roofline
 from ..ops.tiling import TilingError
-from . import residual  # noqa: F401  (first: its pattern is an add of a conv layer)
-from . import add, conv, dilated, fold, pool  # noqa: F401  (the strategies register)
 from .conv import requantize_cost
-from .registry import LoweringError, Spec, VTALayer, is_op, strategies
+from .layers import (LayerRecord, fill_estimate, function_roofline, layer_spec, match_layer,
+                     weight_shape)
+from .registry import LoweringError, VTALayer
 
 __all__ = ["VTALayer", "LayerRecord", "match_layer", "lower_layer", "lower_primitive",
            "run_graph", "requantize_cost", "function_roofline", "layer_spec", "weight_shape",
            "LoweringError"]
-
-
-def match_layer(expr) -> VTALayer | None:
-    """The layer rooted at ``expr``, or None when ``expr`` does not end one: the first
-    registered strategy whose pattern matches what lies under the final clip (and cast)."""
-    out_dtype = None
-    e = expr
-    if is_op(e, "cast"):
-        out_dtype = e.attrs["dtype"]
-        e = e.args[0]
-    if not is_op(e, "clip"):
-        return None
-    clip = (e.attrs["a_min"], e.attrs["a_max"])
-    for strategy in strategies():
-        layer = strategy.match(e.args[0], expr, clip, out_dtype)
-        if layer is not None:
-            return layer
-    return None
-
-
-def weight_shape(layer: VTALayer, value=None):
-    """The shape of the layer's weight (an add's: its second operand's), None without one;
-    ``value(expr)`` gives an operand's array when it is no typed expression."""
-    w = layer.attrs.get("weight", layer.attrs.get("other"))
-    if w is None:
-        return None
-    if isinstance(w, Constant):
-        return tuple(w.data.shape)
-    t = getattr(w, "checked_type", None)
-    if t is not None and value is None:
-        return tuple(t.shape)
-    return tuple(np.shape(value(w)))
-
-
-def layer_spec(layer: VTALayer, shape, w_shape, config) -> Spec:
-    """Plan ``layer`` for input ``shape`` with its strategy (raises TilingError,
-    LoweringError, ...); ``w_shape`` is :func:`weight_shape`."""
-    return layer.strategy.plan(layer, tuple(int(d) for d in shape), w_shape, config)
-
-
-@dataclass
-class LayerRecord:
-    """Where one layer ran, why, and what it cost."""
-
-    kind: str
-    shape: tuple
-    where: str                       # "vta", "vta+host" (exact requantize on the host), "host"
-    why: str
-    tiling: str = ""
-    predicted_cycles: float = 0.0
-    dram_bytes: int = 0
-    cycles: int = -1
-    host_seconds: float = 0.0
-    macs: int = 0
-    dram_bytes_run: int = 0          # measured: the device's load/store byte counters
-    roofline: object = None          # the plan's Roofline (vtakit.compiler.ops.roofline)
-
-
-def _describe_tiling(plan):
-    t = getattr(plan, "tiling", None)
-    return "" if t is None else repr(t)
-
-
-def _fill_estimate(rec, plan, spec=None):
-    """The record's tiling, predicted cycles and DRAM bytes from ``plan``; kept in
-    ``spec`` (a plan's estimate does not change), so a layer run again reuses it; and
-    the plan's roofline."""
-    if spec is not None and spec.estimate is not None:
-        rec.tiling, rec.predicted_cycles, rec.dram_bytes, rec.roofline = spec.estimate
-        return
-    rec.tiling, rec.roofline = _describe_tiling(plan), plan_roofline(plan)
-    est = getattr(plan, "estimate", None)
-    if est is not None:
-        rec.predicted_cycles = float(est.cycles)
-        rec.dram_bytes = int(est.read_bytes + est.write_bytes)
-    else:
-        info = plan.inspect()
-        rec.predicted_cycles = float(info["predicted_cycles"])
-        rec.dram_bytes = int(sum(info["dram"].values()))
-    if spec is not None:
-        spec.estimate = (rec.tiling, rec.predicted_cycles, rec.dram_bytes, rec.roofline)
 
 
 def _as_nchw(x):
@@ -150,23 +69,19 @@ class _Lowered:
         self.program = program
         self.env = {}
         self._cached, self._spec_key = None, None
-        #: weight operands kept in device DRAM across calls (see :meth:`keep_resident`)
-        self._resident = None
+        self._resident = False
+        #: the runtime's launch of the spec's kernel (see :mod:`vtakit.runtime.launch`)
+        self._launch = None
 
     def keep_resident(self) -> None:
         """Keep the packed weights on the device between calls (while the same weight
         arrays come in) until :meth:`release`."""
-        self._resident = {}
+        self._resident = True
 
     def release(self) -> None:
         """Free the resident weights."""
-        for rt, buf in (self._resident or {}).values():
-            try:
-                rt.free(buf)
-            except Exception:   # the device is already closed
-                pass
-        if self._resident is not None:
-            self._resident = {}
+        if self._launch is not None:
+            self._launch.release()
 
     def _operand(self, e):
         """The value of a layer operand: a constant, or what ``env`` gives (possibly a
@@ -184,7 +99,7 @@ class _Lowered:
 
     def _spec(self, x_shape):
         """The layer's spec and packed weights for this input shape and these weight arrays
-        (one kept: the VM passes the same constant arrays every call)."""
+        (one kept: the VM passes the same constant arrays every call), and its launch."""
         a = self.layer.attrs
         params = tuple(self._value(a[k]) for k in ("weight", "bias") if a.get(k) is not None)
         key = (x_shape, self.config) + tuple(id(p) for p in params)
@@ -195,7 +110,18 @@ class _Lowered:
             spec.consts = self.layer.strategy.pack(self.layer, spec, self._value)
             spec.params = params
             self._cached, self._spec_key = spec, key
+            self._launch = None
         return self._cached
+
+    def _launcher(self, spec) -> LayerLaunch:
+        if self._launch is None:
+            plan = spec.plan
+            program = self.program if self.program is not None else plan.program()
+            _check_program(plan, program)
+            out = plan.operands["out"]
+            self._launch = LayerLaunch(program, self.config, out.shape, out.dtype,
+                                       pre=spec.pre, post=spec.post, resident=self._resident)
+        return self._launch
 
     def __call__(self, rt, x, env=None, out=None):
         """Run the layer on ``x``; ``env`` maps the Vars of weight/bias to arrays."""
@@ -206,7 +132,6 @@ class _Lowered:
             self.env = {}       # holds the call's tensors (device ones pin their DRAM)
 
     def _run(self, rt, x, out):
-        from ...runtime.vm.objects import DeviceTensor
         L = self.layer
         if self.config is None or self.config != rt.config:
             self.config = rt.config
@@ -221,82 +146,29 @@ class _Lowered:
             if isinstance(out, DeviceTensor):
                 out.write_packed(pack_activation(_as_nchw(y).astype(out.dtype), self.config))
                 return out
-            if out is not None:
-                out[...] = y
-            return y
+            return LayerLaunch.deliver(y, out, lambda y: y)
         self.plan = plan = spec.plan
         rec.where, rec.why, rec.macs = spec.where, spec.why, spec.macs
-        _fill_estimate(rec, plan, spec)
-        y = self._launch(rt, spec, x, out, rec)
+        fill_estimate(rec, plan, spec)
+        launch = self._launcher(spec)
+        activations = {"data": x}
+        for attr, slot in L.strategy.inputs.items():
+            activations[slot] = self._operand(L.attrs[attr])
+        res = launch.run(rt, activations, spec.consts, out)
+        rec.cycles, rec.dram_bytes_run = res.cycles, res.dram_bytes
+        y = res.y
+        if y is not None:
+            t0 = time.perf_counter()
+            y = launch.requantize(y)
+            rec.host_seconds = time.perf_counter() - t0
         if self.records is not None:
             self.records.append(rec)
-        if y is None:                               # the kernel stored into ``out``
-            return out
-        if isinstance(out, DeviceTensor):
-            out.write_packed(y.astype(out.dtype, copy=False))
-            return out
-        y = L.strategy.unpack(plan, y, tuple(x.shape))
-        dtype = L.attrs.get("out_dtype")
-        if dtype is not None and y.dtype != np.dtype(dtype):
-            y = y.astype(dtype)
-        if out is not None:
-            out[...] = y
-        return y
+        return LayerLaunch.deliver(y, out, lambda y: self._unpack(plan, y, tuple(x.shape)))
 
-    def _launch(self, rt, spec, x, out, rec):
-        """Bind the layer's operands (device tensors in place, host ones packed and staged,
-        weights resident or staged), run the kernel and return its packed result after
-        the host step; None when the kernel stored straight into the device tensor
-        ``out``."""
-        from ...runtime.vm.objects import DeviceTensor
-        plan, ops = spec.plan, spec.plan.operands
-        program = self.program if self.program is not None else plan.program()
-        _check_program(plan, program)
-        direct = (spec.post is None and ops["out"].shape[0] == 1
-                  and isinstance(out, DeviceTensor) and out.nbytes == ops["out"].nbytes)
-        scratch, bufs = [], {}
-
-        def staged(name, array=None):
-            buf = rt.alloc(ops[name].nbytes)
-            scratch.append(buf)
-            if array is not None:
-                rt.upload(buf, array)
-            return buf
-        try:
-            inputs = {"data": x if spec.pre is None else spec.pre(_as_nchw(x))}
-            for attr, slot in self.layer.strategy.inputs.items():
-                inputs[slot] = self._operand(self.layer.attrs[attr])
-            for name, v in inputs.items():
-                if isinstance(v, DeviceTensor) and v.nbytes == ops[name].nbytes:
-                    bufs[name] = v.buffer           # left on the device by the last layer
-                else:
-                    bufs[name] = staged(name, pack_activation(_as_nchw(v).astype(np.int8),
-                                                              self.config))
-            for name, array in spec.consts.items():
-                if self._resident is None:
-                    bufs[name] = staged(name, array)
-                    continue
-                if name not in self._resident:
-                    buf = rt.alloc(ops[name].nbytes)
-                    rt.upload(buf, array)
-                    self._resident[name] = (rt, buf)
-                bufs[name] = self._resident[name][1]
-            bufs["out"] = out.buffer if direct else staged("out")
-            rt.bind(program, bufs)
-            res = rt.synchronize()
-            rec.cycles = int(res.cycles)
-            rec.dram_bytes_run = int(sum(v for k, v in res.stats.items()
-                                         if k.endswith("_nbytes")))
-            if direct:
-                return None
-            planes = rt.download(bufs["out"], ops["out"].dtype, ops["out"].shape)
-            t0 = time.perf_counter()
-            y = planes[0] if spec.post is None else spec.post(planes)
-            rec.host_seconds = time.perf_counter() - t0
-            return y
-        finally:
-            for buf in scratch:
-                rt.free(buf)
+    def _unpack(self, plan, y, x_shape):
+        y = self.layer.strategy.unpack(plan, y, x_shape)
+        dtype = self.layer.attrs.get("out_dtype")
+        return y if dtype is None or y.dtype == np.dtype(dtype) else y.astype(dtype)
 
     # ------------------------------------------------------------- host fallback
 
@@ -411,18 +283,3 @@ def run_graph(mod, rt, *args, records: list | None = None):
     from ..ir.interpreter import deep_recursion
     with deep_recursion():
         return visit(func.body)
-
-
-def function_roofline(func, config) -> Roofline | None:
-    """The roofline of a VTA layer primitive (a typed :class:`~vtakit.compiler.ir.Function`
-    whose body is a quantized layer, as :func:`.executable.vm_lowerer` claims); None when
-    the body is no VTA layer or does not fit ``config``."""
-    from .executable import split_layer
-    layer, _ = split_layer(func.body)
-    if layer is None or not func.params or layer.data is not func.params[0]:
-        return None
-    try:
-        return plan_roofline(layer_spec(layer, func.params[0].checked_type.shape,
-                                        weight_shape(layer), config).plan)
-    except ValueError:          # TilingError, LoweringError, ...: the layer runs on the host
-        return None

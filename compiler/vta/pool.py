@@ -14,9 +14,9 @@ from ...runtime.vta_layer import HostStep
 from ..ops.conv2d import plan_conv2d
 from ..ops.epilogue import result_bytes_for
 from ..ops.pool import plan_pool2d
-from .registry import Spec, Strategy, VTALayer, is_op, register_strategy
+from .registry import Spec, Strategy, VTALayer, is_op
 
-__all__: list[str] = []
+__all__ = ["MAX_POOL2D", "AVG_POOL2D"]
 
 
 def _match_avg(inner, root, clip, out_dtype):
@@ -84,5 +84,5 @@ def _max_pack(layer, spec, value):
     return packed
 
 
-register_strategy(Strategy("max_pool2d", _match_max, _max_spec, _max_pack))
-register_strategy(Strategy("avg_pool2d", _match_avg, _avg_spec, _avg_pack))
+MAX_POOL2D = Strategy("max_pool2d", _match_max, _max_spec, _max_pack, priority=60)
+AVG_POOL2D = Strategy("avg_pool2d", _match_avg, _avg_spec, _avg_pack, priority=70)

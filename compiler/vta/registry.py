@@ -18,9 +18,13 @@ each kind of quantized layer that runs on VTA is one :class:`Strategy`:
 * ``unpack(plan, y, x_shape)``: the packed result back in the framework layout (an
   executable records it as the packed activation layout of the layer's output type).
 
-A new operator kind is one module that calls :func:`register_strategy` (plus its
-plan in :mod:`vtakit.compiler.ops` when the library lacks one); :mod:`.lower` runs
-any registered kind the same way (direct runs, executables, reports).
+* ``priority``: where its pattern is tried (ascending; the first match wins).
+
+A new operator kind is one module defining its :class:`Strategy` (plus its plan in
+:mod:`vtakit.compiler.ops` when the library lacks one) and one line in the target
+description (:data:`.target.VTA`); a user's plug-in may be added with
+:func:`register_strategy` instead. Every kind runs the same way (direct runs,
+executables, reports). Nothing is registered by importing a module.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typing import Callable
 import numpy as np
 
 from ...hw.errors import VtakitError
-from ..ir import Call, Op
+from ..ir import Call, is_op  # noqa: F401  (is_op re-exported for the strategies)
 
 __all__ = ["Strategy", "VTALayer", "Spec", "LoweringError", "register_strategy", "strategies",
            "get_strategy", "is_op", "int8_store"]
@@ -84,7 +88,8 @@ class Spec:
     params: tuple = ()    # the weight arrays they were packed from (kept: ids key the cache)
     #: the border correction, packed int32, when the host adds it (filled on use)
     correction: np.ndarray | None = None
-    #: (tiling, predicted cycles, DRAM bytes, roofline) of the plan, for the records
+    #: (tiling, predicted cycles, estimate cycles, DRAM bytes, roofline) of the plan, for
+    #: the records
     #: (filled on use)
     estimate: tuple | None = None
     #: the (rows, O) int32 requantize rows of an exact requantize on VTA (the ALU
@@ -110,36 +115,40 @@ class Strategy:
     pack: Callable
     inputs: dict = field(default_factory=dict)
     unpack: Callable = _default_unpack
+    #: patterns are tried in ascending priority (the first match wins): declared, so
+    #: the order never depends on which module was imported first
+    priority: int = 100
 
 
-_STRATEGIES: dict[str, Strategy] = {}
+#: Strategies a user added (:func:`register_strategy`), beside the target's.
+_ADDED: dict[str, Strategy] = {}
 
 
 def register_strategy(strategy: Strategy, replace: bool = False) -> Strategy:
-    """Register ``strategy`` under its kind (patterns are tried in registration order);
-    ``replace=True`` replaces the kind's registration, keeping its place in the order."""
-    if strategy.kind in _STRATEGIES and not replace:
+    """Add a plug-in strategy (a user's, before compiling) to those of the target
+    (:data:`.target.VTA`); it is tried in the order of its ``priority``.
+    ``replace=True`` replaces the kind's strategy."""
+    if not replace and strategy.kind in {s.kind for s in strategies()}:
         raise ValueError(f"a VTA strategy for {strategy.kind!r} is already registered")
-    _STRATEGIES[strategy.kind] = strategy
+    _ADDED[strategy.kind] = strategy
     return strategy
 
 
 def strategies() -> tuple:
-    """The registered strategies, in registration order."""
-    return tuple(_STRATEGIES.values())
+    """The target's strategies (:data:`.target.VTA`) and the added ones, by priority
+    (a replaced kind by its replacement)."""
+    from .target import VTA
+    chosen = {s.kind: s for s in VTA.strategies()}
+    chosen.update(_ADDED)
+    return tuple(sorted(chosen.values(), key=lambda s: s.priority))
 
 
 def get_strategy(kind: str) -> Strategy:
-    try:
-        return _STRATEGIES[kind]
-    except KeyError:
-        raise LoweringError(f"no VTA strategy for layer kind {kind!r}; registered: "
-                            f"{', '.join(_STRATEGIES)}") from None
-
-
-def is_op(expr, name) -> bool:
-    """Whether ``expr`` is a call of the operator ``name``."""
-    return isinstance(expr, Call) and isinstance(expr.op, Op) and expr.op.name == name
+    for s in strategies():
+        if s.kind == kind:
+            return s
+    raise LoweringError(f"no VTA strategy for layer kind {kind!r}; registered: "
+                        f"{', '.join(s.kind for s in strategies())}")
 
 
 def int8_store(lo, hi, out_dtype) -> bool:

@@ -26,10 +26,9 @@ from ..ir import Constant, Var
 from ..ops.epilogue import EpilogueError, ResidualAdd
 from ..quant.ops import add_shifts
 from .conv import _vta_exact, conv_spec, match_conv, pack_gemm
-from .registry import (LoweringError, Spec, Strategy, VTALayer, int8_store, is_op,
-                       register_strategy)
+from .registry import LoweringError, Spec, Strategy, VTALayer, int8_store, is_op
 
-__all__ = ["fusible", "residual_stage"]
+__all__ = ["fusible", "residual_stage", "STRATEGY"]
 
 KIND = "conv2d_add"
 
@@ -126,4 +125,5 @@ def _pack(layer, spec, value):
     return packed
 
 
-register_strategy(Strategy(KIND, _match, _spec, _pack, inputs={"other": "residual"}))
+#: before :data:`.add.STRATEGY`: its pattern is an add of a conv layer
+STRATEGY = Strategy(KIND, _match, _spec, _pack, inputs={"other": "residual"}, priority=30)

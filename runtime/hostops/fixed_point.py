@@ -15,19 +15,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...hw.fixedpoint import (INT32_MAX, INT32_MIN, round_shift_right, rounding_divide_by_pot,
+                              srdhm, wrap_int32)
+
 __all__ = [
     "INT32_MIN", "INT32_MAX", "quantize_multiplier", "saturating_rounding_doubling_high_mul",
     "rounding_divide_by_pot", "multiply_by_quantized_multiplier", "round_half_away",
     "requantize_tflite", "requantize_onnx", "requantize_vta", "vta_shift", "wrap_int32",
     "per_axis",
 ]
-
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-
-
-def wrap_int32(x) -> np.ndarray:
-    """Two's-complement wrap of integers to int32 (C's behaviour on overflow)."""
-    return np.asarray(x, np.int64).astype(np.uint64).astype(np.uint32).view(np.int32)
 
 
 def round_half_away(x) -> np.ndarray:
@@ -69,26 +65,8 @@ def quantize_multiplier(real, *, single_rounding=False) -> tuple[np.ndarray, np.
     return q, shift
 
 
-def saturating_rounding_doubling_high_mul(a, b) -> np.ndarray:
-    """gemmlowp's ``SaturatingRoundingDoublingHighMul`` on int32 values (int64 result array)."""
-    a = np.asarray(a, np.int64)
-    b = np.asarray(b, np.int64)
-    ab = a * b
-    nudge = np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
-    v = ab + nudge
-    # C integer division truncates toward zero.
-    high = np.where(v >= 0, v >> 31, -((-v) >> 31))
-    return np.where((a == INT32_MIN) & (b == INT32_MIN), INT32_MAX, high)
-
-
-def rounding_divide_by_pot(x, exponent) -> np.ndarray:
-    """gemmlowp's ``RoundingDivideByPOT``: ``x / 2^exponent`` rounded half away from zero."""
-    x = np.asarray(x, np.int64)
-    e = np.asarray(exponent, np.int64)
-    mask = (np.int64(1) << e) - 1
-    remainder = x & mask
-    threshold = (mask >> 1) + (x < 0)
-    return (x >> e) + (remainder > threshold)
+#: gemmlowp's ``SaturatingRoundingDoublingHighMul`` (the ALU's SRDHM lane function).
+saturating_rounding_doubling_high_mul = srdhm
 
 
 def multiply_by_quantized_multiplier(x, multiplier, shift, *, single_rounding=False) -> np.ndarray:
@@ -107,9 +85,8 @@ def multiply_by_quantized_multiplier(x, multiplier, shift, *, single_rounding=Fa
     """
     if single_rounding:
         shift = np.minimum(np.asarray(shift, np.int64), 30)
-        total = 31 - shift
-        prod = np.asarray(x, np.int64) * np.asarray(multiplier, np.int64)
-        return (prod + (np.int64(1) << (total - 1))) >> total
+        return round_shift_right(np.asarray(x, np.int64) * np.asarray(multiplier, np.int64),
+                                 31 - shift)
     shift = np.asarray(shift, np.int64)
     left = np.maximum(shift, 0)
     right = np.maximum(-shift, 0)

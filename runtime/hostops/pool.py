@@ -7,13 +7,9 @@ import numpy as np
 
 from . import fixed_point as fp
 from . import hostop
+from ..layout import pair  # noqa: F401  (re-exported)
 
 __all__ = ["avg_pool2d_int", "mean_int", "divide_round", "pool_counts", "pair", "pad4"]
-
-
-def pair(v) -> tuple:
-    """An int or a pair -> a pair of ints."""
-    return (int(v), int(v)) if np.isscalar(v) else tuple(int(a) for a in v)
 
 
 def pad4(p) -> tuple:

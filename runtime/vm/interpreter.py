@@ -104,7 +104,8 @@ class VirtualMachine:
                                       device_options=device_options,
                                       kernels=dict(exe.kernels), constants=exe.constants,
                                       programs=getattr(exe, "program", None))
-        self.module = load_primitives(exe.primitives, self.context)
+        self.module = load_primitives(exe.primitives, self.context,
+                                      getattr(exe, "local_functions", None))
         self.packed_names = [p.name for p in exe.primitives]
         self._packed = [self.module.get_function(n) for n in self.packed_names]
         self._funcs = [(f.code, f.num_regs) for f in exe.functions]
@@ -198,57 +199,13 @@ class VirtualMachine:
                     new[:len(ins[2])] = [regs[r] for r in ins[2]]
                     regs, pc = new, 0
                 elif op == _INVOKE_CLOSURE or op == _TAIL_INVOKE_CLOSURE:
-                    clo = regs[ins[1]]
-                    if clo.__class__ is not Closure:
-                        raise VMError(f"InvokeClosure of a {type(clo).__name__}, not a closure")
                     if op == _INVOKE_CLOSURE:
                         stack.append((code, pc, regs, ins[3]))
-                    code, nregs = funcs[clo.func_index]
-                    vals = clo.captured + tuple(regs[r] for r in ins[2])
-                    if len(vals) > nregs:
-                        raise VMError(f"closure of {self._names[clo.func_index]} called with "
-                                      f"{len(vals)} values for {nregs} registers")
-                    new = [None] * nregs
-                    new[:len(vals)] = vals
-                    regs, pc = new, 0
-                elif op == _ALLOC_STORAGE:
-                    regs[ins[3]] = (DeviceStorage(self.context.runtime, ins[1], ins[2])
-                                    if ins[4] else Storage(ins[1], ins[2]))
-                    pc += 1
-                elif op == _ALLOC_ADT:
-                    regs[ins[3]] = ADT(ins[1], [regs[r] for r in ins[2]])
-                    pc += 1
-                elif op == _GET_FIELD:
-                    obj = regs[ins[1]]
-                    if obj.__class__ is not ADT:
-                        raise VMError(f"GetField of a {type(obj).__name__}, not an ADT")
-                    regs[ins[3]] = obj.fields[ins[2]]
-                    pc += 1
-                elif op == _GET_TAG:
-                    obj = regs[ins[1]]
-                    if obj.__class__ is not ADT:
-                        raise VMError(f"GetTag of a {type(obj).__name__}, not an ADT")
-                    regs[ins[2]] = obj.tag
-                    pc += 1
-                elif op == _LOAD_CONSTI:
-                    regs[ins[2]] = ins[1]
-                    pc += 1
-                elif op == _ALLOC_CLOSURE:
-                    regs[ins[3]] = Closure(ins[1], [regs[r] for r in ins[2]])
-                    pc += 1
-                elif op == _ALLOC_TENSOR_REG:
-                    shape = regs[ins[3]]
-                    shape = tuple(int(s) for s in (shape.tolist() if isinstance(shape, np.ndarray)
-                                                   else shape))
-                    regs[ins[5]] = regs[ins[1]].tensor(ins[2], shape, ins[4])
-                    pc += 1
-                elif op == _RESHAPE_TENSOR:
-                    regs[ins[3]] = regs[ins[1]].reshape(ins[2])
-                    pc += 1
-                elif op == _FATAL:
-                    raise VMError("executed Fatal (a match with no matching clause)")
+                    code, regs = self._closure_frame(regs[ins[1]], [regs[r] for r in ins[2]])
+                    pc = 0
                 else:
-                    raise VMError(f"unknown opcode {op}")
+                    self._register_op(ins, regs)
+                    pc += 1
         except Exception as e:
             err = self._error(e, code, pc)
             # The tracebacks keep this frame and the failing packed function's: drop their
@@ -258,6 +215,54 @@ class VirtualMachine:
             if e.__traceback__ is not None:
                 traceback.clear_frames(e.__traceback__.tb_next)
             raise err from e
+
+    def _register_op(self, ins, regs) -> None:
+        """The instructions that only set one register (storage, ADTs, closures, shapes),
+        rarer than the ones :meth:`_run` dispatches itself."""
+        op = ins[0]
+        if op == _ALLOC_STORAGE:
+            regs[ins[3]] = (DeviceStorage(self.context.runtime, ins[1], ins[2])
+                            if ins[4] else Storage(ins[1], ins[2]))
+        elif op == _ALLOC_ADT:
+            regs[ins[3]] = ADT(ins[1], [regs[r] for r in ins[2]])
+        elif op == _GET_FIELD:
+            obj = regs[ins[1]]
+            if obj.__class__ is not ADT:
+                raise VMError(f"GetField of a {type(obj).__name__}, not an ADT")
+            regs[ins[3]] = obj.fields[ins[2]]
+        elif op == _GET_TAG:
+            obj = regs[ins[1]]
+            if obj.__class__ is not ADT:
+                raise VMError(f"GetTag of a {type(obj).__name__}, not an ADT")
+            regs[ins[2]] = obj.tag
+        elif op == _LOAD_CONSTI:
+            regs[ins[2]] = ins[1]
+        elif op == _ALLOC_CLOSURE:
+            regs[ins[3]] = Closure(ins[1], [regs[r] for r in ins[2]])
+        elif op == _ALLOC_TENSOR_REG:
+            shape = regs[ins[3]]
+            shape = tuple(int(s) for s in (shape.tolist() if isinstance(shape, np.ndarray)
+                                           else shape))
+            regs[ins[5]] = regs[ins[1]].tensor(ins[2], shape, ins[4])
+        elif op == _RESHAPE_TENSOR:
+            regs[ins[3]] = regs[ins[1]].reshape(ins[2])
+        elif op == _FATAL:
+            raise VMError("executed Fatal (a match with no matching clause)")
+        else:
+            raise VMError(f"unknown opcode {op}")
+
+    def _closure_frame(self, clo, args):
+        """(code, registers) of a call of closure ``clo`` with ``args``."""
+        if clo.__class__ is not Closure:
+            raise VMError(f"InvokeClosure of a {type(clo).__name__}, not a closure")
+        code, nregs = self._funcs[clo.func_index]
+        vals = clo.captured + tuple(args)
+        if len(vals) > nregs:
+            raise VMError(f"closure of {self._names[clo.func_index]} called with "
+                          f"{len(vals)} values for {nregs} registers")
+        regs = [None] * nregs
+        regs[:len(vals)] = vals
+        return code, regs
 
     def _error(self, e, code, pc):
         name = next((self._names[i] for i, (c, _) in enumerate(self._funcs) if c is code), "?")

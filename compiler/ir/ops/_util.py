@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....runtime.hostops.elemwise import is_float, is_int  # noqa: F401  (re-exported)
-from ....runtime.layout import normalize_padding
+from ....runtime.layout import normalize_padding, pair  # noqa: F401  (pair re-exported)
 from ..types import TensorType, TupleType
 
 __all__ = ["tensor_arg", "broadcast_type", "pair", "padding4", "is_int", "is_float",
@@ -30,17 +30,6 @@ def broadcast_type(types, attrs=None, out_dtype=None):
     except ValueError:
         raise TypeError(f"shapes {a.shape} and {b.shape} do not broadcast") from None
     return TensorType(shape, out_dtype or a.dtype)
-
-
-def pair(v, name):
-    if isinstance(v, (int, np.integer)):
-        return (int(v), int(v))
-    v = tuple(int(x) for x in v)
-    if len(v) == 1:
-        return (v[0], v[0])
-    if len(v) != 2:
-        raise ValueError(f"{name} must be an int or a pair, got {v!r}")
-    return v
 
 
 def padding4(p):

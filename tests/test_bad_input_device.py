@@ -13,7 +13,9 @@ from vtakit.runtime.device import DeviceError
 from vtakit.runtime.dram import DramError
 from vtakit.runtime.image import RunRecord, write_atomic
 
-PRESETS = "default, pynq, ultra96, de10nano, 4x8, tiny"
+PRESET_NAMES = "default, pynq, ultra96, de10nano, 4x8, tiny"
+#: the ``rt`` fixture's config (tests/conftest.py)
+PRESETS = ["tiny"]
 
 
 @pytest.fixture
@@ -73,7 +75,7 @@ IMAGE_ERRORS = [   # (file, message after "vtakit CMD: error: ")
 ]
 
 CONFIG_ERRORS = [
-    ("nosuch", f"'nosuch' is neither a preset ({PRESETS}) nor a JSON file"),
+    ("nosuch", f"'nosuch' is neither a preset ({PRESET_NAMES}) nor a JSON file"),
     ("badkey.json", "badkey.json: unknown key 'FOO'; valid keys are TARGET, HW_VER, "
                     "LOG_INP_WIDTH, LOG_WGT_WIDTH, LOG_ACC_WIDTH, LOG_BATCH, LOG_BLOCK, "
                     "LOG_UOP_BUFF_SIZE, LOG_INP_BUFF_SIZE, LOG_WGT_BUFF_SIZE, LOG_ACC_BUFF_SIZE "
@@ -240,12 +242,6 @@ def test_instruction_range_outside_dram():
                                           r"0x1000 end at 0x1040, outside the image "
                                           r"\[0, 0x1000\)$"):
         dev.run(0x1000, 4)
-
-
-@pytest.fixture(scope="module")
-def rt():
-    from vtakit.runtime import Runtime
-    return Runtime(open_device("behavioral", "tiny"))
 
 
 def i8(*shape):

@@ -40,12 +40,6 @@ def program(fault=False, preset="tiny"):
     return prog.image(), out
 
 
-def run_cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 # ------------------------------------------------------------ wrapper backends
 
 class RtlLike(BehavioralDevice):
@@ -91,11 +85,11 @@ WALL = r"wall \d+\.\d{3} s"
 
 # ------------------------------------------------------- 1. compare with faults
 
-def test_compare_fault_versus_completion(tmp_path, capsys, backends):
+def test_compare_fault_versus_completion(run_cli, tmp_path, capsys, backends):
     image, _ = program()
     path = tmp_path / "img.npz"
     image.save(path)
-    code, out, err = run_cli(capsys, "compare", path, "--config", "tiny",
+    code, out, err = run_cli("compare", path, "--config", "tiny",
                              "--backends", "behavioral,model2,faulty")
     assert (code, err) == (1, "")
     lines = out.splitlines()
@@ -109,20 +103,20 @@ def test_compare_fault_versus_completion(tmp_path, capsys, backends):
         "ILLEGAL_OPCODE), behavioral completes",
     ]
     # The faulting backend as the reference.
-    code, out, _ = run_cli(capsys, "compare", path, "--config", "tiny",
+    code, out, _ = run_cli("compare", path, "--config", "tiny",
                            "--backends", "faulty,behavioral")
     assert code == 1
     assert out.splitlines()[-1] == ("faulty vs behavioral: DIFFER: faulty faults (compute module, "
                                     "instruction 0: ILLEGAL_OPCODE), behavioral completes")
 
 
-def test_compare_identical_faults_agree(tmp_path, capsys, backends):
+def test_compare_identical_faults_agree(run_cli, tmp_path, capsys, backends):
     image, _ = program(fault=True)
     path = tmp_path / "img.npz"
     image.save(path)
     with pytest.raises(DeviceFault, match=r"^load module, instruction 1: SRAM_OUT_OF_RANGE: "):
         BehavioralDevice(TINY).run_image(image)
-    code, out, err = run_cli(capsys, "compare", path, "--config", "tiny",
+    code, out, err = run_cli("compare", path, "--config", "tiny",
                              "--backends", "behavioral,rtllike")
     assert (code, err) == (0, "")
     lines = out.splitlines()
@@ -136,11 +130,11 @@ def test_compare_identical_faults_agree(tmp_path, capsys, backends):
     ]
 
 
-def test_compare_different_faults(tmp_path, capsys, backends):
+def test_compare_different_faults(run_cli, tmp_path, capsys, backends):
     image, _ = program(fault=True)
     path = tmp_path / "img.npz"
     image.save(path)
-    code, out, _ = run_cli(capsys, "compare", path, "--config", "tiny",
+    code, out, _ = run_cli("compare", path, "--config", "tiny",
                           "--backends", "behavioral,rtllike,shifted,faulty")
     assert code == 1
     assert out.splitlines()[4:] == [
@@ -171,11 +165,11 @@ def test_fault_compares_attributes_only():
     assert e.key == ("ILLEGAL_FIELD", "store", 4)
 
 
-def test_compare_open_error_still_aborts(tmp_path, capsys):
+def test_compare_open_error_still_aborts(run_cli, tmp_path, capsys):
     image, _ = program()
     path = tmp_path / "img.npz"
     image.save(path)
-    code, out, err = run_cli(capsys, "compare", path, "--backends", "behavioral,nosuch")
+    code, out, err = run_cli("compare", path, "--backends", "behavioral,nosuch")
     assert (code, out) == (2, "")
     assert err == ("vtakit compare: error: unknown backend 'nosuch'; backends are behavioral, "
                    "pysim, cxxrtl, verilator\n")
@@ -208,38 +202,38 @@ def test_image_config_round_trip(tmp_path):
         DramImage.load(tmp_path / "bad.npz")
 
 
-def test_commands_use_the_image_config(tmp_path, capsys, backends):
+def test_commands_use_the_image_config(run_cli, tmp_path, capsys, backends):
     image, out = program()
     image.config = TINY.to_dict()
     path = tmp_path / "img.npz"
     image.save(path)
     # exec: no --config, the tiny program runs as tiny (default would decode other widths).
-    code, stdout, err = run_cli(capsys, "exec", path, "-o", tmp_path / "res.npz")
+    code, stdout, err = run_cli("exec", path, "-o", tmp_path / "res.npz")
     assert (code, err) == (0, "")
     rec = RunRecord.load(tmp_path / "res.npz")
     np.testing.assert_array_equal(rec.dram[out:out + 16].view(np.int8), (DATA + 100).ravel())
     # disasm: the image's field widths, which differ from the default's.
-    code, stdout, _ = run_cli(capsys, "disasm", path)
+    code, stdout, _ = run_cli("disasm", path)
     words = bytes_to_words(image.instructions(), 16)
     assert stdout.splitlines() == list(isa_for(TINY).disasm(words))
     assert stdout.splitlines() != list(isa_for(load_config("default")).disasm(words))
     # compare: no --config runs as tiny; the same config named explicitly is accepted.
     for extra in ([], ["--config", "tiny"]):
-        code, stdout, err = run_cli(capsys, "compare", path, "--backends", "behavioral,model2",
+        code, stdout, err = run_cli("compare", path, "--backends", "behavioral,model2",
                                     *extra)
         assert (code, err) == (0, "")
         assert stdout.splitlines()[-1] == f"behavioral vs model2: equal ({len(image.dram)} bytes)"
 
 
 @pytest.mark.parametrize("command", ["exec", "compare", "disasm"])
-def test_config_mismatch_is_one_line(tmp_path, capsys, command):
+def test_config_mismatch_is_one_line(run_cli, tmp_path, capsys, command):
     image, _ = program()
     image.config = TINY.to_dict()
     path = tmp_path / "img.npz"
     image.save(path)
     extra = {"exec": ["-o", tmp_path / "r.npz"], "compare": ["--backends", "behavioral,pysim"],
              "disasm": []}[command]
-    code, out, err = run_cli(capsys, command, path, "--config", "default", *extra)
+    code, out, err = run_cli(command, path, "--config", "default", *extra)
     assert (code, out) == (2, "")
     assert err == (f"vtakit {command}: error: {path}: --config default: the image was built for "
                    "config 1x8_i8w8a32_12_12_14_14, not 1x16_i8w8a32_15_15_18_17; leave the "
@@ -249,11 +243,11 @@ def test_config_mismatch_is_one_line(tmp_path, capsys, command):
 
 # ------------------------------------------------------ 3. the real output path
 
-def test_exec_prints_the_path_it_wrote(tmp_path, capsys):
+def test_exec_prints_the_path_it_wrote(run_cli, tmp_path, capsys):
     image, out = program()
     path = tmp_path / "img.npz"
     image.save(path)
-    code, stdout, _ = run_cli(capsys, "exec", path, "--config", "tiny", "-o", tmp_path / "res")
+    code, stdout, _ = run_cli("exec", path, "--config", "tiny", "-o", tmp_path / "res")
     assert code == 0
     assert stdout.endswith(f" -> {tmp_path / 'res.npz'}\n")
     assert not (tmp_path / "res").exists()
@@ -266,19 +260,19 @@ def test_exec_prints_the_path_it_wrote(tmp_path, capsys):
 
 # ------------------------------------------------------- 4. unknown -O options
 
-def test_exec_unknown_option_names_the_accepted_ones(tmp_path, capsys):
+def test_exec_unknown_option_names_the_accepted_ones(run_cli, tmp_path, capsys):
     image, out = program()
     path = tmp_path / "img.npz"
     image.save(path)
-    code, stdout, err = run_cli(capsys, "exec", path, "--config", "tiny", "-o", tmp_path / "r",
+    code, stdout, err = run_cli("exec", path, "--config", "tiny", "-o", tmp_path / "r",
                                 "-O", "bogus=1")
     assert (code, stdout) == (2, "")
     assert err == ("vtakit exec: error: backend 'behavioral' has no option 'bogus'; its options "
                    "are token_depth, interleave_seed, cmd_depth\n")
-    code, _, err = run_cli(capsys, "exec", path, "--config", "tiny", "-o", tmp_path / "r",
+    code, _, err = run_cli("exec", path, "--config", "tiny", "-o", tmp_path / "r",
                            "-O", "dram=1")
     assert code == 2 and "has no option 'dram'" in err
-    code, _, err = run_cli(capsys, "exec", path, "--config", "tiny", "-o", tmp_path / "r",
+    code, _, err = run_cli("exec", path, "--config", "tiny", "-o", tmp_path / "r",
                            "-O", "cmd_depth=2")
     assert (code, err) == (0, "")
     rec = RunRecord.load(tmp_path / "r.npz")
@@ -302,20 +296,20 @@ class TwoLines(BehavioralDevice):
         raise BuildError("first line\n  second line\n")
 
 
-def test_multi_line_error(tmp_path, capsys, monkeypatch):
+def test_multi_line_error(run_cli, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(BACKENDS, "buildfails", f"{__name__}:BuildFails")
     monkeypatch.setitem(BACKENDS, "twolines", f"{__name__}:TwoLines")
     image, _ = program()
     path = tmp_path / "img.npz"
     image.save(path)
-    code, out, err = run_cli(capsys, "exec", path, "--backend", "buildfails", "-o", tmp_path / "r")
+    code, out, err = run_cli("exec", path, "--backend", "buildfails", "-o", tmp_path / "r")
     assert (code, out) == (2, "")
     assert err.splitlines() == [
         "vtakit exec: error: cxxrtl: building the simulator failed (exit 1)",
         "  ... 1 error generated.",
         "  (VTAKIT_DEBUG=1 for the full message)",
     ]
-    code, _, err = run_cli(capsys, "exec", path, "--backend", "twolines", "-o", tmp_path / "r")
+    code, _, err = run_cli("exec", path, "--backend", "twolines", "-o", tmp_path / "r")
     assert err.splitlines() == ["vtakit exec: error: first line", "  second line"]
     assert error_lines("x", RuntimeError()) == ["vtakit x: error: RuntimeError"]
     assert error_lines("x", ValueError("one")) == ["vtakit x: error: one"]

@@ -20,16 +20,6 @@ from vtakit.compiler.models import digits_cnn_path
 from vtakit.hw.config import ConfigError, PRESETS, VTAConfig, load_config
 
 
-def run_cli(argv, capsys):
-    """(exit code, stdout, stderr) of ``vtakit argv`` in this process."""
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as e:          # argparse rejects its own arguments this way
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.fixture(scope="module")
 def float_vtax(tmp_path_factory):
     """The shipped digits CNN compiled without calibration (all on the host, 0.2 s)."""
@@ -40,30 +30,29 @@ def float_vtax(tmp_path_factory):
 
 # ------------------------------------------------------------------ validate before working
 
-def test_demo_unknown_backend_fails_before_the_behavioral_phase(capsys):
-    code, out, err = run_cli(["demo", "--backend", "gpu"], capsys)
+def test_demo_unknown_backend_fails_before_the_behavioral_phase(run_cli, capsys):
+    code, out, err = run_cli("demo", "--backend", "gpu")
     assert code == 2
     assert err.strip() == ("vtakit demo: error: unknown backend 'gpu'; backends are "
                            "behavioral, pysim, cxxrtl, verilator")
     assert "behavioral" not in out and "img" not in err    # no image ran, no progress bar
 
 
-def test_output_into_missing_folder_rejected_up_front(tmp_path, capsys):
+def test_output_into_missing_folder_rejected_up_front(run_cli, tmp_path, capsys):
     out = tmp_path / "nodir" / "m.vtax"
-    code, _, err = run_cli(["compile", digits_cnn_path(), "-o", out], capsys)
+    code, _, err = run_cli("compile", digits_cnn_path(), "-o", out)
     assert code == 2
     assert re.search(r"^vtakit compile: error: argument -o/--output: folder '.*nodir' of "
                      r"'.*m\.vtax' does not exist \(create it first: mkdir -p .*nodir\)$",
                      err.strip()), err
-    code, _, err = run_cli(["verilog", "--config", "tiny", "-o", tmp_path], capsys)
+    code, _, err = run_cli("verilog", "--config", "tiny", "-o", tmp_path)
     assert code == 2 and "is a folder; give a file name in it" in err
 
 
-def test_input_recognized_by_magic_bytes(float_vtax, tmp_path, capsys):
+def test_input_recognized_by_magic_bytes(run_cli, float_vtax, tmp_path, capsys):
     notes = tmp_path / "notes.txt"
     notes.write_text("hello\n")
-    code, _, err = run_cli(["run", float_vtax, "--input", notes, "-o", tmp_path / "o.npz"],
-                           capsys)
+    code, _, err = run_cli("run", float_vtax, "--input", notes, "-o", tmp_path / "o.npz")
     assert code == 2
     assert err.strip().endswith(
         "notes.txt: not a .npy or .npz file (it starts with b'hello\\n', not "
@@ -71,22 +60,22 @@ def test_input_recognized_by_magic_bytes(float_vtax, tmp_path, capsys):
     assert "pickle" not in err
 
 
-def test_run_without_input_names_the_inputs(float_vtax, tmp_path, capsys):
-    code, _, err = run_cli(["run", float_vtax, "-o", tmp_path / "o.npz"], capsys)
+def test_run_without_input_names_the_inputs(run_cli, float_vtax, tmp_path, capsys):
+    code, _, err = run_cli("run", float_vtax, "-o", tmp_path / "o.npz")
     assert code == 2
     assert err.strip() == ("vtakit run: error: the model takes 1 input(s) "
                            "(input: float32[1, 1, 8, 8]); give them with --input [NAME=]X.npy "
                            "(repeatable) or one --input X.npz")
     # A .npz that lacks an input is named too.
     np.savez(tmp_path / "other.npz", other=np.zeros(3))
-    code, _, err = run_cli(["run", float_vtax, "--input", tmp_path / "other.npz", "-o",
-                            tmp_path / "o.npz"], capsys)
+    code, _, err = run_cli("run", float_vtax, "--input", tmp_path / "other.npz", "-o",
+                            tmp_path / "o.npz")
     assert code == 2 and "no array for input(s) input; the model takes input: float32" in err
 
 
-def test_plot_trace_missing_file(tmp_path, capsys):
-    code, _, err = run_cli(["plot", "trace", tmp_path / "missing.json", "-o",
-                            tmp_path / "t.png"], capsys)
+def test_plot_trace_missing_file(run_cli, tmp_path, capsys):
+    code, _, err = run_cli("plot", "trace", tmp_path / "missing.json", "-o",
+                            tmp_path / "t.png")
     assert code == 2
     assert err.strip().endswith("missing.json: no such file (vtakit run --trace FILE.json "
                                 "writes a trace)"), err
@@ -94,7 +83,7 @@ def test_plot_trace_missing_file(tmp_path, capsys):
 
 # ------------------------------------------------------------------ partial config files
 
-def test_partial_config_rejected_naming_the_missing_keys(tmp_path, capsys):
+def test_partial_config_rejected_naming_the_missing_keys(run_cli, tmp_path, capsys):
     part = tmp_path / "part.json"
     part.write_text(json.dumps({"LOG_BATCH": 0}))
     with pytest.raises(ConfigError, match=re.escape(
@@ -105,7 +94,7 @@ def test_partial_config_rejected_naming_the_missing_keys(tmp_path, capsys):
     one = {k: v for k, v in VTAConfig().to_dict().items() if k != "LOG_BLOCK"}
     with pytest.raises(ConfigError, match=r"^config: missing key LOG_BLOCK; "):
         VTAConfig.from_dict(one)
-    code, out, err = run_cli(["config", "show", part], capsys)
+    code, out, err = run_cli("config", "show", part)
     assert code == 2 and out == "" and "missing keys TARGET" in err
     for name in PRESETS:              # every shipped preset names every key
         assert isinstance(load_config(name), VTAConfig)
@@ -129,8 +118,8 @@ def test_closed_pipe_ends_quietly(tmp_path):
 
 # ------------------------------------------------------------------ hints and reports
 
-def test_float_model_without_calibrate_gets_a_hint(tmp_path, capsys):
-    code, out, err = run_cli(["compile", digits_cnn_path(), "-o", tmp_path / "f.vtax"], capsys)
+def test_float_model_without_calibrate_gets_a_hint(run_cli, tmp_path, capsys):
+    code, out, err = run_cli("compile", digits_cnn_path(), "-o", tmp_path / "f.vtax")
     assert code == 0 and "0 layer(s) on VTA" in out
     assert err.strip() == ("hint: the model is float (input 'input': float32), so every layer "
                            "runs on the host; --calibrate SAMPLES.npy quantizes it to int8 "
@@ -152,8 +141,8 @@ def test_report_aligns_long_names_and_footnotes_repeated_reasons():
     assert sum(why in ln for ln in lines) == 1
 
 
-def test_help_names_vtax_for_compare_and_disasm(capsys):
-    code, out, _ = run_cli(["--help"], capsys)
+def test_help_names_vtax_for_compare_and_disasm(run_cli, capsys):
+    code, out, _ = run_cli("--help")
     assert code == 0
     for cmd in ("compare", "disasm"):
         entry = out[out.index(f"    {cmd} "):].split("\n    ")[0]

@@ -1,0 +1,331 @@
+"""Cycle prediction of an instruction stream (an event model of VTA's three modules).
+
+Where :func:`.search.estimate` predicts a tiling from its shape (to rank tilings),
+this model runs the actual stream: the load, compute and store modules execute their
+queues in order, each instruction takes the :class:`.params.EventCost` duration of its
+kind, and the dependency tokens carry the time they were pushed, so overlap
+(and the lack of it) comes out exactly as the tokens allow. It is what the
+benches report as "predicted" cycles when no RTL backend is available, and the one
+predicted figure every report shows for a layer (:func:`program_prediction` of its
+kernel: ``compile --report``, ``run --profile``, the demo, the sweep).
+
+Not modelled: contention of the modules for the single DRAM read port, DRAM
+latency beyond the fixed per-instruction cost, and command-queue capacity.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+import bisect
+from dataclasses import dataclass
+
+from ....hw.isa import MemType, Opcode
+from ....hw.spec import DEP_QUEUES, INSN_BYTES, PIPELINE, TOKEN_QUEUES, Unit, dispatch_unit
+from .params import RTL_COST, EventCost
+
+__all__ = ["StreamPrediction", "UnitInterval", "predict_stream", "stream_traffic",
+           "fetch_cycles", "program_stream", "program_prediction", "program_facts"]
+
+
+@dataclass(frozen=True)
+class UnitInterval:
+    """One modelled interval of a unit, in cycles from the start of the stream:
+    ``kind`` is ``"busy"`` (executing instruction ``what``, e.g. ``"GEMM"``) or
+    ``"wait"`` (blocked on popping the token queue(s) ``what``, e.g. ``"l2g"``)."""
+
+    start: float
+    end: float
+    kind: str
+    what: str
+
+
+@dataclass(frozen=True)
+class StreamPrediction:
+    """Predicted cycles of a stream and the busy cycles of each module.
+
+    ``intervals`` (with ``predict_stream(..., intervals=True)``) maps each unit name,
+    ``"fetch"`` included, to its :class:`UnitInterval` list in time order; ``busy`` then
+    also has the fetch unit's busy cycles.
+    """
+
+    cycles: int
+    busy: dict
+    gemm_uops: int
+    alu_uops: int
+    intervals: dict | None = None
+
+
+def fetch_cycles(config) -> int:
+    """Modelled cycles fetch spends on one instruction: the bus beats of its bytes."""
+    return -(-INSN_BYTES // config.bus_bytes)
+
+
+def _fetch_intervals(insns, config) -> list:
+    # Fetch streams the instructions back to back; it is not coupled to the other units
+    # (command-queue capacity is not modelled), so it never waits here.
+    step = fetch_cycles(config)
+    return [UnitInterval(k * step, (k + 1) * step, "busy", Opcode(insn.opcode).name)
+            for k, insn in enumerate(insns)]
+
+
+def stream_traffic(insns, config) -> dict:
+    """DRAM bytes a stream moves, by fsim's counter names (reference 4.6)."""
+    out = dict(inp_load_nbytes=0, wgt_load_nbytes=0, acc_load_nbytes=0, uop_load_nbytes=0,
+               out_store_nbytes=0)
+    names = {MemType.INP: "inp_load_nbytes", MemType.WGT: "wgt_load_nbytes",
+             MemType.ACC: "acc_load_nbytes", MemType.UOP: "uop_load_nbytes"}
+    elem = _elem_bytes(config)
+    for insn in insns:
+        op, f = insn.opcode, insn.fields
+        if (op != Opcode.LOAD and op != Opcode.STORE) or f["x_size"] == 0:
+            continue
+        n = f["x_size"] * f["y_size"]
+        if op == Opcode.STORE:
+            out["out_store_nbytes"] += n * config.out_elem_bytes
+        else:
+            mt = _mem_type(f["memory_type"], elem)
+            out[names[mt]] += n * elem[mt]
+    return out
+
+
+def _elem_bytes(config) -> dict:
+    """Element bytes by memory type (int value), looked up once per stream."""
+    return {int(m): config.elem_bytes(m) for m in MemType}
+
+
+def _mem_type(value, elem) -> int:
+    """A memory-type field's value, checked (``MemType(value)`` raises for an illegal one)."""
+    return value if value in elem else MemType(value)
+
+
+def _duration(insn, bus_bytes: int, cost: CostModel, elem: dict):
+    """(cycles, gemm uops, alu uops) of one instruction (``elem``: :func:`_elem_bytes`,
+    ``bus_bytes``: the config's)."""
+    op, f = insn.opcode, insn.fields
+    if op == Opcode.LOAD or op == Opcode.STORE:
+        if f["x_size"] == 0:
+            return 1, 0, 0
+        mem = MemType.OUT if op == Opcode.STORE else _mem_type(f["memory_type"], elem)
+        n = f["x_size"] * f["y_size"]
+        pads = 0
+        if op == Opcode.LOAD and mem != MemType.UOP:
+            xt = f["x_pad_0"] + f["x_size"] + f["x_pad_1"]
+            pads = xt * (f["y_pad_0"] + f["y_size"] + f["y_pad_1"]) - n
+        beats = -(-n * elem[mem] // bus_bytes)
+        return cost.dma_insn_cycles + beats + pads + f["y_size"] * cost.dma_row_cycles, 0, 0
+    if op == Opcode.GEMM or op == Opcode.ALU:
+        uops = _loop_uops(insn)
+        if op == Opcode.GEMM:       # gemm_uops counts like gemm_counter (no resets)
+            return (cost.insn_cycles + uops * cost.gemm_uop_cycles,
+                    0 if f["reset_reg"] else uops, 0)
+        per = cost.alu_imm_cycles if f["use_imm"] else cost.alu_tensor_cycles
+        return cost.insn_cycles + uops * per, 0, uops
+    return 1, 0, 0
+
+
+class _ReadPort:
+    """The one DRAM read port: the cycles in which it moves a beat. A LOAD's beats take
+    the free cycles from the time it may start on, split across gaps as the arbiter
+    interleaves bursts. Streams are predicted module by module, not in time order, so
+    a later reservation may fill an earlier gap."""
+
+    def __init__(self):
+        self.busy: list[list[float]] = []          # sorted, disjoint [start, end)
+
+    def reserve(self, t: float, beats: int) -> float:
+        """Take ``beats`` free cycles from ``t`` on; the end of the last one."""
+        i = bisect.bisect_right(self.busy, [t, float("inf")]) - 1
+        if i >= 0 and self.busy[i][1] > t:
+            t = self.busy[i][1]
+        i += 1
+        taken = []
+        while beats > 0:
+            gap_end = self.busy[i][0] if i < len(self.busy) else float("inf")
+            take = min(beats, gap_end - t)
+            if take > 0:
+                taken.append([t, t + take])
+                beats -= take
+                t += take
+            if beats > 0:
+                t = self.busy[i][1]
+                i += 1
+        for span in taken:
+            self._insert(span)
+        return t
+
+    def _insert(self, span):
+        """Add ``span`` to the busy list, merged with the spans it touches (the list stays
+        the unique sorted list of disjoint, non-touching spans)."""
+        busy = self.busy
+        j = bisect.bisect_left(busy, span)
+        if j > 0 and busy[j - 1][1] >= span[0]:
+            j -= 1
+            span = [busy[j][0], max(busy[j][1], span[1])]
+        k = j
+        while k < len(busy) and busy[k][0] <= span[1]:
+            span[1] = max(span[1], busy[k][1])
+            k += 1
+        busy[j:k] = [span]
+
+
+def _read_beats(insn, bus_bytes: int, elem) -> int:
+    """DRAM read beats of a LOAD (0 for anything else)."""
+    f = insn.fields
+    if insn.opcode != Opcode.LOAD or f["x_size"] == 0:
+        return 0
+    return -(-f["x_size"] * f["y_size"] * elem[f["memory_type"]] // bus_bytes)
+
+
+def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
+                   intervals: bool = False) -> StreamPrediction:
+    """Predict the cycles of a decoded stream (``Runtime.instructions`` after finalize,
+    or any list of :class:`~vtakit.hw.isa.Insn`).
+
+    With ``intervals=True`` the prediction also lists when each unit (fetch, load,
+    compute, store) is busy on an instruction or waits for a dependency token
+    (:attr:`StreamPrediction.intervals`).
+
+    Raises
+    ------
+    ValueError
+        If the stream deadlocks (a pop whose token is never pushed).
+    """
+    queues = {m: [] for m in PIPELINE}
+    for insn in insns:
+        queues[dispatch_unit(insn.opcode, insn.fields.get("memory_type"))].append(insn)
+    # compute positions whose loop overlaps the next one's dispatch (CostModel.overlap_cycles)
+    saved = (0 if cost.overlap_cycles is None
+             else cost.insn_cycles - cost.overlap_cycles)
+    overlaps = _overlaps(queues[Unit.COMPUTE]) if saved else frozenset()
+    tokens = {q: deque() for q in TOKEN_QUEUES}
+    elem, bus = _elem_bytes(config), config.bus_bytes
+    port = _ReadPort() if cost.shared_read_port else None
+    pops = {m: [(flag, name) for flag, name in DEP_QUEUES[m].items()
+                if name and flag.startswith("pop")] for m in queues}
+    pushes = {m: [(flag, name) for flag, name in DEP_QUEUES[m].items()
+                  if name and flag.startswith("push")] for m in queues}
+    time = dict.fromkeys(queues, 0.0)
+    busy = dict.fromkeys(queues, 0.0)
+    pos = dict.fromkeys(queues, 0)
+    spans = {m: [] for m in queues}
+    gemm = alu = 0
+    # what an instruction's timing needs, once per Insn object (a stream repeats them)
+    facts: dict = {}
+
+    def facts_of(insn, m):
+        f = insn.fields
+        got = facts[id(insn)] = (
+            tuple(name for flag, name in pops[m] if f.get(flag)),
+            _duration(insn, bus, cost, elem), port and _read_beats(insn, bus, elem),
+            tuple(name for flag, name in pushes[m] if f.get(flag)),
+            insn.opcode == Opcode.FINISH)
+        return got
+
+    def result(cycles):
+        if not intervals:
+            return StreamPrediction(cycles, _by_name(busy), gemm, alu)
+        fetch = _fetch_intervals(insns, config)
+        return StreamPrediction(cycles, {"fetch": float(sum(i.end - i.start for i in fetch)),
+                                         **_by_name(busy)}, gemm, alu,
+                                {"fetch": fetch, **_by_name(spans)})
+    progress = True
+    while progress:
+        progress = False
+        for m, q in queues.items():
+            k, now = pos[m], time[m]
+            while k < len(q):
+                insn = q[k]
+                names, (dur, g, a), beats, pushed, finish = (facts.get(id(insn))
+                                                             or facts_of(insn, m))
+                if saved and m is Unit.COMPUTE and k in overlaps:
+                    dur -= saved
+                if not names:
+                    ready, start = {}, now
+                elif any(not tokens[n] for n in names):
+                    break
+                else:
+                    ready = {n: tokens[n].popleft() for n in names}
+                    start = max([now, *ready.values()])
+                if beats:
+                    dur = max(dur, port.reserve(start + cost.dma_insn_cycles, beats) - start)
+                if intervals:
+                    if start > now:
+                        late = "+".join(n for n, t in ready.items() if t > now)
+                        spans[m].append(UnitInterval(now, start, "wait", late))
+                    spans[m].append(UnitInterval(start, start + dur, "busy",
+                                                 Opcode(insn.opcode).name))
+                gemm, alu = gemm + g, alu + a
+                now = start + dur
+                busy[m] += dur
+                for name in pushed:
+                    tokens[name].append(now)
+                k += 1
+                progress = True
+                if finish:
+                    pos[m], time[m] = k, now
+                    return result(int(round(now)))
+            pos[m], time[m] = k, now
+    stuck = {str(m): pos[m] for m in queues if pos[m] < len(queues[m])}
+    if stuck:
+        raise ValueError(f"predict_stream: the stream deadlocks (module -> position of the "
+                         f"instruction that waits for a token): {stuck}")
+    return result(int(round(max(time.values()))))
+
+
+def _loop_uops(insn) -> int:
+    """Micro-ops a GEMM/ALU runs (0 for anything else)."""
+    if insn.opcode != Opcode.GEMM and insn.opcode != Opcode.ALU:
+        return 0
+    f = insn.fields
+    return f["iter_out"] * f["iter_in"] * max(0, f["uop_end"] - f["uop_bgn"])
+
+
+def _overlaps(queue) -> frozenset:
+    """Positions in the compute ``queue`` of loops without push flags followed by a loop
+    with micro-ops: the RTL dispatches the next one while the first drains."""
+    out = set()
+    for k in range(len(queue) - 1):
+        f = queue[k].fields
+        if (_loop_uops(queue[k]) and not f.get("push_prev_dep") and not f.get("push_next_dep")
+                and _loop_uops(queue[k + 1])):
+            out.add(k)
+    return frozenset(out)
+
+
+def program_stream(program) -> list:
+    """The instructions a :class:`~vtakit.runtime.Runtime` runs for ``program`` bound
+    alone (``rt.bind`` then ``rt.finalize``: the program, the fences and FINISH), without
+    a device: ``dram_base`` fields stay slot-relative, every other field is the runtime's
+    (what :func:`predict_stream` and :func:`stream_traffic` read)."""
+    from ....runtime.builder import finished_alone
+    return finished_alone(program)
+
+
+def program_prediction(program, cost: EventCost = RTL_COST) -> tuple:
+    """``(StreamPrediction, stream_traffic dict)`` of :func:`program_stream`; computed once
+    per Program object and cost model (kept in ``program.memo``: a Program is immutable),
+    so a kernel the compiler already predicted (a re-ranked tiling, a layer without an
+    analytic estimate) is not predicted again by the model engine. The traffic dict is
+    the caller's own copy."""
+    prediction, traffic, _ = program_facts(program, cost)
+    return prediction, dict(traffic)
+
+
+def program_facts(program, cost: EventCost = RTL_COST) -> tuple:
+    """``(StreamPrediction, traffic, opcode counts)`` of :func:`program_stream`, memoized
+    (:func:`program_prediction`); callers copy the dicts they hand out."""
+    key = ("program_prediction", cost)
+    got = program.memo.get(key)
+    if got is None:
+        insns = program_stream(program)
+        by_op: dict[str, int] = {}
+        for insn in insns:
+            by_op[insn.opcode.name] = by_op.get(insn.opcode.name, 0) + 1
+        got = program.memo[key] = (predict_stream(insns, program.config, cost),
+                                   stream_traffic(insns, program.config), by_op)
+    return got
+
+
+def _by_name(per_unit: dict) -> dict:
+    """``{unit name: value}`` (``"load"``, ``"compute"``, ``"store"``), as reported."""
+    return {str(unit): value for unit, value in per_unit.items()}

@@ -1,0 +1,102 @@
+"""The parameters of the two cost models: the tile search's estimate and the event model.
+
+:class:`CostModel` holds the per-operation costs both read (GEMM and ALU micro-ops,
+DMA instructions, rows and beats); :class:`SearchCost` adds what the search's
+estimate reads alone (``burst_wait``, :mod:`.search`) and :class:`EventCost` what the
+event model reads alone (``shared_read_port``, ``overlap_cycles``, :mod:`.events`).
+:data:`RTL_COST` is the event model's fit to the RTL; the tile search ranks with
+:class:`SearchCost`'s defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["CostModel", "SearchCost", "EventCost", "RTL_COST"]
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """The per-operation costs both models read (:class:`SearchCost` and
+    :class:`EventCost` add what each reads alone).
+
+    Attributes
+    ----------
+    gemm_uop_cycles : float
+        Cycles per GEMM micro-op execution (1: fully pipelined).
+    alu_imm_cycles, alu_tensor_cycles : float
+        Cycles per ALU micro-op execution with an immediate / a tensor operand.
+    dma_insn_cycles : int
+        Fixed cost of each LOAD/STORE instruction (issue, address, first beat latency).
+    dma_row_cycles : int
+        Extra cost of each 2-D row (one DRAM burst each).
+    insn_cycles : int
+        Issue cost of each GEMM/ALU instruction.
+    """
+
+    gemm_uop_cycles: float = 1.0
+    alu_imm_cycles: float = 1.0
+    alu_tensor_cycles: float = 2.0
+    dma_insn_cycles: int = 16
+    dma_row_cycles: int = 2
+    insn_cycles: int = 4
+
+
+@dataclass(frozen=True)
+class SearchCost(CostModel):
+    """The tile search's estimate (:mod:`.search`): the common costs and
+
+    Attributes
+    ----------
+    burst_wait : float
+        The tile search only: input bursts (a row of a tile's input window, at most
+        :data:`~vtakit.hw.load_engine.MAX_BURST` beats) that each of a tile's
+        compute-module LOADs (bias, per-channel rows, micro-ops) waits for on the shared
+        DRAM read port. Wide windows of strided convolutions pay for it on the RTL
+        (ResNet-18's 3x3 stride-2 64->128 conv: 275.6k cycles with 57-element rows,
+        266.1k with 11), which the event model does not see. Applied to strided
+        convolutions of several taps with int8 results only: fitted on ResNet-18's
+        Verilator cycles, where it made the 1x1 stride-2 convs slower and moved the
+        stride-1 3x3 convs among near ties.
+    """
+
+    burst_wait: float = 1.0
+
+
+@dataclass(frozen=True)
+class EventCost(CostModel):
+    """The event model (:mod:`.events`): the common costs and
+
+    Attributes
+    ----------
+    overlap_cycles : int or None
+        :func:`~vtakit.compiler.ops.perfmodel.predict_stream` only: the issue cost, instead
+        of ``insn_cycles``, of a GEMM/ALU without push flags whose next compute
+        instruction is a GEMM/ALU with micro-ops to run (``hw/compute.py`` dispatches it
+        while the first drains); None: no such overlap.
+    shared_read_port : bool
+        :func:`~vtakit.compiler.ops.perfmodel.predict_stream` only: the DRAM read beats of
+        every LOAD (the load module's inputs and weights, the compute module's micro-ops
+        and accumulators) share one read port, as in ``hw/top.py``'s read arbiter,
+        instead of overlapping freely.
+    """
+
+    shared_read_port: bool = False
+    overlap_cycles: int | None = None
+
+
+#: The costs of the RTL (``hw/``), for :func:`vtakit.compiler.ops.perfmodel.predict_stream`:
+#: GEMM and ALU issue one micro-op per cycle with either operand kind and occupy the
+#: compute module N + 4 cycles, fewer when the next loop is dispatched while one without
+#: pushes drains (``hw/compute.py``); a LOAD/STORE costs a few cycles plus one per bus
+#: beat, pad element and row; all LOADs share the one DRAM read port. The three
+#: instruction constants are fitted (a grid) to Verilator's cycles of whole models
+#: (``bench/costmodel.py``: within 3% on the demo CNN, the four MLPerf Tiny models and
+#: ResNet-18, default and tiny configs). They are not the RTL's own counts (a STORE is
+#: 3 cycles plus its beats, a LOAD 2, an overlapped loop 1): the event model does not
+#: see the fetch unit feeding the command queues or the read arbiter's interleaving, and
+#: the fit absorbs them (with the RTL's own counts the worst model is off by 6.8%). The
+#: int32 layers' tilings, re-ranked by this model, move with it; the tile search keeps
+#: :class:`SearchCost`'s defaults.
+RTL_COST = EventCost(alu_tensor_cycles=1.0, dma_insn_cycles=6, dma_row_cycles=3,
+                     shared_read_port=True, overlap_cycles=3)
