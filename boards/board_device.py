@@ -241,7 +241,8 @@ class BoardDevice(Device):
     def traffic(self) -> str:
         """One line: commands, bytes each way, retries and the time at the link's baud."""
         s, baud = self.link.stats, self.info.baud or self.link.baud
-        return (f"board link: {s.commands} commands, {s.bytes_out:,} bytes out, "
+        return (f"board link: {s.commands} commands, {s.bytes_out:,} bytes out "
+                f"({s.nonzero_written:,} of them non-zero DRAM words), "
                 f"{s.bytes_in:,} bytes in, {s.retries} retries; "
                 f"{s.wire_seconds(baud):.2f} s on the wire at {baud:,} baud")
 

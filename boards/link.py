@@ -193,6 +193,7 @@ class LinkStats:
 
     bytes_out: int = 0
     bytes_in: int = 0
+    nonzero_written: int = 0       # bytes of the non-zero words written (the payload)
     commands: int = 0
     retries: int = 0
     problems: list = field(default_factory=list)
@@ -300,6 +301,8 @@ class Link:
                                  f"0x{addr:x}")
             for i in range(0, len(data), 4 * MAX_WORDS):
                 chunk = bytes(data[i:i + 4 * MAX_WORDS])
+                words = struct.unpack(f"<{len(chunk) // 4}I", chunk)
+                self.stats.nonzero_written += 4 * sum(1 for w in words if w)
                 cmds.append(_Cmd(Op.WRITE, space, addr + i, len(chunk) // 4, chunk))
         for i in range(0, len(cmds), 64):
             self._exchange(cmds[i:i + 64])
