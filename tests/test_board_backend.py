@@ -182,3 +182,27 @@ def test_faults_between_host_and_board_sim(board):
             right += 1
         faults += len(proxy.faults)
     assert faults > 0 and right >= 6, (right, errors, faults)
+
+
+def test_anomaly_detection_on_a_512k_board_sim(capsys):
+    """The anomaly-detection model on board-sim with 512 KiB of DRAM: outputs identical to
+    behavioral; the bytes on the wire (at most 1.2x the non-zero words written) and their
+    time at 3 Mbaud are printed."""
+    import vtakit
+    from pathlib import Path
+    exe = vtakit.compile(Path(__file__).parent / "data" / "mltk" / "anomaly_detection.tflite",
+                         config="tiny")
+    x = np.random.default_rng(0).normal(size=(1, 5, 128, 1)).astype(np.float32)
+    sim = BoardSim(512 * 1024)
+    try:
+        with BoardDevice("tiny", url=sim.url) as dev:
+            got = exe.run_named([x], device=dev)
+            stats = dev.link.stats
+    finally:
+        sim.close()
+    want = exe.run_named([x], backend="behavioral")
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])
+    print(capsys.readouterr().err)
+    assert stats.nonzero_written > 200_000
+    assert stats.bytes_out <= 1.2 * stats.nonzero_written, (stats.bytes_out, stats.nonzero_written)

@@ -215,3 +215,26 @@ def test_fault_injection_never_gives_a_wrong_result():
     assert faults > 400          # the faults did happen
     print(outcomes, faults)
     assert outcomes["right"] > 250, outcomes
+
+
+def test_anomaly_detection_load_is_near_its_nonzero_payload(capsys):
+    """The anomaly-detection model on the board backend (the bridge model, 512 KiB): outputs
+    equal the behavioral model's, and the bytes sent are at most 1.2x the non-zero words
+    written; the bytes and the time at 3 Mbaud are printed."""
+    import vtakit
+    from pathlib import Path
+    exe = vtakit.compile(Path(__file__).parent / "data" / "mltk" / "anomaly_detection.tflite",
+                         config="tiny")
+    x = np.random.default_rng(0).normal(size=(1, 5, 128, 1)).astype(np.float32)
+    model, port = _board(dram_size=512 * 1024)
+    with BoardDevice("tiny", serial=port) as dev:
+        got = exe.run_named([x], device=dev)
+        stats = dev.link.stats
+    want = exe.run_named([x], backend="behavioral")
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])
+    line = capsys.readouterr().err
+    print(line)
+    assert "bytes out" in line and "s on the wire at 3,000,000 baud" in line
+    assert stats.nonzero_written > 200_000       # the weights went over the link
+    assert stats.bytes_out <= 1.2 * stats.nonzero_written, (stats.bytes_out, stats.nonzero_written)
