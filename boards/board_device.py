@@ -20,11 +20,11 @@ import numpy as np
 
 from ..hw.spec import INSN_BYTES, ErrorCode, Reg
 from ..runtime.device import Device, DeviceError, DeviceFault, RunResult, check_int_options
-from ..runtime.dram import DRAM, whole_pages
+from ..runtime.dram import DRAM, PAGE_BYTES, whole_pages
 from .link import (DEFAULT_BAUD, BridgeReg, BridgeStatus, Control, Link, LinkError, Space,
                    config_fingerprint, config_label)
 
-__all__ = ["BoardDevice", "open_port", "MERGE_GAP_WORDS"]
+__all__ = ["BoardDevice", "open_port", "check_model_fits", "MERGE_GAP_WORDS"]
 
 #: Runs of changed words closer than this are written as one command (a command costs
 #: about 24 bytes of header, CRCs and reply, six words).
@@ -53,6 +53,15 @@ def open_port(port=None, url=None, baud=DEFAULT_BAUD):
                 "/dev/ttyUSB* /dev/ttyACM*) and that you may use it (group dialout)")
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise LinkError(f"board: cannot open {where}: {reason}; {hint}") from None
+
+
+def check_model_fits(exe) -> None:
+    """Open the board of the current ``board`` options (:func:`~vtakit.runtime.device.open_device`)
+    and refuse ``exe`` before any write if it is for another config or does not fit its
+    DRAM (:meth:`BoardDevice.check_model`)."""
+    from ..runtime.device import open_device
+    with open_device("board", exe.config, progress=False) as dev:
+        dev.check_model(exe)
 
 
 def _runs(diff: np.ndarray, gap: int) -> list[tuple[int, int]]:
@@ -146,6 +155,19 @@ class BoardDevice(Device):
             raise DeviceError(f"board at {self.where}: {what} needs {need} bytes of DRAM, the "
                               f"board has {self.dram_size} bytes; nothing was written (build "
                               "the bitstream or board-sim with a larger --dram-size)")
+
+    def check_model(self, exe) -> None:
+        """Refuse, before anything is written, a compiled model whose planned DRAM
+        (:attr:`~vtakit.runtime.executable.Executable.peak_dram_bytes`, from page 1 on)
+        does not fit the board's."""
+        plan = exe.dram_plan()
+        need = PAGE_BYTES + exe.peak_dram_bytes
+        if need > self.dram_size:
+            raise DeviceError(
+                f"board at {self.where}: the model needs {need} bytes of DRAM (weights "
+                f"{plan['weights']}, arena {plan['arena']}, staging {plan['staging']}, from "
+                f"address {PAGE_BYTES}), the board has {self.dram_size} bytes; nothing was "
+                "written (build the bitstream or board-sim with a larger --dram-size)")
 
     def run_image(self, image):
         self._check_fits(len(image.dram), "the image")

@@ -238,3 +238,18 @@ def test_anomaly_detection_load_is_near_its_nonzero_payload(capsys):
     assert "bytes out" in line and "s on the wire at 3,000,000 baud" in line
     assert stats.nonzero_written > 200_000       # the weights went over the link
     assert stats.bytes_out <= 1.2 * stats.nonzero_written, (stats.bytes_out, stats.nonzero_written)
+
+
+def test_a_model_too_big_is_refused_before_any_write():
+    import vtakit
+    from pathlib import Path
+    exe = vtakit.compile(Path(__file__).parent / "data" / "mltk" / "anomaly_detection.tflite",
+                         config="tiny")
+    model, port = _board(dram_size=256 * 1024)
+    with BoardDevice("tiny", serial=port, progress=False) as dev:
+        with pytest.raises(DeviceError, match=r"the model needs 286720 bytes of DRAM \(weights "
+                                              r"270336, arena 4096, staging 8192, from address "
+                                              r"4096\), the board has 262144 bytes; nothing was "
+                                              r"written"):
+            dev.check_model(exe)
+    assert model.executed == 0

@@ -95,6 +95,9 @@ def _run_model(args, backends):
     from ...runtime.layer_compare import compare_layers, format_comparison as format_layers
     exe = load(args.image, config=args.config)
     inputs = read_inputs(exe, args.input)
+    if "board" in backends:     # another config or a model too big: refused before any write
+        from ...boards.board_device import check_model_fits
+        check_model_fits(exe)
     if args.workers or args.scheduler:
         from ...tools.shard import compare_sharded, format_sharded
         result = compare_sharded(exe, inputs, backends, workers=args.workers,

@@ -58,6 +58,9 @@ def run(args):
 
 def _run(args):
     exe = load(args.model, config=args.config)
+    if args.backend == "board":    # another config or a model too big: refused before writes
+        from ...boards.board_device import check_model_fits
+        check_model_fits(exe)
     inputs = read_inputs(exe, args.input)
     if (args.vcd is None) != (args.vcd_layer is None):
         raise UsageError("--vcd FILE and --vcd-layer N go together")
