@@ -126,14 +126,14 @@ class BoardDevice(Device):
             raise
         if self.info.fingerprint != config_fingerprint(self.config):
             self._close_port()
-            same = (" (same name, other fields)" if self.info.config_name == config_label(self.config)
-                    else "")
+            want, have = config_label(self.config), self.info.config_name
+            same = " (same name, other fields)" if have == want else ""
             raise DeviceError(
-                f"board at {self.where} runs config {self.info.config_name}{same} "
-                f"(fingerprint 0x{self.info.fingerprint:08x}), the program is for config "
-                f"{config_label(self.config)} (0x{config_fingerprint(self.config):08x}); nothing was "
-                f"written. Flash a bitstream of {config_label(self.config)} (vtakit build "
-                f"--board ulx3s --config {config_label(self.config)}) or compile for {self.info.config_name}")
+                f"board at {self.where} runs config {have}{same} (fingerprint "
+                f"0x{self.info.fingerprint:08x}), the program is for config {want} "
+                f"(0x{config_fingerprint(self.config):08x}); nothing was written. Flash a "
+                f"bitstream of {want} (vtakit build --board ulx3s --config {want}) or compile "
+                f"for {have}")
         self.dram_size = self.info.dram_size
         self._shadow = None       # what the board's DRAM holds (None: unknown)
 

@@ -150,7 +150,8 @@ class HostBridge(wiring.Component):
     """
 
     def __init__(self, divisor, *, dram_size: int, bus_bytes: int, info: list):
-        self.divisor, self.dram_size, self.bus_bytes, self.info = divisor, dram_size, bus_bytes, info
+        self.divisor, self.dram_size, self.info = divisor, dram_size, info
+        self.bus_bytes = bus_bytes
         self.idle_cycles = int(IDLE_BYTE_TIMES * 10 * divisor)
         super().__init__({
             "rx": In(1), "tx": Out(1), "csr": Out(CsrSignature),
@@ -447,10 +448,11 @@ def board_verilog(config: VTAConfig, *, dram_size: int, cycles_per_bit=None,
 
 
 def board_sources() -> list:
-    """The files that determine :func:`board_verilog`'s text (every ``hw/`` source, this
-    module, the UART and the link protocol)."""
+    """The files that determine :func:`board_verilog`'s text besides the protocol's
+    constants (:func:`vtakit.boards.link.protocol_constants`): every ``hw/`` source, this
+    module and the UART."""
     from pathlib import Path
     from .. import hw
     here = Path(__file__).resolve().parent
     return (sorted(Path(hw.__file__).resolve().parent.glob("*.py"))
-            + [here / "board_top.py", here / "uart.py", here / "link.py"])
+            + [here / "board_top.py", here / "uart.py"])

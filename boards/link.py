@@ -41,7 +41,8 @@ from ..runtime.device import DeviceError
 __all__ = ["SYNC", "PROTOCOL_VERSION", "MAGIC", "MAX_WORDS", "IDLE_BYTE_TIMES", "Op", "Space",
            "Status", "Info", "BridgeReg", "Control", "BridgeStatus", "INFO_WORDS", "NAME_BYTES",
            "LinkError", "BoardInfo", "Link", "LinkStats", "BridgeModel", "config_fingerprint",
-           "info_words", "config_label", "crc32", "CRC_INIT", "CRC_POLY", "CRC_RESIDUE", "frame", "DEFAULT_BAUD"]
+           "info_words", "config_label", "crc32", "CRC_INIT", "CRC_POLY", "CRC_RESIDUE", "frame",
+           "DEFAULT_BAUD", "protocol_constants"]
 
 SYNC = 0xA5
 PROTOCOL_VERSION = 1
@@ -133,6 +134,17 @@ class Control(enum.IntFlag):
 class BridgeStatus(enum.IntFlag):
     RANGE_FAULT = 1    # the VTA requested DRAM beyond the board's DRAM
     FAULT_WRITE = 2    # ... and that request was a write
+
+
+def protocol_constants() -> dict:
+    """Every constant of this module the board design is built from (a build cache keys
+    on these, not on this file's text, so host-side edits do not rebuild a design)."""
+    return {"SYNC": SYNC, "PROTOCOL_VERSION": PROTOCOL_VERSION, "MAGIC": MAGIC,
+            "MAX_WORDS": MAX_WORDS, "IDLE_BYTE_TIMES": IDLE_BYTE_TIMES,
+            "DEFAULT_BAUD": DEFAULT_BAUD, "CRC": [CRC_INIT, CRC_POLY, CRC_RESIDUE],
+            "INFO_WORDS": INFO_WORDS, "NAME_BYTES": NAME_BYTES, "BRIDGE_WORDS": BRIDGE_WORDS,
+            **{cls.__name__: {m.name: int(m) for m in cls}
+               for cls in (Op, Space, Status, Info, BridgeReg, Control, BridgeStatus)}}
 
 
 def config_fingerprint(config: VTAConfig) -> int:

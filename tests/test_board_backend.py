@@ -6,7 +6,6 @@ simulated board (minutes); later runs load it from the cache."""
 
 import random
 import socket
-import struct
 import subprocess
 import threading
 

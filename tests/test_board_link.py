@@ -133,7 +133,8 @@ def test_bulk_read_write_and_registers():
     assert link.read(Space.DRAM, 0x400, len(data) // 4) == data
     link.write_word(Space.CSR, Reg.INSN_COUNT // 4, 0x1234)
     assert link.read_word(Space.CSR, Reg.INSN_COUNT // 4) == 0x1234
-    with pytest.raises(LinkError, match=r"refused a read of 2 word\(s\) at DRAM 0xfffc: OUT_OF_RANGE"):
+    with pytest.raises(LinkError, match=r"refused a read of 2 word\(s\) at DRAM 0xfffc: "
+                                        r"OUT_OF_RANGE"):
         link.read(Space.DRAM, 0xFFFC, 2)
 
 

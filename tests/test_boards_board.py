@@ -14,7 +14,7 @@ from amaranth.sim import Simulator
 
 from vtakit.testing.fixtures import _load, fixture_path
 from vtakit.boards.board_top import BoardTop
-from vtakit.boards.link import (INFO_WORDS, SYNC, BridgeReg, Control, Info, Op, Space, Status,
+from vtakit.boards.link import (INFO_WORDS, SYNC, BridgeReg, Control, Op, Space, Status,
                                 crc32, frame, info_words)
 from vtakit.hw.config import load_config
 from vtakit.hw.interfaces import Reg

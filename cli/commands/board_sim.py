@@ -50,14 +50,15 @@ def dram_size(text) -> int:
 def board_sim_build(config, size: int, *, progress: bool = True):
     """The cached board-sim executable of ``config`` with ``size`` bytes of DRAM."""
     from ...boards.board_top import SIM_CYCLES_PER_BIT, board_sources, board_verilog
-    from ...boards.link import config_label
+    from ...boards.link import config_label, protocol_constants
     from ...hw.config import load_config
     from ...sim.board_sim import get_board_sim
     cfg = load_config(config)
     return get_board_sim(
         f"{config_label(cfg)}-{size // 1024}k",
         lambda: board_verilog(cfg, dram_size=size, cycles_per_bit=SIM_CYCLES_PER_BIT),
-        sources=board_sources(), params={"config": cfg.to_dict(), "dram_size": size},
+        sources=board_sources(), params={"config": cfg.to_dict(), "dram_size": size,
+                                          "protocol": protocol_constants()},
         cycles_per_bit=SIM_CYCLES_PER_BIT, progress=progress)
 
 
