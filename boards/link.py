@@ -42,7 +42,7 @@ __all__ = ["SYNC", "PROTOCOL_VERSION", "MAGIC", "MAX_WORDS", "IDLE_BYTE_TIMES", 
            "Status", "Info", "BridgeReg", "Control", "BridgeStatus", "INFO_WORDS", "NAME_BYTES",
            "LinkError", "BoardInfo", "Link", "LinkStats", "BridgeModel", "config_fingerprint",
            "info_words", "config_label", "crc32", "CRC_INIT", "CRC_POLY", "CRC_RESIDUE", "frame",
-           "DEFAULT_BAUD", "protocol_constants"]
+           "DEFAULT_BAUD", "protocol_constants", "WRITE_SEQS"]
 
 SYNC = 0xA5
 PROTOCOL_VERSION = 1
@@ -51,6 +51,8 @@ MAGIC = 0x42415456          # "VTAB", little-endian
 MAX_WORDS = 256
 #: A frame that stops for this many byte times is dropped by the bridge.
 IDLE_BYTE_TIMES = 1024
+#: Sequence numbers of writes (0 .. WRITE_SEQS - 1); reads use the rest.
+WRITE_SEQS = 128
 #: The link's default baud: the ULX3S's FT231X does 3 Mbaud.
 DEFAULT_BAUD = 3_000_000
 #: Reflected CRC-32 (zlib's): register start value and polynomial; a register fed a
@@ -226,7 +228,7 @@ class _Cmd:
     addr: int
     count: int
     data: bytes = b""
-    seq: int = 0
+    seq: int | None = None
     tries: int = 0
     result: bytes | None = None
 
@@ -280,7 +282,7 @@ class Link:
                             f"{info.version}, this vtakit version {PROTOCOL_VERSION}; flash a "
                             "bitstream built by this vtakit (vtakit build --board ulx3s)")
         last = self.read_word(Space.BRIDGE, BridgeReg.LAST_SEQ)
-        self._write_seq = last & 0xFF
+        self._write_seq = last % WRITE_SEQS
         return info
 
     def read(self, space: Space, addr: int, count: int) -> bytes:
@@ -320,16 +322,28 @@ class Link:
             self._exchange(cmds[i:i + 64])
 
     # ------------------------------------------------------------------ transport
+    def _seq(self, c: _Cmd) -> int:
+        # Writes number 0..127 (the bridge remembers the last), reads 128..255. Every try
+        # of a read or a DRAM write gets a new number: a late reply to an earlier try is
+        # never taken for this try's (a DRAM write's words are written before its CRC is
+        # checked, so only this try's OK means they are right). A register write keeps
+        # its number across tries: it takes effect only after its CRC, and the bridge
+        # does not execute the same number twice in a row (a retried start).
+        if c.op == Op.READ:
+            self._read_seq = (self._read_seq + 1) % (256 - WRITE_SEQS)
+            return WRITE_SEQS + self._read_seq
+        if c.seq is None or c.space == Space.DRAM:
+            self._write_seq = (self._write_seq + 1) % WRITE_SEQS
+            return self._write_seq
+        return c.seq
+
     def _exchange(self, cmds: list) -> None:
-        for c in cmds:       # a new seq per command; a retry keeps it
-            if c.op == Op.WRITE:
-                self._write_seq = c.seq = (self._write_seq + 1) & 0xFF
-            else:
-                self._read_seq = c.seq = (self._read_seq + 1) & 0xFF
         pending = deque(cmds)
         self.stats.commands += len(cmds)
         while pending:
             flight = [pending[i] for i in range(min(self.window, len(pending)))]
+            for c in flight:
+                c.seq = self._seq(c)
             data = b"".join(frame(c.op, c.space, c.seq, c.addr, c.count, c.data) for c in flight)
             self._write(data)
             for k, c in enumerate(flight):
