@@ -224,6 +224,7 @@ BACKENDS = {
     "cxxrtl": "vtakit.sim.cxxrtl:CxxrtlDevice",
     "verilator": "vtakit.sim.verilator:VerilatorDevice",
     "board": "vtakit.boards.board_device:BoardDevice",
+    "netlist": "vtakit.sim.netlist:NetlistDevice",
 }
 
 #: Options every :func:`open_device` of a backend gets unless the call gives them (the
