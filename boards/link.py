@@ -259,7 +259,7 @@ class Link:
     """
 
     def __init__(self, port, *, name: str = "board", baud: int = DEFAULT_BAUD,
-                 timeout: float = 2.0, retries: int = 4, quiet: float = 0.05, window: int = 4):
+                 timeout: float = 2.0, retries: int = 4, quiet: float = 0.2, window: int = 4):
         self.port, self.name, self.baud = port, name, baud
         self.timeout, self.retries, self.quiet, self.window = timeout, retries, quiet, window
         self.stats = LinkStats()
