@@ -421,7 +421,8 @@ class Link:
 class BridgeModel:
     """The bridge of :class:`~vtakit.boards.board_top.HostBridge` in Python, byte in, bytes
     out, over a DRAM of ``dram_size`` bytes; a start runs the program on ``vta``
-    (``vta(dram, insn_addr, insn_count) -> dict`` of register values at the end, or None).
+    (``vta(dram, insn_addr, insn_count)`` runs it in place on the DRAM, a uint8 array, and
+    returns the 16 register values at the end).
 
     :meth:`feed` takes received bytes and returns the reply bytes; :meth:`idle` is the
     line going quiet for :data:`IDLE_BYTE_TIMES` (a partial frame is dropped).
