@@ -25,7 +25,8 @@ def register(sub):
                    help="an input array (.npy, in input order or by name), or a .npz of "
                         "arrays named like the inputs; repeatable")
     p.add_argument("--backend", default="behavioral",
-                   help="device of the VTA kernels: behavioral, pysim, cxxrtl, verilator "
+                   help="device of the VTA kernels: behavioral, pysim, cxxrtl, verilator, "
+                        "netlist, board (with -O port=DEV or -O url=socket://HOST:PORT) "
                         "(default: behavioral)")
     p.add_argument("--config", metavar="NAME|FILE",
                    help="the hardware expected (default: the config the model records)")
