@@ -91,7 +91,7 @@ def _platform(board: Board):
 
 
 def build_bitstream(board: str, config=None, output="vta.bit", *, workdir=None,
-                    seed: int = 1) -> SynthReport:
+                    seed: int = 1, dram_size: int | None = None) -> SynthReport:
     """Build a bitstream of the VTA for ``board``; return its resources and Fmax.
 
     Parameters
@@ -104,6 +104,10 @@ def build_bitstream(board: str, config=None, output="vta.bit", *, workdir=None,
         The bitstream to write.
     workdir : path, optional
         Keep the build files there (default: a temporary directory).
+    dram_size : int, optional
+        Bytes of on-chip DRAM, a power of two (default: the board's
+        :attr:`Board.dram_size`; a model whose DRAM needs more is refused by the board
+        backend, naming both sizes).
 
     Raises
     ------
@@ -116,9 +120,14 @@ def build_bitstream(board: str, config=None, output="vta.bit", *, workdir=None,
         raise InputError(f"unknown board {board!r}; boards are {', '.join(BOARDS)}")
     b = BOARDS[board]
     config = load_config(config or b.config)
+    dram_size = dram_size or b.dram_size
+    if dram_size < 4096 or dram_size & (dram_size - 1):
+        raise InputError(f"on-chip DRAM of {dram_size} bytes: it must be a power of two of at "
+                         "least 4096 bytes")
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="vtakit-build-") as tmp:
-            return build_bitstream(board, config, output, workdir=tmp, seed=seed)
+            return build_bitstream(board, config, output, workdir=tmp, seed=seed,
+                                   dram_size=dram_size)
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     platform = _platform(b)
@@ -126,7 +135,7 @@ def build_bitstream(board: str, config=None, output="vta.bit", *, workdir=None,
     stages = Stages(f"build {config.name} for {board}", 4, heartbeat=25.0)
     stages.print(f"build files and tool logs in {work}")
     with stages.stage("elaborate + RTLIL (Amaranth)"):
-        plan = platform.prepare(_BoardDesign(config, b.dram_size), name=name)
+        plan = platform.prepare(_BoardDesign(config, dram_size), name=name)
         plan.extract(work)
     with stages.stage("synthesize (Yosys)", f"log {work / 'yosys.log'}"):
         run_tool("yosys", ["-l", f"{name}.rpt", f"{name}.ys"], cwd=work,

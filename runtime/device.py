@@ -4,8 +4,8 @@ A :class:`Device` owns a byte-addressed :class:`~vtakit.runtime.dram.DRAM` and r
 ``insn_count`` instructions starting at a DRAM byte address. The runtime and
 every test talk only to this interface, so any program runs on any backend:
 ``behavioral`` (the numpy model, the executable spec), ``pysim`` (Amaranth's
-simulator), ``cxxrtl`` (Yosys CXXRTL) and ``verilator``; an FPGA board would
-implement it too. The contract lives with the runtime that drives it; the
+simulator), ``cxxrtl`` (Yosys CXXRTL), ``verilator``, and ``board`` (an FPGA board or
+``vtakit board-sim`` over its serial link). The contract lives with the runtime that drives it; the
 backends are found by name (:data:`BACKENDS`) and imported only when opened, so
 importing the runtime never loads a simulator.
 
@@ -16,7 +16,9 @@ A run that stops without completing raises :class:`DeviceFault`, with the same
 from __future__ import annotations
 
 import abc
+import contextlib
 import importlib
+import inspect
 import numbers
 from dataclasses import dataclass, field
 
@@ -31,7 +33,8 @@ from .dram import DRAM
 from .image import DramImage, RunRecord
 
 __all__ = ["Device", "DeviceError", "DeviceFault", "RunResult", "BACKENDS", "open_device",
-           "check_backend", "DRAM", "DramImage", "RunRecord", "check_int_options"]
+           "check_backend", "DRAM", "DramImage", "RunRecord", "check_int_options",
+           "accepted_options", "route_options", "backend_options"]
 
 
 class DeviceError(VtakitError, RuntimeError):
@@ -220,7 +223,13 @@ BACKENDS = {
     "pysim": "vtakit.sim.pysim:PysimDevice",
     "cxxrtl": "vtakit.sim.cxxrtl:CxxrtlDevice",
     "verilator": "vtakit.sim.verilator:VerilatorDevice",
+    "board": "vtakit.boards.board_device:BoardDevice",
+    "netlist": "vtakit.sim.netlist:NetlistDevice",
 }
+
+#: Options every :func:`open_device` of a backend gets unless the call gives them (the
+#: command line's ``-O``, set for a command by :func:`backend_options`).
+_DEFAULT_OPTIONS: dict[str, dict] = {}
 
 
 def check_backend(backend: str) -> str:
@@ -231,8 +240,49 @@ def check_backend(backend: str) -> str:
     return backend
 
 
+def accepted_options(backend: str) -> list[str] | None:
+    """The keyword options of a backend's device (None: it takes any, or it is not
+    available)."""
+    module, cls = BACKENDS[check_backend(backend)].split(":")
+    try:
+        params = inspect.signature(getattr(importlib.import_module(module), cls)).parameters
+    except (ImportError, AttributeError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return None
+    return [p.name for p in params.values() if p.kind is p.KEYWORD_ONLY and p.name != "dram"]
+
+
+def route_options(backends, options: dict) -> dict[str, dict]:
+    """``{backend: its options}``: each option goes to every backend in ``backends`` that
+    takes it (``-O url=...`` to ``board`` only in ``--backends behavioral,board``); an
+    option none of them takes is a :class:`DeviceError`."""
+    routed = {b: {} for b in backends}
+    for key, value in options.items():
+        takers = [b for b in backends if (a := accepted_options(b)) is None or key in a]
+        if not takers:
+            raise DeviceError(f"no backend of {', '.join(backends)} has an option {key!r}")
+        for b in takers:
+            routed[b][key] = value
+    return routed
+
+
+@contextlib.contextmanager
+def backend_options(routed: dict):
+    """Within the block, :func:`open_device` of each backend in ``routed`` gets its options
+    (keyword arguments of the call win)."""
+    saved = dict(_DEFAULT_OPTIONS)
+    _DEFAULT_OPTIONS.update({b: dict(o) for b, o in routed.items() if o})
+    try:
+        yield
+    finally:
+        _DEFAULT_OPTIONS.clear()
+        _DEFAULT_OPTIONS.update(saved)
+
+
 def open_device(backend: str, config, **options) -> Device:
     """Create a device of a named backend for a config."""
+    options = {**_DEFAULT_OPTIONS.get(backend, {}), **options}
     target = BACKENDS[check_backend(backend)]
     module, cls = target.split(":")
     try:

@@ -138,11 +138,11 @@ def test_config_mismatch(files, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["exec", "good.npz", "--backend", "nosuch", "-o", "out.npz"],
-     "unknown backend 'nosuch'; backends are behavioral, pysim, cxxrtl, verilator"),
+     "unknown backend 'nosuch'; backends are behavioral, pysim, cxxrtl, verilator, board, netlist"),
     (["compare", "good.npz", "--backends", "behavioral,nosuch"],
-     "unknown backend 'nosuch'; backends are behavioral, pysim, cxxrtl, verilator"),
+     "unknown backend 'nosuch'; backends are behavioral, pysim, cxxrtl, verilator, board, netlist"),
     (["fuzz", "--backends", "behavioral,nosuch", "--count", "1"],
-     "unknown backend 'nosuch'; backends are behavioral, pysim, cxxrtl, verilator"),
+     "unknown backend 'nosuch'; backends are behavioral, pysim, cxxrtl, verilator, board, netlist"),
     (["compare", "good.npz", "--backends", "behavioral"],
      "--backends needs two or more backends, got 'behavioral'"),
     (["fuzz", "--backends", "behavioral,behavioral"],
@@ -218,7 +218,7 @@ def test_atomic_replace_keeps_old_file_on_failure(files):
 
 def test_open_device_and_image_api(files):
     with pytest.raises(DeviceError, match=r"^unknown backend 'x'; backends are behavioral, "
-                                          r"pysim, cxxrtl, verilator$"):
+                                          r"pysim, cxxrtl, verilator, board, netlist$"):
         open_device("x", "tiny")
     with pytest.raises(DeviceError, match=r"^behavioral: cmd_depth=2\.5; it must be an "
                                           r"integer$"):

@@ -172,7 +172,7 @@ def test_compare_open_error_still_aborts(run_cli, tmp_path, capsys):
     code, out, err = run_cli("compare", path, "--backends", "behavioral,nosuch")
     assert (code, out) == (2, "")
     assert err == ("vtakit compare: error: unknown backend 'nosuch'; backends are behavioral, "
-                   "pysim, cxxrtl, verilator\n")
+                   "pysim, cxxrtl, verilator, board, netlist\n")
 
 
 # -------------------------------------------------- 2. images record their config

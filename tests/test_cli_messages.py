@@ -34,7 +34,7 @@ def test_demo_unknown_backend_fails_before_the_behavioral_phase(run_cli, capsys)
     code, out, err = run_cli("demo", "--backend", "gpu")
     assert code == 2
     assert err.strip() == ("vtakit demo: error: unknown backend 'gpu'; backends are "
-                           "behavioral, pysim, cxxrtl, verilator")
+                           "behavioral, pysim, cxxrtl, verilator, board, netlist")
     assert "behavioral" not in out and "img" not in err    # no image ran, no progress bar
 
 

@@ -19,14 +19,18 @@ def register(sub):
     p.add_argument("-o", "--output", default="vta.bit", type=output_file, metavar="OUT.bit")
     p.add_argument("--seed", type=int, default=1, help="nextpnr placer seed (default: 1)")
     p.add_argument("--workdir", metavar="DIR", help="keep the build files in DIR")
+    p.add_argument("--dram-size", metavar="BYTES",
+                   help="on-chip DRAM, a power of two (default: the board's, 128K on ulx3s)")
     p.set_defaults(func=run)
 
 
 def run(args):
     from ...boards import format_table
     from ...boards.build import build_bitstream
+    from ...sim.build_cache import parse_size
     report = build_bitstream(args.board, args.config, args.output, workdir=args.workdir,
-                             seed=args.seed)
+                             seed=args.seed,
+                             dram_size=parse_size(args.dram_size) if args.dram_size else None)
     print(format_table([report]))
     print(f"wrote {args.output}")
     return 0

@@ -21,9 +21,10 @@ fault identically), 1 when any differs, 2 on an error (one line on stderr).
 from __future__ import annotations
 
 from ...runtime.compare import compare_outcomes, format_comparison, run_outcomes
+from ...runtime.device import backend_options, route_options
 from ...runtime.image import DramImage
 from ..main import UsageError
-from .exec import CONFIG_HELP, image_config, parse_backends
+from .exec import CONFIG_HELP, image_config, parse_backends, parse_option
 
 __all__ = ["register", "run"]
 
@@ -46,11 +47,20 @@ def register(sub):
                         "(vtakit.tools.shard)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="with a .vtax: replay the kernels on an existing Dask cluster")
+    p.add_argument("-O", dest="options", action="append", default=[], metavar="KEY=VALUE",
+                   type=parse_option, help="backend option, passed to every backend that "
+                                           "takes it (e.g. -O url=socket://127.0.0.1:7777 for "
+                                           "board); repeatable")
     p.set_defaults(func=run)
 
 
 def run(args):
     backends = parse_backends(args.backends)
+    with backend_options(route_options(backends, dict(args.options))):
+        return _run(args, backends)
+
+
+def _run(args, backends):
     if str(args.image).endswith(".vtax"):
         return _run_model(args, backends)
     if args.input or args.workers or args.scheduler:
@@ -85,6 +95,9 @@ def _run_model(args, backends):
     from ...runtime.layer_compare import compare_layers, format_comparison as format_layers
     exe = load(args.image, config=args.config)
     inputs = read_inputs(exe, args.input)
+    if "board" in backends:     # another config or a model too big: refused before any write
+        from ...boards.board_device import check_model_fits
+        check_model_fits(exe)
     if args.workers or args.scheduler:
         from ...tools.shard import compare_sharded, format_sharded
         result = compare_sharded(exe, inputs, backends, workers=args.workers,

@@ -6,13 +6,14 @@ import time
 
 import numpy as np
 
-from ...runtime.device import check_backend, open_device
+from ...runtime.device import backend_options, check_backend, open_device, route_options
 from ...runtime.executable import load, read_inputs
 from ...runtime.layer_vcd import VCD_BACKENDS, write_layer_vcd
 from ...runtime.recorder import LayerRecorder
 from ...runtime.image import npz_path
 from ..checks import output_file
 from ..main import UsageError
+from .exec import parse_option
 
 __all__ = ["register", "run"]
 
@@ -24,7 +25,8 @@ def register(sub):
                    help="an input array (.npy, in input order or by name), or a .npz of "
                         "arrays named like the inputs; repeatable")
     p.add_argument("--backend", default="behavioral",
-                   help="device of the VTA kernels: behavioral, pysim, cxxrtl, verilator "
+                   help="device of the VTA kernels: behavioral, pysim, cxxrtl, verilator, "
+                        "netlist, board (with -O port=DEV or -O url=socket://HOST:PORT) "
                         "(default: behavioral)")
     p.add_argument("--config", metavar="NAME|FILE",
                    help="the hardware expected (default: the config the model records)")
@@ -43,12 +45,23 @@ def register(sub):
                         "verilator): the layer's kernel is run again on a traced device")
     p.add_argument("--vcd-layer", type=int, metavar="N",
                    help="the layer of --vcd (its # in the --profile table)")
+    p.add_argument("-O", dest="options", action="append", default=[], metavar="KEY=VALUE",
+                   type=parse_option, help="backend option (as for vtakit exec), e.g. "
+                                           "-O url=socket://127.0.0.1:7777; repeatable")
     p.set_defaults(func=run)
 
 
 def run(args):
     check_backend(args.backend)
+    with backend_options(route_options([args.backend], dict(args.options))):
+        return _run(args)
+
+
+def _run(args):
     exe = load(args.model, config=args.config)
+    if args.backend == "board":    # another config or a model too big: refused before writes
+        from ...boards.board_device import check_model_fits
+        check_model_fits(exe)
     inputs = read_inputs(exe, args.input)
     if (args.vcd is None) != (args.vcd_layer is None):
         raise UsageError("--vcd FILE and --vcd-layer N go together")
