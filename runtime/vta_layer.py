@@ -44,6 +44,7 @@ import math
 import numpy as np
 
 from .host import decode_attrs, encode_attr
+from .hosttime import timed
 from .hostops import get_hostop
 from .layout import nchw_shape, pack_activation, unpack_activation
 from .module import FACTORY_PREFIX, PrimitiveError
@@ -155,14 +156,14 @@ class VTALayerKernel:
         if y is None:                               # the kernel stored into ``out``
             return
         if isinstance(out, DeviceTensor):
-            out.write_packed(y.astype(out.dtype, copy=False))
+            timed("upload", out.write_packed, y.astype(out.dtype, copy=False))
             return
         n, c, shape, dtype = self.unpack
-        y = unpack_activation(y, self.config, n, c).reshape(shape)
+        y = timed("unpack", unpack_activation, y, self.config, n, c).reshape(shape)
         if dtype is not None and y.dtype != dtype:
             y = y.astype(dtype)
         for step in self.tail:
-            y = step(y)
+            y = timed(step.op, step, y)
         out[...] = y
 
     def _launch(self, ins, out):
@@ -178,7 +179,7 @@ class VTALayerKernel:
             buf = rt.alloc(slots[slot])
             scratch.append(buf)
             if array is not None:
-                rt.upload(buf, array)
+                timed("upload", rt.upload, buf, array)
             return buf
         try:
             for slot, (kind, i) in self.inputs:
@@ -187,11 +188,13 @@ class VTALayerKernel:
                 if pre is None and isinstance(v, DeviceTensor) and v.nbytes == slots[slot]:
                     bufs[slot] = v.buffer           # left on the device by the last layer
                 else:
-                    x = np.asarray(v)               # a DeviceTensor is downloaded
+                    x = (timed("download", np.asarray, v) if isinstance(v, DeviceTensor)
+                         else np.asarray(v))
                     x = x.reshape(nchw_shape(x.shape))
                     if pre is not None:
-                        x = pre(x)
-                    bufs[slot] = staged(slot, pack_activation(x.astype(np.int8), self.config))
+                        x = timed(pre.op, pre, x)
+                    bufs[slot] = staged(slot, timed("pack", pack_activation, x.astype(np.int8),
+                                                    self.config))
             for slot, array in self.weights:
                 if slot not in self._resident:
                     buf = rt.alloc(slots[slot])
@@ -203,8 +206,8 @@ class VTALayerKernel:
             rt.synchronize()
             if direct:
                 return None
-            planes = rt.download(bufs["out"], self.out_dtype, self.out_shape)
-            return planes[0] if self.post is None else self.post(planes)
+            planes = timed("download", rt.download, bufs["out"], self.out_dtype, self.out_shape)
+            return planes[0] if self.post is None else timed(self.post.op, self.post, planes)
         finally:
             for buf in scratch:
                 rt.free(buf)
