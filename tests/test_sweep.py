@@ -372,3 +372,20 @@ def test_float_model_calibrated_from_a_npy_file(client, tmp_path):
     assert (demo["model"], onnx["model"]) == ("demo", "digits_cnn")
     assert onnx["status"] == "ok", onnx["error"]
     assert onnx["matches_interpreter"] and onnx["cycles"] == demo["cycles"]
+
+
+def test_cli_sweep_prints_host_time_and_latency(client, tmp_path, capsys):
+    out = tmp_path / "s.parquet"
+    code = main(["sweep", "--configs", "tiny", "--models", ANOMALY, "--engine", "behavioral",
+                 "--fmax", "50", "--host", "cortex-a9", "--scheduler", client.scheduler.address,
+                 "-o", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    row, = pq.read_table(out).to_pylist()
+    assert row["host"] == "cortex-a9" and row["fmax_mhz"] == 50.0
+    line = next(l for l in text.splitlines() if l.startswith("  tiny ") and "GEMM" in l)
+    assert f"host {row['host_us']:>9,.1f} us" in line
+    assert f"latency {row['latency_us']:>10,.1f} us" in line and "Fmax   50.0 MHz" in line
+    assert f"{row['latency_us']:,.1f} us at 50 MHz with the host" in text
+    assert main(["sweep", "--host", "pentium", "-o", str(out)]) == 2
+    assert "host 'pentium'" in capsys.readouterr().err

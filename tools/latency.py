@@ -202,8 +202,16 @@ def cached_report(config, target: str, *, stale_ok: bool = False):
 
 
 def _config_arg(cfg) -> str:
-    return cfg.source if getattr(cfg, "source", None) and not cfg.extensions else \
-        (cfg.name if not cfg.extensions else "FILE.json")
+    """What to pass to ``vtakit synth --config``: the preset's name when ``cfg`` is one,
+    else a JSON file of it."""
+    from importlib import resources
+    from ..hw.config import load_config
+    for entry in sorted(resources.files("vtakit.hw").joinpath("presets").iterdir(),
+                        key=lambda e: e.name):
+        name = entry.name.removesuffix(".json")
+        if entry.name.endswith(".json") and load_config(name) == cfg:
+            return name
+    return "FILE.json"
 
 
 def fmax_mhz(config, target: str | None = None, fmax: float | None = None) -> tuple:
