@@ -140,7 +140,7 @@ def test_a_report_without_fmax_is_not_cached(cache):
 
 
 # ------------------------------------------------------------------ profile
-def _kws_like():
+def _anomaly_input():
     path = MLTK / "anomaly_detection.tflite"
     x = model_inputs(from_tflite(path)["main"].params[0].type_annotation)[0]
     return path, x
@@ -148,7 +148,7 @@ def _kws_like():
 
 @pytest.fixture(scope="module")
 def anomaly():
-    path, x = _kws_like()
+    path, x = _anomaly_input()
     ref = np.asarray(evaluate(from_tflite(path), x))
     return path, x, ref
 
