@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 
 from .hostops import get_hostop
+from .hosttime import timed
 from .module import PrimitiveError
 from .vm.objects import flatten
 
@@ -73,7 +74,7 @@ class HostKernel:
                 except KeyError as e:
                     raise PrimitiveError(f"host primitive {name!r}: {e}") from None
                 self.steps.append(("call", compute, decode_attrs(s[2]),
-                                   [tuple(r) for r in s[3]]))
+                                   [tuple(r) for r in s[3]], str(s[1])))
             elif s[0] == "const":
                 self.steps.append(("const", constants[s[1]]))
             elif s[0] == "tuple":
@@ -94,7 +95,7 @@ class HostKernel:
         for s in self.steps:
             kind = s[0]
             if kind == "call":
-                r = s[1](*[get(a) for a in s[3]], **s[2])
+                r = timed(s[4], s[1], *[get(a) for a in s[3]], **s[2])
                 vals.append(tuple(r) if isinstance(r, (tuple, list)) else r)
             elif kind == "const":
                 vals.append(s[1])

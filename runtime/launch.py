@@ -21,13 +21,17 @@ begins:
 :meth:`LayerLaunch.run` does 1 and 2 and downloads the planes; a kernel whose output
 goes straight into a device tensor (no host step after it, one plane) stores there and
 3 and 4 have nothing to do. The host steps (``pre`` inside 1, 3, 4) are separate calls,
-so timing one is one line around it.
+so timing one is one line around it; each is logged through
+:func:`.hosttime.timed` (staging uploads, the ``pre`` and ``post`` steps, downloads,
+unpacking and the ``tail``), which costs one global read while no profile listens. The
+one-time upload of resident weights is not a per-inference host step and is not logged.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .hosttime import timed
 from .layout import nchw_shape, pack_activation
 from .vm.objects import DeviceTensor
 
@@ -110,12 +114,13 @@ class LayerLaunch:
             if pre is None and isinstance(v, DeviceTensor) and v.nbytes == slots[slot]:
                 bufs[slot] = v.buffer               # left on the device by the last layer
                 continue
-            x = np.asarray(v)                       # a DeviceTensor is downloaded
+            x = (timed("download", np.asarray, v) if isinstance(v, DeviceTensor)
+                 else np.asarray(v))
             x = x.reshape(nchw_shape(x.shape))
             if pre is not None:
-                x = pre(x)
+                x = timed(_op_name(pre), pre, x)
             bufs[slot] = _staged(rt, slots[slot], scratch,
-                                 pack_activation(x.astype(np.int8), self.config))
+                                 timed("pack", pack_activation, x.astype(np.int8), self.config))
         for slot, array in weights.items():
             if self._resident is None:
                 bufs[slot] = _staged(rt, slots[slot], scratch, array)
@@ -138,7 +143,7 @@ class LayerLaunch:
 
     def requantize(self, planes) -> np.ndarray:
         """The ``post`` host step on the downloaded planes (plane 0 without one)."""
-        return planes[0] if self.post is None else self.post(planes)
+        return planes[0] if self.post is None else timed(_op_name(self.post), self.post, planes)
 
     def run(self, rt, activations: dict, weights: dict, out=None, *,
             tail=False) -> LaunchResult:
@@ -158,7 +163,8 @@ class LayerLaunch:
             res = self.execute(rt, bufs)
             if direct:
                 return LaunchResult(None, res)
-            return LaunchResult(rt.download(bufs["out"], self.out_dtype, self.out_shape), res)
+            return LaunchResult(timed("download", rt.download, bufs["out"], self.out_dtype,
+                                      self.out_shape), res)
         finally:
             for buf in scratch:
                 rt.free(buf)
@@ -172,20 +178,27 @@ class LayerLaunch:
         if y is None:
             return out
         if isinstance(out, DeviceTensor):
-            out.write_packed(y.astype(out.dtype, copy=False))
+            timed("upload", out.write_packed, y.astype(out.dtype, copy=False))
             return out
-        y = unpack(y)
+        y = timed("unpack", unpack, y)
         for step in tail:
-            y = step(y)
+            y = timed(_op_name(step), step, y)
         if out is not None:
             out[...] = y
         return y
 
 
 def _staged(rt, nbytes, scratch, array=None):
-    """A buffer of ``nbytes`` freed after the call (``array`` uploaded into it)."""
+    """A buffer of ``nbytes`` freed after the call (``array`` uploaded into it: a host
+    step, timed)."""
     buf = rt.alloc(nbytes)
     scratch.append(buf)
     if array is not None:
-        rt.upload(buf, array)
+        timed("upload", rt.upload, buf, array)
     return buf
+
+
+def _op_name(step) -> str:
+    """The name a host step is timed under: its host op's name (a
+    :class:`~.vta_layer.HostStep`), else its function's."""
+    return getattr(step, "op", None) or getattr(step, "__name__", "host")

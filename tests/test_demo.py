@@ -82,3 +82,19 @@ def test_recorders_nest():
         assert vars(dev)["run"] == outer._logged_run      # the outer wrapper is back
         outer.close()
         assert "run" not in vars(dev)
+
+
+def test_demo_latency_per_image(result):
+    # Without a clock: the host time only; with one: VTA us (the predicted cycles, the
+    # behavioral model has no clock) plus the host steps, here estimated for a Cortex-A9.
+    assert result.fmax_mhz is None and result.latency_us_per_image is None
+    assert result.host_us_per_image > 0
+    assert "latency needs --fmax MHZ or --target FPGA" in format_demo(result)
+    r = run_demo("default", "behavioral", 0, test_limit=10, progress=False,
+                 log=lambda *_: None, fmax=50.0, host="cortex-a9")
+    assert r.vta_us_per_image == pytest.approx(r.predicted_cycles_per_image / 50.0)
+    assert r.host_us_per_image > 0
+    assert r.latency_us_per_image == pytest.approx(r.vta_us_per_image + r.host_us_per_image)
+    line = next(l for l in format_demo(r).splitlines() if "latency per image" in l)
+    assert f"{r.latency_us_per_image:,.1f} us" in line and "at 50 MHz, --fmax" in line
+    assert "estimated, cortex-a9" in line

@@ -257,29 +257,106 @@ def test_cli_compare_vtax_on_workers_against_verilator(client, digits_tiny, caps
 
 
 def test_synth_resources_are_cached_per_config_and_target(tmp_path, monkeypatch):
-    # The Yosys run itself is slow (bench/synth.py); here synth_config is replaced by a
-    # counter to check the cache: one synthesis per (config, target).
+    # The tools themselves are slow (bench/synth.py); here synth_config is replaced by a
+    # counter to check the cache: one synthesis per (config, target). ECP5 is placed and
+    # routed (a recorded nextpnr report: its Fmax), xilinx-7 only counted by Yosys.
     from types import SimpleNamespace
 
+    from test_latency import _recorded
     from vtakit.boards import synth as synth_mod
     from vtakit.hw.config import load_config
     from vtakit.tools.resources import synth_resources
     calls = []
 
     def fake(cfg, target, **kw):
-        calls.append((cfg.name, target, kw["place_and_route"]))
+        calls.append((cfg.name, target, kw.get("place_and_route", True)))
+        if target == "ecp5-85k":
+            return _recorded()
         return SimpleNamespace(resources={"lut": 1000 * cfg.block_in, "ff": 7, "dsp": 16,
-                                          "bram": 3})
+                                          "bram": 3}, fmax_mhz=None)
     monkeypatch.setattr(synth_mod, "synth_config", fake)
     monkeypatch.setenv("VTAKIT_CACHE", str(tmp_path))
     cj = json.dumps(load_config("tiny").to_dict(), sort_keys=True)
     first = synth_resources(cj, "ecp5-85k")
     again = synth_resources(cj, "ecp5-85k")
     other = synth_resources(cj, "xilinx-7")
-    assert calls == [(load_config("tiny").name, "ecp5-85k", False),
+    other2 = synth_resources(cj, "xilinx-7")
+    assert calls == [(load_config("tiny").name, "ecp5-85k", True),
                      (load_config("tiny").name, "xilinx-7", False)]
-    assert first["lut"] == again["lut"] == other["lut"] == 8000
-    assert again["wall_synth_s"] == 0.0
+    rec = _recorded()
+    assert first["lut"] == again["lut"] == rec.resources["lut"]
+    assert first["fmax_mhz"] == again["fmax_mhz"] == rec.fmax_mhz
+    assert first["fmax_source"] == "synth ecp5-85k (nextpnr)"
+    assert other["lut"] == other2["lut"] == 8000 and other["fmax_mhz"] is None
+    assert again["wall_synth_s"] == other2["wall_synth_s"] == 0.0
+
+
+def _layer_host(res, config):
+    return [(r["where"], r["host_us"]) for r in res.layers.to_pylist()
+            if r["config"] == config]
+
+
+def test_verilator_sweep_latency_host_time_and_requant(client, tmp_path):
+    """cycles measured on Verilator, VTA us at the given clock, the host steps per layer:
+    every VTA layer of the base ISA requantizes on the host, the requant extension's
+    layers between the first and the last have none; latency = VTA us + host us."""
+    out = tmp_path / "s.parquet"
+    res = sweep(["tiny"], [ANOMALY], grid=["EXTENSIONS=none,requant"], engine="verilator",
+                fmax=100.0, client=client, progress=False, log=None, output=out,
+                plot=tmp_path / "p.png")
+    assert not res.failed, res.failed
+    base, req = res.rows
+    assert (base["config"], req["config"]) == ("tiny/EXTENSIONS=none", "tiny/EXTENSIONS=requant")
+    for r in (base, req):
+        assert r["matches_interpreter"] and r["cycles_source"] == "rtl"
+        assert r["fmax_mhz"] == 100.0 and r["fmax_source"] == "--fmax"
+        assert r["vta_us"] == pytest.approx(r["cycles"] / 100.0)
+        assert r["latency_us"] == pytest.approx(r["vta_us"] + r["host_us"])
+        layers = [x for x in res.layers.to_pylist() if x["config"] == r["config"]]
+        assert r["host_us"] == pytest.approx(sum(x["host_us"] for x in layers))
+        assert r["host"] == "measured" and r["lut"] is None
+    vta_base = [h for w, h in _layer_host(res, base["config"]) if w == "VTA"]
+    vta_req = [h for w, h in _layer_host(res, req["config"]) if w == "VTA"]
+    assert len(vta_base) == len(vta_req) == 10
+    assert all(h > 0 for h in vta_base)
+    assert vta_req[0] > 0 and vta_req[-1] > 0 and all(h == 0.0 for h in vta_req[1:-1])
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+    table = pq.read_table(out).to_pylist()
+    assert [r["latency_us"] for r in table] == [base["latency_us"], req["latency_us"]]
+    # the model engine runs nothing: cycles and VTA us, no host time, no latency
+    model = sweep(["tiny"], [ANOMALY], engine="model", fmax=100.0, client=client,
+                  progress=False, log=None).rows[0]
+    assert model["host_us"] is None and model["latency_us"] is None
+    assert model["vta_us"] == pytest.approx(model["cycles"] / 100.0)
+
+
+def test_synth_sweep_latency_and_pareto_axes(tmp_path, monkeypatch):
+    """--synth with a cached (recorded) ECP5 report: LUT, DSP and Fmax of the config fill
+    the row, latency = cycles / Fmax + host, estimated for the Cortex-A9; the Pareto plot
+    is latency against LUTs and DSPs."""
+    from test_latency import _recorded
+    from vtakit.tools import latency
+    from vtakit.tools.pareto import best_points, cost_column, metric_column
+    monkeypatch.setenv("VTAKIT_CACHE", str(tmp_path / "cache"))
+    rec = _recorded()
+    latency.store_report("tiny", rec)
+    res = sweep(["tiny"], [ANOMALY], engine="behavioral", synth="ecp5-85k", host="cortex-a9",
+                workers=1, progress=False, log=None, plot=tmp_path / "p.png")
+    row, = res.rows
+    assert row["status"] == "ok", row["error"]
+    assert (row["lut"], row["dsp"], row["fmax_mhz"]) == \
+        (rec.resources["lut"], rec.resources["dsp"], rec.fmax_mhz)
+    assert row["fmax_source"] == "synth ecp5-85k (nextpnr)" and row["wall_synth_s"] == 0.0
+    host = latency.load_host("cortex-a9")
+    assert row["host"] == "cortex-a9" and row["host_us"] > 0
+    assert row["latency_us"] == pytest.approx(row["cycles"] / rec.fmax_mhz + row["host_us"])
+    rows = res.table.to_pylist()
+    assert (cost_column(rows), metric_column(rows)) == ("lut", "latency_us")
+    assert best_points(res.table) == [row]
+    assert host.clock_mhz == 650
+    import matplotlib.image
+    h, w = matplotlib.image.imread(tmp_path / "p.png").shape[:2]
+    assert w > 1.8 * h             # two panels: LUTs and DSPs
 
 
 def test_float_model_calibrated_from_a_npy_file(client, tmp_path):
@@ -295,3 +372,20 @@ def test_float_model_calibrated_from_a_npy_file(client, tmp_path):
     assert (demo["model"], onnx["model"]) == ("demo", "digits_cnn")
     assert onnx["status"] == "ok", onnx["error"]
     assert onnx["matches_interpreter"] and onnx["cycles"] == demo["cycles"]
+
+
+def test_cli_sweep_prints_host_time_and_latency(client, tmp_path, capsys):
+    out = tmp_path / "s.parquet"
+    code = main(["sweep", "--configs", "tiny", "--models", ANOMALY, "--engine", "behavioral",
+                 "--fmax", "50", "--host", "cortex-a9", "--scheduler", client.scheduler.address,
+                 "-o", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    row, = pq.read_table(out).to_pylist()
+    assert row["host"] == "cortex-a9" and row["fmax_mhz"] == 50.0
+    line = next(l for l in text.splitlines() if l.startswith("  tiny ") and "GEMM" in l)
+    assert f"host {row['host_us']:>9,.1f} us" in line
+    assert f"latency {row['latency_us']:>10,.1f} us" in line and "Fmax   50.0 MHz" in line
+    assert f"{row['latency_us']:,.1f} us at 50 MHz with the host" in text
+    assert main(["sweep", "--host", "pentium", "-o", str(out)]) == 2
+    assert "host 'pentium'" in capsys.readouterr().err

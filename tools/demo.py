@@ -13,6 +13,12 @@ Steps of :func:`run_demo`:
    compare its predictions with the behavioral ones, reading the cycles and the GEMM
    counter of every kernel run (:class:`~vtakit.runtime.recorder.LayerRecorder`).
 
+The latency per image is the cycles per image at VTA's clock (``fmax``, or the cached
+``vtakit synth`` report of the config on ``target``: :mod:`~.latency`) plus the host
+steps of an inference (:mod:`vtakit.runtime.hosttime`), averaged over the behavioral
+run of the test split: measured on this machine, or estimated for an embedded host
+(``host="cortex-a9"``).
+
 Two GEMM figures are reported: *utilization*, the model's useful multiply-accumulates
 divided by ``cycles x BATCH x BLOCK_IN x BLOCK_OUT`` (as ``bench/models.py``), and
 *GEMM busy*, the GEMM micro-ops the core executed divided by the cycles (padding
@@ -56,6 +62,24 @@ class DemoResult:
     vta_layers: int
     host_layers: int
     wall: dict = field(default_factory=dict)   # step -> seconds
+    host_us_per_image: float = 0.0   # the host steps of one inference (measured or estimated)
+    host: str = "measured"
+    fmax_mhz: float | None = None
+    fmax_source: str = ""
+
+    @property
+    def vta_us_per_image(self) -> float | None:
+        """Cycles per image (measured, else predicted) at :attr:`fmax_mhz`."""
+        if self.fmax_mhz is None:
+            return None
+        cycles = (self.cycles_per_image if self.cycles_per_image >= 0
+                  else self.predicted_cycles_per_image)
+        return cycles / self.fmax_mhz
+
+    @property
+    def latency_us_per_image(self) -> float | None:
+        vta = self.vta_us_per_image
+        return None if vta is None else vta + self.host_us_per_image
 
     @property
     def accuracy_drop(self) -> float:
@@ -132,7 +156,9 @@ def _predict(exe, images, device, desc, progress, recorder=None):
 
 
 def run_demo(config="default", backend: str = "verilator", count: int = 20, *,
-             test_limit: int | None = None, progress: bool = True, log=print) -> DemoResult:
+             test_limit: int | None = None, progress: bool = True, log=print,
+             fmax: float | None = None, target: str | None = None,
+             host: str = "measured") -> DemoResult:
     """Run the digits demo; see the module docstring.
 
     Parameters
@@ -149,6 +175,11 @@ def run_demo(config="default", backend: str = "verilator", count: int = 20, *,
         tqdm progress bars on stderr.
     log : callable
         Receives the progress messages (one line each).
+    fmax, target : optional
+        VTA's clock in MHz, or the FPGA target whose cached synthesis report of the
+        config gives it (:func:`~.latency.fmax_mhz`); neither: no latency.
+    host : str
+        ``measured`` (this machine), or a host cost table (:func:`~.latency.load_host`).
 
     Returns
     -------
@@ -167,6 +198,10 @@ def run_demo(config="default", backend: str = "verilator", count: int = 20, *,
         raise InputError(f"count={count}; the number of RTL images must be >= 0")
     check_backend(backend)               # fail now, not after the behavioral phase
     cfg = load_config(config)
+    from ..runtime.hosttime import HostTimer
+    from .latency import fmax_mhz, host_seconds, load_host
+    fmax, fmax_source = fmax_mhz(cfg, target, fmax)     # a missing report fails now
+    host_model = load_host(host)
     build = _start_build(backend, cfg, progress, log) if count else None
     wall = {}
     t = time.perf_counter()
@@ -191,8 +226,9 @@ def run_demo(config="default", backend: str = "verilator", count: int = 20, *,
         f"{len(report) - vta_layers} on the host ({wall['compile']:.2f} s)")
 
     t = time.perf_counter()
-    with open_device("behavioral", cfg) as dev:
+    with open_device("behavioral", cfg) as dev, HostTimer() as timer:
         beh_pred = _predict(exe, x_test, dev, "behavioral", progress)
+    host_us = 1e6 * host_seconds(timer.take(), host_model) / max(len(x_test), 1)
     wall["behavioral"] = time.perf_counter() - t
 
     rtl_pred = np.empty(0, np.int64)
@@ -226,7 +262,8 @@ def run_demo(config="default", backend: str = "verilator", count: int = 20, *,
         gemm_utilization=macs / (per_image * peak) if per_image > 0 else None,
         gemm_busy=gemm_ops / cycles if cycles > 0 else None,
         macs_per_image=macs, vta_layers=vta_layers, host_layers=len(report) - vta_layers,
-        wall=wall)
+        wall=wall, host_us_per_image=host_us, host=host, fmax_mhz=fmax,
+        fmax_source=fmax_source)
 
 
 def format_demo(r: DemoResult) -> str:
@@ -251,6 +288,15 @@ def format_demo(r: DemoResult) -> str:
         f"({r.macs_per_image:,} MACs/image; GEMM busy {pct(r.gemm_busy)})",
         f"  layers                          {r.vta_layers} on VTA, {r.host_layers} on the host",
     ]
+    where = "measured" if r.host == "measured" else f"estimated, {r.host}"
+    if r.fmax_mhz is None:
+        lines.append(f"  host time per image             {r.host_us_per_image:,.1f} us ({where}); "
+                     "latency needs --fmax MHZ or --target FPGA")
+    else:
+        basis = "cycles" if r.cycles_per_image >= 0 else "predicted cycles"
+        lines.append(f"  latency per image               {r.latency_us_per_image:,.1f} us = VTA "
+                     f"{r.vta_us_per_image:,.1f} us ({basis} at {r.fmax_mhz:g} MHz, "
+                     f"{r.fmax_source}) + host {r.host_us_per_image:,.1f} us ({where})")
     beh = r.wall.get("behavioral", 0.0)
     w = (f"compile {r.wall.get('compile', 0):.2f} s, behavioral {beh:.1f} s "
          f"({1e3 * beh / max(r.n_test, 1):.0f} ms/img)")

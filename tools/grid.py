@@ -98,14 +98,14 @@ def model_specs(models) -> list[tuple[str, str]]:
 
 
 def make_points(configs, models=None, *, grid=None, engine="model", calibrate=None,
-                synth=None):
+                synth=None, host="measured"):
     """``(points, skipped)``: one :class:`~.point.PointSpec` per (config, model), sorted by
     config label then model label (the table's row order)."""
     cfgs, skipped = expand_configs(configs, grid)
     specs = model_specs(models)
     cal = None if calibrate is None else str(Path(calibrate).resolve())
     points = [PointSpec(label, cj, mlabel, mpath, engine,
-                        None if mpath == DEMO else cal, synth)
+                        None if mpath == DEMO else cal, synth, host)
               for label, cj in cfgs for mlabel, mpath in specs]
     points = sorted({p.key: p for p in points}.values(), key=lambda p: p.key)
     return points, skipped

@@ -16,7 +16,11 @@ point's engine:
     the VM on the RTL; cycles are measured.
 
 A simulating engine's outputs are compared element for element with the IR
-interpreter's on the quantized model (``matches_interpreter``). A point that raises
+interpreter's on the quantized model (``matches_interpreter``), and its host steps are
+timed per layer (``host_us``: measured on the worker, or estimated by the point's host
+cost table, :mod:`~vtakit.tools.latency`); the model engine runs nothing, so it has no
+host time. The sweep adds the clock (``fmax_mhz``, from ``--synth`` or ``--fmax``) and
+the latency (``vta_us`` = cycles / Fmax, ``latency_us`` = ``vta_us`` + ``host_us``). A point that raises
 is a row with ``status="error"`` and the one-line error; the sweep goes on.
 """
 
@@ -48,7 +52,9 @@ COLUMNS = {
     "predicted_cycles": "int64", "macs": "int64", "gemm_utilization": "float64",
     "dram_bytes": "int64", "peak_dram_bytes": "int64", "vta_layers": "int64",
     "host_layers": "int64", "matches_interpreter": "bool", "mismatched_elements": "int64",
+    "host": "string", "host_us": "float64",
     "lut": "int64", "ff": "int64", "dsp": "int64", "bram": "int64",
+    "fmax_mhz": "float64", "fmax_source": "string", "vta_us": "float64", "latency_us": "float64",
     "wall_compile_s": "float64", "wall_run_s": "float64", "wall_synth_s": "float64",
 }
 TIMING_COLUMNS = tuple(c for c in COLUMNS if c.startswith("wall_"))
@@ -57,6 +63,7 @@ LAYER_COLUMNS = {
     "config": "string", "model": "string", "engine": "string", "index": "int64",
     "layer": "string", "where": "string", "cycles": "int64", "predicted_cycles": "int64",
     "macs": "int64", "gemm_utilization": "float64", "dram_bytes": "int64",
+    "host_us": "float64",
 }
 
 
@@ -72,19 +79,20 @@ class PointSpec:
     engine: str = "model"
     calibrate: str | None = None
     synth: str | None = None    # FPGA target whose resources the sweep adds (not run here)
+    host: str = "measured"      # host time: measured, or a host cost table (tools.latency)
 
     @property
     def key(self) -> tuple:
         """Identity of the point in a table (what resuming matches)."""
         return (self.config, self.config_json, self.model, self.model_path, self.engine,
-                self.synth or "")
+                self.synth or "", self.host)
 
 
 def _base_row(spec: PointSpec) -> dict:
     row = dict.fromkeys(COLUMNS)
     row.update(config=spec.config, model=spec.model, engine=spec.engine,
                synth=spec.synth or "", config_json=spec.config_json,
-               model_path=spec.model_path)
+               model_path=spec.model_path, host=spec.host)
     return row
 
 
@@ -168,17 +176,19 @@ def predict_layers(exe) -> list[dict]:
         cycles, dram = cost[kernel] if kernel else (0, 0)
         rows.append(dict(index=k, layer=prim.name, where="VTA" if kernel else "host",
                          cycles=int(cycles), predicted_cycles=int(cycles),
-                         macs=macs.get(prim.name, 0), dram_bytes=int(dram)))
+                         macs=macs.get(prim.name, 0), dram_bytes=int(dram), host_us=None))
     return rows
 
 
-def _simulate(exe, x, engine):
+def _simulate(exe, x, engine, host="measured"):
+    from .latency import load_host
     from .profile import profile_model
+    model = load_host(host)
     outputs, profile = profile_model(exe, [x], engine, roofline=False)
     rows = [dict(index=r.index, layer=r.name, where=r.engine,
                  cycles=int(r.cycles if engine != "behavioral" else r.predicted_cycles),
                  predicted_cycles=int(r.predicted_cycles), macs=r.macs,
-                 dram_bytes=int(r.dram_bytes)) for r in profile]
+                 dram_bytes=int(r.dram_bytes), host_us=r.host_us(model)) for r in profile]
     return list(outputs.values()), rows
 
 
@@ -207,7 +217,7 @@ def _run(spec: PointSpec):
     if spec.engine == "model":
         layers, outputs = predict_layers(exe), None
     else:
-        outputs, layers = _simulate(exe, x, spec.engine)
+        outputs, layers = _simulate(exe, x, spec.engine, spec.host)
     row["wall_run_s"] = time.perf_counter() - t
     peak = cfg.batch * cfg.block_in * cfg.block_out
     vta = [r for r in layers if r["where"] == "VTA"]
@@ -223,6 +233,7 @@ def _run(spec: PointSpec):
                gemm_utilization=macs / (cycles * peak) if cycles > 0 else None,
                dram_bytes=sum(r["dram_bytes"] for r in vta),
                peak_dram_bytes=exe.peak_dram_bytes,
+               host_us=(None if outputs is None else sum(r["host_us"] for r in layers)),
                vta_layers=sum(r.where != "host" for r in report),
                host_layers=sum(r.where == "host" for r in report))
     if outputs is not None:

@@ -7,13 +7,19 @@ ran instructions on the device, else the host), the cycles measured by the backe
 utilization (the layer's useful multiply-accumulates, as compiled, over
 ``cycles x BATCH x BLOCK_IN x BLOCK_OUT``; predicted cycles stand in where none were
 measured), and the DRAM bytes its loads and stores moved (from the stream).
+
+Each row also carries the layer's host steps (:mod:`vtakit.runtime.hosttime`: a host
+primitive's operations; inside a VTA layer pack, upload, download, requantize, unpack and
+tail), timed on this machine; :func:`format_profile` turns cycles and host steps into
+microseconds on a target (:mod:`vtakit.tools.latency`: ``cycles / Fmax`` plus the host,
+measured or estimated from an embedded host's cost table).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["LayerProfile", "profile_model", "format_profile", "layer_info"]
+__all__ = ["LayerProfile", "profile_model", "format_profile", "layer_info", "latency_totals"]
 
 
 @dataclass
@@ -34,6 +40,23 @@ class LayerProfile:
     units: dict = field(default_factory=dict)
     #: the layer's :class:`~vtakit.compiler.ops.roofline.Roofline` (None on the host)
     roofline: object = None
+    #: the layer's host steps (:class:`~vtakit.runtime.hosttime.HostSpan`), in call order
+    host_spans: list = field(default_factory=list)
+
+    @property
+    def vta_cycles(self) -> int:
+        """The cycles its VTA time is counted from: measured, else predicted (no clock)."""
+        return self.cycles if self.cycles > 0 else self.predicted_cycles
+
+    def vta_us(self, fmax_mhz: float | None) -> float | None:
+        """VTA microseconds at ``fmax_mhz`` (None without a clock; 0 on the host)."""
+        return None if fmax_mhz is None else self.vta_cycles / fmax_mhz
+
+    def host_us(self, host=None) -> float:
+        """Host microseconds: measured on this machine, or estimated by ``host`` (a
+        :class:`~vtakit.tools.latency.HostModel`)."""
+        from .latency import host_seconds
+        return 1e6 * host_seconds(self.host_spans, host)
 
     @property
     def roofline_ratio(self) -> float | None:
@@ -74,6 +97,7 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook
     from ..hw.isa import bytes_to_words, isa_for
     from ..hw.spec import INSN_BYTES
     from ..runtime.device import open_device
+    from ..runtime.hosttime import HostTimer
     from ..runtime.recorder import LayerRecorder
     from dataclasses import replace
 
@@ -83,10 +107,13 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook
     peak = cfg.batch * cfg.block_in * cfg.block_out
     info = layer_info(exe, roofline=roofline)
     dev = device if device is not None else open_device(backend, cfg)
+    host_spans = []
     try:
-        with LayerRecorder(dev, keep_outputs=False, keep_streams=True) as rec:
+        with LayerRecorder(dev, keep_outputs=False, keep_streams=True) as rec, \
+                HostTimer() as timer:
             def both(name, output):
                 rec.hook(name, output)
+                host_spans.append(timer.take())
                 if hook is not None:
                     hook(name, output)
             y = exe.run_named(inputs, device=dev, hook=both)
@@ -111,42 +138,77 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook
         rows.append(LayerProfile(layer.index, layer.name, layer.engine, cycles, int(predicted),
                                  m, m / (basis * peak) if m and basis > 0 else None,
                                  int(dram), layer.wall, units,
-                                 roof if layer.engine == "VTA" else None))
+                                 roof if layer.engine == "VTA" else None,
+                                 host_spans[layer.index]))
     return y, rows
 
 
-def format_profile(rows, backend: str = "") -> str:
+def latency_totals(rows, fmax_mhz=None, host=None) -> dict:
+    """Per-model sums of the rows: ``cycles`` (the VTA layers' measured cycles, predicted
+    without a clock), ``vta_us`` (None without ``fmax_mhz``), ``host_us`` (measured, or
+    estimated by ``host``), ``total_us`` (None without ``fmax_mhz``) and ``dram_bytes``."""
+    cycles = sum(r.vta_cycles for r in rows if r.engine == "VTA")
+    host_us = sum(r.host_us(host) for r in rows)
+    vta_us = None if fmax_mhz is None else cycles / fmax_mhz
+    return {"cycles": cycles, "vta_us": vta_us, "host_us": host_us,
+            "total_us": None if vta_us is None else vta_us + host_us,
+            "dram_bytes": sum(r.dram_bytes for r in rows)}
+
+
+def format_profile(rows, backend: str = "", *, fmax_mhz: float | None = None, host=None,
+                   fmax_source: str = "") -> str:
     """The profile as a text table with a total line. ``bound`` and ``roofline`` are the
     layer's :mod:`~vtakit.compiler.ops.roofline` (binding bound, cycles); ``x roof`` is the
-    measured cycles (predicted without a clock) over the roofline."""
+    measured cycles (predicted without a clock) over the roofline. ``VTA us`` is the cycles
+    at ``fmax_mhz`` (``-`` without a clock), ``host us`` the layer's host steps, measured on
+    this machine or estimated by ``host`` (a :class:`~vtakit.tools.latency.HostModel`),
+    ``total us`` their sum."""
     head = (f"{'#':>3} {'layer':<26} {'engine':<6} {'cycles':>10} {'predicted':>10} "
             f"{'bound':<5} {'roofline':>10} {'x roof':>6} "
-            f"{'GEMM util':>9} {'DRAM B':>10} {'wall ms':>8}")
+            f"{'GEMM util':>9} {'DRAM B':>10} {'wall ms':>8} "
+            f"{'VTA us':>9} {'host us':>9} {'total us':>9}")
     lines = [head]
 
-    def fmt(r_cycles, pred, kind, roof, ratio, util, dram, wall, name, engine, idx):
+    def us(v):
+        return "-" if v is None else f"{v:,.1f}"
+
+    def fmt(r_cycles, pred, kind, roof, ratio, util, dram, wall, name, engine, idx,
+            vta_us, host_us):
         cyc = "-" if r_cycles <= 0 else f"{r_cycles:,}"
         return (f"{idx:>3} {name:<26} {engine:<6} {cyc:>10} "
                 f"{(f'{pred:,}' if pred else '-'):>10} {kind:<5} "
                 f"{(f'{roof:,}' if roof else '-'):>10} "
                 f"{('-' if ratio is None else f'{ratio:.2f}'):>6} "
                 f"{('-' if util is None else f'{100 * util:.1f}%'):>9} {dram:>10,} "
-                f"{1e3 * wall:>8.2f}")
+                f"{1e3 * wall:>8.2f} {us(vta_us):>9} {us(host_us):>9} "
+                f"{us(None if vta_us is None else vta_us + host_us):>9}")
     for r in rows:
         rl = r.roofline
         lines.append(fmt(r.cycles, r.predicted_cycles, rl.kind if rl else "",
                          rl.cycles if rl else 0, r.roofline_ratio, r.gemm_utilization,
-                         r.dram_bytes, r.wall, r.name[:26], r.engine, r.index))
+                         r.dram_bytes, r.wall, r.name[:26], r.engine, r.index,
+                         None if fmax_mhz is None else
+                         (r.vta_us(fmax_mhz) if r.engine == "VTA" else 0.0), r.host_us(host)))
     measured = [r.cycles for r in rows if r.engine == "VTA"]
     total_cycles = sum(measured) if measured and all(c > 0 for c in measured) else -1
     predicted = sum(r.predicted_cycles for r in rows)
     roof = sum(r.roofline.cycles for r in rows if r.roofline is not None)
     basis = total_cycles if total_cycles > 0 else predicted
+    totals = latency_totals(rows, fmax_mhz, host)
     lines.append(fmt(total_cycles, predicted, "", roof, basis / roof if roof else None,
-                     None, sum(r.dram_bytes for r in rows), sum(r.wall for r in rows),
-                     "total" + (f" ({backend})" if backend else ""), "", ""))
+                     None, totals["dram_bytes"], sum(r.wall for r in rows),
+                     "total" + (f" ({backend})" if backend else ""), "", "",
+                     totals["vta_us"], totals["host_us"]))
     vta = [r for r in rows if r.engine == "VTA"]
+    if fmax_mhz is None:
+        clock = "VTA us needs a clock (--fmax MHZ or --target T)"
+    else:
+        clock = (f"VTA us = {'measured' if total_cycles > 0 else 'predicted'} cycles at "
+                 f"{fmax_mhz:g} MHz" + (f" ({fmax_source})" if fmax_source else ""))
+    where = ("measured on this machine" if host is None
+             else f"estimated for {host.name} at {host.clock_mhz:g} MHz ({host.path})")
     lines.append(f"{len(vta)} layer(s) on VTA, {len(rows) - len(vta)} on the host; "
                  "predicted = event model of the stream that ran (vtakit.compiler.ops.perfmodel); "
-                 "roofline = max(GEMM + ALU micro-ops, DRAM beats) (vtakit.compiler.ops.roofline)")
+                 "roofline = max(GEMM + ALU micro-ops, DRAM beats) (vtakit.compiler.ops.roofline); "
+                 f"{clock}; host us = the host steps {where} (vtakit.tools.latency)")
     return "\n".join(lines)

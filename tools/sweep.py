@@ -13,6 +13,11 @@ successful point, :data:`~.point.LAYER_COLUMNS`). While the sweep runs, finished
 are appended to ``s.parquet.partial.jsonl``; running the same sweep again with the same
 output keeps the rows of successful points (from the table and that journal) and runs
 only the others (failed points are retried).
+
+Latency columns (:mod:`~.latency`): ``fmax_mhz`` is the place-and-route Fmax of the
+point's config on the ``synth`` target (nextpnr: ECP5, iCE40) or the ``fmax`` given;
+``vta_us`` = ``cycles`` / ``fmax_mhz``; ``host_us`` the point's host steps (simulating
+engines only); ``latency_us`` = ``vta_us`` + ``host_us``.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from .grid import make_points
 from .point import COLUMNS, LAYER_COLUMNS, error_row, run_point
 from ..hw.errors import InputError
 
-__all__ = ["sweep", "SweepResult", "to_arrow", "output_paths"]
+__all__ = ["sweep", "SweepResult", "to_arrow", "output_paths", "add_latency"]
 
 
 @dataclass
@@ -97,7 +102,7 @@ def _done(paths: dict, points) -> dict:
     done = {}
     for row, layers in found:
         key = (row["config"], row["config_json"], row["model"], row["model_path"],
-               row["engine"], row["synth"] or "")
+               row["engine"], row["synth"] or "", row.get("host") or "measured")
         if key in wanted and row["status"] == "ok":
             done[key] = (row, layers)
     return done
@@ -163,8 +168,24 @@ def _run(points, client, *, synth, retries, task, step, journal):
     return results
 
 
+def add_latency(row: dict, fmax: float | None = None) -> dict:
+    """Fill ``row``'s ``fmax_mhz`` (``fmax`` when given, else the one its synthesis
+    found), ``vta_us`` and ``latency_us`` (None where a figure is missing)."""
+    if row.get("status") != "ok":
+        return row
+    if fmax is not None:
+        row.update(fmax_mhz=float(fmax), fmax_source="--fmax")
+    f = row.get("fmax_mhz")
+    row["vta_us"] = row["cycles"] / f if f and row["cycles"] is not None else None
+    row["latency_us"] = (row["vta_us"] + row["host_us"]
+                         if row["vta_us"] is not None and row.get("host_us") is not None
+                         else None)
+    return row
+
+
 def sweep(configs=("default",), models=None, *, grid=None, engine: str = "model",
-          synth: str | None = None, calibrate=None, workers: int | None = None,
+          synth: str | None = None, fmax: float | None = None, host: str = "measured",
+          calibrate=None, workers: int | None = None,
           scheduler: str | None = None, client=None, output=None, plot=None,
           retries: int = 2, progress=None, log=print, task=run_point) -> SweepResult:
     """Sweep configs x models on Dask; see the module docstring.
@@ -182,8 +203,14 @@ def sweep(configs=("default",), models=None, *, grid=None, engine: str = "model"
     engine : str
         ``model`` (event model, no simulation), ``behavioral``, ``verilator``, ``cxxrtl``.
     synth : str, optional
-        FPGA target (e.g. ``ecp5-85k``, ``xilinx-7``) whose Yosys counts fill
-        ``lut/ff/dsp/bram`` (one synthesis per config, cached on disk).
+        FPGA target (e.g. ``ecp5-85k``, ``xilinx-7``) whose counts fill
+        ``lut/ff/dsp/bram`` and, where nextpnr places and routes it (ECP5, iCE40),
+        ``fmax_mhz`` (one synthesis per config, cached on disk: :mod:`~.resources`).
+    fmax : float, optional
+        VTA's clock in MHz for every point (overrides the synthesized Fmax).
+    host : str
+        Host time of the simulating engines: ``measured`` on the worker, or a host cost
+        table (``cortex-a9`` or a JSON file, :func:`~.latency.load_host`).
     calibrate : path, optional
         ``.npy`` samples quantizing the float models (not the demo model).
     workers, scheduler, client :
@@ -205,9 +232,14 @@ def sweep(configs=("default",), models=None, *, grid=None, engine: str = "model"
     SweepResult
     """
     from .cluster import open_client
+    from .latency import fmax_mhz, load_host
     log = log or (lambda *_: None)
+    load_host(host)                         # a bad table fails before any work
+    fmax_mhz(None, None, fmax)              # a bad clock too
+    if host.endswith(".json"):
+        host = str(Path(host).resolve())    # the workers read it
     points, skipped = make_points(list(configs), models, grid=grid, engine=engine,
-                                  calibrate=calibrate, synth=synth)
+                                  calibrate=calibrate, synth=synth, host=host)
     for label, err in skipped:
         log(f"skipped {err}" if err.startswith(label) else f"skipped {label}: {err}")
     if not points:
@@ -227,7 +259,7 @@ def sweep(configs=("default",), models=None, *, grid=None, engine: str = "model"
                                     journal=paths.get("journal")))
         finally:
             close()
-    rows = [results[p.key][0] for p in points]
+    rows = [add_latency(dict(results[p.key][0]), fmax) for p in points]
     layer_rows = [r for p in points for r in results[p.key][1]]
     result = SweepResult(to_arrow(rows), to_arrow(layer_rows, LAYER_COLUMNS), skipped,
                          len(todo))

@@ -20,11 +20,23 @@ def register(sub):
                    help="hardware config: preset name or vta_config.json (default: default)")
     p.add_argument("--count", type=int, default=20, metavar="N",
                    help="test images run on the RTL backend (default: 20; 0 skips it)")
+    p.add_argument("--fmax", type=float, metavar="MHZ",
+                   help="VTA's clock, for the latency per image (cycles / Fmax + host)")
+    p.add_argument("--target", metavar="FPGA",
+                   help="take the clock from the cached `vtakit synth` report of the config "
+                        "on this target (ecp5-85k, ice40-up5k)")
+    p.add_argument("--host", default="measured", metavar="measured|NAME|FILE.json",
+                   help="host time measured on this machine (default), or estimated from a "
+                        "host cost table (cortex-a9, or a JSON file)")
     p.set_defaults(func=run)
 
 
 def run(args):
     from ...tools.demo import format_demo, run_demo
-    result = run_demo(args.config, args.backend, args.count)
+    from ..main import UsageError
+    if args.fmax is not None and args.target is not None:
+        raise UsageError("give the clock once: --fmax MHZ or --target FPGA")
+    result = run_demo(args.config, args.backend, args.count, fmax=args.fmax,
+                      target=args.target, host=args.host)
     print(format_demo(result))
     return 0 if result.ok else 1

@@ -36,7 +36,17 @@ def register(sub):
     p.add_argument("--profile", action="store_true",
                    help="print a per-layer table: engine (VTA/host), cycles, predicted "
                         "cycles, roofline (binding bound, cycles, cycles over roofline), "
-                        "GEMM utilization, DRAM bytes, wall time")
+                        "GEMM utilization, DRAM bytes, wall time, and VTA us (with --fmax "
+                        "or --target), host us and total us")
+    p.add_argument("--fmax", type=float, metavar="MHZ",
+                   help="--profile: VTA's clock, for VTA us = cycles / Fmax")
+    p.add_argument("--target", metavar="FPGA",
+                   help="--profile: take the clock from the cached `vtakit synth` report of "
+                        "the model's config on this target (ecp5-85k, ice40-up5k)")
+    p.add_argument("--host", default="measured", metavar="measured|NAME|FILE.json",
+                   help="--profile: host us measured on this machine (default), or estimated "
+                        "from a host cost table (cortex-a9: a 650 MHz Cortex-A9 as the "
+                        "PYNQ-Z1's; or your own JSON)")
     p.add_argument("--trace", type=output_file, metavar="FILE.json",
                    help="write the layer timeline as Chrome/Perfetto trace JSON "
                         "(vtakit plot trace FILE -o timeline.png draws it)")
@@ -68,6 +78,18 @@ def _run(args):
     if args.vcd is not None and args.backend not in VCD_BACKENDS:
         raise UsageError(f"--vcd: backend {args.backend!r} writes no waveform; use "
                          f"--backend {'|'.join(VCD_BACKENDS)}")
+    fmax = source = host = None
+    if args.fmax is not None or args.target is not None or args.host != "measured":
+        if not args.profile:
+            raise UsageError("--fmax, --target and --host go with --profile")
+        if args.fmax is not None and args.target is not None:
+            raise UsageError("give the clock once: --fmax MHZ or --target FPGA")
+        from ...tools.latency import fmax_mhz, load_host
+        if args.target is not None:
+            from ...boards.targets import get_target
+            get_target(args.target)         # an unknown target fails with the known ones
+        fmax, source = fmax_mhz(exe.config, args.target, args.fmax)
+        host = load_host(args.host)
     start = time.perf_counter()
     dev = rec = None
     if args.vcd:
@@ -89,7 +111,7 @@ def _run(args):
             dev.close()
     wall = time.perf_counter() - start
     if args.profile:
-        print(format_profile(rows, args.backend))
+        print(format_profile(rows, args.backend, fmax_mhz=fmax, host=host, fmax_source=source))
     if args.vcd:
         vcd, cycles = write_layer_vcd(rec.layers, args.vcd_layer, args.backend, exe.config,
                                       args.vcd)

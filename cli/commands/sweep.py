@@ -31,8 +31,17 @@ def register(sub):
                    help="model: event model, no simulation (default); behavioral; "
                         "verilator/cxxrtl: cycle-exact RTL")
     p.add_argument("--synth", metavar="TARGET",
-                   help="add Yosys resource counts for an FPGA target (ecp5-85k, xilinx-7, "
-                        "...; one synthesis per config, cached; slow)")
+                   help="add resource counts for an FPGA target and, where nextpnr places "
+                        "and routes it (ecp5-85k, ice40-up5k), the Fmax and the latency "
+                        "(one synthesis per config, cached; slow: minutes per config); "
+                        "xilinx-7: Yosys counts, no Fmax")
+    p.add_argument("--fmax", type=float, metavar="MHZ",
+                   help="VTA's clock for every point (latency = cycles / Fmax + host; "
+                        "overrides the synthesized Fmax)")
+    p.add_argument("--host", default="measured", metavar="measured|NAME|FILE.json",
+                   help="host time of the simulating engines: measured on the worker "
+                        "(default), or estimated from a host cost table (cortex-a9, or a "
+                        "JSON file)")
     p.add_argument("--workers", type=int, metavar="N",
                    help="worker processes of the LocalCluster (default: one per core)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
@@ -41,7 +50,9 @@ def register(sub):
                    metavar="S.parquet",
                    help="the table (S.csv and S.layers.parquet next to it); an existing one is "
                         "resumed (default: sweep.parquet)")
-    p.add_argument("--plot", type=output_file, metavar="P.png", help="Pareto plot (cycles vs cost) as PNG")
+    p.add_argument("--plot", type=output_file, metavar="P.png",
+                   help="Pareto plot as PNG: latency (else cycles) against LUTs and DSPs "
+                        "(else peak MACs/cycle)")
     p.add_argument("--retries", type=int, default=2, metavar="N",
                    help="Dask retries of a point whose worker dies (default: 2)")
     p.set_defaults(func=run)
@@ -58,7 +69,8 @@ def run(args):
         from ...boards.targets import get_target
         get_target(args.synth)          # an unknown target fails before any work
     result = sweep(_split(args.configs), _split(args.models), grid=args.grid,
-                   engine=args.engine, synth=args.synth, calibrate=args.calibrate,
+                   engine=args.engine, synth=args.synth, fmax=args.fmax, host=args.host,
+                   calibrate=args.calibrate,
                    workers=args.workers, scheduler=args.scheduler, output=args.output,
                    plot=args.plot, retries=args.retries)
     rows = result.rows
@@ -69,8 +81,15 @@ def run(args):
             util = "-" if r["gemm_utilization"] is None else f"{100 * r['gemm_utilization']:.1f}%"
             check = {True: ", = interpreter", False: ", DIFFERS from the interpreter",
                      None: ""}[r["matches_interpreter"]]
+            host = "" if r["host_us"] is None else f"  host {r['host_us']:>9,.1f} us"
+            hw = "" if r["lut"] is None else f"  LUT {r['lut']:>6,} DSP {r['dsp']:>3}"
+            lat = "" if r["fmax_mhz"] is None else f"  Fmax {r['fmax_mhz']:6.1f} MHz"
+            if r["latency_us"] is not None:
+                lat += f"  latency {r['latency_us']:>10,.1f} us"
+            elif r["vta_us"] is not None:
+                lat += f"  VTA {r['vta_us']:>10,.1f} us"
             print(f"  {r['config']:<36} {r['model']:<22} {r['cycles']:>12,} cycles  "
-                  f"GEMM {util:>6}  DRAM {r['dram_bytes']:>11,} B{check}")
+                  f"GEMM {util:>6}  DRAM {r['dram_bytes']:>11,} B{host}{hw}{lat}{check}")
         else:
             print(f"  {r['config']:<36} {r['model']:<22} FAILED: {r['error']}")
     for r in best_points(result.table):

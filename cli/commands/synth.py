@@ -39,6 +39,10 @@ def run(args):
                           freq_mhz=args.freq, seed=args.seed, workdir=args.workdir,
                           verbose=args.verbose)
     print(format_table([report]))
+    if report.fmax_mhz is not None:     # the clock of `vtakit run --profile --target T`
+        from ...tools.latency import store_report
+        print(f"cached for latency (vtakit run --profile --target {args.target}): "
+              f"{store_report(args.config, report)}")
     if args.json:
         Path(args.json).write_text(reports_to_json([report]))
     if not report.fits:
