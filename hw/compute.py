@@ -64,8 +64,9 @@ from .gemm import GemmCore, gemm_latency
 from .interfaces import (CommandSignature, ErrorCode, ErrorReport, accept_command, dep_ports,
                          dma_read_signature, report_error, token_ports)
 from .isa import MemType, Opcode, alu_opcode_bits, isa_for
+from .compute_seq import LoopSequencer
 from .load_engine import LoadEngine
-from .spec import LOOP_ITER_BITS, Unit
+from .spec import Unit
 
 __all__ = ["Compute", "compute_signature", "write_stage"]
 
@@ -224,57 +225,16 @@ class Compute(wiring.Component):
         push_next = Signal()
 
         # ------------------------------------------------------ loop sequencer
-        a_w, i_w, w_w = c.log_acc_depth, c.log_inp_depth, c.log_wgt_depth
-        s_w = max(a_w, i_w)   # the uop's src field (inp index for GEMM, acc index for ALU)
-        extra = LOOP_ITER_BITS + 2   # p*f_out + q*f_in + idx < 2**(w + 16)
-        k = Signal(c.log_uop_depth + 1)
-        q = Signal(LOOP_ITER_BITS)
-        p = Signal(LOOP_ITER_BITS)
-        dst_pbase, dst_off = Signal(a_w + extra), Signal(a_w + extra)
-        src_pbase, src_off = Signal(s_w + extra), Signal(s_w + extra)
-        wgt_pbase, wgt_off = Signal(w_w + extra), Signal(w_w + extra)
+        a_w = c.log_acc_depth
+        m.submodules.seq = seq = LoopSequencer(c)
         issue = Signal()
         issue_last = Signal()
-
-        k_last = k + 1 == loop.uop_end
-        q_last = q + 1 == loop.iter_in
-        p_last = p + 1 == loop.iter_out
+        dst_off, src_off, wgt_off = seq.dst_off, seq.src_off, seq.wgt_off
         m.d.comb += [
-            uop_rd.addr.eq(k),
-            issue_last.eq(k_last & q_last & p_last),
+            seq.insn.eq(insn), seq.gemm.eq(mode_gemm), seq.issue.eq(issue),
+            uop_rd.addr.eq(seq.k),
+            issue_last.eq(seq.last),
         ]
-        # Source factors: GEMM's are inp-index wide, ALU's acc-index wide.
-        src_fo, src_fi = loop.src_factor_out, loop.src_factor_in
-        src_fo_alu, src_fi_alu = alu_f.src_factor_out, alu_f.src_factor_in
-        src_f_out = Signal(s_w)
-        src_f_in = Signal(s_w)
-        with m.If(mode_gemm):
-            m.d.comb += [src_f_out.eq(src_fo), src_f_in.eq(src_fi)]
-        with m.Else():
-            m.d.comb += [src_f_out.eq(src_fo_alu), src_f_in.eq(src_fi_alu)]
-
-        with m.If(issue):
-            with m.If(k_last):
-                m.d.sync += k.eq(loop.uop_bgn)
-                with m.If(q_last):
-                    m.d.sync += [
-                        q.eq(0), p.eq(p + 1),
-                        dst_pbase.eq(dst_pbase + loop.dst_factor_out),
-                        dst_off.eq(dst_pbase + loop.dst_factor_out),
-                        src_pbase.eq(src_pbase + src_f_out),
-                        src_off.eq(src_pbase + src_f_out),
-                        wgt_pbase.eq(wgt_pbase + loop.wgt_factor_out),
-                        wgt_off.eq(wgt_pbase + loop.wgt_factor_out),
-                    ]
-                with m.Else():
-                    m.d.sync += [
-                        q.eq(q + 1),
-                        dst_off.eq(dst_off + loop.dst_factor_in),
-                        src_off.eq(src_off + src_f_in),
-                        wgt_off.eq(wgt_off + loop.wgt_factor_in),
-                    ]
-            with m.Else():
-                m.d.sync += k.eq(k + 1)
 
         # ----------------------------------------------------------- S1: index
         s1_valid = Signal()
@@ -496,11 +456,8 @@ class Compute(wiring.Component):
                         use_imm.eq(alu_f.use_imm),
                         imm_word.eq(imm),
                         shift.eq(imm[:SHIFT_BITS]),
-                        k.eq(loop.uop_bgn), q.eq(0), p.eq(0),
-                        dst_pbase.eq(0), dst_off.eq(0),
-                        src_pbase.eq(0), src_off.eq(0),
-                        wgt_pbase.eq(0), wgt_off.eq(0),
                     ]
+                    m.d.comb += seq.start.eq(1)
                     with m.If(bad_opcode):
                         fail(ErrorCode.ILLEGAL_OPCODE)
                     with m.Elif(bad_memtype):

@@ -39,6 +39,8 @@ def register(sub):
 def run(args):
     from ...boards import format_table, reports_to_json, synth_config
     from ...boards.report import format_paths
+    if args.dsp_budget is not None and args.dsp_budget < 0:
+        raise UsageError(f"--dsp-budget {args.dsp_budget}: a number of multipliers, 0 or more")
     report = synth_config(args.config, args.target, place_and_route=not args.no_pnr,
                           freq_mhz=args.freq, seed=args.seed, workdir=args.workdir,
                           dsp_budget=args.dsp_budget, verbose=args.verbose)
