@@ -316,8 +316,10 @@ class Compute(wiring.Component):
         acc_wr_data = Signal(c.acc_elem_bits)
         acc_wr_addr = Signal(a_w)
         acc_wr_en = Signal()
-        w1_data, w2_data = Signal(c.acc_elem_bits), Signal(c.acc_elem_bits)
-        w1_addr, w1_en = Signal(a_w), Signal()
+        w1_data = Signal(c.acc_elem_bits)
+        w2_data = Signal(c.acc_elem_bits)
+        w1_addr = Signal(a_w)
+        w1_en = Signal()
         m.d.sync += [w1_data.eq(acc_wr_data), w1_addr.eq(acc_wr_addr), w1_en.eq(acc_wr_en),
                      w2_data.eq(w1_data)]
         sr = st[W - 1]
