@@ -62,7 +62,8 @@ class CriticalPath:
 
 
 def critical_paths(pnr_report: dict, limit: int = MAX_PATHS) -> list:
-    """The worst ``limit`` paths of a nextpnr ``--report`` JSON, longest first."""
+    """The worst ``limit`` paths of a nextpnr ``--report`` JSON: the clock-to-clock paths
+    (which set Fmax), then those from or to an I/O port (``<async>``), longest first."""
     out = []
     for entry in pnr_report.get("critical_paths", []):
         segments = entry.get("path", [])
@@ -77,7 +78,8 @@ def critical_paths(pnr_report: dict, limit: int = MAX_PATHS) -> list:
                                 routing_ns=round(routing, 3), source=merged[0],
                                 sink=merged[-1], through=tuple(merged[1:-1]),
                                 clocks=f"{entry.get('from', '?')} -> {entry.get('to', '?')}"))
-    out.sort(key=lambda p: -p.delay_ns)
+    # register-to-register paths first (they set Fmax), then the I/O paths, longest first
+    out.sort(key=lambda p: ("<async>" in p.clocks, -p.delay_ns))
     return out[:limit]
 
 

@@ -86,7 +86,7 @@ def _nextpnr(target: Target, work: Path, *, freq_mhz: float, seed: int,
         if key in report.get("utilization", {}):
             used[resource] = report["utilization"][key]["used"]
     fmax = [v["achieved"] for v in report.get("fmax", {}).values() if "achieved" in v]
-    paths = [asdict(p) for p in critical_paths(report)]
+    paths = [{**asdict(p), "through": list(p.through)} for p in critical_paths(report)]
     return used, (min(fmax) if fmax else None), paths
 
 
