@@ -23,7 +23,7 @@ def hierarchy_name(cell: str) -> str:
     """The Amaranth hierarchy name of a netlist cell: ``dut.compute.gemm.dot_3`` for
     ``dut.compute.gemm.dot_3_TRELLIS_FF_Q`` (the harness's ``dut.`` prefix removed; a
     Yosys-internal ``$...`` name is kept as it is)."""
-    name = cell.lstrip("\\")
+    name = re.sub(r"\$[A-Z][A-Z0-9_]*$", "", cell.lstrip("\\"))   # nextpnr's "$CCU2_COMB0"
     if not name.startswith("$"):
         name = _AUTONAME.sub("", name) or name
     return name[4:] if name.startswith("dut.") else name
