@@ -369,6 +369,23 @@ def test_stream_prediction_close_to_estimate():
         assert result.stats[key] == value
 
 
+def test_read_port_grants_the_compute_module_first():
+    """The event model's DRAM read port: a compute-module LOAD (``first``) waits for at
+    most ``wait`` cycles of the load module's beats in flight, then only for other
+    compute-module beats, as ``hw/top.py``'s READ_PRIORITY arbiter; without priority
+    it waits for every beat reserved before it."""
+    from vtakit.compiler.ops.cost.events import _ReadPort
+    port = _ReadPort(8)
+    assert port.reserve(0, 100) == 100                 # a load-module burst: [0, 100)
+    assert port.reserve(10, 5, first=True) == 23       # waits 8 in-flight cycles: [18, 23)
+    assert port.reserve(50, 10) == 110                 # the load module avoids them all
+    assert port.reserve(200, 4, first=True) == 204     # an idle port: no wait
+    assert port.reserve(201, 2, first=True) == 206     # behind the other compute LOAD
+    plain = _ReadPort()
+    assert plain.reserve(0, 100) == 100
+    assert plain.reserve(10, 5, first=True) == 105     # no priority: in turn
+
+
 def test_predict_stream_reports_deadlock():
     rt = Runtime(open_device("behavioral", "tiny"))
     rt.dep_pop(Unit.LOAD, Unit.COMPUTE)
