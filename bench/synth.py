@@ -3,20 +3,26 @@
     python bench/synth.py                              # tiny, mid, default on every target
     python bench/synth.py --configs tiny --targets ecp5-85k --json out.json
     python bench/synth.py --no-pnr                     # Yosys only (minutes, not hours)
+    python bench/synth.py --configs tiny,tiny+requant --targets ecp5-85k
 
-Prints the table of :func:`vtakit.boards.format_table`; ``--json FILE`` writes
-every report (updated after each run, so a long bench can be watched). ``mid``
-is a 1x16 GEMM with buffers a quarter of default's. Place and route of a
-large config takes tens of minutes on two cores.
+Prints the revision and machine measured on, the table of
+:func:`vtakit.boards.format_table` and each placed design's critical paths; ``--json
+FILE`` writes every report (updated after each run, so a long bench can be watched)
+plus the revision and machine. ``mid`` is a 1x16 GEMM with buffers a quarter of
+default's. Place and route of a large config takes tens of minutes on two cores.
 """
 
 import argparse
 import json
+import os
+import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from vtakit.boards import TARGETS, SynthReport, format_table, reports_to_json, synth_config
+from vtakit.boards.report import format_paths
 from vtakit.hw.config import VTAConfig, load_config
 
 #: A mid-size config: default's 16x16 GEMM with smaller buffers.
@@ -24,10 +30,23 @@ MID = VTAConfig.preset("default").replace(log_uop_buff_size=13, log_inp_buff_siz
                                           log_wgt_buff_size=16, log_acc_buff_size=15)
 
 
+def measured_on() -> dict:
+    """The source revision (``git describe``, ``-dirty`` with local edits) and the machine."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        rev = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=root,
+                             capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        rev = "unknown"
+    return {"revision": rev, "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
+                                       f"{platform.system()} {platform.release()}"}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--configs", default="tiny,mid,default",
-                   help="comma-separated presets or JSON files ('mid': see the module doc)")
+                   help="comma-separated presets or JSON files ('mid': see the module doc; "
+                        "NAME+EXT adds an ISA extension, e.g. tiny+requant)")
     p.add_argument("--targets", default=",".join(TARGETS))
     p.add_argument("--no-pnr", action="store_true", help="stop after Yosys (no Fmax)")
     p.add_argument("--json", metavar="FILE", help="write the reports as JSON")
@@ -37,13 +56,22 @@ def main(argv=None):
                    help="print the table of earlier --json files instead of running")
     args = p.parse_args(argv)
     if args.from_json:
-        reports = [SynthReport.from_dict(r) for f in args.from_json
-                   for r in json.loads(Path(f).read_text())]
+        loaded = [json.loads(Path(f).read_text()) for f in args.from_json]
+        for data in loaded:
+            if isinstance(data, dict):
+                print(f"revision {data['revision']}; machine {data['machine']}")
+        reports = [SynthReport.from_dict(r) for data in loaded
+                   for r in (data["reports"] if isinstance(data, dict) else data)]
         print(format_table(reports, markdown=args.markdown))
         return
+    where = measured_on()
+    print(f"revision {where['revision']}; machine {where['machine']}", file=sys.stderr)
     reports = []
     for spec in args.configs.split(","):
-        config = MID if spec == "mid" else load_config(spec)
+        base, *ext = spec.split("+")
+        config = MID if base == "mid" else load_config(base)
+        if ext:
+            config = config.replace(extensions=tuple(ext))
         for target in args.targets.split(","):
             t = time.monotonic()
             work = Path(args.workdir) / f"{config.name}-{target}" if args.workdir else None
@@ -51,9 +79,13 @@ def main(argv=None):
             reports.append(r)
             print(f"{config.name} on {target}: {time.monotonic() - t:.0f} s", file=sys.stderr)
             if args.json:
-                Path(args.json).write_text(reports_to_json(reports))
+                data = {**where, "reports": json.loads(reports_to_json(reports))}
+                Path(args.json).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    print(f"revision {where['revision']}; machine {where['machine']}")
     print(format_table(reports, markdown=args.markdown))
     for r in reports:
+        if r.critical_paths:
+            print(f"{r.design} on {r.target}:\n" + format_paths(r))
         if not r.fits:
             print(r.overflow_message())
 

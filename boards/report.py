@@ -3,11 +3,93 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 
 from .targets import RESOURCES
 
-__all__ = ["Overflow", "SynthReport", "format_table", "reports_to_json"]
+__all__ = ["Overflow", "SynthReport", "CriticalPath", "critical_paths", "format_paths",
+           "format_table", "reports_to_json"]
+
+#: Critical paths a report keeps (nextpnr reports the worst path of each clock pair).
+MAX_PATHS = 3
+
+# Yosys's ``autoname`` names a cell after the net it drives plus ``_<CELL>_<PORT>`` (and
+# a ``_<n>`` for duplicates); flattening joins the Amaranth hierarchy with dots.
+_AUTONAME = re.compile(r"(_[A-Z][A-Z0-9]*(_[A-Z0-9]+)*_[A-Z]+[0-9]*)+(_\d+)?$")
+
+
+def hierarchy_name(cell: str) -> str:
+    """The Amaranth hierarchy name of a netlist cell: ``dut.compute.gemm.dot_3`` for
+    ``dut.compute.gemm.dot_3_TRELLIS_FF_Q`` (the harness's ``dut.`` prefix removed; a
+    Yosys-internal ``$...`` name is kept as it is)."""
+    name = re.sub(r"\$[A-Z][A-Z0-9_]*$", "", cell.lstrip("\\"))   # nextpnr's "$CCU2_COMB0"
+    if not name.startswith("$"):
+        name = _AUTONAME.sub("", name) or name
+    return name[4:] if name.startswith("dut.") else name
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    """One register-to-register path from nextpnr's timing report.
+
+    Attributes
+    ----------
+    delay_ns : float
+        Total delay (clock-to-out, logic, routing and setup).
+    logic_ns, routing_ns : float
+        Cell delays (clock-to-out and setup included) and net delays.
+    source, sink : str
+        Hierarchy names (:func:`hierarchy_name`) of the launching and capturing cells.
+    through : list of str
+        Hierarchy names of the cells in between, in order, repeats merged.
+    clocks : str
+        ``"<from> -> <to>"`` clock events (``<async>`` for ports).
+    """
+
+    delay_ns: float
+    logic_ns: float
+    routing_ns: float
+    source: str
+    sink: str
+    through: tuple = ()
+    clocks: str = ""
+
+    def __str__(self) -> str:
+        via = f" via {len(self.through)} cells" if self.through else ""
+        return (f"{self.delay_ns:.2f} ns ({self.logic_ns:.2f} logic, {self.routing_ns:.2f} "
+                f"routing): {self.source} -> {self.sink}{via}")
+
+
+def critical_paths(pnr_report: dict, limit: int = MAX_PATHS) -> list:
+    """The worst ``limit`` paths of a nextpnr ``--report`` JSON: the clock-to-clock paths
+    (which set Fmax), then those from or to an I/O port (``<async>``), longest first."""
+    out = []
+    for entry in pnr_report.get("critical_paths", []):
+        segments = entry.get("path", [])
+        if not segments:
+            continue
+        logic = sum(s.get("delay", 0.0) for s in segments if s.get("type") != "routing")
+        routing = sum(s.get("delay", 0.0) for s in segments if s.get("type") == "routing")
+        cells = [hierarchy_name(s["from"]["cell"]) for s in segments] + [
+            hierarchy_name(segments[-1]["to"]["cell"])]
+        merged = [c for i, c in enumerate(cells) if i == 0 or c != cells[i - 1]]
+        out.append(CriticalPath(delay_ns=round(logic + routing, 3), logic_ns=round(logic, 3),
+                                routing_ns=round(routing, 3), source=merged[0],
+                                sink=merged[-1], through=tuple(merged[1:-1]),
+                                clocks=f"{entry.get('from', '?')} -> {entry.get('to', '?')}"))
+    # register-to-register paths first (they set Fmax), then the I/O paths, longest first
+    out.sort(key=lambda p: ("<async>" in p.clocks, -p.delay_ns))
+    return out[:limit]
+
+
+def format_paths(report) -> str:
+    """The critical paths of a report, one per line (empty without place and route)."""
+    lines = []
+    for i, path in enumerate(report.critical_paths, 1):
+        p = path if isinstance(path, CriticalPath) else CriticalPath(**path)
+        lines.append(f"critical path {i}: {p}")
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -55,6 +137,13 @@ class SynthReport:
         Wall time of each stage (``rtlil``, ``yosys``, ``nextpnr``).
     tools : dict
         Package versions of the tools that ran.
+    cells : dict
+        Yosys's cell counts by type.
+    critical_paths : list of dict
+        The worst paths of nextpnr's timing report (:class:`CriticalPath` fields),
+        longest first.
+    dsp_budget : int or None
+        Products of the GEMM built as hard multipliers (None: all of them).
     """
 
     design: str
@@ -70,6 +159,8 @@ class SynthReport:
     seconds: dict = field(default_factory=dict)
     tools: dict = field(default_factory=dict)
     cells: dict = field(default_factory=dict)
+    critical_paths: list = field(default_factory=list)
+    dsp_budget: int | None = None
 
     @property
     def fits(self) -> bool:

@@ -17,17 +17,18 @@ import json
 import shutil
 import tempfile
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..hw.config import load_config
 from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
 from ..runtime.progress import Stages
 from .harness import IOHarness
-from .report import Overflow, SynthReport
+from .report import Overflow, SynthReport, critical_paths
 from .targets import RESOURCES, Target, get_target
 from .tools import ToolError, run_tool, tool_version
 
-__all__ = ["synthesize", "synth_config", "TOP", "DEFAULT_FREQ_MHZ"]
+__all__ = ["synthesize", "synth_config", "SynthPlatform", "TOP", "DEFAULT_FREQ_MHZ"]
 
 #: Top module name in every netlist.
 TOP = "top"
@@ -35,10 +36,23 @@ TOP = "top"
 DEFAULT_FREQ_MHZ = {"ecp5": 100.0, "ice40": 48.0, "xilinx": 100.0}
 
 
-def _write_rtlil(component, path: Path) -> IOHarness:
+@dataclass(frozen=True)
+class SynthPlatform:
+    """What the RTL generator may know of the part it is synthesized for (the
+    ``platform`` argument of every ``elaborate``): the FPGA family, which selects
+    vendor cells (the ECP5's registered ``MULT18X18D``), and how many GEMM products may
+    be hard multipliers (None: all; see :meth:`Target.gemm_dsp_budget`). Amaranth's
+    vendor platforms have the same ``family`` attribute."""
+
+    family: str
+    dsp_budget: int | None = None
+
+
+def _write_rtlil(component, path: Path, platform=None) -> IOHarness:
     from amaranth.back import rtlil
     harness = IOHarness(component)
-    path.write_text(rtlil.convert(harness, name=TOP, ports=harness.ports(), emit_src=False))
+    path.write_text(rtlil.convert(harness, name=TOP, ports=harness.ports(), emit_src=False,
+                                  platform=platform))
     return harness
 
 
@@ -61,7 +75,7 @@ def _yosys(target: Target, work: Path, *, netlist: bool, stages=None,
 
 
 def _nextpnr(target: Target, work: Path, *, freq_mhz: float, seed: int,
-             extra=(), stages=None, verbose: bool = False) -> tuple[dict, float | None]:
+             extra=(), stages=None, verbose: bool = False) -> tuple[dict, float | None, list]:
     tool, *device = target.pnr
     run_tool(tool, [*device, "--json", f"{TOP}.json", "--report", "pnr.json",
                     "--freq", f"{freq_mhz:g}", "--timing-allow-fail", "--seed", str(seed), *extra],
@@ -72,12 +86,14 @@ def _nextpnr(target: Target, work: Path, *, freq_mhz: float, seed: int,
         if key in report.get("utilization", {}):
             used[resource] = report["utilization"][key]["used"]
     fmax = [v["achieved"] for v in report.get("fmax", {}).values() if "achieved" in v]
-    return used, (min(fmax) if fmax else None)
+    paths = [{**asdict(p), "through": list(p.through)} for p in critical_paths(report)]
+    return used, (min(fmax) if fmax else None), paths
 
 
 def synthesize(component, target, *, name: str, workdir=None, place_and_route: bool = True,
                freq_mhz: float | None = None, seed: int = 1, pnr_args=(),
-               progress: bool = True, verbose: bool = False) -> SynthReport:
+               dsp_budget: int | None = None, progress: bool = True,
+               verbose: bool = False) -> SynthReport:
     """Synthesize ``component`` for ``target`` (and place and route it where possible).
 
     Parameters
@@ -98,6 +114,9 @@ def synthesize(component, target, *, name: str, workdir=None, place_and_route: b
         nextpnr placer seed (fixed, so a report is reproducible).
     pnr_args : sequence of str
         Extra nextpnr arguments (e.g. ``--textcfg`` for a bitstream).
+    dsp_budget : int, optional
+        GEMM products built as hard multipliers (the platform's ``dsp_budget``; None:
+        all of them).
     progress : bool
         Stage lines on stderr, the log folder, and a line at least every 30 s while a
         tool works (its log's last line).
@@ -120,19 +139,20 @@ def synthesize(component, target, *, name: str, workdir=None, place_and_route: b
     stages.print(f"tool logs in {work} (yosys.log{', nextpnr.log' if pnr else ''}"
                  + ("; removed after a success, --workdir DIR keeps them" if temporary else "")
                  + ("" if verbose else "; --verbose streams them") + ")")
+    platform = SynthPlatform(target.family, dsp_budget)
     report = _synthesize(component, target, name, work, pnr, freq_mhz, seed, pnr_args,
-                         stages, verbose)
+                         platform, stages, verbose)
     if temporary:
         shutil.rmtree(work, ignore_errors=True)
     return report
 
 
-def _synthesize(component, target, name, work, pnr, freq_mhz, seed, pnr_args, stages,
-                verbose) -> SynthReport:
+def _synthesize(component, target, name, work, pnr, freq_mhz, seed, pnr_args, platform,
+                stages, verbose) -> SynthReport:
     seconds, tools = {}, {"yosys": tool_version("yosys")}
     t = time.monotonic()
     with stages.stage("elaborate + RTLIL (Amaranth)"):
-        harness = _write_rtlil(component, work / f"{TOP}.il")
+        harness = _write_rtlil(component, work / f"{TOP}.il", platform)
     seconds["rtlil"] = round(time.monotonic() - t, 1)
     t = time.monotonic()
     with stages.stage("synthesize (Yosys)", f"log {work / 'yosys.log'}"):
@@ -141,14 +161,14 @@ def _synthesize(component, target, name, work, pnr, freq_mhz, seed, pnr_args, st
     report = SynthReport(design=name, target=target.name, device=target.device,
                          resources=target.count(cells), capacity=dict(target.capacity),
                          harness=harness.cost, cells=dict(sorted(cells.items())),
-                         seconds=seconds, tools=tools)
+                         seconds=seconds, tools=tools, dsp_budget=platform.dsp_budget)
     report.overflow = [Overflow(r, report.resources[r], target.capacity[r]) for r in RESOURCES
                        if report.resources[r] > target.capacity[r]]
     if pnr and report.fits:
         tools[target.pnr[0]] = tool_version(target.pnr[0])
         t = time.monotonic()
         with stages.stage("place and route (nextpnr)", f"log {work / 'nextpnr.log'}"):
-            used, report.fmax_mhz = _nextpnr(target, work, freq_mhz=freq_mhz, seed=seed,
+            used, report.fmax_mhz, report.critical_paths = _nextpnr(target, work, freq_mhz=freq_mhz, seed=seed,
                                              extra=pnr_args, stages=stages, verbose=verbose)
         seconds["nextpnr"] = round(time.monotonic() - t, 1)
         report.resources.update(used)
@@ -159,10 +179,14 @@ def _synthesize(component, target, name, work, pnr, freq_mhz, seed, pnr_args, st
 def synth_config(config, target, *, token_depth: int = DEFAULT_TOKEN_DEPTH,
                  cmd_depth: int = DEFAULT_CMD_DEPTH, suggest: bool = True, **kwargs) -> SynthReport:
     """:func:`synthesize` the VTA top level of ``config``; if it does not fit, the report's
-    ``suggestion`` names the largest preset or config estimated to fit."""
+    ``suggestion`` names the largest preset or config estimated to fit. Unless
+    ``dsp_budget`` is given, the target sets it (:meth:`Target.gemm_dsp_budget`)."""
     from ..hw.top import VTA
     from .fit import suggest_fit
     config = load_config(config)
+    target = get_target(target) if isinstance(target, str) else target
+    if kwargs.get("dsp_budget") is None:
+        kwargs["dsp_budget"] = target.gemm_dsp_budget(config)
     report = synthesize(VTA(config, token_depth=token_depth, cmd_depth=cmd_depth), target,
                         name=config.name, **kwargs)
     if suggest and not report.fits:

@@ -16,10 +16,17 @@ from dataclasses import dataclass, field
 
 from ..hw.errors import InputError
 
-__all__ = ["Target", "TARGETS", "RESOURCES", "get_target"]
+__all__ = ["Target", "TARGETS", "RESOURCES", "DSP_RESERVE", "REQUANT_LANE_DSPS", "get_target"]
 
 #: Resource names, in table order.
 RESOURCES = ("lut", "ff", "dsp", "bram")
+
+#: Hard multipliers kept for everything outside the GEMM array (the LOAD/STORE range
+#: checks and address arithmetic use 6 on tiny and 9 on default, measured).
+DSP_RESERVE = 16
+#: Hard multipliers of one lane of the ``requant`` ALU (a 32x32 product: four 18x18
+#: pieces on the ECP5, four DSP48E1 on 7-series).
+REQUANT_LANE_DSPS = 4
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,18 @@ class Target:
     cells: dict
     pnr_cells: dict = field(default_factory=dict)
     io_pins: int = 0
+
+    def gemm_dsp_budget(self, config) -> int | None:
+        """GEMM products to build as hard multipliers on this part: all of them (None)
+        when they fit beside :data:`DSP_RESERVE` (and the ``requant`` lanes' multipliers),
+        else as many as do; the rest become LUT multipliers
+        (:class:`~vtakit.hw.gemm.Multiplier`)."""
+        products = config.batch * config.block_out * config.block_in
+        other = DSP_RESERVE
+        if "requant" in config.extensions:
+            other += REQUANT_LANE_DSPS * config.batch * config.block_out
+        room = max(0, self.capacity["dsp"] - other)
+        return None if products <= room else room
 
     def count(self, cell_counts: dict) -> dict:
         """Resources used by a netlist, from Yosys's ``{cell type: count}``."""

@@ -5,30 +5,36 @@ Instruction flow: accept a command, pop the tokens its pop flags name
 its fields, execute it, then push one token per push flag (``g2l`` for
 ``push_prev``, ``g2s`` for ``push_next``); a push into a full queue waits.
 
-Micro-op pipeline (GEMM and ALU share it; it never stalls once a uop issued)::
+Micro-op pipeline (GEMM and ALU share it; it never stalls once a uop issued). W is
+:func:`write_stage` (``2 +`` :func:`~vtakit.hw.gemm.gemm_latency`: 6 for BLOCK 8 and 16),
+so that no stage holds more than one SRAM access, one multiplier or two adder levels::
 
-    S0  loop counters p > q > k; read UOP[k]                       (uop SRAM, sync)
-    S1  dst/src/wgt = uop idx + offset, range check; read INP/WGT   (inp/wgt SRAM, sync)
-    S2  dot products -> register (GemmCore); read ACC[dst], ACC[src] (acc SRAM, sync)
-    S3  ACC[dst] = result; OUT[dst] = low 8 bits of each lane       (acc/out write)
+    S0       loop counters p > q > k; read UOP[k]                   (uop SRAM, sync)
+    S1       dst/src/wgt = uop idx + offset, range check; read INP/WGT
+    S2..     GemmCore: operand registers, products, adder tree -> dot registers
+    S{W-2}   read ACC[dst], ACC[src]                                (acc SRAM, sync)
+    S{W-1}   register the acc data; match the writes it missed
+    S{W}     ACC[dst] = acc + dot or ALU(acc, src|imm); OUT[dst] = low 8 bits of each lane
 
 One uop issues per cycle for GEMM (reset and accumulate) and for ALU with an
 immediate or a tensor operand (the acc SRAM has two read ports). The loop
 offsets ``p*factor_out + q*factor_in`` come from incremental adders. An
-instruction of N uops occupies the module for N + 4 cycles, from accepting it
+instruction of N uops occupies the module for N + 1 + W cycles, from accepting it
 to accepting the next command: one dispatch cycle (pops and field checks), N
-issue cycles, and S1..S3 of the last uop; its pushes, and the accept of the
+issue cycles, and S1..S{W} of the last uop; its pushes, and the accept of the
 next command, share the cycle of its last write (that write lands at the same
 clock edge, so a token's consumer always sees it). A GEMM/ALU without push flags
-whose next command is a GEMM/ALU with uops to run takes N + 1: that command is
-accepted in the cycle its last uop issues and dispatched while S1..S3 drain (the
-modes travel with the uops; a fault of a draining uop reports its own index).
+whose next command is a GEMM/ALU with uops to run, or a LOAD UOP, takes N + 1: that
+command is accepted in the cycle its last uop issues and dispatched while S1..S{W}
+drain (the modes travel with the uops; a fault of a draining uop reports its own
+index; the draining uops have read the uop SRAM already, and a LOAD UOP completes,
+and pushes, only after they wrote).
 
 Accumulate hazards (a uop reading the acc entry that one of the two uops
-before it writes) are resolved by **forwarding** with zero cycles of cost:
-both acc read ports are transparent to the acc write port, so a read issued
-in S2 in the same cycle as the S3 write of the same entry returns the new
-value, and a read one cycle later sees the updated memory. Results therefore
+before it writes) are resolved by **forwarding** with zero cycles of cost: the
+read at the end of S{W-2} misses the write at that edge and at the next one; both
+writes are kept (address and data) and replace the
+read data in S{W} where the address matches, the later one first. Results therefore
 equal the sequential p > q > k order for every program.
 
 Errors (``error`` holds the :class:`~vtakit.hw.interfaces.ErrorCode` and the
@@ -54,19 +60,26 @@ from amaranth.lib.wiring import In, Out
 
 from .alu import SHIFT_BITS, VectorAlu, alu_illegal
 from .config import VTAConfig
-from .gemm import GemmCore
+from .gemm import GemmCore, gemm_latency
 from .interfaces import (CommandSignature, ErrorCode, ErrorReport, accept_command, dep_ports,
                          dma_read_signature, report_error, token_ports)
 from .isa import MemType, Opcode, alu_opcode_bits, isa_for
+from .compute_seq import LoopSequencer
 from .load_engine import LoadEngine
-from .spec import LOOP_ITER_BITS, Unit
+from .spec import Unit
 
-__all__ = ["Compute", "compute_signature"]
+__all__ = ["Compute", "compute_signature", "write_stage"]
 
 
 def _empty_loop(loop):
     """A GEMM/ALU's loop fields (``isa.gemm`` layout) that run no micro-op."""
     return (loop.uop_bgn == loop.uop_end) | (loop.iter_out == 0) | (loop.iter_in == 0)
+
+
+def write_stage(config: VTAConfig) -> int:
+    """The micro-op pipeline stage that writes ACC and OUT (S0 issues; S2 holds the
+    inp/wgt data the GEMM core's stages start from)."""
+    return 2 + gemm_latency(config)
 
 
 def compute_signature(config: VTAConfig) -> wiring.Signature:
@@ -125,6 +138,10 @@ class Compute(wiring.Component):
     def __init__(self, config: VTAConfig):
         self._config = c = config
         super().__init__(compute_signature(c))
+        #: The pipeline stage that writes ACC and OUT (S0 issues the micro-op).
+        self.write_stage = write_stage(c)
+        #: Forward the writes an acc read misses (False only for the formal tier's mutation).
+        self.forwarding = True
         self.uop_mem = memory.Memory(shape=c.uop_elem_bits, depth=c.uop_depth, init=[])
         self.acc_mem = memory.Memory(shape=c.acc_elem_bits, depth=c.acc_depth, init=[])
 
@@ -145,8 +162,9 @@ class Compute(wiring.Component):
         uop_wr = self.uop_mem.write_port()
         uop_rd = self.uop_mem.read_port()
         acc_wr = self.acc_mem.write_port()
-        acc_rd_dst = self.acc_mem.read_port(transparent_for=(acc_wr,))
-        acc_rd_src = self.acc_mem.read_port(transparent_for=(acc_wr,))
+        # Not transparent: the pipeline forwards the writes a read misses (see S{W}).
+        acc_rd_dst = self.acc_mem.read_port()
+        acc_rd_src = self.acc_mem.read_port()
 
         m.submodules.uop_load = uop_load = LoadEngine(
             c, elem_bits=c.uop_elem_bits, addr_width=c.log_uop_depth)
@@ -205,66 +223,18 @@ class Compute(wiring.Component):
         shift = Signal(signed(SHIFT_BITS))
         push_prev = Signal()
         push_next = Signal()
-        # Copies of the modes that travel with the micro-ops in S2 and S3: the next
-        # instruction may be dispatched while the last micro-ops of one without pushes
-        # are still in S1..S3 (see ``overlap`` below).
-        s2_gemm, s2_reads = Signal(), Signal()
-        s3_gemm, s3_reset, s3_alu_op = Signal(), Signal(), Signal(alu_opcode_bits(c))
-        s3_use_imm, s3_imm, s3_shift = Signal(), Signal(signed(c.acc_width)), Signal(
-            signed(SHIFT_BITS))
 
         # ------------------------------------------------------ loop sequencer
-        a_w, i_w, w_w = c.log_acc_depth, c.log_inp_depth, c.log_wgt_depth
-        s_w = max(a_w, i_w)   # the uop's src field (inp index for GEMM, acc index for ALU)
-        extra = LOOP_ITER_BITS + 2   # p*f_out + q*f_in + idx < 2**(w + 16)
-        k = Signal(c.log_uop_depth + 1)
-        q = Signal(LOOP_ITER_BITS)
-        p = Signal(LOOP_ITER_BITS)
-        dst_pbase, dst_off = Signal(a_w + extra), Signal(a_w + extra)
-        src_pbase, src_off = Signal(s_w + extra), Signal(s_w + extra)
-        wgt_pbase, wgt_off = Signal(w_w + extra), Signal(w_w + extra)
+        a_w = c.log_acc_depth
+        m.submodules.seq = seq = LoopSequencer(c)
         issue = Signal()
         issue_last = Signal()
-
-        k_last = k + 1 == loop.uop_end
-        q_last = q + 1 == loop.iter_in
-        p_last = p + 1 == loop.iter_out
+        dst_off, src_off, wgt_off = seq.dst_off, seq.src_off, seq.wgt_off
         m.d.comb += [
-            uop_rd.addr.eq(k),
-            issue_last.eq(k_last & q_last & p_last),
+            seq.insn.eq(insn), seq.gemm.eq(mode_gemm), seq.issue.eq(issue),
+            uop_rd.addr.eq(seq.k),
+            issue_last.eq(seq.last),
         ]
-        # Source factors: GEMM's are inp-index wide, ALU's acc-index wide.
-        src_fo, src_fi = loop.src_factor_out, loop.src_factor_in
-        src_fo_alu, src_fi_alu = alu_f.src_factor_out, alu_f.src_factor_in
-        src_f_out = Signal(s_w)
-        src_f_in = Signal(s_w)
-        with m.If(mode_gemm):
-            m.d.comb += [src_f_out.eq(src_fo), src_f_in.eq(src_fi)]
-        with m.Else():
-            m.d.comb += [src_f_out.eq(src_fo_alu), src_f_in.eq(src_fi_alu)]
-
-        with m.If(issue):
-            with m.If(k_last):
-                m.d.sync += k.eq(loop.uop_bgn)
-                with m.If(q_last):
-                    m.d.sync += [
-                        q.eq(0), p.eq(p + 1),
-                        dst_pbase.eq(dst_pbase + loop.dst_factor_out),
-                        dst_off.eq(dst_pbase + loop.dst_factor_out),
-                        src_pbase.eq(src_pbase + src_f_out),
-                        src_off.eq(src_pbase + src_f_out),
-                        wgt_pbase.eq(wgt_pbase + loop.wgt_factor_out),
-                        wgt_off.eq(wgt_pbase + loop.wgt_factor_out),
-                    ]
-                with m.Else():
-                    m.d.sync += [
-                        q.eq(q + 1),
-                        dst_off.eq(dst_off + loop.dst_factor_in),
-                        src_off.eq(src_off + src_f_in),
-                        wgt_off.eq(wgt_off + loop.wgt_factor_in),
-                    ]
-            with m.Else():
-                m.d.sync += k.eq(k + 1)
 
         # ----------------------------------------------------------- S1: index
         s1_valid = Signal()
@@ -298,80 +268,125 @@ class Compute(wiring.Component):
             gemm.wgt.eq(self.wgt_rd.data),
         ]
 
-        # ------------------------------------------------------ S2: acc reads
-        s2_valid = Signal()
-        s2_dst = Signal(a_w)
-        s2_src = Signal(a_w)
+        # ------------------------------------------- S2..S{W}: GEMM/ALU pipeline
+        # The micro-op and its modes travel S2 -> S{W}; the GEMM core's stages run beside
+        # them (its operands are the S2 SRAM data); the acc SRAM is read at S{W-2} and its
+        # data registered in S{W-1}; S{W} writes ACC[dst] and OUT[dst].
+        W = self.write_stage
+        R = W - 2
+        s1_bad_r = Signal()     # the micro-op that was in S1 last cycle was out of range
+        st = {}
+        for s in range(2, W + 1):
+            st[s] = dict(valid=Signal(name=f"s{s}_valid"), dst=Signal(a_w, name=f"s{s}_dst"),
+                         src=Signal(a_w, name=f"s{s}_src"), gemm=Signal(name=f"s{s}_gemm"),
+                         reads=Signal(name=f"s{s}_reads"),
+                         alu_op=Signal(alu_opcode_bits(c), name=f"s{s}_alu_op"),
+                         use_imm=Signal(name=f"s{s}_use_imm"),
+                         imm=Signal(signed(c.acc_width), name=f"s{s}_imm"),
+                         shift=Signal(signed(SHIFT_BITS), name=f"s{s}_shift"))
+        # S1 uses the live modes: an overlapped dispatch latches new ones at the end of
+        # the cycle its predecessor's last micro-op is in S1. A micro-op in S1 the cycle
+        # after an out-of-range one (issued before the fault stopped the sequencer) dies.
         m.d.sync += [
             s1_valid.eq(issue),
-            s2_valid.eq(s1_valid & ~s1_bad),
-            s2_dst.eq(dst),
-            s2_src.eq(src),
-            # S1 uses the live modes: an overlapped dispatch latches new ones at the end
-            # of the cycle its predecessor's last micro-op is in S1
-            s2_gemm.eq(mode_gemm), s2_reads.eq(reads_operands),
-            s3_gemm.eq(s2_gemm), s3_reset.eq(s2_gemm & ~s2_reads),
+            s1_bad_r.eq(s1_bad),
+            st[2]["valid"].eq(s1_valid & ~s1_bad & ~s1_bad_r),
+            st[2]["dst"].eq(dst), st[2]["src"].eq(src),
+            st[2]["gemm"].eq(mode_gemm), st[2]["reads"].eq(reads_operands),
+            st[2]["alu_op"].eq(alu_op), st[2]["use_imm"].eq(use_imm),
+            st[2]["imm"].eq(imm_word), st[2]["shift"].eq(shift),
         ]
+        for s in range(3, W + 1):
+            m.d.sync += [st[s][key].eq(st[s - 1][key]) for key in st[s]]
+        sw = st[W]
+        # Dot products only on cycles with a GEMM uop in S2 (the compiled simulators
+        # then skip the products on every other cycle).
         m.d.comb += [
-            acc_rd_dst.addr.eq(s2_dst),
-            acc_rd_src.addr.eq(s2_src),
-            # Dot products only on cycles with a GEMM uop in S2 (the compiled
-            # simulators then skip the products on every other cycle).
-            gemm.en.eq(s2_valid & s2_reads),
+            acc_rd_dst.addr.eq(st[R]["dst"]),
+            acc_rd_src.addr.eq(st[R]["src"]),
+            acc_rd_dst.en.eq(st[R]["valid"]),
+            acc_rd_src.en.eq(st[R]["valid"] & ~st[R]["gemm"] & ~st[R]["use_imm"]),
+            gemm.en.eq(st[2]["valid"] & st[2]["reads"]),
         ]
 
-        # ---------------------------------------------------- S3: write back
-        s3_valid = Signal()
-        s3_dst = Signal(a_w)
-        m.d.sync += [s3_valid.eq(s2_valid), s3_dst.eq(s2_dst)]
-        # the ALU operands of the micro-op entering S3 (each S2 cycle copies the live
-        # ones, which an overlapped dispatch changes only once its predecessor's last
-        # micro-op has left S1)
-        s2_alu_op, s2_use_imm = Signal.like(alu_op), Signal()
-        s2_imm, s2_shift = Signal.like(imm_word), Signal.like(shift)
-        m.d.sync += [s2_alu_op.eq(alu_op), s2_use_imm.eq(use_imm), s2_imm.eq(imm_word),
-                     s2_shift.eq(shift), s3_alu_op.eq(s2_alu_op), s3_use_imm.eq(s2_use_imm),
-                     s3_imm.eq(s2_imm), s3_shift.eq(s2_shift)]
+        # Forwarding: the acc read of a micro-op (at the end of S{W-2}) misses the write
+        # at that same edge (the micro-op two ahead) and the one after it (the micro-op
+        # one ahead): both are kept (address and data) and replace the read where the
+        # address matches, the later one first. The match is computed a stage early.
+        acc_wr_data = Signal(c.acc_elem_bits)
+        acc_wr_addr = Signal(a_w)
+        acc_wr_en = Signal()
+        w1_data = Signal(c.acc_elem_bits)
+        w2_data = Signal(c.acc_elem_bits)
+        w1_addr = Signal(a_w)
+        w1_en = Signal()
+        m.d.sync += [w1_data.eq(acc_wr_data), w1_addr.eq(acc_wr_addr), w1_en.eq(acc_wr_en),
+                     w2_data.eq(w1_data)]
+        sr = st[W - 1]
+
+        def forwarded(port, addr, name):
+            # hit1: the write of this cycle (S{W}'s micro-op, or a LOAD ACC beat); hit2:
+            # the write of the cycle before (w1), which becomes w2 next cycle
+            hit1, hit2 = Signal(name=f"{name}_hit1"), Signal(name=f"{name}_hit2")
+            if self.forwarding:
+                m.d.sync += [hit1.eq(acc_wr_en & (acc_wr_addr == addr)),
+                             hit2.eq(w1_en & (w1_addr == addr))]
+            read = Signal(c.acc_elem_bits, name=f"{name}_read")
+            with m.If(sr["valid"]):
+                m.d.sync += read.eq(port.data)
+            value = Signal(c.acc_elem_bits, name=f"{name}_fwd")
+            m.d.comb += value.eq(Mux(hit1, w1_data, Mux(hit2, w2_data, read)))
+            return value
+
+        acc_dst = forwarded(acc_rd_dst, sr["dst"], "acc_dst")
+        acc_src = forwarded(acc_rd_src, sr["src"], "acc_src")
+
+        # ---------------------------------------------------- S{W}: write back
         m.d.comb += [
-            gemm.acc.eq(acc_rd_dst.data),
-            alu.op.eq(s3_alu_op),
-            alu.a.eq(acc_rd_dst.data),
-            alu.shift.eq(s3_shift),
+            gemm.acc.eq(acc_dst),
+            alu.op.eq(sw["alu_op"]),
+            alu.a.eq(acc_dst),
+            alu.shift.eq(sw["shift"]),
         ]
-        with m.If(s3_use_imm):
-            m.d.comb += alu.b.eq(Cat([s3_imm] * lanes))
+        with m.If(sw["use_imm"]):
+            m.d.comb += alu.b.eq(Cat([sw["imm"]] * lanes))
         with m.Else():
-            m.d.comb += alu.b.eq(acc_rd_src.data)
+            m.d.comb += alu.b.eq(acc_src)
 
-        # Only written when S3 holds a uop: idle cycles skip the lane sums.
+        # Only written when S{W} holds a uop: idle cycles skip the lane sums.
+        sw_reset = sw["gemm"] & ~sw["reads"]
         result = Signal(c.acc_elem_bits)
-        with m.If(s3_valid):
-            with m.If(s3_gemm):
-                with m.If(~s3_reset):
+        with m.If(sw["valid"]):
+            with m.If(sw["gemm"]):
+                with m.If(~sw_reset):
                     m.d.comb += result.eq(gemm.result)
             with m.Else():
                 m.d.comb += result.eq(alu.result)
 
-        with m.If(s3_valid):
-            m.d.comb += [acc_wr.addr.eq(s3_dst), acc_wr.data.eq(result), acc_wr.en.eq(1)]
+        with m.If(sw["valid"]):
+            m.d.comb += [acc_wr_addr.eq(sw["dst"]), acc_wr_data.eq(result), acc_wr_en.eq(1)]
         with m.Else():
             m.d.comb += [
-                acc_wr.addr.eq(acc_load.sram.addr),
-                acc_wr.data.eq(acc_load.sram.data),
-                acc_wr.en.eq(acc_load.sram.en),
+                acc_wr_addr.eq(acc_load.sram.addr),
+                acc_wr_data.eq(acc_load.sram.data),
+                acc_wr_en.eq(acc_load.sram.en),
             ]
+        m.d.comb += [acc_wr.addr.eq(acc_wr_addr), acc_wr.data.eq(acc_wr_data),
+                     acc_wr.en.eq(acc_wr_en)]
         m.d.comb += [
-            self.out_wr.addr.eq(s3_dst),
+            self.out_wr.addr.eq(sw["dst"]),
             self.out_wr.data.eq(Cat(result.word_select(j, c.acc_width)[:c.out_width]
                                     for j in range(lanes))),
-            self.out_wr.en.eq(s3_valid & ~(s3_gemm & s3_reset)),
+            self.out_wr.en.eq(sw["valid"] & ~sw_reset),
         ]
-        with m.If(s3_valid & s3_gemm & ~s3_reset):
+        with m.If(sw["valid"] & sw["gemm"] & ~sw_reset):
             m.d.sync += self.gemm_count.eq(self.gemm_count + 1)
-        with m.If(s3_valid & ~s3_gemm):
+        with m.If(sw["valid"] & ~sw["gemm"]):
             m.d.sync += self.alu_count.eq(self.alu_count + 1)
-        with m.If(s3_valid):
+        with m.If(sw["valid"]):
             m.d.sync += self.uop_count.eq(self.uop_count + 1)
+        # Micro-ops between S1 and S{W-1}: the drain is over when none is left.
+        in_flight = s1_valid | Cat(st[s]["valid"] for s in range(2, W)).any()
 
         # ------------------------------------------------------------- control
         # the index of the instruction whose micro-op is in S1 (an overlapped dispatch
@@ -383,18 +398,23 @@ class Compute(wiring.Component):
             report_error(m, self.error, code, at)
 
         # Overlap: the last micro-op of a GEMM/ALU without pushes issues, and the next
-        # command is a GEMM/ALU with micro-ops to run: take it in the same cycle, so its
-        # dispatch and first issue follow at once while S1..S3 drain (the modes travel
+        # command is a GEMM/ALU with micro-ops to run or a LOAD UOP: take it in the same
+        # cycle, so its dispatch follows at once while S1..S{W} drain (the modes travel
         # with the micro-ops; acc reads forward from the writes in flight as within an
-        # instruction). Anything else waits for the drain: a push must follow the last
-        # write, LOAD ACC shares the acc write port, FINISH ends the run.
+        # instruction; the micro-ops in flight have read the uop SRAM, so a LOAD UOP may
+        # overwrite it, and it completes only after the drain). Anything else waits for
+        # the drain: a push must follow the last write, LOAD ACC shares the acc write
+        # port, FINISH ends the run.
         nxt_hdr = isa.finish.layout()(self.cmd.payload.insn)
         nxt_loop = isa.gemm.layout()(self.cmd.payload.insn)
+        nxt_mem = isa.mem.layout()(self.cmd.payload.insn)
         overlap = Signal()
         m.d.comb += overlap.eq(
             ~push_prev & ~push_next & self.cmd.valid
-            & ((nxt_hdr.opcode == Opcode.GEMM) | (nxt_hdr.opcode == Opcode.ALU))
-            & ~_empty_loop(nxt_loop))
+            & ((((nxt_hdr.opcode == Opcode.GEMM) | (nxt_hdr.opcode == Opcode.ALU))
+                & ~_empty_loop(nxt_loop))
+               | ((nxt_hdr.opcode == Opcode.LOAD) & (nxt_mem.memory_type == MemType.UOP)
+                  & (nxt_mem.x_size != 0))))
 
         def accept():
             accept_command(m, self.cmd, insn, index)
@@ -438,11 +458,8 @@ class Compute(wiring.Component):
                         use_imm.eq(alu_f.use_imm),
                         imm_word.eq(imm),
                         shift.eq(imm[:SHIFT_BITS]),
-                        k.eq(loop.uop_bgn), q.eq(0), p.eq(0),
-                        dst_pbase.eq(0), dst_off.eq(0),
-                        src_pbase.eq(0), src_off.eq(0),
-                        wgt_pbase.eq(0), wgt_off.eq(0),
                     ]
+                    m.d.comb += seq.start.eq(1)
                     with m.If(bad_opcode):
                         fail(ErrorCode.ILLEGAL_OPCODE)
                     with m.Elif(bad_memtype):
@@ -478,13 +495,20 @@ class Compute(wiring.Component):
 
             with m.State("LOAD_WAIT"):
                 with m.If(Mux(load_uop, uop_load.done, acc_load.done)):
-                    complete(push_prev, push_next)
+                    with m.If(in_flight):
+                        # an overlapped LOAD UOP completes after the micro-ops before it
+                        m.next = "DRAIN"
+                    with m.Else():
+                        complete(push_prev, push_next)
 
             with m.State("RUN"):
+                # Issue does not wait for the range check of the micro-op in S1 (that
+                # would put the uop SRAM, an adder and a compare before the loop
+                # counters): a micro-op issued in the cycle of a fault dies in S1.
+                m.d.comb += issue.eq(1)
                 with m.If(s1_bad):
                     fail(ErrorCode.SRAM_OUT_OF_RANGE, s1_index)
                 with m.Else():
-                    m.d.comb += issue.eq(1)
                     with m.If(issue_last):
                         with m.If(overlap):
                             m.d.comb += self.cmd.ready.eq(1)
@@ -497,8 +521,8 @@ class Compute(wiring.Component):
             with m.State("DRAIN"):
                 with m.If(s1_bad):
                     fail(ErrorCode.SRAM_OUT_OF_RANGE, s1_index)
-                with m.Elif(~s1_valid & ~s2_valid):
-                    # Only S3 may still be busy: its write lands at this edge.
+                with m.Elif(~in_flight):
+                    # Only S{W} may still be busy: its write lands at this edge.
                     complete(push_prev, push_next)
 
             with m.State("PUSH"):

@@ -41,3 +41,9 @@ def test_synth_overflow_message_and_json(capsys, tmp_path):
     assert err[1].startswith("  no vtakit config is estimated to fit ice40-up5k")
     (report,) = json.loads(out.read_text())
     assert report["fits"] is False and report["suggestion"]
+
+
+def test_synth_rejects_a_negative_dsp_budget(capsys):
+    assert main(["synth", "--config", "tiny", "--target", "xilinx-7", "--dsp-budget", "-1"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "vtakit synth: error: --dsp-budget -1: a number of multipliers, 0 or more")

@@ -528,3 +528,23 @@ def test_whole_image_tile_lists_its_taps_when_enough_groups_use_the_kernel(c, li
     gemms = [i for i in rt.instructions if i.opcode == Opcode.GEMM and not i.reset_reg]
     assert (len(gemms) == plan.estimate.groups) == listed
     rt.reset()
+
+
+def test_rerank_looks_further_for_dense_spatial_kernels(monkeypatch):
+    """An int32 result's dense 3x3 layer (image classification's 16 -> 16 at 32 x 32) is
+    re-ranked among RERANK_SPATIAL (16) candidates: the event model finds a tiling it
+    predicts faster than the best of the first 8; a depthwise layer keeps RERANK."""
+    from vtakit.compiler.ops.conv2d import Conv2dPlan
+    from vtakit.compiler.ops.perfmodel import program_prediction
+    cfg = CONFIGS["default"]
+    kw = dict(bias=True, out_dtype=np.int32, result_bytes=3)
+    wide = plan_conv2d(cfg, (1, 16, 32, 32), (16, 16, 3, 3), 1, 1, **kw)
+    monkeypatch.setattr(Conv2dPlan, "RERANK_SPATIAL", Conv2dPlan.RERANK)
+    narrow = plan_conv2d(cfg, (1, 16, 32, 32), (16, 16, 3, 3), 1, 1, **kw)
+    cycles = [program_prediction(p.program())[0].cycles for p in (wide, narrow)]
+    assert cycles[0] < cycles[1] and wide.tiling != narrow.tiling
+    monkeypatch.setattr(Conv2dPlan, "RERANK_SPATIAL", 64)
+    dw = [plan_conv2d(cfg, (1, 64, 25, 5), (64, 1, 3, 3), 1, 1, groups=64, **kw)]
+    monkeypatch.undo()
+    dw.append(plan_conv2d(cfg, (1, 64, 25, 5), (64, 1, 3, 3), 1, 1, groups=64, **kw))
+    assert dw[0].tiling == dw[1].tiling

@@ -6,7 +6,7 @@ low 8 bits of each lane) and knows nothing of the RTL; random GEMM/ALU streams
 are also checked against the behavioral model's datapath. Compute runs with
 Python models around it: a DRAM behind both DMA ports, sync-read inp/wgt SRAMs,
 an out SRAM write capture, and token queues whose fill level a test schedules.
-Cycle counts check the throughput (one uop per cycle; see PIPELINE_OVERHEAD).
+Cycle counts check the throughput (one uop per cycle; see pipeline_overhead).
 """
 
 from dataclasses import dataclass, field
@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from alu_check import wrap32
 import pytest
+from amaranth.hdl import Elaboratable, Fragment
 from amaranth.sim import Simulator
 
 from vtakit.hw.alu import VectorAlu
+from vtakit.hw.compute import Compute, write_stage
 from vtakit.hw.config import VTAConfig
-from vtakit.hw.gemm import GemmCore
+from vtakit.hw.gemm import GemmCore, Multiplier
 from vtakit.hw.interfaces import ErrorCode
 from vtakit.hw.isa import AluOp, MemType, Opcode, isa_for
 from vtakit.sim.pysim import DramPortModel
@@ -56,8 +58,50 @@ def simulate(dut, testbench, *processes):
 
 # ---------------------------------------------------------------- GEMM core
 
-@pytest.mark.parametrize("preset", ["tiny", "4x8"])
-def test_gemm_core_matches_numpy(preset):
+@pytest.mark.parametrize("kind", ["dsp", "lut"])
+def test_multiplier_matches_python(kind):
+    """Both kinds of product (a ``*`` for a DSP, the shift-and-add array for LUTs) equal
+    Python's signed product, for every corner of the int8 range, after two stages."""
+    dut = Multiplier(8, 8, kind)
+    values = [-128, -127, -1, 0, 1, 2, 63, 127, -64, 85, -86]
+    pairs = [(a, b) for a in values for b in values]
+
+    async def testbench(ctx):
+        for a, b in pairs:
+            ctx.set(dut.a, a)
+            ctx.set(dut.b, b)
+            ctx.set(dut.en, 1)
+            await ctx.tick()
+            ctx.set(dut.en, 0)
+            ctx.set(dut.a, 0)
+            ctx.set(dut.en_product, 1)
+            await ctx.tick()
+            ctx.set(dut.en_product, 0)
+            assert ctx.get(dut.p) == a * b, (a, b)
+
+    simulate(dut, testbench)
+
+
+class _Budget:
+    """A platform that builds only ``dsp_budget`` GEMM products as DSPs."""
+    family = None
+
+    def __init__(self, n):
+        self.dsp_budget = n
+
+
+class _OnPlatform(Elaboratable):
+    def __init__(self, dut, platform):
+        self.dut, self.platform = dut, platform
+
+    def elaborate(self, platform):
+        return Fragment.get(self.dut, self.platform)
+
+
+@pytest.mark.parametrize("preset,budget", [("tiny", None), ("4x8", None), ("tiny", 37)])
+def test_gemm_core_matches_numpy(preset, budget):
+    """Through the pipeline, with all products as DSPs or (a budget of 37) the rest in
+    LUT multipliers."""
     cfg = VTAConfig.preset(preset)
     dut = GemmCore(cfg)
     rng = np.random.default_rng(1)
@@ -81,14 +125,20 @@ def test_gemm_core_matches_numpy(preset):
         for inp, wgt, acc in cases:
             ctx.set(dut.inp, pack(inp, 8))
             ctx.set(dut.wgt, pack(wgt, 8))
+            ctx.set(dut.en, 1)
             await ctx.tick()
-            ctx.set(dut.inp, 0)   # the product must come from the registered stage
+            # the product must come through the registered stages, which hold it while
+            # no new operands enter
+            ctx.set(dut.inp, 0)
+            ctx.set(dut.en, 0)
+            await ctx.tick().repeat(dut.latency)
             ctx.set(dut.acc, pack(acc, 32))
             expected = wrap32(acc + inp @ wgt.T)
             got = unpack(ctx.get(dut.result), 32, cfg.batch * cfg.block_out)
             np.testing.assert_array_equal(got, expected.ravel())
 
-    simulate(dut, testbench)
+    simulate(dut if budget is None else _OnPlatform(dut, _Budget(budget)), testbench)
+    assert dut.dsp_products == (budget or cfg.batch * cfg.block_out * cfg.block_in)
 
 
 # ---------------------------------------------------------------------- ALU
@@ -443,6 +493,49 @@ def test_compute_loads_then_two_loop_gemm(dram_latency):
     assert ref.acc[40:60].any() and ref.acc[0:8].any()   # the test touched what it meant to
 
 
+@pytest.mark.parametrize("dram_latency", [1, 6])
+def test_compute_overlaps_a_uop_load(dram_latency):
+    """A LOAD UOP right after a GEMM without pushes is taken in the cycle the GEMM's
+    last micro-op issues, and overwrites the micro-ops that GEMM ran while they drain;
+    the next GEMM runs the new ones, and a LOAD UOP that pushes waits for the drain."""
+    cfg = TINY
+    isa = isa_for(cfg)
+    rng = np.random.default_rng(12)
+    old = [isa.encode_uop(d, s, w) for d, s, w in [(0, 0, 0), (1, 1, 2), (2, 3, 1)]]
+    new = [isa.encode_uop(d, s, w) for d, s, w in [(3, 2, 4), (0, 5, 3), (1, 4, 6)]]
+    bias = rng.integers(-2**20, 2**20, (8, cfg.batch * cfg.block_out))
+    dram = dram_image(cfg, uops=old + new, uop_base=1, acc_rows=bias, acc_base=8)
+    bench = ComputeBench(cfg, dram=dram)
+    loop = dict(uop_bgn=0, uop_end=3, iter_out=2, iter_in=2, dst_factor_out=4,
+                dst_factor_in=1, src_factor_out=3, src_factor_in=1, wgt_factor_out=2,
+                wgt_factor_in=1)
+
+    def load_uops(base, **flags):
+        return isa.encode(Opcode.LOAD, memory_type=MemType.UOP, dram_base=base, y_size=1,
+                          x_size=3, x_stride=3, **flags)
+
+    insns = [
+        load_uops(1),
+        isa.encode(Opcode.LOAD, memory_type=MemType.ACC, dram_base=8, y_size=1, x_size=8,
+                   x_stride=8),
+        isa.encode(Opcode.GEMM, **loop),
+        load_uops(4),                                   # overlapped: no pushes before it
+        isa.encode(Opcode.GEMM, **loop),
+        load_uops(1, push_next_dep=1),                  # overlapped, pushes after the drain
+        isa.encode(Opcode.GEMM, **loop),
+        isa.encode(Opcode.FINISH),
+    ]
+    r = bench.run(insns, dram_latency=dram_latency)
+    ref = bench.reference(insns)
+    assert r.error == (0, 0, 0) and r.gemm_count == 3 * 12
+    check_against_reference(bench, r, ref)
+    gaps = np.diff(r.accepted).tolist()
+    assert gaps[2] == gaps[4] == 1 + 12, gaps        # dispatch + 12 issues, then the LOAD
+    # the pushing LOAD's token follows the last write of the GEMM before it
+    (push,) = r.tokens["g2s"].log
+    assert push >= r.accepted[5] + write_stage(cfg) - 1, (push, r.accepted)
+
+
 def test_compute_back_to_back_accumulate_hazards():
     """Uops that accumulate into the entry written by the previous one or two uops
     (distance 1 and 2, and across the q/p loop boundaries) lose no update."""
@@ -555,6 +648,13 @@ def test_compute_tokens_order_and_finish():
     check_against_reference(bench, r, bench.reference(insns, uop=uops))
 
 
+def pipeline_overhead(cfg):
+    """Cycles an instruction with N uops takes beyond N, from its accept to the accept
+    of the next command: dispatch, then the stages after S0 up to the write stage (the
+    push and the next accept share the cycle of its last write)."""
+    return 1 + write_stage(cfg)
+
+
 @pytest.mark.parametrize("preset,kind", [("tiny", "gemm"), ("tiny", "gemm_reset"),
                                          ("tiny", "alu_imm"), ("tiny", "alu_tensor"),
                                          ("default", "gemm")])
@@ -579,20 +679,14 @@ def test_compute_throughput_one_uop_per_cycle(preset, kind):
     cycles = r.accepted[1] - r.accepted[0]
     print(f"\n{preset} {kind}: {n_uops} uops in {cycles} cycles = {n_uops / cycles:.3f} uops/cycle "
           f"(overhead {cycles - n_uops} cycles per instruction)")
-    assert cycles <= n_uops + PIPELINE_OVERHEAD
+    assert cycles <= n_uops + pipeline_overhead(cfg)
     check_against_reference(bench, r, bench.reference(insns, uop=uops, acc=acc))
-
-
-#: Cycles an instruction with N uops takes beyond N, from its accept to the accept
-#: of the next command: dispatch, then the three stages after S0 (the push and the
-#: next accept share the cycle of the last write).
-PIPELINE_OVERHEAD = 4
 
 
 def test_compute_overlaps_loops_without_pushes():
     """The next GEMM/ALU is taken in the cycle the last micro-op of one without pushes
     issues (N + 1 cycles from accept to accept: only its dispatch cycle), while one with
-    a push, a FINISH next, or an empty loop next wait for the drain (N + 4). Results stay
+    a push, a FINISH next, or an empty loop next wait for the drain (N + 1 + the write stage). Results stay
     those of sequential execution across the overlaps, with read-after-write at
     distance 1 and 2 between instructions: a GEMM then an ALU MAX reading the rows it
     just wrote, an immediate SHR of the same rows, a GEMM accumulating onto them."""
@@ -618,8 +712,8 @@ def test_compute_overlaps_loops_without_pushes():
     bench = ComputeBench(cfg)
     r = bench.run(insns, uop=uops, acc=acc)
     gaps = np.diff(r.accepted).tolist()
-    assert gaps == [4 + 1, 4 + 1, 4 + 1, 4 + PIPELINE_OVERHEAD, 4 + PIPELINE_OVERHEAD,
-                    1, 4 + PIPELINE_OVERHEAD], gaps
+    drain = pipeline_overhead(cfg)
+    assert gaps == [4 + 1, 4 + 1, 4 + 1, 4 + drain, 4 + drain, 1, 4 + drain], gaps
     check_against_reference(bench, r, bench.reference(insns, uop=uops, acc=acc))
 
 

@@ -30,6 +30,8 @@ def test_verilog_is_deterministic_and_names_config(tmp_path):
     assert "token queue depth 16" in text.splitlines()[2]
     assert "module vta(" in text
     assert "/work/" not in text and "site-packages" not in text   # no install paths
+    # Plain Verilog for every simulator: the ECP5's DSP cell only in an ECP5 synthesis.
+    assert "MULT18X18D" not in text
     # Another token depth gives other hardware (the level counters are wider).
     assert generate_verilog("tiny", token_depth=1024) != text
 
