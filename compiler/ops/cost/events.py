@@ -309,12 +309,14 @@ def _loop_uops(insn) -> int:
 
 def _overlaps(queue) -> frozenset:
     """Positions in the compute ``queue`` of loops without push flags followed by a loop
-    with micro-ops: the RTL dispatches the next one while the first drains."""
+    with micro-ops or a LOAD UOP: the RTL dispatches the next one while the first
+    drains."""
     out = set()
     for k in range(len(queue) - 1):
-        f = queue[k].fields
+        f, nxt = queue[k].fields, queue[k + 1]
         if (_loop_uops(queue[k]) and not f.get("push_prev_dep") and not f.get("push_next_dep")
-                and _loop_uops(queue[k + 1])):
+                and (_loop_uops(nxt) or (nxt.opcode == Opcode.LOAD and nxt.fields["x_size"]
+                                         and nxt.fields["memory_type"] == MemType.UOP))):
             out.add(k)
     return frozenset(out)
 
