@@ -339,12 +339,12 @@ def test_resident_weights_are_offered_for_int32_results_and_checked():
 def test_rerank_halves_the_last_tile_when_the_event_model_says_so():
     """An int32 result's re-ranked tiling is emitted with its last tile's rows in two
     tiles when the event model predicts that faster: a depthwise layer (its kernel ends
-    with the last tile's plane stores and shifts) yes, this 1x1 layer no."""
+    with the last tile's plane stores and shifts) yes, this 1x1 64->128 layer no."""
     from vtakit.compiler.ops.perfmodel import program_prediction
     cfg = CONFIGS["default"]
     kw = dict(out_dtype=np.int32, result_bytes=3)
     dw = plan_conv2d(cfg, (1, 64, 25, 5), (64, 1, 3, 3), 1, 1, groups=64, **kw)
-    pw = plan_conv2d(cfg, (1, 64, 25, 5), (64, 64, 1, 1), 1, 0, **kw)
+    pw = plan_conv2d(cfg, (1, 64, 25, 5), (128, 64, 1, 1), 1, 0, **kw)
     assert dw.split_last and not pw.split_last
     whole = plan_conv2d(cfg, (1, 64, 25, 5), (64, 1, 3, 3), 1, 1, groups=64, tiling=dw.tiling,
                         **kw)
@@ -367,6 +367,23 @@ def test_stream_prediction_close_to_estimate():
     result = rt.synchronize()
     for key, value in traffic.items():
         assert result.stats[key] == value
+
+
+def test_read_port_grants_the_compute_module_first():
+    """The event model's DRAM read port: a compute-module LOAD (``first``) waits for at
+    most ``wait`` cycles of the load module's beats in flight, then only for other
+    compute-module beats, as ``hw/top.py``'s READ_PRIORITY arbiter; without priority
+    it waits for every beat reserved before it."""
+    from vtakit.compiler.ops.cost.events import _ReadPort
+    port = _ReadPort(8)
+    assert port.reserve(0, 100) == 100                 # a load-module burst: [0, 100)
+    assert port.reserve(10, 5, first=True) == 23       # waits 8 in-flight cycles: [18, 23)
+    assert port.reserve(50, 10) == 110                 # the load module avoids them all
+    assert port.reserve(200, 4, first=True) == 204     # an idle port: no wait
+    assert port.reserve(201, 2, first=True) == 206     # behind the other compute LOAD
+    plain = _ReadPort()
+    assert plain.reserve(0, 100) == 100
+    assert plain.reserve(10, 5, first=True) == 105     # no priority: in turn
 
 
 def test_predict_stream_reports_deadlock():
@@ -514,16 +531,16 @@ def test_whole_image_tile_lists_its_taps_when_enough_groups_use_the_kernel(c, li
 
 
 def test_rerank_looks_further_for_dense_spatial_kernels(monkeypatch):
-    """An int32 result's dense 3x3 layer (image classification's 16 -> 16 at 32 x 32) is
+    """An int32 result's dense 3x3 layer (16 -> 16 at 24 x 24) is
     re-ranked among RERANK_SPATIAL (16) candidates: the event model finds a tiling it
     predicts faster than the best of the first 8; a depthwise layer keeps RERANK."""
     from vtakit.compiler.ops.conv2d import Conv2dPlan
     from vtakit.compiler.ops.perfmodel import program_prediction
     cfg = CONFIGS["default"]
     kw = dict(bias=True, out_dtype=np.int32, result_bytes=3)
-    wide = plan_conv2d(cfg, (1, 16, 32, 32), (16, 16, 3, 3), 1, 1, **kw)
+    wide = plan_conv2d(cfg, (1, 16, 24, 24), (16, 16, 3, 3), 1, 1, **kw)
     monkeypatch.setattr(Conv2dPlan, "RERANK_SPATIAL", Conv2dPlan.RERANK)
-    narrow = plan_conv2d(cfg, (1, 16, 32, 32), (16, 16, 3, 3), 1, 1, **kw)
+    narrow = plan_conv2d(cfg, (1, 16, 24, 24), (16, 16, 3, 3), 1, 1, **kw)
     cycles = [program_prediction(p.program())[0].cycles for p in (wide, narrow)]
     assert cycles[0] < cycles[1] and wide.tiling != narrow.tiling
     monkeypatch.setattr(Conv2dPlan, "RERANK_SPATIAL", 64)

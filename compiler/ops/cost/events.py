@@ -9,8 +9,10 @@ benches report as "predicted" cycles when no RTL backend is available, and the o
 predicted figure every report shows for a layer (:func:`program_prediction` of its
 kernel: ``compile --report``, ``run --profile``, the demo, the sweep).
 
-Not modelled: contention of the modules for the single DRAM read port, DRAM
-latency beyond the fixed per-instruction cost, and command-queue capacity.
+With :attr:`.params.EventCost.shared_read_port` all LOADs share the one DRAM read
+port (the compute module's first, with ``read_priority_wait``, as ``hw/top.py``'s
+arbiter grants them). Not modelled: fetch's reads on that port, DRAM latency beyond the
+fixed per-instruction cost, and command-queue capacity.
 """
 
 from __future__ import annotations
@@ -127,45 +129,69 @@ class _ReadPort:
     """The one DRAM read port: the cycles in which it moves a beat. A LOAD's beats take
     the free cycles from the time it may start on, split across gaps as the arbiter
     interleaves bursts. Streams are predicted module by module, not in time order, so
-    a later reservation may fill an earlier gap."""
+    a later reservation may fill an earlier gap.
 
-    def __init__(self):
+    With ``priority`` (``hw/top.py``'s ``READ_PRIORITY``: the arbiter grants the compute
+    module's loaders first), a priority LOAD's beats only avoid other priority beats: it
+    goes ahead of the load module's waiting bursts (their later beats are not pushed
+    back, the model's approximation). Every LOAD avoids the priority beats."""
+
+    def __init__(self, priority: int | None = None):
         self.busy: list[list[float]] = []          # sorted, disjoint [start, end)
+        self.first = [] if priority is not None else None    # the priority beats alone
+        self.wait = priority
 
-    def reserve(self, t: float, beats: int) -> float:
-        """Take ``beats`` free cycles from ``t`` on; the end of the last one."""
-        i = bisect.bisect_right(self.busy, [t, float("inf")]) - 1
-        if i >= 0 and self.busy[i][1] > t:
-            t = self.busy[i][1]
-        i += 1
-        taken = []
-        while beats > 0:
-            gap_end = self.busy[i][0] if i < len(self.busy) else float("inf")
-            take = min(beats, gap_end - t)
-            if take > 0:
-                taken.append([t, t + take])
-                beats -= take
-                t += take
-            if beats > 0:
-                t = self.busy[i][1]
-                i += 1
+    def reserve(self, t: float, beats: int, first: bool = False) -> float:
+        """Take ``beats`` free cycles from ``t`` on; the end of the last one. ``first``:
+        a priority client's LOAD (with ``priority`` only)."""
+        if first and self.first is not None:
+            busy = self.busy        # the beats in flight: at most ``wait`` cycles of them
+            i = bisect.bisect_right(busy, [t, float("inf")]) - 1
+            if i >= 0 and busy[i][1] > t:
+                t = min(busy[i][1], t + self.wait)
+            taken, t = _take(self.first, t, beats)
+            for span in taken:
+                _insert(self.first, list(span))
+                _insert(self.busy, list(span))
+            return t
+        taken, t = _take(self.busy, t, beats)
         for span in taken:
-            self._insert(span)
+            _insert(self.busy, span)
         return t
 
-    def _insert(self, span):
-        """Add ``span`` to the busy list, merged with the spans it touches (the list stays
-        the unique sorted list of disjoint, non-touching spans)."""
-        busy = self.busy
-        j = bisect.bisect_left(busy, span)
-        if j > 0 and busy[j - 1][1] >= span[0]:
-            j -= 1
-            span = [busy[j][0], max(busy[j][1], span[1])]
-        k = j
-        while k < len(busy) and busy[k][0] <= span[1]:
-            span[1] = max(span[1], busy[k][1])
-            k += 1
-        busy[j:k] = [span]
+
+def _take(busy, t: float, beats: int) -> tuple:
+    """The free spans of ``beats`` cycles from ``t`` on in ``busy``, and the end of the last."""
+    i = bisect.bisect_right(busy, [t, float("inf")]) - 1
+    if i >= 0 and busy[i][1] > t:
+        t = busy[i][1]
+    i += 1
+    taken = []
+    while beats > 0:
+        gap_end = busy[i][0] if i < len(busy) else float("inf")
+        take = min(beats, gap_end - t)
+        if take > 0:
+            taken.append([t, t + take])
+            beats -= take
+            t += take
+        if beats > 0:
+            t = busy[i][1]
+            i += 1
+    return taken, t
+
+
+def _insert(busy, span):
+    """Add ``span`` to ``busy``, merged with the spans it touches (the list stays the
+    unique sorted list of disjoint, non-touching spans)."""
+    j = bisect.bisect_left(busy, span)
+    if j > 0 and busy[j - 1][1] >= span[0]:
+        j -= 1
+        span = [busy[j][0], max(busy[j][1], span[1])]
+    k = j
+    while k < len(busy) and busy[k][0] <= span[1]:
+        span[1] = max(span[1], busy[k][1])
+        k += 1
+    busy[j:k] = [span]
 
 
 def _read_beats(insn, bus_bytes: int, elem) -> int:
@@ -199,7 +225,7 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
     overlaps = _overlaps(queues[Unit.COMPUTE]) if saved else frozenset()
     tokens = {q: deque() for q in TOKEN_QUEUES}
     elem, bus = _elem_bytes(config), config.bus_bytes
-    port = _ReadPort() if cost.shared_read_port else None
+    port = _ReadPort(cost.read_priority_wait) if cost.shared_read_port else None
     pops = {m: [(flag, name) for flag, name in DEP_QUEUES[m].items()
                 if name and flag.startswith("pop")] for m in queues}
     pushes = {m: [(flag, name) for flag, name in DEP_QUEUES[m].items()
@@ -247,7 +273,8 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                     ready = {n: tokens[n].popleft() for n in names}
                     start = max([now, *ready.values()])
                 if beats:
-                    dur = max(dur, port.reserve(start + cost.dma_insn_cycles, beats) - start)
+                    dur = max(dur, port.reserve(start + cost.dma_insn_cycles, beats,
+                                             m is Unit.COMPUTE) - start)
                 if intervals:
                     if start > now:
                         late = "+".join(n for n, t in ready.items() if t > now)
@@ -282,12 +309,14 @@ def _loop_uops(insn) -> int:
 
 def _overlaps(queue) -> frozenset:
     """Positions in the compute ``queue`` of loops without push flags followed by a loop
-    with micro-ops: the RTL dispatches the next one while the first drains."""
+    with micro-ops or a LOAD UOP: the RTL dispatches the next one while the first
+    drains."""
     out = set()
     for k in range(len(queue) - 1):
-        f = queue[k].fields
+        f, nxt = queue[k].fields, queue[k + 1]
         if (_loop_uops(queue[k]) and not f.get("push_prev_dep") and not f.get("push_next_dep")
-                and _loop_uops(queue[k + 1])):
+                and (_loop_uops(nxt) or (nxt.opcode == Opcode.LOAD and nxt.fields["x_size"]
+                                         and nxt.fields["memory_type"] == MemType.UOP))):
             out.add(k)
     return frozenset(out)
 

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ....hw.load_engine import MAX_BURST
+from ....hw.spec import DMA_READ_AHEAD_BEATS
+
 __all__ = ["CostModel", "SearchCost", "EventCost", "RTL_COST"]
 
 
@@ -72,31 +75,43 @@ class EventCost(CostModel):
     overlap_cycles : int or None
         :func:`~vtakit.compiler.ops.perfmodel.predict_stream` only: the issue cost, instead
         of ``insn_cycles``, of a GEMM/ALU without push flags whose next compute
-        instruction is a GEMM/ALU with micro-ops to run (``hw/compute.py`` dispatches it
-        while the first drains); None: no such overlap.
+        instruction is a GEMM/ALU with micro-ops to run or a LOAD UOP (``hw/compute.py``
+        dispatches it while the first drains); None: no such overlap.
     shared_read_port : bool
         :func:`~vtakit.compiler.ops.perfmodel.predict_stream` only: the DRAM read beats of
         every LOAD (the load module's inputs and weights, the compute module's micro-ops
         and accumulators) share one read port, as in ``hw/top.py``'s read arbiter,
         instead of overlapping freely.
+    read_priority_wait : int or None
+        With ``shared_read_port``: the compute module's LOADs (micro-ops, accumulators)
+        go before the load module's waiting bursts, as ``hw/top.py``'s ``READ_PRIORITY``
+        has the read arbiter grant them, after at most this many cycles of the load
+        module's beats already in flight (the arbiter's read-ahead); None: no priority,
+        every LOAD takes the free cycles in turn (:class:`~.events._ReadPort`).
     """
 
     shared_read_port: bool = False
+    read_priority_wait: int | None = None
     overlap_cycles: int | None = None
 
 
-#: The costs of the RTL (``hw/``), for :func:`vtakit.compiler.ops.perfmodel.predict_stream`:
-#: GEMM and ALU issue one micro-op per cycle with either operand kind and occupy the
-#: compute module N + 4 cycles, fewer when the next loop is dispatched while one without
-#: pushes drains (``hw/compute.py``); a LOAD/STORE costs a few cycles plus one per bus
-#: beat, pad element and row; all LOADs share the one DRAM read port. The three
-#: instruction constants are fitted (a grid) to Verilator's cycles of whole models
-#: (``bench/costmodel.py``: within 3% on the demo CNN, the four MLPerf Tiny models and
-#: ResNet-18, default and tiny configs). They are not the RTL's own counts (a STORE is
-#: 3 cycles plus its beats, a LOAD 2, an overlapped loop 1): the event model does not
-#: see the fetch unit feeding the command queues or the read arbiter's interleaving, and
-#: the fit absorbs them (with the RTL's own counts the worst model is off by 6.8%). The
-#: int32 layers' tilings, re-ranked by this model, move with it; the tile search keeps
-#: :class:`SearchCost`'s defaults.
-RTL_COST = EventCost(alu_tensor_cycles=1.0, dma_insn_cycles=6, dma_row_cycles=3,
-                     shared_read_port=True, overlap_cycles=3)
+#: The costs of the RTL (``hw/``), for
+#: :func:`vtakit.compiler.ops.perfmodel.predict_stream`: GEMM and ALU issue one micro-op
+#: per cycle with either operand kind and occupy the compute module N + 7 cycles, fewer
+#: when the next loop or LOAD UOP is dispatched while one without pushes drains
+#: (``hw/compute.py``); a LOAD/STORE costs a few cycles plus one per bus beat, pad
+#: element and row; all LOADs share the one DRAM read port, the compute module's first
+#: (after at most the read-ahead and one burst of the load module's beats in flight,
+#: ``hw/spec.py``'s DMA_READ_AHEAD_BEATS + MAX_BURST). The three instruction constants
+#: are fitted (a grid) to Verilator's cycles of whole models (``bench/costmodel.py``,
+#: default and tiny configs: the demo CNN +1.5%, the worst of it and the four MLPerf
+#: Tiny models 2.1%; ResNet-18 not re-measured on the N + 7 pipeline). They are not the
+#: RTL's own counts (a STORE is 3 cycles plus its beats, a LOAD 2, an overlapped loop
+#: 1): the event model does not see the fetch unit feeding the command queues or the
+#: read arbiter's interleaving, and the fit absorbs them (with the RTL's own counts the
+#: worst model was off by 6.8% on the N + 4 pipeline). The int32 layers' tilings,
+#: re-ranked by this model, move with it; the tile search keeps :class:`SearchCost`'s
+#: defaults.
+RTL_COST = EventCost(alu_tensor_cycles=1.0, dma_insn_cycles=6, dma_row_cycles=2,
+                     insn_cycles=7, shared_read_port=True, overlap_cycles=3,
+                     read_priority_wait=DMA_READ_AHEAD_BEATS + MAX_BURST)
