@@ -36,6 +36,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..hw.config import VTAConfig
+from ..hw.errors import VtakitError
 from ..runtime.device import DeviceError
 
 __all__ = ["SYNC", "PROTOCOL_VERSION", "MAGIC", "MAX_WORDS", "IDLE_BYTE_TIMES", "Op", "Space",
@@ -217,7 +218,7 @@ class LinkStats:
         return 10 * max(self.bytes_out, self.bytes_in) / baud
 
 
-class _Garbled(Exception):
+class _Garbled(VtakitError):
     """A reply that is missing, late or wrong (the reason is the message)."""
 
 
