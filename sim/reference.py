@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..hw.fixedpoint import wrap_int32
 from ..hw.isa import alu_semantics, alu_violation
 from ..hw.spec import DRAM_ADDR_BITS, ErrorCode, MemType, Opcode
 from .datapath import Counters, Fault, SRAMs
@@ -126,10 +127,6 @@ def _index(name, value, depth):
     return value
 
 
-def _wrap32(value: np.ndarray) -> np.ndarray:
-    return ((value.astype(np.int64) + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
-
-
 def gemm(srams: SRAMs, insn, counters: Counters) -> None:
     """GEMM: ``ACC[d] = 0`` (reset, OUT untouched), or ``ACC[d] += INP[s] . WGT[w]^T``
     wrapping at 32 bits and ``OUT[d] = low 8 bits of ACC[d]``."""
@@ -144,7 +141,7 @@ def gemm(srams: SRAMs, insn, counters: Counters) -> None:
         for b in range(acc.shape[1]):
             for o in range(acc.shape[2]):
                 dot = sum(int(inp[s, b, i]) * int(wgt[w, o, i]) for i in range(inp.shape[2]))
-                acc[d, b, o] = _wrap32(np.int64(int(acc[d, b, o]) + dot))
+                acc[d, b, o] = wrap_int32(np.int64(int(acc[d, b, o]) + dot))
         out[d] = acc[d].astype(np.int8)
         counters["gemm_counter"] += 1
 

@@ -18,6 +18,7 @@ from functools import partial
 
 import numpy as np
 
+from vtakit.hw.fixedpoint import wrap_int32
 from vtakit.hw.isa import AluOp, MemType
 from vtakit.hw.spec import Unit
 from vtakit.runtime import Buffer, UopKernel
@@ -56,10 +57,6 @@ def _upload(rt, array) -> Buffer:
     buf = rt.alloc(array.nbytes)
     rt.upload(buf, array)
     return buf
-
-
-def _wrap32(x) -> np.ndarray:
-    return (np.asarray(x, dtype=np.int64) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
 
 
 def _acc_data(rt, rng, rows, cols, lo, hi) -> np.ndarray:
@@ -123,9 +120,9 @@ def alu_reference(op, a, b) -> np.ndarray:
     if op == AluOp.MAX:
         return np.maximum(a64, b64).astype(np.int32)
     if op == AluOp.ADD:
-        return _wrap32(a64 + b64)
+        return wrap_int32(a64 + b64)
     k = int(b)
-    return (a64 >> k).astype(np.int32) if k >= 0 else _wrap32(a64 << -k)
+    return (a64 >> k).astype(np.int32) if k >= 0 else wrap_int32(a64 << -k)
 
 
 #: ALU cases of test_alu: name -> (op, use a tensor operand, immediate range [lo, hi)).
@@ -224,7 +221,7 @@ def gemm_reference(a, w, bias, alu_ops) -> np.ndarray:
     acc = a.astype(np.int64) @ w.astype(np.int64).T
     if bias is not None:
         acc = acc + bias
-    acc = _wrap32(acc)
+    acc = wrap_int32(acc)
     for op, imm in alu_ops:
         acc = alu_reference(op, acc, imm)
     return acc.astype(np.int8)
