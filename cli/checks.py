@@ -26,3 +26,19 @@ def output_file(text: str) -> str:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"folder '{folder}' of {text!r} is not writable")
     return text
+
+
+def add_latency_options(p, scope: str = "", target: bool = True) -> None:
+    """``--fmax``, ``--target`` (unless ``target`` is false) and ``--host``: the clock and
+    the host of a latency figure (:mod:`vtakit.tools.latency`); ``scope`` prefixes each
+    help text (e.g. ``"--profile: "``)."""
+    p.add_argument("--fmax", type=float, metavar="MHZ",
+                   help=f"{scope}VTA's clock, for VTA us = cycles / Fmax")
+    if target:
+        p.add_argument("--target", metavar="FPGA",
+                       help=f"{scope}take the clock from the cached `vtakit synth` report of "
+                            "the config on this target (ecp5-85k, ice40-up5k)")
+    p.add_argument("--host", default="measured", metavar="measured|NAME|FILE.json",
+                   help=f"{scope}host us measured on this machine (default), or estimated "
+                        "from a host cost table (cortex-a9: a 650 MHz Cortex-A9 as the "
+                        "PYNQ-Z1's; or your own JSON)")

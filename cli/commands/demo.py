@@ -7,6 +7,8 @@ and prints. Exit status 0 when the acceptance criteria hold (int8 accuracy withi
 
 from __future__ import annotations
 
+from ..checks import add_latency_options
+
 __all__ = ["register", "run"]
 
 
@@ -20,14 +22,7 @@ def register(sub):
                    help="hardware config: preset name or vta_config.json (default: default)")
     p.add_argument("--count", type=int, default=20, metavar="N",
                    help="test images run on the RTL backend (default: 20; 0 skips it)")
-    p.add_argument("--fmax", type=float, metavar="MHZ",
-                   help="VTA's clock, for the latency per image (cycles / Fmax + host)")
-    p.add_argument("--target", metavar="FPGA",
-                   help="take the clock from the cached `vtakit synth` report of the config "
-                        "on this target (ecp5-85k, ice40-up5k)")
-    p.add_argument("--host", default="measured", metavar="measured|NAME|FILE.json",
-                   help="host time measured on this machine (default), or estimated from a "
-                        "host cost table (cortex-a9, or a JSON file)")
+    add_latency_options(p)
     p.set_defaults(func=run)
 
 

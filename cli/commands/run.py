@@ -11,7 +11,7 @@ from ...runtime.executable import load, read_inputs
 from ...runtime.layer_vcd import VCD_BACKENDS, write_layer_vcd
 from ...runtime.recorder import LayerRecorder
 from ...runtime.image import npz_path
-from ..checks import output_file
+from ..checks import add_latency_options, output_file
 from ..main import UsageError
 from .exec import parse_option
 
@@ -38,15 +38,7 @@ def register(sub):
                         "cycles, roofline (binding bound, cycles, cycles over roofline), "
                         "GEMM utilization, DRAM bytes, wall time, and VTA us (with --fmax "
                         "or --target), host us and total us")
-    p.add_argument("--fmax", type=float, metavar="MHZ",
-                   help="--profile: VTA's clock, for VTA us = cycles / Fmax")
-    p.add_argument("--target", metavar="FPGA",
-                   help="--profile: take the clock from the cached `vtakit synth` report of "
-                        "the model's config on this target (ecp5-85k, ice40-up5k)")
-    p.add_argument("--host", default="measured", metavar="measured|NAME|FILE.json",
-                   help="--profile: host us measured on this machine (default), or estimated "
-                        "from a host cost table (cortex-a9: a 650 MHz Cortex-A9 as the "
-                        "PYNQ-Z1's; or your own JSON)")
+    add_latency_options(p, "--profile: ")
     p.add_argument("--trace", type=output_file, metavar="FILE.json",
                    help="write the layer timeline as Chrome/Perfetto trace JSON "
                         "(vtakit plot trace FILE -o timeline.png draws it)")

@@ -8,7 +8,7 @@ the files written. Exit status 0 when every point succeeded, 1 when some failed
 
 from __future__ import annotations
 
-from ..checks import output_file
+from ..checks import add_latency_options, output_file
 
 __all__ = ["register", "run"]
 
@@ -35,13 +35,7 @@ def register(sub):
                         "and routes it (ecp5-85k, ice40-up5k), the Fmax and the latency "
                         "(one synthesis per config, cached; slow: minutes per config); "
                         "xilinx-7: Yosys counts, no Fmax")
-    p.add_argument("--fmax", type=float, metavar="MHZ",
-                   help="VTA's clock for every point (latency = cycles / Fmax + host; "
-                        "overrides the synthesized Fmax)")
-    p.add_argument("--host", default="measured", metavar="measured|NAME|FILE.json",
-                   help="host time of the simulating engines: measured on the worker "
-                        "(default), or estimated from a host cost table (cortex-a9, or a "
-                        "JSON file)")
+    add_latency_options(p, target=False)      # --synth gives the clock per target
     p.add_argument("--workers", type=int, metavar="N",
                    help="worker processes of the LocalCluster (default: one per core)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
