@@ -44,9 +44,9 @@ memory type, illegal fields (UOP load with ``y_size != 1`` or pads,
 table does not allow in the config: opcode > SHR without an extension, tensor SHR,
 ``|shift| > 31``, MULSHR's shift outside ``1..62``), and any SRAM range violation (LOAD range, or a dst/src/wgt
 index of a uop). Field checks happen after the pops, before any work; a uop
-with an out-of-range index is squashed in S1, after the uops before it
-completed, so the SRAMs hold exactly the state of sequential execution up to
-the fault.
+with an out-of-range index is squashed in S1 and the fault is reported once the
+uops before it (in S2..S{W}) have written, so the SRAMs hold exactly the state of
+sequential execution up to the fault when the error becomes visible.
 
 FINISH pulses ``finish`` in its dispatch cycle (after its pops), then pushes
 and returns to idle; the next command is accepted one cycle after the pulse at
@@ -397,6 +397,16 @@ class Compute(wiring.Component):
         def fail(code, at=index):
             report_error(m, self.error, code, at)
 
+        # A micro-op out of range is squashed in S1 while the micro-ops before it are
+        # still in S2..S{W}: the fault is reported once they wrote (state FAULT), so the
+        # SRAMs hold the sequential state up to the fault whenever the host sees it.
+        fault_index = Signal(32)
+        older_in_flight = Cat(st[s]["valid"] for s in range(2, W)).any()
+
+        def fail_in_s1():
+            m.d.sync += fault_index.eq(s1_index)
+            m.next = "FAULT"
+
         # Overlap: the last micro-op of a GEMM/ALU without pushes issues, and the next
         # command is a GEMM/ALU with micro-ops to run or a LOAD UOP: take it in the same
         # cycle, so its dispatch follows at once while S1..S{W} drain (the modes travel
@@ -446,7 +456,7 @@ class Compute(wiring.Component):
                     pop_next.ready.eq(tokens_ok & hdr.pop_next_dep & ~s1_bad),
                 ]
                 with m.If(s1_bad):      # the overlapped predecessor's last micro-op
-                    fail(ErrorCode.SRAM_OUT_OF_RANGE, s1_index)
+                    fail_in_s1()
                 with m.Elif(tokens_ok):
                     # Dispatch: check the fields, latch the modes, start the work.
                     m.d.sync += [
@@ -507,7 +517,7 @@ class Compute(wiring.Component):
                 # counters): a micro-op issued in the cycle of a fault dies in S1.
                 m.d.comb += issue.eq(1)
                 with m.If(s1_bad):
-                    fail(ErrorCode.SRAM_OUT_OF_RANGE, s1_index)
+                    fail_in_s1()
                 with m.Else():
                     with m.If(issue_last):
                         with m.If(overlap):
@@ -520,13 +530,18 @@ class Compute(wiring.Component):
 
             with m.State("DRAIN"):
                 with m.If(s1_bad):
-                    fail(ErrorCode.SRAM_OUT_OF_RANGE, s1_index)
+                    fail_in_s1()
                 with m.Elif(~in_flight):
                     # Only S{W} may still be busy: its write lands at this edge.
                     complete(push_prev, push_next)
 
             with m.State("PUSH"):
                 complete(push_prev, push_next)
+
+            with m.State("FAULT"):
+                # Only S{W} may still be busy: its write lands at the edge of the report.
+                with m.If(~older_in_flight):
+                    fail(ErrorCode.SRAM_OUT_OF_RANGE, fault_index)
 
             with m.State("ERROR"):
                 pass
