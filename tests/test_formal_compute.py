@@ -385,12 +385,15 @@ def forwarding_removed(c=CONFIG):
     return dut
 
 
-#: The proofs of the default run (``slow``: longer programs). Two instructions of two
-#: micro-ops: the second dispatched while the first drains (an overlapped dispatch).
+#: The runs of the default suite. Two instructions of two micro-ops: the second
+#: dispatched while the first drains (an overlapped dispatch).
 RUNS = [Run("gemm", 1, 3), Run("add", 1, 3), Run("mixed", 2, 2)]
-#: (``Run("gemm", 2, 3)``, ``Run("mixed", 2, 3)`` and ``Run("mixed", 1, 3)`` also prove,
-#: in 35-100 s each: too long for the suite.)
-SLOW_RUNS = [Run("min", 1, 3), Run("max", 1, 3), Run("shr", 1, 2)]
+#: Proofs only with ``-m slow``. Since the write stage moved to S6 (depth 21), the proof
+#: of the two-instruction run takes Yices more than 12 minutes (steps 11 and on), while
+#: its cover and its mutation (satisfiable queries) still take seconds and stay in the
+#: default suite; the overlapped dispatch is also replayed bit for bit on every RTL
+#: backend against the behavioral model.
+SLOW_RUNS = [Run("mixed", 2, 2), Run("min", 1, 3), Run("max", 1, 3), Run("shr", 1, 2)]
 #: Engine: memories as registers (4 rows), which Yices solves faster than arrays.
 ENGINE = "smtbmc --nomem yices"
 
@@ -400,8 +403,9 @@ def check_run(spec, name, tmp_path, run, mode="bmc", check=prove):
                  free_memories=FREE)
 
 
-@pytest.mark.parametrize("run", RUNS + [pytest.param(r, marks=pytest.mark.slow)
-                                        for r in SLOW_RUNS], ids=str)
+@pytest.mark.parametrize("run", [r for r in RUNS if r not in SLOW_RUNS]
+                         + [pytest.param(r, marks=pytest.mark.slow) for r in SLOW_RUNS],
+                         ids=str)
 def test_compute_equals_sequential_bmc(run, tmp_path):
     check_run(ComputeVsSequential(Compute(CONFIG), run), f"compute_{run.kind}", tmp_path, run)
 

@@ -7,6 +7,21 @@ import pytest
 from vtakit.cli.main import main  # noqa: E402
 
 
+@pytest.fixture(scope="module")
+def digits_tiny(tmp_path_factory):
+    """The calibrated digits CNN compiled for ``tiny`` (a waveform build of ``tiny`` is
+    a fraction of ``default``'s): ``(executable, .vtax path, image, folder)``."""
+    from vtakit.compiler.build_model import compile_model
+    from vtakit.compiler.frontend.onnx import from_onnx
+    from vtakit.compiler.models import digits_cnn_path, load_digits_split
+    from vtakit.compiler.quant.calibrate import calibrate
+    x_train, _, x_test, _ = load_digits_split()
+    exe = compile_model(calibrate(from_onnx(digits_cnn_path()), x_train[:16, None]), "tiny")
+    d = tmp_path_factory.mktemp("digits_tiny")
+    np.save(d / "x.npy", x_test[:1])
+    return exe, exe.save(d / "digits.vtax"), x_test[:1], d
+
+
 def test_vcd_options_are_checked(digits, capsys):
     _, path, _, d = digits
     base = ["run", str(path), "--input", str(d / "x.npy"), "-o", str(d / "o")]
@@ -17,8 +32,8 @@ def test_vcd_options_are_checked(digits, capsys):
     assert not (d / "w.vcd").exists()
 
 
-def test_vcd_of_one_layer_on_verilator(digits, capsys):
-    _, path, _, d = digits
+def test_vcd_of_one_layer_on_verilator(digits_tiny, capsys):
+    _, path, _, d = digits_tiny
     base = ["run", str(path), "--input", str(d / "x.npy"), "-o", str(d / "o"),
             "--backend", "verilator", "--profile"]
     vcd = d / "dense.vcd"
