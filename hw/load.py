@@ -11,12 +11,16 @@ buffer, then push an l2g token if ``push_next_dep``. A failed check reports an
 :class:`~vtakit.hw.interfaces.ErrorReport` with the instruction's stream index
 and the module stops (nothing is written).
 
-Timing: the checks run, and the engine takes the instruction and issues its first
-DRAM request, in the cycle the token pop succeeds; the push and the acceptance of
-the next command happen in the cycle of the last SRAM write
-(:attr:`~vtakit.hw.load_engine.LoadEngine.last`). So an unpadded LOAD of ``B`` beats
-takes ``2 + B`` cycles from its acceptance to the next one's with a 1-cycle DRAM read
-latency (pinned by ``tests/test_rtl_dma_timing.py``).
+Timing: the range checks (a multiply and a compare each) run two registered stages
+ahead, on the command at the head of the queue
+(:func:`~vtakit.hw.load_engine.lookahead_checks`), so the cycle the token pop succeeds
+only acts on their results: the engine takes the instruction and issues its first DRAM
+request then. The push and the acceptance of the next command happen in the cycle of
+the last SRAM write (:attr:`~vtakit.hw.load_engine.LoadEngine.last`). So an unpadded
+LOAD of ``B`` beats takes ``2 + B`` cycles from its acceptance to the next one's with a
+1-cycle DRAM read latency, one more if it was accepted in the cycle it reached the
+head of the queue (its checks are not ready yet; pinned by
+``tests/test_rtl_dma_timing.py``).
 """
 
 from amaranth.hdl import Module, Mux, Signal

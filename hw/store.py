@@ -15,10 +15,13 @@ is empty) while a writer sends each DRAM row as bursts of at most
 is pushed after the last beat of the instruction was accepted, i.e. after its
 writes completed.
 
-Timing: the checks run, and the first OUT SRAM read is issued, in the cycle the
-token pop succeeds; the next command is accepted in the cycle of the push. So a
-STORE of ``B`` beats in ``n`` bursts takes ``3 + B + (n - 1)`` cycles from its
-acceptance to the next one's (pinned by ``tests/test_rtl_dma_timing.py``).
+Timing: the range checks run two registered stages ahead, on the command at the
+head of the queue (:func:`~vtakit.hw.load_engine.lookahead_checks`); the first OUT
+SRAM read is issued in the cycle the token pop succeeds; the next command is accepted
+in the cycle of the push. So a STORE of ``B`` beats in ``n`` bursts takes
+``3 + B + (n - 1)`` cycles from its acceptance to the next one's, one more if it was
+accepted in the cycle it reached the head of the queue (pinned by
+``tests/test_rtl_dma_timing.py``).
 """
 
 from amaranth.hdl import Module, Mux, Signal
