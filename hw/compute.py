@@ -479,6 +479,14 @@ class Compute(wiring.Component):
                     with m.Elif(bad_range):
                         fail(ErrorCode.SRAM_OUT_OF_RANGE)
                     with m.Elif(load_uop | load_acc):
+                        # Offered a cycle early: the engine checks the DRAM range in
+                        # this cycle (registered) and can accept in LOAD_CMD.
+                        m.d.comb += [
+                            uop_load.cmd.payload.eq(insn),
+                            acc_load.cmd.payload.eq(insn),
+                            uop_load.cmd.valid.eq(load_uop),
+                            acc_load.cmd.valid.eq(load_acc),
+                        ]
                         m.next = "LOAD_CMD"
                     with m.Elif(loop_insn & ~empty_loop):
                         m.next = "RUN"

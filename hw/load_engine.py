@@ -103,15 +103,15 @@ class LoadEngine(wiring.Component):
     ----------
     cmd : In(stream.Signature(mem layout))
         The LOAD instruction; ``ready`` while the engine is idle (with ``dram_check``:
-        and the instruction has been offered for two cycles and is in range).
+        and the instruction has been offered since the last cycle and is in range).
     dma : Out(dma_read_signature(config))
         DRAM read port.
     sram : In(memory.WritePort.Signature(addr_width=addr_width, shape=elem_bits))
         The engine drives ``en``, ``addr`` and ``data``.
     dram_oob : Out(1)
         The instruction offered on ``cmd`` moves data and some byte of it lies at or
-        beyond ``2**32``: high from the third cycle ``cmd.valid`` is held (the check is
-        two registered stages). The engine never accepts such an instruction; its owner
+        beyond ``2**32``: high from the second cycle ``cmd.valid`` is held (the check is
+        registered). The engine never accepts such an instruction; its owner
         reports DRAM_OUT_OF_RANGE. Always 0 without ``dram_check``.
     done : Out(1)
         One-cycle pulse after the last SRAM write of the instruction was issued
@@ -161,31 +161,27 @@ class LoadEngine(wiring.Component):
         m.d.sync += done.eq(0)
         m.d.comb += [self.done.eq(done), self.busy.eq(w_active | req_busy)]
         # One past the last element read, at full width (up to 34 bits), must not pass
-        # the end of the byte address space, element 2**32 / elem_bytes. Checked in two
-        # registered stages (a subtract, then a multiply and a compare) while ``cmd.valid``
-        # is held: the instruction is accepted two cycles after it is offered.
+        # the end of the byte address space, element 2**32 / elem_bytes:
+        # ``dram_base + (y_size-1)*x_stride + x_size <= limit``, i.e.
+        # ``y_size*x_stride <= limit - dram_base - x_size + x_stride`` (the multiply beside
+        # the adds), registered while ``cmd.valid`` is held: the instruction is accepted a
+        # cycle after it is offered, and no multiply is in the accept path.
         if wide:
             moves = (insn.x_size != 0) & (insn.y_size != 0)
         else:
             moves = insn.x_size != 0
         if self._dram_check:
             limit = (1 << DRAM_ADDR_BITS) >> log_eb
-            room = Signal(range(-(1 << 34), 1 << 34))    # limit - dram_base - x_size
-            y_less, stride, moving = Signal(16), Signal(16), Signal()
             oob = Signal()
-            m.d.sync += [room.eq(limit - insn.dram_base - insn.x_size),
-                         y_less.eq((insn.y_size - 1)[:16]), stride.eq(insn.x_stride),
-                         moving.eq(moves)]
             if wide:
-                m.d.sync += oob.eq(moving & (y_less * stride > room))
+                room = limit - insn.dram_base - insn.x_size + insn.x_stride
+                m.d.sync += oob.eq(moves & (insn.y_size * insn.x_stride > room))
             else:
-                m.d.sync += oob.eq(moving & (room < 0))
-            held1, held2 = Signal(), Signal()   # cmd.valid held for 1, 2 cycles
-            held_now = self.cmd.valid & ~(self.cmd.ready & self.cmd.valid)
-            m.d.sync += [held1.eq(held_now), held2.eq(held1 & held_now)]
-            checked = held2
-            m.d.comb += self.dram_oob.eq(checked & oob)
-            m.d.comb += self.cmd.ready.eq(~w_active & ~req_busy & checked & ~oob)
+                m.d.sync += oob.eq(moves & (insn.dram_base + insn.x_size > limit))
+            held = Signal()     # cmd.valid held since the last cycle (the same payload)
+            m.d.sync += held.eq(self.cmd.valid & ~(self.cmd.ready & self.cmd.valid))
+            m.d.comb += self.dram_oob.eq(held & oob)
+            m.d.comb += self.cmd.ready.eq(~w_active & ~req_busy & held & ~oob)
         else:
             m.d.comb += self.cmd.ready.eq(~w_active & ~req_busy)
         accept = Signal()
