@@ -444,6 +444,8 @@ class Compute(wiring.Component):
             with m.Else():
                 m.next = "PUSH"
 
+        # (the engines read the payload only with cmd.valid: no state in its path)
+        m.d.comb += [uop_load.cmd.payload.eq(insn), acc_load.cmd.payload.eq(insn)]
         with m.FSM():
             with m.State("IDLE"):
                 accept()
@@ -482,8 +484,6 @@ class Compute(wiring.Component):
                         # Offered a cycle early: the engine checks the DRAM range in
                         # this cycle (registered) and can accept in LOAD_CMD.
                         m.d.comb += [
-                            uop_load.cmd.payload.eq(insn),
-                            acc_load.cmd.payload.eq(insn),
                             uop_load.cmd.valid.eq(load_uop),
                             acc_load.cmd.valid.eq(load_acc),
                         ]
@@ -501,8 +501,6 @@ class Compute(wiring.Component):
 
             with m.State("LOAD_CMD"):
                 m.d.comb += [
-                    uop_load.cmd.payload.eq(insn),
-                    acc_load.cmd.payload.eq(insn),
                     uop_load.cmd.valid.eq(load_uop),
                     acc_load.cmd.valid.eq(load_acc),
                 ]
