@@ -167,9 +167,9 @@ class Compute(wiring.Component):
         acc_rd_src = self.acc_mem.read_port()
 
         m.submodules.uop_load = uop_load = LoadEngine(
-            c, elem_bits=c.uop_elem_bits, addr_width=c.log_uop_depth)
+            c, elem_bits=c.uop_elem_bits, addr_width=c.log_uop_depth, payload_early=True)
         m.submodules.acc_load = acc_load = LoadEngine(
-            c, elem_bits=c.acc_elem_bits, addr_width=c.log_acc_depth)
+            c, elem_bits=c.acc_elem_bits, addr_width=c.log_acc_depth, payload_early=True)
         wiring.connect(m, uop_load.dma, wiring.flipped(self.uop_dma))
         wiring.connect(m, acc_load.dma, wiring.flipped(self.acc_dma))
         m.d.comb += [
@@ -444,7 +444,8 @@ class Compute(wiring.Component):
             with m.Else():
                 m.next = "PUSH"
 
-        # (the engines read the payload only with cmd.valid: no state in its path)
+        # The engines' payload is ``insn`` in every state (no FSM decision in its path),
+        # so it is there a cycle before LOAD_CMD raises cmd.valid (``payload_early``).
         m.d.comb += [uop_load.cmd.payload.eq(insn), acc_load.cmd.payload.eq(insn)]
         with m.FSM():
             with m.State("IDLE"):
@@ -481,12 +482,6 @@ class Compute(wiring.Component):
                     with m.Elif(bad_range):
                         fail(ErrorCode.SRAM_OUT_OF_RANGE)
                     with m.Elif(load_uop | load_acc):
-                        # Offered a cycle early: the engine checks the DRAM range in
-                        # this cycle (registered) and can accept in LOAD_CMD.
-                        m.d.comb += [
-                            uop_load.cmd.valid.eq(load_uop),
-                            acc_load.cmd.valid.eq(load_acc),
-                        ]
                         m.next = "LOAD_CMD"
                     with m.Elif(loop_insn & ~empty_loop):
                         m.next = "RUN"

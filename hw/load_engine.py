@@ -98,6 +98,10 @@ class LoadEngine(wiring.Component):
         Build :attr:`dram_oob` and refuse such an instruction. ``False``: the owner
         checks the DRAM range before handing the instruction over (out of the cycle of
         acceptance), and ``dram_oob`` is 0.
+    payload_early : bool
+        The owner drives ``cmd.payload`` a cycle before it raises ``cmd.valid`` (and
+        holds it while ``cmd.valid``), so the registered DRAM check is ready when
+        ``cmd.valid`` rises and the instruction is accepted at once.
 
     Attributes
     ----------
@@ -125,9 +129,10 @@ class LoadEngine(wiring.Component):
     """
 
     def __init__(self, config: VTAConfig, *, elem_bits: int, addr_width: int,
-                 dram_check: bool = True):
+                 dram_check: bool = True, payload_early: bool = False):
         self._config = config
         self._dram_check = dram_check
+        self._payload_early = payload_early
         self._elem_bits = elem_bits
         self._addr_width = addr_width
         bus = config.bus_width
@@ -179,7 +184,10 @@ class LoadEngine(wiring.Component):
             else:
                 m.d.sync += oob.eq(moves & (insn.dram_base + insn.x_size > limit))
             held = Signal()     # cmd.valid held since the last cycle (the same payload)
-            m.d.sync += held.eq(self.cmd.valid & ~(self.cmd.ready & self.cmd.valid))
+            if self._payload_early:
+                m.d.comb += held.eq(1)
+            else:
+                m.d.sync += held.eq(self.cmd.valid & ~(self.cmd.ready & self.cmd.valid))
             m.d.comb += self.dram_oob.eq(held & oob)
             m.d.comb += self.cmd.ready.eq(~w_active & ~req_busy & held & ~oob)
         else:
