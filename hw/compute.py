@@ -167,9 +167,9 @@ class Compute(wiring.Component):
         acc_rd_src = self.acc_mem.read_port()
 
         m.submodules.uop_load = uop_load = LoadEngine(
-            c, elem_bits=c.uop_elem_bits, addr_width=c.log_uop_depth)
+            c, elem_bits=c.uop_elem_bits, addr_width=c.log_uop_depth, payload_early=True)
         m.submodules.acc_load = acc_load = LoadEngine(
-            c, elem_bits=c.acc_elem_bits, addr_width=c.log_acc_depth)
+            c, elem_bits=c.acc_elem_bits, addr_width=c.log_acc_depth, payload_early=True)
         wiring.connect(m, uop_load.dma, wiring.flipped(self.uop_dma))
         wiring.connect(m, acc_load.dma, wiring.flipped(self.acc_dma))
         m.d.comb += [
@@ -444,6 +444,9 @@ class Compute(wiring.Component):
             with m.Else():
                 m.next = "PUSH"
 
+        # The engines' payload is ``insn`` in every state (no FSM decision in its path),
+        # so it is there a cycle before LOAD_CMD raises cmd.valid (``payload_early``).
+        m.d.comb += [uop_load.cmd.payload.eq(insn), acc_load.cmd.payload.eq(insn)]
         with m.FSM():
             with m.State("IDLE"):
                 accept()
@@ -493,8 +496,6 @@ class Compute(wiring.Component):
 
             with m.State("LOAD_CMD"):
                 m.d.comb += [
-                    uop_load.cmd.payload.eq(insn),
-                    acc_load.cmd.payload.eq(insn),
                     uop_load.cmd.valid.eq(load_uop),
                     acc_load.cmd.valid.eq(load_acc),
                 ]

@@ -11,12 +11,16 @@ buffer, then push an l2g token if ``push_next_dep``. A failed check reports an
 :class:`~vtakit.hw.interfaces.ErrorReport` with the instruction's stream index
 and the module stops (nothing is written).
 
-Timing: the checks run, and the engine takes the instruction and issues its first
-DRAM request, in the cycle the token pop succeeds; the push and the acceptance of
-the next command happen in the cycle of the last SRAM write
-(:attr:`~vtakit.hw.load_engine.LoadEngine.last`). So an unpadded LOAD of ``B`` beats
-takes ``2 + B`` cycles from its acceptance to the next one's with a 1-cycle DRAM read
-latency (pinned by ``tests/test_rtl_dma_timing.py``).
+Timing: the range checks (a multiply and a compare each) run two registered stages
+ahead, on the command at the head of the queue
+(:func:`~vtakit.hw.load_engine.lookahead_checks`), so the cycle the token pop succeeds
+only acts on their results: the engine takes the instruction and issues its first DRAM
+request then. The push and the acceptance of the next command happen in the cycle of
+the last SRAM write (:attr:`~vtakit.hw.load_engine.LoadEngine.last`). So an unpadded
+LOAD of ``B`` beats takes ``2 + B`` cycles from its acceptance to the next one's with a
+1-cycle DRAM read latency, one more if it was accepted in the cycle it reached the
+head of the queue (its checks are not ready yet; pinned by
+``tests/test_rtl_dma_timing.py``).
 """
 
 from amaranth.hdl import Module, Mux, Signal
@@ -24,10 +28,10 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import VTAConfig
-from .interfaces import (CommandSignature, ErrorCode, ErrorReport, accept_command, dep_ports,
-                         dma_read_signature, report_error, token_ports)
+from .interfaces import (DRAM_ADDR_BITS, CommandSignature, ErrorCode, ErrorReport,
+                         accept_command, dep_ports, dma_read_signature, report_error, token_ports)
 from .isa import MemType, isa_for
-from .load_engine import LoadEngine
+from .load_engine import LoadEngine, lookahead_checks
 from .spec import Unit
 
 __all__ = ["Load", "mux_dma_read"]
@@ -87,8 +91,10 @@ class Load(wiring.Component):
         push_next = dep["push_next_dep"]
         m = Module()
         c = self._config
-        engines = [LoadEngine(c, elem_bits=c.inp_elem_bits, addr_width=c.log_inp_depth),
-                   LoadEngine(c, elem_bits=c.wgt_elem_bits, addr_width=c.log_wgt_depth)]
+        engines = [LoadEngine(c, elem_bits=c.inp_elem_bits, addr_width=c.log_inp_depth,
+                              dram_check=False),
+                   LoadEngine(c, elem_bits=c.wgt_elem_bits, addr_width=c.log_wgt_depth,
+                              dram_check=False)]
         m.submodules.inp_engine, m.submodules.wgt_engine = engines
         wiring.connect(m, engines[0].sram, wiring.flipped(self.inp_wr))
         wiring.connect(m, engines[1].sram, wiring.flipped(self.wgt_wr))
@@ -101,6 +107,35 @@ class Load(wiring.Component):
         index = Signal(32)
         for e in engines:
             m.d.comb += e.cmd.payload.eq(insn)
+
+        # The range checks, two registered stages ahead (``lookahead_checks``), from the
+        # command at the head of the queue.
+        in_pop = Signal()
+        leave = Signal()        # POP decides this cycle
+        limit = {e: (1 << DRAM_ADDR_BITS) // (bits // 8)
+                 for e, bits in ((0, c.inp_elem_bits), (1, c.wgt_elem_bits))}
+        depth = {0: c.inp_depth, 1: c.wgt_depth}
+
+        def stage1(i):
+            # SRAM: base + x_total*y_total <= depth; DRAM: one past the last element,
+            # dram_base + (y_size-1)*x_stride + x_size, <= limit (compared as products
+            # against the room left, so the second stage is a multiply and a compare).
+            return {
+                "x_total": i.x_pad_0 + i.x_size + i.x_pad_1,
+                "y_total": i.y_pad_0 + i.y_size + i.y_pad_1,
+                "y_less": (i.y_size - 1)[:16], "x_stride": i.x_stride,
+                "moves": (i.x_size != 0) & (i.y_size != 0),
+                **{f"room{e}": depth[e] - i.sram_base for e in (0, 1)},
+                **{f"droom{e}": limit[e] - i.dram_base - i.x_size for e in (0, 1)},
+            }
+
+        def stage2(r):
+            extent = r["x_total"] * r["y_total"]
+            reach = r["y_less"] * r["x_stride"]
+            return {**{f"sram_oob{e}": extent > r[f"room{e}"] for e in (0, 1)},
+                    **{f"dram_oob{e}": r["moves"] & (reach > r[f"droom{e}"]) for e in (0, 1)}}
+
+        chk, checked = lookahead_checks(m, c, self.cmd, in_pop, leave, stage1, stage2)
 
         def fail(code):
             report_error(m, self.error, code, index)
@@ -130,7 +165,7 @@ class Load(wiring.Component):
             with m.Else():
                 m.next = "START"
 
-        with m.FSM():
+        with m.FSM() as fsm:
             with m.State("IDLE"):
                 accept()
             with m.State("POP"):
@@ -138,24 +173,25 @@ class Load(wiring.Component):
                 # No previous stage: its flags are illegal on any LOAD here, NOPs
                 # included, and are refused before popping (as the model does).
                 no_prev = insn.pop_prev_dep | insn.push_prev_dep
-                m.d.comb += pop_next.ready.eq(insn.pop_next_dep & ~no_prev)
+                is_inp = insn.memory_type == MemType.INP
+                is_wgt = insn.memory_type == MemType.WGT
+                # The range checks of this instruction are ready (``checked``), or the
+                # instruction is decided without them.
+                go = checked | (insn.x_size == 0) | (~is_inp & ~is_wgt)
+                m.d.comb += pop_next.ready.eq(insn.pop_next_dep & ~no_prev & go)
                 with m.If(no_prev):
+                    m.d.comb += leave.eq(1)
                     fail(ErrorCode.ILLEGAL_FIELD)
-                with m.Elif(~insn.pop_next_dep | pop_next.valid):
-                    # The token is popped: check the fields and start in this cycle.
-                    x_total = insn.x_pad_0 + insn.x_size + insn.x_pad_1
-                    y_total = insn.y_pad_0 + insn.y_size + insn.y_pad_1
-                    extent = insn.sram_base + x_total * y_total
-                    is_inp = insn.memory_type == MemType.INP
-                    is_wgt = insn.memory_type == MemType.WGT
+                with m.Elif(go & (~insn.pop_next_dep | pop_next.valid)):
+                    # The token is popped: act on the checks and start in this cycle.
+                    m.d.comb += leave.eq(1)
                     with m.If(insn.x_size == 0):
                         m.next = "PUSH"
                     with m.Elif(~is_inp & ~is_wgt):
                         fail(ErrorCode.ILLEGAL_MEMORY_TYPE)
-                    with m.Elif(is_inp & (extent > c.inp_depth)
-                                | is_wgt & (extent > c.wgt_depth)):
+                    with m.Elif(is_inp & chk["sram_oob0"] | is_wgt & chk["sram_oob1"]):
                         fail(ErrorCode.SRAM_OUT_OF_RANGE)
-                    with m.Elif(is_inp & engines[0].dram_oob | is_wgt & engines[1].dram_oob):
+                    with m.Elif(is_inp & chk["dram_oob0"] | is_wgt & chk["dram_oob1"]):
                         fail(ErrorCode.DRAM_OUT_OF_RANGE)
                     with m.Else():
                         start(is_wgt)
@@ -173,4 +209,5 @@ class Load(wiring.Component):
                 complete()
             with m.State("ERROR"):
                 pass
+        m.d.comb += in_pop.eq(fsm.ongoing("POP"))
         return m

@@ -27,18 +27,54 @@ flags such an instruction from its fields alone (its last byte, at
 the owner reports DRAM_OUT_OF_RANGE.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import memory, stream, wiring
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import VTAConfig
 from .interfaces import DRAM_ADDR_BITS, dma_read_signature
 from .isa import isa_for
 
-__all__ = ["LoadEngine", "MAX_BURST"]
+__all__ = ["LoadEngine", "MAX_BURST", "lookahead_checks"]
 
 #: Longest DRAM burst an engine issues (the AXI4 limit, so boards can pass bursts through).
 MAX_BURST = 256
+
+
+def lookahead_checks(m, config, cmd, in_pop, leave, stage1, stage2):
+    """Compute a LOAD/STORE module's range checks in two registered stages, ahead of the
+    cycle that acts on them (so no multiplier or wide compare sits in that cycle).
+
+    The first stage works on the command at the head of the queue ``cmd`` (an
+    ``In(CommandSignature)``, whose payload stays while it waits), every cycle; the
+    second stage on the first stage's registers, and it holds its result in the
+    module's ``"POP"`` state (``in_pop``) until the module acts on it (``leave``).
+    ``stage1`` maps an instruction view to named expressions, ``stage2`` maps those
+    registers to the named check results.
+
+    Returns the stage-2 registers and ``valid``, meaningful in ``"POP"``: they are the
+    checks of the instruction accepted. A command that waited a cycle at the head of
+    the queue (the usual case: it was queued while the previous one ran) is checked
+    when the module enters ``"POP"``; one accepted in the cycle it arrived is checked
+    a cycle later.
+    """
+    def regs(exprs, stage):
+        return {k: Signal(Value.cast(v).shape(), name=f"chk{stage}_{k}") for k, v in exprs.items()}
+    e1 = stage1(data.View(isa_for(config).mem.layout(), cmd.payload.insn))
+    s1 = regs(e1, 1)
+    m.d.sync += [s1[k].eq(v) for k, v in e1.items()]
+    e2 = stage2(s1)
+    s2 = regs(e2, 2)
+    # s1 holds the data of the command now at the head (waited) or just accepted (taken).
+    waited, taken, valid = Signal(), Signal(), Signal()
+    m.d.sync += [waited.eq(cmd.valid & ~cmd.ready), taken.eq(cmd.valid & cmd.ready)]
+    hold = in_pop & valid & ~leave
+    with m.If(~hold):
+        m.d.sync += [s2[k].eq(v) for k, v in e2.items()]
+    # Outside POP (and when leaving it) ``valid`` says s2 holds the checks of the command
+    # at the head, which becomes the accepted instruction of the next POP.
+    m.d.sync += valid.eq(Mux(in_pop & ~leave, valid | taken, waited))
+    return s2, valid
 
 
 def _log2(n):
@@ -58,19 +94,29 @@ class LoadEngine(wiring.Component):
         power of two narrower than it (micro-ops).
     addr_width : int
         SRAM address width.
+    dram_check : bool
+        Build :attr:`dram_oob` and refuse such an instruction. ``False``: the owner
+        checks the DRAM range before handing the instruction over (out of the cycle of
+        acceptance), and ``dram_oob`` is 0.
+    payload_early : bool
+        The owner drives ``cmd.payload`` a cycle before it raises ``cmd.valid`` (and
+        holds it while ``cmd.valid``), so the registered DRAM check is ready when
+        ``cmd.valid`` rises and the instruction is accepted at once.
 
     Attributes
     ----------
     cmd : In(stream.Signature(mem layout))
-        The LOAD instruction; ``ready`` while the engine is idle.
+        The LOAD instruction; ``ready`` while the engine is idle (with ``dram_check``:
+        and the instruction has been offered since the last cycle and is in range).
     dma : Out(dma_read_signature(config))
         DRAM read port.
     sram : In(memory.WritePort.Signature(addr_width=addr_width, shape=elem_bits))
         The engine drives ``en``, ``addr`` and ``data``.
     dram_oob : Out(1)
-        The instruction on ``cmd.payload`` moves data and some byte of it lies at or
-        beyond ``2**32`` (combinational, whether or not ``cmd.valid``). The engine
-        never accepts such an instruction; its owner reports DRAM_OUT_OF_RANGE.
+        The instruction offered on ``cmd`` moves data and some byte of it lies at or
+        beyond ``2**32``: high from the second cycle ``cmd.valid`` is held (the check is
+        registered). The engine never accepts such an instruction; its owner
+        reports DRAM_OUT_OF_RANGE. Always 0 without ``dram_check``.
     done : Out(1)
         One-cycle pulse after the last SRAM write of the instruction was issued
         (also for an instruction with nothing to write).
@@ -82,8 +128,11 @@ class LoadEngine(wiring.Component):
         High from the accepted command until ``done``.
     """
 
-    def __init__(self, config: VTAConfig, *, elem_bits: int, addr_width: int):
+    def __init__(self, config: VTAConfig, *, elem_bits: int, addr_width: int,
+                 dram_check: bool = True, payload_early: bool = False):
         self._config = config
+        self._dram_check = dram_check
+        self._payload_early = payload_early
         self._elem_bits = elem_bits
         self._addr_width = addr_width
         bus = config.bus_width
@@ -116,22 +165,41 @@ class LoadEngine(wiring.Component):
         done = Signal()
         m.d.sync += done.eq(0)
         m.d.comb += [self.done.eq(done), self.busy.eq(w_active | req_busy)]
-        # One past the last element read, at full width (up to 34 bits): the byte
-        # address space ends at element 2**32 / elem_bytes.
+        # One past the last element read, at full width (up to 34 bits), must not pass
+        # the end of the byte address space, element 2**32 / elem_bytes:
+        # ``dram_base + (y_size-1)*x_stride + x_size <= limit``, i.e.
+        # ``y_size*x_stride <= limit - dram_base - x_size + x_stride`` (the multiply beside
+        # the adds), registered while ``cmd.valid`` is held: the instruction is accepted a
+        # cycle after it is offered, and no multiply is in the accept path.
         if wide:
             moves = (insn.x_size != 0) & (insn.y_size != 0)
-            end_elem = insn.dram_base + (insn.y_size - 1) * insn.x_stride + insn.x_size
         else:
             moves = insn.x_size != 0
-            end_elem = insn.dram_base + insn.x_size
-        m.d.comb += self.dram_oob.eq(moves & (end_elem > (1 << DRAM_ADDR_BITS) >> log_eb))
-        m.d.comb += self.cmd.ready.eq(~w_active & ~req_busy & ~self.dram_oob)
+        if self._dram_check:
+            limit = (1 << DRAM_ADDR_BITS) >> log_eb
+            oob = Signal()
+            if wide:
+                room = limit - insn.dram_base - insn.x_size + insn.x_stride
+                m.d.sync += oob.eq(moves & (insn.y_size * insn.x_stride > room))
+            else:
+                m.d.sync += oob.eq(moves & (insn.dram_base + insn.x_size > limit))
+            held = Signal()     # cmd.valid held since the last cycle (the same payload)
+            if self._payload_early:
+                m.d.comb += held.eq(1)
+            else:
+                m.d.sync += held.eq(self.cmd.valid & ~(self.cmd.ready & self.cmd.valid))
+            m.d.comb += self.dram_oob.eq(held & oob)
+            m.d.comb += self.cmd.ready.eq(~w_active & ~req_busy & held & ~oob)
+        else:
+            m.d.comb += self.cmd.ready.eq(~w_active & ~req_busy)
         accept = Signal()
         m.d.comb += accept.eq(self.cmd.valid & self.cmd.ready)
 
         # ---------------------------------------------------------------- request half
         # The request state of the accepted instruction (``first``: its first request,
-        # issued in the cycle it is accepted) or of the one in progress (registers).
+        # issued in the cycle it is accepted) or of the one in progress (registers). An
+        # idle request half issues nothing but the first request, so the choice is made
+        # by ``req_busy`` (a register), not by ``accept``.
         req_addr = Signal(DRAM_ADDR_BITS)     # byte address of the next burst (bus aligned)
         row_beats = Signal(32)                # beats left in the current DRAM row
         rows_left = Signal(16)
@@ -158,12 +226,12 @@ class LoadEngine(wiring.Component):
         cur_addr, cur_beats, cur_rows = (Signal.like(v) for v in (req_addr, row_beats, rows_left))
         cur_elem, cur_x, cur_stride = (Signal.like(v) for v in (row_elem, x_size, x_stride))
         m.d.comb += [
-            cur_addr.eq(Mux(accept, first_addr, req_addr)),
-            cur_beats.eq(Mux(accept, first_beats, row_beats)),
-            cur_rows.eq(Mux(accept, first_rows, rows_left)),
-            cur_elem.eq(Mux(accept, insn.dram_base, row_elem)),
-            cur_x.eq(Mux(accept, insn.x_size, x_size)),
-            cur_stride.eq(Mux(accept, insn.x_stride, x_stride)),
+            cur_addr.eq(Mux(req_busy, req_addr, first_addr)),
+            cur_beats.eq(Mux(req_busy, row_beats, first_beats)),
+            cur_rows.eq(Mux(req_busy, rows_left, first_rows)),
+            cur_elem.eq(Mux(req_busy, row_elem, insn.dram_base)),
+            cur_x.eq(Mux(req_busy, x_size, insn.x_size)),
+            cur_stride.eq(Mux(req_busy, x_stride, insn.x_stride)),
         ]
         burst = Signal(range(MAX_BURST + 1))
         m.d.comb += burst.eq(Mux(cur_beats > MAX_BURST, MAX_BURST, cur_beats))

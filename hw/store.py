@@ -15,10 +15,13 @@ is empty) while a writer sends each DRAM row as bursts of at most
 is pushed after the last beat of the instruction was accepted, i.e. after its
 writes completed.
 
-Timing: the checks run, and the first OUT SRAM read is issued, in the cycle the
-token pop succeeds; the next command is accepted in the cycle of the push. So a
-STORE of ``B`` beats in ``n`` bursts takes ``3 + B + (n - 1)`` cycles from its
-acceptance to the next one's (pinned by ``tests/test_rtl_dma_timing.py``).
+Timing: the range checks run two registered stages ahead, on the command at the
+head of the queue (:func:`~vtakit.hw.load_engine.lookahead_checks`); the first OUT
+SRAM read is issued in the cycle the token pop succeeds; the next command is accepted
+in the cycle of the push. So a STORE of ``B`` beats in ``n`` bursts takes
+``3 + B + (n - 1)`` cycles from its acceptance to the next one's, one more if it was
+accepted in the cycle it reached the head of the queue (pinned by
+``tests/test_rtl_dma_timing.py``).
 """
 
 from amaranth.hdl import Module, Mux, Signal
@@ -30,7 +33,7 @@ from .interfaces import (DRAM_ADDR_BITS, CommandSignature, ErrorCode, ErrorRepor
                          accept_command, dep_ports, dma_write_signature, report_error,
                          token_ports)
 from .isa import MemType, isa_for
-from .load_engine import MAX_BURST
+from .load_engine import MAX_BURST, lookahead_checks
 from .spec import Unit
 
 __all__ = ["Store"]
@@ -82,8 +85,29 @@ class Store(wiring.Component):
 
         insn = Signal(isa_for(c).mem.layout())
         index = Signal(32)
-        total = Signal(33)          # x_size * y_size elements (combinational)
-        m.d.comb += total.eq(insn.x_size * insn.y_size)
+
+        # The range checks, two registered stages ahead (``lookahead_checks``), from the
+        # command at the head of the queue.
+        in_pop = Signal()
+        leave = Signal()        # POP decides this cycle
+
+        def stage1(i):
+            # SRAM: base + x_size*y_size <= depth; DRAM: one past the last element,
+            # dram_base + (y_size-1)*x_stride + x_size, <= limit (full width), compared
+            # as products against the room left.
+            return {"x_size": i.x_size, "y_size": i.y_size,
+                    "y_less": (i.y_size - 1)[:16], "x_stride": i.x_stride,
+                    "room": c.out_depth - i.sram_base,
+                    "droom": ((1 << DRAM_ADDR_BITS) >> log_eb) - i.dram_base - i.x_size}
+
+        def stage2(r):
+            moves = (r["x_size"] != 0) & (r["y_size"] != 0)
+            total = r["x_size"] * r["y_size"]
+            return {"total": total, "sram_oob": total > r["room"],
+                    "dram_oob": moves & (r["y_less"] * r["x_stride"] > r["droom"])}
+
+        chk, checked = lookahead_checks(m, c, self.cmd, in_pop, leave, stage1, stage2)
+        total = chk["total"]        # x_size * y_size elements (valid in POP with ``checked``)
 
         # ------------------------------------------------------------- SRAM reader
         # ``start`` (combinational, in the cycle the token pop succeeds and the checks
@@ -94,10 +118,11 @@ class Store(wiring.Component):
         r_left = Signal(33)
         pending = Signal()          # a read issued last cycle: its data is on out_rd.data now
         issue = Signal()
-        rd_addr = Mux(start, insn.sram_base, r_addr)
-        rd_left = Mux(start, total, r_left)
+        # (in POP the reader is idle, r_left == 0: the choice is made by the state register)
+        rd_addr = Mux(in_pop, insn.sram_base, r_addr)
+        rd_left = Mux(in_pop, total, r_left)
         m.d.comb += [
-            issue.eq((rd_left != 0) & (elems.w_level + pending < elems.depth)),
+            issue.eq(Mux(in_pop, start, r_left != 0) & (elems.w_level + pending < elems.depth)),
             self.out_rd.en.eq(issue),
             self.out_rd.addr.eq(rd_addr),
         ]
@@ -143,13 +168,10 @@ class Store(wiring.Component):
         def fail(code):
             report_error(m, self.error, code, index)
 
-        # One past the last element written, at full width (up to 34 bits).
-        end_elem = insn.dram_base + (insn.y_size - 1) * insn.x_stride + insn.x_size
-
         def accept():
             accept_command(m, self.cmd, insn, index)
 
-        with m.FSM():
+        with m.FSM() as fsm:
             with m.State("IDLE"):
                 accept()
             with m.State("POP"):
@@ -157,23 +179,29 @@ class Store(wiring.Component):
                 # No next stage: its flags are illegal on any STORE, NOPs included,
                 # and are refused before popping (as the model does).
                 no_next = insn.pop_next_dep | insn.push_next_dep
-                m.d.comb += pop_prev.ready.eq(insn.pop_prev_dep & ~no_next)
                 pads = insn.x_pad_0 | insn.x_pad_1 | insn.y_pad_0 | insn.y_pad_1
+                # The range checks of this instruction are ready (``checked``), or the
+                # instruction is decided without them.
+                go = (checked | (insn.x_size == 0) | (insn.memory_type != MemType.OUT)
+                      | (pads != 0))
+                m.d.comb += pop_prev.ready.eq(insn.pop_prev_dep & ~no_next & go)
                 with m.If(no_next):
+                    m.d.comb += leave.eq(1)
                     fail(ErrorCode.ILLEGAL_FIELD)
-                with m.Elif(~insn.pop_prev_dep | pop_prev.valid):
-                    # The token is popped: check the fields and start in this cycle.
+                with m.Elif(go & (~insn.pop_prev_dep | pop_prev.valid)):
+                    # The token is popped: act on the checks and start in this cycle.
+                    m.d.comb += leave.eq(1)
                     with m.If(insn.x_size == 0):
                         m.next = "PUSH"
                     with m.Elif(insn.memory_type != MemType.OUT):
                         fail(ErrorCode.ILLEGAL_MEMORY_TYPE)
                     with m.Elif(pads != 0):
                         fail(ErrorCode.ILLEGAL_FIELD)
-                    with m.Elif(insn.sram_base + total > c.out_depth):
+                    with m.Elif(chk["sram_oob"]):
                         fail(ErrorCode.SRAM_OUT_OF_RANGE)
-                    with m.Elif((total != 0) & (end_elem > (1 << DRAM_ADDR_BITS) >> log_eb)):
+                    with m.Elif(chk["dram_oob"]):
                         fail(ErrorCode.DRAM_OUT_OF_RANGE)
-                    with m.Elif(total == 0):
+                    with m.Elif(insn.y_size == 0):      # (x_size != 0 here)
                         m.next = "PUSH"
                     with m.Else():
                         m.d.comb += start.eq(1)
@@ -212,4 +240,5 @@ class Store(wiring.Component):
                     accept()
             with m.State("ERROR"):
                 pass
+        m.d.comb += in_pop.eq(fsm.ongoing("POP"))
         return m

@@ -12,6 +12,12 @@ the acceptance of one command to the acceptance of the next:
 * LOAD INP/WGT writing ``E`` SRAM elements (padding included) of ``B`` beats:
   see :func:`_load_cost`;
 * a NOP (``x_size == 0``) of either: 2 (accept, pop + checks, push + accept).
+
+The range checks run two registered stages ahead, on the command at the head of the
+queue (``hw.load_engine.lookahead_checks``): a command that waited there a cycle (each
+one here but the first, offered while the previous one runs) is checked when it is
+accepted; the first one, accepted in the cycle it arrives, takes one cycle more
+(:data:`FRESH`).
 """
 
 import numpy as np
@@ -65,7 +71,12 @@ def _run_back_to_back(bench, unit, words, processes, final=None, push_from=0):
     return accepted, done
 
 
+#: Extra cycles of a command accepted in the cycle it reached the head of the queue.
+FRESH = 1
+
+
 def _check_timing(accepted, done, costs):
+    costs = [costs[0] + FRESH, *costs[1:]] if costs[0] != 2 else costs    # (a NOP needs no checks)
     assert accepted[0] == 0
     got = [b - a for a, b in zip(accepted, accepted[1:])]
     assert got == costs[:-1], got
