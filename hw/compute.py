@@ -65,7 +65,7 @@ from .interfaces import (CommandSignature, ErrorCode, ErrorReport, accept_comman
                          dma_read_signature, report_error, token_ports)
 from .isa import MemType, Opcode, alu_opcode_bits, isa_for
 from .compute_seq import LoopSequencer
-from .load_engine import LoadEngine
+from .load_engine import LoadEngine, lookahead_checks
 from .spec import Unit
 
 __all__ = ["Compute", "compute_signature", "write_stage"]
@@ -197,8 +197,6 @@ class Compute(wiring.Component):
         load_uop = is_load & ~is_nop & (mem.memory_type == MemType.UOP)
         load_acc = is_load & ~is_nop & (mem.memory_type == MemType.ACC)
         pads = Cat(mem.y_pad_0, mem.y_pad_1, mem.x_pad_0, mem.x_pad_1)
-        x_total = mem.x_pad_0 + mem.x_size + mem.x_pad_1
-        y_total = mem.y_pad_0 + mem.y_size + mem.y_pad_1
         loop_insn = is_gemm | is_alu
         imm = alu_f.imm
 
@@ -208,9 +206,25 @@ class Compute(wiring.Component):
             (load_uop & ((mem.y_size != 1) | (pads != 0)))
             | (loop_insn & ((loop.uop_end < loop.uop_bgn) | (loop.uop_end > c.uop_depth)))
             | (is_alu & alu_illegal(alu_f.alu_opcode, alu_f.use_imm, imm, c)))
-        bad_range = (
-            (load_uop & (mem.sram_base + mem.x_size > c.uop_depth))
-            | (load_acc & (mem.sram_base + x_total * y_total > c.acc_depth)))
+        # The LOAD UOP/ACC SRAM range checks, two registered stages ahead of the dispatch
+        # cycle (``lookahead_checks``, as in the load module): a multiply and a compare
+        # there were the worst path of the design.
+        in_pop = Signal()
+        leave = Signal()        # POP decides this cycle
+
+        def stage1(i):
+            return {"x_size": i.x_size,
+                    "x_total": i.x_pad_0 + i.x_size + i.x_pad_1,
+                    "y_total": i.y_pad_0 + i.y_size + i.y_pad_1,
+                    "uop_room": c.uop_depth - i.sram_base,
+                    "acc_room": c.acc_depth - i.sram_base}
+
+        def stage2(r):
+            return {"uop_oob": r["x_size"] > r["uop_room"],
+                    "acc_oob": r["x_total"] * r["y_total"] > r["acc_room"]}
+
+        chk, checked = lookahead_checks(m, c, self.cmd, in_pop, leave, stage1, stage2)
+        bad_range = (load_uop & chk["uop_oob"]) | (load_acc & chk["acc_oob"])
         empty_loop = _empty_loop(loop)
 
         # Per-instruction modes, latched at dispatch; S2 and S3 use copies that travel
@@ -447,20 +461,25 @@ class Compute(wiring.Component):
         # The engines' payload is ``insn`` in every state (no FSM decision in its path),
         # so it is there a cycle before LOAD_CMD raises cmd.valid (``payload_early``).
         m.d.comb += [uop_load.cmd.payload.eq(insn), acc_load.cmd.payload.eq(insn)]
-        with m.FSM():
+        with m.FSM() as fsm:
             with m.State("IDLE"):
                 accept()
 
             with m.State("POP"):
-                tokens_ok = ((~hdr.pop_prev_dep | pop_prev.valid)
-                             & (~hdr.pop_next_dep | pop_next.valid))
+                # The range checks of a LOAD UOP/ACC are ready (``checked``: a command
+                # accepted in the cycle it reached the queue's head waits one cycle).
+                tokens_ok = (((~hdr.pop_prev_dep | pop_prev.valid)
+                              & (~hdr.pop_next_dep | pop_next.valid))
+                             & (checked | ~(load_uop | load_acc)))
                 m.d.comb += [
                     pop_prev.ready.eq(tokens_ok & hdr.pop_prev_dep & ~s1_bad),
                     pop_next.ready.eq(tokens_ok & hdr.pop_next_dep & ~s1_bad),
                 ]
                 with m.If(s1_bad):      # the overlapped predecessor's last micro-op
+                    m.d.comb += leave.eq(1)
                     fail_in_s1()
                 with m.Elif(tokens_ok):
+                    m.d.comb += leave.eq(1)
                     # Dispatch: check the fields, latch the modes, start the work.
                     m.d.sync += [
                         push_prev.eq(hdr.push_prev_dep),
@@ -546,5 +565,6 @@ class Compute(wiring.Component):
 
             with m.State("ERROR"):
                 pass
+        m.d.comb += in_pop.eq(fsm.ongoing("POP"))
 
         return m
