@@ -535,18 +535,20 @@ class Compute(wiring.Component):
                 # Issue does not wait for the range check of the micro-op in S1 (that
                 # would put the uop SRAM, an adder and a compare before the loop
                 # counters): a micro-op issued in the cycle of a fault dies in S1.
+                # Nor does an overlapped accept (the S1 check into the command queue's
+                # read was the worst path): a command taken in the cycle of a fault is
+                # never dispatched, the module stops in FAULT.
                 m.d.comb += issue.eq(1)
-                with m.If(s1_bad):
+                with m.If(issue_last):
+                    with m.If(overlap):
+                        m.d.comb += self.cmd.ready.eq(1)
+                        m.d.sync += [insn.eq(self.cmd.payload.insn),
+                                     index.eq(self.cmd.payload.index)]
+                        m.next = "POP"
+                    with m.Else():
+                        m.next = "DRAIN"
+                with m.If(s1_bad):      # (after: its m.next wins)
                     fail_in_s1()
-                with m.Else():
-                    with m.If(issue_last):
-                        with m.If(overlap):
-                            m.d.comb += self.cmd.ready.eq(1)
-                            m.d.sync += [insn.eq(self.cmd.payload.insn),
-                                         index.eq(self.cmd.payload.index)]
-                            m.next = "POP"
-                        with m.Else():
-                            m.next = "DRAIN"
 
             with m.State("DRAIN"):
                 with m.If(s1_bad):
