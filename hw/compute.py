@@ -65,7 +65,7 @@ from .interfaces import (CommandSignature, ErrorCode, ErrorReport, accept_comman
                          dma_read_signature, report_error, token_ports)
 from .isa import MemType, Opcode, alu_opcode_bits, isa_for
 from .compute_seq import LoopSequencer
-from .load_engine import LoadEngine, lookahead_checks
+from .load_engine import LoadEngine, lookahead_checks, padded_size
 from .spec import Unit
 
 __all__ = ["Compute", "compute_signature", "write_stage"]
@@ -214,8 +214,7 @@ class Compute(wiring.Component):
 
         def stage1(i):
             return {"x_size": i.x_size,
-                    "x_total": i.x_pad_0 + i.x_size + i.x_pad_1,
-                    "y_total": i.y_pad_0 + i.y_size + i.y_pad_1,
+                    **dict(zip(("x_total", "y_total"), padded_size(i))),
                     "uop_room": c.uop_depth - i.sram_base,
                     "acc_room": c.acc_depth - i.sram_base}
 

@@ -31,7 +31,7 @@ from .config import VTAConfig
 from .interfaces import (DRAM_ADDR_BITS, CommandSignature, ErrorCode, ErrorReport,
                          accept_command, dep_ports, dma_read_signature, report_error, token_ports)
 from .isa import MemType, isa_for
-from .load_engine import LoadEngine, lookahead_checks
+from .load_engine import LoadEngine, lookahead_checks, padded_size
 from .spec import Unit
 
 __all__ = ["Load", "mux_dma_read"]
@@ -121,8 +121,7 @@ class Load(wiring.Component):
             # dram_base + (y_size-1)*x_stride + x_size, <= limit (compared as products
             # against the room left, so the second stage is a multiply and a compare).
             return {
-                "x_total": i.x_pad_0 + i.x_size + i.x_pad_1,
-                "y_total": i.y_pad_0 + i.y_size + i.y_pad_1,
+                **dict(zip(("x_total", "y_total"), padded_size(i))),
                 "y_less": (i.y_size - 1)[:16], "x_stride": i.x_stride,
                 "moves": (i.x_size != 0) & (i.y_size != 0),
                 **{f"room{e}": depth[e] - i.sram_base for e in (0, 1)},

@@ -41,6 +41,12 @@ __all__ = ["LoadEngine", "MAX_BURST", "lookahead_checks"]
 MAX_BURST = 256
 
 
+def padded_size(i):
+    """``(x_total, y_total)`` of a LOAD instruction view: its destination rectangle with
+    the pads (the extent an SRAM range check multiplies)."""
+    return i.x_pad_0 + i.x_size + i.x_pad_1, i.y_pad_0 + i.y_size + i.y_pad_1
+
+
 def lookahead_checks(m, config, cmd, in_pop, leave, stage1, stage2):
     """Compute a LOAD/STORE module's range checks in two registered stages, ahead of the
     cycle that acts on them (so no multiplier or wide compare sits in that cycle).
