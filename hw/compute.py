@@ -287,7 +287,11 @@ class Compute(wiring.Component):
         # data registered in S{W-1}; S{W} writes ACC[dst] and OUT[dst].
         W = self.write_stage
         R = W - 2
-        s1_bad_r = Signal()     # the micro-op that was in S1 last cycle was out of range
+        # A micro-op out of range in S1 sets ``bad_seen`` (sticky: a fault stops the module
+        # until reset); the control acts on that register a cycle later, so the uop SRAM ->
+        # index add -> compare path ends at a register. Every micro-op in S1 from then on
+        # dies (the sequencer may issue one more before the control sees the fault).
+        bad_seen = Signal()
         st = {}
         for s in range(2, W + 1):
             st[s] = dict(valid=Signal(name=f"s{s}_valid"), dst=Signal(a_w, name=f"s{s}_dst"),
@@ -298,12 +302,12 @@ class Compute(wiring.Component):
                          imm=Signal(signed(c.acc_width), name=f"s{s}_imm"),
                          shift=Signal(signed(SHIFT_BITS), name=f"s{s}_shift"))
         # S1 uses the live modes: an overlapped dispatch latches new ones at the end of
-        # the cycle its predecessor's last micro-op is in S1. A micro-op in S1 the cycle
-        # after an out-of-range one (issued before the fault stopped the sequencer) dies.
+        # the cycle its predecessor's last micro-op is in S1.
+        with m.If(s1_bad):
+            m.d.sync += bad_seen.eq(1)
         m.d.sync += [
             s1_valid.eq(issue),
-            s1_bad_r.eq(s1_bad),
-            st[2]["valid"].eq(s1_valid & ~s1_bad & ~s1_bad_r),
+            st[2]["valid"].eq(s1_valid & ~s1_bad & ~bad_seen),
             st[2]["dst"].eq(dst), st[2]["src"].eq(src),
             st[2]["gemm"].eq(mode_gemm), st[2]["reads"].eq(reads_operands),
             st[2]["alu_op"].eq(alu_op), st[2]["use_imm"].eq(use_imm),
@@ -413,12 +417,11 @@ class Compute(wiring.Component):
         # A micro-op out of range is squashed in S1 while the micro-ops before it are
         # still in S2..S{W}: the fault is reported once they wrote (state FAULT), so the
         # SRAMs hold the sequential state up to the fault whenever the host sees it.
+        # ``fault_index`` follows S1's instruction until the fault is seen.
         fault_index = Signal(32)
-        older_in_flight = Cat(st[s]["valid"] for s in range(2, W)).any()
-
-        def fail_in_s1():
+        with m.If(~bad_seen):
             m.d.sync += fault_index.eq(s1_index)
-            m.next = "FAULT"
+        older_in_flight = Cat(st[s]["valid"] for s in range(2, W)).any()
 
         # Overlap: the last micro-op of a GEMM/ALU without pushes issues, and the next
         # command is a GEMM/ALU with micro-ops to run or a LOAD UOP: take it in the same
@@ -470,14 +473,21 @@ class Compute(wiring.Component):
                 tokens_ok = (((~hdr.pop_prev_dep | pop_prev.valid)
                               & (~hdr.pop_next_dep | pop_next.valid))
                              & (checked | ~(load_uop | load_acc)))
+                # Right after an overlapped accept the predecessor's last micro-op is in
+                # S1 and its range check is not known until the next cycle: a command
+                # that would report an error of its own waits that cycle (the older
+                # fault must win); any other one dispatches (if the fault shows next
+                # cycle, its pops are lost and nothing else of it happens: reset required).
+                bad_cmd = bad_opcode | bad_memtype | bad_field | bad_range
+                go = tokens_ok & ~(s1_valid & bad_cmd)
                 m.d.comb += [
-                    pop_prev.ready.eq(tokens_ok & hdr.pop_prev_dep & ~s1_bad),
-                    pop_next.ready.eq(tokens_ok & hdr.pop_next_dep & ~s1_bad),
+                    pop_prev.ready.eq(go & hdr.pop_prev_dep & ~bad_seen),
+                    pop_next.ready.eq(go & hdr.pop_next_dep & ~bad_seen),
                 ]
-                with m.If(s1_bad):      # the overlapped predecessor's last micro-op
+                with m.If(bad_seen):    # the overlapped predecessor's last micro-op
                     m.d.comb += leave.eq(1)
-                    fail_in_s1()
-                with m.Elif(tokens_ok):
+                    m.next = "FAULT"
+                with m.Elif(go):
                     m.d.comb += leave.eq(1)
                     # Dispatch: check the fields, latch the modes, start the work.
                     m.d.sync += [
@@ -513,14 +523,18 @@ class Compute(wiring.Component):
                         complete(hdr.push_prev_dep, hdr.push_next_dep)
 
             with m.State("LOAD_CMD"):
+                # (an overlapped LOAD UOP whose predecessor faulted in S1 never starts)
                 m.d.comb += [
-                    uop_load.cmd.valid.eq(load_uop),
-                    acc_load.cmd.valid.eq(load_acc),
+                    uop_load.cmd.valid.eq(load_uop & ~bad_seen),
+                    acc_load.cmd.valid.eq(load_acc & ~bad_seen),
                 ]
-                with m.If(Mux(load_uop, uop_load.cmd.ready, acc_load.cmd.ready)):
-                    m.next = "LOAD_WAIT"
-                with m.If(Mux(load_uop, uop_load.dram_oob, acc_load.dram_oob)):
-                    fail(ErrorCode.DRAM_OUT_OF_RANGE)   # the engine refuses it
+                with m.If(bad_seen):
+                    m.next = "FAULT"
+                with m.Else():
+                    with m.If(Mux(load_uop, uop_load.cmd.ready, acc_load.cmd.ready)):
+                        m.next = "LOAD_WAIT"
+                    with m.If(Mux(load_uop, uop_load.dram_oob, acc_load.dram_oob)):
+                        fail(ErrorCode.DRAM_OUT_OF_RANGE)   # the engine refuses it
 
             with m.State("LOAD_WAIT"):
                 with m.If(Mux(load_uop, uop_load.done, acc_load.done)):
@@ -546,12 +560,12 @@ class Compute(wiring.Component):
                         m.next = "POP"
                     with m.Else():
                         m.next = "DRAIN"
-                with m.If(s1_bad):      # (after: its m.next wins)
-                    fail_in_s1()
+                with m.If(bad_seen):    # (after: its m.next wins)
+                    m.next = "FAULT"
 
             with m.State("DRAIN"):
-                with m.If(s1_bad):
-                    fail_in_s1()
+                with m.If(bad_seen):
+                    m.next = "FAULT"
                 with m.Elif(~in_flight):
                     # Only S{W} may still be busy: its write lands at this edge.
                     complete(push_prev, push_next)
