@@ -13,9 +13,12 @@ With the ``requant`` extension (and only then: a config without it gives exactly
 HW_VER 0.0.2 ALU) each lane also has one 32x32 -> 64-bit signed multiplier, shared by
 SRDHM and MULSHR, a per-lane rounding shifter for RSHR (its amount is the lane of the
 tensor operand) and a 65-bit rounding shifter for MULSHR (its amount ``k`` is the
-instruction's immediate). Everything stays combinational in stage S3 of the compute
-pipeline: one micro-op per cycle, no added latency; the multiplier lengthens S3's
-critical path (see ``vtakit synth`` for the Fmax it costs).
+instruction's immediate). These three take two stages (:data:`REQUANT_STAGES`): the
+products and RSHR's result are registered at the end of the compute pipeline's write
+stage S{W}, the rounding of the products follows in S{W+1}, which writes ``late``. The
+compute module issues such micro-ops every :data:`REQUANT_STAGES` cycles, so a later
+micro-op always finds their result (in the SRAM or its forwarding registers); the base
+opcodes stay combinational in S{W} (``result``).
 """
 
 from functools import reduce
@@ -29,7 +32,8 @@ from .config import VTAConfig
 from .isa import INT32_MAX, INT32_MIN, AluOp, AluTableError, alu_opcode_bits, alu_ops
 from .spec import IMM_MAX, IMM_MIN, SHIFT_LIMIT
 
-__all__ = ["VectorAlu", "SHIFT_BITS", "IMPLEMENTED", "alu_illegal"]
+__all__ = ["VectorAlu", "SHIFT_BITS", "IMPLEMENTED", "REQUANT_OPS", "REQUANT_STAGES",
+           "alu_illegal"]
 
 #: Width of the signed shift amount (``-SHIFT_LIMIT..SHIFT_LIMIT``).
 SHIFT_BITS = SHIFT_LIMIT.bit_length() + 1
@@ -39,7 +43,12 @@ IMPLEMENTED = frozenset({AluOp.MIN, AluOp.MAX, AluOp.ADD, AluOp.SHR,
                          AluOp.SRDHM, AluOp.RSHR, AluOp.MULSHR})
 
 #: The opcodes that need the lane multiplier (generated only when one is legal).
-_REQUANT = (AluOp.SRDHM, AluOp.RSHR, AluOp.MULSHR)
+REQUANT_OPS = (AluOp.SRDHM, AluOp.RSHR, AluOp.MULSHR)
+_REQUANT = REQUANT_OPS
+
+#: Pipeline stages of a ``REQUANT_OPS`` micro-op's result (the base opcodes take one):
+#: the compute module issues these micro-ops this many cycles apart.
+REQUANT_STAGES = 2
 
 
 def _check_implemented(config):
@@ -100,18 +109,25 @@ class VectorAlu(wiring.Component):
         The low 6 bits of the immediate: SHR's amount ``k`` in ``-31..31``; read unsigned,
         MULSHR's ``k`` in ``1..62`` (the same for every lane).
     result : Out(acc_elem_bits)
+        The base opcodes' result, combinational.
+    late : Out(acc_elem_bits)
+        Only with the ``requant`` extension: SRDHM/RSHR/MULSHR's result of the inputs of
+        the cycle before (registered products and RSHR lanes, then the rounding).
     """
 
     def __init__(self, config: VTAConfig):
         _check_implemented(config)
         self._config = c = config
-        super().__init__({
+        ports = {
             "op": In(alu_opcode_bits(c)),
             "a": In(c.acc_elem_bits),
             "b": In(c.acc_elem_bits),
             "shift": In(signed(SHIFT_BITS)),
             "result": Out(c.acc_elem_bits),
-        })
+        }
+        if {e.code for e in alu_ops(c)} & set(REQUANT_OPS):
+            ports["late"] = Out(c.acc_elem_bits)
+        super().__init__(ports)
 
     def elaborate(self, platform):
         c = self._config
@@ -131,40 +147,48 @@ class VectorAlu(wiring.Component):
                                 f"makes only {', '.join(AluOp(o).name for o in sorted(requant))} "
                                 f"legal")
         if requant:
-            k = self.shift.as_unsigned()          # MULSHR's shift, 1..62
+            # the second stage's per-instruction inputs, registered with the lanes
+            op_r = Signal.like(self.op)
+            k = Signal(SHIFT_BITS)                # MULSHR's shift, 1..62
+            m.d.sync += [op_r.eq(self.op), k.eq(self.shift.as_unsigned())]
             k_half = (Const(1, 1) << k)[1:]       # 2^(k-1)
 
-        out = []
+        out, late = [], []
         for j in range(lanes):
             x, y = a[j], b[j]
             shifted = Mux(left, (x << left_amount)[:c.acc_width], (x >> right_amount)[:c.acc_width])
             lane = Mux(self.op == AluOp.SHR, shifted,
                        Mux(self.op == AluOp.ADD, (x + y)[:c.acc_width],
                            Mux((x < y) ^ (self.op == AluOp.MAX), x, y)))
-            if requant:
-                lane = self._requant_lane(m, j, x, y, k, k_half, lane)
             out.append(lane[:c.acc_width])
+            if requant:
+                late.append(self._requant_lane(m, j, x, y, op_r, k, k_half))
         m.d.comb += self.result.eq(Cat(out))
+        if requant:
+            m.d.comb += self.late.eq(Cat(late))
         return m
 
-    def _requant_lane(self, m, j, x, y, k, k_half, base):
-        """Lane ``j`` of SRDHM, RSHR and MULSHR (the ``requant`` extension), else ``base``."""
+    def _requant_lane(self, m, j, x, y, op_r, k, k_half):
+        """Lane ``j`` of SRDHM, RSHR and MULSHR (the ``requant`` extension) of the inputs
+        of the cycle before: stage 1 registers the product and RSHR's result, stage 2
+        rounds the product."""
         w = self._config.acc_width
         prod = Signal(signed(2 * w), name=f"requant_prod{j}")
-        m.d.comb += prod.eq(x * y)                # the lane's one multiplier
+        m.d.sync += prod.eq(x * y)                # the lane's one multiplier
         # SRDHM: gemmlowp's (ab + nudge) / 2^31 truncated equals floor((ab + 2^30) / 2^31)
         # for either sign of ab; only INT32_MIN * INT32_MIN leaves the int32 range.
+        min_min = Signal(name=f"requant_min_min{j}")
+        m.d.sync += min_min.eq((x == INT32_MIN) & (y == INT32_MIN))
         high = ((prod + (1 << 30)) >> 31)[:w]
-        srdhm = Mux((x == INT32_MIN) & (y == INT32_MIN), INT32_MAX, high)
+        srdhm = Mux(min_min, INT32_MAX, high)
         # RSHR: round half away from zero = floor((x + 2^(e-1) - [x < 0]) / 2^e), e in
         # 1..31 (e > 31 acts as 31, e = 0 leaves x); e < 0 shifts left (0 past 31).
         e = Mux(y > 31, 31, y[:5])
         nudge = (Const(1, 32) << e)[1:] - (x[w - 1] & (e != 0))
         right = ((x + nudge) >> e)[:w]
         left = Mux(y < -31, 0, (x << (-y)[:5])[:w])
-        rshr = Mux(y < 0, left, right)
+        rshr = Signal(w, name=f"requant_rshr{j}")
+        m.d.sync += rshr.eq(Mux(y < 0, left, right))
         # MULSHR: (ab + 2^(k-1)) >> k on the exact product, low 32 bits.
         mulshr = ((prod + k_half) >> k)[:w]
-        return Mux(self.op == AluOp.SRDHM, srdhm,
-                   Mux(self.op == AluOp.RSHR, rshr,
-                       Mux(self.op == AluOp.MULSHR, mulshr, base)))
+        return Mux(op_r == AluOp.SRDHM, srdhm, Mux(op_r == AluOp.RSHR, rshr, mulshr))

@@ -17,7 +17,10 @@ so that no stage holds more than one SRAM access, one multiplier or two adder le
     S{W}     ACC[dst] = acc + dot or ALU(acc, src|imm); OUT[dst] = low 8 bits of each lane
 
 One uop issues per cycle for GEMM (reset and accumulate) and for ALU with an
-immediate or a tensor operand (the acc SRAM has two read ports). The loop
+immediate or a tensor operand (the acc SRAM has two read ports). The ``requant``
+extension's SRDHM, RSHR and MULSHR take two stages (:data:`~vtakit.hw.alu.REQUANT_STAGES`:
+products registered in S{W}, rounding and write in S{W+1}) and issue that many cycles
+apart, so the forwarding below still covers every read after their write. The loop
 offsets ``p*factor_out + q*factor_in`` come from incremental adders. An
 instruction of N uops occupies the module for N + 1 + W cycles, from accepting it
 to accepting the next command: one dispatch cycle (pops and field checks), N
@@ -58,7 +61,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from .alu import SHIFT_BITS, VectorAlu, alu_illegal
+from .alu import REQUANT_OPS, REQUANT_STAGES, SHIFT_BITS, VectorAlu, alu_illegal
 from .config import VTAConfig
 from .gemm import GemmCore, gemm_latency
 from .interfaces import (CommandSignature, ErrorCode, ErrorReport, accept_command, dep_ports,
@@ -231,6 +234,11 @@ class Compute(wiring.Component):
         mode_gemm = Signal()
         mode_reset = Signal()
         alu_op = Signal(alu_opcode_bits(c))
+        # An ALU micro-op of the ``requant`` extension (SRDHM, RSHR, MULSHR) writes its
+        # result a stage after S{W} (``VectorAlu.late``); such micro-ops issue
+        # REQUANT_STAGES cycles apart, so the next micro-op's acc read still forwards it.
+        has_late = hasattr(alu, "late")
+        mode_late = Signal()
         use_imm = Signal()
         imm_word = Signal(signed(c.acc_width))
         shift = Signal(signed(SHIFT_BITS))
@@ -242,6 +250,12 @@ class Compute(wiring.Component):
         m.submodules.seq = seq = LoopSequencer(c)
         issue = Signal()
         issue_last = Signal()
+        # cycles before the next issue (a requant micro-op's REQUANT_STAGES - 1)
+        gap = Signal(range(REQUANT_STAGES))
+        with m.If(issue & mode_late):
+            m.d.sync += gap.eq(REQUANT_STAGES - 1)
+        with m.Elif(gap != 0):
+            m.d.sync += gap.eq(gap - 1)
         dst_off, src_off, wgt_off = seq.dst_off, seq.src_off, seq.wgt_off
         m.d.comb += [
             seq.insn.eq(insn), seq.gemm.eq(mode_gemm), seq.issue.eq(issue),
@@ -296,7 +310,7 @@ class Compute(wiring.Component):
         for s in range(2, W + 1):
             st[s] = dict(valid=Signal(name=f"s{s}_valid"), dst=Signal(a_w, name=f"s{s}_dst"),
                          src=Signal(a_w, name=f"s{s}_src"), gemm=Signal(name=f"s{s}_gemm"),
-                         reads=Signal(name=f"s{s}_reads"),
+                         reads=Signal(name=f"s{s}_reads"), late=Signal(name=f"s{s}_late"),
                          alu_op=Signal(alu_opcode_bits(c), name=f"s{s}_alu_op"),
                          use_imm=Signal(name=f"s{s}_use_imm"),
                          imm=Signal(signed(c.acc_width), name=f"s{s}_imm"),
@@ -310,6 +324,7 @@ class Compute(wiring.Component):
             st[2]["valid"].eq(s1_valid & ~s1_bad & ~bad_seen),
             st[2]["dst"].eq(dst), st[2]["src"].eq(src),
             st[2]["gemm"].eq(mode_gemm), st[2]["reads"].eq(reads_operands),
+            st[2]["late"].eq(mode_late),
             st[2]["alu_op"].eq(alu_op), st[2]["use_imm"].eq(use_imm),
             st[2]["imm"].eq(imm_word), st[2]["shift"].eq(shift),
         ]
@@ -380,8 +395,18 @@ class Compute(wiring.Component):
             with m.Else():
                 m.d.comb += result.eq(alu.result)
 
-        with m.If(sw["valid"]):
-            m.d.comb += [acc_wr_addr.eq(sw["dst"]), acc_wr_data.eq(result), acc_wr_en.eq(1)]
+        # S{W+1}: a requant micro-op's write (REQUANT_STAGES apart from any other write).
+        late_valid = Signal()
+        late_dst = Signal(a_w)
+        m.d.sync += [late_valid.eq(sw["valid"] & sw["late"]), late_dst.eq(sw["dst"])]
+        write_now = sw["valid"] & ~sw["late"]
+        wr_dst = Signal(a_w)
+        with m.If(late_valid):
+            m.d.comb += [wr_dst.eq(late_dst), result.eq(alu.late if has_late else 0)]
+        with m.Else():
+            m.d.comb += wr_dst.eq(sw["dst"])
+        with m.If(write_now | late_valid):
+            m.d.comb += [acc_wr_addr.eq(wr_dst), acc_wr_data.eq(result), acc_wr_en.eq(1)]
         with m.Else():
             m.d.comb += [
                 acc_wr_addr.eq(acc_load.sram.addr),
@@ -391,10 +416,10 @@ class Compute(wiring.Component):
         m.d.comb += [acc_wr.addr.eq(acc_wr_addr), acc_wr.data.eq(acc_wr_data),
                      acc_wr.en.eq(acc_wr_en)]
         m.d.comb += [
-            self.out_wr.addr.eq(sw["dst"]),
+            self.out_wr.addr.eq(wr_dst),
             self.out_wr.data.eq(Cat(result.word_select(j, c.acc_width)[:c.out_width]
                                     for j in range(lanes))),
-            self.out_wr.en.eq(sw["valid"] & ~sw_reset),
+            self.out_wr.en.eq((write_now & ~sw_reset) | late_valid),
         ]
         with m.If(sw["valid"] & sw["gemm"] & ~sw_reset):
             m.d.sync += self.gemm_count.eq(self.gemm_count + 1)
@@ -402,8 +427,10 @@ class Compute(wiring.Component):
             m.d.sync += self.alu_count.eq(self.alu_count + 1)
         with m.If(sw["valid"]):
             m.d.sync += self.uop_count.eq(self.uop_count + 1)
-        # Micro-ops between S1 and S{W-1}: the drain is over when none is left.
-        in_flight = s1_valid | Cat(st[s]["valid"] for s in range(2, W)).any()
+        # Micro-ops that write after this cycle (S1..S{W-1}, and a requant one in S{W}):
+        # the drain is over when none is left.
+        late_next = sw["valid"] & sw["late"]
+        in_flight = s1_valid | Cat(st[s]["valid"] for s in range(2, W)).any() | late_next
 
         # ------------------------------------------------------------- control
         # the index of the instruction whose micro-op is in S1 (an overlapped dispatch
@@ -421,7 +448,7 @@ class Compute(wiring.Component):
         fault_index = Signal(32)
         with m.If(~bad_seen):
             m.d.sync += fault_index.eq(s1_index)
-        older_in_flight = Cat(st[s]["valid"] for s in range(2, W)).any()
+        older_in_flight = Cat(st[s]["valid"] for s in range(2, W)).any() | late_next
 
         # Overlap: the last micro-op of a GEMM/ALU without pushes issues, and the next
         # command is a GEMM/ALU with micro-ops to run or a LOAD UOP: take it in the same
@@ -496,6 +523,9 @@ class Compute(wiring.Component):
                         mode_gemm.eq(is_gemm),
                         mode_reset.eq(loop.reset_reg),
                         alu_op.eq(alu_f.alu_opcode),
+                        mode_late.eq(is_alu & Cat(alu_f.alu_opcode == op
+                                                  for op in REQUANT_OPS).any()
+                                     if has_late else 0),
                         use_imm.eq(alu_f.use_imm),
                         imm_word.eq(imm),
                         shift.eq(imm[:SHIFT_BITS]),
@@ -551,8 +581,8 @@ class Compute(wiring.Component):
                 # Nor does an overlapped accept (the S1 check into the command queue's
                 # read was the worst path): a command taken in the cycle of a fault is
                 # never dispatched, the module stops in FAULT.
-                m.d.comb += issue.eq(1)
-                with m.If(issue_last):
+                m.d.comb += issue.eq(~gap)
+                with m.If(~gap & issue_last):
                     with m.If(overlap):
                         m.d.comb += self.cmd.ready.eq(1)
                         m.d.sync += [insn.eq(self.cmd.payload.insn),
