@@ -112,6 +112,6 @@ class EventCost(CostModel):
 #: worst model was off by 6.8% on the N + 4 pipeline). The int32 layers' tilings,
 #: re-ranked by this model, move with it; the tile search keeps :class:`SearchCost`'s
 #: defaults.
-RTL_COST = EventCost(alu_tensor_cycles=1.0, dma_insn_cycles=6, dma_row_cycles=2,
-                     insn_cycles=7, shared_read_port=True, overlap_cycles=3,
+RTL_COST = EventCost(alu_tensor_cycles=1.0, dma_insn_cycles=7, dma_row_cycles=2,
+                     insn_cycles=7, shared_read_port=True, overlap_cycles=1,
                      read_priority_wait=DMA_READ_AHEAD_BEATS + MAX_BURST)
