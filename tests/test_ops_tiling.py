@@ -339,12 +339,12 @@ def test_resident_weights_are_offered_for_int32_results_and_checked():
 def test_rerank_halves_the_last_tile_when_the_event_model_says_so():
     """An int32 result's re-ranked tiling is emitted with its last tile's rows in two
     tiles when the event model predicts that faster: a depthwise layer (its kernel ends
-    with the last tile's plane stores and shifts) yes, this 1x1 64->128 layer no."""
+    with the last tile's plane stores and shifts) yes, this 1x1 64->256 layer no."""
     from vtakit.compiler.ops.perfmodel import program_prediction
     cfg = CONFIGS["default"]
     kw = dict(out_dtype=np.int32, result_bytes=3)
     dw = plan_conv2d(cfg, (1, 64, 25, 5), (64, 1, 3, 3), 1, 1, groups=64, **kw)
-    pw = plan_conv2d(cfg, (1, 64, 25, 5), (128, 64, 1, 1), 1, 0, **kw)
+    pw = plan_conv2d(cfg, (1, 64, 25, 5), (256, 64, 1, 1), 1, 0, **kw)
     assert dw.split_last and not pw.split_last
     whole = plan_conv2d(cfg, (1, 64, 25, 5), (64, 1, 3, 3), 1, 1, groups=64, tiling=dw.tiling,
                         **kw)
