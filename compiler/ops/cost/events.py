@@ -146,10 +146,12 @@ class _ReadPort:
         self.first = [] if priority is not None else None    # the priority beats alone
         self.wait = priority
         self.pending = None                        # the open LOAD: (start, beats)
+        self._spans = None                         # open_spans(), until a reservation
 
     def reserve(self, t: float, beats: int, first: bool = False) -> float:
         """Take ``beats`` free cycles from ``t`` on; the end of the last one. ``first``:
         a priority client's LOAD (with ``priority`` only)."""
+        self._spans = None
         if first and self.first is not None:
             # the beats in flight (the open LOAD's too): at most ``wait`` cycles of them
             for busy in (self.busy, self.open_spans()[0]):
@@ -170,21 +172,23 @@ class _ReadPort:
     def open(self, t: float, beats: int):
         """Start a LOAD of ``beats`` from ``t`` whose spans stay open (priority beats
         reserved before :meth:`commit` push it back)."""
-        self.pending = (t, beats)
+        self.pending, self._spans = (t, beats), None
 
     def open_spans(self) -> tuple:
         """``(spans, end)`` the open LOAD takes if nothing else is reserved (``([], 0)``
         without one)."""
         if self.pending is None:
             return [], 0
-        return _take(self.busy, *self.pending)
+        if self._spans is None:
+            self._spans = _take(self.busy, *self.pending)
+        return self._spans
 
     def commit(self) -> float:
         """Fix the open LOAD's spans; the end of its last beat."""
         taken, end = self.open_spans()
         for span in taken:
-            _insert(self.busy, span)
-        self.pending = None
+            _insert(self.busy, list(span))
+        self.pending = self._spans = None
         return end
 
 
