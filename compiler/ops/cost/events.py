@@ -11,8 +11,10 @@ kernel: ``compile --report``, ``run --profile``, the demo, the sweep).
 
 With :attr:`.params.EventCost.shared_read_port` all LOADs share the one DRAM read
 port (the compute module's first, with ``read_priority_wait``, as ``hw/top.py``'s
-arbiter grants them). Not modelled: fetch's reads on that port, DRAM latency beyond the
-fixed per-instruction cost, and command-queue capacity.
+arbiter grants them: the load module's LOAD in progress stays open until no compute
+LOAD can start before its end, and every compute beat granted meanwhile pushes it
+back). Not modelled: fetch's reads on that port, DRAM latency beyond the fixed
+per-instruction cost, and command-queue capacity.
 """
 
 from __future__ import annotations
