@@ -153,7 +153,6 @@ class _ReadPort:
     def reserve(self, t: float, beats: int, first: bool = False) -> float:
         """Take ``beats`` free cycles from ``t`` on; the end of the last one. ``first``:
         a priority client's LOAD (with ``priority`` only)."""
-        self._spans = None
         if first and self.first is not None:
             # the beats in flight (the open LOAD's too): at most ``wait`` cycles of them
             for busy in (self.busy, self.open_spans()[0]):
@@ -165,10 +164,12 @@ class _ReadPort:
             for span in taken:
                 _insert(self.first, list(span))
                 _insert(self.busy, list(span))
+            self._spans = None
             return t
         taken, t = _take(self.busy, t, beats)
         for span in taken:
             _insert(self.busy, span)
+        self._spans = None
         return t
 
     def open(self, t: float, beats: int):
