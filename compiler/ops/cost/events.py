@@ -310,7 +310,7 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
     def run(m, insn, start, dur, ready, now):
         # the bookkeeping of an instruction that took [start, start + dur)
         nonlocal gemm, alu
-        names, (_, g, a), _, pushed, _ = facts[id(insn)]
+        _, (_, g, a), _, pushed, _ = facts[id(insn)]
         if intervals:
             if start > now:
                 late = "+".join(n for n, t in ready.items() if t > now)
