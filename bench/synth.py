@@ -23,7 +23,7 @@ from pathlib import Path
 
 from vtakit.boards import TARGETS, SynthReport, format_table, reports_to_json, synth_config
 from vtakit.boards.report import format_paths
-from vtakit.hw.config import VTAConfig, load_config
+from vtakit.hw.config import VTAConfig, config_from_spec
 
 #: A mid-size config: default's 16x16 GEMM with smaller buffers.
 MID = VTAConfig.preset("default").replace(log_uop_buff_size=13, log_inp_buff_size=13,
@@ -68,10 +68,7 @@ def main(argv=None):
     print(f"revision {where['revision']}; machine {where['machine']}", file=sys.stderr)
     reports = []
     for spec in args.configs.split(","):
-        base, *ext = spec.split("+")
-        config = MID if base == "mid" else load_config(base)
-        if ext:
-            config = config.replace(extensions=tuple(ext))
+        config = config_from_spec(spec, {"mid": MID})
         for target in args.targets.split(","):
             t = time.monotonic()
             work = Path(args.workdir) / f"{config.name}-{target}" if args.workdir else None

@@ -20,8 +20,8 @@ from .errors import VtakitError
 from .spec import (ALU_OPCODE_BITS, DEP_FLAGS, ENCODING_UNIT_BITS, EXTENSIONS, IMM_BITS,
                    INSN_BITS, LOOP_ITER_BITS, OPCODE_BITS, SRAM_BASE_BITS, UOP_BITS)
 
-__all__ = ["VTAConfig", "ConfigError", "PRESETS", "load_config", "BUS_WIDTH_BY_TARGET",
-           "extension_note"]
+__all__ = ["VTAConfig", "ConfigError", "PRESETS", "load_config", "config_from_spec",
+           "BUS_WIDTH_BY_TARGET", "extension_note"]
 
 
 class ConfigError(VtakitError, ValueError):
@@ -452,3 +452,22 @@ def load_config(spec) -> VTAConfig:
     if path.suffix == ".json" or path.exists():
         return VTAConfig.from_json(path)
     raise ConfigError(f"{spec!r} is neither a preset ({', '.join(PRESETS)}) nor a JSON file")
+
+
+def config_from_spec(spec: str, named: dict | None = None) -> VTAConfig:
+    """A config from ``NAME[+EXT...]`` (the benches' ``--configs`` items): ``NAME`` a
+    preset, a JSON file or a key of ``named`` (extra configs by name), each ``+EXT``
+    enabling an ISA extension (:data:`~vtakit.hw.spec.EXTENSIONS`), e.g. ``tiny+requant``.
+    A JSON file whose name holds a ``+`` loads as it is."""
+    spec = str(spec)
+    named = named or {}
+    if spec in named or spec in PRESETS or Path(spec).is_file():
+        return named[spec] if spec in named else load_config(spec)
+    base, *ext = spec.split("+")
+    if not base or any(not e for e in ext):
+        raise ConfigError(f"config {spec!r}: expected NAME or NAME+EXT[+EXT...] "
+                          f"(e.g. tiny+requant)")
+    config = named[base] if base in named else load_config(base)
+    if ext:
+        config = config.replace(extensions=tuple(sorted({*config.extensions, *ext})))
+    return config

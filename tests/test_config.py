@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from vtakit.hw.config import PRESETS, ConfigError, VTAConfig, load_config
+from vtakit.hw.config import PRESETS, ConfigError, VTAConfig, config_from_spec, load_config
 
 
 def test_default_derived():
@@ -62,3 +62,23 @@ def test_bad_files(tmp_path):
         VTAConfig.preset("nope")
     with pytest.raises(ConfigError, match=r"neither a preset"):
         load_config("nope")
+
+
+def test_config_from_spec(tmp_path):
+    """The benches' NAME+EXT config items (bench/synth.py, bench/costmodel.py)."""
+    tiny = load_config("tiny")
+    assert config_from_spec("tiny") == tiny
+    assert config_from_spec("tiny+requant") == tiny.replace(extensions=("requant",))
+    assert config_from_spec("tiny+requant").name == tiny.name + "+requant"
+    mid = tiny.replace(log_uop_buff_size=13)
+    assert config_from_spec("mid+requant", {"mid": mid}).extensions == ("requant",)
+    assert config_from_spec("mid", {"mid": mid}) is mid
+    path = tmp_path / "a+b.json"                    # a file's own name is not split
+    path.write_text(json.dumps(tiny.to_dict()))
+    assert config_from_spec(str(path)) == tiny
+    with pytest.raises(ConfigError, match=r"config 'tiny\+': expected NAME or NAME\+EXT"):
+        config_from_spec("tiny+")
+    with pytest.raises(ConfigError, match=r"unknown extension 'nope'"):
+        config_from_spec("tiny+nope")
+    with pytest.raises(ConfigError, match=r"'huge' is neither a preset"):
+        config_from_spec("huge+requant")

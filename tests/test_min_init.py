@@ -140,10 +140,10 @@ def test_streams_drop_the_resets_and_bias_adds():
     assert fast.epilogue.init and not base.epilogue.init and tiles > 4
     assert a["by_opcode"]["GEMM"] - b["by_opcode"]["GEMM"] == tiles - 2
     assert a["by_opcode"]["ALU"] == b["by_opcode"]["ALU"]
-    # the layer is load-bound on this config: the compute module does less, the whole
-    # kernel about the same
+    # the layer is load-bound on this config: the compute module does less (each dropped
+    # reset: its 3 to 8 micro-ops and a cycle of dispatch), the whole kernel about the same
     busy = [program_prediction(plan.program())[0].busy["compute"] for plan in (base, fast)]
-    assert busy[1] < busy[0] - (tiles - 2) * 8
+    assert busy[1] < busy[0] - (tiles - 2) * 6
     assert fast.estimate.cycles < base.estimate.cycles
 
 

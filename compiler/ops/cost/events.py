@@ -11,8 +11,10 @@ kernel: ``compile --report``, ``run --profile``, the demo, the sweep).
 
 With :attr:`.params.EventCost.shared_read_port` all LOADs share the one DRAM read
 port (the compute module's first, with ``read_priority_wait``, as ``hw/top.py``'s
-arbiter grants them). Not modelled: fetch's reads on that port, DRAM latency beyond the
-fixed per-instruction cost, and command-queue capacity.
+arbiter grants them: the load module's LOAD in progress stays open until no compute
+LOAD can start before its end, and every compute beat granted meanwhile pushes it
+back). Not modelled: fetch's reads on that port, DRAM latency beyond the fixed
+per-instruction cost, and command-queue capacity.
 """
 
 from __future__ import annotations
@@ -128,36 +130,69 @@ def _duration(insn, bus_bytes: int, cost: CostModel, elem: dict):
 class _ReadPort:
     """The one DRAM read port: the cycles in which it moves a beat. A LOAD's beats take
     the free cycles from the time it may start on, split across gaps as the arbiter
-    interleaves bursts. Streams are predicted module by module, not in time order, so
-    a later reservation may fill an earlier gap.
+    interleaves bursts.
 
     With ``priority`` (``hw/top.py``'s ``READ_PRIORITY``: the arbiter grants the compute
-    module's loaders first), a priority LOAD's beats only avoid other priority beats: it
-    goes ahead of the load module's waiting bursts (their later beats are not pushed
-    back, the model's approximation). Every LOAD avoids the priority beats."""
+    module's loaders first), a priority LOAD's beats wait for the other beats in flight,
+    then only for other priority beats. The load module's LOAD in progress is *open*
+    (:meth:`open`) until no priority LOAD can start before its end any more: its beats
+    take the cycles the priority beats leave, so every priority beat granted meanwhile
+    pushes its end back by a cycle, as on the RTL (:meth:`commit` fixes its spans).
+
+    A priority LOAD waits for at most ``priority`` cycles of the beats in flight (the
+    arbiter's read-ahead and one burst: the phase of the load module's bursts is not
+    modelled)."""
 
     def __init__(self, priority: int | None = None):
         self.busy: list[list[float]] = []          # sorted, disjoint [start, end)
         self.first = [] if priority is not None else None    # the priority beats alone
         self.wait = priority
+        self.pending = None                        # the open LOAD: (start, beats)
+        self._spans = None                         # open_spans(), until a reservation
 
     def reserve(self, t: float, beats: int, first: bool = False) -> float:
         """Take ``beats`` free cycles from ``t`` on; the end of the last one. ``first``:
         a priority client's LOAD (with ``priority`` only)."""
         if first and self.first is not None:
-            busy = self.busy        # the beats in flight: at most ``wait`` cycles of them
-            i = bisect.bisect_right(busy, [t, float("inf")]) - 1
-            if i >= 0 and busy[i][1] > t:
-                t = min(busy[i][1], t + self.wait)
+            # the beats in flight (the open LOAD's too): at most ``wait`` cycles of them
+            for busy in (self.busy, self.open_spans()[0]):
+                i = bisect.bisect_right(busy, [t, float("inf")]) - 1
+                if i >= 0 and busy[i][1] > t:
+                    t = min(busy[i][1], t + self.wait)
+                    break
             taken, t = _take(self.first, t, beats)
             for span in taken:
                 _insert(self.first, list(span))
                 _insert(self.busy, list(span))
+            self._spans = None
             return t
         taken, t = _take(self.busy, t, beats)
         for span in taken:
             _insert(self.busy, span)
+        self._spans = None
         return t
+
+    def open(self, t: float, beats: int):
+        """Start a LOAD of ``beats`` from ``t`` whose spans stay open (priority beats
+        reserved before :meth:`commit` push it back)."""
+        self.pending, self._spans = (t, beats), None
+
+    def open_spans(self) -> tuple:
+        """``(spans, end)`` the open LOAD takes if nothing else is reserved (``([], 0)``
+        without one)."""
+        if self.pending is None:
+            return [], 0
+        if self._spans is None:
+            self._spans = _take(self.busy, *self.pending)
+        return self._spans
+
+    def commit(self) -> float:
+        """Fix the open LOAD's spans; the end of its last beat."""
+        taken, end = self.open_spans()
+        for span in taken:
+            _insert(self.busy, list(span))
+        self.pending = self._spans = None
+        return end
 
 
 def _take(busy, t: float, beats: int) -> tuple:
@@ -254,11 +289,51 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
         return StreamPrediction(cycles, {"fetch": float(sum(i.end - i.start for i in fetch)),
                                          **_by_name(busy)}, gemm, alu,
                                 {"fetch": fetch, **_by_name(spans)})
+    # The load module's LOAD whose beats are open on the read port (a priority LOAD of
+    # the compute module may still push it back): (module, instruction state), else None.
+    held = None
+    priority = port is not None and port.wait is not None
+    producer = {name: unit for name, (unit, _) in TOKEN_QUEUES.items()}
+
+    def preempts(end):
+        # Whether the compute module may still start a LOAD before ``end``: its next
+        # command can run before then, or waits for a token the store module pushes.
+        k, q = pos[Unit.COMPUTE], queues[Unit.COMPUTE]
+        if k >= len(q):
+            return False
+        names = (facts.get(id(q[k])) or facts_of(q[k], Unit.COMPUTE))[0]
+        missing = [n for n in names if not tokens[n]]
+        if missing:
+            return all(producer[n] is not held[0] for n in missing)
+        return max([time[Unit.COMPUTE], *(tokens[n][0] for n in names)]) < end
+
+    def run(m, insn, start, dur, ready, now):
+        # the bookkeeping of an instruction that took [start, start + dur)
+        nonlocal gemm, alu
+        _, (_, g, a), _, pushed, _ = facts[id(insn)]
+        if intervals:
+            if start > now:
+                late = "+".join(n for n, t in ready.items() if t > now)
+                spans[m].append(UnitInterval(now, start, "wait", late))
+            spans[m].append(UnitInterval(start, start + dur, "busy", Opcode(insn.opcode).name))
+        gemm, alu = gemm + g, alu + a
+        busy[m] += dur
+        for name in pushed:
+            tokens[name].append(start + dur)
+        return start + dur
+
     progress = True
-    while progress:
+    while progress or held:
+        force = not progress    # nothing else moves: the open LOAD ends as it stands
         progress = False
         for m, q in queues.items():
             k, now = pos[m], time[m]
+            if held and held[0] is m:
+                insn, start, dur, ready = held[1]
+                if not force and preempts(port.open_spans()[1]):
+                    continue
+                now = run(m, insn, start, max(dur, port.commit() - start), ready, now)
+                held, k, progress = None, k + 1, True
             while k < len(q):
                 insn = q[k]
                 names, (dur, g, a), beats, pushed, finish = (facts.get(id(insn))
@@ -270,24 +345,22 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                 elif any(not tokens[n] for n in names):
                     break
                 else:
+                    start = max([now, *(tokens[n][0] for n in names)])
+                if (beats and held and m is Unit.COMPUTE
+                        and start + cost.dma_insn_cycles >= port.open_spans()[1]):
+                    break       # the open LOAD ends first (and the load module goes on)
+                if names:
                     ready = {n: tokens[n].popleft() for n in names}
-                    start = max([now, *ready.values()])
-                if beats:
-                    dur = max(dur, port.reserve(start + cost.dma_insn_cycles, beats,
-                                             m is Unit.COMPUTE) - start)
-                if intervals:
-                    if start > now:
-                        late = "+".join(n for n, t in ready.items() if t > now)
-                        spans[m].append(UnitInterval(now, start, "wait", late))
-                    spans[m].append(UnitInterval(start, start + dur, "busy",
-                                                 Opcode(insn.opcode).name))
-                gemm, alu = gemm + g, alu + a
-                now = start + dur
-                busy[m] += dur
-                for name in pushed:
-                    tokens[name].append(now)
-                k += 1
                 progress = True
+                if beats:
+                    if priority and m is not Unit.COMPUTE:
+                        port.open(start + cost.dma_insn_cycles, beats)
+                        held = m, (insn, start, dur, ready)
+                        break
+                    dur = max(dur, port.reserve(start + cost.dma_insn_cycles, beats,
+                                                m is Unit.COMPUTE) - start)
+                now = run(m, insn, start, dur, ready, now)
+                k += 1
                 if finish:
                     pos[m], time[m] = k, now
                     return result(int(round(now)))
