@@ -23,6 +23,7 @@ from collections import deque
 import bisect
 from dataclasses import dataclass
 
+from ....hw.alu import REQUANT_OPS
 from ....hw.isa import MemType, Opcode
 from ....hw.spec import DEP_QUEUES, INSN_BYTES, PIPELINE, TOKEN_QUEUES, Unit, dispatch_unit
 from .params import RTL_COST, EventCost
@@ -123,6 +124,8 @@ def _duration(insn, bus_bytes: int, cost: CostModel, elem: dict):
             return (cost.insn_cycles + uops * cost.gemm_uop_cycles,
                     0 if f["reset_reg"] else uops, 0)
         per = cost.alu_imm_cycles if f["use_imm"] else cost.alu_tensor_cycles
+        if f["alu_opcode"] in REQUANT_OPS:
+            per = max(per, cost.requant_uop_cycles)
         return cost.insn_cycles + uops * per, 0, uops
     return 1, 0, 0
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ....hw.load_engine import MAX_BURST
+from ....hw.alu import REQUANT_STAGES
 from ....hw.spec import DMA_READ_AHEAD_BEATS
 
 __all__ = ["CostModel", "SearchCost", "EventCost", "RTL_COST"]
@@ -29,6 +30,9 @@ class CostModel:
         Cycles per GEMM micro-op execution (1: fully pipelined).
     alu_imm_cycles, alu_tensor_cycles : float
         Cycles per ALU micro-op execution with an immediate / a tensor operand.
+    requant_uop_cycles : float
+        Cycles per micro-op of the ``requant`` extension's SRDHM, RSHR and MULSHR (at
+        least; the larger of this and the operand kind's cost).
     dma_insn_cycles : int
         Fixed cost of each LOAD/STORE instruction (issue, address, first beat latency).
     dma_row_cycles : int
@@ -40,6 +44,7 @@ class CostModel:
     gemm_uop_cycles: float = 1.0
     alu_imm_cycles: float = 1.0
     alu_tensor_cycles: float = 2.0
+    requant_uop_cycles: float = 1.0
     dma_insn_cycles: int = 16
     dma_row_cycles: int = 2
     insn_cycles: int = 4
@@ -99,8 +104,8 @@ class EventCost(CostModel):
 #: The costs of the RTL (``hw/``), for
 #: :func:`vtakit.compiler.ops.perfmodel.predict_stream`: GEMM and ALU issue one micro-op
 #: per cycle with either operand kind (the ``requant`` extension's SRDHM, RSHR and MULSHR
-#: as well: one pass of the same pipeline, and dependent passes do not stall, the acc
-#: reads forward the writes in flight) and occupy the compute module N + 7 cycles, N + 1
+#: one every ``hw/alu.py``'s REQUANT_STAGES cycles, their result a stage later; dependent
+#: passes do not stall, the acc reads forward the writes in flight) and occupy the compute module N + 7 cycles, N + 1
 #: (the RTL's count) when the next loop or LOAD UOP is dispatched while one without
 #: pushes drains (``hw/compute.py``); a LOAD/STORE costs a few cycles plus one per bus
 #: beat, pad element and row; all LOADs share the one DRAM read port, the compute
@@ -117,6 +122,7 @@ class EventCost(CostModel):
 #: no MLPerf Tiny model gets slower on default after re-ranking. The int32 layers'
 #: tilings, re-ranked by this model, move with it; the tile search keeps
 #: :class:`SearchCost`'s defaults.
-RTL_COST = EventCost(alu_tensor_cycles=1.0, dma_insn_cycles=7, dma_row_cycles=2,
+RTL_COST = EventCost(alu_tensor_cycles=1.0, requant_uop_cycles=REQUANT_STAGES,
+                     dma_insn_cycles=7, dma_row_cycles=2,
                      insn_cycles=7, shared_read_port=True, overlap_cycles=1,
                      read_priority_wait=DMA_READ_AHEAD_BEATS + MAX_BURST)
