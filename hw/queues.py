@@ -6,7 +6,7 @@ when ``depth`` tokens are held (a producer pushing into a full queue stalls,
 as with a hardware FIFO) and ``pop.valid`` is high while any token is held.
 """
 
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -87,15 +87,31 @@ class CommandQueue(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        # The head is a register in front of the block RAM FIFO: the consumer decodes the
+        # head in the cycle it decides (the compute module's overlapped accept), and a
+        # block RAM's unregistered output (5.6 ns clock-to-out on the ECP5) in that path
+        # was the design's worst one. A command pushed while the FIFO is empty and the
+        # head free (or leaving) goes straight to the head, a cycle after the push; the
+        # capacity stays ``depth``.
         m.submodules.fifo = q = fifo.SyncFIFOBuffered(width=Command.as_shape().size,
-                                                      depth=self.depth)
+                                                      depth=self.depth - 1)
+        head = Signal(Command.as_shape().size)
+        head_valid = Signal()
+        free = ~head_valid | self.pop.ready
+        bypass = free & (q.level == 0)
+        m.d.comb += q.r_en.eq(free)
+        with m.If(q.r_rdy & q.r_en):
+            m.d.sync += [head.eq(q.r_data), head_valid.eq(1)]
+        with m.Elif(bypass & self.push.valid):
+            m.d.sync += [head.eq(self.push.payload), head_valid.eq(1)]
+        with m.Elif(self.pop.ready):
+            m.d.sync += head_valid.eq(0)
         m.d.comb += [
             q.w_data.eq(self.push.payload),
-            q.w_en.eq(self.push.valid),
+            q.w_en.eq(self.push.valid & ~bypass),
             self.push.ready.eq(q.w_rdy),
-            self.pop.payload.eq(q.r_data),
-            self.pop.valid.eq(q.r_rdy),
-            q.r_en.eq(self.pop.ready),
-            self.level.eq(q.level),
+            self.pop.payload.eq(head),
+            self.pop.valid.eq(head_valid),
+            self.level.eq(q.level + head_valid),
         ]
         return m

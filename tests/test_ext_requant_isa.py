@@ -478,3 +478,44 @@ def test_tflite_requantization_runs_whole_on_vta(backend, single):
         got = rt.download(out, np.int8, want.shape)
     np.testing.assert_array_equal(got, want)
     assert len(np.unique(got)) > 20
+
+
+# ------------------------------------------- the two-stage requant ops, back to back
+
+def _chained_requant_run(backend):
+    """Requant micro-ops that read what the micro-op right before them wrote (as ``a``
+    and as the tensor operand), a base ALU op right after a requant one (in the same
+    instruction stream, dispatched while it drains) and a requant op right after a base
+    one; every accumulator row stored (low 8 bits of each lane)."""
+    from vtakit.runtime import Runtime, Unit
+    from vtakit.sim import open_device
+    lanes = RQ.batch * RQ.block_out
+    rng = np.random.default_rng(11)
+    rows = 6
+    acc = rng.integers(-2**30, 2**30, (rows, RQ.batch, RQ.block_out)).astype(np.int32)
+    acc[3] = rng.integers(-3, 9, (RQ.batch, RQ.block_out))      # RSHR amounts
+    with open_device(backend, RQ) as dev:
+        rt = Runtime(dev)
+        buf, out = rt.alloc(acc.nbytes), rt.alloc(rows * lanes)
+        rt.upload(buf, acc)
+        rt.load_2d(MemType.ACC, 0, buf, 0, rows, 1, rows)
+        # ACC[0] = SRDHM(ACC[0], ACC[1]); ACC[2] = SRDHM(ACC[2], ACC[0]); ACC[2] = RSHR(ACC[2], ACC[3])
+        rt.push_alu(UopKernel.alu(AluOp.SRDHM, [(0, 1), (2, 0)]))
+        rt.push_alu(UopKernel.alu(AluOp.RSHR, [(2, 3), (4, 2)]))
+        rt.push_alu(UopKernel.alu(AluOp.ADD, [(2, 0)], imm=77))       # base op after requant
+        rt.push_alu(UopKernel.alu(AluOp.MULSHR, [(5, 2), (5, 5)], imm=33))
+        rt.push_alu(UopKernel.alu(AluOp.MAX, [(1, 5)]))                # tensor base op
+        rt.push_alu(UopKernel.alu(AluOp.SRDHM, [(1, 1)]))               # reads the MAX's result
+        rt.dep_push(Unit.COMPUTE, Unit.STORE)
+        rt.dep_pop(Unit.COMPUTE, Unit.STORE)
+        rt.store_2d(0, out, 0, rows, 1, rows)
+        stats = rt.synchronize().stats
+        return rt.download(out, "int8", (rows, lanes)), stats
+
+
+@pytest.mark.parametrize("backend", ["verilator", "cxxrtl"])
+def test_requant_ops_back_to_back_equal_the_behavioral_model(backend):
+    want, want_stats = _chained_requant_run("behavioral")
+    got, stats = _chained_requant_run(backend)
+    np.testing.assert_array_equal(got, want)
+    assert stats["alu_counter"] == want_stats["alu_counter"] == 9

@@ -7,7 +7,7 @@ duplicated), ``pop.valid`` exactly while a token is held (never a pop from an em
 queue), ``push.ready`` low exactly when full (a push into a full queue stalls, and it
 is not dropped: the count only moves on a handshake), and level <= capacity.
 
-Command queues (Amaranth's ``SyncFIFOBuffered``): the same level/handshake contract by
+Command queues (Amaranth's ``SyncFIFOBuffered`` and a head register): the same level/handshake contract by
 k-induction at the default depth (64) and small depths, and the data order (the n-th
 command popped is the n-th pushed, for a symbolic n and a symbolic command: nothing
 lost, duplicated or reordered) by bounded model checking to a depth that fills and
@@ -15,7 +15,7 @@ drains the queue, for depths 2..5.
 
 Why the small depths cover the presets: the queue RTL is the same for every depth,
 ``depth`` only enters as the constant of the full comparison and the pointer wrap
-(``SyncFIFOBuffered``: a memory of depth-1 entries and an output register). The
+(``SyncFIFOBuffered``: a memory and its read register, then the head register). The
 counter contract is proved by induction at every depth the presets use (1-step
 induction, independent of depth).
 """
@@ -65,13 +65,14 @@ class QueueContract(Spec):
                 m.d.comb += Assert(held != 0)               # no pop from an empty queue
             with m.If(held == d):
                 m.d.comb += Assert(~q.push.ready)           # a push into a full queue stalls
-            # ... and the lag is one cycle: without a push in the previous cycle, a
-            # held command can be popped and a free slot accepts a push.
-            pushed = Signal()
-            m.d.sync += pushed.eq(push)
-            with m.If(~pushed & (held != 0)):
+            # ... and the lag is at most two cycles (the block RAM's read, then the
+            # head register): without a push or a pop in the two cycles before, a held
+            # command can be popped and a free slot accepts a push.
+            moved, moved2 = Signal(), Signal()
+            m.d.sync += [moved.eq(push | pop), moved2.eq(moved)]
+            with m.If(~moved & ~moved2 & (held != 0)):
                 m.d.comb += Assert(q.pop.valid)
-            with m.If(~pushed & (held != d)):
+            with m.If(~moved & ~moved2 & (held != d)):
                 m.d.comb += Assert(q.push.ready)
         m.d.comb += [
             Cover(q.push.valid & ~q.push.ready),    # ... and that happens
@@ -145,8 +146,9 @@ class TokenQueuePopsEmpty(TokenQueue):
         return m
 
 
-class CommandQueueDuplicates(CommandQueue):
-    """Bug: the second pop after reset does not advance the FIFO (a command duplicated)."""
+class CommandQueueOverwritesHead(CommandQueue):
+    """Bug: the FIFO advances once while the head waits, so the next command overwrites
+    the one at the head (a command lost)."""
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
@@ -154,7 +156,7 @@ class CommandQueueDuplicates(CommandQueue):
         with m.If(self.pop.valid & self.pop.ready & (pops != 3)):
             m.d.sync += pops.eq(pops + 1)
         with m.If(pops == 1):
-            m.d.comb += m.submodules["fifo"].r_en.eq(0)
+            m.d.comb += m.submodules["fifo"].r_en.eq(1)
         return m
 
 
@@ -208,5 +210,6 @@ def test_command_queue_drop_caught(tmp_path):
            depth=3)
 
 
-def test_command_queue_duplicate_caught(tmp_path):
-    refute(CommandOrder(CommandQueueDuplicates(3)), "cmd_dup", tmp_path, mode="bmc", depth=8)
+def test_command_queue_overwrite_caught(tmp_path):
+    refute(CommandOrder(CommandQueueOverwritesHead(3)), "cmd_overwrite", tmp_path, mode="bmc",
+           depth=8)
