@@ -597,14 +597,15 @@ class Compute(wiring.Component):
                 with m.If(bad_seen):
                     m.next = "FAULT"
                 with m.Elif(~in_flight):
-                    # Only S{W} may still be busy: its write lands at this edge.
+                    # Only the last write (S{W}, or S{W+1} of a requant micro-op) may
+                    # still be pending: it lands at this edge.
                     complete(push_prev, push_next)
 
             with m.State("PUSH"):
                 complete(push_prev, push_next)
 
             with m.State("FAULT"):
-                # Only S{W} may still be busy: its write lands at the edge of the report.
+                # Only the last write may still be pending: it lands at the edge of the report.
                 with m.If(~older_in_flight):
                     fail(ErrorCode.SRAM_OUT_OF_RANGE, fault_index)
 
