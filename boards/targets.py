@@ -101,7 +101,7 @@ _XILINX_LUTRAM = {"RAM32X1S": 1, "RAM32X1D": 2, "RAM32M": 4, "RAM64X1S": 1, "RAM
                   "RAM64M": 4, "RAM128X1S": 2, "RAM128X1D": 4, "RAM256X1S": 4, "RAM32M16": 8,
                   "RAM64M8": 8, "SRL16E": 1, "SRLC32E": 1}
 _XILINX_CELLS = {
-    **{f"LUT{i}": {"lut": 1} for i in range(1, 7)},
+    **{f"LUT{i}": {"lut": 1} for i in range(1, 7)}, "INV": {"lut": 1},   # an INV is a LUT1
     **{k: {"lut": v} for k, v in _XILINX_LUTRAM.items()},
     **{ff: {"ff": 1} for ff in ("FDRE", "FDSE", "FDCE", "FDPE", "LDCE", "LDPE")},
     "DSP48E1": {"dsp": 1}, "RAMB36E1": {"bram": 1}, "RAMB18E1": {"bram": 0.5},
