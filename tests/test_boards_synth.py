@@ -207,3 +207,14 @@ def test_tiny_does_not_fit_up5k_and_gets_a_suggestion():
     r = synth_config("tiny", "ice40-up5k", place_and_route=False)
     assert not r.fits and r.suggestion
     assert r.overflow_message().startswith("1x8_i8w8a32_12_12_14_14 does not fit ice40-up5k")
+
+
+@pytest.mark.slow
+def test_default_fits_the_zynq_7020():
+    """Issue 38: the 16x16 GEMM of ``default`` on the PYNQ's Zynq-7020 (Yosys estimate;
+    about 5 minutes): the DSP budget keeps the DSP48E1s within the part's 220 and the
+    rest of the products in LUTs."""
+    from vtakit.boards import synth_config
+    r = synth_config("default", "xilinx-7")
+    assert r.fits and r.source == "yosys" and r.dsp_budget == 220 - DSP_RESERVE
+    assert r.dsp_budget <= r.resources["dsp"] <= 220 and r.resources["lut"] <= 53200
