@@ -2,7 +2,8 @@
 
 Flow of :func:`synthesize`: the component, wrapped in an
 :class:`~vtakit.boards.harness.IOHarness`, goes through Amaranth's RTLIL
-backend into Yosys (``synth_ecp5`` / ``synth_ice40 -dsp`` / ``synth_xilinx``);
+backend into Yosys (``synth_ecp5`` / ``synth_ice40 -dsp`` / ``synth_xilinx`` with the
+classic ABC, see :data:`~vtakit.boards.targets.TARGETS`);
 the netlist's cells are counted against the target's capacity; a design that
 fits is placed and routed by nextpnr (ECP5, iCE40), whose utilization and
 achieved Fmax replace Yosys's estimate. A design that does not fit skips

