@@ -2,7 +2,8 @@
 
 Flow of :func:`synthesize`: the component, wrapped in an
 :class:`~vtakit.boards.harness.IOHarness`, goes through Amaranth's RTLIL
-backend into Yosys (``synth_ecp5`` / ``synth_ice40 -dsp`` / ``synth_xilinx``);
+backend into Yosys (``synth_ecp5`` / ``synth_ice40 -dsp`` / ``synth_xilinx`` with the
+classic ABC, see :data:`~vtakit.boards.targets.TARGETS`);
 the netlist's cells are counted against the target's capacity; a design that
 fits is placed and routed by nextpnr (ECP5, iCE40), whose utilization and
 achieved Fmax replace Yosys's estimate. A design that does not fit skips
@@ -28,7 +29,7 @@ from .report import Overflow, SynthReport, critical_paths
 from .targets import RESOURCES, Target, get_target
 from .tools import ToolError, run_tool, tool_version
 
-__all__ = ["synthesize", "synth_config", "SynthPlatform", "TOP", "DEFAULT_FREQ_MHZ"]
+__all__ = ["synthesize", "synth_config", "design_cells", "SynthPlatform", "TOP", "DEFAULT_FREQ_MHZ"]
 
 #: Top module name in every netlist.
 TOP = "top"
@@ -58,7 +59,7 @@ def _write_rtlil(component, path: Path, platform=None) -> IOHarness:
 
 def _yosys(target: Target, work: Path, *, netlist: bool, stages=None,
            verbose: bool = False) -> dict:
-    script = [f"read_rtlil {TOP}.il", f"{' '.join(target.synth)} -top {TOP}",
+    script = [f"read_rtlil {TOP}.il", *(line.format(top=TOP) for line in target.synth),
               "tee -q -o stat.json stat -json"]
     if netlist:
         script.append(f"write_json {TOP}.json")
@@ -67,11 +68,26 @@ def _yosys(target: Target, work: Path, *, netlist: bool, stages=None,
     run_tool("yosys", ["-s", "synth.ys"], cwd=work, log=work / "yosys.log", stages=stages,
              verbose=verbose)
     stat = json.loads((work / "stat.json").read_text())
-    cells = stat.get("design", {}).get("num_cells_by_type")
-    if cells is None:   # one module: its counts are the design's
-        (module,) = stat["modules"].values()
-        cells = module["num_cells_by_type"]
-    return {k: v for k, v in cells.items() if not k.startswith("$scopeinfo")}
+    return design_cells(stat, TOP)
+
+
+def design_cells(stat: dict, top: str) -> dict:
+    """``{cell type: count}`` of the whole design from Yosys's ``stat -json``: each
+    module's cells with every instance of a submodule replaced by that module's counts.
+    (A flattening flow has one module. Yosys 0.70's own ``design`` totals of a
+    hierarchical netlist leave out cell types such as ``FDRE`` and ``CARRY4`` in
+    submodules, so they are not used.)"""
+    modules = {name.lstrip("\\"): m["num_cells_by_type"] for name, m in stat["modules"].items()}
+    totals: dict = {}
+
+    def add(module: str, times: int) -> None:
+        for cell, n in modules[module].items():
+            if cell in modules:
+                add(cell, times * n)
+            elif not cell.startswith("$scopeinfo"):
+                totals[cell] = totals.get(cell, 0) + times * n
+    add(top, 1)
+    return dict(sorted(totals.items()))
 
 
 def _nextpnr(target: Target, work: Path, *, freq_mhz: float, seed: int,

