@@ -44,7 +44,6 @@ IMPLEMENTED = frozenset({AluOp.MIN, AluOp.MAX, AluOp.ADD, AluOp.SHR,
 
 #: The opcodes that need the lane multiplier (generated only when one is legal).
 REQUANT_OPS = (AluOp.SRDHM, AluOp.RSHR, AluOp.MULSHR)
-_REQUANT = REQUANT_OPS
 
 #: Pipeline stages of a ``REQUANT_OPS`` micro-op's result (the base opcodes take one):
 #: the compute module issues these micro-ops this many cycles apart.
@@ -141,8 +140,8 @@ class VectorAlu(wiring.Component):
         right_amount = self.shift.as_unsigned()[:SHIFT_BITS - 1]
         left_amount = (-self.shift).as_unsigned()[:SHIFT_BITS - 1]
 
-        requant = {e.code for e in alu_ops(c)} & set(_REQUANT)
-        if requant and requant != set(_REQUANT):
+        requant = {e.code for e in alu_ops(c)} & set(REQUANT_OPS)
+        if requant and requant != set(REQUANT_OPS):
             raise AluTableError(f"hw/alu.py builds SRDHM, RSHR and MULSHR together; the config "
                                 f"makes only {', '.join(AluOp(o).name for o in sorted(requant))} "
                                 f"legal")
