@@ -289,6 +289,18 @@ def test_synth_resources_are_cached_per_config_and_target(tmp_path, monkeypatch)
     assert first["fmax_source"] == "synth ecp5-85k (nextpnr)"
     assert other["lut"] == other2["lut"] == 8000 and other["fmax_mhz"] is None
     assert again["wall_synth_s"] == other2["wall_synth_s"] == 0.0
+    # Counts made from other hw/ sources or by another flow are not served: synthesized again.
+    from dataclasses import replace
+
+    from vtakit.boards import targets
+    from vtakit.tools import latency
+    monkeypatch.setattr(latency, "rtl_digest", lambda: "other-rtl")
+    synth_resources(cj, "xilinx-7")
+    xil = targets.TARGETS["xilinx-7"]
+    monkeypatch.setitem(targets.TARGETS, "xilinx-7", replace(xil, synth=xil.synth + ("stat",)))
+    synth_resources(cj, "xilinx-7")
+    synth_resources(cj, "xilinx-7")
+    assert calls[2:] == [(load_config("tiny").name, "xilinx-7", False)] * 2
 
 
 def _layer_host(res, config):

@@ -4,7 +4,9 @@ config is synthesized once across sweeps, models and workers.
 
 A target nextpnr places and routes (ECP5, iCE40) gives its counts and achieved Fmax
 (:func:`vtakit.tools.latency.synth_fmax`, the cache ``vtakit run --profile --target``
-reads too); the others (``xilinx-7``) Yosys cell counts only (folder ``synth``), no Fmax."""
+reads too); the others (``xilinx-7``) Yosys cell counts only (folder ``synth``), no Fmax,
+keyed by the config, the ``hw/`` sources and the target's flow (its Yosys script and cell
+table), so an edit to the RTL or to the flow is synthesized again rather than served stale."""
 
 from __future__ import annotations
 
@@ -35,7 +37,9 @@ def synth_resources(config_json: str, target: str) -> dict:
                 "fmax_mhz": report.fmax_mhz,
                 "fmax_source": f"synth {target} (nextpnr)" if report.fmax_mhz else None,
                 "wall_synth_s": seconds}
-    key = hashlib.sha256(f"{target}\n{config_json}".encode()).hexdigest()[:16]
+    from .latency import rtl_digest
+    flow = repr(get_target(target))             # the Yosys script and how cells are counted
+    key = hashlib.sha256(f"{target}\n{config_json}\n{rtl_digest()}\n{flow}".encode()).hexdigest()[:16]
     folder = cache_root() / "synth"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{target}-{cfg.name}-{key}.json"
