@@ -9,11 +9,9 @@ parameters, the harness, the flags and the tool versions.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -60,37 +58,24 @@ def get_board_sim(name: str, generate: Callable[[], str], *, sources=(), params:
     key = _sha(json.dumps(desc, sort_keys=True).encode())
     base = cache_root() / "board-sim"
     dest = base / f"{name}-{key[:16]}"
-    if (dest / "board_sim").exists() and (dest / "build.json").exists():
-        build_cache.touch(dest)
-        return Build(dest, True, json.loads((dest / "build.json").read_text()))
-    base.mkdir(parents=True, exist_ok=True)
-    with open(base / f"{dest.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (dest / "board_sim").exists():
-            return Build(dest, True, json.loads((dest / "build.json").read_text()))
-        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=base))
-        try:
-            stages = Stages(f"building board-sim {name}", 2, enable=progress, heartbeat=15.0)
-            stages.print(f"not built yet: a few minutes (first use only; cached in {base})")
-            with stages.stage("elaborate + generate Verilog (Amaranth, Yosys)"):
-                (tmp / f"{BOARD_TOP}.v").write_text(generate())
-            root, env = _verilator_root(), _verilator_env()
-            jobs = str(max(1, os.cpu_count() or 1))
-            shutil.copy(HARNESS_DIR / _HARNESS, tmp / _HARNESS)
-            with stages.stage("verilate + compile (Verilator, g++)"):
-                _run([str(root / "bin" / "verilator"), "--cc", "--exe", "--build", "-j", jobs,
-                      f"{BOARD_TOP}.v", _HARNESS, "--top-module", BOARD_TOP, "-Mdir", "obj",
-                      "-o", "board_sim", *BOARD_SIM_FLAGS,
-                      "-CFLAGS", f"-O2 -DCPB={int(cycles_per_bit)}"],
-                     cwd=tmp, env=env, stages=stages, what="verilator (board-sim)")
-            shutil.move(str(tmp / "obj" / "board_sim"), tmp / "board_sim")
-            shutil.rmtree(tmp / "obj")
-            meta = {"key": key, **desc, "stage_seconds": stages.seconds,
-                    "built": time.strftime("%Y-%m-%d %H:%M:%S")}
-            (tmp / "build.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
-            os.rename(tmp, dest)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-    build_cache.prune(cache_root(), build_cache.default_max_bytes(), keep=[dest])
-    return Build(dest, False, meta)
+
+    def build(tmp):
+        stages = Stages(f"building board-sim {name}", 2, enable=progress, heartbeat=15.0)
+        stages.print(f"not built yet: a few minutes (first use only; cached in {base})")
+        with stages.stage("elaborate + generate Verilog (Amaranth, Yosys)"):
+            (tmp / f"{BOARD_TOP}.v").write_text(generate())
+        root, env = _verilator_root(), _verilator_env()
+        jobs = str(max(1, os.cpu_count() or 1))
+        shutil.copy(HARNESS_DIR / _HARNESS, tmp / _HARNESS)
+        with stages.stage("verilate + compile (Verilator, g++)"):
+            _run([str(root / "bin" / "verilator"), "--cc", "--exe", "--build", "-j", jobs,
+                  f"{BOARD_TOP}.v", _HARNESS, "--top-module", BOARD_TOP, "-Mdir", "obj",
+                  "-o", "board_sim", *BOARD_SIM_FLAGS,
+                  "-CFLAGS", f"-O2 -DCPB={int(cycles_per_bit)}"],
+                 cwd=tmp, env=env, stages=stages, what="verilator (board-sim)")
+        shutil.move(str(tmp / "obj" / "board_sim"), tmp / "board_sim")
+        shutil.rmtree(tmp / "obj")
+        return {"key": key, **desc, "stage_seconds": stages.seconds,
+                "built": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+    return Build(dest, *build_cache.build_once(dest, "board_sim", build, root=cache_root()))

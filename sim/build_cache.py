@@ -19,9 +19,11 @@ After every build the cache prunes itself to :func:`default_max_bytes`
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +31,7 @@ from pathlib import Path
 from ..hw.errors import InputError
 
 __all__ = ["CacheEntry", "cache_entries", "prune", "clean", "parse_size", "format_size",
-           "default_max_bytes", "touch", "DEFAULT_MAX_BYTES", "GRACE_SECONDS"]
+           "default_max_bytes", "touch", "build_once", "DEFAULT_MAX_BYTES", "GRACE_SECONDS"]
 
 #: Size the cache prunes itself to after a build, unless ``$VTAKIT_CACHE_MAX`` says otherwise.
 DEFAULT_MAX_BYTES = 2 << 30
@@ -97,6 +99,45 @@ def touch(path: Path) -> None:
         os.utime(Path(path) / "build.json")
     except OSError:
         pass
+
+
+def build_once(dest: Path, marker: str, build, *, root: Path) -> tuple[bool, dict]:
+    """``(cached, meta)`` of the entry ``dest``: found when its ``marker`` file and its
+    ``build.json`` exist (and touched), else made by ``build(tmp)``, which fills a fresh
+    directory beside ``dest`` and returns the metadata written to its ``build.json``.
+
+    The new entry is renamed into place (atomic) under the entry's lock, so concurrent
+    processes build it once and never see half of one; a failed build leaves nothing, and
+    an entry that lost files is replaced.
+    Then the cache at ``root`` is pruned to :func:`default_max_bytes` (never ``dest``)."""
+    def found():
+        try:
+            meta = json.loads((dest / "build.json").read_text())
+        except FileNotFoundError:
+            return None           # not built, or pruned meanwhile
+        return meta if (dest / marker).exists() else None
+
+    meta = found()
+    if meta is not None:
+        touch(dest)               # last use, for LRU pruning
+        return True, meta
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(dest.parent / f"{dest.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # another process may be building the same entry
+        meta = found()
+        if meta is not None:
+            return True, meta
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+        try:
+            meta = build(tmp)
+            (tmp / "build.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+            shutil.rmtree(dest, ignore_errors=True)     # a damaged entry (files lost)
+            os.rename(tmp, dest)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    prune(root, default_max_bytes(), keep=[dest])
+    return False, meta
 
 
 def cache_entries(root: Path) -> list[CacheEntry]:

@@ -16,12 +16,10 @@ compile).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 from ..hw.config import load_config
@@ -89,25 +87,12 @@ def get_netlist_build(config, target: str = "ecp5-85k", *, token_depth=DEFAULT_T
     base = cache_root() / "netlist"
     netlist = base / f"synth-{config.name}-{target}-{synth_key[:16]}" / "netlist.v"
     dest = base / f"vta-{config.name}-{target}-{key[:16]}"
-    if (dest / "libvta.so").exists() and (dest / "build.json").exists():
-        build_cache.touch(dest)
-        return Build(dest, True, json.loads((dest / "build.json").read_text()))
-    base.mkdir(parents=True, exist_ok=True)
-    with open(base / f"{dest.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (dest / "libvta.so").exists():
-            return Build(dest, True, json.loads((dest / "build.json").read_text()))
-        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=base))
-        try:
-            _build(tmp, config, token_depth, cmd_depth, synth, cells, progress, netlist)
-            meta = {"key": key, **desc}
-            (tmp / "build.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
-            os.rename(tmp, dest)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-    build_cache.prune(cache_root(), build_cache.default_max_bytes(), keep=[dest])
-    return Build(dest, False, meta)
+
+    def build(tmp):
+        _build(tmp, config, token_depth, cmd_depth, synth, cells, progress, netlist)
+        return {"key": key, **desc}
+
+    return Build(dest, *build_cache.build_once(dest, "libvta.so", build, root=cache_root()))
 
 
 def mult18x18d_model(share: Path) -> str:

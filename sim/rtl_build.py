@@ -26,14 +26,12 @@ used; after a build the cache prunes itself, least recently used first
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -405,36 +403,16 @@ def get_build(backend: str, config, *, token_depth: int = DEFAULT_TOKEN_DEPTH,
     key, desc = build_key(backend, config, token_depth=token_depth, cmd_depth=cmd_depth,
                           design=design, trace=trace)
     dest = _build_dir(backend, config, token_depth, cmd_depth, design, key)
-    base = dest.parent
-    if (dest / "libvta.so").exists():
-        try:
-            meta = json.loads((dest / "build.json").read_text())
-        except FileNotFoundError:
-            pass      # pruned meanwhile: rebuild below, under the lock
-        else:
-            build_cache.touch(dest)     # last use, for LRU pruning
-            return Build(dest, True, meta)
-    base.mkdir(parents=True, exist_ok=True)
-    with open(base / f"{dest.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)   # another process may be building the same key
-        if (dest / "libvta.so").exists():
-            return Build(dest, True, json.loads((dest / "build.json").read_text()))
+
+    def build(tmp):
         design.check_current()
-        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=base))
-        try:
-            nstages, builder = _STAGES[backend]
-            stages = Stages(f"building {backend} {config.name}", nstages, enable=progress,
-                            heartbeat=15.0)
-            stages.print(f"not built yet: {nstages} stages, 1-2 minutes (first use only; "
-                         f"cached in {base})")
-            builder(tmp, config, token_depth, cmd_depth, design, trace, stages)
-            stages.print(f"built in {time.monotonic() - stages.began:.0f} s")
-            meta = {"key": key, **desc, "stage_seconds": stages.seconds}
-            (tmp / "build.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
-            os.rename(tmp, dest)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-    # Keep the cache to its default size, least recently used first (never this build).
-    build_cache.prune(cache_root(), build_cache.default_max_bytes(), keep=[dest])
-    return Build(dest, False, meta)
+        nstages, builder = _STAGES[backend]
+        stages = Stages(f"building {backend} {config.name}", nstages, enable=progress,
+                        heartbeat=15.0)
+        stages.print(f"not built yet: {nstages} stages, 1-2 minutes (first use only; "
+                     f"cached in {dest.parent})")
+        builder(tmp, config, token_depth, cmd_depth, design, trace, stages)
+        stages.print(f"built in {time.monotonic() - stages.began:.0f} s")
+        return {"key": key, **desc, "stage_seconds": stages.seconds}
+
+    return Build(dest, *build_cache.build_once(dest, "libvta.so", build, root=cache_root()))

@@ -95,3 +95,37 @@ def test_env_default_size(monkeypatch):
     monkeypatch.setenv("VTAKIT_CACHE_MAX", "x")
     with pytest.raises(ValueError, match=r"^\$VTAKIT_CACHE_MAX: size 'x' is not"):
         build_cache.default_max_bytes()
+
+
+def test_build_once_builds_once_and_leaves_nothing_after_a_failure(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+    calls = []
+
+    def build(tmp):
+        calls.append(tmp)
+        time.sleep(0.2)                 # the others wait on the entry's lock meanwhile
+        (tmp / "libvta.so").write_bytes(b"lib")
+        return {"key": "k"}
+
+    dest = tmp_path / "verilator" / "vta-k"
+    with ThreadPoolExecutor(3) as pool:
+        got = list(pool.map(lambda _: build_cache.build_once(dest, "libvta.so", build,
+                                                             root=tmp_path), range(3)))
+    assert len(calls) == 1 and sorted(c for c, _ in got) == [False, True, True]
+    assert all(meta == {"key": "k"} for _, meta in got)
+    assert (dest / "libvta.so").read_bytes() == b"lib"
+    assert build_cache.build_once(dest, "libvta.so", build, root=tmp_path) == (True, {"key": "k"})
+
+    def broken(tmp):
+        (tmp / "half").write_text("x")
+        raise RuntimeError("compiler crashed")
+
+    other = tmp_path / "verilator" / "vta-other"
+    with pytest.raises(RuntimeError, match="crashed"):
+        build_cache.build_once(other, "libvta.so", broken, root=tmp_path)
+    assert not other.exists()
+    assert not [p for p in other.parent.iterdir() if p.name.startswith(".vta-other")]
+    # an entry that lost its library is built again
+    (dest / "libvta.so").unlink()
+    assert build_cache.build_once(dest, "libvta.so", build, root=tmp_path)[0] is False
+    assert len(calls) == 2
