@@ -60,9 +60,12 @@ def main(argv=None):
         for data in loaded:
             if isinstance(data, dict):
                 print(f"revision {data['revision']}; machine {data['machine']}")
-        reports = [SynthReport.from_dict(r) for data in loaded
-                   for r in (data["reports"] if isinstance(data, dict) else data)]
-        print(format_table(reports, markdown=args.markdown))
+        rows = [(SynthReport.from_dict(r), data.get("revision", "?") if isinstance(data, dict)
+                 else "?") for data in loaded
+                for r in (data["reports"] if isinstance(data, dict) else data)]
+        # Files of more than one revision: each row says which it was measured on.
+        revs = [rev for _, rev in rows] if len({rev for _, rev in rows}) > 1 else None
+        print(format_table([r for r, _ in rows], markdown=args.markdown, revisions=revs))
         return
     where = measured_on()
     print(f"revision {where['revision']}; machine {where['machine']}", file=sys.stderr)

@@ -199,12 +199,13 @@ def _num(x) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 
-def format_table(reports, *, markdown: bool = False) -> str:
+def format_table(reports, *, markdown: bool = False, revisions=None) -> str:
     """A fixed-width (or Markdown) table: one row per report, ``used/available (pct)`` per
-    resource, ``!`` marking an overflow."""
-    head = ["design", "target", *RESOURCES, "Fmax MHz", "from"]
+    resource, ``!`` marking an overflow; ``revisions`` (one per report) adds the source
+    revision each row was measured on."""
+    head = ["design", "target", *RESOURCES, "Fmax MHz", "from", *(["revision"] if revisions else [])]
     rows = []
-    for r in reports:
+    for i, r in enumerate(reports):
         cells = [r.design, r.target]
         for res in RESOURCES:
             used, cap = r.resources[res], r.capacity[res]
@@ -212,6 +213,8 @@ def format_table(reports, *, markdown: bool = False) -> str:
             cells.append(f"{_num(used)}/{_num(cap)} ({100 * used / cap:.0f}%){mark}")
         cells.append(f"{r.fmax_mhz:.1f}" if r.fmax_mhz else "-")
         cells.append(r.source)
+        if revisions:
+            cells.append(revisions[i])
         rows.append(cells)
     if markdown:
         return "\n".join(["| " + " | ".join(map(str, row)) + " |" for row in
