@@ -236,6 +236,28 @@ def _basic_block(x, w, cin, cout, stride):
     return relu(add(y, short))
 
 
+def _resnet(block, stages, expansion, batch_size, image_shape, num_classes, dtype,
+            seed) -> IRModule:
+    """The ResNet v1 frame around ``stages`` of ``(blocks, width)``: the 7x7/2 stem and
+    3x3/2 max pool, ``block(x, w, cin, width, stride)`` (a stage's first block strides 2,
+    from the second stage on; it outputs ``expansion * width`` channels), global average
+    pool, dense, softmax. Weights are drawn in that order."""
+    w = _Weights(seed, dtype)
+    data = var("data", (batch_size,) + tuple(image_shape), dtype)
+    x = conv_bn_relu(data, w, image_shape[0], 64, 7, 2)
+    x = max_pool2d(x, 3, strides=2, padding=1)
+    cin = 64
+    for i, (blocks, width) in enumerate(stages):
+        for j in range(blocks):
+            x = block(x, w, cin, width, 2 if i > 0 and j == 0 else 1)
+            cin = expansion * width
+    x = batch_flatten(global_avg_pool2d(x))
+    fc_w = const(w.rng.normal(0, 0.01, (num_classes, cin)).astype(dtype))
+    fc_b = const(np.zeros(num_classes, dtype))
+    x = bias_add(dense(x, fc_w), fc_b)
+    return module(softmax(x), [data])
+
+
 def resnet18(batch_size=1, image_shape=(3, 224, 224), num_classes=1000, dtype="float32",
              seed=0) -> IRModule:
     """ResNet-18 (v1, batch norm, NCHW) with random weights as constants.
@@ -246,21 +268,8 @@ def resnet18(batch_size=1, image_shape=(3, 224, 224), num_classes=1000, dtype="f
         ``main(%data: Tensor[(batch_size, *image_shape), dtype])`` returning the
         softmax of the logits, shape ``(batch_size, num_classes)``.
     """
-    w = _Weights(seed, dtype)
-    data = var("data", (batch_size,) + tuple(image_shape), dtype)
-    x = conv_bn_relu(data, w, image_shape[0], 64, 7, 2)
-    x = max_pool2d(x, 3, strides=2, padding=1)
-    cin = 64
-    for i, cout in enumerate((64, 128, 256, 512)):
-        for j in range(2):
-            stride = 2 if i > 0 and j == 0 else 1
-            x = _basic_block(x, w, cin, cout, stride)
-            cin = cout
-    x = batch_flatten(global_avg_pool2d(x))
-    fc_w = const(w.rng.normal(0, 0.01, (num_classes, cin)).astype(dtype))
-    fc_b = const(np.zeros(num_classes, dtype))
-    x = bias_add(dense(x, fc_w), fc_b)
-    return module(softmax(x), [data])
+    return _resnet(_basic_block, ((2, 64), (2, 128), (2, 256), (2, 512)), 1, batch_size,
+                   image_shape, num_classes, dtype, seed)
 
 
 def _bottleneck(x, w, cin, width, stride):
@@ -290,17 +299,5 @@ def resnet50(batch_size=1, image_shape=(3, 224, 224), num_classes=1000, dtype="f
         ``main(%data: Tensor[(batch_size, *image_shape), dtype])`` returning the
         softmax of the logits, shape ``(batch_size, num_classes)``.
     """
-    w = _Weights(seed, dtype)
-    data = var("data", (batch_size,) + tuple(image_shape), dtype)
-    x = conv_bn_relu(data, w, image_shape[0], 64, 7, 2)
-    x = max_pool2d(x, 3, strides=2, padding=1)
-    cin = 64
-    for i, (blocks, width) in enumerate(((3, 64), (4, 128), (6, 256), (3, 512))):
-        for j in range(blocks):
-            x = _bottleneck(x, w, cin, width, 2 if i > 0 and j == 0 else 1)
-            cin = 4 * width
-    x = batch_flatten(global_avg_pool2d(x))
-    fc_w = const(w.rng.normal(0, 0.01, (num_classes, cin)).astype(dtype))
-    fc_b = const(np.zeros(num_classes, dtype))
-    x = bias_add(dense(x, fc_w), fc_b)
-    return module(softmax(x), [data])
+    return _resnet(_bottleneck, ((3, 64), (4, 128), (6, 256), (3, 512)), 4, batch_size,
+                   image_shape, num_classes, dtype, seed)
