@@ -19,7 +19,7 @@ from vtakit.boards.report import Overflow, critical_paths
 from vtakit.boards.synth import design_cells
 from vtakit.boards.targets import DSP_RESERVE
 from vtakit.hw.config import VTAConfig, load_config
-from vtakit.hw.gemm import GemmCore
+from vtakit.hw.gemm import GemmCore, Multiplier
 
 
 
@@ -83,6 +83,19 @@ def test_dsp_budget_leaves_the_rest_to_luts(target, tmp_path):
         assert netlist.count("cell \\MULT18X18D") == 5
         for param in ("REG_INPUTA_CLK", "REG_INPUTB_CLK", "REG_OUTPUT_CLK"):
             assert netlist.count(f'parameter \\{param} "CLK0"') == 5
+
+
+def test_lut_multiplier_is_carry_chains(tmp_path):
+    """An 8x8 LUT multiplier on the ECP5 is a tree of carry chains (``CCU2C``): 64 LUT4
+    and 36 CCU2C (136 LUT sites). Had Yosys merged its adds into one ``$macc`` (what it
+    does to a plain sum), abc would build a full-adder array of about 320 LUT4 and 170
+    PFUMX/L6MUX21, which the 116 LUT multipliers of ``mid`` could not route."""
+    r = synthesize(Multiplier(8, 8, "lut"), "ecp5-85k", name="mul8", place_and_route=False,
+                   workdir=tmp_path)
+    assert r.resources["dsp"] == 0
+    assert r.cells.get("CCU2C", 0) >= 7 * 4          # 7 adds of 8 bits or more
+    assert r.resources["lut"] - r.harness["lut"] <= 150
+    assert r.cells.get("L6MUX21", 0) == 0
 
 
 def test_dsp_budget_follows_the_target():
