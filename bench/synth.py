@@ -44,6 +44,15 @@ def measured_on() -> dict:
                                        f"{platform.system()} {platform.release()}"}
 
 
+def _nextpnr_note(where: dict) -> str:
+    """``"; nextpnr --freq 40 --seed 3 --router router2"`` for a non-default run, else ``""``."""
+    if "nextpnr" not in where:
+        return ""
+    n = where["nextpnr"]
+    freq = "" if n["freq_mhz"] is None else f" --freq {n['freq_mhz']:g}"
+    return f"; nextpnr{freq} --seed {n['seed']}" + "".join(f" {shlex.quote(a)}" for a in n["args"])
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--configs", default="tiny,mid,default",
@@ -78,7 +87,7 @@ def main(argv=None):
         where["nextpnr"] = {"freq_mhz": args.freq, "seed": args.seed,
                             "args": shlex.split(args.pnr_args)}
     print(f"revision {where['revision']}; machine {where['machine']}"
-          + (f"; nextpnr {where['nextpnr']}" if "nextpnr" in where else ""), file=sys.stderr)
+          + _nextpnr_note(where), file=sys.stderr)
     reports = []
     for spec in args.configs.split(","):
         config = config_from_spec(spec, {"mid": MID})
@@ -94,7 +103,7 @@ def main(argv=None):
                 data = {**where, "reports": json.loads(reports_to_json(reports))}
                 Path(args.json).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     print(f"revision {where['revision']}; machine {where['machine']}"
-          + (f"; nextpnr {where['nextpnr']}" if "nextpnr" in where else ""))
+          + _nextpnr_note(where))
     print(format_table(reports, markdown=args.markdown))
     for r in reports:
         if r.critical_paths:

@@ -231,3 +231,39 @@ def test_default_fits_the_zynq_7020():
     r = synth_config("default", "xilinx-7")
     assert r.fits and r.source == "yosys" and r.dsp_budget == 220 - DSP_RESERVE
     assert r.dsp_budget <= r.resources["dsp"] <= 220 and r.resources["lut"] <= 53200
+
+
+def _bench_synth():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "bench" / "synth.py"
+    spec = importlib.util.spec_from_file_location("bench_synth", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_synth_passes_nextpnr_settings(tmp_path, monkeypatch, capsys):
+    """bench/synth.py hands --freq, --seed and --pnr-args to nextpnr (through
+    synth_config) and records them beside the revision; without them the kit's defaults
+    run (the family's clock target, seed 1, no extra arguments) and nothing is recorded."""
+    from test_latency import _recorded
+    bench = _bench_synth()
+    calls = []
+
+    def fake(config, target, **kw):
+        calls.append(kw)
+        return _recorded()
+    monkeypatch.setattr(bench, "synth_config", fake)
+    out = tmp_path / "a.json"
+    bench.main(["--configs", "tiny", "--targets", "ecp5-85k", "--json", str(out)])
+    assert calls[-1]["freq_mhz"] is None and calls[-1]["seed"] == 1
+    assert calls[-1]["pnr_args"] == ()
+    assert "nextpnr" not in json.loads(out.read_text())
+    bench.main(["--configs", "tiny", "--targets", "ecp5-85k", "--json", str(out),
+                "--freq", "40", "--seed", "3", "--pnr-args", "--router router2"])
+    assert calls[-1]["freq_mhz"] == 40 and calls[-1]["seed"] == 3
+    assert calls[-1]["pnr_args"] == ("--router", "router2")
+    assert json.loads(out.read_text())["nextpnr"] == {
+        "freq_mhz": 40, "seed": 3, "args": ["--router", "router2"]}
+    assert "; nextpnr --freq 40 --seed 3 --router router2\n" in capsys.readouterr().out
