@@ -104,7 +104,7 @@ def test_dsp_budget_follows_the_target():
     assert TARGETS["xilinx-7"].gemm_dsp_budget(default) == 220 - DSP_RESERVE
     assert TARGETS["ecp5-85k"].gemm_dsp_budget(default) == 156 - DSP_RESERVE
     requant = tiny.replace(extensions=("requant",))
-    assert TARGETS["ecp5-85k"].gemm_dsp_budget(requant) is None     # 64 + 32 + 16 <= 156
+    assert TARGETS["ecp5-85k"].gemm_dsp_budget(requant) is None     # 64 + 32 + 12 <= 156
     assert TARGETS["ice40-up5k"].gemm_dsp_budget(tiny) == 0
 
 
