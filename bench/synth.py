@@ -4,6 +4,7 @@
     python bench/synth.py --configs tiny --targets ecp5-85k --json out.json
     python bench/synth.py --no-pnr                     # Yosys only (minutes, not hours)
     python bench/synth.py --configs tiny,tiny+requant --targets ecp5-85k
+    python bench/synth.py --configs mid --targets ecp5-85k --freq 50 --pnr-args='--router router2'
 
 Prints the revision and machine measured on, the table of
 :func:`vtakit.boards.format_table` and each placed design's critical paths; ``--json
@@ -16,6 +17,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -42,6 +44,15 @@ def measured_on() -> dict:
                                        f"{platform.system()} {platform.release()}"}
 
 
+def _nextpnr_note(where: dict) -> str:
+    """``"; nextpnr --freq 40 --seed 3 --router router2"`` for a non-default run, else ``""``."""
+    if "nextpnr" not in where:
+        return ""
+    n = where["nextpnr"]
+    freq = "" if n["freq_mhz"] is None else f" --freq {n['freq_mhz']:g}"
+    return f"; nextpnr{freq} --seed {n['seed']}" + "".join(f" {shlex.quote(a)}" for a in n["args"])
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--configs", default="tiny,mid,default",
@@ -49,6 +60,12 @@ def main(argv=None):
                         "NAME+EXT adds an ISA extension, e.g. tiny+requant)")
     p.add_argument("--targets", default=",".join(TARGETS))
     p.add_argument("--no-pnr", action="store_true", help="stop after Yosys (no Fmax)")
+    p.add_argument("--freq", type=float, metavar="MHZ",
+                   help="nextpnr's clock target (default: the family's, 100 MHz on the ECP5); "
+                        "a target near the reachable Fmax spends less effort on timing")
+    p.add_argument("--seed", type=int, default=1, help="nextpnr placer seed (default 1)")
+    p.add_argument("--pnr-args", default="", metavar="ARGS",
+                   help="extra nextpnr arguments, one string (e.g. '--router router2')")
     p.add_argument("--json", metavar="FILE", help="write the reports as JSON")
     p.add_argument("--workdir", metavar="DIR", help="keep netlists and logs under DIR")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
@@ -68,20 +85,28 @@ def main(argv=None):
         print(format_table([r for r, _ in rows], markdown=args.markdown, revisions=revs))
         return
     where = measured_on()
-    print(f"revision {where['revision']}; machine {where['machine']}", file=sys.stderr)
+    if args.freq is not None or args.seed != 1 or args.pnr_args:
+        # Recorded beside the revision: a non-default nextpnr run is not the kit's figure.
+        where["nextpnr"] = {"freq_mhz": args.freq, "seed": args.seed,
+                            "args": shlex.split(args.pnr_args)}
+    print(f"revision {where['revision']}; machine {where['machine']}"
+          + _nextpnr_note(where), file=sys.stderr)
     reports = []
     for spec in args.configs.split(","):
         config = config_from_spec(spec, {"mid": MID})
         for target in args.targets.split(","):
             t = time.monotonic()
             work = Path(args.workdir) / f"{config.name}-{target}" if args.workdir else None
-            r = synth_config(config, target, place_and_route=not args.no_pnr, workdir=work)
+            r = synth_config(config, target, place_and_route=not args.no_pnr, workdir=work,
+                             freq_mhz=args.freq, seed=args.seed,
+                             pnr_args=tuple(shlex.split(args.pnr_args)))
             reports.append(r)
             print(f"{config.name} on {target}: {time.monotonic() - t:.0f} s", file=sys.stderr)
             if args.json:
                 data = {**where, "reports": json.loads(reports_to_json(reports))}
                 Path(args.json).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    print(f"revision {where['revision']}; machine {where['machine']}")
+    print(f"revision {where['revision']}; machine {where['machine']}"
+          + _nextpnr_note(where))
     print(format_table(reports, markdown=args.markdown))
     for r in reports:
         if r.critical_paths:

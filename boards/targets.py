@@ -22,8 +22,10 @@ __all__ = ["Target", "TARGETS", "RESOURCES", "DSP_RESERVE", "REQUANT_LANE_DSPS",
 RESOURCES = ("lut", "ff", "dsp", "bram")
 
 #: Hard multipliers kept for everything outside the GEMM array (the LOAD/STORE range
-#: checks and address arithmetic use 6 on tiny and 9 on default, measured).
-DSP_RESERVE = 16
+#: checks and address arithmetic use 6 on tiny and mid, 8 on default on 7-series and
+#: 9 on the ECP5, measured), with a margin of 3: every one more here is a GEMM
+#: product built in LUTs instead.
+DSP_RESERVE = 12
 #: Hard multipliers of one lane of the ``requant`` ALU (a 32x32 product: four 18x18
 #: pieces on the ECP5, four DSP48E1 on 7-series).
 REQUANT_LANE_DSPS = 4

@@ -19,7 +19,7 @@ from vtakit.boards.report import Overflow, critical_paths
 from vtakit.boards.synth import design_cells
 from vtakit.boards.targets import DSP_RESERVE
 from vtakit.hw.config import VTAConfig, load_config
-from vtakit.hw.gemm import GemmCore
+from vtakit.hw.gemm import GemmCore, Multiplier
 
 
 
@@ -85,13 +85,26 @@ def test_dsp_budget_leaves_the_rest_to_luts(target, tmp_path):
             assert netlist.count(f'parameter \\{param} "CLK0"') == 5
 
 
+def test_lut_multiplier_is_carry_chains(tmp_path):
+    """An 8x8 LUT multiplier on the ECP5 is a tree of carry chains (``CCU2C``): 64 LUT4
+    and 36 CCU2C (136 LUT sites). Had Yosys merged its adds into one ``$macc`` (what it
+    does to a plain sum), abc would build a full-adder array of about 320 LUT4 and 170
+    PFUMX/L6MUX21, which the 116 LUT multipliers of ``mid`` could not route."""
+    r = synthesize(Multiplier(8, 8, "lut"), "ecp5-85k", name="mul8", place_and_route=False,
+                   workdir=tmp_path)
+    assert r.resources["dsp"] == 0
+    assert r.cells.get("CCU2C", 0) >= 7 * 4          # 7 adds of 8 bits or more
+    assert r.resources["lut"] - r.harness["lut"] <= 150
+    assert r.cells.get("L6MUX21", 0) == 0
+
+
 def test_dsp_budget_follows_the_target():
     default, tiny = load_config("default"), load_config("tiny")
     assert TARGETS["ecp5-85k"].gemm_dsp_budget(tiny) is None       # 64 of 156: all hard
     assert TARGETS["xilinx-7"].gemm_dsp_budget(default) == 220 - DSP_RESERVE
     assert TARGETS["ecp5-85k"].gemm_dsp_budget(default) == 156 - DSP_RESERVE
     requant = tiny.replace(extensions=("requant",))
-    assert TARGETS["ecp5-85k"].gemm_dsp_budget(requant) is None     # 64 + 32 + 16 <= 156
+    assert TARGETS["ecp5-85k"].gemm_dsp_budget(requant) is None     # 64 + 32 + 12 <= 156
     assert TARGETS["ice40-up5k"].gemm_dsp_budget(tiny) == 0
 
 
@@ -218,3 +231,39 @@ def test_default_fits_the_zynq_7020():
     r = synth_config("default", "xilinx-7")
     assert r.fits and r.source == "yosys" and r.dsp_budget == 220 - DSP_RESERVE
     assert r.dsp_budget <= r.resources["dsp"] <= 220 and r.resources["lut"] <= 53200
+
+
+def _bench_synth():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "bench" / "synth.py"
+    spec = importlib.util.spec_from_file_location("bench_synth", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_synth_passes_nextpnr_settings(tmp_path, monkeypatch, capsys):
+    """bench/synth.py hands --freq, --seed and --pnr-args to nextpnr (through
+    synth_config) and records them beside the revision; without them the kit's defaults
+    run (the family's clock target, seed 1, no extra arguments) and nothing is recorded."""
+    from test_latency import _recorded
+    bench = _bench_synth()
+    calls = []
+
+    def fake(config, target, **kw):
+        calls.append(kw)
+        return _recorded()
+    monkeypatch.setattr(bench, "synth_config", fake)
+    out = tmp_path / "a.json"
+    bench.main(["--configs", "tiny", "--targets", "ecp5-85k", "--json", str(out)])
+    assert calls[-1]["freq_mhz"] is None and calls[-1]["seed"] == 1
+    assert calls[-1]["pnr_args"] == ()
+    assert "nextpnr" not in json.loads(out.read_text())
+    bench.main(["--configs", "tiny", "--targets", "ecp5-85k", "--json", str(out),
+                "--freq", "40", "--seed", "3", "--pnr-args", "--router router2"])
+    assert calls[-1]["freq_mhz"] == 40 and calls[-1]["seed"] == 3
+    assert calls[-1]["pnr_args"] == ("--router", "router2")
+    assert json.loads(out.read_text())["nextpnr"] == {
+        "freq_mhz": 40, "seed": 3, "args": ["--router", "router2"]}
+    assert "; nextpnr --freq 40 --seed 3 --router router2\n" in capsys.readouterr().out

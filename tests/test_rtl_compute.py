@@ -82,6 +82,31 @@ def test_multiplier_matches_python(kind):
     simulate(dut, testbench)
 
 
+@pytest.mark.parametrize("widths", [(3, 5), (5, 3), (4, 7)])
+def test_lut_multiplier_every_product_of_odd_shapes(widths):
+    """The LUT multiplier's adder tree with an odd number of rows at some level (5 and 7
+    partial products) and a > b, a < b: every signed pair equals Python's product."""
+    wa, wb = widths
+    dut = Multiplier(wa, wb, "lut")
+    pairs = [(a, b) for a in range(-2 ** (wa - 1), 2 ** (wa - 1))
+             for b in range(-2 ** (wb - 1), 2 ** (wb - 1))]
+
+    async def testbench(ctx):
+        ctx.set(dut.en, 1)
+        ctx.set(dut.en_product, 1)
+        # Pipelined: the operands of one cycle are the product two cycles later.
+        for k in range(len(pairs) + 1):
+            if k < len(pairs):
+                ctx.set(dut.a, pairs[k][0])
+                ctx.set(dut.b, pairs[k][1])
+            await ctx.tick()
+            if k >= 1:
+                a, b = pairs[k - 1]
+                assert ctx.get(dut.p) == a * b, (a, b)
+
+    simulate(dut, testbench)
+
+
 class _Budget:
     """A platform that builds only ``dsp_budget`` GEMM products as DSPs."""
     family = None
