@@ -12,11 +12,21 @@ that this block does not implement (:data:`IMPLEMENTED`) fails elaboration.
 With the ``requant`` extension (and only then: a config without it gives exactly the
 HW_VER 0.0.2 ALU) each lane also has one 32x32 -> 64-bit signed multiplier, shared by
 SRDHM and MULSHR, a per-lane rounding shifter for RSHR (its amount is the lane of the
-tensor operand) and a 65-bit rounding shifter for MULSHR (its amount ``k`` is the
-instruction's immediate). These three take two stages (:data:`REQUANT_STAGES`): the
-products and RSHR's result are registered at the end of the compute pipeline's write
-stage S{W}, the rounding of the products follows in S{W+1}, which writes ``late``. The
-compute module issues such micro-ops every :data:`REQUANT_STAGES` cycles, so a later
+tensor operand) and a rounding shifter for the product (SRDHM's 31, MULSHR's ``k`` from
+the instruction's immediate). These three take :data:`REQUANT_STAGES` (4) stages, so that
+no stage holds more than one multiply, one adder level of the product or a shift and an
+increment:
+
+0. (the compute pipeline's S{W}) the forwarded operands enter the registered
+   multipliers, four 17x17 signed partial products per lane (on the ECP5 a
+   ``MULT18X18D`` each, its input registers: :class:`~vtakit.hw.gemm.Multiplier`);
+1. the partial products are registered (the DSPs' output registers); RSHR's nudge is
+   added to the operand;
+2. the partial products are summed into the 64-bit product; RSHR shifts;
+3. the product is shifted by ``k - 1`` and rounded (an increment, then a halving):
+   ``late``, written by the compute module in S{W+3}.
+
+The compute module issues such micro-ops every :data:`REQUANT_STAGES` cycles, so a later
 micro-op always finds their result (in the SRAM or its forwarding registers); the base
 opcodes stay combinational in S{W} (``result``).
 """
@@ -29,6 +39,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import VTAConfig
+from .gemm import Multiplier
 from .isa import INT32_MAX, INT32_MIN, AluOp, AluTableError, alu_opcode_bits, alu_ops
 from .spec import IMM_MAX, IMM_MIN, SHIFT_LIMIT
 
@@ -46,8 +57,9 @@ IMPLEMENTED = frozenset({AluOp.MIN, AluOp.MAX, AluOp.ADD, AluOp.SHR,
 REQUANT_OPS = (AluOp.SRDHM, AluOp.RSHR, AluOp.MULSHR)
 
 #: Pipeline stages of a ``REQUANT_OPS`` micro-op's result (the base opcodes take one):
-#: the compute module issues these micro-ops this many cycles apart.
-REQUANT_STAGES = 2
+#: the compute module issues these micro-ops this many cycles apart. The structure of
+#: :meth:`VectorAlu._requant_lane` fixes it (not a free parameter).
+REQUANT_STAGES = 4
 
 
 def _check_implemented(config):
@@ -109,9 +121,12 @@ class VectorAlu(wiring.Component):
         MULSHR's ``k`` in ``1..62`` (the same for every lane).
     result : Out(acc_elem_bits)
         The base opcodes' result, combinational.
+    late_en : In(1)
+        Only with the ``requant`` extension: an SRDHM/RSHR/MULSHR presents its inputs this
+        cycle (the stages of ``late`` load only then).
     late : Out(acc_elem_bits)
-        Only with the ``requant`` extension: SRDHM/RSHR/MULSHR's result of the inputs of
-        the cycle before (registered products and RSHR lanes, then the rounding).
+        Only with the ``requant`` extension: SRDHM/RSHR/MULSHR's result of the inputs
+        presented with ``late_en`` ``REQUANT_STAGES - 1`` cycles before.
     """
 
     def __init__(self, config: VTAConfig):
@@ -125,6 +140,7 @@ class VectorAlu(wiring.Component):
             "result": Out(c.acc_elem_bits),
         }
         if {e.code for e in alu_ops(c)} & set(REQUANT_OPS):
+            ports["late_en"] = In(1)
             ports["late"] = Out(c.acc_elem_bits)
         super().__init__(ports)
 
@@ -146,11 +162,22 @@ class VectorAlu(wiring.Component):
                                 f"makes only {', '.join(AluOp(o).name for o in sorted(requant))} "
                                 f"legal")
         if requant:
-            # the second stage's per-instruction inputs, registered with the lanes
-            op_r = Signal.like(self.op)
-            k = Signal(SHIFT_BITS)                # MULSHR's shift, 1..62
-            m.d.sync += [op_r.eq(self.op), k.eq(self.shift.as_unsigned())]
-            k_half = (Const(1, 1) << k)[1:]       # 2^(k-1)
+            # The per-instruction inputs travel with the lanes: the opcode and the shift of
+            # the product's rounding (``k - 1``: 30 for SRDHM, MULSHR's ``k - 1`` in 0..61).
+            valid = [self.late_en]
+            ops, ks = [self.op], [Mux(self.op == AluOp.SRDHM, 30,
+                                      self.shift.as_unsigned() - 1)[:SHIFT_BITS]]
+            for s in range(1, REQUANT_STAGES):
+                v = Signal(name=f"requant_valid{s}")
+                op_s = Signal.like(self.op, name=f"requant_op{s}")
+                k_s = Signal(SHIFT_BITS, name=f"requant_k{s}")
+                m.d.sync += v.eq(valid[-1])
+                with m.If(valid[-1]):
+                    m.d.sync += [op_s.eq(ops[-1]), k_s.eq(ks[-1])]
+                valid.append(v)
+                ops.append(op_s)
+                ks.append(k_s)
+            stages = (valid, ops, ks)
 
         out, late = [], []
         for j in range(lanes):
@@ -161,33 +188,58 @@ class VectorAlu(wiring.Component):
                            Mux((x < y) ^ (self.op == AluOp.MAX), x, y)))
             out.append(lane[:c.acc_width])
             if requant:
-                late.append(self._requant_lane(m, j, x, y, op_r, k, k_half))
+                late.append(self._requant_lane(m, j, x, y, *stages))
         m.d.comb += self.result.eq(Cat(out))
         if requant:
             m.d.comb += self.late.eq(Cat(late))
         return m
 
-    def _requant_lane(self, m, j, x, y, op_r, k, k_half):
+    def _requant_lane(self, m, j, x, y, valid, ops, ks):
         """Lane ``j`` of SRDHM, RSHR and MULSHR (the ``requant`` extension) of the inputs
-        of the cycle before: stage 1 registers the product and RSHR's result, stage 2
-        rounds the product."""
+        presented ``REQUANT_STAGES - 1`` cycles before (``valid``, ``ops``, ``ks``: the
+        ``late_en`` flag, the opcode and the rounding shift of each stage)."""
         w = self._config.acc_width
-        prod = Signal(signed(2 * w), name=f"requant_prod{j}")
-        m.d.sync += prod.eq(x * y)                # the lane's one multiplier
+        half = w // 2
+
+        def reg(stage, value, name, shape=None):
+            r = Signal(shape if shape is not None else len(value), name=f"requant_{name}{j}")
+            with m.If(valid[stage - 1]):
+                m.d.sync += r.eq(value)
+            return r
+
+        # The 32x32 product from four 17x17 signed products (the low halves zero-extended)
+        # in registered multipliers (an ECP5 MULT18X18D each, with its input and output
+        # registers): operands registered at the end of stage 0, products at the end of 1.
+        parts = {}
+        xs = (Cat(x[:half], Const(0, 1)).as_signed(), x[half:].as_signed())
+        ys = (Cat(y[:half], Const(0, 1)).as_signed(), y[half:].as_signed())
+        for name, (xa, yb) in {"ll": (0, 0), "lh": (0, 1), "hl": (1, 0), "hh": (1, 1)}.items():
+            mul = Multiplier(len(xs[xa]), len(ys[yb]))
+            m.submodules[f"requant_mul{j}_{name}"] = mul
+            m.d.comb += [mul.a.eq(xs[xa]), mul.b.eq(ys[yb]),
+                         mul.en.eq(valid[0]), mul.en_product.eq(valid[1])]
+            parts[name] = mul.p
+        # stage 2: the partial products summed (ll and hh do not overlap: one adder left)
+        prod = reg(3, (Cat(parts["ll"][:w], parts["hh"]).as_signed()
+                       + ((parts["lh"] + parts["hl"]) << half))[:2 * w].as_signed(),
+                   "prod", signed(2 * w))
         # SRDHM: gemmlowp's (ab + nudge) / 2^31 truncated equals floor((ab + 2^30) / 2^31)
         # for either sign of ab; only INT32_MIN * INT32_MIN leaves the int32 range.
-        min_min = Signal(name=f"requant_min_min{j}")
-        m.d.sync += min_min.eq((x == INT32_MIN) & (y == INT32_MIN))
-        high = ((prod + (1 << 30)) >> 31)[:w]
-        srdhm = Mux(min_min, INT32_MAX, high)
+        # MULSHR: floor((ab + 2^(k-1)) / 2^k), low 32 bits. Both are
+        # (floor(ab / 2^(k-1)) + 1) >> 1 (k = 31 for SRDHM): shift, then a 33-bit increment.
+        x1, y1 = reg(1, x, "x", signed(w)), reg(1, y, "y", signed(w))
+        min_min = reg(3, reg(2, (x1 == INT32_MIN) & (y1 == INT32_MIN), "min_min"), "min_min_r")
+        q = (prod >> ks[3])[:w + 1]
+        rounded = ((q + 1) >> 1)[:w]
+        product = Mux(min_min & (ops[3] == AluOp.SRDHM), INT32_MAX, rounded)
         # RSHR: round half away from zero = floor((x + 2^(e-1) - [x < 0]) / 2^e), e in
         # 1..31 (e > 31 acts as 31, e = 0 leaves x); e < 0 shifts left (0 past 31).
-        e = Mux(y > 31, 31, y[:5])
-        nudge = (Const(1, 32) << e)[1:] - (x[w - 1] & (e != 0))
-        right = ((x + nudge) >> e)[:w]
-        left = Mux(y < -31, 0, (x << (-y)[:5])[:w])
-        rshr = Signal(w, name=f"requant_rshr{j}")
-        m.d.sync += rshr.eq(Mux(y < 0, left, right))
-        # MULSHR: (ab + 2^(k-1)) >> k on the exact product, low 32 bits.
-        mulshr = ((prod + k_half) >> k)[:w]
-        return Mux(op_r == AluOp.SRDHM, srdhm, Mux(op_r == AluOp.RSHR, rshr, mulshr))
+        # Stage 1 adds the nudge, stage 2 shifts.
+        e = Mux(y1 > 31, 31, y1[:5])
+        nudge = (Const(1, 32) << e)[1:] - (x1[w - 1] & (e != 0))
+        nudged = reg(2, x1 + nudge, "rshr_sum", signed(w + 1))
+        e2 = reg(2, e, "rshr_e", 5)
+        left = reg(2, Mux(y1 < -31, 0, (x1 << (-y1)[:5])[:w]), "rshr_left", w)
+        neg = reg(2, y1 < 0, "rshr_neg", 1)
+        rshr = reg(3, Mux(neg, left, (nudged >> e2)[:w]), "rshr", w)
+        return Mux(ops[3] == AluOp.RSHR, rshr, product)

@@ -18,9 +18,11 @@ so that no stage holds more than one SRAM access, one multiplier or two adder le
 
 One uop issues per cycle for GEMM (reset and accumulate) and for ALU with an
 immediate or a tensor operand (the acc SRAM has two read ports). The ``requant``
-extension's SRDHM, RSHR and MULSHR take two stages (:data:`~vtakit.hw.alu.REQUANT_STAGES`:
-products registered in S{W}, rounding and write in S{W+1}) and issue that many cycles
-apart, so the forwarding below still covers every read after their write. The loop
+extension's SRDHM, RSHR and MULSHR take four stages (:data:`~vtakit.hw.alu.REQUANT_STAGES`:
+operands into the registered multipliers in S{W}, products, their sum, rounding and
+write in S{W+3}) and issue that many cycles apart, so the forwarding below still covers
+every read after their write (a micro-op issued ``d`` cycles later reads at the end of
+its S{W-2} and forwards the writes up to the end of its S{W-1}: ``d >= REQUANT_STAGES``). The loop
 offsets ``p*factor_out + q*factor_in`` come from incremental adders. An
 instruction of N uops occupies the module for N + 1 + W cycles, from accepting it
 to accepting the next command: one dispatch cycle (pops and field checks), N
@@ -235,8 +237,9 @@ class Compute(wiring.Component):
         mode_reset = Signal()
         alu_op = Signal(alu_opcode_bits(c))
         # An ALU micro-op of the ``requant`` extension (SRDHM, RSHR, MULSHR) writes its
-        # result a stage after S{W} (``VectorAlu.late``); such micro-ops issue
-        # REQUANT_STAGES cycles apart, so the next micro-op's acc read still forwards it.
+        # result REQUANT_STAGES - 1 stages after S{W} (``VectorAlu.late``); such micro-ops
+        # issue REQUANT_STAGES cycles apart, so the next micro-op's acc read still
+        # forwards it.
         has_late = hasattr(alu, "late")
         mode_late = Signal()
         use_imm = Signal()
@@ -250,12 +253,15 @@ class Compute(wiring.Component):
         m.submodules.seq = seq = LoopSequencer(c)
         issue = Signal()
         issue_last = Signal()
-        # cycles before the next issue (a requant micro-op's REQUANT_STAGES - 1)
-        gap = Signal(range(REQUANT_STAGES))
+        # cycles before the next issue (a requant micro-op's REQUANT_STAGES - 1); without
+        # the extension ``gap`` stays 0, in the one-bit form of the base ISA's Verilog
+        late_stages = REQUANT_STAGES if has_late else 2
+        gap = Signal(range(late_stages))
         with m.If(issue & mode_late):
-            m.d.sync += gap.eq(REQUANT_STAGES - 1)
+            m.d.sync += gap.eq(late_stages - 1)
         with m.Elif(gap != 0):
             m.d.sync += gap.eq(gap - 1)
+        no_gap = (gap == 0) if has_late else ~gap
         dst_off, src_off, wgt_off = seq.dst_off, seq.src_off, seq.wgt_off
         m.d.comb += [
             seq.insn.eq(insn), seq.gemm.eq(mode_gemm), seq.issue.eq(issue),
@@ -395,10 +401,20 @@ class Compute(wiring.Component):
             with m.Else():
                 m.d.comb += result.eq(alu.result)
 
-        # S{W+1}: a requant micro-op's write (REQUANT_STAGES apart from any other write).
+        # S{W+1}..S{W+REQUANT_STAGES-1}: a requant micro-op travels on (the ALU's stages);
+        # the last writes it (REQUANT_STAGES apart from any other write).
+        if has_late:
+            m.d.comb += alu.late_en.eq(sw["valid"] & sw["late"])
         late_valid = Signal()
         late_dst = Signal(a_w)
-        m.d.sync += [late_valid.eq(sw["valid"] & sw["late"]), late_dst.eq(sw["dst"])]
+        late_pending = []       # S{W+1}.. before the write stage
+        prev_valid, prev_dst = sw["valid"] & sw["late"], sw["dst"]
+        for s in range(1, late_stages - 1):
+            v, d = Signal(name=f"late{s}_valid"), Signal(a_w, name=f"late{s}_dst")
+            m.d.sync += [v.eq(prev_valid), d.eq(prev_dst)]
+            late_pending.append(v)
+            prev_valid, prev_dst = v, d
+        m.d.sync += [late_valid.eq(prev_valid), late_dst.eq(prev_dst)]
         write_now = sw["valid"] & ~sw["late"]
         wr_dst = Signal(a_w)
         with m.If(late_valid):
@@ -427,9 +443,12 @@ class Compute(wiring.Component):
             m.d.sync += self.alu_count.eq(self.alu_count + 1)
         with m.If(sw["valid"]):
             m.d.sync += self.uop_count.eq(self.uop_count + 1)
-        # Micro-ops that write after this cycle (S1..S{W-1}, and a requant one in S{W}):
+        # Micro-ops that write after this cycle (S1..S{W-1}, and a requant one in
+        # S{W}..S{W+REQUANT_STAGES-2}):
         # the drain is over when none is left.
         late_next = sw["valid"] & sw["late"]
+        for v in late_pending:
+            late_next = late_next | v
         in_flight = s1_valid | Cat(st[s]["valid"] for s in range(2, W)).any() | late_next
 
         # ------------------------------------------------------------- control
@@ -581,8 +600,8 @@ class Compute(wiring.Component):
                 # Nor does an overlapped accept (the S1 check into the command queue's
                 # read was the worst path): a command taken in the cycle of a fault is
                 # never dispatched, the module stops in FAULT.
-                m.d.comb += issue.eq(~gap)
-                with m.If(~gap & issue_last):
+                m.d.comb += issue.eq(no_gap)
+                with m.If(no_gap & issue_last):
                     with m.If(overlap):
                         m.d.comb += self.cmd.ready.eq(1)
                         m.d.sync += [insn.eq(self.cmd.payload.insn),
@@ -597,7 +616,7 @@ class Compute(wiring.Component):
                 with m.If(bad_seen):
                     m.next = "FAULT"
                 with m.Elif(~in_flight):
-                    # Only the last write (S{W}, or S{W+1} of a requant micro-op) may
+                    # Only the last write (S{W}, or S{W+3} of a requant micro-op) may
                     # still be pending: it lands at this edge.
                     complete(push_prev, push_next)
 

@@ -266,7 +266,7 @@ def test_rtl_alu_lanes_match_the_references():
     """VectorAlu of a requant config (Amaranth simulation) against the references above,
     edge cases and random lanes, every operand form; the base opcodes still work."""
     from amaranth.sim import Simulator
-    from vtakit.hw.alu import REQUANT_OPS, VectorAlu
+    from vtakit.hw.alu import REQUANT_OPS, REQUANT_STAGES, VectorAlu
     lanes = RQ.batch * RQ.block_out
     dut = VectorAlu(RQ)
     assert len(dut.op) == 3
@@ -304,8 +304,11 @@ def test_rtl_alu_lanes_match_the_references():
             ctx.set(dut.a, pack(a))
             ctx.set(dut.b, pack(b))
             ctx.set(dut.shift, k if k < 32 else k - 64)      # the imm's low 6 bits
-            if op in REQUANT_OPS:       # two stages: the result of the inputs before
+            if op in REQUANT_OPS:       # the result REQUANT_STAGES - 1 cycles later
+                ctx.set(dut.late_en, 1)
                 await ctx.tick()
+                ctx.set(dut.late_en, 0)
+                await ctx.tick().repeat(REQUANT_STAGES - 2)
                 word = ctx.get(dut.late)
             else:
                 word = ctx.get(dut.result)

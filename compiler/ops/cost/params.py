@@ -104,7 +104,7 @@ class EventCost(CostModel):
 #: The costs of the RTL (``hw/``), for
 #: :func:`vtakit.compiler.ops.perfmodel.predict_stream`: GEMM and ALU issue one micro-op
 #: per cycle with either operand kind (the ``requant`` extension's SRDHM, RSHR and MULSHR
-#: one every ``hw/alu.py``'s REQUANT_STAGES cycles, their result a stage later; dependent
+#: one every ``hw/alu.py``'s REQUANT_STAGES cycles, written REQUANT_STAGES - 1 stages later; dependent
 #: passes do not stall, the acc reads forward the writes in flight) and occupy the compute module N + 7 cycles, N + 1
 #: (the RTL's count) when the next loop or LOAD UOP is dispatched while one without
 #: pushes drains (``hw/compute.py``); a LOAD/STORE costs a few cycles plus one per bus
