@@ -711,7 +711,8 @@ class Compute(wiring.Component):
                 # counters): a micro-op issued in the cycle of a fault dies in S1.
                 # Nor does an overlapped accept (the S1 check into the command queue's
                 # read was the worst path): a command taken in the cycle of a fault is
-                # never dispatched, the module stops in FAULT.
+                # never dispatched, the module stops in FAULT. (With the extension
+                # ``no_gap`` is also low while the front is held.)
                 m.d.comb += issue.eq(no_gap)
                 with m.If(no_gap & issue_last):
                     with m.If(overlap):

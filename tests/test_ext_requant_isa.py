@@ -718,3 +718,40 @@ def test_random_dense_requant_programs_match_the_behavioral_model(seed):
     acc = rng.integers(-2**24, 2**24, (16, RQ.batch * RQ.block_out))
     acc[:, ::3] = rng.integers(-4, 12, (16, len(acc[0, ::3])))     # RSHR-sized lanes
     _pipeline_run(insns, uops, acc)
+
+
+def _distance_run(backend):
+    """One SRDHM pass with read-after-write at distances 1..4 (as ``a`` and as the tensor
+    operand), a base ADD right after it reading its last row, a RSHR pass, then a STORE of
+    every row right after the last requant pass (its push waits for the late writes)."""
+    from vtakit.runtime import Runtime, Unit
+    from vtakit.sim import open_device
+    lanes = RQ.batch * RQ.block_out
+    rng = np.random.default_rng(12)
+    rows, p, e = 14, 12, 13         # p: SRDHM multipliers, e: RSHR shifts
+    acc = rng.integers(I32_MIN, I32_MAX + 1, (rows, lanes)).astype(np.int32)
+    acc[e] = rng.integers(-2, 9, lanes)
+    pairs = [(0, p), (0, p),                            # distance 1, dst
+             (1, p), (2, p), (2, 1),                    # distance 2, src
+             (3, p), (4, p), (5, p), (3, p),            # distance 3, dst
+             (6, p), (7, p), (8, p), (9, p), (10, 6)]   # distance 4, src
+    with open_device(backend, RQ) as dev:
+        rt = Runtime(dev)
+        buf, out = rt.alloc(acc.nbytes), rt.alloc(rows * lanes)
+        rt.upload(buf, acc)
+        rt.load_2d(MemType.ACC, 0, buf, 0, rows, 1, rows)
+        rt.push_alu(UopKernel.alu(AluOp.SRDHM, pairs))
+        rt.push_alu(UopKernel.alu(AluOp.ADD, [(11, 10)]))
+        rt.push_alu(UopKernel.alu(AluOp.RSHR, [(d, e) for d in range(12)]))
+        rt.dep_push(Unit.COMPUTE, Unit.STORE)
+        rt.dep_pop(Unit.COMPUTE, Unit.STORE)
+        rt.store_2d(0, out, 0, rows, 1, rows)
+        rt.synchronize()
+        return rt.download(out, "int8", (rows, lanes))
+
+
+@pytest.mark.parametrize("backend", ["verilator", "cxxrtl"])
+def test_requant_dependences_at_every_distance_on_the_rtl(backend):
+    want = _distance_run("behavioral")
+    np.testing.assert_array_equal(_distance_run(backend), want)
+    assert len(np.unique(want)) > 40
