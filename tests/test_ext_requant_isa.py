@@ -665,19 +665,26 @@ def test_requant_pass_then_a_dependent_instruction(after):
                   uops, _acc())
 
 
-@pytest.mark.parametrize("dependent", [False, True])
-def test_fault_inside_a_requant_pass(dependent):
-    """The third loop iteration's dst is out of range: the fault names the pass, and ACC
-    and OUT hold exactly what the micro-ops before it wrote (their late writes too),
-    also when the micro-op before the faulting one is held for its own hazard."""
+@pytest.mark.parametrize("case", ["independent", "dependent", "last_held"])
+def test_fault_inside_a_requant_pass(case):
+    """A loop iteration's dst is out of range: the fault names the pass, and ACC and OUT
+    hold exactly what the micro-ops before it wrote (their late writes too), also when
+    the micro-op before the faulting one is held for its own hazard, and when the faulting
+    one is the pass's last, held in S1 behind it while the next command, taken in the
+    cycle it issued, waits for its dispatch."""
     isa = isa_for(RQ)
-    uops = [isa.encode_uop(0, P, 0), isa.encode_uop(0 if dependent else 1, P, 0)]
-    insns = [_loop_alu(AluOp.ADD, 0, 2, imm=3),
-             _loop_alu(AluOp.SRDHM, 0, 2, iters=(3, 1), dst=(RQ.acc_depth // 2, 0)),
-             _loop_alu(AluOp.ADD, 0, 2, imm=9)]
+    half = RQ.acc_depth // 2
+    if case == "last_held":     # iteration 1's third micro-op (dst half + 4 + half - 1)
+        uops = [isa.encode_uop(0, P, 0), isa.encode_uop(0, P, 0),
+                isa.encode_uop(half + 4, P, 0)]
+        rq = _loop_alu(AluOp.SRDHM, 0, 3, iters=(2, 1), dst=(half - 1, 0))
+    else:                       # iteration 2's first micro-op (dst 2 * half)
+        uops = [isa.encode_uop(0, P, 0), isa.encode_uop(0 if case == "dependent" else 1, P, 0)]
+        rq = _loop_alu(AluOp.SRDHM, 0, 2, iters=(3, 1), dst=(half, 0))
+    insns = [_loop_alu(AluOp.ADD, 0, 2, imm=3), rq, _loop_alu(AluOp.ADD, 0, 2, imm=9)]
     acc = np.zeros((RQ.acc_depth, RQ.batch * RQ.block_out), np.int64)
     acc[:64] = _acc()
-    acc[RQ.acc_depth // 2:RQ.acc_depth // 2 + 2] = _acc(seed=6)[:2]
+    acc[half - 1:half + 6] = _acc(seed=6)[:7]
     _, fault = _pipeline_run(insns, uops, acc)
     assert fault == 1
 
