@@ -762,3 +762,18 @@ def test_requant_dependences_at_every_distance_on_the_rtl(backend):
     want = _distance_run("behavioral")
     np.testing.assert_array_equal(_distance_run(backend), want)
     assert len(np.unique(want)) > 40
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_short_requant_passes_back_to_back(n):
+    """RSHR over the n rows an SRDHM pass right before it wrote: each of its micro-ops
+    issues n + 1 cycles after the one that wrote its row, so it waits
+    REQUANT_STAGES - (n + 1) cycles for n < 3 (RTL_COST's ``requant_late_cycles`` term)."""
+    from vtakit.hw.alu import REQUANT_STAGES
+    from vtakit.hw.compute import write_stage
+    isa = isa_for(RQ)
+    uops = [isa.encode_uop(d, P, 0) for d in range(n)]
+    r, _ = _pipeline_run([_loop_alu(AluOp.SRDHM, 0, n), _loop_alu(AluOp.RSHR, 0, n)],
+                         uops, _acc())
+    drain = n + 1 + write_stage(RQ) + REQUANT_STAGES - 1
+    assert np.diff(r.accepted).tolist() == [n + 1, drain + max(0, REQUANT_STAGES - n - 1)]

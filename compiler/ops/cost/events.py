@@ -411,11 +411,18 @@ def _requant_late(queue, overlaps, cycles: int) -> dict:
         return {}
     out = {}
     for k, insn in enumerate(queue):
-        if not _is_requant(insn) or not _loop_uops(insn):
+        n = _loop_uops(insn)
+        if not _is_requant(insn) or not n:
             continue
-        if k not in overlaps:
+        nxt = queue[k + 1] if k in overlaps else None
+        if nxt is None:
             out[k] = cycles
-        elif queue[k + 1].opcode != Opcode.LOAD and not _is_requant(queue[k + 1]):
+        elif _is_requant(nxt):
+            # the next pass reads the rows of this one (the compiler's chains do): its
+            # micro-op i issues n + 1 cycles after this one's i, and waits for a write
+            # closer than cycles + 1
+            out[k] = max(0, cycles - n)
+        elif nxt.opcode != Opcode.LOAD:
             out[k] = cycles - 1
     return out
 

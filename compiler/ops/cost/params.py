@@ -100,7 +100,10 @@ class EventCost(CostModel):
         (``hw/alu.py``'s REQUANT_STAGES - 1). A requant instruction that drains takes
         this many cycles more; one whose next loop is dispatched while it drains, one
         less when that loop is a base GEMM/ALU (its first micro-op waits for the late
-        writes), none when it is another requant pass.
+        writes); when it is another requant pass, which reads the rows this one wrote
+        (the compiler's chains), this many minus the pass's micro-ops, if more than 0
+        (each of its micro-ops issues that many plus one cycles after the one that
+        wrote its row, and the RTL holds it until the write is in reach).
     """
 
     shared_read_port: bool = False
@@ -113,8 +116,8 @@ class EventCost(CostModel):
 #: :func:`vtakit.compiler.ops.perfmodel.predict_stream`: GEMM and ALU issue one micro-op
 #: per cycle with either operand kind (the ``requant`` extension's SRDHM, RSHR and MULSHR
 #: too, written REQUANT_STAGES - 1 stages later: ``requant_late_cycles``; the compiler's
-#: passes never wait for one of their own writes, and dependent passes do not stall, the
-#: acc reads forward the writes in flight) and occupy the compute module N + 7 cycles, N + 1
+#: passes never wait for one of their own writes, and other dependent passes do not
+#: stall, the acc reads forward the writes in flight) and occupy the compute module N + 7 cycles, N + 1
 #: (the RTL's count) when the next loop or LOAD UOP is dispatched while one without
 #: pushes drains (``hw/compute.py``); a LOAD/STORE costs a few cycles plus one per bus
 #: beat, pad element and row; all LOADs share the one DRAM read port, the compute
