@@ -26,9 +26,12 @@ increment:
 3. the product is shifted by ``k - 1`` and rounded (an increment, then a halving):
    ``late``, written by the compute module in S{W+3}.
 
-The compute module issues such micro-ops every :data:`REQUANT_STAGES` cycles, so a later
-micro-op always finds their result (in the SRAM or its forwarding registers); the base
-opcodes stay combinational in S{W} (``result``).
+The compute module issues such micro-ops one per cycle and holds a later micro-op that
+reads one of their results before it is in reach (in the SRAM or its forwarding
+registers: issued fewer than :data:`REQUANT_STAGES` cycles after it), and a base micro-op
+issues :data:`REQUANT_STAGES` cycles after the last of a requant instruction
+(``hw/compute.py``, :class:`~vtakit.hw.compute.RequantHazard`); the base opcodes stay
+combinational in S{W} (``result``).
 """
 
 from functools import reduce
@@ -57,8 +60,10 @@ IMPLEMENTED = frozenset({AluOp.MIN, AluOp.MAX, AluOp.ADD, AluOp.SHR,
 REQUANT_OPS = (AluOp.SRDHM, AluOp.RSHR, AluOp.MULSHR)
 
 #: Pipeline stages of a ``REQUANT_OPS`` micro-op's result (the base opcodes take one):
-#: the compute module issues these micro-ops this many cycles apart. The structure of
-#: :meth:`VectorAlu._requant_lane` fixes it (not a free parameter).
+#: a micro-op issued fewer than this many cycles after one reads too early for its
+#: result, and the compute module holds it when it depends on it (independent ones issue
+#: one per cycle). The structure of :meth:`VectorAlu._requant_lane` fixes it (not a free
+#: parameter).
 REQUANT_STAGES = 4
 
 

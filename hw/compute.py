@@ -17,13 +17,30 @@ so that no stage holds more than one SRAM access, one multiplier or two adder le
     S{W}     ACC[dst] = acc + dot or ALU(acc, src|imm); OUT[dst] = low 8 bits of each lane
 
 One uop issues per cycle for GEMM (reset and accumulate) and for ALU with an
-immediate or a tensor operand (the acc SRAM has two read ports). The ``requant``
-extension's SRDHM, RSHR and MULSHR take four stages (:data:`~vtakit.hw.alu.REQUANT_STAGES`:
-operands into the registered multipliers in S{W}, products, their sum, rounding and
-write in S{W+3}) and issue that many cycles apart, so the forwarding below still covers
-every read after their write (a micro-op issued ``d`` cycles later reads at the end of
-its S{W-2} and forwards the writes up to the end of its S{W-1}: ``d >= REQUANT_STAGES``). The loop
-offsets ``p*factor_out + q*factor_in`` come from incremental adders. An
+immediate or a tensor operand (the acc SRAM has two read ports). The loop
+offsets ``p*factor_out + q*factor_in`` come from incremental adders.
+
+The ``requant`` extension's SRDHM, RSHR and MULSHR take four stages
+(:data:`~vtakit.hw.alu.REQUANT_STAGES`: operands into the registered multipliers in
+S{W}, products, their sum, rounding and write in S{W+3}). They issue one per cycle too;
+a micro-op issued ``d`` cycles after one of them reads at the end of its S{W-2} and
+forwards the writes up to the end of its S{W-1}, so it sees that late write only for
+``d >= REQUANT_STAGES``. Two rules keep the results those of sequential execution:
+
+* **hold** (:class:`RequantHazard`): a micro-op in S2 whose acc reads (dst, and src
+  with a tensor operand) hit the dst of a requant micro-op in S3..S{REQUANT_STAGES+1}
+  stops the front (the sequencer, S1 and S2; the uop SRAM read too) and bubbles go
+  down S3.. until that write is in reach (at most ``REQUANT_STAGES - 1`` cycles);
+  independent micro-ops (a requant pass writes its own rows and reads a parameter row
+  nothing in it writes) never wait;
+* **gap**: after the last micro-op of a requant instruction, a micro-op of a
+  following base GEMM/ALU issues ``REQUANT_STAGES`` cycles later at the earliest (not
+  counting held cycles), so its write in S{W} never meets a late write at the acc
+  port and its reads see them all; a following requant instruction issues at once
+  (its writes are late too, its reads are held as above). A requant instruction of N
+  micro-ops without hazards thus takes N + 1 cycles from accept to accept when
+  overlapped (below), and the next base loop issues 2 cycles later than it would
+  after a base one. An
 instruction of N uops occupies the module for N + 1 + W cycles, from accepting it
 to accepting the next command: one dispatch cycle (pops and field checks), N
 issue cycles, and S1..S{W} of the last uop; its pushes, and the accept of the
@@ -33,14 +50,16 @@ whose next command is a GEMM/ALU with uops to run, or a LOAD UOP, takes N + 1: t
 command is accepted in the cycle its last uop issues and dispatched while S1..S{W}
 drain (the modes travel with the uops; a fault of a draining uop reports its own
 index; the draining uops have read the uop SRAM already, and a LOAD UOP completes,
-and pushes, only after they wrote).
+and pushes, only after they wrote). While the front is held the dispatch waits (S1
+reads the live modes, and the micro-op held there is its predecessor's).
 
 Accumulate hazards (a uop reading the acc entry that one of the two uops
-before it writes) are resolved by **forwarding** with zero cycles of cost: the
+before it writes in S{W}) are resolved by **forwarding** with zero cycles of cost: the
 read at the end of S{W-2} misses the write at that edge and at the next one; both
 writes are kept (address and data) and replace the
 read data in S{W} where the address matches, the later one first. Results therefore
-equal the sequential p > q > k order for every program.
+equal the sequential p > q > k order for every program (with the hold and gap rules
+above for the requant micro-ops' late writes).
 
 Errors (``error`` holds the :class:`~vtakit.hw.interfaces.ErrorCode` and the
 instruction index, and the module stops until reset): illegal opcode or LOAD
@@ -60,7 +79,7 @@ module itself does not know a run ended).
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
-from amaranth.lib import memory, wiring
+from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from .alu import REQUANT_OPS, REQUANT_STAGES, SHIFT_BITS, VectorAlu, alu_illegal
@@ -73,7 +92,7 @@ from .compute_seq import LoopSequencer
 from .load_engine import LoadEngine, lookahead_checks, padded_size
 from .spec import Unit
 
-__all__ = ["Compute", "compute_signature", "write_stage"]
+__all__ = ["Compute", "RequantHazard", "compute_signature", "write_stage"]
 
 
 def _empty_loop(loop):
@@ -107,6 +126,61 @@ def compute_signature(config: VTAConfig) -> wiring.Signature:
         "alu_count": Out(32),
         "uop_count": Out(32),
     })
+
+
+class RequantHazard(wiring.Component):
+    """The ``requant`` extension's hold: the micro-op in S2 reads an acc entry that a
+    requant micro-op ahead of it writes too late for that read and its forwarding.
+
+    A micro-op in S2 in cycle T is in S{W} in cycle T + W - 2 (no stage after S2 ever
+    waits) and sees every acc write that lands at a clock edge up to the end of cycle
+    T + W - 3 (its read at the end of S{W-2} sees the older ones, its forwarding the
+    two after it). A requant micro-op in S{k} in cycle T writes at the end of cycle
+    T + W + REQUANT_STAGES - 1 - k: out of reach for k < REQUANT_STAGES + 2, i.e. in
+    S3..S{REQUANT_STAGES+1} (``REQUANT_STAGES - 1`` producers, nearest first). While
+    ``hold`` is high the compute module keeps the micro-op in S2 (and S1, S0) and sends
+    bubbles on, so each cycle of it moves the producers a stage further; the hold ends
+    once none of them hits (after at most ``REQUANT_STAGES - 1`` cycles).
+
+    Timing: every input is a pipeline register (S2's dst/src were registered at the end
+    of S1, the producers' are S3.. registers), so ``hold`` is a few equality compares
+    and an OR from registers to the enables of the front; nothing of it is on the S1
+    path (uop SRAM -> index add -> range compare -> ``bad_seen``).
+
+    Parameters
+    ----------
+    config : VTAConfig
+
+    Attributes
+    ----------
+    valid : In(1)
+        S2 holds a micro-op.
+    dst, src : In(log_acc_depth)
+        Its acc indexes (``src`` is read only with ``src_en``: an ALU with a tensor operand).
+    src_en : In(1)
+    prod_valid : In(REQUANT_STAGES - 1)
+        Stage S{3+i} holds a requant micro-op.
+    prod_dst : In(ArrayLayout(log_acc_depth, REQUANT_STAGES - 1))
+        Its dst.
+    hold : Out(1)
+    """
+
+    def __init__(self, config: VTAConfig):
+        a_w = config.log_acc_depth
+        n = REQUANT_STAGES - 1
+        super().__init__({
+            "valid": In(1), "dst": In(a_w), "src": In(a_w), "src_en": In(1),
+            "prod_valid": In(n), "prod_dst": In(data.ArrayLayout(a_w, n)),
+            "hold": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        hits = [self.prod_valid[i] & ((self.prod_dst[i] == self.dst)
+                                      | (self.src_en & (self.prod_dst[i] == self.src)))
+                for i in range(REQUANT_STAGES - 1)]
+        m.d.comb += self.hold.eq(self.valid & Cat(hits).any())
+        return m
 
 
 class Compute(wiring.Component):
@@ -237,9 +311,9 @@ class Compute(wiring.Component):
         mode_reset = Signal()
         alu_op = Signal(alu_opcode_bits(c))
         # An ALU micro-op of the ``requant`` extension (SRDHM, RSHR, MULSHR) writes its
-        # result REQUANT_STAGES - 1 stages after S{W} (``VectorAlu.late``); such micro-ops
-        # issue REQUANT_STAGES cycles apart, so the next micro-op's acc read still
-        # forwards it.
+        # result REQUANT_STAGES - 1 stages after S{W} (``VectorAlu.late``): a later
+        # micro-op that reads it too early is held (``RequantHazard``), and a base
+        # micro-op issues REQUANT_STAGES cycles after the last of them (``gap``).
         has_late = hasattr(alu, "late")
         mode_late = Signal()
         use_imm = Signal()
@@ -253,15 +327,26 @@ class Compute(wiring.Component):
         m.submodules.seq = seq = LoopSequencer(c)
         issue = Signal()
         issue_last = Signal()
-        # cycles before the next issue (a requant micro-op's REQUANT_STAGES - 1); without
-        # the extension ``gap`` stays 0, in the one-bit form of the base ISA's Verilog
+        # ``hold``: the front (S0..S2) waits for a requant micro-op's write (RequantHazard)
+        hold = Signal()
+        # cycles before a base micro-op may issue after the last micro-op of a requant
+        # instruction (REQUANT_STAGES - 1, not counting held cycles; a requant one need not
+        # wait); without the extension ``gap`` stays 0, in the one-bit form of the base
+        # ISA's Verilog
         late_stages = REQUANT_STAGES if has_late else 2
         gap = Signal(range(late_stages))
-        with m.If(issue & mode_late):
-            m.d.sync += gap.eq(late_stages - 1)
-        with m.Elif(gap != 0):
-            m.d.sync += gap.eq(gap - 1)
-        no_gap = (gap == 0) if has_late else ~gap
+        if has_late:
+            with m.If(issue & issue_last & mode_late):
+                m.d.sync += gap.eq(late_stages - 1)
+            with m.Elif((gap != 0) & ~hold):
+                m.d.sync += gap.eq(gap - 1)
+            no_gap = ((gap == 0) | mode_late) & ~hold
+        else:
+            with m.If(issue & mode_late):
+                m.d.sync += gap.eq(late_stages - 1)
+            with m.Elif(gap != 0):
+                m.d.sync += gap.eq(gap - 1)
+            no_gap = ~gap
         dst_off, src_off, wgt_off = seq.dst_off, seq.src_off, seq.wgt_off
         m.d.comb += [
             seq.insn.eq(insn), seq.gemm.eq(mode_gemm), seq.issue.eq(issue),
@@ -274,9 +359,19 @@ class Compute(wiring.Component):
         s1_dst_off = Signal.like(dst_off)
         s1_src_off = Signal.like(src_off)
         s1_wgt_off = Signal.like(wgt_off)
-        m.d.sync += [
-            s1_dst_off.eq(dst_off), s1_src_off.eq(src_off), s1_wgt_off.eq(wgt_off),
-        ]
+        # S0..S2 advance unless held (only the extension holds: the uop SRAM's data, the
+        # S1 offsets and valid, the S2 registers keep the micro-ops that wait)
+
+        def front(stmts):
+            if has_late:
+                with m.If(~hold):
+                    m.d.sync += stmts
+            else:
+                m.d.sync += stmts
+
+        if has_late:
+            m.d.comb += uop_rd.en.eq(~hold)
+        front([s1_dst_off.eq(dst_off), s1_src_off.eq(src_off), s1_wgt_off.eq(wgt_off)])
         uop = isa.uop.layout()(uop_rd.data)
         dst = Signal.like(dst_off)
         src = Signal.like(src_off)
@@ -325,7 +420,7 @@ class Compute(wiring.Component):
         # the cycle its predecessor's last micro-op is in S1.
         with m.If(s1_bad):
             m.d.sync += bad_seen.eq(1)
-        m.d.sync += [
+        front([
             s1_valid.eq(issue),
             st[2]["valid"].eq(s1_valid & ~s1_bad & ~bad_seen),
             st[2]["dst"].eq(dst), st[2]["src"].eq(src),
@@ -333,9 +428,11 @@ class Compute(wiring.Component):
             st[2]["late"].eq(mode_late),
             st[2]["alu_op"].eq(alu_op), st[2]["use_imm"].eq(use_imm),
             st[2]["imm"].eq(imm_word), st[2]["shift"].eq(shift),
-        ]
+        ])
         for s in range(3, W + 1):
             m.d.sync += [st[s][key].eq(st[s - 1][key]) for key in st[s]]
+        if has_late:       # a held micro-op stays in S2: a bubble goes on
+            m.d.sync += st[3]["valid"].eq(st[2]["valid"] & ~hold)
         sw = st[W]
         # Dot products only on cycles with a GEMM uop in S2 (the compiled simulators
         # then skip the products on every other cycle).
@@ -409,12 +506,25 @@ class Compute(wiring.Component):
         late_dst = Signal(a_w)
         late_pending = []       # S{W+1}.. before the write stage
         prev_valid, prev_dst = sw["valid"] & sw["late"], sw["dst"]
+        producers = [(st[s]["valid"] & st[s]["late"], st[s]["dst"]) for s in range(3, W + 1)]
         for s in range(1, late_stages - 1):
             v, d = Signal(name=f"late{s}_valid"), Signal(a_w, name=f"late{s}_dst")
             m.d.sync += [v.eq(prev_valid), d.eq(prev_dst)]
             late_pending.append(v)
+            producers.append((v, d))
             prev_valid, prev_dst = v, d
         m.d.sync += [late_valid.eq(prev_valid), late_dst.eq(prev_dst)]
+        if has_late:
+            # the requant micro-ops in S3..S{REQUANT_STAGES+1} against S2's reads
+            m.submodules.hazard = hazard = RequantHazard(c)
+            s2 = st[2]
+            m.d.comb += [
+                hazard.valid.eq(s2["valid"]), hazard.dst.eq(s2["dst"]),
+                hazard.src.eq(s2["src"]), hazard.src_en.eq(~s2["gemm"] & ~s2["use_imm"]),
+                hold.eq(hazard.hold),
+            ]
+            for i, (v, d) in enumerate(producers[:REQUANT_STAGES - 1]):
+                m.d.comb += [hazard.prod_valid[i].eq(v), hazard.prod_dst[i].eq(d)]
         write_now = sw["valid"] & ~sw["late"]
         wr_dst = Signal(a_w)
         with m.If(late_valid):
@@ -526,6 +636,8 @@ class Compute(wiring.Component):
                 # cycle, its pops are lost and nothing else of it happens: reset required).
                 bad_cmd = bad_opcode | bad_memtype | bad_field | bad_range
                 go = tokens_ok & ~(s1_valid & bad_cmd)
+                if has_late:    # S1 may hold the predecessor's micro-op (live modes)
+                    go = go & ~hold
                 m.d.comb += [
                     pop_prev.ready.eq(go & hdr.pop_prev_dep & ~bad_seen),
                     pop_next.ready.eq(go & hdr.pop_next_dep & ~bad_seen),
@@ -599,7 +711,8 @@ class Compute(wiring.Component):
                 # counters): a micro-op issued in the cycle of a fault dies in S1.
                 # Nor does an overlapped accept (the S1 check into the command queue's
                 # read was the worst path): a command taken in the cycle of a fault is
-                # never dispatched, the module stops in FAULT.
+                # never dispatched, the module stops in FAULT. (With the extension
+                # ``no_gap`` is also low while the front is held.)
                 m.d.comb += issue.eq(no_gap)
                 with m.If(no_gap & issue_last):
                     with m.If(overlap):

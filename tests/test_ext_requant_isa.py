@@ -522,3 +522,258 @@ def test_requant_ops_back_to_back_equal_the_behavioral_model(backend):
     got, stats = _chained_requant_run(backend)
     np.testing.assert_array_equal(got, want)
     assert stats["alu_counter"] == want_stats["alu_counter"] == 9
+
+
+# ------------------------- the requant pipeline: one micro-op per cycle, held on a hazard
+# The compute module alone (test_rtl_compute's bench: the Amaranth simulation with Python
+# models around it), tiny+requant, every run against the behavioral model's datapath bit
+# for bit (all of ACC, every OUT entry, the counters, the fault). The cycle counts follow
+# hw/compute.py's rule: requant micro-ops issue one per cycle; one whose acc reads hit the
+# dst of a requant micro-op issued d < REQUANT_STAGES cycles before waits
+# REQUANT_STAGES - d cycles; a base loop after a requant instruction issues
+# REQUANT_STAGES cycles after its last micro-op (2 cycles later than after a base one).
+
+P = 40          # the per-channel parameter row of the passes below (nothing writes it)
+
+
+def _pipeline_run(insns, uops, acc):
+    """Run ``insns`` (then FINISH) on the compute module and on the behavioral model's
+    datapath; assert equal ACC, OUT, counters and fault (code, instruction); return the
+    RTL run (its ``accepted`` cycles) and the fault's instruction index or None."""
+    from test_rtl_compute import ComputeBench
+    isa = isa_for(RQ)
+    lanes = RQ.batch * RQ.block_out
+    insns = list(insns) + [isa.encode(Opcode.FINISH)]
+    bench = ComputeBench(RQ)
+    r = bench.run(insns, uop=uops, acc=acc, max_cycles=3000)
+    model = SRAMs(RQ)
+    model.inp[:] = bench.inp.reshape(model.inp.shape)
+    model.wgt[:] = bench.wgt.reshape(model.wgt.shape)
+    model.acc[:len(acc)] = acc.reshape((len(acc),) + model.acc.shape[1:])
+    model.uop[:len(uops)] = uops
+    counters, fault = Counters(), None
+    for n, word in enumerate(insns[:-1]):
+        insn = isa.decode(word)
+        try:
+            (model.gemm if insn.opcode == Opcode.GEMM else model.alu)(insn, counters)
+        except Fault as f:
+            fault = (n, f.code)
+            break
+    if fault is None:
+        assert r.error == (0, 0, 0) and len(r.finish) == 1, r.error
+    else:
+        assert r.error == (1, fault[1], fault[0]) and r.finish == [], (r.error, fault)
+    assert (r.gemm_count, r.alu_count) == (counters["gemm_counter"], counters["alu_counter"])
+    np.testing.assert_array_equal(r.acc, model.acc.reshape(RQ.acc_depth, lanes))
+    model_out = model.out.reshape(RQ.out_depth, lanes)
+    for index in range(RQ.out_depth):
+        got = r.out[index][1] if index in r.out else np.zeros(lanes)
+        np.testing.assert_array_equal(got, model_out[index], err_msg=f"OUT[{index}]")
+    return r, None if fault is None else fault[0]
+
+
+def _acc(rows=64, seed=5):
+    """Random int32 rows; the parameter row P has small RSHR shifts in its lanes."""
+    rng = np.random.default_rng(seed)
+    acc = rng.integers(I32_MIN, I32_MAX + 1, (rows, RQ.batch * RQ.block_out))
+    acc[P] = rng.integers(-3, 12, RQ.batch * RQ.block_out)
+    return acc
+
+
+def _loop_alu(op, bgn, end, *, iters=(1, 1), dst=(0, 0), src=(0, 0), imm=0, **flags):
+    isa = isa_for(RQ)
+    return isa.encode(Opcode.ALU, alu_opcode=op, use_imm=int(op < AluOp.SRDHM and imm != 0),
+                      imm=imm, uop_bgn=bgn, uop_end=end, iter_out=iters[0], iter_in=iters[1],
+                      dst_factor_out=dst[0], dst_factor_in=dst[1], src_factor_out=src[0],
+                      src_factor_in=src[1], **flags)
+
+
+@pytest.mark.parametrize("op", [AluOp.SRDHM, AluOp.RSHR, AluOp.MULSHR])
+def test_independent_requant_uops_issue_one_per_cycle(op):
+    """A 16-micro-op pass (two loop iterations of 8 rows, one parameter row) takes N + 1
+    cycles from accept to accept when the next loop is dispatched while it drains, the
+    base ALU loop after it issues 2 cycles later than after a base loop, and a pass
+    before FINISH drains its late writes (N + 1 + W + REQUANT_STAGES - 1)."""
+    from vtakit.hw.alu import REQUANT_STAGES
+    from vtakit.hw.compute import write_stage
+    isa = isa_for(RQ)
+    W = write_stage(RQ)
+    uops = [isa.encode_uop(d, P, 0) for d in range(8)]
+    imm = 31 if op == AluOp.MULSHR else 0
+    rq = _loop_alu(op, 0, 8, iters=(2, 1), dst=(8, 0), imm=imm)
+    add = _loop_alu(AluOp.ADD, 0, 8, imm=-5)
+    r, _ = _pipeline_run([rq, add, rq], uops, _acc())
+    gaps = np.diff(r.accepted).tolist()
+    assert gaps == [16 + 1, 8 + 1 + (REQUANT_STAGES - 2), 16 + 1 + W + REQUANT_STAGES - 1], gaps
+
+
+@pytest.mark.parametrize("via", ["dst", "src"])
+@pytest.mark.parametrize("distance", [1, 2, 3, 4, 5])
+def test_dependent_requant_uops_wait_for_the_late_write(via, distance):
+    """Micro-op ``distance`` of an 8-micro-op SRDHM pass reads row 0, which micro-op 0
+    wrote (as its ``a``: dst, or as its tensor operand: src): the pass takes
+    REQUANT_STAGES - distance cycles more than an independent one (none from 4 on)."""
+    from vtakit.hw.alu import REQUANT_STAGES
+    from vtakit.hw.compute import write_stage
+    isa = isa_for(RQ)
+    pairs = [(d + 1, P) for d in range(8)]
+    pairs[0] = (0, P)
+    pairs[distance] = (0, P) if via == "dst" else (distance + 1, 0)
+    uops = [isa.encode_uop(d, s, 0) for d, s in pairs]
+    r, _ = _pipeline_run([_loop_alu(AluOp.SRDHM, 0, 8)], uops, _acc())
+    wait = max(0, REQUANT_STAGES - distance)
+    assert r.accepted[1] - r.accepted[0] == 8 + 1 + write_stage(RQ) + REQUANT_STAGES - 1 + wait
+
+
+def test_a_chain_of_dependent_requant_uops():
+    """Each micro-op reads the row the one before it wrote (dst and src alternately), two
+    loop iterations: every one waits REQUANT_STAGES - 1 cycles."""
+    from vtakit.hw.alu import REQUANT_STAGES
+    from vtakit.hw.compute import write_stage
+    isa = isa_for(RQ)
+    uops = [isa.encode_uop(0, P, 0), isa.encode_uop(0, P, 0), isa.encode_uop(1, 0, 0),
+            isa.encode_uop(1, 1, 0)]
+    insn = _loop_alu(AluOp.MULSHR, 0, 4, iters=(2, 1), dst=(1, 0), src=(1, 0), imm=30)
+    r, _ = _pipeline_run([insn], uops, _acc())
+    assert r.accepted[1] - r.accepted[0] == \
+        8 + 1 + write_stage(RQ) + REQUANT_STAGES - 1 + 7 * (REQUANT_STAGES - 1)
+
+
+@pytest.mark.parametrize("after", ["gemm", "alu_tensor", "alu_imm", "srdhm_dst", "rshr_src",
+                                   "gemm_reset"])
+def test_requant_pass_then_a_dependent_instruction(after):
+    """The instruction right after a requant pass (dispatched while the pass drains) reads
+    the row its last micro-op wrote: a GEMM accumulating onto it (or resetting it), a base
+    ALU reading it as src or dst, another requant pass reading it as dst or src (held
+    across the instruction boundary)."""
+    isa = isa_for(RQ)
+    uops = [isa.encode_uop(d, P, 0) for d in range(4)] + [
+        isa.encode_uop(3, 2, 5),       # 4: dst 3 (GEMM: inp 2, wgt 5)
+        isa.encode_uop(9, 3, 0),       # 5: dst 9, src 3
+    ]
+    nxt = {
+        "gemm": isa.encode(Opcode.GEMM, uop_bgn=4, uop_end=5, iter_out=1, iter_in=1),
+        "gemm_reset": isa.encode(Opcode.GEMM, reset_reg=1, uop_bgn=4, uop_end=5,
+                                 iter_out=1, iter_in=1),
+        "alu_tensor": _loop_alu(AluOp.ADD, 5, 6),
+        "alu_imm": _loop_alu(AluOp.SHR, 4, 5, imm=3),
+        "srdhm_dst": _loop_alu(AluOp.SRDHM, 4, 5),
+        "rshr_src": _loop_alu(AluOp.RSHR, 5, 6),
+    }[after]
+    # rows 0..3 = SRDHM(row, P); then the dependent one; then a base pass over 0..3
+    _pipeline_run([_loop_alu(AluOp.SRDHM, 0, 4), nxt, _loop_alu(AluOp.MAX, 0, 4, imm=-7)],
+                  uops, _acc())
+
+
+@pytest.mark.parametrize("case", ["independent", "dependent", "last_held"])
+def test_fault_inside_a_requant_pass(case):
+    """A loop iteration's dst is out of range: the fault names the pass, and ACC and OUT
+    hold exactly what the micro-ops before it wrote (their late writes too), also when
+    the micro-op before the faulting one is held for its own hazard, and when the faulting
+    one is the pass's last, held in S1 behind it while the next command, taken in the
+    cycle it issued, waits for its dispatch."""
+    isa = isa_for(RQ)
+    half = RQ.acc_depth // 2
+    if case == "last_held":     # iteration 1's third micro-op (dst half + 4 + half - 1)
+        uops = [isa.encode_uop(0, P, 0), isa.encode_uop(0, P, 0),
+                isa.encode_uop(half + 4, P, 0)]
+        rq = _loop_alu(AluOp.SRDHM, 0, 3, iters=(2, 1), dst=(half - 1, 0))
+    else:                       # iteration 2's first micro-op (dst 2 * half)
+        uops = [isa.encode_uop(0, P, 0), isa.encode_uop(0 if case == "dependent" else 1, P, 0)]
+        rq = _loop_alu(AluOp.SRDHM, 0, 2, iters=(3, 1), dst=(half, 0))
+    insns = [_loop_alu(AluOp.ADD, 0, 2, imm=3), rq, _loop_alu(AluOp.ADD, 0, 2, imm=9)]
+    acc = np.zeros((RQ.acc_depth, RQ.batch * RQ.block_out), np.int64)
+    acc[:64] = _acc()
+    acc[half - 1:half + 6] = _acc(seed=6)[:7]
+    _, fault = _pipeline_run(insns, uops, acc)
+    assert fault == 1
+
+
+def _random_requant_program(rng, n_insns):
+    """Random GEMM, base ALU and requant passes over 8 uops whose rows crowd into 0..7
+    (read-after-write at every distance, within and across instructions)."""
+    isa = isa_for(RQ)
+    uops = [isa.encode_uop(int(rng.integers(0, 8)), int(rng.integers(0, 8)),
+                           int(rng.integers(0, 8))) for _ in range(8)]
+    insns = []
+    for _ in range(n_insns):
+        bgn = int(rng.integers(0, 8))
+        loop = dict(uop_bgn=bgn, uop_end=int(rng.integers(bgn + 1, 9)),
+                    iter_out=int(rng.integers(1, 3)), iter_in=int(rng.integers(1, 3)),
+                    dst_factor_out=int(rng.integers(0, 3)), dst_factor_in=int(rng.integers(0, 3)),
+                    src_factor_out=int(rng.integers(0, 3)), src_factor_in=int(rng.integers(0, 3)))
+        kind = rng.random()
+        if kind < 0.2:
+            insns.append(isa.encode(Opcode.GEMM, reset_reg=int(rng.random() < 0.2),
+                                    wgt_factor_out=1, wgt_factor_in=0, **loop))
+        elif kind < 0.45:
+            op = AluOp(int(rng.integers(0, 4)))
+            use_imm = int(op == AluOp.SHR or rng.random() < 0.5)
+            imm = int(rng.integers(-5, 6)) if op == AluOp.SHR else int(rng.integers(-999, 999))
+            insns.append(isa.encode(Opcode.ALU, alu_opcode=op, use_imm=use_imm, imm=imm, **loop))
+        else:
+            op = AluOp(int(rng.choice([AluOp.SRDHM, AluOp.RSHR, AluOp.MULSHR])))
+            imm = int(rng.integers(1, 63)) if op == AluOp.MULSHR else 0
+            insns.append(isa.encode(Opcode.ALU, alu_opcode=op, use_imm=0, imm=imm, **loop))
+    return uops, insns
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_dense_requant_programs_match_the_behavioral_model(seed):
+    rng = np.random.default_rng([38, seed])
+    uops, insns = _random_requant_program(rng, 24)
+    acc = rng.integers(-2**24, 2**24, (16, RQ.batch * RQ.block_out))
+    acc[:, ::3] = rng.integers(-4, 12, (16, len(acc[0, ::3])))     # RSHR-sized lanes
+    _pipeline_run(insns, uops, acc)
+
+
+def _distance_run(backend):
+    """One SRDHM pass with read-after-write at distances 1..4 (as ``a`` and as the tensor
+    operand), a base ADD right after it reading its last row, a RSHR pass, then a STORE of
+    every row right after the last requant pass (its push waits for the late writes)."""
+    from vtakit.runtime import Runtime, Unit
+    from vtakit.sim import open_device
+    lanes = RQ.batch * RQ.block_out
+    rng = np.random.default_rng(12)
+    rows, p, e = 14, 12, 13         # p: SRDHM multipliers, e: RSHR shifts
+    acc = rng.integers(I32_MIN, I32_MAX + 1, (rows, lanes)).astype(np.int32)
+    acc[e] = rng.integers(-2, 9, lanes)
+    pairs = [(0, p), (0, p),                            # distance 1, dst
+             (1, p), (2, p), (2, 1),                    # distance 2, src
+             (3, p), (4, p), (5, p), (3, p),            # distance 3, dst
+             (6, p), (7, p), (8, p), (9, p), (10, 6)]   # distance 4, src
+    with open_device(backend, RQ) as dev:
+        rt = Runtime(dev)
+        buf, out = rt.alloc(acc.nbytes), rt.alloc(rows * lanes)
+        rt.upload(buf, acc)
+        rt.load_2d(MemType.ACC, 0, buf, 0, rows, 1, rows)
+        rt.push_alu(UopKernel.alu(AluOp.SRDHM, pairs))
+        rt.push_alu(UopKernel.alu(AluOp.ADD, [(11, 10)]))
+        rt.push_alu(UopKernel.alu(AluOp.RSHR, [(d, e) for d in range(12)]))
+        rt.dep_push(Unit.COMPUTE, Unit.STORE)
+        rt.dep_pop(Unit.COMPUTE, Unit.STORE)
+        rt.store_2d(0, out, 0, rows, 1, rows)
+        rt.synchronize()
+        return rt.download(out, "int8", (rows, lanes))
+
+
+@pytest.mark.parametrize("backend", ["verilator", "cxxrtl"])
+def test_requant_dependences_at_every_distance_on_the_rtl(backend):
+    want = _distance_run("behavioral")
+    np.testing.assert_array_equal(_distance_run(backend), want)
+    assert len(np.unique(want)) > 40
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_short_requant_passes_back_to_back(n):
+    """RSHR over the n rows an SRDHM pass right before it wrote: each of its micro-ops
+    issues n + 1 cycles after the one that wrote its row, so it waits
+    REQUANT_STAGES - (n + 1) cycles for n < 3 (RTL_COST's ``requant_late_cycles`` term)."""
+    from vtakit.hw.alu import REQUANT_STAGES
+    from vtakit.hw.compute import write_stage
+    isa = isa_for(RQ)
+    uops = [isa.encode_uop(d, P, 0) for d in range(n)]
+    r, _ = _pipeline_run([_loop_alu(AluOp.SRDHM, 0, n), _loop_alu(AluOp.RSHR, 0, n)],
+                         uops, _acc())
+    drain = n + 1 + write_stage(RQ) + REQUANT_STAGES - 1
+    assert np.diff(r.accepted).tolist() == [n + 1, drain + max(0, REQUANT_STAGES - n - 1)]

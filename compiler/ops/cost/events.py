@@ -261,6 +261,7 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
     saved = (0 if cost.overlap_cycles is None
              else cost.insn_cycles - cost.overlap_cycles)
     overlaps = _overlaps(queues[Unit.COMPUTE]) if saved else frozenset()
+    late = _requant_late(queues[Unit.COMPUTE], overlaps, cost.requant_late_cycles)
     tokens = {q: deque() for q in TOKEN_QUEUES}
     elem, bus = _elem_bytes(config), config.bus_bytes
     port = _ReadPort(cost.read_priority_wait) if cost.shared_read_port else None
@@ -343,6 +344,8 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                                                              or facts_of(insn, m))
                 if saved and m is Unit.COMPUTE and k in overlaps:
                     dur -= saved
+                if late and m is Unit.COMPUTE:
+                    dur += late.get(k, 0)
                 if not names:
                     ready, start = {}, now
                 elif any(not tokens[n] for n in names):
@@ -395,6 +398,33 @@ def _overlaps(queue) -> frozenset:
                                          and nxt.fields["memory_type"] == MemType.UOP))):
             out.add(k)
     return frozenset(out)
+
+
+def _is_requant(insn) -> bool:
+    return insn.opcode == Opcode.ALU and insn.fields["alu_opcode"] in REQUANT_OPS
+
+
+def _requant_late(queue, overlaps, cycles: int) -> dict:
+    """Positions in the compute ``queue`` of requant passes with micro-ops -> the cycles
+    their late writes add (:attr:`~.params.EventCost.requant_late_cycles`)."""
+    if not cycles:
+        return {}
+    out = {}
+    for k, insn in enumerate(queue):
+        n = _loop_uops(insn)
+        if not _is_requant(insn) or not n:
+            continue
+        nxt = queue[k + 1] if k in overlaps else None
+        if nxt is None:
+            out[k] = cycles
+        elif _is_requant(nxt):
+            # the next pass reads the rows of this one (the compiler's chains do): its
+            # micro-op i issues n + 1 cycles after this one's i, and waits for a write
+            # closer than cycles + 1
+            out[k] = max(0, cycles - n)
+        elif nxt.opcode != Opcode.LOAD:
+            out[k] = cycles - 1
+    return out
 
 
 def program_stream(program) -> list:

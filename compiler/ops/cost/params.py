@@ -94,18 +94,30 @@ class EventCost(CostModel):
         module's beats already in flight (the arbiter's read-ahead), and push the load
         module's LOAD in progress back by their beats; None: no priority, every LOAD
         takes the free cycles in turn (:class:`~.events._ReadPort`).
+    requant_late_cycles : int
+        :func:`~vtakit.compiler.ops.perfmodel.predict_stream` only: the stages a
+        ``requant`` micro-op (SRDHM, RSHR, MULSHR) writes after a base one
+        (``hw/alu.py``'s REQUANT_STAGES - 1). A requant instruction that drains takes
+        this many cycles more; one whose next loop is dispatched while it drains, one
+        less when that loop is a base GEMM/ALU (its first micro-op waits for the late
+        writes); when it is another requant pass, which reads the rows this one wrote
+        (the compiler's chains), this many minus the pass's micro-ops, if more than 0
+        (each of its micro-ops issues that many plus one cycles after the one that
+        wrote its row, and the RTL holds it until the write is in reach).
     """
 
     shared_read_port: bool = False
     read_priority_wait: int | None = None
     overlap_cycles: int | None = None
+    requant_late_cycles: int = 0
 
 
 #: The costs of the RTL (``hw/``), for
 #: :func:`vtakit.compiler.ops.perfmodel.predict_stream`: GEMM and ALU issue one micro-op
 #: per cycle with either operand kind (the ``requant`` extension's SRDHM, RSHR and MULSHR
-#: one every ``hw/alu.py``'s REQUANT_STAGES cycles, written REQUANT_STAGES - 1 stages later; dependent
-#: passes do not stall, the acc reads forward the writes in flight) and occupy the compute module N + 7 cycles, N + 1
+#: too, written REQUANT_STAGES - 1 stages later: ``requant_late_cycles``; the compiler's
+#: passes never wait for one of their own writes, and other dependent passes do not
+#: stall, the acc reads forward the writes in flight) and occupy the compute module N + 7 cycles, N + 1
 #: (the RTL's count) when the next loop or LOAD UOP is dispatched while one without
 #: pushes drains (``hw/compute.py``); a LOAD/STORE costs a few cycles plus one per bus
 #: beat, pad element and row; all LOADs share the one DRAM read port, the compute
@@ -122,7 +134,7 @@ class EventCost(CostModel):
 #: no MLPerf Tiny model gets slower on default after re-ranking. The int32 layers'
 #: tilings, re-ranked by this model, move with it; the tile search keeps
 #: :class:`SearchCost`'s defaults.
-RTL_COST = EventCost(alu_tensor_cycles=1.0, requant_uop_cycles=REQUANT_STAGES,
+RTL_COST = EventCost(alu_tensor_cycles=1.0, requant_late_cycles=REQUANT_STAGES - 1,
                      dma_insn_cycles=7, dma_row_cycles=2,
                      insn_cycles=7, shared_read_port=True, overlap_cycles=1,
                      read_priority_wait=DMA_READ_AHEAD_BEATS + MAX_BURST)
