@@ -540,35 +540,11 @@ def _pipeline_run(insns, uops, acc):
     """Run ``insns`` (then FINISH) on the compute module and on the behavioral model's
     datapath; assert equal ACC, OUT, counters and fault (code, instruction); return the
     RTL run (its ``accepted`` cycles) and the fault's instruction index or None."""
-    from test_rtl_compute import ComputeBench
-    isa = isa_for(RQ)
-    lanes = RQ.batch * RQ.block_out
-    insns = list(insns) + [isa.encode(Opcode.FINISH)]
+    from test_rtl_compute import ComputeBench, check_against_model
+    insns = list(insns) + [isa_for(RQ).encode(Opcode.FINISH)]
     bench = ComputeBench(RQ)
     r = bench.run(insns, uop=uops, acc=acc, max_cycles=3000)
-    model = SRAMs(RQ)
-    model.inp[:] = bench.inp.reshape(model.inp.shape)
-    model.wgt[:] = bench.wgt.reshape(model.wgt.shape)
-    model.acc[:len(acc)] = acc.reshape((len(acc),) + model.acc.shape[1:])
-    model.uop[:len(uops)] = uops
-    counters, fault = Counters(), None
-    for n, word in enumerate(insns[:-1]):
-        insn = isa.decode(word)
-        try:
-            (model.gemm if insn.opcode == Opcode.GEMM else model.alu)(insn, counters)
-        except Fault as f:
-            fault = (n, f.code)
-            break
-    if fault is None:
-        assert r.error == (0, 0, 0) and len(r.finish) == 1, r.error
-    else:
-        assert r.error == (1, fault[1], fault[0]) and r.finish == [], (r.error, fault)
-    assert (r.gemm_count, r.alu_count) == (counters["gemm_counter"], counters["alu_counter"])
-    np.testing.assert_array_equal(r.acc, model.acc.reshape(RQ.acc_depth, lanes))
-    model_out = model.out.reshape(RQ.out_depth, lanes)
-    for index in range(RQ.out_depth):
-        got = r.out[index][1] if index in r.out else np.zeros(lanes)
-        np.testing.assert_array_equal(got, model_out[index], err_msg=f"OUT[{index}]")
+    fault = check_against_model(RQ, bench, r, insns, uops, acc)
     return r, None if fault is None else fault[0]
 
 

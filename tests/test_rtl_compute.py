@@ -817,12 +817,14 @@ def test_compute_errors_stop_cleanly(case):
     check_against_reference(bench, r, ref)
     assert r.tokens["g2s"].log and not r.tokens["g2l"].log
     if isinstance(bad, int) and bad & 7 in (Opcode.GEMM, Opcode.ALU):
-        _check_fault_against_model(cfg, bench, r, insns[:2], uops, acc, code)
+        assert check_against_model(cfg, bench, r, insns[:2], uops, acc) == (1, code)
 
 
-def _check_fault_against_model(cfg, bench, r, insns, uops, acc, code):
-    """The behavioral model's datapath runs ``insns`` (the last one faults with
-    ``code``) and ends with the RTL's ACC, OUT and micro-op counters."""
+def check_against_model(cfg, bench, r, insns, uops, acc):
+    """Run ``insns`` (up to a FINISH) on the behavioral model's datapath, from the SRAMs
+    ``bench`` ran with, and assert that the RTL run ``r`` ended as the model did: its ACC,
+    OUT and micro-op counters, and the same fault (code and instruction index) or none.
+    Return the model's fault as ``(instruction index, code)``, or None."""
     from vtakit.sim.datapath import Counters, Fault, SRAMs
     isa = isa_for(cfg)
     lanes = cfg.batch * cfg.block_out
@@ -831,22 +833,27 @@ def _check_fault_against_model(cfg, bench, r, insns, uops, acc, code):
     model.wgt[:] = bench.wgt.reshape(model.wgt.shape)
     model.acc[:len(acc)] = acc.reshape((len(acc),) + model.acc.shape[1:])
     model.uop[:len(uops)] = uops
-    counters = Counters()
+    counters, fault = Counters(), None
     for n, word in enumerate(insns):
         insn = isa.decode(word)
-        run = model.gemm if insn.opcode == Opcode.GEMM else model.alu
-        if n < len(insns) - 1:
-            run(insn, counters)
-            continue
-        with pytest.raises(Fault) as fault:
-            run(insn, counters)
-        assert fault.value.code == code
+        if insn.opcode == Opcode.FINISH:
+            break
+        try:
+            (model.gemm if insn.opcode == Opcode.GEMM else model.alu)(insn, counters)
+        except Fault as f:
+            fault = (n, f.code)
+            break
+    if fault is None:
+        assert r.error == (0, 0, 0) and len(r.finish) == 1, r.error
+    else:
+        assert r.error == (1, fault[1], fault[0]) and r.finish == [], (r.error, fault)
     assert (r.gemm_count, r.alu_count) == (counters["gemm_counter"], counters["alu_counter"])
     np.testing.assert_array_equal(r.acc, model.acc.reshape(cfg.acc_depth, lanes))
     model_out = model.out.reshape(cfg.out_depth, lanes)
     for index in range(cfg.out_depth):
         got = r.out[index][1] if index in r.out else np.zeros(lanes)
         np.testing.assert_array_equal(got, model_out[index], err_msg=f"OUT[{index}]")
+    return fault
 
 
 def test_compute_empty_loops_still_sync():
@@ -933,31 +940,10 @@ def random_program(cfg, rng, n_insns):
 @pytest.mark.parametrize("preset,seed", [("tiny", 0), ("tiny", 1), ("4x8", 2), ("default", 3)])
 def test_compute_random_programs_match_behavioral_model(preset, seed):
     """Random GEMM/ALU streams, RTL against the behavioral model's datapath."""
-    from vtakit.sim.datapath import Counters, SRAMs
     cfg = VTAConfig.preset(preset)
-    isa = isa_for(cfg)
     rng = np.random.default_rng(seed)
-    lanes = cfg.batch * cfg.block_out
     uops, insns = random_program(cfg, rng, 40)
-    acc = rng.integers(-2**31, 2**31, (80, lanes))
+    acc = rng.integers(-2**31, 2**31, (80, cfg.batch * cfg.block_out))
     bench = ComputeBench(cfg)
     r = bench.run(insns, uop=uops, acc=acc, max_cycles=20_000)
-
-    model = SRAMs(cfg)
-    model.inp[:] = bench.inp.reshape(model.inp.shape)
-    model.wgt[:] = bench.wgt.reshape(model.wgt.shape)
-    model.acc[:len(acc)] = acc.reshape((len(acc),) + model.acc.shape[1:])
-    model.uop[:len(uops)] = uops
-    counters = Counters()
-    for word in insns[:-1]:
-        insn = isa.decode(word)
-        (model.gemm if insn.opcode == Opcode.GEMM else model.alu)(insn, counters)
-
-    assert r.error == (0, 0, 0) and len(r.finish) == 1
-    assert (r.gemm_count, r.alu_count) == (counters["gemm_counter"], counters["alu_counter"])
-    np.testing.assert_array_equal(r.acc, model.acc.reshape(cfg.acc_depth, lanes))
-    model_out = model.out.reshape(cfg.out_depth, lanes)
-    for index in range(cfg.out_depth):
-        expected = model_out[index]
-        got = r.out[index][1] if index in r.out else np.zeros(lanes)
-        np.testing.assert_array_equal(got, expected, err_msg=f"OUT[{index}]")
+    assert check_against_model(cfg, bench, r, insns, uops, acc) is None
