@@ -5,7 +5,8 @@ Instruction flow: accept a command, pop the tokens its pop flags name
 its fields, execute it, then push one token per push flag (``g2l`` for
 ``push_prev``, ``g2s`` for ``push_next``); a push into a full queue waits.
 
-Micro-op pipeline (GEMM and ALU share it; it never stalls once a uop issued). W is
+Micro-op pipeline (GEMM and ALU share it; it never stalls once a uop issued, except for the
+``requant`` extension's hold below). W is
 :func:`write_stage` (``2 +`` :func:`~vtakit.hw.gemm.gemm_latency`: 6 for BLOCK 8 and 16),
 so that no stage holds more than one SRAM access, one multiplier or two adder levels::
 
