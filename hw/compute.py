@@ -551,6 +551,8 @@ class Compute(wiring.Component):
             for i, (v, d) in enumerate(producers[:stages - 1]):
                 m.d.comb += [hazard.prod_valid[i].eq(v), hazard.prod_dst[i].eq(d)]
         write_now = sw["valid"] & ~sw["late"]
+        if has_setup:       # REQ.M and REQ.P write no SRAM
+            write_now = write_now & ~sw["setup"]
         wr_dst = Signal(a_w)
         with m.If(late_valid):
             m.d.comb += [wr_dst.eq(late_dst), result.eq(alu.late if has_late else 0)]
