@@ -75,9 +75,12 @@ __all__ = ["VectorAlu", "SHIFT_BITS", "IMPLEMENTED", "REQUANT_OPS", "REQUANT_STA
 #: Width of the signed shift amount (``-SHIFT_LIMIT..SHIFT_LIMIT``).
 SHIFT_BITS = SHIFT_LIMIT.bit_length() + 1
 
-#: The opcodes the lane expression of :class:`VectorAlu` computes.
-IMPLEMENTED = frozenset({AluOp.MIN, AluOp.MAX, AluOp.ADD, AluOp.SHR,
-                         AluOp.SRDHM, AluOp.RSHR, AluOp.MULSHR, AluOp.REQ})
+#: The opcodes the lanes of :class:`VectorAlu` compute, each with the ISA extension whose
+#: semantics its RTL has (None: a base opcode); a table entry at one of these codes with
+#: another extension (or none) has no RTL.
+IMPLEMENTED = {AluOp.MIN: None, AluOp.MAX: None, AluOp.ADD: None, AluOp.SHR: None,
+               AluOp.SRDHM: "requant", AluOp.RSHR: "requant", AluOp.MULSHR: "requant",
+               AluOp.REQ: "requant2"}
 
 #: The opcodes that need the lane multiplier (generated only when one is legal).
 REQUANT_OPS = (AluOp.SRDHM, AluOp.RSHR, AluOp.MULSHR)
@@ -116,7 +119,8 @@ def late_stages(config) -> int:
 
 
 def _check_implemented(config):
-    missing = [str(e) for e in alu_ops(config) if e.code not in IMPLEMENTED]
+    missing = [str(e) for e in alu_ops(config)
+               if e.code not in IMPLEMENTED or IMPLEMENTED[e.code] != e.extension]
     if missing:
         raise AluTableError(f"ALU opcode {', '.join(missing)} is legal in the ALU table "
                             f"(vtakit.hw.isa.ALU_OPS) but hw/alu.py has no RTL for it; "

@@ -21,27 +21,36 @@ One uop issues per cycle for GEMM (reset and accumulate) and for ALU with an
 immediate or a tensor operand (the acc SRAM has two read ports). The loop
 offsets ``p*factor_out + q*factor_in`` come from incremental adders.
 
-The ``requant`` extension's SRDHM, RSHR and MULSHR take four stages
-(:data:`~vtakit.hw.alu.REQUANT_STAGES`: operands into the registered multipliers in
-S{W}, products, their sum, rounding and write in S{W+3}). They issue one per cycle too;
-a micro-op issued ``d`` cycles after one of them reads at the end of its S{W-2} and
-forwards the writes up to the end of its S{W-1}, so it sees that late write only for
-``d >= REQUANT_STAGES``. Two rules keep the results those of sequential execution:
+The extensions' late opcodes take L = :func:`~vtakit.hw.alu.late_stages` stages: the
+``requant`` extension's SRDHM, RSHR and MULSHR four (operands into the registered
+multipliers in S{W}, products, their sum, rounding and write in S{W+3}), the ``requant2``
+extension's REQ eight (bias add in S{W} ... clamp and write in S{W+7}; ``VectorAlu``).
+They issue one per cycle too; a micro-op issued ``d`` cycles after one of them reads at
+the end of its S{W-2} and forwards the writes up to the end of its S{W-1}, so it sees
+that late write only for ``d >= L``. Two rules keep the results those of sequential
+execution:
 
 * **hold** (:class:`RequantHazard`): a micro-op in S2 whose acc reads (dst, and src
-  with a tensor operand) hit the dst of a requant micro-op in S3..S{REQUANT_STAGES+1}
+  with a tensor operand) hit the dst of a late micro-op in S3..S{L+1}
   stops the front (the sequencer, S1 and S2; the uop SRAM read too) and bubbles go
-  down S3.. until that write is in reach (at most ``REQUANT_STAGES - 1`` cycles);
+  down S3.. until that write is in reach (at most ``L - 1`` cycles);
   independent micro-ops (a requant pass writes its own rows and reads a parameter row
   nothing in it writes) never wait;
-* **gap**: after the last micro-op of a requant instruction, a micro-op of a
-  following base GEMM/ALU issues ``REQUANT_STAGES`` cycles later at the earliest (not
+* **gap**: after the last micro-op of a late instruction, a micro-op of a
+  following base GEMM/ALU issues ``L`` cycles later at the earliest (not
   counting held cycles), so its write in S{W} never meets a late write at the acc
-  port and its reads see them all; a following requant instruction issues at once
-  (its writes are late too, its reads are held as above). A requant instruction of N
+  port and its reads see them all; a following late instruction issues at once
+  (its writes are late too, its reads are held as above). A late instruction of N
   micro-ops without hazards thus takes N + 1 cycles from accept to accept when
-  overlapped (below), and the next base loop issues 2 cycles later than it would
-  after a base one. An
+  overlapped (below), and the next base loop issues L - 2 cycles later than it would
+  after a base one.
+
+``requant2``'s setup micro-ops REQ.M and REQ.P (REQ with imm 1, 2) go down the late
+pipeline as far as the ALU's stage 1 (S{W+1}), where they load the per-lane registers
+RM / RP, so that a REQ micro-op reads them (in the same stage) exactly as the micro-ops
+before it in program order left them. They write no SRAM (no ACC/OUT write, no hazard
+producers, no gap after them; the gap of a REQ pass before them goes on counting), read
+only their src (the hold ignores their dst) and count as ALU micro-ops. An
 instruction of N uops occupies the module for N + 1 + W cycles, from accepting it
 to accepting the next command: one dispatch cycle (pops and field checks), N
 issue cycles, and S1..S{W} of the last uop; its pushes, and the accept of the
@@ -319,10 +328,10 @@ class Compute(wiring.Component):
         mode_gemm = Signal()
         mode_reset = Signal()
         alu_op = Signal(alu_opcode_bits(c))
-        # An ALU micro-op of the ``requant`` extension (SRDHM, RSHR, MULSHR) writes its
-        # result REQUANT_STAGES - 1 stages after S{W} (``VectorAlu.late``): a later
-        # micro-op that reads it too early is held (``RequantHazard``), and a base
-        # micro-op issues REQUANT_STAGES cycles after the last of them (``gap``).
+        # An ALU micro-op of an extension's late opcodes (SRDHM, RSHR, MULSHR; REQ) writes
+        # its result L - 1 stages after S{W} (L = late_stages(c); ``VectorAlu.late``): a
+        # later micro-op that reads it too early is held (``RequantHazard``), and a base
+        # micro-op issues L cycles after the last of them (``gap``).
         has_late = hasattr(alu, "late")
         mode_late = Signal()
         # ``requant2``'s setup micro-ops (REQ.M, REQ.P) go down the late pipeline too
@@ -346,7 +355,7 @@ class Compute(wiring.Component):
         # ``hold``: the front (S0..S2) waits for a requant micro-op's write (RequantHazard)
         hold = Signal()
         # cycles before a base micro-op may issue after the last micro-op of a requant
-        # instruction (REQUANT_STAGES - 1, not counting held cycles; a requant one need not
+        # instruction (L - 1, not counting held cycles; a late one need not
         # wait); without the extension ``gap`` stays 0, in the one-bit form of the base
         # ISA's Verilog
         stages = late_stages(c) if has_late else 2
@@ -581,7 +590,7 @@ class Compute(wiring.Component):
         with m.If(sw["valid"]):
             m.d.sync += self.uop_count.eq(self.uop_count + 1)
         # Micro-ops that write after this cycle (S1..S{W-1}, and a requant one in
-        # S{W}..S{W+REQUANT_STAGES-2}):
+        # S{W}..S{W+L-2}):
         # the drain is over when none is left.
         late_next = sw["valid"] & sw["late"]
         for v in late_pending:
