@@ -332,8 +332,8 @@ class VectorAlu(wiring.Component):
         0..6, stage 0 being ``late_en``; ``kind``: the sub-operation in stage 1)."""
         w = self._config.acc_width
         half = w // 2
-        lanes_in = valid[1] & (kind == REQ_RUN)     # a REQ in stage 1 (REQ.M/P stop there)
-        enable = [valid[0], lanes_in] + valid[2:]   # what loads the registers of stage s+1
+        run1 = valid[1] & (kind == REQ_RUN)     # a REQ in stage 1 (REQ.M/P stop there)
+        enable = [valid[0], run1] + valid[2:]   # enable[s]: load the registers of stage s+1
 
         def reg(stage, value, name, shape=None):
             """``value`` of stage ``stage - 1`` registered into stage ``stage``."""
