@@ -32,6 +32,29 @@ registers: issued fewer than :data:`REQUANT_STAGES` cycles after it), and a base
 issues :data:`REQUANT_STAGES` cycles after the last of a requant instruction
 (``hw/compute.py``, :class:`~vtakit.hw.compute.RequantHazard`); the base opcodes stay
 combinational in S{W} (``result``).
+
+With the ``requant2`` extension (an alternative to ``requant``) each lane instead has the
+per-lane parameter registers ``RM`` and ``RP`` and one REQ pipeline of
+:data:`REQ_STAGES` (8) stages, again at most one adder, one shift or one multiplier stage
+each (``rq`` of the spec: :func:`~vtakit.hw.fixedpoint.requantize_word`):
+
+0. (S{W}) the bias add ``x = a + b``;
+1. the left shift ``x << max(s, 0)`` (double rounding) into the registered multipliers,
+   with ``RM`` as the other operand; REQ.M / REQ.P load ``RM`` / ``RP`` here, at the end
+   of this stage, so that a REQ micro-op reads them as every earlier micro-op left them;
+   the REQ micro-op takes its copy of ``RP``'s fields with it;
+2. the partial products are registered;
+3. they are summed into the 64-bit product;
+4. the product is rounded with the lane's ``k`` (31 for double rounding, SRDHM's
+   ``INT32_MIN * INT32_MIN`` saturation included; ``clip(31 - s, 1, 62)`` for single
+   rounding): a shift by ``k - 1``, an increment, a halving;
+5. the rounding shift's nudge and the zero point shifted left by the shift ``r``
+   (``floor((p + nudge) / 2^r) + zp == floor((p + nudge + zp * 2^r) / 2^r)``): one add;
+6. the shift by ``r``;
+7. the clamp to ``[lo, hi]`` (int8 compares): ``late``, written in S{W+7}.
+
+:func:`late_stages` gives the stage count of the config's late opcodes (4 or 8); the
+compute module's hold, gap and late write follow it.
 """
 
 from functools import reduce
@@ -47,14 +70,17 @@ from .isa import INT32_MAX, INT32_MIN, AluOp, AluTableError, alu_opcode_bits, al
 from .spec import IMM_MAX, IMM_MIN, SHIFT_LIMIT
 
 __all__ = ["VectorAlu", "SHIFT_BITS", "IMPLEMENTED", "REQUANT_OPS", "REQUANT_STAGES",
-           "alu_illegal"]
+           "REQ_STAGES", "late_ops", "late_stages", "alu_illegal"]
 
 #: Width of the signed shift amount (``-SHIFT_LIMIT..SHIFT_LIMIT``).
 SHIFT_BITS = SHIFT_LIMIT.bit_length() + 1
 
-#: The opcodes the lane expression of :class:`VectorAlu` computes.
-IMPLEMENTED = frozenset({AluOp.MIN, AluOp.MAX, AluOp.ADD, AluOp.SHR,
-                         AluOp.SRDHM, AluOp.RSHR, AluOp.MULSHR})
+#: The opcodes the lanes of :class:`VectorAlu` compute, each with the ISA extension whose
+#: semantics its RTL has (None: a base opcode); a table entry at one of these codes with
+#: another extension (or none) has no RTL.
+IMPLEMENTED = {AluOp.MIN: None, AluOp.MAX: None, AluOp.ADD: None, AluOp.SHR: None,
+               AluOp.SRDHM: "requant", AluOp.RSHR: "requant", AluOp.MULSHR: "requant",
+               AluOp.REQ: "requant2"}
 
 #: The opcodes that need the lane multiplier (generated only when one is legal).
 REQUANT_OPS = (AluOp.SRDHM, AluOp.RSHR, AluOp.MULSHR)
@@ -66,9 +92,35 @@ REQUANT_OPS = (AluOp.SRDHM, AluOp.RSHR, AluOp.MULSHR)
 #: parameter).
 REQUANT_STAGES = 4
 
+#: Pipeline stages of a REQ micro-op's result (the ``requant2`` extension), as
+#: ``REQUANT_STAGES`` for the ``requant`` opcodes; fixed by :meth:`VectorAlu._req_lane`.
+REQ_STAGES = 8
+
+#: REQ's sub-operations, the immediate field of its tensor form.
+REQ_RUN, REQ_M, REQ_P = 0, 1, 2
+
+
+def late_ops(config) -> tuple:
+    """The opcodes legal in ``config`` whose result is ``VectorAlu.late`` (written
+    :func:`late_stages` ``- 1`` stages after S{W}): SRDHM, RSHR, MULSHR with ``requant``,
+    REQ with ``requant2``, none in the base ISA."""
+    codes = {e.code for e in alu_ops(config)}
+    return tuple(op for op in (*REQUANT_OPS, AluOp.REQ) if op in codes)
+
+
+def late_stages(config) -> int:
+    """The pipeline stages of the late opcodes' result in ``config``
+    (:data:`REQUANT_STAGES` with ``requant``, :data:`REQ_STAGES` with ``requant2``); 1
+    without either (the base opcodes' result is combinational in S{W})."""
+    ops = late_ops(config)
+    if not ops:
+        return 1
+    return REQ_STAGES if AluOp.REQ in ops else REQUANT_STAGES
+
 
 def _check_implemented(config):
-    missing = [str(e) for e in alu_ops(config) if e.code not in IMPLEMENTED]
+    missing = [str(e) for e in alu_ops(config)
+               if e.code not in IMPLEMENTED or IMPLEMENTED[e.code] != e.extension]
     if missing:
         raise AluTableError(f"ALU opcode {', '.join(missing)} is legal in the ALU table "
                             f"(vtakit.hw.isa.ALU_OPS) but hw/alu.py has no RTL for it; "
@@ -115,7 +167,7 @@ class VectorAlu(wiring.Component):
     ----------
     op : In(alu_opcode_bits(config))
         A legal opcode of the ALU table in the config (MIN, MAX, ADD, SHR; with the
-        ``requant`` extension also SRDHM, RSHR, MULSHR).
+        ``requant`` extension also SRDHM, RSHR, MULSHR; with ``requant2`` also REQ).
     a : In(acc_elem_bits)
         Destination operand, int32 lane ``j`` in bits ``[32*(j+1)-1 : 32*j]``.
     b : In(acc_elem_bits)
@@ -123,15 +175,18 @@ class VectorAlu(wiring.Component):
         per-lane multiplier of SRDHM/MULSHR and the per-lane shift of RSHR.
     shift : In(signed(6))
         The low 6 bits of the immediate: SHR's amount ``k`` in ``-31..31``; read unsigned,
-        MULSHR's ``k`` in ``1..62`` (the same for every lane).
+        MULSHR's ``k`` in ``1..62`` (the same for every lane); REQ's sub-operation in
+        its low two bits (0: REQ, 1: REQ.M, 2: REQ.P).
     result : Out(acc_elem_bits)
         The base opcodes' result, combinational.
     late_en : In(1)
-        Only with the ``requant`` extension: an SRDHM/RSHR/MULSHR presents its inputs this
-        cycle (the stages of ``late`` load only then).
+        Only with the ``requant`` or ``requant2`` extension: a late opcode (SRDHM, RSHR,
+        MULSHR; REQ and its setup forms REQ.M and REQ.P) presents its inputs this cycle
+        (the stages of ``late`` load only then).
     late : Out(acc_elem_bits)
-        Only with the ``requant`` extension: SRDHM/RSHR/MULSHR's result of the inputs
-        presented with ``late_en`` ``REQUANT_STAGES - 1`` cycles before.
+        Only with an extension: the late opcode's result of the inputs presented with
+        ``late_en`` ``late_stages(config) - 1`` cycles before (meaningless for REQ.M and
+        REQ.P, which write no SRAM).
     """
 
     def __init__(self, config: VTAConfig):
@@ -144,7 +199,7 @@ class VectorAlu(wiring.Component):
             "shift": In(signed(SHIFT_BITS)),
             "result": Out(c.acc_elem_bits),
         }
-        if {e.code for e in alu_ops(c)} & set(REQUANT_OPS):
+        if late_ops(c):
             ports["late_en"] = In(1)
             ports["late"] = Out(c.acc_elem_bits)
         super().__init__(ports)
@@ -162,6 +217,10 @@ class VectorAlu(wiring.Component):
         left_amount = (-self.shift).as_unsigned()[:SHIFT_BITS - 1]
 
         requant = {e.code for e in alu_ops(c)} & set(REQUANT_OPS)
+        req = AluOp.REQ in late_ops(c)
+        if requant and req:
+            raise AluTableError("hw/alu.py builds the requant or the requant2 lanes, not both; "
+                                "the config makes SRDHM, RSHR, MULSHR and REQ legal")
         if requant and requant != set(REQUANT_OPS):
             raise AluTableError(f"hw/alu.py builds SRDHM, RSHR and MULSHR together; the config "
                                 f"makes only {', '.join(AluOp(o).name for o in sorted(requant))} "
@@ -183,6 +242,21 @@ class VectorAlu(wiring.Component):
                 ops.append(op_s)
                 ks.append(k_s)
             stages = (valid, ops, ks)
+        if req:
+            # REQ's control, shared by the lanes: the valid flags of stages 1..6 and the
+            # sub-operation in stage 1 (only REQ itself goes on from there).
+            req_valid = [self.late_en, Signal(name="req_valid1")]
+            req_kind = Signal(2, name="req_kind1")
+            m.d.sync += req_valid[1].eq(self.late_en)
+            with m.If(self.late_en):
+                m.d.sync += req_kind.eq(self.shift.as_unsigned()[:2])
+            req_valid.append(Signal(name="req_valid2"))
+            m.d.sync += req_valid[2].eq(req_valid[1] & (req_kind == REQ_RUN))
+            for s in range(3, REQ_STAGES - 1):
+                v = Signal(name=f"req_valid{s}")
+                m.d.sync += v.eq(req_valid[-1])
+                req_valid.append(v)
+            req_stages = (req_valid, req_kind)
 
         out, late = [], []
         for j in range(lanes):
@@ -194,8 +268,10 @@ class VectorAlu(wiring.Component):
             out.append(lane[:c.acc_width])
             if requant:
                 late.append(self._requant_lane(m, j, x, y, *stages))
+            if req:
+                late.append(self._req_lane(m, j, x, y, *req_stages))
         m.d.comb += self.result.eq(Cat(out))
-        if requant:
+        if requant or req:
             m.d.comb += self.late.eq(Cat(late))
         return m
 
@@ -248,3 +324,111 @@ class VectorAlu(wiring.Component):
         neg = reg(2, y1 < 0, "rshr_neg", 1)
         rshr = reg(3, Mux(neg, left, (nudged >> e2)[:w]), "rshr", w)
         return Mux(ops[3] == AluOp.RSHR, rshr, product)
+
+    def _req_lane(self, m, j, x, y, valid, kind):
+        """Lane ``j`` of REQ (the ``requant2`` extension): its parameter registers ``RM``
+        and ``RP``, loaded by REQ.M and REQ.P in stage 1, and ``rq(x + y, RM, RP)`` of the
+        inputs presented ``REQ_STAGES - 1`` cycles before (``valid``: the flags of stages
+        0..6, stage 0 being ``late_en``; ``kind``: the sub-operation in stage 1)."""
+        w = self._config.acc_width
+        half = w // 2
+        run1 = valid[1] & (kind == REQ_RUN)     # a REQ in stage 1 (REQ.M/P stop there)
+        enable = [valid[0], run1] + valid[2:]   # enable[s]: load the registers of stage s+1
+
+        def reg(stage, value, name, shape=None):
+            """``value`` of stage ``stage - 1`` registered into stage ``stage``."""
+            r = Signal(shape if shape is not None else len(value), name=f"req_{name}{j}")
+            with m.If(enable[stage - 1]):
+                m.d.sync += r.eq(value)
+            return r
+
+        # stage 0 (S{W}): the bias add (wraps), and the operand of a setup micro-op
+        x1 = reg(1, (x + y)[:w], "x", signed(w))
+        b1 = reg(1, y, "b", signed(w))
+
+        # stage 1: the parameter registers. RP is kept decoded: the left shift l, the
+        # product's rounding shift k - 1, the rounding shift r, double rounding, zp, lo, hi.
+        rm = Signal(signed(w), name=f"req_rm{j}")
+        rp_l = Signal(5, name=f"req_rp_l{j}")
+        rp_k = Signal(6, name=f"req_rp_k{j}")
+        rp_r = Signal(5, name=f"req_rp_r{j}")
+        rp_double = Signal(name=f"req_rp_double{j}")
+        rp_zp = Signal(signed(8), name=f"req_rp_zp{j}")
+        rp_lo = Signal(signed(8), name=f"req_rp_lo{j}")
+        rp_hi = Signal(signed(8), name=f"req_rp_hi{j}")
+        with m.If(valid[1] & (kind == REQ_M)):
+            m.d.sync += rm.eq(b1)
+        with m.If(valid[1] & (kind == REQ_P)):
+            s, single = b1[0:6].as_signed(), b1[6]
+            # single: k = clip(31 - s, 1, 62), so k - 1 = clip(30 - s, 0, 61); double: 31
+            k_single = Mux(s == 31, 0, Mux(s == -32, 61, (30 - s)[:6]))
+            # double: l = max(s, 0); r = max(-s, 0), 32 acting as 31
+            m.d.sync += [
+                rp_l.eq(Mux(single | (s < 0), 0, s[:5])),
+                rp_k.eq(Mux(single, k_single, 30)),
+                rp_r.eq(Mux(single | (s >= 0), 0, Mux(s == -32, 31, (-s)[:5]))),
+                rp_double.eq(~single),
+                rp_zp.eq(b1[8:16]), rp_lo.eq(b1[16:24]), rp_hi.eq(b1[24:32]),
+            ]
+        # the left shift (keeping the low 32 bits) into the registered multipliers: the
+        # 32x32 product from four 17x17 signed products (the low halves zero-extended), an
+        # ECP5 MULT18X18D each (operands registered at the end of stage 1, products at
+        # the end of stage 2)
+        xs = (x1 << rp_l)[:w]
+        parts = {}
+        xh = (Cat(xs[:half], Const(0, 1)).as_signed(), xs[half:].as_signed())
+        mh = (Cat(rm[:half], Const(0, 1)).as_signed(), rm[half:].as_signed())
+        for name, (xa, mb) in {"ll": (0, 0), "lh": (0, 1), "hl": (1, 0), "hh": (1, 1)}.items():
+            mul = Multiplier(len(xh[xa]), len(mh[mb]))
+            m.submodules[f"req_mul{j}_{name}"] = mul
+            m.d.comb += [mul.a.eq(xh[xa]), mul.b.eq(mh[mb]),
+                         mul.en.eq(enable[1]), mul.en_product.eq(enable[2])]
+            parts[name] = mul.p
+        # REQ's copy of the parameters, carried to the stage that uses each
+        k = reg(2, rp_k, "k")
+        r = reg(2, rp_r, "r")
+        double = reg(2, rp_double, "double")
+        zp = reg(2, rp_zp, "zp", signed(8))
+        lo = reg(2, rp_lo, "lo", signed(8))
+        hi = reg(2, rp_hi, "hi", signed(8))
+
+        # stage 3: the partial products summed (ll and hh do not overlap)
+        prod = reg(4, (Cat(parts["ll"][:w], parts["hh"]).as_signed()
+                       + ((parts["lh"] + parts["hl"]) << half))[:2 * w].as_signed(),
+                   "prod", signed(2 * w))
+        k, r, double = reg(3, k, "k_3"), reg(3, r, "r_3"), reg(3, double, "double_3")
+        zp, lo, hi = (reg(3, zp, "zp_3", signed(8)), reg(3, lo, "lo_3", signed(8)),
+                      reg(3, hi, "hi_3", signed(8)))
+        k, r, double = reg(4, k, "k_4"), reg(4, r, "r_4"), reg(4, double, "double_4")
+        zp, lo, hi = (reg(4, zp, "zp_4", signed(8)), reg(4, lo, "lo_4", signed(8)),
+                      reg(4, hi, "hi_4", signed(8)))
+
+        # stage 4: the product's rounding, (floor(ab / 2^(k-1)) + 1) >> 1 (SRDHM for k =
+        # 31, MULSHR's single rounding otherwise), low 32 bits; only INT32_MIN * INT32_MIN
+        # = 2^62 leaves the int32 range with double rounding: SRDHM saturates it.
+        q = (prod >> k)[:w + 1]
+        rounded = ((q + 1) >> 1)[:w]
+        p = reg(5, Mux(double & (prod == 1 << (2 * w - 2)), INT32_MAX, rounded), "p", signed(w))
+        # the nudge of the rounding shift (round half away from zero: 2^(r-1), less one
+        # for p < 0; none for r = 0) and the zero point times 2^r: disjoint bits
+        zp_r = zp << r
+        c_pos = reg(5, zp_r | (Const(1, w) << r)[1:w], "c_pos", signed(w + 8))
+        c_neg = reg(5, zp_r | ((Const(1, w) << r) - 1)[1:w], "c_neg", signed(w + 8))
+        r, lo, hi = reg(5, r, "r_5"), reg(5, lo, "lo_5", signed(8)), reg(5, hi, "hi_5", signed(8))
+
+        # stage 5: p + nudge + zp * 2^r (exact: |.| < 2^39)
+        n = reg(6, p + Mux(p < 0, c_neg, c_pos), "n", signed(w + 9))
+        r, lo, hi = reg(6, r, "r_6"), reg(6, lo, "lo_6", signed(8)), reg(6, hi, "hi_6", signed(8))
+
+        # stage 6: the shift, y = wrap32(rounding_shift(p, r) + zp)
+        y_ = reg(7, (n >> r)[:w], "y", signed(w))
+        lo, hi = reg(7, lo, "lo_7", signed(8)), reg(7, hi, "hi_7", signed(8))
+
+        # stage 7: min(max(y, lo), hi) with int8 lo, hi: above 127 it is hi, below -128
+        # min(lo, hi), else the int8 compares
+        above = ~y_[w - 1] & y_[7:w - 1].any()
+        below = y_[w - 1] & ~y_[7:w - 1].all()
+        y8 = y_[:8].as_signed()
+        t = Mux(y8 < lo, lo, y8)
+        clamped = Mux(above, hi, Mux(below, Mux(lo > hi, hi, lo), Mux(t > hi, hi, t)))
+        return Cat(clamped, clamped[7].replicate(w - 8))

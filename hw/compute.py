@@ -21,27 +21,36 @@ One uop issues per cycle for GEMM (reset and accumulate) and for ALU with an
 immediate or a tensor operand (the acc SRAM has two read ports). The loop
 offsets ``p*factor_out + q*factor_in`` come from incremental adders.
 
-The ``requant`` extension's SRDHM, RSHR and MULSHR take four stages
-(:data:`~vtakit.hw.alu.REQUANT_STAGES`: operands into the registered multipliers in
-S{W}, products, their sum, rounding and write in S{W+3}). They issue one per cycle too;
-a micro-op issued ``d`` cycles after one of them reads at the end of its S{W-2} and
-forwards the writes up to the end of its S{W-1}, so it sees that late write only for
-``d >= REQUANT_STAGES``. Two rules keep the results those of sequential execution:
+The extensions' late opcodes take L = :func:`~vtakit.hw.alu.late_stages` stages: the
+``requant`` extension's SRDHM, RSHR and MULSHR four (operands into the registered
+multipliers in S{W}, products, their sum, rounding and write in S{W+3}), the ``requant2``
+extension's REQ eight (bias add in S{W} ... clamp and write in S{W+7}; ``VectorAlu``).
+They issue one per cycle too; a micro-op issued ``d`` cycles after one of them reads at
+the end of its S{W-2} and forwards the writes up to the end of its S{W-1}, so it sees
+that late write only for ``d >= L``. Two rules keep the results those of sequential
+execution:
 
 * **hold** (:class:`RequantHazard`): a micro-op in S2 whose acc reads (dst, and src
-  with a tensor operand) hit the dst of a requant micro-op in S3..S{REQUANT_STAGES+1}
+  with a tensor operand) hit the dst of a late micro-op in S3..S{L+1}
   stops the front (the sequencer, S1 and S2; the uop SRAM read too) and bubbles go
-  down S3.. until that write is in reach (at most ``REQUANT_STAGES - 1`` cycles);
+  down S3.. until that write is in reach (at most ``L - 1`` cycles);
   independent micro-ops (a requant pass writes its own rows and reads a parameter row
   nothing in it writes) never wait;
-* **gap**: after the last micro-op of a requant instruction, a micro-op of a
-  following base GEMM/ALU issues ``REQUANT_STAGES`` cycles later at the earliest (not
+* **gap**: after the last micro-op of a late instruction, a micro-op of a
+  following base GEMM/ALU issues ``L`` cycles later at the earliest (not
   counting held cycles), so its write in S{W} never meets a late write at the acc
-  port and its reads see them all; a following requant instruction issues at once
-  (its writes are late too, its reads are held as above). A requant instruction of N
+  port and its reads see them all; a following late instruction issues at once
+  (its writes are late too, its reads are held as above). A late instruction of N
   micro-ops without hazards thus takes N + 1 cycles from accept to accept when
-  overlapped (below), and the next base loop issues 2 cycles later than it would
-  after a base one. An
+  overlapped (below), and the next base loop issues L - 2 cycles later than it would
+  after a base one.
+
+``requant2``'s setup micro-ops REQ.M and REQ.P (REQ with imm 1, 2) go down the late
+pipeline as far as the ALU's stage 1 (S{W+1}), where they load the per-lane registers
+RM / RP, so that a REQ micro-op reads them (in the same stage) exactly as the micro-ops
+before it in program order left them. They write no SRAM (no ACC/OUT write, no hazard
+producers, no gap after them; the gap of a REQ pass before them goes on counting), read
+only their src (the hold ignores their dst) and count as ALU micro-ops. An
 instruction of N uops occupies the module for N + 1 + W cycles, from accepting it
 to accepting the next command: one dispatch cycle (pops and field checks), N
 issue cycles, and S1..S{W} of the last uop; its pushes, and the accept of the
@@ -83,12 +92,12 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from .alu import REQUANT_OPS, REQUANT_STAGES, SHIFT_BITS, VectorAlu, alu_illegal
+from .alu import REQ_RUN, SHIFT_BITS, VectorAlu, alu_illegal, late_ops, late_stages
 from .config import VTAConfig
 from .gemm import GemmCore, gemm_latency
 from .interfaces import (CommandSignature, ErrorCode, ErrorReport, accept_command, dep_ports,
                          dma_read_signature, report_error, token_ports)
-from .isa import MemType, Opcode, alu_opcode_bits, isa_for
+from .isa import AluOp, MemType, Opcode, alu_opcode_bits, isa_for
 from .compute_seq import LoopSequencer
 from .load_engine import LoadEngine, lookahead_checks, padded_size
 from .spec import Unit
@@ -137,11 +146,13 @@ class RequantHazard(wiring.Component):
     waits) and sees every acc write that lands at a clock edge up to the end of cycle
     T + W - 3 (its read at the end of S{W-2} sees the older ones, its forwarding the
     two after it). A requant micro-op in S{k} in cycle T writes at the end of cycle
-    T + W + REQUANT_STAGES - 1 - k: out of reach for k < REQUANT_STAGES + 2, i.e. in
-    S3..S{REQUANT_STAGES+1} (``REQUANT_STAGES - 1`` producers, nearest first). While
-    ``hold`` is high the compute module keeps the micro-op in S2 (and S1, S0) and sends
-    bubbles on, so each cycle of it moves the producers a stage further; the hold ends
-    once none of them hits (after at most ``REQUANT_STAGES - 1`` cycles).
+    T + W + N - 1 - k (N = :func:`~vtakit.hw.alu.late_stages`: 4 with ``requant``, 8
+    with ``requant2``): out of reach for k < N + 2, i.e. in S3..S{N+1} (``N - 1``
+    producers, nearest first). While ``hold`` is high the compute module keeps the
+    micro-op in S2 (and S1, S0) and sends bubbles on, so each cycle of it moves the
+    producers a stage further; the hold ends once none of them hits (after at most
+    ``N - 1`` cycles). With ``requant2`` the setup micro-ops REQ.M and REQ.P read only
+    their src (``dst_en`` low) and are no producers (they write no SRAM).
 
     Timing: every input is a pipeline register (S2's dst/src were registered at the end
     of S1, the producers' are S3.. registers), so ``hold`` is a few equality compares
@@ -159,27 +170,33 @@ class RequantHazard(wiring.Component):
     dst, src : In(log_acc_depth)
         Its acc indexes (``src`` is read only with ``src_en``: an ALU with a tensor operand).
     src_en : In(1)
-    prod_valid : In(REQUANT_STAGES - 1)
-        Stage S{3+i} holds a requant micro-op.
-    prod_dst : In(ArrayLayout(log_acc_depth, REQUANT_STAGES - 1))
+    dst_en : In(1)
+        Only with ``requant2``: ``dst`` is read (low for REQ.M and REQ.P).
+    prod_valid : In(N - 1)
+        Stage S{3+i} holds a late micro-op that writes.
+    prod_dst : In(ArrayLayout(log_acc_depth, N - 1))
         Its dst.
     hold : Out(1)
     """
 
     def __init__(self, config: VTAConfig):
         a_w = config.log_acc_depth
-        n = REQUANT_STAGES - 1
+        self._n = n = late_stages(config) - 1
+        self._setup = AluOp.REQ in late_ops(config)
         super().__init__({
             "valid": In(1), "dst": In(a_w), "src": In(a_w), "src_en": In(1),
+            **({"dst_en": In(1)} if self._setup else {}),
             "prod_valid": In(n), "prod_dst": In(data.ArrayLayout(a_w, n)),
             "hold": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
-        hits = [self.prod_valid[i] & ((self.prod_dst[i] == self.dst)
+        dst_hit = ((lambda i: self.dst_en & (self.prod_dst[i] == self.dst)) if self._setup
+                   else (lambda i: self.prod_dst[i] == self.dst))
+        hits = [self.prod_valid[i] & (dst_hit(i)
                                       | (self.src_en & (self.prod_dst[i] == self.src)))
-                for i in range(REQUANT_STAGES - 1)]
+                for i in range(self._n)]
         m.d.comb += self.hold.eq(self.valid & Cat(hits).any())
         return m
 
@@ -311,12 +328,19 @@ class Compute(wiring.Component):
         mode_gemm = Signal()
         mode_reset = Signal()
         alu_op = Signal(alu_opcode_bits(c))
-        # An ALU micro-op of the ``requant`` extension (SRDHM, RSHR, MULSHR) writes its
-        # result REQUANT_STAGES - 1 stages after S{W} (``VectorAlu.late``): a later
-        # micro-op that reads it too early is held (``RequantHazard``), and a base
-        # micro-op issues REQUANT_STAGES cycles after the last of them (``gap``).
+        # An ALU micro-op of an extension's late opcodes (SRDHM, RSHR, MULSHR; REQ) writes
+        # its result L - 1 stages after S{W} (L = late_stages(c); ``VectorAlu.late``): a
+        # later micro-op that reads it too early is held (``RequantHazard``), and a base
+        # micro-op issues L cycles after the last of them (``gap``).
         has_late = hasattr(alu, "late")
         mode_late = Signal()
+        # ``requant2``'s setup micro-ops (REQ.M, REQ.P) go down the late pipeline too
+        # (they load the ALU's RM/RP in its stage 1) but write no SRAM: no hazard
+        # producers, no gap after them, no dst read for the hold
+        has_setup = AluOp.REQ in late_ops(c)
+        if has_setup:
+            mode_setup = Signal()
+            req_setup = imm[:2] != REQ_RUN      # REQ's legal immediates are 0..2
         use_imm = Signal()
         imm_word = Signal(signed(c.acc_width))
         shift = Signal(signed(SHIFT_BITS))
@@ -331,20 +355,22 @@ class Compute(wiring.Component):
         # ``hold``: the front (S0..S2) waits for a requant micro-op's write (RequantHazard)
         hold = Signal()
         # cycles before a base micro-op may issue after the last micro-op of a requant
-        # instruction (REQUANT_STAGES - 1, not counting held cycles; a requant one need not
+        # instruction (L - 1, not counting held cycles; a late one need not
         # wait); without the extension ``gap`` stays 0, in the one-bit form of the base
         # ISA's Verilog
-        late_stages = REQUANT_STAGES if has_late else 2
-        gap = Signal(range(late_stages))
+        stages = late_stages(c) if has_late else 2
+        gap = Signal(range(stages))
         if has_late:
             with m.If(issue & issue_last & mode_late):
-                m.d.sync += gap.eq(late_stages - 1)
+                m.d.sync += gap.eq(stages - 1)
             with m.Elif((gap != 0) & ~hold):
                 m.d.sync += gap.eq(gap - 1)
             no_gap = ((gap == 0) | mode_late) & ~hold
+            if has_setup:
+                no_gap = ((gap == 0) | mode_late | mode_setup) & ~hold
         else:
             with m.If(issue & mode_late):
-                m.d.sync += gap.eq(late_stages - 1)
+                m.d.sync += gap.eq(stages - 1)
             with m.Elif(gap != 0):
                 m.d.sync += gap.eq(gap - 1)
             no_gap = ~gap
@@ -417,6 +443,8 @@ class Compute(wiring.Component):
                          use_imm=Signal(name=f"s{s}_use_imm"),
                          imm=Signal(signed(c.acc_width), name=f"s{s}_imm"),
                          shift=Signal(signed(SHIFT_BITS), name=f"s{s}_shift"))
+            if has_setup:
+                st[s]["setup"] = Signal(name=f"s{s}_setup")
         # S1 uses the live modes: an overlapped dispatch latches new ones at the end of
         # the cycle its predecessor's last micro-op is in S1.
         with m.If(s1_bad):
@@ -429,6 +457,7 @@ class Compute(wiring.Component):
             st[2]["late"].eq(mode_late),
             st[2]["alu_op"].eq(alu_op), st[2]["use_imm"].eq(use_imm),
             st[2]["imm"].eq(imm_word), st[2]["shift"].eq(shift),
+            *([st[2]["setup"].eq(mode_setup)] if has_setup else []),
         ])
         for s in range(3, W + 1):
             m.d.sync += [st[s][key].eq(st[s - 1][key]) for key in st[s]]
@@ -499,16 +528,18 @@ class Compute(wiring.Component):
             with m.Else():
                 m.d.comb += result.eq(alu.result)
 
-        # S{W+1}..S{W+REQUANT_STAGES-1}: a requant micro-op travels on (the ALU's stages);
-        # the last writes it (REQUANT_STAGES apart from any other write).
-        if has_late:
+        # S{W+1}..S{W+N-1} (N = late_stages(c)): a late micro-op travels on (the ALU's
+        # stages); the last writes it (N apart from any other write).
+        if has_setup:
+            m.d.comb += alu.late_en.eq(sw["valid"] & (sw["late"] | sw["setup"]))
+        elif has_late:
             m.d.comb += alu.late_en.eq(sw["valid"] & sw["late"])
         late_valid = Signal()
         late_dst = Signal(a_w)
         late_pending = []       # S{W+1}.. before the write stage
         prev_valid, prev_dst = sw["valid"] & sw["late"], sw["dst"]
         producers = [(st[s]["valid"] & st[s]["late"], st[s]["dst"]) for s in range(3, W + 1)]
-        for s in range(1, late_stages - 1):
+        for s in range(1, stages - 1):
             v, d = Signal(name=f"late{s}_valid"), Signal(a_w, name=f"late{s}_dst")
             m.d.sync += [v.eq(prev_valid), d.eq(prev_dst)]
             late_pending.append(v)
@@ -516,7 +547,7 @@ class Compute(wiring.Component):
             prev_valid, prev_dst = v, d
         m.d.sync += [late_valid.eq(prev_valid), late_dst.eq(prev_dst)]
         if has_late:
-            # the requant micro-ops in S3..S{REQUANT_STAGES+1} against S2's reads
+            # the late micro-ops in S3..S{N+1} against S2's reads
             m.submodules.hazard = hazard = RequantHazard(c)
             s2 = st[2]
             m.d.comb += [
@@ -524,9 +555,13 @@ class Compute(wiring.Component):
                 hazard.src.eq(s2["src"]), hazard.src_en.eq(~s2["gemm"] & ~s2["use_imm"]),
                 hold.eq(hazard.hold),
             ]
-            for i, (v, d) in enumerate(producers[:REQUANT_STAGES - 1]):
+            if has_setup:
+                m.d.comb += hazard.dst_en.eq(~s2["setup"])
+            for i, (v, d) in enumerate(producers[:stages - 1]):
                 m.d.comb += [hazard.prod_valid[i].eq(v), hazard.prod_dst[i].eq(d)]
         write_now = sw["valid"] & ~sw["late"]
+        if has_setup:       # REQ.M and REQ.P write no SRAM
+            write_now = write_now & ~sw["setup"]
         wr_dst = Signal(a_w)
         with m.If(late_valid):
             m.d.comb += [wr_dst.eq(late_dst), result.eq(alu.late if has_late else 0)]
@@ -555,7 +590,7 @@ class Compute(wiring.Component):
         with m.If(sw["valid"]):
             m.d.sync += self.uop_count.eq(self.uop_count + 1)
         # Micro-ops that write after this cycle (S1..S{W-1}, and a requant one in
-        # S{W}..S{W+REQUANT_STAGES-2}):
+        # S{W}..S{W+L-2}):
         # the drain is over when none is left.
         late_next = sw["valid"] & sw["late"]
         for v in late_pending:
@@ -656,8 +691,12 @@ class Compute(wiring.Component):
                         mode_reset.eq(loop.reset_reg),
                         alu_op.eq(alu_f.alu_opcode),
                         mode_late.eq(is_alu & Cat(alu_f.alu_opcode == op
-                                                  for op in REQUANT_OPS).any()
-                                     if has_late else 0),
+                                                  for op in late_ops(c)).any()
+                                     if has_late and not has_setup else
+                                     is_alu & (alu_f.alu_opcode == AluOp.REQ)
+                                     & ~req_setup if has_setup else 0),
+                        *([mode_setup.eq(is_alu & (alu_f.alu_opcode == AluOp.REQ)
+                                         & req_setup)] if has_setup else []),
                         use_imm.eq(alu_f.use_imm),
                         imm_word.eq(imm),
                         shift.eq(imm[:SHIFT_BITS]),
