@@ -52,7 +52,7 @@ from ...hw.errors import VtakitError
 from ...hw.isa import AluOp, MemType
 from ...runtime import KernelError, Unit, UopKernel
 from ...runtime.hostops.vta import assemble_planes
-from .epilogue import Epilogue, accumulation_bound
+from .epilogue import Epilogue, Requant2, accumulation_bound
 from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_weight,
                      pack_conv_weight, unpack_activation)
 from .loops import Dim, fold_loops
@@ -161,7 +161,7 @@ class Conv2dPlan(OpPlan):
             result_bytes=epilogue.result_bytes,
             op=self.name, shape_text=text, shared_wgt=bool(shared_weight),
             acc_rows=epilogue.rows, border_cases=len(self.border_cases),
-            min_init=bool(epilogue.init),
+            min_init=bool(epilogue.init), req_pass=isinstance(epilogue.requant, Requant2),
             border_vectors=sum((r1 - r0) * (c1 - c0) for r0, r1, c0, c1 in self.border_cases)
             * ceil_div(n, b) * ceil_div(o, blk), **grouping)
         p = self.problem

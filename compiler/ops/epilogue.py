@@ -39,6 +39,14 @@ LOAD ACC for all of them):
 
 then ALU ADD imm of the output zero point and the clip.
 
+With the extension ``"requant2"`` (:class:`Requant2`) the whole requantize is one ALU
+pass instead: two per-channel rows (the Q31 multipliers ``M`` and the parameter words
+``P`` of :func:`pack_req_param`: exponent, rounding, zero point, clip) and, per
+output-channel block of a tile, ``REQ.M`` (imm 1, src the block's ``M`` row) and
+``REQ.P`` (imm 2, src its ``P`` row) load the ALU's per-lane registers, then one
+``REQ`` (imm 0) over the block's accumulators with src the bias row (zero stride along
+the pixels) adds the bias, requantizes, adds the zero point and clamps.
+
 The narrowing store keeps the low 8 bits of every lane; without a clip to
 [-128, 127] values outside int8 wrap, exactly as in :func:`reference.epilogue_ref`.
 """
@@ -57,10 +65,20 @@ from .loops import Dim, fold_loops
 from .reference import wrap32
 
 __all__ = ["accumulation_bound", "Epilogue", "EpilogueError", "MAX_SHIFT", "Requant",
-           "REQUANT_EXTENSION", "ResidualAdd", "result_bytes_for"]
+           "Requant2", "REQUANT_EXTENSION", "REQUANT2_EXTENSION", "ResidualAdd",
+           "pack_req_param", "result_bytes_for"]
 
 #: The config ``EXTENSIONS`` name of the exact-requantization ALU opcodes.
 REQUANT_EXTENSION = "requant"
+#: The config ``EXTENSIONS`` name of the one-pass requantize (ALU opcode REQ).
+REQUANT2_EXTENSION = "requant2"
+
+#: ``REQ``'s modes (its ``imm`` field): the requantize pass, the loads of the
+#: multiplier and the parameter registers.
+REQ_PASS, REQ_LOAD_M, REQ_LOAD_P = 0, 1, 2
+
+#: The range of ``REQ``'s signed 6-bit exponent ``s`` (bits 5..0 of a P word).
+REQ_SHIFT_MIN, REQ_SHIFT_MAX = -32, 31
 
 #: Largest requantization shift (the ALU's shift limit).
 MAX_SHIFT = SHIFT_LIMIT
@@ -112,6 +130,7 @@ class Requant:
     right: bool = True
     k: int = 0
     zero_point: int = 0
+    extension = REQUANT_EXTENSION
 
     @classmethod
     def make(cls, multiplier, shift, zero_point=0, *, single_rounding: bool,
@@ -161,6 +180,89 @@ class Requant:
     @property
     def rows(self) -> int:
         return len(self.passes())
+
+
+def _req_op():
+    """The ALU opcode ``REQ`` (AluOp.REQ of the ``requant2`` extension)."""
+    return AluOp.REQ
+
+
+def pack_req_param(shift, zero_point, lo, hi, *, single: bool) -> np.ndarray:
+    """The int32 ``P`` words of ``REQ`` (one per channel; the arguments broadcast):
+    bits 5..0 the signed exponent ``shift`` (-32..31), bit 6 ``single`` (1: single
+    rounding, TFLite FULLY_CONNECTED; 0: gemmlowp's double rounding), bit 7 zero,
+    bits 15..8 the int8 output ``zero_point``, bits 23..16 ``lo`` and 31..24 ``hi`` (the
+    int8 clamp). ValueError for a field outside its range."""
+    s, zp, lo, hi = (np.asarray(v, np.int64) for v in (shift, zero_point, lo, hi))
+    for name, v, a, b in (("shift", s, REQ_SHIFT_MIN, REQ_SHIFT_MAX), ("zero_point", zp, -128,
+                                                                       127),
+                          ("lo", lo, -128, 127), ("hi", hi, -128, 127)):
+        if v.size and (v.min() < a or v.max() > b):
+            raise ValueError(f"pack_req_param: {name} {v.min()}..{v.max()} outside {a}..{b}")
+    word = ((s & 0x3F) | (int(bool(single)) << 6) | ((zp & 0xFF) << 8) | ((lo & 0xFF) << 16)
+            | ((hi & 0xFF) << 24))
+    return wrap32(word)
+
+
+@dataclass(frozen=True)
+class Requant2:
+    """TFLite's exact requantization, bias, zero point and clamp in one ALU pass on the
+    extension ``"requant2"`` (opcode ``REQ``; rows: ``M`` then ``P``, see
+    :func:`pack_req_param`).
+
+    Attributes
+    ----------
+    single : bool
+        Single rounding (TFLite FULLY_CONNECTED) instead of gemmlowp's double rounding.
+    """
+
+    single: bool = False
+    #: the :class:`Epilogue` reads these: no immediate pass of a zero point, two rows
+    zero_point: int = 0
+    rows: int = 2
+    extension: str = REQUANT2_EXTENSION
+
+    @classmethod
+    def make(cls, multiplier, shift, zero_point=0, clip=(-128, 127), *,
+             single_rounding: bool, op: str = "op") -> tuple["Requant2", np.ndarray]:
+        """``(Requant2, rows)`` for TFLite's ``MultiplyByQuantizedMultiplier`` by the Q31
+        ``multiplier`` and exponent ``shift`` (per-channel vectors of
+        :func:`~vtakit.compiler.quant.fixed_point.quantize_multiplier`), ``+ zero_point``
+        and the clamp to ``clip``; ``rows`` the (2, channels) int32 ``M`` and ``P`` rows.
+        EpilogueError when ``REQ`` cannot do it (an exponent outside -32..31, a zero point
+        or clip bound outside int8)."""
+        m, s = np.atleast_1d(np.asarray(multiplier, np.int64)), np.atleast_1d(
+            np.asarray(shift, np.int64))
+        if m.shape != s.shape or m.ndim != 1:
+            raise EpilogueError(f"{op}: multiplier {m.shape} and shift {s.shape} must be "
+                                "per-channel vectors of one length")
+        if m.size and (m.min() < 0 or m.max() >= 1 << 31):
+            raise EpilogueError(f"{op}: requantize multipliers {m.min()}..{m.max()} are no "
+                                "Q31 values (0..2^31-1)")
+        if single_rounding:      # TFLite's single-rounding multiply saturates s at 30
+            s = np.minimum(s, 30)
+        if s.size and (s.min() < REQ_SHIFT_MIN or s.max() > REQ_SHIFT_MAX):
+            raise EpilogueError(f"{op}: requantize exponents {int(s.min())}..{int(s.max())} "
+                                f"outside REQ's {REQ_SHIFT_MIN}..{REQ_SHIFT_MAX}")
+        zp = np.broadcast_to(np.asarray(zero_point, np.int64).ravel(), m.shape) \
+            if np.size(zero_point) in (1, m.size) else None
+        if zp is None:
+            raise EpilogueError(f"{op}: {np.size(zero_point)} output zero points for "
+                                f"{m.size} channels")
+        if zp.size and (zp.min() < -128 or zp.max() > 127):
+            raise EpilogueError(f"{op}: output zero point {int(zp.min())}..{int(zp.max())} "
+                                "outside int8 (REQ's zero point is an int8 field)")
+        lo, hi = (-128 if clip[0] is None else int(clip[0]),
+                  127 if clip[1] is None else int(clip[1]))
+        if not -128 <= lo <= hi <= 127:
+            raise EpilogueError(f"{op}: clip [{lo}, {hi}] is no int8 range (REQ clamps "
+                                "within int8)")
+        p = pack_req_param(s, zp, lo, hi, single=single_rounding)
+        return cls(bool(single_rounding)), np.stack([wrap32(m), p])
+
+    def passes(self) -> list:
+        """[(AluOp, imm)]: the three instructions of an output-channel block."""
+        return [(_req_op(), REQ_LOAD_M), (_req_op(), REQ_LOAD_P), (_req_op(), REQ_PASS)]
 
 
 @dataclass(frozen=True)
@@ -254,8 +356,9 @@ class Epilogue:
         ``"int8"`` (the store) or ``"int32"`` (byte planes).
     op : str
         Operator name for messages.
-    requant : Requant or None
-        Exact TFLite requantization on the ALU extension (``shift`` is then 0).
+    requant : Requant, Requant2 or None
+        Exact TFLite requantization on the ALU extension (``shift`` is then 0); a
+        :class:`Requant2` also adds the bias and clamps (``bias=True``, no clip here).
     result_bytes : int
         ``"int32"``: the low bytes stored, one plane each (2..4; fewer than 4 when the
         caller knows the results fit, e.g. from the weights: the host sign-extends them).
@@ -279,14 +382,14 @@ class Epilogue:
     hi: int | None = None
     out_dtype: str = "int8"
     op: str = "op"
-    requant: Requant | None = None
+    requant: Requant | Requant2 | None = None
     result_bytes: int = 4
     add: ResidualAdd | None = None
     init: int = 0
 
     @classmethod
     def make(cls, *, bias=False, residual=False, shift=0, clip=None, relu=False,
-             out_dtype=np.int8, op="op", requant: Requant | None = None,
+             out_dtype=np.int8, op="op", requant: Requant | Requant2 | None = None,
              result_bytes: int = 4, add: ResidualAdd | None = None) -> "Epilogue":
         """Validate user arguments (``clip=(lo, hi)``, ``relu``) into an Epilogue.
         ``residual``: False/None, ``"int8"``/``np.int8``, or ``"int32"``/``np.int32``/True."""
@@ -294,6 +397,10 @@ class Epilogue:
         if requant is not None and shift:
             raise EpilogueError(f"{op}: shift={shift} with an exact requantize; the "
                                 "requantize replaces the shift (give shift=0)")
+        if isinstance(requant, Requant2) and (not bias or clip is not None or relu):
+            raise EpilogueError(f"{op}: the one-pass requantize (REQ) reads the bias row and "
+                                "clamps itself: give bias=True and no clip (the clip is in "
+                                "its P row, Requant2.make)")
         if not 0 <= shift <= MAX_SHIFT:
             raise EpilogueError(f"{op}: shift={shift} is outside 0..{MAX_SHIFT} (the ALU "
                                 f"shifts by at most {SHIFT_LIMIT})")
@@ -427,10 +534,11 @@ class Epilogue:
 
     def check_config(self, config) -> None:
         """EpilogueError when the epilogue needs an ALU extension ``config`` lacks."""
-        if self.requant is not None and REQUANT_EXTENSION not in config.extensions:
+        ext = None if self.requant is None else self.requant.extension
+        if ext is not None and ext not in config.extensions:
             raise EpilogueError(f"{self.op}: the exact requantize needs the ALU extension "
-                                f"{REQUANT_EXTENSION!r}; config {config.name} has EXTENSIONS "
-                                f"{list(config.extensions)} (add \"{REQUANT_EXTENSION}\")")
+                                f"{ext!r}; config {config.name} has EXTENSIONS "
+                                f"{list(config.extensions)} (add \"{ext}\")")
 
     def pack_rows(self, rows, channels: int, config) -> np.ndarray:
         """The packed (rows, C/c, b, c) int32 requantize rows of (rows, C) values."""
@@ -475,6 +583,10 @@ class Epilogue:
             Requantize row ``r`` starts at ``rows_base + r * rows_step`` (addressed as
             the bias, with ``bias_dims``).
         """
+        if isinstance(self.requant, Requant2):
+            _push_req(stream, acc_base, bias_base, bias_dims, rows_base, rows_step)
+            _push_imm_passes(stream, acc_base, dims, self.stages()[0])
+            return
         if self.bias_tile and not self.init:
             _push_tensor_pass(stream, AluOp.ADD, acc_base, bias_base, bias_dims)
         if self.requant is not None:
@@ -545,3 +657,20 @@ def _push_imm_passes(stream, acc_base: int, dims, passes) -> None:
     uops, loops = [u[:2] for u in f.uops], [lp[:3] for lp in f.loops]
     for op, imm in passes:
         stream.push_alu(UopKernel.alu(op, uops, loops, imm=imm))
+
+
+def _push_req(stream, acc_base: int, bias_base: int, bias_dims, rows_base: int,
+              rows_step: int) -> None:
+    """Queue the one-pass requantize (:class:`Requant2`) over one acc tile: per
+    output-channel block (the dimension ``"o"`` of ``bias_dims``), REQ.M and REQ.P of
+    the block's rows (``rows_base + r * rows_step``, addressed as the bias) then one REQ
+    over the block's accumulators with the bias row as src (its other dimensions)."""
+    op = _req_op()
+    k = next(i for i, d in enumerate(bias_dims) if d.name == "o")
+    o, rest = bias_dims[k], bias_dims[:k] + bias_dims[k + 1:]
+    for j in range(o.extent):
+        for r, mode in enumerate((REQ_LOAD_M, REQ_LOAD_P)):
+            src = rows_base + r * rows_step + j * o.src
+            stream.push_alu(UopKernel.alu(op, [(src, src)], [], imm=mode))
+        _push_tensor_pass(stream, op, acc_base + j * o.dst, bias_base + j * o.src, rest,
+                          REQ_PASS)

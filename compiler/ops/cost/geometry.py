@@ -91,6 +91,12 @@ class ConvProblem:
         Per-channel int32 rows besides the bias (the exact requantize's multiplier and
         shifts on the ALU extension ``"requant"``): each is one more acc tile of ``tco``
         elements, loaded with the bias, and one ALU pass with a tensor operand.
+    req_pass : bool
+        The ``requant2`` extension's one-pass requantize: the bias pass is ``REQ`` (it
+        also requantizes, adds the zero point and clamps), one instruction per
+        output-channel block of a tile, each after two setup micro-ops (``REQ.M``,
+        ``REQ.P``, one instruction each) that read the two ``acc_rows``; the rows have no
+        pass of their own.
     border_cases, border_vectors : int
         Padding with a non-zero value corrected on the ALU: per-channel rows (acc tiles
         of ``tco`` elements, loaded with the bias), one per rectangle of output positions
@@ -143,6 +149,7 @@ class ConvProblem:
     border_cases: int = 0
     border_vectors: int = 0
     min_init: bool = False
+    req_pass: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "pad", normalize_padding(self.pad))
