@@ -593,6 +593,7 @@ class _ConvEmission:
         self.clipped = [0] * nacc   # acc entries from a slot's start this layer clipped
         self.kernels = {}
         self.g = 0
+        self.req_loaded = [None]      # requant2: the block REQ's registers hold (Epilogue.emit)
 
     # ------------------------------------------------------------------ schedule
 
@@ -734,7 +735,7 @@ class _ConvEmission:
         a = ti % self.nacc
         self.clipped[a] = max(self.clipped[a], tn * tco * th * tw)
         self.epi.emit(self.builder, acc_base, self.out_dims(ti), bias_base, self.bias_dims(ti),
-                      rows_base, step)
+                      rows_base, step, co0, self.req_loaded)
 
     def group(self, ti, acc_base, c0, tci, ywin, xwin) -> None:
         """One group: chunk ``c0`` of the tile's reduction, its load stage then its GEMMs."""

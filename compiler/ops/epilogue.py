@@ -569,7 +569,8 @@ class Epilogue:
     # ------------------------------------------------------------------ emit
 
     def emit(self, stream, acc_base: int, dims, bias_base: int | None = None,
-             bias_dims=None, rows_base: int | None = None, rows_step: int = 0) -> None:
+             bias_dims=None, rows_base: int | None = None, rows_step: int = 0,
+             block0: int | None = None, loaded: list | None = None) -> None:
         """Queue the ALU passes over one acc tile into ``stream`` (a
         :class:`~vtakit.runtime.ProgramBuilder` or a Runtime).
 
@@ -582,9 +583,16 @@ class Epilogue:
         rows_base, rows_step : int
             Requantize row ``r`` starts at ``rows_base + r * rows_step`` (addressed as
             the bias, with ``bias_dims``).
+        block0, loaded : int, list
+            :class:`Requant2` only (else ignored): the tile's first output-channel block
+            (of the whole layer) and a one-element list, shared by the tiles of one
+            program in emission order, holding the block whose rows REQ's registers
+            hold (None at the start). A block whose rows are loaded skips its setup, and
+            the blocks run from that end of the tile (see :func:`_push_req`).
         """
         if isinstance(self.requant, Requant2):
-            _push_req(stream, acc_base, bias_base, bias_dims, rows_base, rows_step)
+            _push_req(stream, acc_base, bias_base, bias_dims, rows_base, rows_step, block0,
+                      loaded)
             _push_imm_passes(stream, acc_base, dims, self.stages()[0])
             return
         if self.bias_tile and not self.init:
@@ -660,17 +668,29 @@ def _push_imm_passes(stream, acc_base: int, dims, passes) -> None:
 
 
 def _push_req(stream, acc_base: int, bias_base: int, bias_dims, rows_base: int,
-              rows_step: int) -> None:
+              rows_step: int, block0: int | None = None, loaded: list | None = None) -> None:
     """Queue the one-pass requantize (:class:`Requant2`) over one acc tile: per
     output-channel block (the dimension ``"o"`` of ``bias_dims``), REQ.M and REQ.P of
     the block's rows (``rows_base + r * rows_step``, addressed as the bias) then one REQ
-    over the block's accumulators with the bias row as src (its other dimensions)."""
+    over the block's accumulators with the bias row as src (its other dimensions).
+
+    The registers keep the last block's parameters from one instruction to the next:
+    with ``loaded`` (``[block]`` or ``[None]``) and the tile's first block ``block0``, a
+    block already loaded skips its two setup instructions, and a tile whose last block
+    is the one loaded runs its blocks in reverse (tiles that walk the pixels of one
+    channel range alternate directions and save a setup pair each)."""
     op = _req_op()
     k = next(i for i, d in enumerate(bias_dims) if d.name == "o")
     o, rest = bias_dims[k], bias_dims[:k] + bias_dims[k + 1:]
-    for j in range(o.extent):
-        for r, mode in enumerate((REQ_LOAD_M, REQ_LOAD_P)):
-            src = rows_base + r * rows_step + j * o.src
-            stream.push_alu(UopKernel.alu(op, [(src, src)], [], imm=mode))
+    order = range(o.extent)
+    if loaded is not None and block0 is not None and loaded[0] == block0 + o.extent - 1:
+        order = reversed(order)
+    for j in order:
+        if loaded is None or block0 is None or loaded[0] != block0 + j:
+            for r, mode in enumerate((REQ_LOAD_M, REQ_LOAD_P)):
+                src = rows_base + r * rows_step + j * o.src
+                stream.push_alu(UopKernel.alu(op, [(src, src)], [], imm=mode))
         _push_tensor_pass(stream, op, acc_base + j * o.dst, bias_base + j * o.src, rest,
                           REQ_PASS)
+        if loaded is not None and block0 is not None:
+            loaded[0] = block0 + j
