@@ -168,7 +168,8 @@ class Conv2dPlan(OpPlan):
         ranked = None
         if tiling is None:
             count = self.RERANK_SPATIAL if p.kh * p.kw > 1 and not p.diag else self.RERANK
-            ranked = search_tiles(p, cfg, cost=cost, top=4 * count if p.int32_out else 1)
+            ranked = search_tiles(p, cfg, cost=cost,
+                                  top=4 * count if p.int32_out or p.req_pass else 1)
             ranked = _distinct_orders(p, ranked)[:count]
             tiling = ranked[0][1]
         # the search's estimate of its winner is the scalar model's, bit for bit

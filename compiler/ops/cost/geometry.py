@@ -54,7 +54,7 @@ def shared_acc(p, config) -> int:
     slots would otherwise reload a tile's rows at nearly every tile (int8 results keep
     the per-slot rows, which the tile search's model ranks better for them)."""
     n = p.ob * (int(p.bias) + p.acc_rows + p.border_cases)
-    return n if p.int32_out and n <= config.acc_depth // 8 else 0
+    return n if (p.int32_out or p.req_pass) and n <= config.acc_depth // 8 else 0
 
 
 def acc_slots(int32_out, nthreads):
