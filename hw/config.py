@@ -17,8 +17,8 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import VtakitError
-from .spec import (ALU_OPCODE_BITS, DEP_FLAGS, ENCODING_UNIT_BITS, EXTENSIONS, IMM_BITS,
-                   INSN_BITS, LOOP_ITER_BITS, OPCODE_BITS, SRAM_BASE_BITS, UOP_BITS)
+from .spec import (ALU_OPCODE_BITS, DEP_FLAGS, ENCODING_UNIT_BITS, EXTENSION_CONFLICTS, EXTENSIONS,
+                   IMM_BITS, INSN_BITS, LOOP_ITER_BITS, OPCODE_BITS, SRAM_BASE_BITS, UOP_BITS)
 
 __all__ = ["VTAConfig", "ConfigError", "PRESETS", "load_config", "config_from_spec",
            "BUS_WIDTH_BY_TARGET", "extension_note"]
@@ -219,6 +219,10 @@ class VTAConfig:
                 raise ConfigError(
                     f"{EXTENSIONS_KEY}={list(self.extensions)!r}: unknown extension {ext!r}; "
                     "known extensions are " + ", ".join(f"{k} ({v})" for k, v in EXTENSIONS.items()))
+        for pair, why in EXTENSION_CONFLICTS.items():
+            if pair <= set(self.extensions):
+                raise ConfigError(f"{EXTENSIONS_KEY}={list(self.extensions)!r}: "
+                                  f"{' and '.join(sorted(pair))} cannot be enabled together: {why}")
         for key, name in _KEYS.items():
             if name.startswith("log_") and (isinstance(getattr(self, name), bool)
                                             or not isinstance(getattr(self, name), int)):

@@ -11,14 +11,15 @@ decoder and disassembler and, through :meth:`Format.layout`, the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable
 
 import numpy as np
 
 from .errors import VtakitError
-from .fixedpoint import INT32_MAX, INT32_MIN, MASK32 as _MASK32, mul_shift, rounding_shift, srdhm
+from .fixedpoint import (INT32_MAX, INT32_MIN, MASK32 as _MASK32, mul_shift, requantize_word,
+                         rounding_shift, srdhm)
 from .fixedpoint import wrap_int32 as _wrap32
 from .config import VTAConfig
 from .spec import (ALU_OPCODE_BITS, DEP_FLAGS, DEP_QUEUES, DRAM_BASE_BITS, ENCODING_UNIT_BITS,
@@ -30,7 +31,8 @@ __all__ = [
     "Opcode", "MemType", "AluOp", "Unit", "DEP_FLAGS", "DEP_QUEUES", "unit_of", "IsaError",
     "Field", "Format", "Insn", "Uop", "ISA", "isa_for", "insns_to_bytes", "bytes_to_words",
     "AluSemantics", "ALU_OPS", "AluTableError", "alu_ops", "alu_semantics", "alu_violation",
-    "illegal_alu_opcodes", "alu_opcode_bits", "alu_entry", "INT32_MIN", "INT32_MAX",
+    "illegal_alu_opcodes", "alu_opcode_bits", "alu_entry", "alu_registers", "INT32_MIN",
+    "INT32_MAX",
     "srdhm", "rounding_shift", "mul_shift",
 ]
 
@@ -110,6 +112,12 @@ class AluSemantics:
     reduce : numpy.ufunc or None
         Optional: the op is commutative and associative as this ufunc, so repeated
         destinations with unwritten operands may be folded in any order.
+    registers : dict or None
+        Per-lane ALU registers (state that persists across instructions, reset to 0) this
+        opcode uses: ``{imm: name}``. The tensor form with one of these immediates *loads*
+        the register ``name`` from the tensor operand (``REG[name] = ACC[src]``, lane by
+        lane; no SRAM write); with any other immediate ``fn(a, b, regs)`` computes the
+        lane, ``regs`` the registers by name (arrays that broadcast against ``a``).
     """
 
     code: int
@@ -123,6 +131,7 @@ class AluSemantics:
     reduce: np.ufunc | None = None
     tensor_imm: tuple | None = None
     extension: str | None = None
+    registers: dict | None = field(default=None, hash=False)
 
     def __str__(self):
         return f"{self.name}={int(self.code)}"
@@ -131,17 +140,40 @@ class AluSemantics:
         """Whether an instruction with this ``use_imm`` reads its ``imm`` field."""
         return bool(use_imm) or self.tensor_imm is not None
 
-    def function(self, imm=None) -> Callable:
+    def imm_meaning(self) -> str:
+        """What the imm field of the tensor form means (``tensor_imm`` opcodes), for
+        messages."""
+        lo, hi = self.tensor_imm
+        if self.registers is None:
+            return f"shift {lo}..{hi}"
+        modes = ", ".join(f"{k} loads {v}" for k, v in sorted(self.registers.items()))
+        return f"mode {lo}..{hi} ({modes}, else compute)"
+
+    def loads_register(self, use_imm, imm) -> str | None:
+        """The ALU register an instruction with these fields loads from its tensor
+        operand (see ``registers``), or None when it computes lanes."""
+        if self.registers is None or use_imm:
+            return None
+        return self.registers.get(int(imm))
+
+    def function(self, imm=None, regs=None) -> Callable:
         """The lane function as ``f(a, b)``; for a ``tensor_imm`` opcode, with the
-        instruction's immediate field ``imm`` bound as its third operand.
+        instruction's immediate field ``imm`` bound as its third operand; for an opcode
+        with ``registers``, with the register values ``regs`` (``{name: array}``) bound.
         :class:`AluTableError` if the table gives none."""
         if self.fn is None:
             raise AluTableError(f"ALU opcode {self} is in the ALU table (vtakit.hw.isa.ALU_OPS) "
                                 f"without a lane function, so the models cannot execute it; "
                                 f"give it fn=...")
+        fn = self.fn
+        if self.registers is not None:
+            if regs is None:
+                raise AluTableError(f"ALU opcode {self} reads the ALU registers "
+                                    f"{', '.join(sorted(set(self.registers.values())))}: pass regs")
+            return lambda a, b: fn(a, b, regs)
         if self.tensor_imm is None:
-            return self.fn
-        fn, k = self.fn, int(imm)
+            return fn
+        k = int(imm)
         return lambda a, b: fn(a, b, k)
 
 
@@ -157,6 +189,14 @@ class AluSemantics:
 #: ``a = RoundingDivideByPOT(a, b)``, negative ``b`` a left shift (:func:`rounding_shift`);
 #: MULSHR ``a = (a*b + 2^(k-1)) >> k`` with ``k`` the immediate field, 1..62, of the
 #: ``use_imm=0`` instruction (:func:`mul_shift`, TFLite's single rounding).
+#:
+#: The ``requant2`` extension: REQ, tensor form only, the immediate 0..2 selecting what it
+#: does with the per-lane registers RM and RP (:data:`~AluSemantics.registers`): imm 1
+#: ``RM = ACC[src]``, imm 2 ``RP = ACC[src]`` (no SRAM write), imm 0
+#: ``ACC[dst] = requantize_word(ACC[dst] + ACC[src], RM, RP)``: the whole TFLite
+#: requantize, zero point and clamp of a biased accumulator
+#: (:func:`~vtakit.hw.fixedpoint.requantize_word`; RP packed by
+#: :func:`~vtakit.hw.fixedpoint.pack_requant_word`).
 ALU_OPS = (
     AluSemantics(AluOp.MIN, "MIN", lambda a, b: np.minimum(a, b),
                  repeat=lambda a, b, n: np.minimum(a, b), reduce=np.minimum),
@@ -173,6 +213,9 @@ ALU_OPS = (
                  extension="requant"),
     AluSemantics(AluOp.MULSHR, "MULSHR", mul_shift, imm=False, tensor_imm=(1, 62), base=False,
                  extension="requant"),
+    AluSemantics(AluOp.REQ, "REQ", lambda a, b, regs: requantize_word(
+        _wrap32(a.astype(np.int64) + b), regs["RM"], regs["RP"]), imm=False, tensor_imm=(0, 2),
+        base=False, extension="requant2", registers={1: "RM", 2: "RP"}),
 )
 
 
@@ -200,6 +243,11 @@ def _check_table(table) -> dict:
             if not (e.tensor and not e.imm and IMM_MIN <= lo <= hi <= IMM_MAX):
                 raise AluTableError(f"ALU opcode {e}: tensor_imm {lo}..{hi} needs tensor=True, "
                                     f"imm=False and a range inside {IMM_MIN}..{IMM_MAX}")
+        if e.registers is not None:
+            lo, hi = e.tensor_imm or (0, -1)
+            if not e.registers or not all(lo <= k <= hi for k in e.registers):
+                raise AluTableError(f"ALU opcode {e}: the immediates of its registers "
+                                    f"{sorted(e.registers)} must lie inside tensor_imm")
     return {int(e.code): e for e in sorted(table, key=lambda e: e.code)}
 
 
@@ -262,6 +310,12 @@ def illegal_alu_opcodes(config=None) -> list[int]:
     return [v for v in range(1 << ALU_OPCODE_BITS) if v not in legal]
 
 
+def alu_registers(config=None) -> tuple:
+    """The names of the per-lane ALU registers of ``config`` (those of its legal opcodes'
+    ``registers``), sorted; empty for the base ISA."""
+    return tuple(sorted({n for e in alu_ops(config) for n in (e.registers or {}).values()}))
+
+
 def alu_opcode_bits(config=None) -> int:
     """Bits the RTL keeps of an ``alu_opcode`` legal in ``config`` (enough for the largest)."""
     return max(1, max(int(e.code) for e in alu_ops(config)).bit_length())
@@ -286,7 +340,7 @@ def alu_violation(code, use_imm, imm, config=None) -> str | None:
     if use_imm and not e.imm:
         if e.tensor_imm is not None:
             return (f"{e.name} needs use_imm=0 (a tensor operand); its imm field is the "
-                    f"shift {e.tensor_imm[0]}..{e.tensor_imm[1]}, not an operand")
+                    f"{e.imm_meaning()}, not an operand")
         return f"{e.name} needs use_imm=0 (a tensor operand); an immediate is not supported"
     lo, hi = e.imm_range
     if use_imm and not lo <= imm <= hi:
@@ -294,7 +348,7 @@ def alu_violation(code, use_imm, imm, config=None) -> str | None:
     if not use_imm and e.tensor_imm is not None and not e.tensor_imm[0] <= imm <= e.tensor_imm[1]:
         lo, hi = e.tensor_imm
         return (f"{e.name} imm {imm} is out of range; {e.name} takes a tensor operand "
-                f"(use_imm=0) and a shift imm {lo}..{hi}")
+                f"(use_imm=0) and an imm field that is the {e.imm_meaning()}")
     return None
 
 

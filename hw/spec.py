@@ -16,7 +16,8 @@ compiler and the simulator drivers all import instead of restating a rule:
 import enum
 
 __all__ = [
-    "Unit", "PIPELINE", "Opcode", "MemType", "AluOp", "EXTENSIONS", "LOAD_UNIT_MEM_TYPES",
+    "Unit", "PIPELINE", "Opcode", "MemType", "AluOp", "EXTENSIONS", "EXTENSION_CONFLICTS",
+    "LOAD_UNIT_MEM_TYPES",
     "dispatch_unit",
     "DEP_FLAGS", "TOKEN_QUEUES", "DEP_QUEUES",
     "INSN_BITS", "INSN_BYTES", "UOP_BITS", "UOP_BYTES", "OPCODE_BITS", "ENCODING_UNIT_BITS",
@@ -70,13 +71,14 @@ class MemType(enum.IntEnum):
 
 class AluOp(enum.IntEnum):
     """ALU opcodes (their semantics: :data:`vtakit.hw.isa.ALU_OPS`). 0..3 are HW_VER 0.0.2;
-    5..7 belong to the ``requant`` extension (:data:`EXTENSIONS`); 4 stays free (later
-    TVM VTA uses it for MUL)."""
+    5..7 belong to the ``requant`` extension and 4 to the ``requant2`` extension
+    (:data:`EXTENSIONS`; later TVM VTA uses 4 for MUL, which no vtakit config has)."""
 
     MIN = 0
     MAX = 1
     ADD = 2
     SHR = 3
+    REQ = 4
     SRDHM = 5
     RSHR = 6
     MULSHR = 7
@@ -86,6 +88,16 @@ class AluOp(enum.IntEnum):
 #: Without any, the ISA is exactly HW_VER 0.0.2.
 EXTENSIONS = {
     "requant": "exact TFLite requantization: ALU SRDHM, RSHR and MULSHR",
+    "requant2": "exact TFLite requantization in one micro-op per output vector: ALU REQ "
+                "with per-lane multiplier and parameter registers",
+}
+
+#: Extensions that cannot be enabled together (both give a meaning to the same hardware),
+#: each pair with the reason.
+EXTENSION_CONFLICTS = {
+    frozenset({"requant", "requant2"}): "they are two designs of the same requantize "
+                                        "(requant: SRDHM/RSHR/MULSHR passes; requant2: REQ); "
+                                        "pick one",
 }
 
 

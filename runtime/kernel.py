@@ -176,7 +176,7 @@ class UopKernel:
         ----------
         op : AluOp or int
             An opcode of :data:`~vtakit.hw.isa.ALU_OPS` (MIN, MAX, ADD or SHR; with the
-            ``requant`` extension also SRDHM, RSHR, MULSHR).
+            ``requant`` extension also SRDHM, RSHR, MULSHR; with ``requant2`` REQ).
         uops : sequence of (dst, src)
             Destination and source accumulator indices of each micro-op.
         loops : sequence of (extent, dst_factor, src_factor)
@@ -186,7 +186,8 @@ class UopKernel:
             None: tensor-tensor (``ACC[dst] = op(ACC[dst], ACC[src])``); an int:
             ``use_imm`` with this sign-extended 16-bit immediate. For MULSHR (an opcode
             with ``tensor_imm``): the shift ``k`` of ``ACC[dst] = (ACC[dst] * ACC[src]
-            + 2^(k-1)) >> k``, required.
+            + 2^(k-1)) >> k``, required; for REQ its mode (0 requantize, 1 load RM from
+            ``ACC[src]``, 2 load RP), required.
 
         Raises
         ------

@@ -24,7 +24,7 @@ import numpy as np
 from ..hw.errors import VtakitError
 from ..hw.config import VTAConfig
 from ..hw.spec import DRAM_ADDR_BITS, ErrorCode
-from ..hw.isa import AluSemantics, MemType, alu_semantics, alu_violation, isa_for
+from ..hw.isa import AluSemantics, MemType, alu_registers, alu_semantics, alu_violation, isa_for
 
 __all__ = ["Fault", "SRAMs", "Counters", "COUNTER_KEYS"]
 
@@ -88,6 +88,9 @@ class SRAMs:
     acc : ndarray, int32, (acc_depth, BATCH, BLOCK_OUT)
     out : ndarray, int8, (out_depth, BATCH, BLOCK_OUT)
     uop : ndarray, uint32, (uop_depth,)
+    alu_regs : dict of ndarray, int32, (BATCH, BLOCK_OUT)
+        The per-lane ALU registers of the config's ISA extensions by name
+        (:func:`~vtakit.hw.isa.alu_registers`; empty for the base ISA), reset to 0.
 
     The arrays are updated in place (tests and tools may write into them, e.g.
     ``srams.acc[:] = x``); rebinding an attribute to a new array is not supported.
@@ -101,6 +104,8 @@ class SRAMs:
         self.acc = np.zeros((c.acc_depth, c.batch, c.block_out), np.int32)
         self.out = np.zeros((c.out_depth, c.batch, c.block_out), np.int8)
         self.uop = np.zeros(c.uop_depth, np.uint32)
+        self.alu_regs = {name: np.zeros((c.batch, c.block_out), np.int32)
+                         for name in alu_registers(c)}
         # Row views (one row of lanes per entry) and depths, looked up per instruction.
         self._acc_rows = self.acc.reshape(c.acc_depth, -1)
         self._out_rows = self.out.reshape(c.out_depth, -1)
@@ -355,8 +360,10 @@ class SRAMs:
         if violation is not None:
             raise Fault(ErrorCode.ILLEGAL_FIELD, "ALU " + violation)
         op = alu_semantics(f["alu_opcode"], self.config)
+        register = op.loads_register(f["use_imm"], f["imm"])
         # An opcode without a lane function fails here, before any work.
-        fn = op.function(f["imm"])
+        fn = None if register else op.function(
+            f["imm"], {k: v.reshape(-1) for k, v in self.alu_regs.items()})
         imm = f["imm"] if f["use_imm"] else None
         uops = self._uops(insn)
         if uops is None:
@@ -376,7 +383,11 @@ class SRAMs:
             n, fault = self._range_check(insn, [(dst, "acc", depth, "dst_idx")])
             if fault is not None:
                 dst = dst[:n]
-        if len(dst):
+        if register is not None:      # loads an ALU register: no SRAM write
+            if len(dst):
+                self.alu_regs[register].reshape(-1)[:] = self._acc_rows[src[-1]]
+                counters["alu_counter"] += len(dst)
+        elif len(dst):
             acc = self._acc_rows
             touched = _alu_apply(acc, op, fn, dst, src, imm)
             self._out_rows[touched] = acc[touched].astype(np.int8, casting="unsafe")

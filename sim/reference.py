@@ -151,19 +151,28 @@ def alu(srams: SRAMs, insn, counters: Counters) -> None:
     in :data:`~vtakit.hw.isa.ALU_OPS` (wrapping at 32 bits; an opcode with ``tensor_imm``
     also takes the immediate field), and ``OUT[d] = low 8 bits of ACC[d]``; the operand
     rules are the table's for the config (SHR only with an immediate in
-    ``[-SHIFT_LIMIT, SHIFT_LIMIT]``, extension opcodes only with their extension)."""
+    ``[-SHIFT_LIMIT, SHIFT_LIMIT]``, extension opcodes only with their extension). An
+    instruction that loads an ALU register (REQ's setup forms) sets it to ``ACC[s]`` per
+    micro-op and writes no SRAM."""
     violation = alu_violation(insn.alu_opcode, insn.use_imm, insn.imm, srams.config)
     if violation is not None:
         raise Fault(ErrorCode.ILLEGAL_FIELD, "ALU " + violation)
-    fn = alu_semantics(insn.alu_opcode, srams.config).function(insn.imm)
+    op = alu_semantics(insn.alu_opcode, srams.config)
+    register = op.loads_register(insn.use_imm, insn.imm)
+    regs = srams.alu_regs
     acc, out = srams.acc, srams.out
     for p, q, u in _loop(srams, insn):
         d = _index("acc", u.dst_idx + p * insn.dst_factor_out + q * insn.dst_factor_in, len(acc))
         if not insn.use_imm:
             s = _index("acc", u.src_idx + p * insn.src_factor_out + q * insn.src_factor_in,
                        len(acc))
+        if register is not None:      # REG = ACC[s], no SRAM write
+            regs[register][...] = acc[s]
+            counters["alu_counter"] += 1
+            continue
         for b in range(acc.shape[1]):
             for o in range(acc.shape[2]):
+                fn = op.function(insn.imm, {k: v[b, o:o + 1] for k, v in regs.items()})
                 other = insn.imm if insn.use_imm else acc[s, b, o:o + 1]
                 acc[d, b, o:o + 1] = fn(acc[d, b, o:o + 1], other)
         out[d] = acc[d].astype(np.int8)

@@ -130,7 +130,13 @@ def test_isa_page_lists_the_alu_table():
         extensions=("requant",))))
     for e in ALU_OPS:
         assert f"| {int(e.code)} | `{e.name}` |" in base
-    assert "no (illegal opcode)" in base and "no (illegal opcode)" not in ext
+    # legal exactly where the config enables the opcode's extension
+    for e in ALU_OPS:
+        if not e.base:
+            for config, text in (("base", base), ("requant", ext)):
+                on = config == e.extension
+                assert (f"with `{e.extension}`: " + ("yes" if on else "no (illegal opcode)")
+                        in text), (e.name, config)
 
 
 def test_register_table_is_the_code_s():

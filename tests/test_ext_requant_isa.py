@@ -134,8 +134,8 @@ def test_table_is_config_aware():
         assert alu_violation(7, 0, k, RQ) is None
     for k in (0, 63, -1):
         assert alu_violation(7, 0, k, RQ) == (f"MULSHR imm {k} is out of range; MULSHR takes "
-                                              "a tensor operand (use_imm=0) and a shift imm "
-                                              "1..62")
+                                              "a tensor operand (use_imm=0) and an imm field "
+                                              "that is the shift 1..62")
     assert alu_violation(7, 1, 5, RQ).startswith("MULSHR needs use_imm=0")
 
 
@@ -221,7 +221,8 @@ def test_config_show_output_with_extensions_added_loads(capsys):
 @pytest.mark.parametrize("value, pattern", [
     (["requant", "fma"], r"^config: EXTENSIONS=\['fma', 'requant'\]: unknown extension 'fma'; "
                          r"known extensions are requant \(exact TFLite"),
-    ("requant", r"^config: EXTENSIONS must be a list of extension names \(known: requant\), "
+    ("requant", r"^config: EXTENSIONS must be a list of extension names "
+                r"\(known: requant, requant2\), "
                 r"got 'requant'$"),
 ])
 def test_bad_extensions_are_config_errors(value, pattern):

@@ -54,7 +54,7 @@ def alu_rows(config) -> list[list[str]]:
     for e in ALU_OPS:
         operands = []
         if e.tensor:
-            operands.append("tensor" + (f" + immediate k in {e.tensor_imm[0]}..{e.tensor_imm[1]}"
+            operands.append("tensor" + (f" + immediate: {e.imm_meaning()}"
                                         if e.tensor_imm else ""))
         if e.imm:
             operands.append(f"immediate in {e.imm_range[0]}..{e.imm_range[1]}")
