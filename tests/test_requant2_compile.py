@@ -14,7 +14,7 @@ from vtakit.compiler.ops.conv2d import plan_conv2d
 from vtakit.compiler.ops.cost.events import program_stream
 from vtakit.compiler.ops.dense import plan_dense
 from vtakit.compiler.ops.epilogue import (REQ_LOAD_M, REQ_LOAD_P, REQ_PASS, EpilogueError,
-                                          Requant2, pack_req_param)
+                                          Requant2)
 from vtakit.compiler.ops.reference import group_conv2d_ref
 from vtakit.compiler.quant import fixed_point as fp
 from vtakit.hw.config import load_config
@@ -39,21 +39,26 @@ def _requant2(scale, zp, channels, single, clip=(-128, 127)):
     return Requant2.make(m, s, zp, clip, single_rounding=single)
 
 
-def test_req_param_word_fields():
-    """P words: bits 5..0 s, bit 6 single, bits 15..8 zp, 23..16 lo, 31..24 hi."""
-    p = pack_req_param([-1, 31, -32, 5], [-128, 127, 0, -3], [-128, 0, -5, -128],
-                       [127, 127, 6, -1], single=False)
-    u = p.view(np.uint32).astype(np.int64)
-    np.testing.assert_array_equal(u & 0x3F, [0x3F, 31, 32, 5])
-    np.testing.assert_array_equal((u >> 6) & 3, 0)
-    np.testing.assert_array_equal((u >> 8) & 0xFF, [0x80, 0x7F, 0, 0xFD])
-    np.testing.assert_array_equal((u >> 16) & 0xFF, [0x80, 0, 0xFB, 0x80])
-    np.testing.assert_array_equal(p >> 24, [127, 127, 6, -1])        # hi, sign included
-    assert (int(pack_req_param(0, 0, 0, 0, single=True)[()]) >> 6) & 3 == 1
-    with pytest.raises(ValueError, match="shift 32"):
-        pack_req_param(32, 0, -128, 127, single=False)
-    with pytest.raises(ValueError, match="zero_point"):
-        pack_req_param(0, 128, -128, 127, single=False)
+def test_requant2_rows_pack_the_parameter_words():
+    """Requant2.make's rows: the Q31 multipliers, then P words (hw.fixedpoint's
+    pack_requant_word) holding each channel's exponent, the rounding, the zero point and
+    the clip; single rounding saturates the exponent at 30 as TFLite does."""
+    from vtakit.hw.fixedpoint import unpack_requant_word
+    m, s = np.array([1 << 30, 3 << 29, 0, (1 << 31) - 1]), np.array([2, -31, 0, 31])
+    rq, rows = Requant2.make(m, s, [-128, 127, 0, -3], (-5, 6), single_rounding=False)
+    assert rq.single is False and rows.dtype == np.int32 and rows.shape == (2, 4)
+    np.testing.assert_array_equal(rows[0], m)
+    f = unpack_requant_word(rows[1])
+    np.testing.assert_array_equal(f["s"], s)
+    np.testing.assert_array_equal(f["single"], 0)
+    np.testing.assert_array_equal(f["zp"], [-128, 127, 0, -3])
+    np.testing.assert_array_equal(f["lo"], -5)
+    np.testing.assert_array_equal(f["hi"], 6)
+    rq, rows = Requant2.make(m, [31, -31, 0, 5], 7, single_rounding=True)
+    f = unpack_requant_word(rows[1])
+    assert rq.single and (f["single"] == 1).all()
+    np.testing.assert_array_equal(f["s"], [30, -31, 0, 5])
+    np.testing.assert_array_equal([f["zp"], f["lo"], f["hi"]], [[7] * 4, [-128] * 4, [127] * 4])
 
 
 @pytest.mark.parametrize("single", [False, True])
@@ -84,8 +89,8 @@ def test_requant2_cannot_do_falls_back_with_reason():
     from vtakit.compiler.vta.registry import VTALayer
     big = {"rounding": "tflite", "scale": np.array([1e-3, 2.0 ** 40]), "zero_point": 0}
     why = _exact_requant(big, 2, TINY_RQ2, "conv2d")
-    assert isinstance(why, str) and "outside REQ's -32..31" in why
-    with pytest.raises(EpilogueError, match="zero point 300"):
+    assert isinstance(why, str) and "shift=41 does not fit" in why, why
+    with pytest.raises(EpilogueError, match="zero_point=300"):
         Requant2.make([1 << 30], [-3], 300, single_rounding=False)
     with pytest.raises(EpilogueError, match="clip"):
         Requant2.make([1 << 30], [-3], 0, (-200, 127), single_rounding=False)
@@ -96,7 +101,7 @@ def test_requant2_cannot_do_falls_back_with_reason():
         "clip": (-128, 127), "out_dtype": "int8"})
     spec = conv_spec(layer, (1, 16, 4, 4), (2, 16, 1, 1), TINY_RQ2)
     assert spec.where == "vta+host" and spec.post is not None
-    assert "outside REQ's -32..31" in spec.why, spec.why
+    assert "shift=41 does not fit" in spec.why, spec.why
     ok = conv_spec(layer.__class__("conv2d", None, None, dict(
         layer.attrs, requantize=dict(big, scale=np.array([1e-3, 2e-3])))),
         (1, 16, 4, 4), (2, 16, 1, 1), TINY_RQ2)

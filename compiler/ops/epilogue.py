@@ -41,7 +41,7 @@ then ALU ADD imm of the output zero point and the clip.
 
 With the extension ``"requant2"`` (:class:`Requant2`) the whole requantize is one ALU
 pass instead: two per-channel rows (the Q31 multipliers ``M`` and the parameter words
-``P`` of :func:`pack_req_param`: exponent, rounding, zero point, clip) and, per
+``P`` of :func:`~vtakit.hw.fixedpoint.pack_requant_word`: exponent, rounding, zero point, clip) and, per
 output-channel block of a tile, ``REQ.M`` (imm 1, src the block's ``M`` row) and
 ``REQ.P`` (imm 2, src its ``P`` row) load the ALU's per-lane registers, then one
 ``REQ`` (imm 0) over the block's accumulators with src the bias row (zero stride along
@@ -58,7 +58,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ...hw.errors import VtakitError
-from ...hw.isa import AluOp
+from ...hw.fixedpoint import pack_requant_word
+from ...hw.isa import AluOp, alu_entry
 from ...hw.spec import IMM_MAX, IMM_MIN, SHIFT_LIMIT
 from ...runtime import UopKernel
 from .loops import Dim, fold_loops
@@ -66,19 +67,17 @@ from .reference import wrap32
 
 __all__ = ["accumulation_bound", "Epilogue", "EpilogueError", "MAX_SHIFT", "Requant",
            "Requant2", "REQUANT_EXTENSION", "REQUANT2_EXTENSION", "ResidualAdd",
-           "pack_req_param", "result_bytes_for"]
+           "result_bytes_for"]
 
 #: The config ``EXTENSIONS`` name of the exact-requantization ALU opcodes.
 REQUANT_EXTENSION = "requant"
 #: The config ``EXTENSIONS`` name of the one-pass requantize (ALU opcode REQ).
 REQUANT2_EXTENSION = "requant2"
 
-#: ``REQ``'s modes (its ``imm`` field): the requantize pass, the loads of the
-#: multiplier and the parameter registers.
-REQ_PASS, REQ_LOAD_M, REQ_LOAD_P = 0, 1, 2
-
-#: The range of ``REQ``'s signed 6-bit exponent ``s`` (bits 5..0 of a P word).
-REQ_SHIFT_MIN, REQ_SHIFT_MAX = -32, 31
+#: ``REQ``'s modes (its ``imm`` field, :data:`~vtakit.hw.isa.ALU_OPS`): the requantize
+#: pass, and the loads of the multiplier (RM) and the parameter (RP) registers.
+_REQ_REGS = {name: imm for imm, name in alu_entry(AluOp.REQ).registers.items()}
+REQ_PASS, REQ_LOAD_M, REQ_LOAD_P = 0, _REQ_REGS["RM"], _REQ_REGS["RP"]
 
 #: Largest requantization shift (the ALU's shift limit).
 MAX_SHIFT = SHIFT_LIMIT
@@ -182,33 +181,11 @@ class Requant:
         return len(self.passes())
 
 
-def _req_op():
-    """The ALU opcode ``REQ`` (AluOp.REQ of the ``requant2`` extension)."""
-    return AluOp.REQ
-
-
-def pack_req_param(shift, zero_point, lo, hi, *, single: bool) -> np.ndarray:
-    """The int32 ``P`` words of ``REQ`` (one per channel; the arguments broadcast):
-    bits 5..0 the signed exponent ``shift`` (-32..31), bit 6 ``single`` (1: single
-    rounding, TFLite FULLY_CONNECTED; 0: gemmlowp's double rounding), bit 7 zero,
-    bits 15..8 the int8 output ``zero_point``, bits 23..16 ``lo`` and 31..24 ``hi`` (the
-    int8 clamp). ValueError for a field outside its range."""
-    s, zp, lo, hi = (np.asarray(v, np.int64) for v in (shift, zero_point, lo, hi))
-    for name, v, a, b in (("shift", s, REQ_SHIFT_MIN, REQ_SHIFT_MAX), ("zero_point", zp, -128,
-                                                                       127),
-                          ("lo", lo, -128, 127), ("hi", hi, -128, 127)):
-        if v.size and (v.min() < a or v.max() > b):
-            raise ValueError(f"pack_req_param: {name} {v.min()}..{v.max()} outside {a}..{b}")
-    word = ((s & 0x3F) | (int(bool(single)) << 6) | ((zp & 0xFF) << 8) | ((lo & 0xFF) << 16)
-            | ((hi & 0xFF) << 24))
-    return wrap32(word)
-
-
 @dataclass(frozen=True)
 class Requant2:
     """TFLite's exact requantization, bias, zero point and clamp in one ALU pass on the
     extension ``"requant2"`` (opcode ``REQ``; rows: ``M`` then ``P``, see
-    :func:`pack_req_param`).
+    :func:`~vtakit.hw.fixedpoint.pack_requant_word`).
 
     Attributes
     ----------
@@ -241,28 +218,25 @@ class Requant2:
                                 "Q31 values (0..2^31-1)")
         if single_rounding:      # TFLite's single-rounding multiply saturates s at 30
             s = np.minimum(s, 30)
-        if s.size and (s.min() < REQ_SHIFT_MIN or s.max() > REQ_SHIFT_MAX):
-            raise EpilogueError(f"{op}: requantize exponents {int(s.min())}..{int(s.max())} "
-                                f"outside REQ's {REQ_SHIFT_MIN}..{REQ_SHIFT_MAX}")
         zp = np.broadcast_to(np.asarray(zero_point, np.int64).ravel(), m.shape) \
             if np.size(zero_point) in (1, m.size) else None
         if zp is None:
             raise EpilogueError(f"{op}: {np.size(zero_point)} output zero points for "
                                 f"{m.size} channels")
-        if zp.size and (zp.min() < -128 or zp.max() > 127):
-            raise EpilogueError(f"{op}: output zero point {int(zp.min())}..{int(zp.max())} "
-                                "outside int8 (REQ's zero point is an int8 field)")
         lo, hi = (-128 if clip[0] is None else int(clip[0]),
                   127 if clip[1] is None else int(clip[1]))
         if not -128 <= lo <= hi <= 127:
             raise EpilogueError(f"{op}: clip [{lo}, {hi}] is no int8 range (REQ clamps "
                                 "within int8)")
-        p = pack_req_param(s, zp, lo, hi, single=single_rounding)
+        try:
+            p = pack_requant_word(s, zp, lo, hi, single_rounding=single_rounding)
+        except ValueError as e:
+            raise EpilogueError(f"{op}: {e}") from None
         return cls(bool(single_rounding)), np.stack([wrap32(m), p])
 
     def passes(self) -> list:
         """[(AluOp, imm)]: the three instructions of an output-channel block."""
-        return [(_req_op(), REQ_LOAD_M), (_req_op(), REQ_LOAD_P), (_req_op(), REQ_PASS)]
+        return [(AluOp.REQ, REQ_LOAD_M), (AluOp.REQ, REQ_LOAD_P), (AluOp.REQ, REQ_PASS)]
 
 
 @dataclass(frozen=True)
@@ -679,7 +653,7 @@ def _push_req(stream, acc_base: int, bias_base: int, bias_dims, rows_base: int,
     block already loaded skips its two setup instructions, and a tile whose last block
     is the one loaded runs its blocks in reverse (tiles that walk the pixels of one
     channel range alternate directions and save a setup pair each)."""
-    op = _req_op()
+    op = AluOp.REQ
     k = next(i for i, d in enumerate(bias_dims) if d.name == "o")
     o, rest = bias_dims[k], bias_dims[:k] + bias_dims[k + 1:]
     order = range(o.extent)

@@ -24,12 +24,12 @@ import bisect
 from dataclasses import dataclass
 
 from ....hw.alu import REQUANT_OPS
-from ....hw.isa import MemType, Opcode
+from ....hw.isa import AluOp, MemType, Opcode
 from ....hw.spec import DEP_QUEUES, INSN_BYTES, PIPELINE, TOKEN_QUEUES, Unit, dispatch_unit
 from .params import RTL_COST, EventCost
 
-#: The ``requant2`` extension's ALU opcode REQ (``hw.spec.AluOp.REQ``).
-REQ_OPCODE = 4
+#: The ``requant2`` extension's ALU opcode REQ.
+REQ_OPCODE = int(AluOp.REQ)
 
 __all__ = ["StreamPrediction", "UnitInterval", "predict_stream", "stream_traffic",
            "fetch_cycles", "program_stream", "program_prediction", "program_facts"]
