@@ -167,10 +167,7 @@ class Conv2dPlan(OpPlan):
         p = self.problem
         ranked = None
         if tiling is None:
-            count = self.RERANK_SPATIAL if p.kh * p.kw > 1 and not p.diag else self.RERANK
-            ranked = search_tiles(p, cfg, cost=cost,
-                                  top=4 * count if p.int32_out or p.req_pass else 1)
-            ranked = _distinct_orders(p, ranked)[:count]
+            ranked = self._ranked(cost)
             tiling = ranked[0][1]
         # the search's estimate of its winner is the scalar model's, bit for bit
         self._set_tiling(tiling, cost, ranked[0][0] if ranked else None)
@@ -194,6 +191,34 @@ class Conv2dPlan(OpPlan):
                                        np.int8)
         if ranked is not None and len(ranked) > 1:
             self._rerank([t for _, t in ranked], cost)
+        if ranked is not None and p.req_pass and shared_acc(p, cfg):
+            self._try_own_rows(cost)
+
+    def _ranked(self, cost):
+        """The tile search's best tilings of :attr:`problem`, distinct in order, as many
+        as the event model re-ranks (one for an int8 result without REQ)."""
+        p = self.problem
+        count = self.RERANK_SPATIAL if p.kh * p.kw > 1 and not p.diag else self.RERANK
+        ranked = search_tiles(p, self.config, cost=cost,
+                              top=4 * count if p.int32_out or p.req_pass else 1)
+        return _distinct_orders(p, ranked)[:count]
+
+    def _try_own_rows(self, cost):
+        """A REQ epilogue's plan with per-slot rows (:attr:`.ConvProblem.own_rows`) instead
+        of the shared ones, kept when the event model predicts it faster (shared rows
+        delay the first GEMM by their load; per-slot rows reload with the channel
+        blocks)."""
+        keep = (self.inspect()["predicted_cycles"], self.problem, self.tiling,
+                self.split_last, self.estimate)
+        self.problem = replace(self.problem, own_rows=True)
+        ranked = self._ranked(cost)
+        self._set_tiling(ranked[0][1], cost, ranked[0][0])
+        if len(ranked) > 1:
+            self._rerank([t for _, t in ranked], cost)
+        if self.inspect()["predicted_cycles"] >= keep[0]:
+            self.problem = keep[1]
+            self._set_tiling(keep[2], cost, keep[4])
+            self.split_last = keep[3]
 
     #: int32 results: how many of the tile search's best tilings are re-ranked by the
     #: event model (:func:`.perfmodel.predict_stream`) on their instruction streams. The

@@ -52,9 +52,12 @@ def shared_acc(p, config) -> int:
     all slots: ``ob x rows``, or 0 (each slot holds its tile's rows instead) when that
     would take more than an eighth of the acc SRAM. Only for int32 results: their five
     slots would otherwise reload a tile's rows at nearly every tile (int8 results keep
-    the per-slot rows, which the tile search's model ranks better for them)."""
+    the per-slot rows, which the tile search's model ranks better for them), and for the
+    ``requant2`` extension's REQ epilogue unless ``own_rows`` (the plan tries both and
+    keeps the one the event model predicts faster)."""
     n = p.ob * (int(p.bias) + p.acc_rows + p.border_cases)
-    return n if (p.int32_out or p.req_pass) and n <= config.acc_depth // 8 else 0
+    shared = p.int32_out or (p.req_pass and not p.own_rows)
+    return n if shared and n <= config.acc_depth // 8 else 0
 
 
 def acc_slots(int32_out, nthreads):
@@ -97,6 +100,10 @@ class ConvProblem:
         output-channel block of a tile, each after two setup micro-ops (``REQ.M``,
         ``REQ.P``, one instruction each) that read the two ``acc_rows``; the rows have no
         pass of their own.
+    own_rows : bool
+        With ``req_pass``: each acc slot holds its tile's per-channel rows, as for
+        other int8 results, instead of the rows of every block shared at the top of the
+        acc SRAM (:func:`shared_acc`).
     border_cases, border_vectors : int
         Padding with a non-zero value corrected on the ALU: per-channel rows (acc tiles
         of ``tco`` elements, loaded with the bias), one per rectangle of output positions
@@ -150,6 +157,7 @@ class ConvProblem:
     border_vectors: int = 0
     min_init: bool = False
     req_pass: bool = False
+    own_rows: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "pad", normalize_padding(self.pad))
