@@ -136,10 +136,10 @@ def _req_counts(plan):
     return execs / vectors, counts, other
 
 
-@pytest.mark.parametrize("groups,single,pad,hw", [(1, False, 1, (6, 5)), (32, False, 1, (6, 5)),
-                                                  (1, True, 1, (6, 5)),
-                                                  (1, False, 0, (17, 15))])
-def test_conv_req_pass_equals_tflite(groups, single, pad, hw):
+@pytest.mark.parametrize("groups,single,pad,hw,uniform", [
+    (1, False, 1, (6, 5), False), (32, False, 1, (6, 5), False), (1, True, 1, (6, 5), False),
+    (1, False, 0, (17, 15), False), (1, False, 1, (17, 15), True)])
+def test_conv_req_pass_equals_tflite(groups, single, pad, hw, uniform):
     """Conv (several output-channel blocks per tile), depthwise and single rounding on
     the behavioral model equal TFLite's arithmetic; the epilogue is REQ alone, one pass
     per output vector, one REQ.M and REQ.P per REQ pass."""
@@ -150,6 +150,8 @@ def test_conv_req_pass_equals_tflite(groups, single, pad, hw):
     bias = rng.integers(-5000, 5000, o).astype(np.int32)
     scale = rng.uniform(1, 2, o) * 2.0 ** rng.integers(-14, -6, o)
     scale[3] = 3.7                      # a left shift (double rounding)
+    if uniform:                         # one scale: rows of one block, loaded once
+        scale = 0.0021
     zp, clip = -3, (-128, 100)
     rq, rows = _requant2(scale, zp, o, single, clip)
     plan = plan_conv2d(TINY_RQ2, x.shape, w.shape, 1, pad, groups=groups, bias=True,
@@ -163,22 +165,31 @@ def test_conv_req_pass_equals_tflite(groups, single, pad, hw):
     assert per_vector == 1 and not other, (per_vector, other)
     # a setup pair per REQ pass at most (none where the registers hold the block)
     assert counts[REQ_LOAD_M] == counts[REQ_LOAD_P] and counts[REQ_PASS] >= counts[REQ_LOAD_M]
-    assert counts[REQ_LOAD_M] >= plan.problem.ob
+    assert counts[REQ_LOAD_M] >= (1 if uniform else plan.problem.ob)
+    assert rq.uniform == uniform and (counts[REQ_LOAD_M] == 1 or not uniform)
 
 
-def test_dense_req_single_rounding_equals_tflite():
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_dense_req_single_rounding_equals_tflite(per_channel):
+    """Dense (FULLY_CONNECTED's single rounding), per-channel scales (MULSHR could not)
+    or one scale (uniform rows: one block of M and P, loaded once, one REQ per tile)."""
     rng = np.random.default_rng(7)
-    x = rng.integers(-128, 128, (3, 40), dtype=np.int8)
-    w = rng.integers(-128, 128, (20, 40), dtype=np.int8)
-    bias = rng.integers(-1 << 14, 1 << 14, 20).astype(np.int32)
-    scale = rng.uniform(0.0005, 0.003, 20)          # per-channel shifts (MULSHR could not)
-    rq, rows = _requant2(scale, 7, 20, True)
+    x = rng.integers(-128, 128, (3, 72), dtype=np.int8)
+    w = rng.integers(-128, 128, (52, 72), dtype=np.int8)
+    bias = rng.integers(-1 << 14, 1 << 14, 52).astype(np.int32)
+    scale = rng.uniform(0.0005, 0.003, 52) if per_channel else 0.00123
+    rq, rows = _requant2(scale, 7, 52, True)
+    assert rq.uniform == (not per_channel)
     plan = plan_dense(TINY_RQ2, x.shape, w.shape, bias=True, requant=rq)
+    assert plan.operands["requant"].shape[1] == (plan.problem.ob if per_channel else 1)
     out, _ = plan.run(Runtime(open_device("behavioral", TINY_RQ2)),
                       plan.pack(x, w, bias, requant=rows))
     acc = fp.wrap_int32(x.astype(np.int64) @ w.T.astype(np.int64) + bias)
     np.testing.assert_array_equal(plan.unpack(out), _tflite(acc, scale, 7, True))
-    assert _req_counts(plan)[0] == 1
+    per_vector, counts, other = _req_counts(plan)
+    assert per_vector == 1 and not other
+    if not per_channel:
+        assert counts[REQ_LOAD_M] == counts[REQ_LOAD_P] == 1
 
 
 def _whole_on_vta_equals_litert(name, config, n):

@@ -161,6 +161,7 @@ class Conv2dPlan(OpPlan):
             result_bytes=epilogue.result_bytes,
             op=self.name, shape_text=text, shared_wgt=bool(shared_weight),
             acc_rows=epilogue.rows, border_cases=len(self.border_cases),
+            uniform_rows=epilogue.uniform_rows,
             min_init=bool(epilogue.init), req_pass=isinstance(epilogue.requant, Requant2),
             border_vectors=sum((r1 - r0) * (c1 - c0) for r0, r1, c0, c1 in self.border_cases)
             * ceil_div(n, b) * ceil_div(o, blk), **grouping)
@@ -178,7 +179,8 @@ class Conv2dPlan(OpPlan):
         if epilogue.bias_tile:
             self.operands["bias"] = Operand("bias", (p.ob, b, blk), np.int32)
         if epilogue.rows:
-            self.operands["requant"] = Operand("requant", (epilogue.rows, p.ob, b, blk), np.int32)
+            self.operands["requant"] = Operand("requant", (epilogue.rows, p.row_blocks, b, blk),
+                                               np.int32)
         if self.border_cases:
             self.operands["border"] = Operand("border", (len(self.border_cases), p.ob, b, blk),
                                               np.int32)
@@ -598,7 +600,7 @@ class _ConvEmission:
         if shared:   # [bias][requantize rows][border rows] x ob at the top of the acc SRAM
             self.region = cfg.acc_depth - shared
             self.rows_region = self.region + p.ob * int(epi.bias_tile)
-            self.border_region = self.rows_region + p.ob * epi.rows
+            self.border_region = self.rows_region + p.row_blocks * epi.rows
         self.kk = p.kh * p.kw
         self.chunks = [(c0, min(t.tci, p.ib - c0)) for c0 in range(0, p.ib, t.tci)]
         self.tiles = tiles = list(plan.tiles())
@@ -620,6 +622,7 @@ class _ConvEmission:
         self.kernels = {}
         self.g = 0
         self.req_loaded = [None]      # requant2: the block REQ's registers hold (Epilogue.emit)
+        self.uniform_loaded = False   # requant2's uniform rows are in the acc SRAM
 
     # ------------------------------------------------------------------ schedule
 
@@ -668,9 +671,10 @@ class _ConvEmission:
         p, epi, builder, slots = self.p, self.epi, self.builder, self.slots
         if epi.bias_tile:
             builder.load_2d(MemType.ACC, self.region, slots["bias"], 0, p.ob, 1, p.ob)
-        if epi.rows:
-            builder.load_2d(MemType.ACC, self.rows_region, slots["requant"], 0, p.ob,
-                            epi.rows, p.ob)
+        if epi.rows:     # uniform rows: row r at rows_region + r
+            builder.load_2d(MemType.ACC, self.rows_region, slots["requant"], 0, p.row_blocks,
+                            epi.rows, p.row_blocks)
+            self.uniform_loaded = True
         if self.nborder:
             builder.load_2d(MemType.ACC, self.border_region, slots["border"], 0, p.ob,
                             self.nborder, p.ob)
@@ -691,7 +695,8 @@ class _ConvEmission:
         p, epi, t = self.p, self.epi, self.t
         if self.shared:
             self.bias_has[a] = (co0, tco)
-            return (self.region + co0, self.rows_region + co0, self.border_region + co0,
+            return (self.region + co0, self.rows_region + co0 * (not epi.uniform_rows),
+                    self.border_region + co0,
                     p.ob)
         # [border rows][requantize rows][bias] x tco at the end of the slot
         bias_base = (a + 1) * self.acc_slot - t.tco
@@ -733,13 +738,17 @@ class _ConvEmission:
         if (epi.bias_tile or p.acc_rows or p.border_cases) and self.bias_has[a] != (co0, tco):
             if epi.bias_tile:
                 builder.load_2d(MemType.ACC, bias_base, slots["bias"], co0, tco, 1, tco)
-            if epi.rows:     # row r lands at rows_base + r * tco
+            if epi.rows and not epi.uniform_rows:     # row r lands at rows_base + r * tco
                 builder.load_2d(MemType.ACC, rows_base, slots["requant"], co0, tco,
                                 epi.rows, p.ob)
             if self.plan.border_cases:
                 builder.load_2d(MemType.ACC, border_base, slots["border"], co0, tco,
                                 len(self.plan.border_cases), p.ob)
             self.bias_has[a] = (co0, tco)
+        if epi.uniform_rows and not self.uniform_loaded:
+            # once per program, for the first tile's REQ.M and REQ.P: row r at rows_base + r
+            builder.load_2d(MemType.ACC, rows_base, slots["requant"], 0, 1, epi.rows, 1)
+            self.uniform_loaded = True
         if epi.residual == "int32":
             self.plan._move(builder, "load", slots["residual"], acc_base, 0, n0, tn, co0, tco,
                             h0, th, w0, tw)

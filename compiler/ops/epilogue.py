@@ -191,9 +191,14 @@ class Requant2:
     ----------
     single : bool
         Single rounding (TFLite FULLY_CONNECTED) instead of gemmlowp's double rounding.
+    uniform : bool
+        Every channel has the same multiplier and parameter word (a per-tensor scale,
+        as TFLite's FULLY_CONNECTED): the rows hold one block (:meth:`Epilogue.pack_rows`),
+        the registers are loaded once per program and one REQ covers a tile's blocks.
     """
 
     single: bool = False
+    uniform: bool = False
     #: the :class:`Epilogue` reads these: no immediate pass of a zero point, two rows
     zero_point: int = 0
     rows: int = 2
@@ -232,7 +237,8 @@ class Requant2:
             p = pack_requant_word(s, zp, lo, hi, single_rounding=single_rounding)
         except ValueError as e:
             raise EpilogueError(f"{op}: {e}") from None
-        return cls(bool(single_rounding)), np.stack([wrap32(m), p])
+        rows = np.stack([wrap32(m), p])
+        return cls(bool(single_rounding), bool((rows == rows[:, :1]).all())), rows
 
     def passes(self) -> list:
         """[(AluOp, imm)]: the three instructions of an output-channel block."""
@@ -514,14 +520,21 @@ class Epilogue:
                                 f"{ext!r}; config {config.name} has EXTENSIONS "
                                 f"{list(config.extensions)} (add \"{ext}\")")
 
+    @property
+    def uniform_rows(self) -> bool:
+        """The requantize rows are one block for every channel (:attr:`Requant2.uniform`)."""
+        return bool(getattr(self.requant, "uniform", False))
+
     def pack_rows(self, rows, channels: int, config) -> np.ndarray:
-        """The packed (rows, C/c, b, c) int32 requantize rows of (rows, C) values."""
+        """The packed (rows, C/c, b, c) int32 requantize rows of (rows, C) values; (rows,
+        1, b, c) with :attr:`uniform_rows`."""
         from .layout import pack_bias
         rows = np.asarray(rows)
         if rows.shape != (self.rows, channels):
             raise EpilogueError(f"{self.op}: requantize rows have shape {rows.shape}, "
                                 f"expected ({self.rows}, {channels})")
-        return np.stack([pack_bias(r, config) for r in rows])
+        packed = np.stack([pack_bias(r, config) for r in rows])
+        return np.ascontiguousarray(packed[:, :1]) if self.uniform_rows else packed
 
     @property
     def planes(self) -> int:
@@ -565,8 +578,11 @@ class Epilogue:
             the blocks run from that end of the tile (see :func:`_push_req`).
         """
         if isinstance(self.requant, Requant2):
-            _push_req(stream, acc_base, bias_base, bias_dims, rows_base, rows_step, block0,
-                      loaded)
+            if self.uniform_rows:
+                _push_req_uniform(stream, acc_base, bias_base, bias_dims, rows_base, loaded)
+            else:
+                _push_req(stream, acc_base, bias_base, bias_dims, rows_base, rows_step,
+                          block0, loaded)
             _push_imm_passes(stream, acc_base, dims, self.stages()[0])
             return
         if self.bias_tile and not self.init:
@@ -639,6 +655,21 @@ def _push_imm_passes(stream, acc_base: int, dims, passes) -> None:
     uops, loops = [u[:2] for u in f.uops], [lp[:3] for lp in f.loops]
     for op, imm in passes:
         stream.push_alu(UopKernel.alu(op, uops, loops, imm=imm))
+
+
+def _push_req_uniform(stream, acc_base: int, bias_base: int, bias_dims, rows_base: int,
+                      loaded: list | None = None) -> None:
+    """:func:`_push_req` for rows of one block shared by every channel
+    (:attr:`Requant2.uniform`; row ``r`` at ``rows_base + r``): REQ.M and REQ.P unless
+    ``loaded`` says an earlier tile of the program loaded them, then one REQ over the
+    whole tile (the bias row of each block as src)."""
+    if loaded is None or loaded[0] != "uniform":
+        for r, mode in enumerate((REQ_LOAD_M, REQ_LOAD_P)):
+            stream.push_alu(UopKernel.alu(AluOp.REQ, [(rows_base + r, rows_base + r)], [],
+                                          imm=mode))
+        if loaded is not None:
+            loaded[0] = "uniform"
+    _push_tensor_pass(stream, AluOp.REQ, acc_base, bias_base, bias_dims, REQ_PASS)
 
 
 def _push_req(stream, acc_base: int, bias_base: int, bias_dims, rows_base: int,

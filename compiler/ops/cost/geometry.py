@@ -55,7 +55,7 @@ def shared_acc(p, config) -> int:
     the per-slot rows, which the tile search's model ranks better for them), and for the
     ``requant2`` extension's REQ epilogue unless ``own_rows`` (the plan tries both and
     keeps the one the event model predicts faster)."""
-    n = p.ob * (int(p.bias) + p.acc_rows + p.border_cases)
+    n = p.ob * (int(p.bias) + p.border_cases) + p.row_blocks * p.acc_rows
     shared = p.int32_out or (p.req_pass and not p.own_rows)
     return n if shared and n <= config.acc_depth // 8 else 0
 
@@ -100,6 +100,9 @@ class ConvProblem:
         output-channel block of a tile, each after two setup micro-ops (``REQ.M``,
         ``REQ.P``, one instruction each) that read the two ``acc_rows``; the rows have no
         pass of their own.
+    uniform_rows : bool
+        With ``req_pass``: the ``acc_rows`` are one block for every channel (a per-tensor
+        requantize): loaded once per kernel, REQ.M and REQ.P once, one REQ per tile.
     own_rows : bool
         With ``req_pass``: each acc slot holds its tile's per-channel rows, as for
         other int8 results, instead of the rows of every block shared at the top of the
@@ -158,6 +161,7 @@ class ConvProblem:
     min_init: bool = False
     req_pass: bool = False
     own_rows: bool = False
+    uniform_rows: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "pad", normalize_padding(self.pad))
@@ -175,6 +179,11 @@ class ConvProblem:
     @property
     def cin_blocks(self) -> int:
         return self.in_blocks or self.ib
+
+    @property
+    def row_blocks(self) -> int:
+        """Blocks of each ``acc_rows`` row in DRAM: ``ob``, or 1 with ``uniform_rows``."""
+        return 1 if self.uniform_rows else self.ob
 
     @property
     def gob(self) -> int:
