@@ -116,38 +116,28 @@ def format_rows(results, variants=VARIANTS) -> str:
     """One line per model: per variant (the first is the baseline) cycles and their
     ratio to the baseline's, DRAM bytes and ratio, host requantize steps, host steps,
     instructions and wall time."""
-    tag = lambda v: "base" if v == "none" else v[:8]      # noqa: E731
-    cols = []
-    for k, v in enumerate(variants):
-        cols += [(f"cyc {tag(v)}", 11), ("x", 5)] if k else [(f"cyc {tag(v)}", 11)]
-    for k, v in enumerate(variants):
-        cols += [(f"DRAM {tag(v)}", 10), ("x", 5)] if k else [(f"DRAM {tag(v)}", 10)]
-    cols += [(f"rq {tag(v)}", 6 + len(tag(v)) - 4) for v in variants]
-    cols += [(f"host {tag(v)}", 9) for v in variants]
-    cols += [(f"insn {tag(v)}", 10) for v in variants]
-    cols += [(f"wall {tag(v)}", 9) for v in variants]
-    lines = [f"{'model':<20} " + " ".join(f"{h:>{w}}" for h, w in cols)]
-    for row in results:
-        base = row[0]
-        cells = []
-        for k, r in enumerate(row):
-            cells.append(f"{_cycles(r):>11,}")
+    tag = lambda v: "base" if v == "none" else v        # noqa: E731
+    cols = []          # (header, [cell per row])
+    for key, name, fmt in (("cycles", "cyc", "{:,}"), ("dram_bytes", "DRAM", "{:,}")):
+        for k, v in enumerate(variants):
+            get = _cycles if key == "cycles" else (lambda r, key=key: r[key])
+            cols.append((f"{name} {tag(v)}", [fmt.format(get(row[k])) for row in results]))
             if k:
-                cells.append(f"{_cycles(r) / _cycles(base):>5.2f}")
-        for k, r in enumerate(row):
-            cells.append(f"{r['dram_bytes']:>10,}")
-            if k:
-                cells.append(f"{r['dram_bytes'] / base['dram_bytes']:>5.2f}")
-        cells += [f"{r['host_requantize_steps']:>{6 + len(tag(v)) - 4}}"
-                  for r, v in zip(row, variants)]
-        cells += [f"{r['host_steps']:>9}" for r in row]
-        cells += [f"{r['instructions']:>10,}" for r in row]
-        cells += [f"{r['wall_s']:>9.2f}" for r in row]
-        lines.append(f"{base['model']:<20} " + " ".join(cells))
+                cols.append(("x", [f"{get(row[k]) / get(row[0]):.2f}" for row in results]))
+    for key, name, fmt in (("host_requantize_steps", "rq", "{}"), ("host_steps", "host", "{}"),
+                           ("instructions", "insn", "{:,}"), ("wall_s", "wall", "{:.2f}")):
+        for k, v in enumerate(variants):
+            cols.append((f"{name} {tag(v)}", [fmt.format(row[k][key]) for row in results]))
+    widths = [max(len(h), *(len(c) for c in cells)) for h, cells in cols]
+    lines = [f"{'model':<20} " + " ".join(f"{h:>{w}}" for (h, _), w in zip(cols, widths))]
+    for i, row in enumerate(results):
+        lines.append(f"{row[0]['model']:<20} " + " ".join(
+            f"{cells[i]:>{w}}" for (_, cells), w in zip(cols, widths)))
     if results and results[0][0]["cycles"] <= 0:
         lines.append("(no clock on this engine: cycles are the event model's prediction)")
-    lines.append("(rq: conv/dense layers requantized on the host; host: layers with a host "
-                 "part; insn: VTA instructions of one inference)")
+    lines.append("(x: ratio to the first variant; rq: conv/dense layers requantized on the "
+                 "host; host: layers with a host part; insn: VTA instructions of one "
+                 "inference)")
     return "\n".join(lines)
 
 

@@ -41,8 +41,8 @@ then ALU ADD imm of the output zero point and the clip.
 
 With the extension ``"requant2"`` (:class:`Requant2`) the whole requantize is one ALU
 pass instead: two per-channel rows (the Q31 multipliers ``M`` and the parameter words
-``P`` of :func:`~vtakit.hw.fixedpoint.pack_requant_word`: exponent, rounding, zero point, clip) and, per
-output-channel block of a tile, ``REQ.M`` (imm 1, src the block's ``M`` row) and
+``P`` of :func:`~vtakit.hw.fixedpoint.pack_requant_word`: exponent, rounding, zero
+point, clip) and, per output-channel block of a tile, ``REQ.M`` (imm 1, src the block's ``M`` row) and
 ``REQ.P`` (imm 2, src its ``P`` row) load the ALU's per-lane registers, then one
 ``REQ`` (imm 0) over the block's accumulators with src the bias row (zero stride along
 the pixels) adds the bias, requantizes, adds the zero point and clamps.
