@@ -13,16 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ....hw.load_engine import MAX_BURST
+from ....hw import alu as _alu
 from ....hw.alu import REQUANT_STAGES
 from ....hw.spec import DMA_READ_AHEAD_BEATS
 
 __all__ = ["CostModel", "SearchCost", "EventCost", "RTL_COST", "REQ_STAGES"]
 
-#: Pipeline stages of the ``requant2`` extension's REQ micro-op (the spec's suggested 8:
-#: bias add; left shift; products; sum; product rounding; RSHR nudge; RSHR shift; zero
-#: point and clamp). A named constant until ``hw/alu.py`` exports the RTL's count; the
-#: cost models read it from here only.
-REQ_STAGES = 8
+#: Pipeline stages of the ``requant2`` extension's REQ micro-op: ``hw/alu.py``'s
+#: ``REQ_STAGES`` (the RTL's count), else the spec's suggested 8 (bias add; left shift;
+#: products; sum; product rounding; RSHR nudge; RSHR shift; zero point and clamp) on a
+#: tree whose RTL does not have REQ yet. The cost models read it from here only.
+REQ_STAGES = getattr(_alu, "REQ_STAGES", 8)
 
 
 @dataclass(frozen=True)
