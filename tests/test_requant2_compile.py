@@ -222,3 +222,35 @@ def _whole_on_vta_equals_litert(name, config, n):
 def test_mlperf_tiny_whole_on_vta_equals_litert(name, preset):
     _whole_on_vta_equals_litert(name, load_config(preset).replace(extensions=("requant2",)),
                                 1)
+
+
+def test_event_model_req_late_writes():
+    """The event model charges a REQ pass's late writes (REQ_STAGES - 1 cycles) where the
+    RTL waits for them: when it drains, one less before a base GEMM/ALU, none before the
+    next block's setup (REQ.M reads another row)."""
+    import dataclasses
+
+    from vtakit.compiler.ops.cost import RTL_COST
+    from vtakit.compiler.ops.cost.events import _overlaps, _req_late, predict_stream
+    from vtakit.compiler.ops.cost.params import REQ_STAGES
+    from vtakit.hw.spec import Unit, dispatch_unit
+    rq, _ = _requant2(np.linspace(1e-3, 2e-3, 40), 0, 40, False)
+    plan = plan_conv2d(TINY_RQ2, (1, 16, 9, 9), (40, 16, 3, 3), 1, 1, bias=True, requant=rq)
+    insns = program_stream(plan.program())
+    queue = [i for i in insns if dispatch_unit(i.opcode, i.fields.get("memory_type"))
+             == Unit.COMPUTE]
+    late = _req_late(queue, _overlaps(queue), REQ_STAGES - 1)
+    passes = [k for k, i in enumerate(queue) if i.opcode == Opcode.ALU
+              and i.fields["alu_opcode"] == AluOp.REQ and i.fields["imm"] == REQ_PASS]
+    assert passes and set(late) <= set(passes)
+    for k in passes:
+        nxt = queue[k + 1]
+        if nxt.opcode == Opcode.ALU and nxt.fields["alu_opcode"] == AluOp.REQ:
+            assert k not in late
+        elif nxt.opcode == Opcode.GEMM and not any(queue[k].fields[f] for f in (
+                "push_prev_dep", "push_next_dep")):
+            assert late[k] == REQ_STAGES - 2
+    assert any(v == REQ_STAGES - 1 for v in late.values())      # a drain before a store
+    without = dataclasses.replace(RTL_COST, req_late_cycles=0)
+    assert predict_stream(insns, TINY_RQ2).cycles > predict_stream(insns, TINY_RQ2,
+                                                                   without).cycles
