@@ -254,3 +254,41 @@ def test_event_model_req_late_writes():
     without = dataclasses.replace(RTL_COST, req_late_cycles=0)
     assert predict_stream(insns, TINY_RQ2).cycles > predict_stream(insns, TINY_RQ2,
                                                                    without).cycles
+
+
+def _rtl_has_req() -> bool:
+    from vtakit.hw.alu import IMPLEMENTED
+    return AluOp.REQ in IMPLEMENTED
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _rtl_has_req(), reason="hw/alu.py has no REQ yet (branch rq2rtl)")
+def test_req_kernels_on_verilator_equal_behavioral():
+    """A per-channel conv (several blocks per tile, setups skipped between tiles) and a
+    per-tensor dense (uniform rows) on tiny + requant2: the Verilator RTL and the
+    behavioral model both equal TFLite's arithmetic bit for bit."""
+    rng = np.random.default_rng(13)
+    x = rng.integers(-128, 128, (1, 16, 9, 7), dtype=np.int8)
+    w = rng.integers(-128, 128, (40, 16, 3, 3), dtype=np.int8)
+    bias = rng.integers(-3000, 3000, 40).astype(np.int32)
+    scale = rng.uniform(1, 2, 40) * 2.0 ** rng.integers(-14, -7, 40)
+    scale[0] = 2.5                                   # a left shift
+    rq, rows = _requant2(scale, 5, 40, False, (-100, 120))
+    plan = plan_conv2d(TINY_RQ2, x.shape, w.shape, 1, 1, bias=True, requant=rq)
+    acc = fp.wrap_int32(group_conv2d_ref(x, w, 1, 1).astype(np.int64) + bias[:, None, None])
+    want = _tflite(acc, scale, 5, False, (-100, 120))
+    xd, wd = x.reshape(1, -1)[:, :72], w.reshape(40, -1)[:, :72]
+    drq, drows = _requant2(0.0007, -9, 40, True)
+    dplan = plan_dense(TINY_RQ2, xd.shape, wd.shape, bias=True, requant=drq)
+    dwant = _tflite(fp.wrap_int32(xd.astype(np.int64) @ wd.T.astype(np.int64) + bias),
+                    0.0007, -9, True)
+    for backend in ("behavioral", "verilator"):
+        dev = open_device(backend, TINY_RQ2)
+        try:
+            rt = Runtime(dev)
+            out, _ = plan.run(rt, plan.pack(x, w, bias, requant=rows))
+            dout, _ = dplan.run(rt, dplan.pack(xd, wd, bias, requant=drows))
+        finally:
+            dev.close()
+        np.testing.assert_array_equal(plan.unpack(out), want, err_msg=backend)
+        np.testing.assert_array_equal(dplan.unpack(dout), dwant, err_msg=backend)
