@@ -1,11 +1,14 @@
-"""What the ISA extension ``"requant"`` (exact TFLite requantization on the ALU) buys.
+"""What the ISA extensions ``"requant"`` and ``"requant2"`` (exact TFLite requantization on
+the ALU: six passes per output vector, or one REQ pass) buy.
 
 For the four MLPerf Tiny int8 models (tests/data/mltk), compiled for a config without
-and with ``"EXTENSIONS": ["requant"]``, one inference on the RTL (Verilator; ``--engine
+an extension and with each of ``--extensions`` (default ``none,requant,requant2``; the
+first is the baseline of the ratios), one inference on the RTL (Verilator; ``--engine
 behavioral`` for a quick run without a clock), checked bit for bit against LiteRT's
 reference kernels (``BUILTIN_REF``):
 
-* ``cycles``: the device cycles of the layers that ran on VTA (sum over layers);
+* ``cycles``: the device cycles of the layers that ran on VTA (sum over layers), and
+  per variant its ratio to the baseline's (``x``);
 * ``DRAM B``: the bytes their loads and stores moved (from the streams that ran);
 * ``host rq``: host requantize steps (conv/dense layers whose int32 result the host
   requantizes: ``"vta+host"``); ``host steps`` counts every layer with a host part
@@ -13,7 +16,7 @@ reference kernels (``BUILTIN_REF``):
 * ``wall s``: wall time of the inference on the engine after a warm-up run (simulator,
   packing and host steps together).
 
-With ``--synth`` it also synthesizes both configs (``vtakit synth``'s
+With ``--synth`` it also synthesizes every variant (``vtakit synth``'s
 :func:`vtakit.boards.synth_config`): ``tiny`` on ecp5-85k with place and route (LUT, FF,
 DSP, Fmax; tens of minutes) and ``default`` on xilinx-7 with Yosys only (cell counts);
 ``--synth yosys`` skips the place and route.
@@ -21,6 +24,7 @@ DSP, Fmax; tens of minutes) and ``default`` on xilinx-7 with Yosys only (cell co
 Usage::
 
     python bench/extension.py [--engine verilator|behavioral] [--config default]
+                              [--extensions none,requant,requant2]
                               [--models a,b] [--json FILE] [--synth [pnr|yosys]]
 """
 
@@ -42,14 +46,18 @@ from vtakit.testing import model_inputs
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "mltk"
 MODELS = ["anomaly_detection", "keyword_spotting", "image_classification", "visual_wake_words"]
-EXTENSION = "requant"
+#: The variants compared by default: the base ISA, then each requantize extension.
+VARIANTS = ("none", "requant", "requant2")
 
 
-def with_extension(config, on: bool):
-    """``config`` with the extension on or off (every other key kept)."""
+def with_extension(config, ext: str | None):
+    """``config`` with the requantize extension ``ext`` (``None`` or ``"none"``: the base
+    ISA) instead of whichever it had (every other key kept)."""
     cfg = load_config(config)
-    ext = set(cfg.extensions) | {EXTENSION} if on else set(cfg.extensions) - {EXTENSION}
-    return cfg.replace(extensions=tuple(sorted(ext)))
+    keep = set(cfg.extensions) - set(VARIANTS)
+    if ext not in (None, "none"):
+        keep.add(ext)
+    return cfg.replace(extensions=tuple(sorted(keep)))
 
 
 def litert_reference(path, x):
@@ -86,6 +94,8 @@ def measure(name, config, engine) -> dict:
     return {"model": name, "config": config.name, "engine": engine,
             "cycles": cycles, "predicted_cycles": sum(r.predicted_cycles for r in vta),
             "dram_bytes": sum(r.dram_bytes for r in vta),
+            # the fetch unit's modelled intervals: one per instruction that ran
+            "instructions": sum(len(r.units.get("fetch", ())) for r in vta),
             "host_requantize_steps": sum(r.where == "vta+host" and r.kind in ("conv2d", "dense")
                                          for r in report),
             "host_steps": sum(r.where != "vta" for r in report),
@@ -98,34 +108,48 @@ def exe_input_type(path):
     return from_tflite(path)["main"].params[0].type_annotation
 
 
-def format_rows(results) -> str:
-    head = (f"{'model':<22} {'cycles':>11} {'+requant':>11} {'ratio':>6} {'DRAM B':>10} "
-            f"{'+requant':>10} {'ratio':>6} {'host rq':>7} {'+rq':>4} {'host steps':>10} "
-            f"{'+rq':>4} {'wall s':>7} {'+rq':>7}")
-    lines = [head]
-    for base, ext in results:
-        cyc = lambda r: r["cycles"] if r["cycles"] > 0 else r["predicted_cycles"]  # noqa: E731
-        lines.append(
-            f"{base['model']:<22} {cyc(base):>11,} {cyc(ext):>11,} "
-            f"{cyc(ext) / cyc(base):>6.2f} {base['dram_bytes']:>10,} {ext['dram_bytes']:>10,} "
-            f"{ext['dram_bytes'] / base['dram_bytes']:>6.2f} "
-            f"{base['host_requantize_steps']:>7} {ext['host_requantize_steps']:>4} "
-            f"{base['host_steps']:>10} {ext['host_steps']:>4} "
-            f"{base['wall_s']:>7.2f} {ext['wall_s']:>7.2f}")
+def _cycles(r) -> int:
+    return r["cycles"] if r["cycles"] > 0 else r["predicted_cycles"]
+
+
+def format_rows(results, variants=VARIANTS) -> str:
+    """One line per model: per variant (the first is the baseline) cycles and their
+    ratio to the baseline's, DRAM bytes and ratio, host requantize steps, host steps,
+    instructions and wall time."""
+    tag = lambda v: "base" if v == "none" else v        # noqa: E731
+    cols = []          # (header, [cell per row])
+    for key, name, fmt in (("cycles", "cyc", "{:,}"), ("dram_bytes", "DRAM", "{:,}")):
+        for k, v in enumerate(variants):
+            get = _cycles if key == "cycles" else (lambda r, key=key: r[key])
+            cols.append((f"{name} {tag(v)}", [fmt.format(get(row[k])) for row in results]))
+            if k:
+                cols.append(("x", [f"{get(row[k]) / get(row[0]):.2f}" for row in results]))
+    for key, name, fmt in (("host_requantize_steps", "rq", "{}"), ("host_steps", "host", "{}"),
+                           ("instructions", "insn", "{:,}"), ("wall_s", "wall", "{:.2f}")):
+        for k, v in enumerate(variants):
+            cols.append((f"{name} {tag(v)}", [fmt.format(row[k][key]) for row in results]))
+    widths = [max(len(h), *(len(c) for c in cells)) for h, cells in cols]
+    lines = [f"{'model':<20} " + " ".join(f"{h:>{w}}" for (h, _), w in zip(cols, widths))]
+    for i, row in enumerate(results):
+        lines.append(f"{row[0]['model']:<20} " + " ".join(
+            f"{cells[i]:>{w}}" for (_, cells), w in zip(cols, widths)))
     if results and results[0][0]["cycles"] <= 0:
         lines.append("(no clock on this engine: cycles are the event model's prediction)")
+    lines.append("(x: ratio to the first variant; rq: conv/dense layers requantized on the "
+                 "host; host: layers with a host part; insn: VTA instructions of one "
+                 "inference)")
     return "\n".join(lines)
 
 
-def synth(mode) -> list:
+def synth(mode, variants=VARIANTS) -> list:
     """Synthesis reports of tiny on ecp5-85k (placed and routed unless ``mode`` is
-    ``"yosys"``) and default on xilinx-7 (Yosys), each without and with the extension."""
+    ``"yosys"``) and default on xilinx-7 (Yosys), each for every variant."""
     from vtakit.boards import format_table, synth_config
     runs = [("tiny", "ecp5-85k", mode == "pnr"), ("default", "xilinx-7", False)]
     reports = []
     for preset, target, pnr in runs:
-        for on in (False, True):
-            cfg = with_extension(preset, on)
+        for v in variants:
+            cfg = with_extension(preset, v)
             t = time.monotonic()
             reports.append(synth_config(cfg, target, place_and_route=pnr))
             print(f"synth {cfg.name} on {target}: {time.monotonic() - t:.0f} s",
@@ -140,16 +164,25 @@ def main(argv=None):
                    help="device backend: verilator (cycles), behavioral (quick, no clock), ...")
     p.add_argument("--config", default="default", help="base config (preset or JSON)")
     p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--extensions", default=",".join(VARIANTS),
+                   help="variants to compare, the first the baseline of the ratios: "
+                        "'none' (base ISA) or an extension name")
     p.add_argument("--json", metavar="FILE", help="write every measurement as JSON")
     p.add_argument("--synth", nargs="?", const="pnr", choices=("pnr", "yosys"),
-                   help="also synthesize tiny (ecp5-85k) and default (xilinx-7) with and "
-                        "without the extension; 'yosys': no place and route")
+                   help="also synthesize tiny (ecp5-85k) and default (xilinx-7) for every "
+                        "variant; 'yosys': no place and route")
     args = p.parse_args(argv)
-    base, ext = with_extension(args.config, False), with_extension(args.config, True)
+    variants = tuple(v.strip() for v in args.extensions.split(","))
+    from vtakit.hw.spec import EXTENSIONS
+    bad = [v for v in variants if v != "none" and v not in EXTENSIONS]
+    if bad or not variants:
+        p.error(f"--extensions {args.extensions}: unknown {bad}; use 'none' or one of "
+                f"{sorted(EXTENSIONS)}")
+    configs = [with_extension(args.config, v) for v in variants]
     results = []
     for name in args.models.split(","):
         pair = []
-        for cfg in (base, ext):
+        for cfg in configs:
             t = time.monotonic()
             pair.append(measure(name, cfg, args.engine))
             print(f"{name} on {cfg.name} ({args.engine}): {time.monotonic() - t:.0f} s",
@@ -158,10 +191,10 @@ def main(argv=None):
         if args.json:
             Path(args.json).write_text(json.dumps({"models": [r for p_ in results for r in p_]},
                                                   indent=1))
-    print(format_rows(results))
+    print(format_rows(results, variants))
     out = {"models": [r for pair in results for r in pair]}
     if args.synth:
-        out["synth"] = [r.to_dict() for r in synth(args.synth)]
+        out["synth"] = [r.to_dict() for r in synth(args.synth, variants)]
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     print(json.dumps(out["models"]))

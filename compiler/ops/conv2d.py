@@ -52,7 +52,7 @@ from ...hw.errors import VtakitError
 from ...hw.isa import AluOp, MemType
 from ...runtime import KernelError, Unit, UopKernel
 from ...runtime.hostops.vta import assemble_planes
-from .epilogue import Epilogue, accumulation_bound
+from .epilogue import Epilogue, Requant2, accumulation_bound
 from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_weight,
                      pack_conv_weight, unpack_activation)
 from .loops import Dim, fold_loops
@@ -161,15 +161,14 @@ class Conv2dPlan(OpPlan):
             result_bytes=epilogue.result_bytes,
             op=self.name, shape_text=text, shared_wgt=bool(shared_weight),
             acc_rows=epilogue.rows, border_cases=len(self.border_cases),
-            min_init=bool(epilogue.init),
+            uniform_rows=epilogue.uniform_rows,
+            min_init=bool(epilogue.init), req_pass=isinstance(epilogue.requant, Requant2),
             border_vectors=sum((r1 - r0) * (c1 - c0) for r0, r1, c0, c1 in self.border_cases)
             * ceil_div(n, b) * ceil_div(o, blk), **grouping)
         p = self.problem
         ranked = None
         if tiling is None:
-            count = self.RERANK_SPATIAL if p.kh * p.kw > 1 and not p.diag else self.RERANK
-            ranked = search_tiles(p, cfg, cost=cost, top=4 * count if p.int32_out else 1)
-            ranked = _distinct_orders(p, ranked)[:count]
+            ranked = self._ranked(cost)
             tiling = ranked[0][1]
         # the search's estimate of its winner is the scalar model's, bit for bit
         self._set_tiling(tiling, cost, ranked[0][0] if ranked else None)
@@ -180,7 +179,8 @@ class Conv2dPlan(OpPlan):
         if epilogue.bias_tile:
             self.operands["bias"] = Operand("bias", (p.ob, b, blk), np.int32)
         if epilogue.rows:
-            self.operands["requant"] = Operand("requant", (epilogue.rows, p.ob, b, blk), np.int32)
+            self.operands["requant"] = Operand("requant", (epilogue.rows, p.row_blocks, b, blk),
+                                               np.int32)
         if self.border_cases:
             self.operands["border"] = Operand("border", (len(self.border_cases), p.ob, b, blk),
                                               np.int32)
@@ -193,6 +193,34 @@ class Conv2dPlan(OpPlan):
                                        np.int8)
         if ranked is not None and len(ranked) > 1:
             self._rerank([t for _, t in ranked], cost)
+        if ranked is not None and p.req_pass and shared_acc(p, cfg):
+            self._try_own_rows(cost)
+
+    def _ranked(self, cost):
+        """The tile search's best tilings of :attr:`problem`, distinct in order, as many
+        as the event model re-ranks (one for an int8 result without REQ)."""
+        p = self.problem
+        count = self.RERANK_SPATIAL if p.kh * p.kw > 1 and not p.diag else self.RERANK
+        ranked = search_tiles(p, self.config, cost=cost,
+                              top=4 * count if p.int32_out or p.req_pass else 1)
+        return _distinct_orders(p, ranked)[:count]
+
+    def _try_own_rows(self, cost):
+        """A REQ epilogue's plan with per-slot rows (:attr:`.ConvProblem.own_rows`) instead
+        of the shared ones, kept when the event model predicts it faster (shared rows
+        delay the first GEMM by their load; per-slot rows reload with the channel
+        blocks)."""
+        keep = (self.inspect()["predicted_cycles"], self.problem, self.tiling,
+                self.split_last, self.estimate)
+        self.problem = replace(self.problem, own_rows=True)
+        ranked = self._ranked(cost)
+        self._set_tiling(ranked[0][1], cost, ranked[0][0])
+        if len(ranked) > 1:
+            self._rerank([t for _, t in ranked], cost)
+        if self.inspect()["predicted_cycles"] >= keep[0]:
+            self.problem = keep[1]
+            self._set_tiling(keep[2], cost, keep[4])
+            self.split_last = keep[3]
 
     #: int32 results: how many of the tile search's best tilings are re-ranked by the
     #: event model (:func:`.perfmodel.predict_stream`) on their instruction streams. The
@@ -572,7 +600,7 @@ class _ConvEmission:
         if shared:   # [bias][requantize rows][border rows] x ob at the top of the acc SRAM
             self.region = cfg.acc_depth - shared
             self.rows_region = self.region + p.ob * int(epi.bias_tile)
-            self.border_region = self.rows_region + p.ob * epi.rows
+            self.border_region = self.rows_region + p.row_blocks * epi.rows
         self.kk = p.kh * p.kw
         self.chunks = [(c0, min(t.tci, p.ib - c0)) for c0 in range(0, p.ib, t.tci)]
         self.tiles = tiles = list(plan.tiles())
@@ -593,6 +621,8 @@ class _ConvEmission:
         self.clipped = [0] * nacc   # acc entries from a slot's start this layer clipped
         self.kernels = {}
         self.g = 0
+        self.req_loaded = [None]      # requant2: the block REQ's registers hold (Epilogue.emit)
+        self.uniform_loaded = False   # requant2's uniform rows are in the acc SRAM
 
     # ------------------------------------------------------------------ schedule
 
@@ -641,9 +671,10 @@ class _ConvEmission:
         p, epi, builder, slots = self.p, self.epi, self.builder, self.slots
         if epi.bias_tile:
             builder.load_2d(MemType.ACC, self.region, slots["bias"], 0, p.ob, 1, p.ob)
-        if epi.rows:
-            builder.load_2d(MemType.ACC, self.rows_region, slots["requant"], 0, p.ob,
-                            epi.rows, p.ob)
+        if epi.rows:     # uniform rows: row r at rows_region + r
+            builder.load_2d(MemType.ACC, self.rows_region, slots["requant"], 0, p.row_blocks,
+                            epi.rows, p.row_blocks)
+            self.uniform_loaded = True
         if self.nborder:
             builder.load_2d(MemType.ACC, self.border_region, slots["border"], 0, p.ob,
                             self.nborder, p.ob)
@@ -664,7 +695,8 @@ class _ConvEmission:
         p, epi, t = self.p, self.epi, self.t
         if self.shared:
             self.bias_has[a] = (co0, tco)
-            return (self.region + co0, self.rows_region + co0, self.border_region + co0,
+            return (self.region + co0, self.rows_region + co0 * (not epi.uniform_rows),
+                    self.border_region + co0,
                     p.ob)
         # [border rows][requantize rows][bias] x tco at the end of the slot
         bias_base = (a + 1) * self.acc_slot - t.tco
@@ -706,13 +738,17 @@ class _ConvEmission:
         if (epi.bias_tile or p.acc_rows or p.border_cases) and self.bias_has[a] != (co0, tco):
             if epi.bias_tile:
                 builder.load_2d(MemType.ACC, bias_base, slots["bias"], co0, tco, 1, tco)
-            if epi.rows:     # row r lands at rows_base + r * tco
+            if epi.rows and not epi.uniform_rows:     # row r lands at rows_base + r * tco
                 builder.load_2d(MemType.ACC, rows_base, slots["requant"], co0, tco,
                                 epi.rows, p.ob)
             if self.plan.border_cases:
                 builder.load_2d(MemType.ACC, border_base, slots["border"], co0, tco,
                                 len(self.plan.border_cases), p.ob)
             self.bias_has[a] = (co0, tco)
+        if epi.uniform_rows and not self.uniform_loaded:
+            # once per program, for the first tile's REQ.M and REQ.P: row r at rows_base + r
+            builder.load_2d(MemType.ACC, rows_base, slots["requant"], 0, 1, epi.rows, 1)
+            self.uniform_loaded = True
         if epi.residual == "int32":
             self.plan._move(builder, "load", slots["residual"], acc_base, 0, n0, tn, co0, tco,
                             h0, th, w0, tw)
@@ -734,7 +770,7 @@ class _ConvEmission:
         a = ti % self.nacc
         self.clipped[a] = max(self.clipped[a], tn * tco * th * tw)
         self.epi.emit(self.builder, acc_base, self.out_dims(ti), bias_base, self.bias_dims(ti),
-                      rows_base, step)
+                      rows_base, step, co0, self.req_loaded)
 
     def group(self, ti, acc_base, c0, tci, ywin, xwin) -> None:
         """One group: chunk ``c0`` of the tile's reduction, its load stage then its GEMMs."""

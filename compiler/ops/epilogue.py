@@ -39,6 +39,14 @@ LOAD ACC for all of them):
 
 then ALU ADD imm of the output zero point and the clip.
 
+With the extension ``"requant2"`` (:class:`Requant2`) the whole requantize is one ALU
+pass instead: two per-channel rows (the Q31 multipliers ``M`` and the parameter words
+``P`` of :func:`~vtakit.hw.fixedpoint.pack_requant_word`: exponent, rounding, zero
+point, clip) and, per output-channel block of a tile, ``REQ.M`` (imm 1, src the block's ``M`` row) and
+``REQ.P`` (imm 2, src its ``P`` row) load the ALU's per-lane registers, then one
+``REQ`` (imm 0) over the block's accumulators with src the bias row (zero stride along
+the pixels) adds the bias, requantizes, adds the zero point and clamps.
+
 The narrowing store keeps the low 8 bits of every lane; without a clip to
 [-128, 127] values outside int8 wrap, exactly as in :func:`reference.epilogue_ref`.
 """
@@ -50,17 +58,26 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ...hw.errors import VtakitError
-from ...hw.isa import AluOp
+from ...hw.fixedpoint import pack_requant_word
+from ...hw.isa import AluOp, alu_entry
 from ...hw.spec import IMM_MAX, IMM_MIN, SHIFT_LIMIT
 from ...runtime import UopKernel
 from .loops import Dim, fold_loops
 from .reference import wrap32
 
 __all__ = ["accumulation_bound", "Epilogue", "EpilogueError", "MAX_SHIFT", "Requant",
-           "REQUANT_EXTENSION", "ResidualAdd", "result_bytes_for"]
+           "Requant2", "REQUANT_EXTENSION", "REQUANT2_EXTENSION", "ResidualAdd",
+           "result_bytes_for"]
 
 #: The config ``EXTENSIONS`` name of the exact-requantization ALU opcodes.
 REQUANT_EXTENSION = "requant"
+#: The config ``EXTENSIONS`` name of the one-pass requantize (ALU opcode REQ).
+REQUANT2_EXTENSION = "requant2"
+
+#: ``REQ``'s modes (its ``imm`` field, :data:`~vtakit.hw.isa.ALU_OPS`): the requantize
+#: pass, and the loads of the multiplier (RM) and the parameter (RP) registers.
+_REQ_REGS = {name: imm for imm, name in alu_entry(AluOp.REQ).registers.items()}
+REQ_PASS, REQ_LOAD_M, REQ_LOAD_P = 0, _REQ_REGS["RM"], _REQ_REGS["RP"]
 
 #: Largest requantization shift (the ALU's shift limit).
 MAX_SHIFT = SHIFT_LIMIT
@@ -112,6 +129,7 @@ class Requant:
     right: bool = True
     k: int = 0
     zero_point: int = 0
+    extension = REQUANT_EXTENSION
 
     @classmethod
     def make(cls, multiplier, shift, zero_point=0, *, single_rounding: bool,
@@ -161,6 +179,70 @@ class Requant:
     @property
     def rows(self) -> int:
         return len(self.passes())
+
+
+@dataclass(frozen=True)
+class Requant2:
+    """TFLite's exact requantization, bias, zero point and clamp in one ALU pass on the
+    extension ``"requant2"`` (opcode ``REQ``; rows: ``M`` then ``P``, see
+    :func:`~vtakit.hw.fixedpoint.pack_requant_word`).
+
+    Attributes
+    ----------
+    single : bool
+        Single rounding (TFLite FULLY_CONNECTED) instead of gemmlowp's double rounding.
+    uniform : bool
+        Every channel has the same multiplier and parameter word (a per-tensor scale,
+        as TFLite's FULLY_CONNECTED): the rows hold one block (:meth:`Epilogue.pack_rows`),
+        the registers are loaded once per program and one REQ covers a tile's blocks.
+    """
+
+    single: bool = False
+    uniform: bool = False
+    #: the :class:`Epilogue` reads these: no immediate pass of a zero point, two rows
+    zero_point: int = 0
+    rows: int = 2
+    extension: str = REQUANT2_EXTENSION
+
+    @classmethod
+    def make(cls, multiplier, shift, zero_point=0, clip=(-128, 127), *,
+             single_rounding: bool, op: str = "op") -> tuple["Requant2", np.ndarray]:
+        """``(Requant2, rows)`` for TFLite's ``MultiplyByQuantizedMultiplier`` by the Q31
+        ``multiplier`` and exponent ``shift`` (per-channel vectors of
+        :func:`~vtakit.compiler.quant.fixed_point.quantize_multiplier`), ``+ zero_point``
+        and the clamp to ``clip``; ``rows`` the (2, channels) int32 ``M`` and ``P`` rows.
+        EpilogueError when ``REQ`` cannot do it (an exponent outside -32..31, a zero point
+        or clip bound outside int8)."""
+        m, s = np.atleast_1d(np.asarray(multiplier, np.int64)), np.atleast_1d(
+            np.asarray(shift, np.int64))
+        if m.shape != s.shape or m.ndim != 1:
+            raise EpilogueError(f"{op}: multiplier {m.shape} and shift {s.shape} must be "
+                                "per-channel vectors of one length")
+        if m.size and (m.min() < 0 or m.max() >= 1 << 31):
+            raise EpilogueError(f"{op}: requantize multipliers {m.min()}..{m.max()} are no "
+                                "Q31 values (0..2^31-1)")
+        if single_rounding:      # TFLite's single-rounding multiply saturates s at 30
+            s = np.minimum(s, 30)
+        zp = np.broadcast_to(np.asarray(zero_point, np.int64).ravel(), m.shape) \
+            if np.size(zero_point) in (1, m.size) else None
+        if zp is None:
+            raise EpilogueError(f"{op}: {np.size(zero_point)} output zero points for "
+                                f"{m.size} channels")
+        lo, hi = (-128 if clip[0] is None else int(clip[0]),
+                  127 if clip[1] is None else int(clip[1]))
+        if not -128 <= lo <= hi <= 127:
+            raise EpilogueError(f"{op}: clip [{lo}, {hi}] is no int8 range (REQ clamps "
+                                "within int8)")
+        try:
+            p = pack_requant_word(s, zp, lo, hi, single_rounding=single_rounding)
+        except ValueError as e:
+            raise EpilogueError(f"{op}: {e}") from None
+        rows = np.stack([wrap32(m), p])
+        return cls(bool(single_rounding), bool((rows == rows[:, :1]).all())), rows
+
+    def passes(self) -> list:
+        """[(AluOp, imm)]: the three instructions of an output-channel block."""
+        return [(AluOp.REQ, REQ_LOAD_M), (AluOp.REQ, REQ_LOAD_P), (AluOp.REQ, REQ_PASS)]
 
 
 @dataclass(frozen=True)
@@ -254,8 +336,9 @@ class Epilogue:
         ``"int8"`` (the store) or ``"int32"`` (byte planes).
     op : str
         Operator name for messages.
-    requant : Requant or None
-        Exact TFLite requantization on the ALU extension (``shift`` is then 0).
+    requant : Requant, Requant2 or None
+        Exact TFLite requantization on the ALU extension (``shift`` is then 0); a
+        :class:`Requant2` also adds the bias and clamps (``bias=True``, no clip here).
     result_bytes : int
         ``"int32"``: the low bytes stored, one plane each (2..4; fewer than 4 when the
         caller knows the results fit, e.g. from the weights: the host sign-extends them).
@@ -279,14 +362,14 @@ class Epilogue:
     hi: int | None = None
     out_dtype: str = "int8"
     op: str = "op"
-    requant: Requant | None = None
+    requant: Requant | Requant2 | None = None
     result_bytes: int = 4
     add: ResidualAdd | None = None
     init: int = 0
 
     @classmethod
     def make(cls, *, bias=False, residual=False, shift=0, clip=None, relu=False,
-             out_dtype=np.int8, op="op", requant: Requant | None = None,
+             out_dtype=np.int8, op="op", requant: Requant | Requant2 | None = None,
              result_bytes: int = 4, add: ResidualAdd | None = None) -> "Epilogue":
         """Validate user arguments (``clip=(lo, hi)``, ``relu``) into an Epilogue.
         ``residual``: False/None, ``"int8"``/``np.int8``, or ``"int32"``/``np.int32``/True."""
@@ -294,6 +377,10 @@ class Epilogue:
         if requant is not None and shift:
             raise EpilogueError(f"{op}: shift={shift} with an exact requantize; the "
                                 "requantize replaces the shift (give shift=0)")
+        if isinstance(requant, Requant2) and (not bias or clip is not None or relu):
+            raise EpilogueError(f"{op}: the one-pass requantize (REQ) reads the bias row and "
+                                "clamps itself: give bias=True and no clip (the clip is in "
+                                "its P row, Requant2.make)")
         if not 0 <= shift <= MAX_SHIFT:
             raise EpilogueError(f"{op}: shift={shift} is outside 0..{MAX_SHIFT} (the ALU "
                                 f"shifts by at most {SHIFT_LIMIT})")
@@ -427,19 +514,27 @@ class Epilogue:
 
     def check_config(self, config) -> None:
         """EpilogueError when the epilogue needs an ALU extension ``config`` lacks."""
-        if self.requant is not None and REQUANT_EXTENSION not in config.extensions:
+        ext = None if self.requant is None else self.requant.extension
+        if ext is not None and ext not in config.extensions:
             raise EpilogueError(f"{self.op}: the exact requantize needs the ALU extension "
-                                f"{REQUANT_EXTENSION!r}; config {config.name} has EXTENSIONS "
-                                f"{list(config.extensions)} (add \"{REQUANT_EXTENSION}\")")
+                                f"{ext!r}; config {config.name} has EXTENSIONS "
+                                f"{list(config.extensions)} (add \"{ext}\")")
+
+    @property
+    def uniform_rows(self) -> bool:
+        """The requantize rows are one block for every channel (:attr:`Requant2.uniform`)."""
+        return bool(getattr(self.requant, "uniform", False))
 
     def pack_rows(self, rows, channels: int, config) -> np.ndarray:
-        """The packed (rows, C/c, b, c) int32 requantize rows of (rows, C) values."""
+        """The packed (rows, C/c, b, c) int32 requantize rows of (rows, C) values; (rows,
+        1, b, c) with :attr:`uniform_rows`."""
         from .layout import pack_bias
         rows = np.asarray(rows)
         if rows.shape != (self.rows, channels):
             raise EpilogueError(f"{self.op}: requantize rows have shape {rows.shape}, "
                                 f"expected ({self.rows}, {channels})")
-        return np.stack([pack_bias(r, config) for r in rows])
+        packed = np.stack([pack_bias(r, config) for r in rows])
+        return np.ascontiguousarray(packed[:, :1]) if self.uniform_rows else packed
 
     @property
     def planes(self) -> int:
@@ -461,7 +556,8 @@ class Epilogue:
     # ------------------------------------------------------------------ emit
 
     def emit(self, stream, acc_base: int, dims, bias_base: int | None = None,
-             bias_dims=None, rows_base: int | None = None, rows_step: int = 0) -> None:
+             bias_dims=None, rows_base: int | None = None, rows_step: int = 0,
+             block0: int | None = None, loaded: list | None = None) -> None:
         """Queue the ALU passes over one acc tile into ``stream`` (a
         :class:`~vtakit.runtime.ProgramBuilder` or a Runtime).
 
@@ -474,7 +570,21 @@ class Epilogue:
         rows_base, rows_step : int
             Requantize row ``r`` starts at ``rows_base + r * rows_step`` (addressed as
             the bias, with ``bias_dims``).
+        block0, loaded : int, list
+            :class:`Requant2` only (else ignored): the tile's first output-channel block
+            (of the whole layer) and a one-element list, shared by the tiles of one
+            program in emission order, holding the block whose rows REQ's registers
+            hold (None at the start). A block whose rows are loaded skips its setup, and
+            the blocks run from that end of the tile (see :func:`_push_req`).
         """
+        if isinstance(self.requant, Requant2):
+            if self.uniform_rows:
+                _push_req_uniform(stream, acc_base, bias_base, bias_dims, rows_base, loaded)
+            else:
+                _push_req(stream, acc_base, bias_base, bias_dims, rows_base, rows_step,
+                          block0, loaded)
+            _push_imm_passes(stream, acc_base, dims, self.stages()[0])
+            return
         if self.bias_tile and not self.init:
             _push_tensor_pass(stream, AluOp.ADD, acc_base, bias_base, bias_dims)
         if self.requant is not None:
@@ -545,3 +655,47 @@ def _push_imm_passes(stream, acc_base: int, dims, passes) -> None:
     uops, loops = [u[:2] for u in f.uops], [lp[:3] for lp in f.loops]
     for op, imm in passes:
         stream.push_alu(UopKernel.alu(op, uops, loops, imm=imm))
+
+
+def _push_req_uniform(stream, acc_base: int, bias_base: int, bias_dims, rows_base: int,
+                      loaded: list | None = None) -> None:
+    """:func:`_push_req` for rows of one block shared by every channel
+    (:attr:`Requant2.uniform`; row ``r`` at ``rows_base + r``): REQ.M and REQ.P unless
+    ``loaded`` says an earlier tile of the program loaded them, then one REQ over the
+    whole tile (the bias row of each block as src)."""
+    if loaded is None or loaded[0] != "uniform":
+        for r, mode in enumerate((REQ_LOAD_M, REQ_LOAD_P)):
+            stream.push_alu(UopKernel.alu(AluOp.REQ, [(rows_base + r, rows_base + r)], [],
+                                          imm=mode))
+        if loaded is not None:
+            loaded[0] = "uniform"
+    _push_tensor_pass(stream, AluOp.REQ, acc_base, bias_base, bias_dims, REQ_PASS)
+
+
+def _push_req(stream, acc_base: int, bias_base: int, bias_dims, rows_base: int,
+              rows_step: int, block0: int | None = None, loaded: list | None = None) -> None:
+    """Queue the one-pass requantize (:class:`Requant2`) over one acc tile: per
+    output-channel block (the dimension ``"o"`` of ``bias_dims``), REQ.M and REQ.P of
+    the block's rows (``rows_base + r * rows_step``, addressed as the bias) then one REQ
+    over the block's accumulators with the bias row as src (its other dimensions).
+
+    The registers keep the last block's parameters from one instruction to the next:
+    with ``loaded`` (``[block]`` or ``[None]``) and the tile's first block ``block0``, a
+    block already loaded skips its two setup instructions, and a tile whose last block
+    is the one loaded runs its blocks in reverse (tiles that walk the pixels of one
+    channel range alternate directions and save a setup pair each)."""
+    op = AluOp.REQ
+    k = next(i for i, d in enumerate(bias_dims) if d.name == "o")
+    o, rest = bias_dims[k], bias_dims[:k] + bias_dims[k + 1:]
+    order = range(o.extent)
+    if loaded is not None and block0 is not None and loaded[0] == block0 + o.extent - 1:
+        order = reversed(order)
+    for j in order:
+        if loaded is None or block0 is None or loaded[0] != block0 + j:
+            for r, mode in enumerate((REQ_LOAD_M, REQ_LOAD_P)):
+                src = rows_base + r * rows_step + j * o.src
+                stream.push_alu(UopKernel.alu(op, [(src, src)], [], imm=mode))
+        _push_tensor_pass(stream, op, acc_base + j * o.dst, bias_base + j * o.src, rest,
+                          REQ_PASS)
+        if loaded is not None and block0 is not None:
+            loaded[0] = block0 + j

@@ -6,7 +6,8 @@
 * ``"tflite"`` (TFLite's ADD: both operands rescaled from 20 fractional bits, then
   the sum) on a config with the ALU extension ``"requant"``: exactly, by
   :class:`~vtakit.compiler.ops.elementwise.RescaledAddPlan`; without the extension it
-  runs on the host (the 0.0.2 ALU cannot rescale exactly).
+  runs on the host (the 0.0.2 ALU cannot rescale exactly), as with ``"requant2"``
+  (its one-pass REQ has no two-operand rescale).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 
 from ..ir import Constant, Var
 from ..ops.elementwise import RescaledAddPlan, plan_add_gemm
-from ..ops.epilogue import REQUANT_EXTENSION, EpilogueError, Requant
+from ..ops.epilogue import REQUANT_EXTENSION, REQUANT2_EXTENSION, EpilogueError, Requant
 from ..quant import fixed_point as fp
 from ..quant.ops import add_shifts
 from ...runtime.hostops.qnn import ADD_LEFT_SHIFT, tflite_add_multipliers
@@ -70,7 +71,10 @@ def _tflite_rescales(q):
 def _tflite_spec(q, shape, clip, config):
     if REQUANT_EXTENSION not in config.extensions:
         raise LoweringError("TFLite's ADD rescales both operands exactly (20 fractional "
-                            f"bits): on VTA only with the ALU extension {REQUANT_EXTENSION!r}")
+                            f"bits): on VTA only with the ALU extension {REQUANT_EXTENSION!r}"
+                            + (f" ({REQUANT2_EXTENSION!r}'s REQ requantizes one operand; "
+                               "the add runs on the host as on the base ISA)"
+                               if REQUANT2_EXTENSION in config.extensions else ""))
     try:
         ra, rb, ro, _ = _tflite_rescales(q)
     except EpilogueError as e:

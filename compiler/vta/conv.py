@@ -14,6 +14,10 @@
   per-channel multipliers and shifts as int32 rows in the accumulator SRAM
   (:class:`~vtakit.compiler.ops.epilogue.Requant`: SRDHM and RSHR, or MULSHR), the
   zero point as an ADD immediate, clip, int8 store;
+* the same roundings on a config with ``"requant2"``: the whole layer on VTA, the
+  multipliers and parameter words (exponent, rounding, zero point, clip) as two int32
+  rows, per output-channel block REQ.M, REQ.P and one REQ pass that adds the bias and
+  requantizes (:class:`~vtakit.compiler.ops.epilogue.Requant2`), int8 store;
 * any other rounding (TFLite's without the extension, ONNX's float rounding): VTA
   computes the conv and stores int32 (byte planes: the low bytes its weights allow
   the result, at most four); the bias add (one ALU pass per output vector less on
@@ -47,8 +51,8 @@ from ...runtime.vta_layer import HostStep
 from ..ir import Constant, Var
 from ..ops.conv2d import plan_conv2d
 from ..ops.dense import plan_dense
-from ..ops.epilogue import (REQUANT_EXTENSION, EpilogueError, Requant, accumulation_bound,
-                             result_bytes_for)
+from ..ops.epilogue import (REQUANT_EXTENSION, REQUANT2_EXTENSION, EpilogueError, Requant,
+                             Requant2, accumulation_bound, result_bytes_for)
 from .registry import Spec, Strategy, VTALayer, int8_store, is_op
 
 __all__ = ["requantized", "match_conv", "conv_spec", "pack_gemm", "border_correction",
@@ -148,11 +152,13 @@ def _vta_exact(rq):
     return rq["rounding"] == "vta" and fp.vta_shift(rq["scale"]) is not None
 
 
-def _exact_requant(rq, channels, config, kind):
-    """``(Requant, rows)`` when ``config``'s ALU extension runs this requantize exactly;
-    else None (no extension, another rounding) or a string saying why not."""
-    if REQUANT_EXTENSION not in config.extensions or rq["rounding"] not in (
-            "tflite", "tflite_single"):
+def _exact_requant(rq, channels, config, kind, clip=(-128, 127)):
+    """``(Requant or Requant2, rows)`` when ``config``'s ALU extension (``"requant"`` or
+    ``"requant2"``) runs this requantize exactly (``Requant2``: with the ``clip``); else
+    None (no extension, another rounding) or a string saying why not."""
+    ext = next((e for e in (REQUANT_EXTENSION, REQUANT2_EXTENSION) if e in config.extensions),
+               None)
+    if ext is None or rq["rounding"] not in ("tflite", "tflite_single"):
         return None
     single = rq["rounding"] == "tflite_single"
     scale = np.asarray(rq["scale"], np.float64).ravel()
@@ -160,6 +166,9 @@ def _exact_requant(rq, channels, config, kind):
         return f"{scale.size} requantize scales for {channels} channels"
     m, s = fp.quantize_multiplier(np.broadcast_to(scale, (channels,)), single_rounding=single)
     try:
+        if ext == REQUANT2_EXTENSION:
+            return Requant2.make(m, s, rq["zero_point"], clip, single_rounding=single,
+                                 op=kind)
         return Requant.make(m, s, rq["zero_point"], single_rounding=single, op=kind)
     except EpilogueError as e:
         return str(e)
@@ -178,7 +187,7 @@ def conv_spec(layer: VTALayer, shape, w_shape, config, **extra) -> Spec:
         # added to the int32 result by the host step, or else by the ALU per border
         # rectangle (see border_correction).
         border = a["pad_value"]
-    exact = _exact_requant(rq, w_shape[0], config, layer.kind)
+    exact = _exact_requant(rq, w_shape[0], config, layer.kind, (lo, hi))
     rows = None
     if _vta_exact(rq) and int8_store(lo, hi, a["out_dtype"]):
         kw = dict(bias=True, shift=fp.vta_shift(rq["scale"]), clip=(lo, hi),
@@ -190,6 +199,14 @@ def conv_spec(layer: VTALayer, shape, w_shape, config, **extra) -> Spec:
             kw["min_init"] = (np.broadcast_to(bias, (w_shape[0],)), a["weight"].data)
         host_step, where, why = False, "vta", ("requantize is a power-of-two shift: "
                                                "epilogue on VTA")
+    elif isinstance(exact, tuple) and isinstance(exact[0], Requant2) and int8_store(
+            lo, hi, a["out_dtype"]):
+        requant, rows = exact
+        kw = dict(bias=True, requant=requant, out_dtype=np.int8)
+        host_step, where, why = False, "vta", (
+            f"requantize rounding {rq['rounding']!r} exact on the ALU extension "
+            f"{REQUANT2_EXTENSION!r} (per output-channel block REQ.M, REQ.P of per-channel "
+            "rows, then one REQ pass: bias, requantize, zero point, clip): epilogue on VTA")
     elif isinstance(exact, tuple) and int8_store(lo, hi, a["out_dtype"]):
         (requant, rows), ops = exact, " then ".join(o.name for o, _ in exact[0].passes())
         kw = dict(bias=True, requant=requant, clip=(lo, hi), out_dtype=np.int8)

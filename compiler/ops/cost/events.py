@@ -24,9 +24,12 @@ import bisect
 from dataclasses import dataclass
 
 from ....hw.alu import REQUANT_OPS
-from ....hw.isa import MemType, Opcode
+from ....hw.isa import AluOp, MemType, Opcode
 from ....hw.spec import DEP_QUEUES, INSN_BYTES, PIPELINE, TOKEN_QUEUES, Unit, dispatch_unit
 from .params import RTL_COST, EventCost
+
+#: The ``requant2`` extension's ALU opcode REQ.
+REQ_OPCODE = int(AluOp.REQ)
 
 __all__ = ["StreamPrediction", "UnitInterval", "predict_stream", "stream_traffic",
            "fetch_cycles", "program_stream", "program_prediction", "program_facts"]
@@ -262,6 +265,7 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
              else cost.insn_cycles - cost.overlap_cycles)
     overlaps = _overlaps(queues[Unit.COMPUTE]) if saved else frozenset()
     late = _requant_late(queues[Unit.COMPUTE], overlaps, cost.requant_late_cycles)
+    late.update(_req_late(queues[Unit.COMPUTE], overlaps, cost.req_late_cycles))
     tokens = {q: deque() for q in TOKEN_QUEUES}
     elem, bus = _elem_bytes(config), config.bus_bytes
     port = _ReadPort(cost.read_priority_wait) if cost.shared_read_port else None
@@ -423,6 +427,31 @@ def _requant_late(queue, overlaps, cycles: int) -> dict:
             # closer than cycles + 1
             out[k] = max(0, cycles - n)
         elif nxt.opcode != Opcode.LOAD:
+            out[k] = cycles - 1
+    return out
+
+
+def _is_req(insn) -> bool:
+    """An ALU instruction of the ``requant2`` extension's opcode REQ (any mode)."""
+    return insn.opcode == Opcode.ALU and insn.fields["alu_opcode"] == REQ_OPCODE
+
+
+def _req_late(queue, overlaps, cycles: int) -> dict:
+    """Positions in the compute ``queue`` of REQ passes (imm 0) with micro-ops -> the
+    cycles their late writes add (:attr:`~.params.EventCost.req_late_cycles`): all of
+    them when the pass drains (push flags, or nothing dispatched behind it), one less
+    when a base GEMM/ALU follows (its first micro-op waits for the last write), none
+    when another REQ instruction (the next block's setup) or a LOAD UOP follows."""
+    if not cycles:
+        return {}
+    out = {}
+    for k, insn in enumerate(queue):
+        if not _is_req(insn) or insn.fields["imm"] != 0 or not _loop_uops(insn):
+            continue
+        nxt = queue[k + 1] if k in overlaps else None
+        if nxt is None:
+            out[k] = cycles
+        elif not _is_req(nxt) and nxt.opcode != Opcode.LOAD:
             out[k] = cycles - 1
     return out
 

@@ -52,9 +52,12 @@ def shared_acc(p, config) -> int:
     all slots: ``ob x rows``, or 0 (each slot holds its tile's rows instead) when that
     would take more than an eighth of the acc SRAM. Only for int32 results: their five
     slots would otherwise reload a tile's rows at nearly every tile (int8 results keep
-    the per-slot rows, which the tile search's model ranks better for them)."""
-    n = p.ob * (int(p.bias) + p.acc_rows + p.border_cases)
-    return n if p.int32_out and n <= config.acc_depth // 8 else 0
+    the per-slot rows, which the tile search's model ranks better for them), and for the
+    ``requant2`` extension's REQ epilogue unless ``own_rows`` (the plan tries both and
+    keeps the one the event model predicts faster)."""
+    n = p.ob * (int(p.bias) + p.border_cases) + p.row_blocks * p.acc_rows
+    shared = p.int32_out or (p.req_pass and not p.own_rows)
+    return n if shared and n <= config.acc_depth // 8 else 0
 
 
 def acc_slots(int32_out, nthreads):
@@ -91,6 +94,19 @@ class ConvProblem:
         Per-channel int32 rows besides the bias (the exact requantize's multiplier and
         shifts on the ALU extension ``"requant"``): each is one more acc tile of ``tco``
         elements, loaded with the bias, and one ALU pass with a tensor operand.
+    req_pass : bool
+        The ``requant2`` extension's one-pass requantize: the bias pass is ``REQ`` (it
+        also requantizes, adds the zero point and clamps), one instruction per
+        output-channel block of a tile, each after two setup micro-ops (``REQ.M``,
+        ``REQ.P``, one instruction each) that read the two ``acc_rows``; the rows have no
+        pass of their own.
+    uniform_rows : bool
+        With ``req_pass``: the ``acc_rows`` are one block for every channel (a per-tensor
+        requantize): loaded once per kernel, REQ.M and REQ.P once, one REQ per tile.
+    own_rows : bool
+        With ``req_pass``: each acc slot holds its tile's per-channel rows, as for
+        other int8 results, instead of the rows of every block shared at the top of the
+        acc SRAM (:func:`shared_acc`).
     border_cases, border_vectors : int
         Padding with a non-zero value corrected on the ALU: per-channel rows (acc tiles
         of ``tco`` elements, loaded with the bias), one per rectangle of output positions
@@ -143,6 +159,9 @@ class ConvProblem:
     border_cases: int = 0
     border_vectors: int = 0
     min_init: bool = False
+    req_pass: bool = False
+    own_rows: bool = False
+    uniform_rows: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "pad", normalize_padding(self.pad))
@@ -160,6 +179,11 @@ class ConvProblem:
     @property
     def cin_blocks(self) -> int:
         return self.in_blocks or self.ib
+
+    @property
+    def row_blocks(self) -> int:
+        """Blocks of each ``acc_rows`` row in DRAM: ``ob``, or 1 with ``uniform_rows``."""
+        return 1 if self.uniform_rows else self.ob
 
     @property
     def gob(self) -> int:

@@ -13,10 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ....hw.load_engine import MAX_BURST
+from ....hw import alu as _alu
 from ....hw.alu import REQUANT_STAGES
 from ....hw.spec import DMA_READ_AHEAD_BEATS
 
-__all__ = ["CostModel", "SearchCost", "EventCost", "RTL_COST"]
+__all__ = ["CostModel", "SearchCost", "EventCost", "RTL_COST", "REQ_STAGES"]
+
+#: Pipeline stages of the ``requant2`` extension's REQ micro-op: ``hw/alu.py``'s
+#: ``REQ_STAGES`` (the RTL's count), else the spec's suggested 8 (bias add; left shift;
+#: products; sum; product rounding; RSHR nudge; RSHR shift; zero point and clamp) on a
+#: tree whose RTL does not have REQ yet. The cost models read it from here only.
+REQ_STAGES = getattr(_alu, "REQ_STAGES", 8)
 
 
 @dataclass(frozen=True)
@@ -104,12 +111,19 @@ class EventCost(CostModel):
         (the compiler's chains), this many minus the pass's micro-ops, if more than 0
         (each of its micro-ops issues that many plus one cycles after the one that
         wrote its row, and the RTL holds it until the write is in reach).
+    req_late_cycles : int
+        :func:`~vtakit.compiler.ops.perfmodel.predict_stream` only: as
+        ``requant_late_cycles`` for the ``requant2`` extension's REQ pass (imm 0),
+        :data:`REQ_STAGES` - 1 on the RTL. Its setup micro-ops (REQ.M, REQ.P) write no
+        SRAM and add nothing; a REQ pass followed by another REQ instruction (the next
+        block's setup, which reads other rows) adds nothing either.
     """
 
     shared_read_port: bool = False
     read_priority_wait: int | None = None
     overlap_cycles: int | None = None
     requant_late_cycles: int = 0
+    req_late_cycles: int = 0
 
 
 #: The costs of the RTL (``hw/``), for
@@ -135,6 +149,7 @@ class EventCost(CostModel):
 #: tilings, re-ranked by this model, move with it; the tile search keeps
 #: :class:`SearchCost`'s defaults.
 RTL_COST = EventCost(alu_tensor_cycles=1.0, requant_late_cycles=REQUANT_STAGES - 1,
+                     req_late_cycles=REQ_STAGES - 1,
                      dma_insn_cycles=7, dma_row_cycles=2,
                      insn_cycles=7, shared_read_port=True, overlap_cycles=1,
                      read_priority_wait=DMA_READ_AHEAD_BEATS + MAX_BURST)

@@ -110,7 +110,10 @@ def _epilogue_alu(epi) -> int:
     """ALU micro-ops per output vector the epilogue's arithmetic needs."""
     if epi.out_dtype == "int32":
         return epi.planes - 1
-    rq = 0 if epi.requant is None else epi.rows + bool(epi.requant.zero_point)
+    if epi.requant is not None and epi.requant.extension == "requant2":
+        rq = 1          # one REQ pass (the block's two setup micro-ops are not per vector)
+    else:
+        rq = 0 if epi.requant is None else epi.rows + bool(epi.requant.zero_point)
     add = 0 if epi.add is None else epi.add.passes
     return int(bool(epi.shift)) + (epi.lo is not None) + (epi.hi is not None) + rq + add
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .geometry import MAX_BURST, ConvProblem, ConvTiling, acc_slots, shared_acc
-from .params import SearchCost
+from .params import REQ_STAGES, SearchCost
 
 __all__ = ["Estimate", "estimate"]
 
@@ -183,15 +183,22 @@ def _tile_overhead(p, cost, bus, e_inp, e_acc, shared, ent, tco, wi, n_rows_out,
         if not shared:
             reads.append(tco * e_acc)
             c_tile += tco * e_acc / bus + cost.dma_insn_cycles
-        c_tile += ent * cost.alu_tensor_cycles + cost.insn_cycles
-    rows = p.acc_rows + p.border_cases
+        if p.req_pass and p.uniform_rows:   # one REQ (the setup once per kernel)
+            c_tile += ent * cost.alu_tensor_cycles + cost.insn_cycles + REQ_STAGES - 1
+        elif p.req_pass:   # per block: REQ.M, REQ.P (a micro-op each), the REQ pass
+            c_tile += (ent * cost.alu_tensor_cycles + 3 * tco * cost.insn_cycles
+                       + 2 * tco * cost.alu_tensor_cycles + REQ_STAGES - 1)
+        else:
+            c_tile += ent * cost.alu_tensor_cycles + cost.insn_cycles
+    rows = p.acc_rows * (not p.uniform_rows) + p.border_cases
     if rows:     # 2-D LOAD ACC of the rows; a tensor pass per requant row
         if not shared:
             reads.append(rows * tco * e_acc)
             c_tile += (rows * tco * e_acc / bus + cost.dma_insn_cycles * (
-                bool(p.acc_rows) + bool(p.border_cases))
+                bool(p.acc_rows and not p.uniform_rows) + bool(p.border_cases))
                 + rows * cost.dma_row_cycles)
-        c_tile += p.acc_rows * (ent * cost.alu_tensor_cycles + cost.insn_cycles)
+        if not p.req_pass:
+            c_tile += p.acc_rows * (ent * cost.alu_tensor_cycles + cost.insn_cycles)
     if p.border_cases:   # border ADDs: the tile's share of them
         share = ent / (p.nb * p.ob * p.oh * p.ow)
         c_tile += share * p.border_vectors * cost.alu_tensor_cycles
