@@ -13,17 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ....hw.load_engine import MAX_BURST
-from ....hw import alu as _alu
-from ....hw.alu import REQUANT_STAGES
+from ....hw.alu import REQ_STAGES, REQUANT_STAGES
 from ....hw.spec import DMA_READ_AHEAD_BEATS
 
 __all__ = ["CostModel", "SearchCost", "EventCost", "RTL_COST", "REQ_STAGES"]
-
-#: Pipeline stages of the ``requant2`` extension's REQ micro-op: ``hw/alu.py``'s
-#: ``REQ_STAGES`` (the RTL's count), else the spec's suggested 8 (bias add; left shift;
-#: products; sum; product rounding; RSHR nudge; RSHR shift; zero point and clamp) on a
-#: tree whose RTL does not have REQ yet. The cost models read it from here only.
-REQ_STAGES = getattr(_alu, "REQ_STAGES", 8)
 
 
 @dataclass(frozen=True)
@@ -114,9 +107,9 @@ class EventCost(CostModel):
     req_late_cycles : int
         :func:`~vtakit.compiler.ops.perfmodel.predict_stream` only: as
         ``requant_late_cycles`` for the ``requant2`` extension's REQ pass (imm 0),
-        :data:`REQ_STAGES` - 1 on the RTL. Its setup micro-ops (REQ.M, REQ.P) write no
-        SRAM and add nothing; a REQ pass followed by another REQ instruction (the next
-        block's setup, which reads other rows) adds nothing either.
+        ``hw/alu.py``'s REQ_STAGES - 1 on the RTL. Its setup micro-ops (REQ.M, REQ.P)
+        write no SRAM and add nothing; a REQ pass followed by another REQ instruction
+        (the next block's setup, which reads other rows) adds nothing either.
     """
 
     shared_read_port: bool = False
