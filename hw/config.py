@@ -444,7 +444,9 @@ def extension_note(built: VTAConfig, target: VTAConfig) -> str:
 
 
 def load_config(spec) -> VTAConfig:
-    """A config from a preset name, a JSON file path, a dict or a :class:`VTAConfig`."""
+    """A config from a preset name, a JSON file path, a dict or a :class:`VTAConfig`; a
+    name or file with ``+EXT`` appended enables ISA extensions (:func:`config_from_spec`,
+    e.g. ``tiny+requant2``)."""
     if isinstance(spec, VTAConfig):
         return spec
     if isinstance(spec, dict):
@@ -455,7 +457,10 @@ def load_config(spec) -> VTAConfig:
     path = Path(spec)
     if path.suffix == ".json" or path.exists():
         return VTAConfig.from_json(path)
-    raise ConfigError(f"{spec!r} is neither a preset ({', '.join(PRESETS)}) nor a JSON file")
+    if "+" in spec:
+        return config_from_spec(spec)
+    raise ConfigError(f"{spec!r} is neither a preset ({', '.join(PRESETS)}) nor a JSON file "
+                      f"(NAME+EXT enables an ISA extension, e.g. tiny+requant)")
 
 
 def config_from_spec(spec: str, named: dict | None = None) -> VTAConfig:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..hw.config import VTAConfig
-from ..hw.isa import MemType, Opcode, alu_ops, illegal_alu_opcodes, isa_for
+from ..hw.fixedpoint import pack_requant_word
+from ..hw.isa import MemType, Opcode, alu_ops, alu_registers, illegal_alu_opcodes, isa_for
 from ..hw.spec import IMM_MAX, IMM_MIN
 from .fuzz_program import (INPUT_BYTES, INPUT_START, INSN_START, MODULES, OUTPUT_BYTES,
                            OUTPUT_START, QUEUES, UOP_BYTES, UOP_START, Action, FuzzProgram)
@@ -50,16 +51,24 @@ def illegal_kinds(config=None) -> tuple:
     return tuple(k for k in ILLEGAL_KINDS if possible.get(k, True))
 
 
-def _requant_words(rng: np.random.Generator, n: int) -> np.ndarray:
+def _requant_words(rng: np.random.Generator, n: int, params: bool = False) -> np.ndarray:
     """``n`` int32 words shaped for the requant opcodes' tensor operands: shifts (mostly
     -3..31), Q31 multipliers (mostly [2^30, 2^31), some negative), INT32_MIN/MAX and
-    uniform values."""
+    uniform values; with ``params`` (``requant2``) also REQ parameter words whose clamp is
+    not empty (``lo <= hi``), so that REQ's results depend on its inputs."""
     kind = rng.choice(5, n, p=[0.35, 0.3, 0.08, 0.04, 0.23])
     words = rng.integers(-2**31, 2**31, n, dtype=np.int64)
     shifts = np.where(rng.random(n) < 0.9, rng.integers(-3, 32, n), rng.integers(-40, 41, n))
     mults = rng.integers(1 << 30, 1 << 31, n) * np.where(rng.random(n) < 0.8, 1, -1)
     words = np.select([kind == 0, kind == 1, kind == 2, kind == 3],
                       [shifts, mults, -2**31, 2**31 - 1], words)
+    if params:
+        bounds = np.sort(rng.integers(-128, 128, (2, n)), axis=0)
+        exps = np.where(rng.random(n) < 0.7, rng.integers(-12, 2, n), rng.integers(-32, 32, n))
+        p = pack_requant_word(exps, rng.integers(-128, 128, n), *bounds,
+                              single_rounding=False).astype(np.int64)
+        p |= rng.integers(0, 2, n) << 6                  # either rounding
+        words = np.where(rng.random(n) < 0.3, p, words)
     return words.astype(np.int32)
 
 _MAX_ITERS = 4096      # micro-op executions per GEMM/ALU (keeps RTL runs short)
@@ -77,7 +86,7 @@ class _Gen:
             # input area holds such words (ACC loads land there about half the time).
             half = INPUT_START + INPUT_BYTES // 2
             self.data[half:INPUT_START + INPUT_BYTES] = _requant_words(
-                rng, INPUT_BYTES // 8).view(np.uint8)
+                rng, INPUT_BYTES // 8, params=bool(alu_registers(config))).view(np.uint8)
         self.uop_next = UOP_START          # next free byte of the micro-op area
         self.uop_view = np.zeros(config.uop_depth, np.uint32)
         self.ranges: list = []             # (bgn, end) of loaded micro-op ranges

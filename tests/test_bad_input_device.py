@@ -75,7 +75,16 @@ IMAGE_ERRORS = [   # (file, message after "vtakit CMD: error: ")
 ]
 
 CONFIG_ERRORS = [
-    ("nosuch", f"'nosuch' is neither a preset ({PRESET_NAMES}) nor a JSON file"),
+    ("nosuch", f"'nosuch' is neither a preset ({PRESET_NAMES}) nor a JSON file "
+               "(NAME+EXT enables an ISA extension, e.g. tiny+requant)"),
+    ("tiny+fma", "EXTENSIONS=['fma']: unknown extension 'fma'; known extensions are requant "
+                 "(exact TFLite requantization: ALU SRDHM, RSHR and MULSHR), requant2 (exact "
+                 "TFLite requantization in one micro-op per output vector: ALU REQ with "
+                 "per-lane multiplier and parameter registers)"),
+    ("tiny+requant+requant2", "EXTENSIONS=['requant', 'requant2']: requant and requant2 "
+                              "cannot be enabled together: they are two designs of the same "
+                              "requantize (requant: SRDHM/RSHR/MULSHR passes; requant2: REQ); "
+                              "pick one"),
     ("badkey.json", "badkey.json: unknown key 'FOO'; valid keys are TARGET, HW_VER, "
                     "LOG_INP_WIDTH, LOG_WGT_WIDTH, LOG_ACC_WIDTH, LOG_BATCH, LOG_BLOCK, "
                     "LOG_UOP_BUFF_SIZE, LOG_INP_BUFF_SIZE, LOG_WGT_BUFF_SIZE, LOG_ACC_BUFF_SIZE "

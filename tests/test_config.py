@@ -70,6 +70,7 @@ def test_config_from_spec(tmp_path):
     assert config_from_spec("tiny") == tiny
     assert config_from_spec("tiny+requant") == tiny.replace(extensions=("requant",))
     assert config_from_spec("tiny+requant").name == tiny.name + "+requant"
+    assert load_config("tiny+requant2") == tiny.replace(extensions=("requant2",))   # the CLI
     mid = tiny.replace(log_uop_buff_size=13)
     assert config_from_spec("mid+requant", {"mid": mid}).extensions == ("requant",)
     assert config_from_spec("mid", {"mid": mid}) is mid
