@@ -296,8 +296,11 @@ def test_hazard_check_agrees_with_the_rule_on_every_iteration():
      r"^ALU kernel: SHR imm 32 is out of range; SHR immediates are -31..31$"),
     (lambda: UopKernel.alu(AluOp.ADD, [(0, 0)], imm=1 << 15),
      r"^ALU kernel: ADD imm 32768 is out of range; ADD immediates are -32768..32767$"),
-    (lambda: UopKernel.alu(4, [(0, 0)], imm=1),
-     r"^ALU kernel: opcode 4 is illegal; legal opcodes are MIN=0, MAX=1, ADD=2, SHR=3$"),
+    (lambda: UopKernel.alu(8, [(0, 0)], imm=1),
+     r"^ALU kernel: opcode 8 is illegal; legal opcodes are MIN=0, MAX=1, ADD=2, SHR=3$"),
+    (lambda: UopKernel.alu(4, [(0, 0)], imm=3),      # an extension opcode's own rules
+     r"^ALU kernel: REQ imm 3 is out of range; REQ takes a tensor operand \(use_imm=0\) "
+     r"and an imm field that is the mode 0..2"),
     (lambda: UopKernel.gemm([(0, 0, 0)], [(1 << 14, 1, 0, 0)]),
      r"^GEMM kernel: loop 0 extent 16384 exceeds the 14-bit iteration field"),
 ])
