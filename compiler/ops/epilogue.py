@@ -703,7 +703,7 @@ def _push_req(stream, parts, rows_base: int, rows_step: int, block0: int | None 
     for j in order:
         if loaded is None or block0 is None or loaded[0] != block0 + j:
             for r, mode in enumerate((REQ_LOAD_M, REQ_LOAD_P)):
-                src = rows_base + r * rows_step + j * o.src
+                src = rows_base + r * rows_step + j      # block j's rows, as the bias
                 stream.push_alu(UopKernel.alu(op, [(src, src)], [], imm=mode))
         for acc_base, src_base, oj, rest in split:
             _push_tensor_pass(stream, op, acc_base + j * oj.dst, src_base + j * oj.src, rest,

@@ -199,7 +199,7 @@ def _tile_overhead(p, cost, bus, e_inp, e_acc, shared, ent, tco, wi, n_rows_out,
                 + rows * cost.dma_row_cycles)
         if not p.req_pass:
             c_tile += p.acc_rows * (ent * cost.alu_tensor_cycles + cost.insn_cycles)
-    if p.border_cases and p.req_pass:
+    if p.border_cases and p.req_pass and not p.own_rows:
         # the border rides in the REQ pass (its rows hold bias + correction): one more
         # REQ instruction per border rectangle the tile touches, per block unless the
         # rows are uniform
