@@ -115,7 +115,7 @@ class Conv2dPlan(OpPlan):
     Operands (packed layouts of :mod:`.layout`): ``data`` int8 (N/b, C/c, H, W, b, c),
     ``weight`` int8 (O/c, C/c, KH, KW, c, c), ``bias`` int32 (O/c, b, c) when the
     epilogue has a bias tile, ``requant`` int32 (rows, O/c, b, c) for an exact
-    requantize (ALU extension ``"requant"``), ``border`` int32 (O/c, cases, b, c) with
+    requantize (ALU extension ``"requant"``), ``border`` int32 (cases, O/c, b, c) with
     ``border=True`` (what padding with a non-zero value adds: one per-channel row per
     rectangle of :func:`border_cases`, added by an ALU ADD over the rectangle's
     accumulators; with a REQ epilogue, :attr:`folded_border`, each row holds the bias
@@ -132,13 +132,14 @@ class Conv2dPlan(OpPlan):
         row's rectangle (one REQ per rectangle of :attr:`border_cells` a tile touches,
         the plain bias row over the rest), so no ALU ADD pass of the border remains.
 
-        Not with :attr:`.ConvProblem.own_rows` (rows reloaded per slot although they
-        would fit shared): measured on Verilator, such kernels with the folded rows run
-        as slowly as with the ADD passes (visual_wake_words' 6x6 depthwise layers: 6172
-        and 6214 cycles, shared folded rows 4575), which the event model does not see
-        (it predicts 4511 folded, 6006 with ADDs); with ADDs it ranks them right."""
+        Only with the rows shared by every slot (:func:`.tiling.shared_acc`): with rows
+        per slot (:attr:`.ConvProblem.own_rows`, or too many rows to share) the event
+        model predicts much more than the RTL saves (Verilator: visual_wake_words' 6x6
+        depthwise layers with own rows 6172 cycles folded, 6214 with ADDs, predicted 4511
+        and 6006; keyword_spotting's depthwise layers on tiny save 148 cycles, predicted
+        560), so those kernels keep the ADD passes, which the model predicts right."""
         return (bool(self.border_cases) and isinstance(self.epilogue.requant, Requant2)
-                and not self.problem.own_rows)
+                and shared_acc(self.problem, self.config) > 0)
 
     def roofline(self):
         """This layer's :class:`~.cost.roofline.Roofline`."""
@@ -212,7 +213,7 @@ class Conv2dPlan(OpPlan):
             self.operands["requant"] = Operand("requant", (epilogue.rows, p.row_blocks, b, blk),
                                                np.int32)
         if self.border_cases:
-            self.operands["border"] = Operand("border", (p.ob, len(self.border_cases), b, blk),
+            self.operands["border"] = Operand("border", (len(self.border_cases), p.ob, b, blk),
                                               np.int32)
         if epilogue.residual:
             self.operands["residual"] = Operand("residual", (p.nb, p.ob, p.oh, p.ow) + e,
@@ -366,9 +367,8 @@ class Conv2dPlan(OpPlan):
             out["border"] = self._pack_border(border)
             if self.folded_border:    # each row: bias + its correction (wrapping)
                 b = self.epilogue.pack_bias_values(bias, self.w_shape[0]).astype(np.int64)
-                out["border"] = np.ascontiguousarray(np.stack(
-                    [pack_bias(wrap32(b + v), cfg) for v in self._border_values(border)],
-                    axis=1))
+                out["border"] = np.stack([pack_bias(wrap32(b + v), cfg)
+                                          for v in self._border_values(border)])
         if self.epilogue.residual:
             r = np.asarray(residual)
             want = (self.x_shape[0], self.w_shape[0], self.oh, self.ow)
@@ -390,9 +390,8 @@ class Conv2dPlan(OpPlan):
         return [corr[0, :, r0, c0].astype(np.int64) for r0, r1, c0, c1 in self.border_cases]
 
     def _pack_border(self, corr) -> np.ndarray:
-        """(O/c, cases, b, c) from the int32 (N, O, OH, OW) border correction (the value
-        of each rectangle of :attr:`border_cases`, which it must hold throughout): a
-        block's rows are contiguous, one DRAM burst for a tile's blocks."""
+        """(cases, O/c, b, c) from the int32 (N, O, OH, OW) border correction (the value
+        of each rectangle of :attr:`border_cases`, which it must hold throughout)."""
         corr = np.asarray(corr)
         want = (self.x_shape[0], self.w_shape[0], self.oh, self.ow)
         if corr.shape != want:
@@ -411,7 +410,7 @@ class Conv2dPlan(OpPlan):
         if (corr[:, :, ~covered] != 0).any():
             raise ValueError(f"{self.name}: the border correction is non-zero away from "
                              "the border")
-        return np.ascontiguousarray(np.stack(rows, axis=1))
+        return np.stack(rows)
 
     def _shared_tile(self, w):
         """The one weight tile of a shared-weight plan: every packed tile of ``w`` must
@@ -579,36 +578,35 @@ class Conv2dPlan(OpPlan):
         except KernelError:
             return None
 
-    def _req_parts(self, acc_base, bias_base, border_base, tn, tco, h0, th, w0, tw):
+    def _req_parts(self, acc_base, bias_base, border_base, step, tn, tco, h0, th, w0, tw):
         """:attr:`folded_border`: ``[(acc base, src base, dims)]``, the REQ passes of one
         tile, one per rectangle of :attr:`border_cells` it touches (src: the rectangle's
-        row, row k of block o at ``border_base + o * cases + k``, or the bias row; dims
-        ``n``, ``o``, ``r``, ``c`` with dst and src strides)."""
-        parts, nb = [], len(self.border_cases)
+        row, row k at ``border_base + k * step``, or the bias row; dims ``n``, ``o``,
+        ``r``, ``c`` with dst and src strides)."""
+        parts = []
         for r0, r1, c0, c1, k in self.border_cells:
             rr0, rr1 = max(r0, h0), min(r1, h0 + th)
             cc0, cc1 = max(c0, w0), min(c1, w0 + tw)
             if rr0 >= rr1 or cc0 >= cc1:
                 continue
-            dims = [Dim("n", tn, tco * th * tw, 0),
-                    Dim("o", tco, th * tw, 1 if k is None else nb),
+            dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
                     Dim("r", rr1 - rr0, tw, 0), Dim("c", cc1 - cc0, 1, 0)]
             parts.append((acc_base + (rr0 - h0) * tw + cc0 - w0,
-                          bias_base if k is None else border_base + k, dims))
+                          bias_base if k is None else border_base + k * step, dims))
         return parts
 
-    def _emit_border(self, builder, acc_base, border_base, tn, tco, h0, th, w0, tw):
-        """ALU ADD of each border rectangle's per-channel row (row k of block o at
-        ``border_base + o * cases + k``) over the tile's part of it."""
-        nb = len(self.border_cases)
+    def _emit_border(self, builder, acc_base, border_base, step, tn, tco, h0, th, w0, tw):
+        """ALU ADD of each border rectangle's per-channel row (row k at ``border_base + k
+        * step``) over the tile's part of it."""
         for k, (r0, r1, c0, c1) in enumerate(self.border_cases):
             rr0, rr1 = max(r0, h0), min(r1, h0 + th)
             cc0, cc1 = max(c0, w0), min(c1, w0 + tw)
             if rr0 >= rr1 or cc0 >= cc1:
                 continue
-            dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, nb),
+            dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
                     Dim("r", rr1 - rr0, tw, 0), Dim("c", cc1 - cc0, 1, 0)]
-            f = fold_loops(dims, (acc_base + (rr0 - h0) * tw + cc0 - w0, border_base + k, 0))
+            f = fold_loops(dims, (acc_base + (rr0 - h0) * tw + cc0 - w0,
+                                  border_base + k * step, 0))
             builder.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
                                            [lp[:3] for lp in f.loops]))
 
@@ -734,9 +732,9 @@ class _ConvEmission:
             builder.load_2d(MemType.ACC, self.rows_region, slots["requant"], 0, p.row_blocks,
                             epi.rows, p.row_blocks)
             self.uniform_loaded = True
-        if self.nborder:     # block o's rows at border_region + o * nborder
-            n = p.ob * self.nborder
-            builder.load_2d(MemType.ACC, self.border_region, slots["border"], 0, n, 1, n)
+        if self.nborder:
+            builder.load_2d(MemType.ACC, self.border_region, slots["border"], 0, p.ob,
+                            self.nborder, p.ob)
 
     def out_dims(self, ti):
         tn, tco, th, tw = (self.tiles[ti][k] for k in (1, 3, 5, 7))
@@ -755,7 +753,7 @@ class _ConvEmission:
         if self.shared:
             self.bias_has[a] = (co0, tco)
             return (self.region + co0, self.rows_region + co0 * (not epi.uniform_rows),
-                    self.border_region + co0 * self.nborder,
+                    self.border_region + co0,
                     p.ob)
         # [border rows][requantize rows][bias] x tco at the end of the slot
         bias_base = (a + 1) * self.acc_slot - t.tco
@@ -800,10 +798,9 @@ class _ConvEmission:
             if epi.rows and not epi.uniform_rows:     # row r lands at rows_base + r * tco
                 builder.load_2d(MemType.ACC, rows_base, slots["requant"], co0, tco,
                                 epi.rows, p.ob)
-            if self.nborder:   # the blocks' rows are contiguous: one burst
-                n = tco * self.nborder
-                builder.load_2d(MemType.ACC, border_base, slots["border"], co0 * self.nborder,
-                                n, 1, n)
+            if self.plan.border_cases:
+                builder.load_2d(MemType.ACC, border_base, slots["border"], co0, tco,
+                                len(self.plan.border_cases), p.ob)
             self.bias_has[a] = (co0, tco)
         if epi.uniform_rows and not self.uniform_loaded:
             # once per program, for the first tile's REQ.M and REQ.P: row r at rows_base + r
@@ -827,11 +824,11 @@ class _ConvEmission:
         bias_base, rows_base, border_base, step = bases
         parts = None
         if self.plan.folded_border:
-            parts = self.plan._req_parts(acc_base, bias_base, border_base, tn, tco, h0, th,
-                                         w0, tw)
+            parts = self.plan._req_parts(acc_base, bias_base, border_base, step, tn, tco, h0,
+                                         th, w0, tw)
         else:
-            self.plan._emit_border(self.builder, acc_base, border_base, tn, tco, h0, th, w0,
-                                   tw)
+            self.plan._emit_border(self.builder, acc_base, border_base, step, tn, tco, h0, th,
+                                   w0, tw)
         a = ti % self.nacc
         self.clipped[a] = max(self.clipped[a], tn * tco * th * tw)
         self.epi.emit(self.builder, acc_base, self.out_dims(ti), bias_base, self.bias_dims(ti),
