@@ -292,3 +292,51 @@ def test_req_kernels_on_verilator_equal_behavioral():
             dev.close()
         np.testing.assert_array_equal(plan.unpack(out), want, err_msg=backend)
         np.testing.assert_array_equal(dplan.unpack(dout), dwant, err_msg=backend)
+
+
+@pytest.mark.parametrize("groups,hw,stride,uniform", [
+    (1, (6, 5), 1, False), (32, (7, 6), 1, False), (32, (9, 8), 2, False),
+    (1, (6, 5), 1, True)])
+def test_padded_conv_border_folded_into_req_rows(groups, hw, stride, uniform):
+    """A convolution padded with a non-zero value (TFLite's input zero point): each
+    border rectangle's REQ pass reads its own bias + correction row, so no ALU ADD
+    remains, one REQ execution per output vector, and the result equals TFLite's
+    arithmetic on the input padded with that value."""
+    _padded_conv_case(groups, hw, stride, uniform, "behavioral")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _rtl_has_req(), reason="hw/alu.py has no REQ yet (branch rq2rtl)")
+@pytest.mark.parametrize("groups", [1, 32])
+def test_padded_conv_border_folded_on_verilator(groups):
+    """The folded border kernels (several REQ passes per block, each with its own src
+    row) on the Verilator RTL equal TFLite's arithmetic bit for bit."""
+    _padded_conv_case(groups, (7, 6), 1, False, "verilator")
+
+
+def _padded_conv_case(groups, hw, stride, uniform, backend):
+    from vtakit.compiler.vta.conv import border_correction
+    rng = np.random.default_rng(7 + groups + stride)
+    c, o, pv = 32, 40 if groups == 1 else 32, -17
+    x = rng.integers(-128, 128, (1, c) + hw, dtype=np.int8)
+    w = rng.integers(-128, 128, (o, c // groups, 3, 3), dtype=np.int8)
+    bias = rng.integers(-5000, 5000, o).astype(np.int32)
+    scale = 0.0021 if uniform else rng.uniform(1, 2, o) * 2.0 ** rng.integers(-14, -6, o)
+    zp, clip = 5, (-128, 127)
+    rq, rows = _requant2(scale, zp, o, False, clip)
+    plan = plan_conv2d(TINY_RQ2, x.shape, w.shape, stride, 1, groups=groups, bias=True,
+                       requant=rq, border=True)
+    assert plan.folded_border and len(plan.border_cases) >= 5
+    packed = plan.pack(x, w, bias, requant=rows, border=border_correction(plan, w, pv))
+    dev = open_device(backend, TINY_RQ2)
+    try:
+        out, _ = plan.run(Runtime(dev), packed)
+    finally:
+        dev.close()
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=pv)
+    acc = fp.wrap_int32(group_conv2d_ref(xp, w, stride, 0, groups).astype(np.int64)
+                        + bias[:, None, None])
+    np.testing.assert_array_equal(plan.unpack(out), _tflite(acc, scale, zp, False, clip))
+    per_vector, counts, other = _req_counts(plan)
+    assert per_vector == 1 and not other, (per_vector, other)
+    assert counts[REQ_PASS] > counts[REQ_LOAD_M]      # several REQ passes per block

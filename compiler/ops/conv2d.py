@@ -59,14 +59,14 @@ from .loops import Dim, fold_loops
 from .tokens import Pipeline, PlanePipeline, kernel_fence
 from .cost.roofline import conv_roofline
 from .plan import OpPlan, Operand
-from .reference import conv2d_output_shape, normalize_padding
+from .reference import conv2d_output_shape, normalize_padding, wrap32
 from ...runtime.layout import pair as _pair
 from .operands import check_fits, check_operand, check_positive
 from .tiling import (RTL_COST, ConvProblem, ConvTiling, SearchCost, TilingError, acc_slots,
                      estimate, gemm_dims, search_tiles, shared_acc, uop_budget)
 
 __all__ = ["Conv2dPlan", "plan_conv2d", "conv2d", "group_conv2d", "assemble_planes",
-           "GroupMappingError", "border_cases"]
+           "GroupMappingError", "border_cases", "border_cells"]
 
 
 _RERANKED: dict = {}     # Conv2dPlan._rerank's choices
@@ -81,6 +81,14 @@ def border_cases(h, w, kh, kw, stride, pad, oh, ow) -> list:
     windows read the same kernel taps from the padding, for every such set but the empty
     one (row-major). Padding with a value ``v`` adds ``v`` times the weights of those taps,
     one per-channel constant per rectangle."""
+    return [cell[:4] for cell in border_cells(h, w, kh, kw, stride, pad, oh, ow)
+            if cell[4] is not None]
+
+
+def border_cells(h, w, kh, kw, stride, pad, oh, ow) -> list:
+    """Every rectangle of outputs whose windows read the same taps from the padding,
+    the empty set's too (row-major): ``(r0, r1, c0, c1, k)``, ``k`` the index of the
+    rectangle in :func:`border_cases`, None for the ones that read no padding."""
     def segments(size, k, s, before, out):
         segs = []
         for o in range(out):
@@ -92,8 +100,13 @@ def border_cases(h, w, kh, kw, stride, pad, oh, ow) -> list:
                 segs.append([o, o + 1, key])
         return segs
     (sh, sw), (pt, pl, _, _) = stride, pad
-    return [(r0, r1, c0, c1) for r0, r1, rk in segments(h, kh, sh, pt, oh)
-            for c0, c1, ck in segments(w, kw, sw, pl, ow) if rk != (0, 0) or ck != (0, 0)]
+    cells, k = [], 0
+    for r0, r1, rk in segments(h, kh, sh, pt, oh):
+        for c0, c1, ck in segments(w, kw, sw, pl, ow):
+            border = rk != (0, 0) or ck != (0, 0)
+            cells.append((r0, r1, c0, c1, k if border else None))
+            k += border
+    return cells
 
 
 class Conv2dPlan(OpPlan):
@@ -105,11 +118,28 @@ class Conv2dPlan(OpPlan):
     requantize (ALU extension ``"requant"``), ``border`` int32 (cases, O/c, b, c) with
     ``border=True`` (what padding with a non-zero value adds: one per-channel row per
     rectangle of :func:`border_cases`, added by an ALU ADD over the rectangle's
-    accumulators), ``residual`` int32 (N/b, O/c, OH, OW, b, c), and
+    accumulators; with a REQ epilogue, :attr:`folded_border`, each row holds the bias
+    plus the correction and is the REQ pass's src over its rectangle), ``residual`` int32 (N/b, O/c, OH, OW, b, c), and
     ``out`` int8 (planes, N/b, O/c, OH, OW, b, c) with 1 plane (int8) or 4 (int32).
     """
 
     name = "conv2d"
+
+    @property
+    def folded_border(self) -> bool:
+        """The border correction rides in the REQ pass (ALU extension ``"requant2"``):
+        each border row holds bias + correction and REQ reads it as its src over the
+        row's rectangle (one REQ per rectangle of :attr:`border_cells` a tile touches,
+        the plain bias row over the rest), so no ALU ADD pass of the border remains.
+
+        Only with the rows shared by every slot (:func:`.tiling.shared_acc`): with rows
+        per slot (:attr:`.ConvProblem.own_rows`, or too many rows to share) the event
+        model predicts much more than the RTL saves (Verilator: visual_wake_words' 6x6
+        depthwise layers with own rows 6172 cycles folded, 6214 with ADDs, predicted 4511
+        and 6006; keyword_spotting's depthwise layers on tiny save 148 cycles, predicted
+        560), so those kernels keep the ADD passes, which the model predicts right."""
+        return (bool(self.border_cases) and isinstance(self.epilogue.requant, Requant2)
+                and shared_acc(self.problem, self.config) > 0)
 
     def roofline(self):
         """This layer's :class:`~.cost.roofline.Roofline`."""
@@ -136,8 +166,9 @@ class Conv2dPlan(OpPlan):
         self.oh, self.ow = conv2d_output_shape(h, w, kh, kw, self.stride, self.padding)
         self.epilogue = epilogue
         epilogue.check_config(config)
-        self.border_cases = (border_cases(h, w, kh, kw, self.stride, self.padding, self.oh,
+        self.border_cells = (border_cells(h, w, kh, kw, self.stride, self.padding, self.oh,
                                           self.ow) if border else [])
+        self.border_cases = [cell[:4] for cell in self.border_cells if cell[4] is not None]
         cfg = config
         b, blk = cfg.batch, cfg.block
         og = o // g
@@ -334,6 +365,10 @@ class Conv2dPlan(OpPlan):
                              f"has {len(self.border_cases)} border cases")
         if self.border_cases:
             out["border"] = self._pack_border(border)
+            if self.folded_border:    # each row: bias + its correction (wrapping)
+                b = self.epilogue.pack_bias_values(bias, self.w_shape[0]).astype(np.int64)
+                out["border"] = np.stack([pack_bias(wrap32(b + v), cfg)
+                                          for v in self._border_values(border)])
         if self.epilogue.residual:
             r = np.asarray(residual)
             want = (self.x_shape[0], self.w_shape[0], self.oh, self.ow)
@@ -348,6 +383,11 @@ class Conv2dPlan(OpPlan):
             out["identity"] = (np.eye(cfg.block, dtype=np.int8) * np.int8(scale)).reshape(
                 1, 1, 1, 1, cfg.block, cfg.block)
         return out
+
+    def _border_values(self, corr) -> list:
+        """The int64 (O,) correction of each rectangle of :attr:`border_cases`."""
+        corr = np.asarray(corr)
+        return [corr[0, :, r0, c0].astype(np.int64) for r0, r1, c0, c1 in self.border_cases]
 
     def _pack_border(self, corr) -> np.ndarray:
         """(cases, O/c, b, c) from the int32 (N, O, OH, OW) border correction (the value
@@ -537,6 +577,23 @@ class Conv2dPlan(OpPlan):
             return UopKernel.gemm(pairs, [(d.extent, d.dst, d.src, d.wgt) for d in loops])
         except KernelError:
             return None
+
+    def _req_parts(self, acc_base, bias_base, border_base, step, tn, tco, h0, th, w0, tw):
+        """:attr:`folded_border`: ``[(acc base, src base, dims)]``, the REQ passes of one
+        tile, one per rectangle of :attr:`border_cells` it touches (src: the rectangle's
+        row, row k at ``border_base + k * step``, or the bias row; dims ``n``, ``o``,
+        ``r``, ``c`` with dst and src strides)."""
+        parts = []
+        for r0, r1, c0, c1, k in self.border_cells:
+            rr0, rr1 = max(r0, h0), min(r1, h0 + th)
+            cc0, cc1 = max(c0, w0), min(c1, w0 + tw)
+            if rr0 >= rr1 or cc0 >= cc1:
+                continue
+            dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
+                    Dim("r", rr1 - rr0, tw, 0), Dim("c", cc1 - cc0, 1, 0)]
+            parts.append((acc_base + (rr0 - h0) * tw + cc0 - w0,
+                          bias_base if k is None else border_base + k * step, dims))
+        return parts
 
     def _emit_border(self, builder, acc_base, border_base, step, tn, tco, h0, th, w0, tw):
         """ALU ADD of each border rectangle's per-channel row (row k at ``border_base + k
@@ -765,12 +822,17 @@ class _ConvEmission:
         """Border correction and epilogue ALU passes of the tile."""
         n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
         bias_base, rows_base, border_base, step = bases
-        self.plan._emit_border(self.builder, acc_base, border_base, step, tn, tco, h0, th, w0,
-                               tw)
+        parts = None
+        if self.plan.folded_border:
+            parts = self.plan._req_parts(acc_base, bias_base, border_base, step, tn, tco, h0,
+                                         th, w0, tw)
+        else:
+            self.plan._emit_border(self.builder, acc_base, border_base, step, tn, tco, h0, th,
+                                   w0, tw)
         a = ti % self.nacc
         self.clipped[a] = max(self.clipped[a], tn * tco * th * tw)
         self.epi.emit(self.builder, acc_base, self.out_dims(ti), bias_base, self.bias_dims(ti),
-                      rows_base, step, co0, self.req_loaded)
+                      rows_base, step, co0, self.req_loaded, parts=parts)
 
     def group(self, ti, acc_base, c0, tci, ywin, xwin) -> None:
         """One group: chunk ``c0`` of the tile's reduction, its load stage then its GEMMs."""

@@ -557,7 +557,7 @@ class Epilogue:
 
     def emit(self, stream, acc_base: int, dims, bias_base: int | None = None,
              bias_dims=None, rows_base: int | None = None, rows_step: int = 0,
-             block0: int | None = None, loaded: list | None = None) -> None:
+             block0: int | None = None, loaded: list | None = None, parts=None) -> None:
         """Queue the ALU passes over one acc tile into ``stream`` (a
         :class:`~vtakit.runtime.ProgramBuilder` or a Runtime).
 
@@ -576,13 +576,18 @@ class Epilogue:
             program in emission order, holding the block whose rows REQ's registers
             hold (None at the start). A block whose rows are loaded skips its setup, and
             the blocks run from that end of the tile (see :func:`_push_req`).
+        parts : list, optional
+            :class:`Requant2` only: the REQ pass split into ``[(acc base, src base,
+            dims)]``, each dims with an ``"o"`` dimension as ``bias_dims`` (a padded
+            convolution's border rectangles, each with its own bias + correction row as
+            src); default: the whole tile, ``[(acc_base, bias_base, bias_dims)]``.
         """
         if isinstance(self.requant, Requant2):
+            parts = parts or [(acc_base, bias_base, bias_dims)]
             if self.uniform_rows:
-                _push_req_uniform(stream, acc_base, bias_base, bias_dims, rows_base, loaded)
+                _push_req_uniform(stream, parts, rows_base, loaded)
             else:
-                _push_req(stream, acc_base, bias_base, bias_dims, rows_base, rows_step,
-                          block0, loaded)
+                _push_req(stream, parts, rows_base, rows_step, block0, loaded)
             _push_imm_passes(stream, acc_base, dims, self.stages()[0])
             return
         if self.bias_tile and not self.init:
@@ -657,27 +662,29 @@ def _push_imm_passes(stream, acc_base: int, dims, passes) -> None:
         stream.push_alu(UopKernel.alu(op, uops, loops, imm=imm))
 
 
-def _push_req_uniform(stream, acc_base: int, bias_base: int, bias_dims, rows_base: int,
-                      loaded: list | None = None) -> None:
+def _push_req_uniform(stream, parts, rows_base: int, loaded: list | None = None) -> None:
     """:func:`_push_req` for rows of one block shared by every channel
     (:attr:`Requant2.uniform`; row ``r`` at ``rows_base + r``): REQ.M and REQ.P unless
-    ``loaded`` says an earlier tile of the program loaded them, then one REQ over the
-    whole tile (the bias row of each block as src)."""
+    ``loaded`` says an earlier tile of the program loaded them, then one REQ per part
+    over all its blocks (the src row of each block)."""
     if loaded is None or loaded[0] != "uniform":
         for r, mode in enumerate((REQ_LOAD_M, REQ_LOAD_P)):
             stream.push_alu(UopKernel.alu(AluOp.REQ, [(rows_base + r, rows_base + r)], [],
                                           imm=mode))
         if loaded is not None:
             loaded[0] = "uniform"
-    _push_tensor_pass(stream, AluOp.REQ, acc_base, bias_base, bias_dims, REQ_PASS)
+    for acc_base, src_base, dims in parts:
+        _push_tensor_pass(stream, AluOp.REQ, acc_base, src_base, dims, REQ_PASS)
 
 
-def _push_req(stream, acc_base: int, bias_base: int, bias_dims, rows_base: int,
-              rows_step: int, block0: int | None = None, loaded: list | None = None) -> None:
-    """Queue the one-pass requantize (:class:`Requant2`) over one acc tile: per
-    output-channel block (the dimension ``"o"`` of ``bias_dims``), REQ.M and REQ.P of
+def _push_req(stream, parts, rows_base: int, rows_step: int, block0: int | None = None,
+              loaded: list | None = None) -> None:
+    """Queue the one-pass requantize (:class:`Requant2`) over one acc tile, given as
+    ``parts`` ``[(acc base, src base, dims)]`` (:meth:`Epilogue.emit`): per
+    output-channel block (the dimension ``"o"`` of each part's dims), REQ.M and REQ.P of
     the block's rows (``rows_base + r * rows_step``, addressed as the bias) then one REQ
-    over the block's accumulators with the bias row as src (its other dimensions).
+    per part over the block's accumulators with the part's row as src (its other
+    dimensions).
 
     The registers keep the last block's parameters from one instruction to the next:
     with ``loaded`` (``[block]`` or ``[None]``) and the tile's first block ``block0``, a
@@ -685,17 +692,21 @@ def _push_req(stream, acc_base: int, bias_base: int, bias_dims, rows_base: int,
     is the one loaded runs its blocks in reverse (tiles that walk the pixels of one
     channel range alternate directions and save a setup pair each)."""
     op = AluOp.REQ
-    k = next(i for i, d in enumerate(bias_dims) if d.name == "o")
-    o, rest = bias_dims[k], bias_dims[:k] + bias_dims[k + 1:]
+    split = []
+    for acc_base, src_base, dims in parts:
+        k = next(i for i, d in enumerate(dims) if d.name == "o")
+        split.append((acc_base, src_base, dims[k], dims[:k] + dims[k + 1:]))
+    o = split[0][2]
     order = range(o.extent)
     if loaded is not None and block0 is not None and loaded[0] == block0 + o.extent - 1:
         order = reversed(order)
     for j in order:
         if loaded is None or block0 is None or loaded[0] != block0 + j:
             for r, mode in enumerate((REQ_LOAD_M, REQ_LOAD_P)):
-                src = rows_base + r * rows_step + j * o.src
+                src = rows_base + r * rows_step + j      # block j's rows, as the bias
                 stream.push_alu(UopKernel.alu(op, [(src, src)], [], imm=mode))
-        _push_tensor_pass(stream, op, acc_base + j * o.dst, bias_base + j * o.src, rest,
-                          REQ_PASS)
+        for acc_base, src_base, oj, rest in split:
+            _push_tensor_pass(stream, op, acc_base + j * oj.dst, src_base + j * oj.src, rest,
+                              REQ_PASS)
         if loaded is not None and block0 is not None:
             loaded[0] = block0 + j

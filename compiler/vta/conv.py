@@ -35,7 +35,8 @@ border, ``pad_value * sum(w over the taps in the padding)`` per output pixel and
 channel (:func:`border_correction`), added to its int32 result: by the host step
 when the requantize runs there; with the exact requantize on VTA as one per-channel
 row per border rectangle (:func:`~vtakit.compiler.ops.conv2d.border_cases`) added by
-the ALU over that rectangle; else (the shift epilogue) as a constant int32 residual
+the ALU over that rectangle (``"requant"``), or holding bias + correction, the src of
+the rectangle's own REQ pass (``"requant2"``: no ADD pass); else (the shift epilogue) as a constant int32 residual
 loaded into the accumulators before the GEMMs.
 """
 
@@ -232,8 +233,10 @@ def conv_spec(layer: VTALayer, shape, w_shape, config, **extra) -> Spec:
     macs = shape[0] * w_shape[0] * out[3] * out[4] * int(np.prod(w_shape[1:]))
     if border:
         why += (f"; pad value {border}: border correction "
-                + (f"ALU ADD of {len(plan.border_cases)} per-channel rows on VTA"
-                   if rows_border else "added by the host step"))
+                + ("added by the host step" if not rows_border else
+                   f"in {len(plan.border_cases)} bias + correction rows, each the src of "
+                   "its rectangle's REQ pass" if plan.folded_border else
+                   f"ALU ADD of {len(plan.border_cases)} per-channel rows on VTA"))
     spec = Spec(plan, None, border, where, why, macs, requant_rows=rows)
     if host_step:
         # the exact requantize, clip and cast of the packed int32 result, after adding the

@@ -25,7 +25,8 @@ the config's BATCH, BLOCK_IN, BLOCK_OUT; ``bus``: bytes per DRAM beat):
   epilogue's requantize shift, clip low and clip high (each when the layer has it),
   with the ALU extension ``"requant"`` the exact requantize's passes (one per
   per-channel row: SRDHM and RSHR, or MULSHR) and the output zero point's ADD, one ADD
-  per border accumulator of a padding with a non-zero value corrected on the ALU,
+  per border accumulator of a padding with a non-zero value corrected on the ALU
+  (none with ``"requant2"``, whose REQ pass reads the border's bias + correction rows),
   and one SHR pass per byte plane after the first to store an int32 result; a fused
   residual add's passes (left shift, offset ADD, shift, clip: each when it has it);
   for pools, the window reduction and, for an average rounded on VTA, its rounding ADD and SHR. The
@@ -133,7 +134,9 @@ def conv_roofline(plan, config) -> Roofline:
     if epi.residual == "int8":
         mac += vectors
         macs += n * o * plan.oh * plan.ow
-    alu = vectors * _epilogue_alu(epi) + plan.problem.border_vectors
+    # border ADDs, unless the REQ pass reads bias + correction rows (folded_border)
+    alu = vectors * _epilogue_alu(epi) + plan.problem.border_vectors * (
+        not getattr(plan, "folded_border", False))
     dram, rd, wr = _dram(plan, config)
     if epi.residual == "int32":
         alu += ceil_div(plan.operands["residual"].nbytes, config.bus_bytes)

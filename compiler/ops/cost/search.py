@@ -199,7 +199,14 @@ def _tile_overhead(p, cost, bus, e_inp, e_acc, shared, ent, tco, wi, n_rows_out,
                 + rows * cost.dma_row_cycles)
         if not p.req_pass:
             c_tile += p.acc_rows * (ent * cost.alu_tensor_cycles + cost.insn_cycles)
-    if p.border_cases:   # border ADDs: the tile's share of them
+    if p.border_cases and p.req_pass and shared:
+        # the border rides in the REQ pass (its shared rows hold bias + correction,
+        # Conv2dPlan.folded_border): one more REQ instruction per border rectangle the
+        # tile touches, per block unless the rows are uniform
+        share = ent / (p.nb * p.oh * p.ow * tco)
+        c_tile += (np.maximum(1.0, share * p.border_cases) * cost.insn_cycles
+                   * (1 if p.uniform_rows else tco))
+    elif p.border_cases:   # border ADDs: the tile's share of them
         share = ent / (p.nb * p.ob * p.oh * p.ow)
         c_tile += share * p.border_vectors * cost.alu_tensor_cycles
         c_tile += np.maximum(1.0, share * p.border_cases) * cost.insn_cycles
