@@ -22,6 +22,8 @@ from vtakit.hw.isa import AluOp, Opcode
 from vtakit.runtime import Runtime
 from vtakit.sim import open_device
 
+from litert_check import assert_equals_litert, compile_whole_on_vta
+
 DATA = Path(__file__).parent / "data" / "mltk"
 TINY_RQ2 = load_config("tiny").replace(extensions=("requant2",))
 MLPERF_TINY = ["anomaly_detection", "keyword_spotting", "image_classification",
@@ -195,26 +197,9 @@ def test_dense_req_single_rounding_equals_tflite(per_channel):
 def _whole_on_vta_equals_litert(name, config, n):
     """Every conv/dense layer runs whole on VTA with REQ (no host requantize), and the
     compiled model equals LiteRT's reference kernels bit for bit on ``n`` inputs."""
-    import ai_edge_litert.interpreter as litert
-
-    import vtakit
-    from vtakit.compiler.frontend import from_tflite
-    from vtakit.testing import model_inputs
     path = DATA / f"{name}.tflite"
-    report = []
-    exe = vtakit.compile(path, config=config, report=report)
-    layers = [r for r in report if r.kind in ("conv2d", "dense")]
-    assert layers
-    assert all(r.where == "vta" and "'requant2'" in r.why for r in layers), \
-        [(r.kind, r.where, r.why) for r in layers if r.where != "vta"]
-    it = litert.Interpreter(model_path=str(path),
-                            experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
-    it.allocate_tensors()
-    (i,), (o,) = it.get_input_details(), it.get_output_details()
-    for x in model_inputs(from_tflite(path)["main"].params[0].type_annotation, n, 5):
-        it.set_tensor(i["index"], x)
-        it.invoke()
-        np.testing.assert_array_equal(np.asarray(exe.run([x])), it.get_tensor(o["index"]))
+    exe, _ = compile_whole_on_vta(path, config, ("conv2d", "dense"), "requant2")
+    assert_equals_litert(exe, path, n)
 
 
 @pytest.mark.parametrize("preset", ["default", "tiny"])

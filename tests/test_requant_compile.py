@@ -18,6 +18,8 @@ from vtakit.hw.config import load_config
 from vtakit.runtime import Runtime
 from vtakit.sim import open_device
 
+from litert_check import assert_equals_litert, compile_whole_on_vta
+
 DATA = Path(__file__).parent / "data" / "mltk"
 TINY_RQ = load_config("tiny").replace(extensions=("requant",))
 
@@ -95,27 +97,11 @@ def test_dense_single_rounding_equals_tflite():
 def _whole_on_vta_equals_litert(name, n, n_layers=None):
     """With the extension no conv/dense layer requantizes on the host, and the compiled
     model equals LiteRT's reference kernels bit for bit on ``n`` inputs."""
-    import ai_edge_litert.interpreter as litert
-
-    import vtakit
-    from vtakit.compiler.frontend import from_tflite
-    from vtakit.testing import model_inputs
     path = DATA / f"{name}.tflite"
     config = load_config("default").replace(extensions=("requant",))
-    report = []
-    exe = vtakit.compile(path, config=config, report=report)
-    layers = [r for r in report if r.kind in ("conv2d", "dense", "add")]
-    assert layers and n_layers in (None, len(layers))
-    assert all(r.where == "vta" and "'requant'" in r.why for r in layers), \
-        [(r.kind, r.where, r.why) for r in layers]
-    it = litert.Interpreter(model_path=str(path),
-                            experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
-    it.allocate_tensors()
-    (i,), (o,) = it.get_input_details(), it.get_output_details()
-    for x in model_inputs(from_tflite(path)["main"].params[0].type_annotation, n, 5):
-        it.set_tensor(i["index"], x)
-        it.invoke()
-        np.testing.assert_array_equal(np.asarray(exe.run([x])), it.get_tensor(o["index"]))
+    exe, layers = compile_whole_on_vta(path, config, ("conv2d", "dense", "add"), "requant")
+    assert n_layers in (None, len(layers))
+    assert_equals_litert(exe, path, n)
 
 
 def test_keyword_spotting_whole_on_vta_equals_litert():

@@ -578,35 +578,41 @@ class Conv2dPlan(OpPlan):
         except KernelError:
             return None
 
+    @staticmethod
+    def _tile_part(rect, tn, tco, h0, th, w0, tw):
+        """``(acc offset, dims)`` of the part of the output rectangle ``rect`` (rows
+        ``r0..r1``, columns ``c0..c1``) inside the tile, dims ``n``, ``o``, ``r``, ``c``
+        with dst and src strides; None when the tile does not touch it."""
+        r0, r1, c0, c1 = rect
+        rr0, rr1 = max(r0, h0), min(r1, h0 + th)
+        cc0, cc1 = max(c0, w0), min(c1, w0 + tw)
+        if rr0 >= rr1 or cc0 >= cc1:
+            return None
+        dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
+                Dim("r", rr1 - rr0, tw, 0), Dim("c", cc1 - cc0, 1, 0)]
+        return (rr0 - h0) * tw + cc0 - w0, dims
+
     def _req_parts(self, acc_base, bias_base, border_base, step, tn, tco, h0, th, w0, tw):
         """:attr:`folded_border`: ``[(acc base, src base, dims)]``, the REQ passes of one
         tile, one per rectangle of :attr:`border_cells` it touches (src: the rectangle's
-        row, row k at ``border_base + k * step``, or the bias row; dims ``n``, ``o``,
-        ``r``, ``c`` with dst and src strides)."""
+        row, row k at ``border_base + k * step``, or the bias row; dims as
+        :meth:`_tile_part`)."""
         parts = []
-        for r0, r1, c0, c1, k in self.border_cells:
-            rr0, rr1 = max(r0, h0), min(r1, h0 + th)
-            cc0, cc1 = max(c0, w0), min(c1, w0 + tw)
-            if rr0 >= rr1 or cc0 >= cc1:
-                continue
-            dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
-                    Dim("r", rr1 - rr0, tw, 0), Dim("c", cc1 - cc0, 1, 0)]
-            parts.append((acc_base + (rr0 - h0) * tw + cc0 - w0,
-                          bias_base if k is None else border_base + k * step, dims))
+        for *rect, k in self.border_cells:
+            part = self._tile_part(rect, tn, tco, h0, th, w0, tw)
+            if part is not None:
+                parts.append((acc_base + part[0],
+                              bias_base if k is None else border_base + k * step, part[1]))
         return parts
 
     def _emit_border(self, builder, acc_base, border_base, step, tn, tco, h0, th, w0, tw):
         """ALU ADD of each border rectangle's per-channel row (row k at ``border_base + k
         * step``) over the tile's part of it."""
-        for k, (r0, r1, c0, c1) in enumerate(self.border_cases):
-            rr0, rr1 = max(r0, h0), min(r1, h0 + th)
-            cc0, cc1 = max(c0, w0), min(c1, w0 + tw)
-            if rr0 >= rr1 or cc0 >= cc1:
+        for k, rect in enumerate(self.border_cases):
+            part = self._tile_part(rect, tn, tco, h0, th, w0, tw)
+            if part is None:
                 continue
-            dims = [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
-                    Dim("r", rr1 - rr0, tw, 0), Dim("c", cc1 - cc0, 1, 0)]
-            f = fold_loops(dims, (acc_base + (rr0 - h0) * tw + cc0 - w0,
-                                  border_base + k * step, 0))
+            f = fold_loops(part[1], (acc_base + part[0], border_base + k * step, 0))
             builder.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
                                            [lp[:3] for lp in f.loops]))
 
