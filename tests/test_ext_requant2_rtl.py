@@ -20,7 +20,7 @@ import pytest
 from vtakit.hw.config import load_config
 from vtakit.hw.isa import AluOp, MemType, Opcode, isa_for
 
-from test_ext_requant_isa import _ref_mulshr, _ref_rshr, _ref_srdhm, _wrap
+from test_ext_requant_isa import _ref_mulshr, _ref_rshr, _ref_srdhm, _wrap, random_late_program
 
 TINY = load_config("tiny")
 RQ2 = TINY.replace(extensions=("requant2",))
@@ -419,30 +419,9 @@ def _random_program(rng, n_insns, config=RQ2):
     """Random GEMM, base ALU and REQ instructions (runs, REQ.M, REQ.P) over 8 uops whose
     rows crowd into 0..7 (read-after-write at every distance, within and across
     instructions; setups loading from rows that runs and base ops write)."""
-    isa = isa_for(config)
-    uops = [isa.encode_uop(int(rng.integers(0, 8)), int(rng.integers(0, 12)),
-                           int(rng.integers(0, 8))) for _ in range(8)]
-    insns = []
-    for _ in range(n_insns):
-        bgn = int(rng.integers(0, 8))
-        loop = dict(uop_bgn=bgn, uop_end=int(rng.integers(bgn + 1, 9)),
-                    iter_out=int(rng.integers(1, 3)), iter_in=int(rng.integers(1, 3)),
-                    dst_factor_out=int(rng.integers(0, 3)), dst_factor_in=int(rng.integers(0, 3)),
-                    src_factor_out=int(rng.integers(0, 3)), src_factor_in=int(rng.integers(0, 3)))
-        kind = rng.random()
-        if kind < 0.15:
-            insns.append(isa.encode(Opcode.GEMM, reset_reg=int(rng.random() < 0.2),
-                                    wgt_factor_out=1, wgt_factor_in=0, **loop))
-        elif kind < 0.4:
-            op = AluOp(int(rng.integers(0, 4)))
-            use_imm = int(op == AluOp.SHR or rng.random() < 0.5)
-            imm = int(rng.integers(-5, 6)) if op == AluOp.SHR else int(rng.integers(-999, 999))
-            insns.append(isa.encode(Opcode.ALU, alu_opcode=op, use_imm=use_imm, imm=imm, **loop))
-        else:
-            sub = int(rng.choice([REQ, REQ, REQ_M, REQ_P]))
-            insns.append(isa.encode(Opcode.ALU, alu_opcode=AluOp.REQ, use_imm=0, imm=sub,
-                                    **loop))
-    return uops, insns
+    return random_late_program(
+        rng, n_insns, config, lambda rng: (AluOp.REQ, int(rng.choice([REQ, REQ, REQ_M, REQ_P]))),
+        gemm=0.15, base=0.4, src_rows=12)
 
 
 def _random_acc(rng, config=RQ2, rows=16):

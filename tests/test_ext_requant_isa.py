@@ -666,11 +666,13 @@ def test_fault_inside_a_requant_pass(case):
     assert fault == 1
 
 
-def _random_requant_program(rng, n_insns):
-    """Random GEMM, base ALU and requant passes over 8 uops whose rows crowd into 0..7
-    (read-after-write at every distance, within and across instructions)."""
-    isa = isa_for(RQ)
-    uops = [isa.encode_uop(int(rng.integers(0, 8)), int(rng.integers(0, 8)),
+def random_late_program(rng, n_insns, config, ext_insn, *, gemm=0.2, base=0.45, src_rows=8):
+    """Random GEMM, base ALU and extension ALU instructions over 8 uops whose rows crowd
+    into 0..7 (read-after-write at every distance, within and across instructions): a GEMM
+    with probability ``gemm``, a base ALU op up to ``base``, else the tensor-form extension
+    instruction ``ext_insn(rng) -> (opcode, imm)``; uop src rows in ``0..src_rows-1``."""
+    isa = isa_for(config)
+    uops = [isa.encode_uop(int(rng.integers(0, 8)), int(rng.integers(0, src_rows)),
                            int(rng.integers(0, 8))) for _ in range(8)]
     insns = []
     for _ in range(n_insns):
@@ -680,19 +682,28 @@ def _random_requant_program(rng, n_insns):
                     dst_factor_out=int(rng.integers(0, 3)), dst_factor_in=int(rng.integers(0, 3)),
                     src_factor_out=int(rng.integers(0, 3)), src_factor_in=int(rng.integers(0, 3)))
         kind = rng.random()
-        if kind < 0.2:
+        if kind < gemm:
             insns.append(isa.encode(Opcode.GEMM, reset_reg=int(rng.random() < 0.2),
                                     wgt_factor_out=1, wgt_factor_in=0, **loop))
-        elif kind < 0.45:
+        elif kind < base:
             op = AluOp(int(rng.integers(0, 4)))
             use_imm = int(op == AluOp.SHR or rng.random() < 0.5)
             imm = int(rng.integers(-5, 6)) if op == AluOp.SHR else int(rng.integers(-999, 999))
             insns.append(isa.encode(Opcode.ALU, alu_opcode=op, use_imm=use_imm, imm=imm, **loop))
         else:
-            op = AluOp(int(rng.choice([AluOp.SRDHM, AluOp.RSHR, AluOp.MULSHR])))
-            imm = int(rng.integers(1, 63)) if op == AluOp.MULSHR else 0
+            op, imm = ext_insn(rng)
             insns.append(isa.encode(Opcode.ALU, alu_opcode=op, use_imm=0, imm=imm, **loop))
     return uops, insns
+
+
+def _requant_insn(rng):
+    op = AluOp(int(rng.choice([AluOp.SRDHM, AluOp.RSHR, AluOp.MULSHR])))
+    return op, int(rng.integers(1, 63)) if op == AluOp.MULSHR else 0
+
+
+def _random_requant_program(rng, n_insns):
+    """Random GEMM, base ALU and requant passes (:func:`random_late_program`)."""
+    return random_late_program(rng, n_insns, RQ, _requant_insn)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
