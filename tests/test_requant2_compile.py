@@ -241,13 +241,7 @@ def test_event_model_req_late_writes():
                                                                    without).cycles
 
 
-def _rtl_has_req() -> bool:
-    from vtakit.hw.alu import IMPLEMENTED
-    return AluOp.REQ in IMPLEMENTED
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _rtl_has_req(), reason="hw/alu.py has no REQ yet (branch rq2rtl)")
 def test_req_kernels_on_verilator_equal_behavioral():
     """A per-channel conv (several blocks per tile, setups skipped between tiles) and a
     per-tensor dense (uniform rows) on tiny + requant2: the Verilator RTL and the
@@ -291,7 +285,6 @@ def test_padded_conv_border_folded_into_req_rows(groups, hw, stride, uniform):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _rtl_has_req(), reason="hw/alu.py has no REQ yet (branch rq2rtl)")
 @pytest.mark.parametrize("groups", [1, 32])
 def test_padded_conv_border_folded_on_verilator(groups):
     """The folded border kernels (several REQ passes per block, each with its own src
