@@ -66,7 +66,8 @@ from amaranth.lib.wiring import In, Out
 
 from .config import VTAConfig
 from .gemm import Multiplier
-from .isa import INT32_MAX, INT32_MIN, AluOp, AluTableError, alu_opcode_bits, alu_ops
+from .isa import (INT32_MAX, INT32_MIN, REQ_LOAD_M, REQ_LOAD_P, REQ_RUN, AluOp, AluTableError,
+                  alu_opcode_bits, alu_ops)
 from .spec import IMM_MAX, IMM_MIN, SHIFT_LIMIT
 
 __all__ = ["VectorAlu", "SHIFT_BITS", "IMPLEMENTED", "REQUANT_OPS", "REQUANT_STAGES",
@@ -96,8 +97,6 @@ REQUANT_STAGES = 4
 #: ``REQUANT_STAGES`` for the ``requant`` opcodes; fixed by :meth:`VectorAlu._req_lane`.
 REQ_STAGES = 8
 
-#: REQ's sub-operations, the immediate field of its tensor form.
-REQ_RUN, REQ_M, REQ_P = 0, 1, 2
 
 
 def late_ops(config) -> tuple:
@@ -356,9 +355,9 @@ class VectorAlu(wiring.Component):
         rp_zp = Signal(signed(8), name=f"req_rp_zp{j}")
         rp_lo = Signal(signed(8), name=f"req_rp_lo{j}")
         rp_hi = Signal(signed(8), name=f"req_rp_hi{j}")
-        with m.If(valid[1] & (kind == REQ_M)):
+        with m.If(valid[1] & (kind == REQ_LOAD_M)):
             m.d.sync += rm.eq(b1)
-        with m.If(valid[1] & (kind == REQ_P)):
+        with m.If(valid[1] & (kind == REQ_LOAD_P)):
             s, single = b1[0:6].as_signed(), b1[6]
             # single: k = clip(31 - s, 1, 62), so k - 1 = clip(30 - s, 0, 61); double: 31
             k_single = Mux(s == 31, 0, Mux(s == -32, 61, (30 - s)[:6]))

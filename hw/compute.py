@@ -92,12 +92,12 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from .alu import REQ_RUN, SHIFT_BITS, VectorAlu, alu_illegal, late_ops, late_stages
+from .alu import SHIFT_BITS, VectorAlu, alu_illegal, late_ops, late_stages
 from .config import VTAConfig
 from .gemm import GemmCore, gemm_latency
 from .interfaces import (CommandSignature, ErrorCode, ErrorReport, accept_command, dep_ports,
                          dma_read_signature, report_error, token_ports)
-from .isa import AluOp, MemType, Opcode, alu_opcode_bits, isa_for
+from .isa import REQ_RUN, AluOp, MemType, Opcode, alu_opcode_bits, isa_for
 from .compute_seq import LoopSequencer
 from .load_engine import LoadEngine, lookahead_checks, padded_size
 from .spec import Unit

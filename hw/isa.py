@@ -32,6 +32,7 @@ __all__ = [
     "Field", "Format", "Insn", "Uop", "ISA", "isa_for", "insns_to_bytes", "bytes_to_words",
     "AluSemantics", "ALU_OPS", "AluTableError", "alu_ops", "alu_semantics", "alu_violation",
     "illegal_alu_opcodes", "alu_opcode_bits", "alu_entry", "alu_registers", "INT32_MIN",
+    "REQ_RUN", "REQ_LOAD_M", "REQ_LOAD_P",
     "INT32_MAX",
     "srdhm", "rounding_shift", "mul_shift",
 ]
@@ -197,6 +198,8 @@ class AluSemantics:
 #: requantize, zero point and clamp of a biased accumulator
 #: (:func:`~vtakit.hw.fixedpoint.requantize_word`; RP packed by
 #: :func:`~vtakit.hw.fixedpoint.pack_requant_word`).
+REQ_RUN, REQ_LOAD_M, REQ_LOAD_P = 0, 1, 2      # REQ's modes (its imm field)
+
 ALU_OPS = (
     AluSemantics(AluOp.MIN, "MIN", lambda a, b: np.minimum(a, b),
                  repeat=lambda a, b, n: np.minimum(a, b), reduce=np.minimum),
@@ -214,8 +217,9 @@ ALU_OPS = (
     AluSemantics(AluOp.MULSHR, "MULSHR", mul_shift, imm=False, tensor_imm=(1, 62), base=False,
                  extension="requant"),
     AluSemantics(AluOp.REQ, "REQ", lambda a, b, regs: requantize_word(
-        _wrap32(a.astype(np.int64) + b), regs["RM"], regs["RP"]), imm=False, tensor_imm=(0, 2),
-        base=False, extension="requant2", registers={1: "RM", 2: "RP"}),
+        _wrap32(a.astype(np.int64) + b), regs["RM"], regs["RP"]), imm=False,
+        tensor_imm=(REQ_RUN, REQ_LOAD_P), base=False, extension="requant2",
+        registers={REQ_LOAD_M: "RM", REQ_LOAD_P: "RP"}),
 )
 
 

@@ -59,7 +59,7 @@ import numpy as np
 
 from ...hw.errors import VtakitError
 from ...hw.fixedpoint import pack_requant_word
-from ...hw.isa import AluOp, alu_entry
+from ...hw.isa import REQ_LOAD_M, REQ_LOAD_P, REQ_RUN, AluOp
 from ...hw.spec import IMM_MAX, IMM_MIN, SHIFT_LIMIT
 from ...runtime import UopKernel
 from .loops import Dim, fold_loops
@@ -76,8 +76,7 @@ REQUANT2_EXTENSION = "requant2"
 
 #: ``REQ``'s modes (its ``imm`` field, :data:`~vtakit.hw.isa.ALU_OPS`): the requantize
 #: pass, and the loads of the multiplier (RM) and the parameter (RP) registers.
-_REQ_REGS = {name: imm for imm, name in alu_entry(AluOp.REQ).registers.items()}
-REQ_PASS, REQ_LOAD_M, REQ_LOAD_P = 0, _REQ_REGS["RM"], _REQ_REGS["RP"]
+REQ_PASS = REQ_RUN
 
 #: Largest requantization shift (the ALU's shift limit).
 MAX_SHIFT = SHIFT_LIMIT
