@@ -19,6 +19,33 @@ TINY = load_config("tiny")
 RTL = ["behavioral", "cxxrtl", "verilator"]
 
 
+def nohold_design():
+    """The VTA with the compute module's hold (``RequantHazard``) tied low: a mutant whose
+    late writes are missed by micro-ops issued fewer than ``late_stages`` cycles after
+    them (a :class:`vtakit.sim.rtl_build.Design` of its own, cached apart)."""
+    from unittest import mock
+    from amaranth.hdl import Module
+    from vtakit.hw import compute
+    from vtakit.hw.top import VTA
+    from vtakit.sim.rtl_build import Design, _hw_sources
+
+    class NoHold(compute.RequantHazard):
+        def elaborate(self, platform):
+            m = Module()
+            m.d.comb += self.hold.eq(0)
+            return m
+
+    class NoHoldCompute(compute.Compute):
+        def elaborate(self, platform):
+            with mock.patch.object(compute, "RequantHazard", NoHold):
+                return super().elaborate(platform)
+
+    def factory(config, **kw):
+        return VTA(config, compute=NoHoldCompute(config), **kw)
+
+    return Design("vta-nohold", factory, (*map(str, _hw_sources()), __file__))
+
+
 def programs(n, seed=7, **kw):
     return [generate_program(TINY, np.random.default_rng([seed, i]), token_depth=256, **kw)
             for i in range(n)]
