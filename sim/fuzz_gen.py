@@ -5,7 +5,9 @@ LOADs of every memory type with random padding and strides, micro-op kernels
 (fresh or reused ranges) driving GEMMs (reset or accumulating, with repeated
 destinations: accumulate hazards) and ALU ops (every supported opcode, immediate
 and tensor operands), STOREs, SRAM bases across the whole depth, double-buffered
-tile loops, long token chains, token queues filled to capacity and, in some
+tile loops, long token chains, token queues filled to capacity, with late opcodes
+(``requant``, ``requant2``) late chains (:meth:`_Gen.late_chain`: a late micro-op and a
+reader of its dst 1..L+1 issue slots later, the compute module's hold) and, in some
 programs, one instruction built to fault. Every index and loop stays in range
 except in the faulting instruction; the builder adds the dependency tokens.
 """
@@ -348,7 +350,7 @@ class _Gen:
         prod = self.late[int(rng.integers(len(self.late)))]
         req = AluOp.REQ in {e.code for e in self.late}
         kinds = ["same", "late", "alu", "gemm"] + (["setup"] if prod.code == AluOp.REQ else [])
-        weights = np.array([0.35, 0.25, 0.15, 0.1, 0.15][:len(kinds)])
+        weights = np.array([0.3, 0.25, 0.15, 0.15, 0.15][:len(kinds)])
         kind = kinds[int(rng.choice(len(kinds), p=weights / weights.sum()))]
         # issue slots from the producer to the reader; an instruction boundary takes one
         k = int(rng.integers(1 if kind == "same" else 2, n_late + 2))
