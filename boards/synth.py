@@ -29,7 +29,7 @@ from .report import Overflow, SynthReport, critical_paths
 from .targets import RESOURCES, Target, get_target
 from .tools import ToolError, run_tool, tool_version
 
-__all__ = ["synthesize", "synth_config", "design_cells", "SynthPlatform", "TOP", "DEFAULT_FREQ_MHZ"]
+__all__ = ["synthesize", "synth_config", "config_rtlil", "design_cells", "SynthPlatform", "TOP", "DEFAULT_FREQ_MHZ"]
 
 #: Top module name in every netlist.
 TOP = "top"
@@ -49,12 +49,30 @@ class SynthPlatform:
     dsp_budget: int | None = None
 
 
-def _write_rtlil(component, path: Path, platform=None) -> IOHarness:
+def _rtlil(component, platform=None) -> tuple[str, IOHarness]:
     from amaranth.back import rtlil
     harness = IOHarness(component)
-    path.write_text(rtlil.convert(harness, name=TOP, ports=harness.ports(), emit_src=False,
-                                  platform=platform))
+    return rtlil.convert(harness, name=TOP, ports=harness.ports(), emit_src=False,
+                         platform=platform), harness
+
+
+def _write_rtlil(component, path: Path, platform=None) -> IOHarness:
+    text, harness = _rtlil(component, platform)
+    path.write_text(text)
     return harness
+
+
+def config_rtlil(config, target, *, token_depth: int = DEFAULT_TOKEN_DEPTH,
+                 cmd_depth: int = DEFAULT_CMD_DEPTH, dsp_budget: int | None = None) -> str:
+    """The RTLIL text :func:`synth_config` feeds Yosys for ``config`` on ``target`` (the
+    elaborated design, without running a tool): what a synthesis result depends on."""
+    from ..hw.top import VTA
+    config = load_config(config)
+    target = get_target(target) if isinstance(target, str) else target
+    if dsp_budget is None:
+        dsp_budget = target.gemm_dsp_budget(config)
+    return _rtlil(VTA(config, token_depth=token_depth, cmd_depth=cmd_depth),
+                  SynthPlatform(target.family, dsp_budget))[0]
 
 
 def _yosys(target: Target, work: Path, *, netlist: bool, stages=None,

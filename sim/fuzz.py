@@ -228,9 +228,20 @@ def format_summary(report: FuzzReport) -> str:
              f"{len(report.mismatches)} mismatching, {report.skipped_racy} skipped "
              "(schedule-dependent)"]
     kinds = sorted((k, v) for k, v in cov.items()
-                   if not k.startswith(("push ", "pop ", "illegal ")) and "capacity" not in k
-                   and k not in ("nop", "chain", "longest token chain"))
+                   if not k.startswith(("push ", "pop ", "illegal ", "late dep ")) and
+                   "capacity" not in k and k not in ("nop", "chain", "longest token chain"))
     lines.append("  instructions: " + ", ".join(f"{k} {v}" for k, v in kinds))
+    late = Counter()
+    for k, v in cov.items():
+        if k.startswith("late dep "):         # "late dep d{k} {same|across} {reader}"
+            d, where, _ = k[9:].split()
+            late[(where, int(d[1:]))] += v
+    if late:
+        lines.append("  late dependences (a reader d issue slots after a late micro-op): "
+                     + "; ".join(f"{where} " + ", ".join(f"d{d} {late[(w, d)]}"
+                                                         for w, d in sorted(late) if w == where)
+                                 for where in ("same", "across")
+                                 if any(w == where for w, _ in late)))
     lines.append("  tokens: " + ", ".join(f"{k} {v}" for k, v in sorted(cov.items())
                                           if k.startswith(("push ", "pop ")))
                  + f"; NOPs {cov['nop']}, chains {cov['chain']}, longest token chain "

@@ -5,7 +5,9 @@ LOADs of every memory type with random padding and strides, micro-op kernels
 (fresh or reused ranges) driving GEMMs (reset or accumulating, with repeated
 destinations: accumulate hazards) and ALU ops (every supported opcode, immediate
 and tensor operands), STOREs, SRAM bases across the whole depth, double-buffered
-tile loops, long token chains, token queues filled to capacity and, in some
+tile loops, long token chains, token queues filled to capacity, with late opcodes
+(``requant``, ``requant2``) late chains (:meth:`_Gen.late_chain`: a late micro-op and a
+reader of its dst 1..L+1 issue slots later, the compute module's hold) and, in some
 programs, one instruction built to fault. Every index and loop stays in range
 except in the faulting instruction; the builder adds the dependency tokens.
 """
@@ -16,7 +18,9 @@ import numpy as np
 
 from ..hw.config import VTAConfig
 from ..hw.fixedpoint import pack_requant_word
-from ..hw.isa import MemType, Opcode, alu_ops, alu_registers, illegal_alu_opcodes, isa_for
+from ..hw.alu import late_ops, late_stages
+from ..hw.isa import (REQ_LOAD_M, REQ_LOAD_P, REQ_RUN, AluOp, MemType, Opcode, alu_entry,
+                      alu_ops, alu_registers, illegal_alu_opcodes, isa_for)
 from ..hw.spec import IMM_MAX, IMM_MIN
 from .fuzz_program import (INPUT_BYTES, INPUT_START, INSN_START, MODULES, OUTPUT_BYTES,
                            OUTPUT_START, QUEUES, UOP_BYTES, UOP_START, Action, FuzzProgram)
@@ -73,6 +77,29 @@ def _requant_words(rng: np.random.Generator, n: int, params: bool = False) -> np
 
 _MAX_ITERS = 4096      # micro-op executions per GEMM/ALU (keeps RTL runs short)
 
+#: The last bytes of the input area: ACC rows a late chain loads, in groups of four
+#: (:data:`TABLE_KINDS`).
+TABLE_BYTES = 4096
+TABLE_START = INPUT_START + INPUT_BYTES - TABLE_BYTES
+#: The rows of a group: a value to requantize (small, so that two passes keep
+#: information), a small operand (a REQ bias, an RSHR shift: 1..5), a Q31 multiplier (RM,
+#: the SRDHM/MULSHR operand) and an RP word (shift -4..0, wide clamp).
+TABLE_KINDS = ("data", "small", "mult", "param")
+
+
+def _table_rows(rng: np.random.Generator, rows: int, lanes: int) -> np.ndarray:
+    """``rows`` x ``lanes`` int32 words, row ``r`` of kind ``TABLE_KINDS[r % 4]``."""
+    n = rows * lanes
+    data = np.where(rng.random(n) < 0.9, rng.integers(-300, 301, n), rng.integers(-5000, 5001, n))
+    small = rng.integers(1, 6, n)
+    mult = rng.integers(1 << 30, 1 << 31, n) * np.where(rng.random(n) < 0.85, 1, -1)
+    single = rng.random(n) < 0.3
+    param = pack_requant_word(rng.integers(-4, 1, n), rng.integers(-20, 21, n),
+                              rng.integers(-128, -99, n), rng.integers(100, 128, n),
+                              single_rounding=False).astype(np.int64) | (single.astype(np.int64) << 6)
+    kinds = np.stack([data, small, mult, param]).reshape(4, rows, lanes)
+    return kinds[np.arange(rows) % 4, np.arange(rows)].astype(np.int32)
+
 
 class _Gen:
     def __init__(self, config: VTAConfig, rng: np.random.Generator, token_depth: int):
@@ -87,6 +114,13 @@ class _Gen:
             half = INPUT_START + INPUT_BYTES // 2
             self.data[half:INPUT_START + INPUT_BYTES] = _requant_words(
                 rng, INPUT_BYTES // 8, params=bool(alu_registers(config))).view(np.uint8)
+        self.late = [alu_entry(op) for op in late_ops(config)]
+        if self.late:
+            # The end of the input area: ACC rows for late chains (``late_chain``).
+            lanes = config.elem_bytes(MemType.ACC) // 4
+            rows = TABLE_BYTES // config.elem_bytes(MemType.ACC)
+            table = _table_rows(rng, rows, lanes).reshape(-1)
+            self.data[TABLE_START:TABLE_START + TABLE_BYTES] = table.view(np.uint8)
         self.uop_next = UOP_START          # next free byte of the micro-op area
         self.uop_view = np.zeros(config.uop_depth, np.uint32)
         self.ranges: list = []             # (bgn, end) of loaded micro-op ranges
@@ -271,6 +305,116 @@ class _Gen:
         q = list(QUEUES)[int(self.rng.integers(len(QUEUES)))]
         self.emit(Action("fill", QUEUES[q]["producer"], fields={"queue": q}, label="fill"))
 
+    def late_chain(self):
+        """A late micro-op (:func:`~vtakit.hw.alu.late_ops`) and a micro-op that reads its
+        dst ``k`` issue slots later, ``k`` in ``1..L+1`` (L =
+        :func:`~vtakit.hw.alu.late_stages`): the compute module's hold and gap. ACC rows
+        from the table at the end of the input area (:data:`TABLE_KINDS`, so that the
+        values keep information through two passes), with ``requant2`` the REQ.M/REQ.P
+        setups from them, then the producer's instruction with filler micro-ops (other
+        rows) around it and the reader in the same instruction (the same opcode) or in
+        the next one: a late opcode, a base ALU (immediate or tensor), a GEMM, or (REQ)
+        REQ.M/REQ.P reading the producer's dst as src followed by a REQ that uses the
+        register; then a STORE of the rows."""
+        c, rng = self.c, self.rng
+        n_late = late_stages(c)
+        eb = c.elem_bytes(MemType.ACC)
+        groups = int(rng.integers(2, min(4, TABLE_BYTES // eb // 4) + 1))
+        size = 4 * groups
+        base = self.base(min(c.acc_depth, c.out_depth), size)
+        first = 4 * int(rng.integers(0, TABLE_BYTES // eb // 4 - groups + 1))
+        self.emit(Action("load", "compute", Opcode.LOAD, dict(
+            memory_type=MemType.ACC, sram_base=base, dram_base=TABLE_START // eb + first,
+            y_size=1, x_size=size, x_stride=size, y_pad_0=0, y_pad_1=0, x_pad_0=0,
+            x_pad_1=0), label="late chain load ACC"))
+
+        def row(g, kind):
+            return base + 4 * g + TABLE_KINDS.index(kind)
+
+        pool = iter(r for r in rng.permutation(c.acc_depth).tolist()
+                    if not base <= r < base + size)
+
+        def operand(e, g=1):
+            return row(g, "mult" if e.code in (AluOp.SRDHM, AluOp.MULSHR) else "small")
+
+        def imm_of(e):
+            return int(rng.integers(30, 33)) if e.code == AluOp.MULSHR else 0
+
+        def fillers(n, e=None):
+            """Micro-ops of other rows (no dependence on the chain's dst)."""
+            if e is None:       # GEMM
+                return [(next(pool), int(rng.integers(c.inp_depth)),
+                         int(rng.integers(c.wgt_depth))) for _ in range(n)]
+            return [(next(pool), operand(e) if e.tensor else 0, 0) for _ in range(n)]
+
+        prod = self.late[int(rng.integers(len(self.late)))]
+        req = AluOp.REQ in {e.code for e in self.late}
+        kinds = ["same", "late", "alu", "gemm"] + (["setup"] if prod.code == AluOp.REQ else [])
+        weights = np.array([0.3, 0.25, 0.15, 0.15, 0.15][:len(kinds)])
+        kind = kinds[int(rng.choice(len(kinds), p=weights / weights.sum()))]
+        # issue slots from the producer to the reader; an instruction boundary takes one
+        k = int(rng.integers(1 if kind == "same" else 2, n_late + 2))
+        reg = (REQ_LOAD_M, "mult") if rng.random() < 0.5 else (REQ_LOAD_P, "param")
+        dst = row(0, reg[1] if kind == "setup" else "data")
+        pre, post = int(rng.integers(0, 3)), int(rng.integers(0, 3))
+
+        def reader(e):
+            """A micro-op of opcode ``e`` (None: GEMM) reading ``dst``."""
+            if e is None:
+                return (dst, int(rng.integers(c.inp_depth)), int(rng.integers(c.wgt_depth)))
+            if e.tensor and (not e.imm or rng.random() < 0.5) and rng.random() < 0.4:
+                return (row(1, "data"), dst, 0)     # as the tensor src
+            return (dst, operand(e) if e.tensor else 0, 0)
+
+        a_imm = imm_of(prod)
+        a = fillers(pre, prod) + [(dst, operand(prod, 0), 0)]
+        plan = []           # (opcode entry or None, use_imm, imm, triples)
+        if kind == "same":
+            a += fillers(k - 1, prod) + [reader(prod)] + fillers(post, prod)
+            plan.append((prod, 0, a_imm, a))
+        else:
+            n_a = int(rng.integers(0, k - 1))
+            a += fillers(n_a, prod)
+            plan.append((prod, 0, a_imm, a))
+            n_b = k - 2 - n_a
+            if kind == "late":
+                e = self.late[int(rng.integers(len(self.late)))]
+                plan.append((e, 0, imm_of(e), fillers(n_b, e) + [reader(e)]
+                             + fillers(post, e)))
+            elif kind == "alu":
+                base_ops = [e for e in alu_ops(c) if e.base]
+                e = base_ops[int(rng.integers(len(base_ops)))]
+                use_imm = int(not e.tensor or rng.random() < 0.5)
+                imm = int(rng.integers(0, 4) if e.code == AluOp.SHR else rng.integers(-50, 51))
+                plan.append((e, use_imm, imm if use_imm else 0,
+                             fillers(n_b, e) + [reader(e) if not use_imm else (dst, 0, 0)]
+                             + fillers(post, e)))
+            elif kind == "gemm":
+                plan.append((None, 0, 0, fillers(n_b) + [reader(None)] + fillers(post)))
+            else:       # setup: the register's last load reads the producer's dst
+                setup = [(next(pool), row(1, reg[1]), 0) for _ in range(n_b)]
+                plan.append((prod, 0, reg[0], setup + [(row(1, "data"), dst, 0)]))
+                plan.append((prod, 0, REQ_RUN, [(row(1, "data"), row(1, "small"), 0)]))
+        if req:     # the registers from the rows of group 0 first
+            plan[:0] = [(alu_entry(AluOp.REQ), 0, REQ_LOAD_M, [(row(0, "data"), row(0, "mult"), 0)]),
+                        (alu_entry(AluOp.REQ), 0, REQ_LOAD_P, [(row(0, "data"), row(0, "param"), 0)])]
+        bgn, _ = self.uops([t for *_, triples in plan for t in triples])
+        source = self.last_uop
+        label = f"late chain {prod.name} -> {kind}"
+        for e, use_imm, imm, triples in plan:
+            f = dict(uop_bgn=bgn, uop_end=bgn + len(triples), iter_out=1, iter_in=1)
+            bgn += len(triples)
+            if e is None:
+                self.emit(Action("gemm", "compute", Opcode.GEMM, dict(f, reset_reg=0),
+                                 label=label, source=source))
+            else:
+                self.emit(Action("alu", "compute", Opcode.ALU, dict(
+                    f, alu_opcode=e.code, use_imm=use_imm, imm=imm), label=label, source=source))
+        self.emit(Action("store", "store", Opcode.STORE, dict(
+            memory_type=MemType.OUT, sram_base=base, y_size=1, x_size=size, x_stride=size,
+            dram_base=self.dram_elems(OUTPUT_START, OUTPUT_BYTES, c.out_elem_bytes, size)),
+            label="late chain store"))
+
     # ------------------------------------------------------------ illegal
 
     def illegal(self):
@@ -365,7 +509,8 @@ class _Gen:
 
 
 def generate_program(config: VTAConfig, rng: np.random.Generator, *, token_depth: int,
-                     size: int = 24, illegal: float = 0.15) -> FuzzProgram:
+                     size: int = 24, illegal: float = 0.15,
+                     late_chains: float = 0.1) -> FuzzProgram:
     """A random program of about ``size`` actions (see the module docstring).
 
     Parameters
@@ -378,12 +523,15 @@ def generate_program(config: VTAConfig, rng: np.random.Generator, *, token_depth
         Upper bound of the number of top-level actions.
     illegal : float
         Probability that the program holds one instruction built to fault.
+    late_chains : float
+        Weight of a late chain (:meth:`_Gen.late_chain`) among the actions (the others'
+        weights sum to 0.965); only in a config with late opcodes.
     """
     g = _Gen(config, rng, token_depth)
     n = int(rng.integers(2, size + 1))
     fault_at = int(rng.integers(0, n)) if rng.random() < illegal else -1
-    choices = ("load", "gemm", "alu", "store", "double", "chain", "fill")
-    weights = np.array([0.25, 0.2, 0.2, 0.2, 0.05, 0.05, 0.015])
+    choices = ("load", "gemm", "alu", "store", "double", "chain", "fill", "late")
+    weights = np.array([0.25, 0.2, 0.2, 0.2, 0.05, 0.05, 0.015, late_chains if g.late else 0])
     for i in range(n):
         if i == fault_at:
             g.illegal()
@@ -398,6 +546,8 @@ def generate_program(config: VTAConfig, rng: np.random.Generator, *, token_depth
             g.double_buffer()
         elif what == "chain":
             g.chain()
+        elif what == "late":
+            g.late_chain()
         else:
             g.fill()
     return FuzzProgram(config, g.data, g.actions, token_depth)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..hw.config import VTAConfig
-from ..hw.isa import DEP_QUEUES, MemType, Opcode, insns_to_bytes, isa_for
+from ..hw.isa import REQ_RUN, DEP_QUEUES, AluOp, MemType, Opcode, insns_to_bytes, isa_for
 from ..runtime.image import DramImage
 
 __all__ = ["Action", "FuzzProgram", "ProgramBuilder", "MODULES", "QUEUES", "ROUTE",
@@ -145,6 +145,7 @@ class ProgramBuilder:
                        "out": np.zeros(c.out_depth, np.int64)}
         self.reader = {k: np.zeros_like(v) for k, v in self.writer.items()}
         self.uop = np.zeros(c.uop_depth, np.uint32)
+        self.kernels: dict = {}        # GEMM/ALU instruction index -> its micro-op words
         self.touched = {"inp": np.zeros(c.inp_depth, bool), "wgt": np.zeros(c.wgt_depth, bool),
                         "acc": np.zeros(c.acc_depth, bool), "out": np.zeros(c.out_depth, bool),
                         "uop": np.zeros(c.uop_depth, bool)}
@@ -313,9 +314,10 @@ class ProgramBuilder:
             self.stats["chain"] += 1
             return
         if a.source is not None:
-            f, src = a.fields, a.source
-            if not np.array_equal(self.uop[f["uop_bgn"]:f["uop_end"]], src.uops):
-                self.add(src)
+            # the source's whole range intact (a kernel may run a part of it)
+            b = a.source.fields["sram_base"]
+            if not np.array_equal(self.uop[b:b + len(a.source.uops)], a.source.uops):
+                self.add(a.source)
         self.stats[a.label or a.kind] += 1
         if a.kind == "illegal":
             # Built to fault: no ordering needed, the run ends at it on every backend.
@@ -340,7 +342,9 @@ class ProgramBuilder:
             reader = "compute" if name in ("inp", "wgt") else "store"
             need[_M[reader]] = max(need[_M[reader]], int(self.reader[name][idx].max()))
         pops = self._ensure(a.module, need)
-        self._emit(a.module, a.opcode, a.fields, pops)
+        idx = self._emit(a.module, a.opcode, a.fields, pops)
+        if a.kind in ("gemm", "alu"):
+            self.kernels[idx] = self.uop[a.fields["uop_bgn"]:a.fields["uop_end"]].copy()
         n = self.count[a.module]
         for name, idx in reads:
             idx = self._clip(name, idx)
@@ -353,6 +357,64 @@ class ProgramBuilder:
             b, x = a.fields["sram_base"], a.fields["x_size"]
             self.uop[b:b + x] = a.uops
 
+    def late_dependences(self) -> Counter:
+        """The read-after-write pairs on a late micro-op's dst (the hold's cases, see
+        :mod:`vtakit.hw.compute`): ``{"late dep d{k} {same|across} {reader}": count}``.
+
+        A late micro-op (:func:`~vtakit.hw.alu.late_ops`; REQ with imm 0) writes its dst
+        ``L - 1`` cycles after a base one would (L = :func:`~vtakit.hw.alu.late_stages`);
+        a micro-op issued ``k`` slots after it (``k <= L + 1``) that reads that entry (as
+        its dst, or as its tensor src) is one pair. Slots count micro-ops in issue order
+        (``p > q > k``), plus one for each instruction boundary between consecutive
+        GEMM/ALU instructions; any other compute instruction between them (a micro-op or
+        ACC load, a NOP: they wait for the writes) and a push flag on the earlier one end
+        the window. ``reader``: ``late`` (a late opcode), ``setup`` (REQ.M/REQ.P, src only),
+        ``alu`` or ``gemm`` (base opcodes). Empty in a config without late opcodes."""
+        from ..hw.alu import late_ops, late_stages
+        out: Counter = Counter()
+        late = {int(op) for op in late_ops(self.config)}
+        if not late:
+            return out
+        reach = late_stages(self.config) + 1
+        push = {q["push"] for q in QUEUES.values()}
+        window: list = []          # (slot, dst, instruction index) of late micro-ops
+        slot = 0
+        for i, insn in enumerate(self.insns):
+            if self.module[i] != "compute":
+                continue
+            words = self.kernels.get(i)
+            if words is None or not len(words):
+                window = []
+                continue
+            opcode, f = insn
+            u = self.isa.decode_uops(words)
+            gemm = opcode == Opcode.GEMM
+            code = None if gemm else int(f.get("alu_opcode", 0))
+            use_imm = bool(f.get("use_imm"))
+            setup = (code == int(AluOp.REQ) and not use_imm and int(f.get("imm", 0)) != REQ_RUN)
+            produces = code in late and not setup and not use_imm
+            reader = ("gemm" if gemm else "setup" if setup else
+                      "late" if code in late else "alu")
+            reads_dst = not (setup or (gemm and f.get("reset_reg")))
+            reads_src = not gemm and not use_imm
+            slot += 1
+            for p in range(f["iter_out"]):
+                for q in range(f["iter_in"]):
+                    dst = u["dst_idx"] + p * f.get("dst_factor_out", 0) + q * f.get("dst_factor_in", 0)
+                    src = u["src_idx"] + p * f.get("src_factor_out", 0) + q * f.get("src_factor_in", 0)
+                    for d, s_ in zip(dst.tolist(), src.tolist()):
+                        window = [w for w in window if slot - w[0] <= reach]
+                        for w_slot, w_dst, w_insn in window:
+                            if (reads_dst and d == w_dst) or (reads_src and s_ == w_dst):
+                                where = "same" if w_insn == i else "across"
+                                out[f"late dep d{slot - w_slot} {where} {reader}"] += 1
+                        if produces:
+                            window.append((slot, d, i))
+                        slot += 1
+            if any(f.get(flag) for flag in push):
+                window = []
+        return out
+
     def finish(self) -> list[int]:
         """Order FINISH after every load and store, emit it; returns the words."""
         pops = self._ensure("compute", [self.count["load"], 0, self.count["store"]])
@@ -361,6 +423,7 @@ class ProgramBuilder:
         for q, n in self.max_tokens.items():
             if n >= self.depth:
                 self.stats[f"{q} at capacity"] += 1
+        self.stats.update(self.late_dependences())
         return [w if isinstance(w, int) else self.isa.encode(w[0], **w[1]) for w in self.insns]
 
 

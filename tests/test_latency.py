@@ -2,8 +2,10 @@
 host steps timed per layer, the host cost table, the Fmax cache of synth reports, and
 `vtakit run --profile --fmax/--target/--host`."""
 
+import gc
 import json
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -109,13 +111,92 @@ def test_fmax_cache_of_a_recorded_report(cache):
     assert latency.fmax_mhz("tiny") == (None, "")
     with pytest.raises(InputError, match=r"^--fmax -1: a clock must be > 0 MHz$"):
         latency.fmax_mhz("tiny", None, -1.0)
-    # a report of other hw/ sources is stale: refused, with the command that refreshes it
+    # a report of another design is stale: refused, with the command that refreshes it
     data = json.loads(path.read_text())
-    path.write_text(json.dumps({**data, "rtl": "0" * 16}))
-    with pytest.raises(latency.StaleReport, match=r"made from other hw/ sources .* run "
+    assert data["design"] == latency.design_digest("tiny", "ecp5-85k")
+    path.write_text(json.dumps({**data, "design": "0" * 16}))
+    with pytest.raises(latency.StaleReport, match=r"made from another design \(RTLIL 0{16}, "
+                                                  r"now [0-9a-f]{16}: the RTL changed\); run "
                                                   r"`vtakit synth --config tiny"):
         latency.fmax_mhz("tiny", "ecp5-85k")
     assert latency.cached_report("tiny", "ecp5-85k", stale_ok=True).fmax_mhz == report.fmax_mhz
+
+
+def test_a_report_outlives_a_hw_edit_that_keeps_the_design(cache, monkeypatch):
+    """The cache is keyed on the elaborated design (the RTLIL `vtakit synth` feeds Yosys),
+    not on the hw/ sources: an edit whose design is byte-identical keeps the report (the
+    design is elaborated again, once), one that changes the design makes it stale."""
+    from vtakit.sim import rtl_build
+    real = latency._rtlil
+    calls = []
+
+    def counted(cfg, target):
+        calls.append((cfg.name, target))
+        return real(cfg, target)
+    monkeypatch.setattr(latency, "_rtlil", counted)
+    latency._design_digest.cache_clear()
+    report = _recorded()
+    latency.store_report("tiny", report)
+    assert calls == [("1x8_i8w8a32_12_12_14_14", "ecp5-85k")]
+    # per process, and on disk (a new process reads it): no second elaboration
+    latency._design_digest.cache_clear()
+    assert latency.cached_report("tiny", "ecp5-85k").fmax_mhz == report.fmax_mhz
+    assert len(calls) == 1 and len(list((cache / "fmax" / "designs").iterdir())) == 1
+
+    # an edit of hw/ (other source digests) whose Verilog is the same: still current
+    edited = {**rtl_build.SOURCE_DIGESTS, "compute.py": "0" * 64}
+    monkeypatch.setattr(rtl_build, "SOURCE_DIGESTS", edited)
+    assert latency.cached_report("tiny", "ecp5-85k").fmax_mhz == report.fmax_mhz
+    assert len(calls) == 2          # elaborated again: the sources changed
+
+    # an edit that changes the design: stale
+    monkeypatch.setattr(rtl_build, "SOURCE_DIGESTS", {**edited, "alu.py": "1" * 64})
+    monkeypatch.setattr(latency, "_rtlil", lambda cfg, target: real(cfg, target) + "\n")
+    with pytest.raises(latency.StaleReport, match=r"was made from another design"):
+        latency.cached_report("tiny", "ecp5-85k")
+    assert latency.cached_report("tiny", "ecp5-85k", stale_ok=True).fmax_mhz == report.fmax_mhz
+
+
+def test_a_report_of_before_design_digests_is_current_while_the_sources_are(cache):
+    """A report that records only the hw/ sources' hash (written before reports recorded
+    their design) stays current while the sources are the same, and is stale after."""
+    report = _recorded()
+    path = latency.report_path("tiny", "ecp5-85k")
+    path.parent.mkdir(parents=True)
+    data = {"config": load_config("tiny").to_dict(), "target": "ecp5-85k",
+            "rtl": latency.rtl_digest(), "report": report.to_dict()}
+    path.write_text(json.dumps(data))
+    assert latency.cached_report("tiny", "ecp5-85k").fmax_mhz == report.fmax_mhz
+    path.write_text(json.dumps({**data, "rtl": "0" * 16}))
+    with pytest.raises(latency.StaleReport, match=r"another design \(hw/ sources 0{16}, now "):
+        latency.cached_report("tiny", "ecp5-85k")
+
+
+def test_the_digested_design_is_the_one_synth_feeds_yosys(monkeypatch):
+    """config_rtlil (what design_digest hashes) elaborates what synth_config synthesizes:
+    the same top level of the config with the same platform (family, DSP budget)."""
+    import vtakit.boards.synth as synth
+    seen = []
+
+    def capture(component, platform=None):
+        seen.append((type(component).__name__, component.config,
+                     {n: q.depth for n, q in {**component.tokens, **component.commands}.items()},
+                     platform))
+        raise RuntimeError("stop before Yosys")
+    monkeypatch.setattr(synth, "_rtlil", capture)
+    with warnings.catch_warnings():      # the tops built here are never elaborated
+        warnings.simplefilter("ignore")
+        for cfg, target in (("tiny", "ecp5-85k"), (_requant(), "ice40-up5k")):
+            for make in (lambda: synth.synth_config(cfg, target, progress=False),
+                         lambda: synth.config_rtlil(cfg, target)):
+                try:
+                    make()
+                except RuntimeError as e:
+                    assert str(e) == "stop before Yosys"
+            assert len(seen) == 2 and seen[0] == seen[1], seen
+            assert seen[0][1] == load_config(cfg) and target.startswith(seen[0][3].family)
+            seen.clear()
+        gc.collect()
 
 
 def test_synth_fmax_reuses_the_cache(cache, monkeypatch):

@@ -7,9 +7,10 @@ Fmax
     report cached under ``$VTAKIT_CACHE/fmax`` (``~/.cache/vtakit/fmax``), one file per
     config and target (:func:`store_report`, :func:`cached_report`; ``vtakit synth`` and
     ``vtakit sweep --synth`` fill it), or a clock given by hand (``--fmax MHZ``). A
-    report records the hash of the ``hw/`` sources it was made from; a report of other
-    sources is *stale* and refused (the clock moves with the RTL), with the command that
-    refreshes it.
+    report records the hash of the design it was made from (:func:`design_digest`: the
+    RTLIL ``vtakit synth`` feeds Yosys); a report of another design is *stale* and
+    refused (the clock moves with the RTL), with the command that refreshes it. An edit
+    of ``hw/`` that leaves the elaborated design byte-identical keeps every report.
 host
     Every host step of the run (:mod:`vtakit.runtime.hosttime`: the host primitives and,
     inside VTA layers, pack, upload, download, requantize, unpack, tail) timed on the
@@ -26,13 +27,14 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from ..hw.errors import InputError
 
 __all__ = ["HostModel", "load_host", "host_seconds", "HOSTS", "MEASURED",
            "store_report", "cached_report", "fmax_mhz", "synth_fmax", "report_path",
-           "rtl_digest", "StaleReport", "vta_seconds"]
+           "rtl_digest", "design_digest", "StaleReport", "vta_seconds"]
 
 #: The host model that times the steps on this machine.
 MEASURED = "measured"
@@ -139,13 +141,66 @@ def vta_seconds(cycles: int, fmax: float | None) -> float | None:
 
 # ------------------------------------------------------------------ Fmax
 class StaleReport(InputError):
-    """A cached synthesis report of other ``hw/`` sources than the running ones."""
+    """A cached synthesis report of another design than the running sources elaborate to."""
 
 
 def rtl_digest() -> str:
-    """A hash of the ``hw/`` sources this process imported (what the Fmax depends on)."""
+    """A hash of the ``hw/`` sources this process imported."""
     from ..sim.rtl_build import SOURCE_DIGESTS
     return hashlib.sha256(json.dumps(SOURCE_DIGESTS, sort_keys=True).encode()).hexdigest()[:16]
+
+
+#: The files of the synthesis front end besides ``hw/`` that shape the RTLIL.
+_FRONT_END = ("synth.py", "harness.py", "targets.py")
+
+
+def _design_key(cfg, target: str) -> str:
+    """What the RTLIL of ``cfg`` on ``target`` is made from: the ``hw/`` sources this
+    process imported, the synthesis front end, the Amaranth version, config and target."""
+    from importlib.metadata import version
+    from ..sim.rtl_build import SOURCE_DIGESTS
+    boards = Path(__file__).resolve().parent.parent / "boards"
+    front = {n: hashlib.sha256((boards / n).read_bytes()).hexdigest() for n in _FRONT_END}
+    text = json.dumps({"hw": SOURCE_DIGESTS, "boards": front, "amaranth": version("amaranth"),
+                       "config": cfg.to_dict(), "target": target}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _rtlil(cfg, target: str) -> str:
+    from ..boards.synth import config_rtlil
+    return config_rtlil(cfg, target)
+
+
+@lru_cache(maxsize=None)
+def _design_digest(key: str, config_json: str, target: str) -> str:
+    from ..hw.config import VTAConfig
+    from ..runtime.image import write_atomic
+    from ..sim.rtl_build import cache_root
+    path = cache_root() / "fmax" / "designs" / f"{key}.txt"
+    try:
+        digest = path.read_text().strip()
+        if len(digest) == 16:
+            return digest
+    except OSError:
+        pass
+    text = _rtlil(VTAConfig.from_dict(json.loads(config_json)), target)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, lambda f: f.write(f"{digest}\n".encode()))
+    return digest
+
+
+def design_digest(config, target: str) -> str:
+    """A hash (16 hex digits) of the design ``vtakit synth`` places for ``config`` on
+    ``target``: the RTLIL it feeds Yosys (:func:`~vtakit.boards.synth.config_rtlil`).
+
+    Elaborating takes seconds (tiny about 12 s, default about 40 s), so the digest is
+    kept per process and on disk (``$VTAKIT_CACHE/fmax/designs``), keyed by what the
+    RTLIL is made from (:func:`_design_key`): only the first call after an edit of
+    ``hw/`` (or of the synthesis front end, or Amaranth) elaborates again."""
+    cfg = _config(config)
+    return _design_digest(_design_key(cfg, target), json.dumps(cfg.to_dict(), sort_keys=True),
+                          target)
 
 
 def _config(config):
@@ -172,7 +227,8 @@ def store_report(config, report) -> Path:
     cfg = _config(config)
     path = report_path(cfg, report.target)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"config": cfg.to_dict(), "target": report.target, "rtl": rtl_digest(),
+    data = {"config": cfg.to_dict(), "target": report.target,
+            "design": design_digest(cfg, report.target), "rtl": rtl_digest(),
             "report": report.to_dict()}
     write_atomic(path, lambda f: f.write((json.dumps(data, indent=1, sort_keys=True)
                                           + "\n").encode()))
@@ -182,10 +238,14 @@ def store_report(config, report) -> Path:
 def cached_report(config, target: str, *, stale_ok: bool = False):
     """The cached report of ``config`` on ``target``, or None when there is none.
 
+    A report is current when its design (:func:`design_digest`) is the one the running
+    ``hw/`` sources elaborate to; a report written before reports recorded their design
+    (only the ``hw/`` sources' hash, ``rtl``) is current while those sources are.
+
     Raises
     ------
     StaleReport
-        The report was made from other ``hw/`` sources (unless ``stale_ok``).
+        The report was made from another design (unless ``stale_ok``).
     """
     from ..boards.report import SynthReport
     cfg = _config(config)
@@ -193,11 +253,17 @@ def cached_report(config, target: str, *, stale_ok: bool = False):
     if not path.exists():
         return None
     data = json.loads(path.read_text())
-    if data.get("rtl") != rtl_digest() and not stale_ok:
-        raise StaleReport(f"{path}: the cached {target} report of {cfg.name} was made from "
-                          f"other hw/ sources (RTL {data.get('rtl')}, now {rtl_digest()}); "
-                          f"run `vtakit synth --config {_config_arg(cfg)} --target {target}` "
-                          "to refresh it, or give the clock with --fmax MHZ")
+    if not stale_ok:
+        if "design" in data:
+            was, now, what = data["design"], design_digest(cfg, target), "RTLIL"
+        else:
+            was, now, what = data.get("rtl"), rtl_digest(), "hw/ sources"
+        if was != now:
+            raise StaleReport(
+                f"{path}: the cached {target} report of {cfg.name} was made from another "
+                f"design ({what} {was}, now {now}: the RTL changed); run `vtakit synth "
+                f"--config {_config_arg(cfg)} --target {target}` to refresh it, or give the "
+                "clock with --fmax MHZ")
     return SynthReport.from_dict(data["report"])
 
 
