@@ -109,6 +109,38 @@ def border_cells(h, w, kh, kw, stride, pad, oh, ow) -> list:
     return cells
 
 
+def border_taps(cells, h, w, kh, kw, stride, pad) -> list:
+    """Per border rectangle of ``cells`` (:func:`border_cells`, in order of their case
+    index): the kernel taps ``i * kw + j`` its windows read from the padding."""
+    (sh, sw), (pt, pl, _, _) = stride, pad
+    out = []
+    for r0, _, c0, _, k in cells:
+        if k is None:
+            continue
+        rows = [i for i in range(kh) if not 0 <= r0 * sh - pt + i < h]
+        cols = [j for j in range(kw) if not 0 <= c0 * sw - pl + j < w]
+        out.append([i * kw + j for i in range(kh) for j in range(kw)
+                    if i in rows or j in cols])
+    return out
+
+
+def border_uops(taps, tci: int):
+    """One block's correction micro-ops ``[(case, tap, input block)]`` of
+    :attr:`Conv2dPlan.onchip_border` in an order where no micro-op writes a row one of
+    the previous two wrote (the accumulate-hazard rule), or None when there is none."""
+    todo = [[(k, t, ci) for t in ts for ci in range(tci)] for k, ts in enumerate(taps)]
+    out = []
+    while any(todo):
+        # the case with the most left whose row the last two did not write
+        recent = {u[0] for u in out[-2:]}
+        ready = [k for k, l in enumerate(todo) if l and k not in recent]
+        if not ready:
+            return None
+        k = max(ready, key=lambda k: (len(todo[k]), -k))
+        out.append(todo[k].pop(0))
+    return out
+
+
 class Conv2dPlan(OpPlan):
     """A planned convolution: problem in blocks, tiling, epilogue, DRAM operands.
 
@@ -141,6 +173,30 @@ class Conv2dPlan(OpPlan):
         return (bool(self.border_cases) and isinstance(self.epilogue.requant, Requant2)
                 and shared_acc(self.problem, self.config) > 0)
 
+    @property
+    def onchip_border(self) -> bool:
+        """:attr:`folded_border` rows computed on chip instead of loaded (``requant2``,
+        a plan given the ``pad_value``): each row is reset, gets the bias by one ALU ADD
+        and the correction by GEMMs of an input vector of the pad value (one inp entry,
+        :attr:`zx_entry`, loaded once) with the weight tiles of the taps its rectangle
+        reads from the padding (:attr:`border_taps`), once per output-channel block, in
+        the first tile of the block while its weights are in the wgt SRAM. The rows'
+        DRAM loads (8 x 64 bytes per block for a 3x3 kernel) go away; the GEMMs cost one
+        cycle per tap and row on the compute module, which loaded the rows before."""
+        return (self.folded_border and self.pad_value is not None and self.rows_on_chip
+                and self.zx_entry is not None
+                and border_uops(self.border_taps, self.tiling.tci) is not None)
+
+    @property
+    def zx_entry(self) -> int | None:
+        """The inp SRAM entry of the pad-value vector of :attr:`onchip_border`: the last
+        one, when no inp slot of the tiling reaches it; else None."""
+        cfg, t = self.config, self.tiling
+        at = cfg.inp_depth - 1
+        used = (t.nthreads - 1) * (cfg.inp_depth // t.nthreads) + t.footprint(
+            self.problem, cfg)["inp"]
+        return at if used <= at else None
+
     def roofline(self):
         """This layer's :class:`~.cost.roofline.Roofline`."""
         return conv_roofline(self, self.config)
@@ -148,7 +204,7 @@ class Conv2dPlan(OpPlan):
     def __init__(self, config, x_shape, w_shape, stride=1, padding=0, *, groups: int = 1,
                  epilogue: Epilogue = Epilogue(), tiling: ConvTiling | None = None,
                  cost: SearchCost = SearchCost(), shared_weight: bool = False,
-                 border: bool = False):
+                 border: bool = False, pad_value: int | None = None):
         super().__init__(config)
         n, c, h, w = (int(v) for v in x_shape)
         o, i, kh, kw = (int(v) for v in w_shape)
@@ -169,6 +225,15 @@ class Conv2dPlan(OpPlan):
         self.border_cells = (border_cells(h, w, kh, kw, self.stride, self.padding, self.oh,
                                           self.ow) if border else [])
         self.border_cases = [cell[:4] for cell in self.border_cells if cell[4] is not None]
+        # requant2: the folded border rows computed on chip from the pad value (an int8
+        # zero point; see onchip_border)
+        self.pad_value = (int(pad_value) if border and pad_value is not None
+                          and float(pad_value) == int(pad_value)
+                          and -128 <= int(pad_value) <= 127
+                          and isinstance(epilogue.requant, Requant2)
+                          and not shared_weight else None)
+        self.border_taps = (border_taps(self.border_cells, h, w, kh, kw, self.stride,
+                                        self.padding) if self.pad_value is not None else [])
         cfg = config
         b, blk = cfg.batch, cfg.block
         og = o // g
@@ -215,6 +280,8 @@ class Conv2dPlan(OpPlan):
         if self.border_cases:
             self.operands["border"] = Operand("border", (len(self.border_cases), p.ob, b, blk),
                                               np.int32)
+        if self.pad_value is not None:
+            self.operands["border_zx"] = Operand("border_zx", (1, b, blk), np.int8)
         if epilogue.residual:
             self.operands["residual"] = Operand("residual", (p.nb, p.ob, p.oh, p.ow) + e,
                                                 np.dtype(epilogue.residual))
@@ -222,10 +289,14 @@ class Conv2dPlan(OpPlan):
             self.operands["identity"] = Operand("identity", (1, 1, 1, 1, blk, blk), np.int8)
         self.operands["out"] = Operand("out", (epilogue.planes, p.nb, p.ob, p.oh, p.ow) + e,
                                        np.int8)
+        onchip = self.pad_value is not None and ranked is not None
+        self.rows_on_chip = not onchip         # searched both ways, loaded rows first
         if ranked is not None and len(ranked) > 1:
             self._rerank([t for _, t in ranked], cost)
         if ranked is not None and p.req_pass and shared_acc(p, cfg):
             self._try_own_rows(cost)
+        if onchip:
+            self._try_onchip_rows(cost, p, ranked)
 
     def _ranked(self, cost):
         """The tile search's best tilings of :attr:`problem`, distinct in order, as many
@@ -235,6 +306,27 @@ class Conv2dPlan(OpPlan):
         ranked = search_tiles(p, self.config, cost=cost,
                               top=4 * count if p.int32_out or p.req_pass else 1)
         return _distinct_orders(p, ranked)[:count]
+
+    #: :attr:`onchip_border` allowed (:meth:`_try_onchip_rows` decides).
+    rows_on_chip = True
+
+    def _try_onchip_rows(self, cost, problem, ranked):
+        """The plan with :attr:`onchip_border` (the shared rows' ``problem``, its tile
+        search's ``ranked`` tilings re-ranked), kept when the event model predicts it
+        faster than the plan with loaded rows (per layer: the GEMMs grow with the input
+        blocks and taps, the loads with the output blocks)."""
+        keep = (self.inspect()["predicted_cycles"], self.problem, self.tiling,
+                self.split_last, self.estimate)
+        self.problem, self.rows_on_chip = problem, True
+        self.split_last = type(self).split_last      # as the first search scored them
+        self._set_tiling(ranked[0][1], cost, ranked[0][0])
+        if len(ranked) > 1:
+            self._rerank([t for _, t in ranked], cost)
+        if not self.onchip_border or self.inspect()["predicted_cycles"] >= keep[0]:
+            self.rows_on_chip = False
+            self.problem = keep[1]
+            self._set_tiling(keep[2], cost, keep[4])
+            self.split_last = keep[3]
 
     def _try_own_rows(self, cost):
         """A REQ epilogue's plan with per-slot rows (:attr:`.ConvProblem.own_rows`) instead
@@ -276,7 +368,8 @@ class Conv2dPlan(OpPlan):
         """Keep the candidate tiling whose stream the event model predicts fastest (the
         search's order breaks ties); memoized per problem, epilogue and config."""
         key = (type(self), self.problem, self.config, cost, self.epilogue,
-               tuple(self.border_cases), tuple(candidates))
+               tuple(self.border_cases), self.pad_value, self.rows_on_chip,
+               tuple(candidates))
         best = _RERANKED.get(key)
         if best is None:
             scored = []
@@ -369,6 +462,8 @@ class Conv2dPlan(OpPlan):
                 b = self.epilogue.pack_bias_values(bias, self.w_shape[0]).astype(np.int64)
                 out["border"] = np.stack([pack_bias(wrap32(b + v), cfg)
                                           for v in self._border_values(border)])
+        if self.pad_value is not None:     # onchip_border's input vector
+            out["border_zx"] = np.full((1, cfg.batch, cfg.block), self.pad_value, np.int8)
         if self.epilogue.residual:
             r = np.asarray(residual)
             want = (self.x_shape[0], self.w_shape[0], self.oh, self.ow)
@@ -685,6 +780,10 @@ class _ConvEmission:
         self.kernels = {}
         self.g = 0
         self.req_loaded = [None]      # requant2: the block REQ's registers hold (Epilogue.emit)
+        # requant2: border rows computed on chip (Conv2dPlan.onchip_border); the first
+        # output block of each tile whose rows are done
+        self.onchip = plan.onchip_border
+        self.rows_done = set()
         self.uniform_loaded = False   # requant2's uniform rows are in the acc SRAM
 
     # ------------------------------------------------------------------ schedule
@@ -738,7 +837,7 @@ class _ConvEmission:
             builder.load_2d(MemType.ACC, self.rows_region, slots["requant"], 0, p.row_blocks,
                             epi.rows, p.row_blocks)
             self.uniform_loaded = True
-        if self.nborder:
+        if self.nborder and not self.onchip:
             builder.load_2d(MemType.ACC, self.border_region, slots["border"], 0, p.ob,
                             self.nborder, p.ob)
 
@@ -851,13 +950,42 @@ class _ConvEmission:
         pieces = (self.resident and self.g == 0 and p.diag and p.kh > 1 and tn == 1
                   and not p.shared_wgt)
         self.pipe.load_begin(self.g)
+        if self.onchip and self.g == 0:      # the pad value's input vector
+            self.builder.load_2d(MemType.INP, self.plan.zx_entry, self.slots["border_zx"], 0,
+                                 1, 1, 1)
         loaded = self.load_data(ti, s, c0, tci, ywin, xwin)
         loaded = self.load_weight(ti, s, c0, tci, pieces) or loaded
-        self.pipe.load_end(self.g, loaded or not self.resident)
+        self.pipe.load_end(self.g, loaded or not self.resident or (self.onchip and self.g == 0))
         self.pipe.compute_begin(self.g)
         self.gemms(ti, s, acc_base, tci, ywin, xwin, pieces)
+        co0 = self.tiles[ti][2]
+        if self.onchip and co0 not in self.rows_done:
+            self.border_rows(ti, s, c0, tci)
         self.pipe.compute_end(self.g)
         self.g += 1
+
+    def border_rows(self, ti, s, c0, tci) -> None:
+        """:attr:`Conv2dPlan.onchip_border`: the tile's blocks' border rows, from the
+        group of input blocks ``c0..c0 + tci`` (weights in wgt slot ``s``): with the
+        first group, a reset of the rows and an ALU ADD of the bias; then the
+        correction GEMMs of the group's blocks; the rows are done after the last
+        group."""
+        p, builder, plan = self.p, self.builder, self.plan
+        co0, tco = self.tiles[ti][2:4]
+        rows = self.border_region + co0
+        if c0 == 0:
+            dims = [Dim("k", self.nborder, p.ob, 0), Dim("o", tco, 1, 1)]
+            f = fold_loops(dims, (rows, 0, 0))
+            builder.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))
+            f = fold_loops(dims, (rows, self.region + co0, 0))
+            builder.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
+                                           [lp[:3] for lp in f.loops]))
+        w_at = co0 * p.ib * self.kk if self.resident else s * self.wgt_slot
+        uops = [(rows + k * p.ob, plan.zx_entry, w_at + ci * self.kk + tap)
+                for k, tap, ci in border_uops(plan.border_taps, tci)]
+        builder.push_gemm(UopKernel.gemm(uops, [(tco, 1, 0, tci * self.kk)]))
+        if c0 + tci >= p.ib:
+            self.rows_done.add(co0)
 
     def load_data(self, ti, s, c0, tci, ywin, xwin) -> bool:
         """The group's input blocks into inp slot ``s`` unless it holds them: the tile's
@@ -1007,19 +1135,22 @@ def _tap_segments(n_out, stride, k, first, count):
 def plan_conv2d(config, x_shape, w_shape, stride=1, padding=0, *, groups=1, bias=False,
                 shift=0, relu=False, clip=None, residual=False, out_dtype=np.int8, tiling=None,
                 cost: SearchCost = SearchCost(), requant=None, border=False,
-                shared_weight=False, result_bytes=4, add=None, min_init=None) -> Conv2dPlan:
+                shared_weight=False, result_bytes=4, add=None, min_init=None,
+                pad_value=None) -> Conv2dPlan:
     """Plan a convolution without running it (``bias``/``residual``/``border``/
     ``shared_weight`` are flags here; ``requant`` an :class:`.epilogue.Requant`, on a
     config with the ALU extension; ``add`` a :class:`.epilogue.ResidualAdd` of the int8
     ``residual`` fused after the clip; ``min_init=(bias values, weight)``: start the
-    accumulators from the bias where exact, :meth:`.epilogue.Epilogue.with_min_init`)."""
+    accumulators from the bias where exact, :meth:`.epilogue.Epilogue.with_min_init`;
+    ``pad_value``: what ``border`` pads with, for :attr:`Conv2dPlan.onchip_border`)."""
     epi = Epilogue.make(bias=bias, residual=residual, shift=shift, clip=clip, relu=relu,
                         out_dtype=out_dtype, op="conv2d", requant=requant,
                         result_bytes=result_bytes, add=add)
     if min_init is not None:
         epi = epi.with_min_init(min_init[0], accumulation_bound(min_init[1]))
     return Conv2dPlan(config, x_shape, w_shape, stride, padding, groups=groups, epilogue=epi,
-                      tiling=tiling, cost=cost, border=border, shared_weight=shared_weight)
+                      tiling=tiling, cost=cost, border=border, shared_weight=shared_weight,
+                      pad_value=pad_value)
 
 
 def conv2d(rt, x, w, stride=1, padding=0, *, groups=1, bias=None, shift=0, relu=False,
