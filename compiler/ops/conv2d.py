@@ -171,7 +171,24 @@ class Conv2dPlan(OpPlan):
         and 6006; keyword_spotting's depthwise layers on tiny save 148 cycles, predicted
         560), so those kernels keep the ADD passes, which the model predicts right."""
         return (bool(self.border_cases) and isinstance(self.epilogue.requant, Requant2)
-                and shared_acc(self.problem, self.config) > 0)
+                and shared_acc(self.problem, self.config) > 0 and not self.direct_border)
+
+    #: Border correction mode of a plan given the ``pad_value`` (``requant2``):
+    #: ``"rows"`` (per-rectangle rows, :attr:`folded_border` / :attr:`onchip_border`) or
+    #: ``"direct"`` (:attr:`direct_border`); chosen by :meth:`_try_onchip_rows`.
+    border_mode = "rows"
+
+    @property
+    def direct_border(self) -> bool:
+        """The border correction added straight to the accumulators (``requant2``, a
+        plan given the ``pad_value``, one batch block): after each group's GEMMs, GEMMs
+        of an input vector of the pad value (:attr:`zx_entry`) with the weight tiles of
+        the taps each border output vector reads from the padding, one micro-op per
+        vector and tap. No rows and one REQ pass per block (src the bias row): cheaper
+        than :attr:`folded_border` when the rectangles are small (a 3x3 output has nine,
+        of one vector each, and nine REQ instructions per block)."""
+        return (self.border_mode == "direct" and self.pad_value is not None
+                and self.problem.nb == 1 and self.zx_entry is not None)
 
     @property
     def onchip_border(self) -> bool:
@@ -319,23 +336,40 @@ class Conv2dPlan(OpPlan):
     ONCHIP_GAIN = 0.95
 
     def _try_onchip_rows(self, cost, problem, ranked):
-        """The plan with :attr:`onchip_border` (the shared rows' ``problem``, its tile
-        search's ``ranked`` tilings re-ranked), kept when the event model predicts it
-        faster than the plan with loaded rows (per layer: the GEMMs grow with the input
-        blocks and taps, the loads with the output blocks)."""
-        keep = (self.inspect()["predicted_cycles"], self.problem, self.tiling,
-                self.split_last, self.estimate)
-        self.problem, self.rows_on_chip = problem, True
-        self.split_last = type(self).split_last      # as the first search scored them
-        self._set_tiling(ranked[0][1], cost, ranked[0][0])
-        if len(ranked) > 1:
-            self._rerank([t for _, t in ranked], cost)
-        if (not self.onchip_border
-                or self.inspect()["predicted_cycles"] > self.ONCHIP_GAIN * keep[0]):
-            self.rows_on_chip = False
-            self.problem = keep[1]
-            self._set_tiling(keep[2], cost, keep[4])
-            self.split_last = keep[3]
+        """The plans that correct the border on chip, each with the shared rows'
+        ``problem`` and its tile search's ``ranked`` tilings re-ranked: kept when the
+        event model predicts :attr:`direct_border` fastest of all, else
+        :attr:`onchip_border` when it predicts it at most :attr:`ONCHIP_GAIN` of the
+        plan with loaded rows."""
+        def state():
+            return (self.inspect()["predicted_cycles"], self.problem, self.tiling,
+                    self.split_last, self.estimate, self.rows_on_chip, self.border_mode)
+
+        def restore(st):
+            (_, self.problem, tiling, split, est, self.rows_on_chip,
+             self.border_mode) = st
+            self._set_tiling(tiling, cost, est)
+            self.split_last = split
+
+        def search(rows_on_chip, mode):
+            self.problem, self.rows_on_chip, self.border_mode = problem, rows_on_chip, mode
+            self.split_last = type(self).split_last      # as the first search scored them
+            self._set_tiling(ranked[0][1], cost, ranked[0][0])
+            if len(ranked) > 1:
+                self._rerank([t for _, t in ranked], cost)
+            return state()
+
+        loaded = state()
+        rows = search(True, "rows")
+        rows = rows if self.onchip_border else None
+        direct = search(False, "direct")
+        direct = direct if self.direct_border else None
+        best = loaded
+        if rows is not None and rows[0] <= self.ONCHIP_GAIN * loaded[0]:
+            best = rows
+        if direct is not None and direct[0] <= min(loaded[0], rows[0] if rows else loaded[0]):
+            best = direct
+        restore(best)
 
     def _try_own_rows(self, cost):
         """A REQ epilogue's plan with per-slot rows (:attr:`.ConvProblem.own_rows`) instead
@@ -378,7 +412,7 @@ class Conv2dPlan(OpPlan):
         search's order breaks ties); memoized per problem, epilogue and config."""
         key = (type(self), self.problem, self.config, cost, self.epilogue,
                tuple(self.border_cases), self.pad_value, self.rows_on_chip,
-               tuple(candidates))
+               self.border_mode, tuple(candidates))
         best = _RERANKED.get(key)
         if best is None:
             scored = []
@@ -846,10 +880,10 @@ class _ConvEmission:
             builder.load_2d(MemType.ACC, self.rows_region, slots["requant"], 0, p.row_blocks,
                             epi.rows, p.row_blocks)
             self.uniform_loaded = True
-        if self.nborder and not self.onchip:
+        if self.nborder and not self.onchip and not self.plan.direct_border:
             builder.load_2d(MemType.ACC, self.border_region, slots["border"], 0, p.ob,
                             self.nborder, p.ob)
-        elif self.nborder:
+        elif self.nborder and self.onchip:
             # onchip_border: every block's rows start as its bias (one reset, one ALU ADD
             # for all of them; each block's correction GEMMs follow in its first tile)
             f = fold_loops(self.row_dims(p.ob), (self.border_region, 0, 0))
@@ -920,7 +954,7 @@ class _ConvEmission:
             if epi.rows and not epi.uniform_rows:     # row r lands at rows_base + r * tco
                 builder.load_2d(MemType.ACC, rows_base, slots["requant"], co0, tco,
                                 epi.rows, p.ob)
-            if self.plan.border_cases:
+            if self.plan.border_cases and not self.plan.direct_border:
                 builder.load_2d(MemType.ACC, border_base, slots["border"], co0, tco,
                                 len(self.plan.border_cases), p.ob)
             self.bias_has[a] = (co0, tco)
@@ -948,7 +982,7 @@ class _ConvEmission:
         if self.plan.folded_border:
             parts = self.plan._req_parts(acc_base, bias_base, border_base, step, tn, tco, h0,
                                          th, w0, tw)
-        else:
+        elif not self.plan.direct_border:
             self.plan._emit_border(self.builder, acc_base, border_base, step, tn, tco, h0, th,
                                    w0, tw)
         a = ti % self.nacc
@@ -967,17 +1001,20 @@ class _ConvEmission:
         pieces = (self.resident and self.g == 0 and p.diag and p.kh > 1 and tn == 1
                   and not p.shared_wgt)
         self.pipe.load_begin(self.g)
-        if self.onchip and self.g == 0:      # the pad value's input vector
+        if (self.onchip or self.plan.direct_border) and self.g == 0:   # the pad value
             self.builder.load_2d(MemType.INP, self.plan.zx_entry, self.slots["border_zx"], 0,
                                  1, 1, 1)
         loaded = self.load_data(ti, s, c0, tci, ywin, xwin)
         loaded = self.load_weight(ti, s, c0, tci, pieces) or loaded
-        self.pipe.load_end(self.g, loaded or not self.resident or (self.onchip and self.g == 0))
+        self.pipe.load_end(self.g, loaded or not self.resident or (self.g == 0 and (
+            self.onchip or self.plan.direct_border)))
         self.pipe.compute_begin(self.g)
         self.gemms(ti, s, acc_base, tci, ywin, xwin, pieces)
         co0 = self.tiles[ti][2]
         if self.onchip and co0 not in self.rows_done:
             self.border_rows(ti, s, c0, tci)
+        if self.plan.direct_border:
+            self.direct_border(ti, s, acc_base, tci)
         self.pipe.compute_end(self.g)
         self.g += 1
 
@@ -995,6 +1032,39 @@ class _ConvEmission:
         builder.push_gemm(UopKernel.gemm(uops, [(tco, 1, 0, tci * self.kk)]))
         if c0 + tci >= p.ib:
             self.rows_done.add(co0)
+
+    def direct_border(self, ti, s, acc_base, tci) -> None:
+        """:attr:`Conv2dPlan.direct_border`: the correction of the tile's border vectors
+        from this group's input blocks (weights in wgt slot ``s``), one GEMM micro-op
+        per vector, tap in the padding and input block, a loop over the tile's output
+        blocks; in rounds of one micro-op per vector when no order keeps a vector out of
+        the two micro-ops before it."""
+        p, plan = self.p, self.plan
+        n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
+        w_at = co0 * p.ib * self.kk if self.resident else s * self.wgt_slot
+        key = ("direct", acc_base, w_at, tco, h0, th, w0, tw, tci)
+        kernels = self.kernels.get(key)
+        if kernels is None:
+            vecs, taps = [], []
+            ks = iter(plan.border_taps)
+            for r0, r1, c0, c1, k in plan.border_cells:
+                if k is None:
+                    continue
+                ts = next(ks)
+                for r in range(max(r0, h0), min(r1, h0 + th)):
+                    for c in range(max(c0, w0), min(c1, w0 + tw)):
+                        vecs.append((r - h0) * tw + c - w0)
+                        taps.append(ts)
+            order = border_uops(taps, tci)
+            rounds = [order] if order is not None else [
+                [(i, ts[j // tci], j % tci) for i, ts in enumerate(taps)
+                 if j < len(ts) * tci] for j in range(max(map(len, taps), default=0) * tci)]
+            loops = [(tco, th * tw, 0, tci * self.kk)]
+            kernels = self.kernels[key] = [
+                UopKernel.gemm([(acc_base + vecs[i], plan.zx_entry, w_at + ci * self.kk + t)
+                                for i, t, ci in r], loops) for r in rounds if r]
+        for kernel in kernels:
+            self.builder.push_gemm(kernel)
 
     def row_dims(self, tco):
         """The border rows of ``tco`` blocks: dims ``k`` (row), ``o`` (block; src: the

@@ -235,6 +235,8 @@ def conv_spec(layer: VTALayer, shape, w_shape, config, **extra) -> Spec:
     if border:
         why += (f"; pad value {border}: border correction "
                 + ("added by the host step" if not rows_border else
+                   "added straight to the border accumulators by GEMMs of the pad value "
+                   "with the padding's weight taps" if plan.direct_border else
                    f"in {len(plan.border_cases)} bias + correction rows, each the src of "
                    "its rectangle's REQ pass" + (" (computed on VTA: GEMMs of the pad value "
                    "with the padding's weight taps)" if plan.onchip_border else "")
