@@ -310,6 +310,25 @@ def test_padded_conv_border_rows_on_chip_on_verilator(groups):
     _padded_conv_case(groups, (7, 6), 1, False, "verilator", onchip=True)
 
 
+@pytest.mark.parametrize("groups,hw,stride", [(1, (6, 5), 1), (32, (7, 6), 1),
+                                               (32, (9, 8), 2), (32, (3, 3), 1),
+                                               (1, (5, 7), 2)])
+def test_padded_conv_border_direct(groups, hw, stride):
+    """The border correction added straight to the border accumulators
+    (Conv2dPlan.direct_border: GEMMs of the pad value's input vector with the weight
+    taps in the padding, no rows, one REQ pass per block) equals TFLite's arithmetic on
+    the input padded with that value."""
+    _padded_conv_case(groups, hw, stride, False, "behavioral", onchip="direct")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("groups", [1, 32])
+def test_padded_conv_border_direct_on_verilator(groups):
+    """The direct border GEMMs on the Verilator RTL equal TFLite's arithmetic bit for
+    bit."""
+    _padded_conv_case(groups, (5, 4), 1, False, "verilator", onchip="direct")
+
+
 def test_border_taps_and_uops():
     """border_taps lists, per border rectangle, the taps in the padding: with the
     weights' tap sums, they give compiler.vta.conv.border_correction; border_uops orders
@@ -349,10 +368,12 @@ def _padded_conv_case(groups, hw, stride, uniform, backend, onchip=False):
     rq, rows = _requant2(scale, zp, o, False, clip)
     plan = plan_conv2d(TINY_RQ2, x.shape, w.shape, stride, 1, groups=groups, bias=True,
                        requant=rq, border=True, pad_value=pv if onchip else None)
+    direct = onchip == "direct"
     if onchip:     # whichever the event model picked
-        plan.rows_on_chip, plan._program = True, None
-    assert plan.folded_border and len(plan.border_cases) >= 5
-    assert plan.onchip_border == onchip
+        plan.rows_on_chip, plan.border_mode = not direct, "direct" if direct else "rows"
+        plan._program = None
+    assert plan.folded_border != direct and len(plan.border_cases) >= 5
+    assert plan.onchip_border == (onchip is True) and plan.direct_border == direct
     loads = [i for i in program_stream(plan.program())
              if i.opcode == Opcode.LOAD and i.memory_type == 3]       # LOAD ACC
     assert len(loads) == (2 if onchip else 3), len(loads)
@@ -368,5 +389,9 @@ def _padded_conv_case(groups, hw, stride, uniform, backend, onchip=False):
     np.testing.assert_array_equal(plan.unpack(out), _tflite(acc, scale, zp, False, clip))
     per_vector, counts, other = _req_counts(plan)
     # on chip: one ALU ADD puts the bias into every border row
-    assert per_vector == 1 and other == ({"ADD"} if onchip else set()), (per_vector, other)
-    assert counts[REQ_PASS] > counts[REQ_LOAD_M]      # several REQ passes per block
+    assert per_vector == 1 and other == ({"ADD"} if onchip is True else set()), (
+        per_vector, other)
+    if direct:                                 # one REQ pass per block of a tile
+        assert counts[REQ_PASS] == sum(t[3] for t in plan.tiles()), counts
+    else:                                              # several REQ passes per block
+        assert counts[REQ_PASS] > counts[REQ_LOAD_M]
