@@ -292,7 +292,71 @@ def test_padded_conv_border_folded_on_verilator(groups):
     _padded_conv_case(groups, (7, 6), 1, False, "verilator")
 
 
-def _padded_conv_case(groups, hw, stride, uniform, backend):
+@pytest.mark.parametrize("groups,hw,stride", [(1, (6, 5), 1), (32, (7, 6), 1),
+                                               (32, (9, 8), 2), (1, (5, 7), 2)])
+def test_padded_conv_border_rows_on_chip(groups, hw, stride):
+    """The border rows computed on VTA (Conv2dPlan.onchip_border: the rows start as the
+    bias, GEMMs of an input vector of the pad value with the weight taps in the padding
+    add the correction; no LOAD of border rows) equal TFLite's arithmetic on the input
+    padded with that value."""
+    _padded_conv_case(groups, hw, stride, False, "behavioral", onchip=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("groups", [1, 32])
+def test_padded_conv_border_rows_on_chip_on_verilator(groups):
+    """The on-chip border rows' kernels (reset, bias ADD, correction GEMMs reading one
+    inp entry) on the Verilator RTL equal TFLite's arithmetic bit for bit."""
+    _padded_conv_case(groups, (7, 6), 1, False, "verilator", onchip=True)
+
+
+@pytest.mark.parametrize("groups,hw,stride", [(1, (6, 5), 1), (32, (7, 6), 1),
+                                               (32, (9, 8), 2), (32, (3, 3), 1),
+                                               (1, (5, 7), 2)])
+def test_padded_conv_border_direct(groups, hw, stride):
+    """The border correction added straight to the border accumulators
+    (Conv2dPlan.direct_border: GEMMs of the pad value's input vector with the weight
+    taps in the padding, no rows, one REQ pass per block) equals TFLite's arithmetic on
+    the input padded with that value."""
+    _padded_conv_case(groups, hw, stride, False, "behavioral", onchip="direct")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("groups", [1, 32])
+def test_padded_conv_border_direct_on_verilator(groups):
+    """The direct border GEMMs on the Verilator RTL equal TFLite's arithmetic bit for
+    bit."""
+    _padded_conv_case(groups, (5, 4), 1, False, "verilator", onchip="direct")
+
+
+def test_border_taps_and_uops():
+    """border_taps lists, per border rectangle, the taps in the padding: with the
+    weights' tap sums, they give compiler.vta.conv.border_correction; border_uops orders
+    a block's GEMM micro-ops so that no row is written by one of the two before."""
+    from vtakit.compiler.ops.conv2d import border_cells, border_taps, border_uops
+    from vtakit.compiler.vta.conv import border_correction
+    rng = np.random.default_rng(3)
+    for (h, w), k, s in [((6, 5), 3, 1), ((9, 8), 3, 2), ((7, 7), 5, 1)]:
+        wt = rng.integers(-128, 128, (16, 16, k, k), dtype=np.int8)
+        p = k // 2
+        plan = plan_conv2d(TINY_RQ2, (1, 16, h, w), wt.shape, s, p, bias=True,
+                           requant=_requant2(0.002, 0, 16, False)[0], border=True,
+                           pad_value=-7)
+        cells = border_cells(h, w, k, k, (s, s), (p, p, p, p), plan.oh, plan.ow)
+        taps = border_taps(cells, h, w, k, k, (s, s), (p, p, p, p))
+        corr = border_correction(plan, wt, -7)
+        wsum = wt.astype(np.int64).sum(axis=1).reshape(16, -1)
+        for (r0, r1, c0, c1), ts in zip(plan.border_cases, taps):
+            np.testing.assert_array_equal(corr[0, :, r0, c0], -7 * wsum[:, ts].sum(axis=1))
+        for tci in (1, 2):
+            uops = border_uops(taps, tci)
+            assert sorted(uops) == sorted((c, t, ci) for c, ts in enumerate(taps)
+                                          for t in ts for ci in range(tci))
+            assert all(u[0] not in (a[0], b[0]) for a, b, u in zip(uops, uops[1:], uops[2:]))
+            assert all(a[0] != b[0] for a, b in zip(uops, uops[1:]))
+
+
+def _padded_conv_case(groups, hw, stride, uniform, backend, onchip=False):
     from vtakit.compiler.vta.conv import border_correction
     rng = np.random.default_rng(7 + groups + stride)
     c, o, pv = 32, 40 if groups == 1 else 32, -17
@@ -303,8 +367,16 @@ def _padded_conv_case(groups, hw, stride, uniform, backend):
     zp, clip = 5, (-128, 127)
     rq, rows = _requant2(scale, zp, o, False, clip)
     plan = plan_conv2d(TINY_RQ2, x.shape, w.shape, stride, 1, groups=groups, bias=True,
-                       requant=rq, border=True)
-    assert plan.folded_border and len(plan.border_cases) >= 5
+                       requant=rq, border=True, pad_value=pv if onchip else None)
+    direct = onchip == "direct"
+    if onchip:     # whichever the event model picked
+        plan.rows_on_chip, plan.border_mode = not direct, "direct" if direct else "rows"
+        plan._program = None
+    assert plan.folded_border != direct and len(plan.border_cases) >= 5
+    assert plan.onchip_border == (onchip is True) and plan.direct_border == direct
+    loads = [i for i in program_stream(plan.program())
+             if i.opcode == Opcode.LOAD and i.memory_type == 3]       # LOAD ACC
+    assert len(loads) == (2 if onchip else 3), len(loads)
     packed = plan.pack(x, w, bias, requant=rows, border=border_correction(plan, w, pv))
     dev = open_device(backend, TINY_RQ2)
     try:
@@ -316,5 +388,10 @@ def _padded_conv_case(groups, hw, stride, uniform, backend):
                         + bias[:, None, None])
     np.testing.assert_array_equal(plan.unpack(out), _tflite(acc, scale, zp, False, clip))
     per_vector, counts, other = _req_counts(plan)
-    assert per_vector == 1 and not other, (per_vector, other)
-    assert counts[REQ_PASS] > counts[REQ_LOAD_M]      # several REQ passes per block
+    # on chip: one ALU ADD puts the bias into every border row
+    assert per_vector == 1 and other == ({"ADD"} if onchip is True else set()), (
+        per_vector, other)
+    if direct:                                 # one REQ pass per block of a tile
+        assert counts[REQ_PASS] == sum(t[3] for t in plan.tiles()), counts
+    else:                                              # several REQ passes per block
+        assert counts[REQ_PASS] > counts[REQ_LOAD_M]

@@ -109,6 +109,38 @@ def border_cells(h, w, kh, kw, stride, pad, oh, ow) -> list:
     return cells
 
 
+def border_taps(cells, h, w, kh, kw, stride, pad) -> list:
+    """Per border rectangle of ``cells`` (:func:`border_cells`, in order of their case
+    index): the kernel taps ``i * kw + j`` its windows read from the padding."""
+    (sh, sw), (pt, pl, _, _) = stride, pad
+    out = []
+    for r0, _, c0, _, k in cells:
+        if k is None:
+            continue
+        rows = [i for i in range(kh) if not 0 <= r0 * sh - pt + i < h]
+        cols = [j for j in range(kw) if not 0 <= c0 * sw - pl + j < w]
+        out.append([i * kw + j for i in range(kh) for j in range(kw)
+                    if i in rows or j in cols])
+    return out
+
+
+def border_uops(taps, tci: int):
+    """One block's correction micro-ops ``[(case, tap, input block)]`` of
+    :attr:`Conv2dPlan.onchip_border` in an order where no micro-op writes a row one of
+    the previous two wrote (the accumulate-hazard rule), or None when there is none."""
+    todo = [[(k, t, ci) for t in ts for ci in range(tci)] for k, ts in enumerate(taps)]
+    out = []
+    while any(todo):
+        # the case with the most left whose row the last two did not write
+        recent = {u[0] for u in out[-2:]}
+        ready = [k for k, l in enumerate(todo) if l and k not in recent]
+        if not ready:
+            return None
+        k = max(ready, key=lambda k: (len(todo[k]), -k))
+        out.append(todo[k].pop(0))
+    return out
+
+
 class Conv2dPlan(OpPlan):
     """A planned convolution: problem in blocks, tiling, epilogue, DRAM operands.
 
@@ -139,7 +171,48 @@ class Conv2dPlan(OpPlan):
         and 6006; keyword_spotting's depthwise layers on tiny save 148 cycles, predicted
         560), so those kernels keep the ADD passes, which the model predicts right."""
         return (bool(self.border_cases) and isinstance(self.epilogue.requant, Requant2)
-                and shared_acc(self.problem, self.config) > 0)
+                and shared_acc(self.problem, self.config) > 0 and not self.direct_border)
+
+    #: Border correction mode of a plan given the ``pad_value`` (``requant2``):
+    #: ``"rows"`` (per-rectangle rows, :attr:`folded_border` / :attr:`onchip_border`) or
+    #: ``"direct"`` (:attr:`direct_border`); chosen by :meth:`_try_onchip_rows`.
+    border_mode = "rows"
+
+    @property
+    def direct_border(self) -> bool:
+        """The border correction added straight to the accumulators (``requant2``, a
+        plan given the ``pad_value``, one batch block): after each group's GEMMs, GEMMs
+        of an input vector of the pad value (:attr:`zx_entry`) with the weight tiles of
+        the taps each border output vector reads from the padding, one micro-op per
+        vector and tap. No rows and one REQ pass per block (src the bias row): cheaper
+        than :attr:`folded_border` when the rectangles are small (a 3x3 output has nine,
+        of one vector each, and nine REQ instructions per block)."""
+        return (self.border_mode == "direct" and self.pad_value is not None
+                and self.problem.nb == 1 and self.zx_entry is not None)
+
+    @property
+    def onchip_border(self) -> bool:
+        """:attr:`folded_border` rows computed on chip instead of loaded (``requant2``,
+        a plan given the ``pad_value``): each row is reset, gets the bias by one ALU ADD
+        and the correction by GEMMs of an input vector of the pad value (one inp entry,
+        :attr:`zx_entry`, loaded once) with the weight tiles of the taps its rectangle
+        reads from the padding (:attr:`border_taps`), once per output-channel block, in
+        the first tile of the block while its weights are in the wgt SRAM. The rows'
+        DRAM loads (8 x 64 bytes per block for a 3x3 kernel) go away; the GEMMs cost one
+        cycle per tap and row on the compute module, which loaded the rows before."""
+        return (self.folded_border and self.pad_value is not None and self.rows_on_chip
+                and self.zx_entry is not None
+                and border_uops(self.border_taps, self.tiling.tci) is not None)
+
+    @property
+    def zx_entry(self) -> int | None:
+        """The inp SRAM entry of the pad-value vector of :attr:`onchip_border`: the last
+        one, when no inp slot of the tiling reaches it; else None."""
+        cfg, t = self.config, self.tiling
+        at = cfg.inp_depth - 1
+        used = (t.nthreads - 1) * (cfg.inp_depth // t.nthreads) + t.footprint(
+            self.problem, cfg)["inp"]
+        return at if used <= at else None
 
     def roofline(self):
         """This layer's :class:`~.cost.roofline.Roofline`."""
@@ -148,7 +221,7 @@ class Conv2dPlan(OpPlan):
     def __init__(self, config, x_shape, w_shape, stride=1, padding=0, *, groups: int = 1,
                  epilogue: Epilogue = Epilogue(), tiling: ConvTiling | None = None,
                  cost: SearchCost = SearchCost(), shared_weight: bool = False,
-                 border: bool = False):
+                 border: bool = False, pad_value: int | None = None):
         super().__init__(config)
         n, c, h, w = (int(v) for v in x_shape)
         o, i, kh, kw = (int(v) for v in w_shape)
@@ -169,6 +242,15 @@ class Conv2dPlan(OpPlan):
         self.border_cells = (border_cells(h, w, kh, kw, self.stride, self.padding, self.oh,
                                           self.ow) if border else [])
         self.border_cases = [cell[:4] for cell in self.border_cells if cell[4] is not None]
+        # requant2: the folded border rows computed on chip from the pad value (an int8
+        # zero point; see onchip_border)
+        self.pad_value = (int(pad_value) if border and pad_value is not None
+                          and float(pad_value) == int(pad_value)
+                          and -128 <= int(pad_value) <= 127
+                          and isinstance(epilogue.requant, Requant2)
+                          and not shared_weight else None)
+        self.border_taps = (border_taps(self.border_cells, h, w, kh, kw, self.stride,
+                                        self.padding) if self.pad_value is not None else [])
         cfg = config
         b, blk = cfg.batch, cfg.block
         og = o // g
@@ -215,6 +297,8 @@ class Conv2dPlan(OpPlan):
         if self.border_cases:
             self.operands["border"] = Operand("border", (len(self.border_cases), p.ob, b, blk),
                                               np.int32)
+        if self.pad_value is not None:
+            self.operands["border_zx"] = Operand("border_zx", (1, b, blk), np.int8)
         if epilogue.residual:
             self.operands["residual"] = Operand("residual", (p.nb, p.ob, p.oh, p.ow) + e,
                                                 np.dtype(epilogue.residual))
@@ -222,10 +306,14 @@ class Conv2dPlan(OpPlan):
             self.operands["identity"] = Operand("identity", (1, 1, 1, 1, blk, blk), np.int8)
         self.operands["out"] = Operand("out", (epilogue.planes, p.nb, p.ob, p.oh, p.ow) + e,
                                        np.int8)
+        onchip = self.pad_value is not None and ranked is not None
+        self.rows_on_chip = not onchip         # searched both ways, loaded rows first
         if ranked is not None and len(ranked) > 1:
             self._rerank([t for _, t in ranked], cost)
         if ranked is not None and p.req_pass and shared_acc(p, cfg):
             self._try_own_rows(cost)
+        if onchip:
+            self._try_onchip_rows(cost, p, ranked)
 
     def _ranked(self, cost):
         """The tile search's best tilings of :attr:`problem`, distinct in order, as many
@@ -235,6 +323,61 @@ class Conv2dPlan(OpPlan):
         ranked = search_tiles(p, self.config, cost=cost,
                               top=4 * count if p.int32_out or p.req_pass else 1)
         return _distinct_orders(p, ranked)[:count]
+
+    #: :attr:`onchip_border` allowed (:meth:`_try_onchip_rows` decides).
+    rows_on_chip = True
+
+    #: :meth:`_try_onchip_rows` keeps the on-chip rows when the event model predicts at
+    #: most this fraction of the loaded rows' cycles. Verilator (default+requant2) gains
+    #: less than predicted: visual_wake_words' 6x6x128 depthwise layers, predicted
+    #: -10%, measured -1.3%, its last 3x3 layers -6% / -8%; layers predicted within 2%
+    #: (keyword_spotting's depthwise, image_classification's 3x3 convolutions) ran
+    #: 0.5-2% slower.
+    ONCHIP_GAIN = 0.95
+
+    #: :meth:`_try_onchip_rows` takes :attr:`direct_border` when the event model
+    #: predicts at most this multiple of the best other plan: Verilator runs it faster
+    #: than predicted where it wins (visual_wake_words' stride-2 depthwise to 3x3,
+    #: predicted +0.4% against rows per slot, measured -4.0%; its 6x6 depthwise,
+    #: predicted +0.02% against on-chip rows, measured -0.4%); the layers where it
+    #: loses are predicted 5% or more slower.
+    DIRECT_SLACK = 1.01
+
+    def _try_onchip_rows(self, cost, problem, ranked):
+        """The plans that correct the border on chip, each with the shared rows'
+        ``problem`` and its tile search's ``ranked`` tilings re-ranked: kept when the
+        event model predicts :attr:`direct_border` fastest of all, else
+        :attr:`onchip_border` when it predicts it at most :attr:`ONCHIP_GAIN` of the
+        plan with loaded rows."""
+        def state():
+            return (self.inspect()["predicted_cycles"], self.problem, self.tiling,
+                    self.split_last, self.estimate, self.rows_on_chip, self.border_mode)
+
+        def restore(st):
+            (_, self.problem, tiling, split, est, self.rows_on_chip,
+             self.border_mode) = st
+            self._set_tiling(tiling, cost, est)
+            self.split_last = split
+
+        def search(rows_on_chip, mode):
+            self.problem, self.rows_on_chip, self.border_mode = problem, rows_on_chip, mode
+            self.split_last = type(self).split_last      # as the first search scored them
+            self._set_tiling(ranked[0][1], cost, ranked[0][0])
+            if len(ranked) > 1:
+                self._rerank([t for _, t in ranked], cost)
+            return state()
+
+        loaded = state()
+        rows = search(True, "rows")
+        rows = rows if self.onchip_border else None
+        direct = search(False, "direct")
+        direct = direct if self.direct_border else None
+        best = loaded
+        if rows is not None and rows[0] <= self.ONCHIP_GAIN * loaded[0]:
+            best = rows
+        if direct is not None and direct[0] <= self.DIRECT_SLACK * best[0]:
+            best = direct
+        restore(best)
 
     def _try_own_rows(self, cost):
         """A REQ epilogue's plan with per-slot rows (:attr:`.ConvProblem.own_rows`) instead
@@ -276,7 +419,8 @@ class Conv2dPlan(OpPlan):
         """Keep the candidate tiling whose stream the event model predicts fastest (the
         search's order breaks ties); memoized per problem, epilogue and config."""
         key = (type(self), self.problem, self.config, cost, self.epilogue,
-               tuple(self.border_cases), tuple(candidates))
+               tuple(self.border_cases), self.pad_value, self.rows_on_chip,
+               self.border_mode, tuple(candidates))
         best = _RERANKED.get(key)
         if best is None:
             scored = []
@@ -369,6 +513,8 @@ class Conv2dPlan(OpPlan):
                 b = self.epilogue.pack_bias_values(bias, self.w_shape[0]).astype(np.int64)
                 out["border"] = np.stack([pack_bias(wrap32(b + v), cfg)
                                           for v in self._border_values(border)])
+        if self.pad_value is not None:     # onchip_border's input vector
+            out["border_zx"] = np.full((1, cfg.batch, cfg.block), self.pad_value, np.int8)
         if self.epilogue.residual:
             r = np.asarray(residual)
             want = (self.x_shape[0], self.w_shape[0], self.oh, self.ow)
@@ -685,6 +831,10 @@ class _ConvEmission:
         self.kernels = {}
         self.g = 0
         self.req_loaded = [None]      # requant2: the block REQ's registers hold (Epilogue.emit)
+        # requant2: border rows computed on chip (Conv2dPlan.onchip_border); the first
+        # output block of each tile whose rows are done
+        self.onchip = plan.onchip_border
+        self.rows_done = set()
         self.uniform_loaded = False   # requant2's uniform rows are in the acc SRAM
 
     # ------------------------------------------------------------------ schedule
@@ -738,9 +888,17 @@ class _ConvEmission:
             builder.load_2d(MemType.ACC, self.rows_region, slots["requant"], 0, p.row_blocks,
                             epi.rows, p.row_blocks)
             self.uniform_loaded = True
-        if self.nborder:
+        if self.nborder and not self.onchip and not self.plan.direct_border:
             builder.load_2d(MemType.ACC, self.border_region, slots["border"], 0, p.ob,
                             self.nborder, p.ob)
+        elif self.nborder and self.onchip:
+            # onchip_border: every block's rows start as its bias (one reset, one ALU ADD
+            # for all of them; each block's correction GEMMs follow in its first tile)
+            f = fold_loops(self.row_dims(p.ob), (self.border_region, 0, 0))
+            builder.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))
+            f = fold_loops(self.row_dims(p.ob), (self.border_region, self.region, 0))
+            builder.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
+                                           [lp[:3] for lp in f.loops]))
 
     def out_dims(self, ti):
         tn, tco, th, tw = (self.tiles[ti][k] for k in (1, 3, 5, 7))
@@ -804,7 +962,7 @@ class _ConvEmission:
             if epi.rows and not epi.uniform_rows:     # row r lands at rows_base + r * tco
                 builder.load_2d(MemType.ACC, rows_base, slots["requant"], co0, tco,
                                 epi.rows, p.ob)
-            if self.plan.border_cases:
+            if self.plan.border_cases and not self.plan.direct_border:
                 builder.load_2d(MemType.ACC, border_base, slots["border"], co0, tco,
                                 len(self.plan.border_cases), p.ob)
             self.bias_has[a] = (co0, tco)
@@ -832,7 +990,7 @@ class _ConvEmission:
         if self.plan.folded_border:
             parts = self.plan._req_parts(acc_base, bias_base, border_base, step, tn, tco, h0,
                                          th, w0, tw)
-        else:
+        elif not self.plan.direct_border:
             self.plan._emit_border(self.builder, acc_base, border_base, step, tn, tco, h0, th,
                                    w0, tw)
         a = ti % self.nacc
@@ -851,13 +1009,75 @@ class _ConvEmission:
         pieces = (self.resident and self.g == 0 and p.diag and p.kh > 1 and tn == 1
                   and not p.shared_wgt)
         self.pipe.load_begin(self.g)
+        if (self.onchip or self.plan.direct_border) and self.g == 0:   # the pad value
+            self.builder.load_2d(MemType.INP, self.plan.zx_entry, self.slots["border_zx"], 0,
+                                 1, 1, 1)
         loaded = self.load_data(ti, s, c0, tci, ywin, xwin)
         loaded = self.load_weight(ti, s, c0, tci, pieces) or loaded
-        self.pipe.load_end(self.g, loaded or not self.resident)
+        self.pipe.load_end(self.g, loaded or not self.resident or (self.g == 0 and (
+            self.onchip or self.plan.direct_border)))
         self.pipe.compute_begin(self.g)
         self.gemms(ti, s, acc_base, tci, ywin, xwin, pieces)
+        co0 = self.tiles[ti][2]
+        if self.onchip and co0 not in self.rows_done:
+            self.border_rows(ti, s, c0, tci)
+        if self.plan.direct_border:
+            self.direct_border(ti, s, acc_base, tci)
         self.pipe.compute_end(self.g)
         self.g += 1
+
+    def border_rows(self, ti, s, c0, tci) -> None:
+        """:attr:`Conv2dPlan.onchip_border`: the correction GEMMs of the tile's blocks'
+        border rows (which start as the bias, :meth:`load_shared_rows`) from the group
+        of input blocks ``c0..c0 + tci`` (weights in wgt slot ``s``); the rows are done
+        after the last group."""
+        p, builder, plan = self.p, self.builder, self.plan
+        co0, tco = self.tiles[ti][2:4]
+        rows = self.border_region + co0
+        w_at = co0 * p.ib * self.kk if self.resident else s * self.wgt_slot
+        uops = [(rows + k * p.ob, plan.zx_entry, w_at + ci * self.kk + tap)
+                for k, tap, ci in border_uops(plan.border_taps, tci)]
+        builder.push_gemm(UopKernel.gemm(uops, [(tco, 1, 0, tci * self.kk)]))
+        if c0 + tci >= p.ib:
+            self.rows_done.add(co0)
+
+    def direct_border(self, ti, s, acc_base, tci) -> None:
+        """:attr:`Conv2dPlan.direct_border`: the correction of the tile's border vectors
+        from this group's input blocks (weights in wgt slot ``s``), one GEMM micro-op
+        per vector, tap in the padding and input block, a loop over the tile's output
+        blocks; in rounds of one micro-op per vector when no order keeps a vector out of
+        the two micro-ops before it."""
+        p, plan = self.p, self.plan
+        n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
+        w_at = co0 * p.ib * self.kk if self.resident else s * self.wgt_slot
+        key = ("direct", acc_base, w_at, tco, h0, th, w0, tw, tci)
+        kernels = self.kernels.get(key)
+        if kernels is None:
+            vecs, taps = [], []
+            ks = iter(plan.border_taps)
+            for r0, r1, c0, c1, k in plan.border_cells:
+                if k is None:
+                    continue
+                ts = next(ks)
+                for r in range(max(r0, h0), min(r1, h0 + th)):
+                    for c in range(max(c0, w0), min(c1, w0 + tw)):
+                        vecs.append((r - h0) * tw + c - w0)
+                        taps.append(ts)
+            order = border_uops(taps, tci)
+            rounds = [order] if order is not None else [
+                [(i, ts[j // tci], j % tci) for i, ts in enumerate(taps)
+                 if j < len(ts) * tci] for j in range(max(map(len, taps), default=0) * tci)]
+            loops = [(tco, th * tw, 0, tci * self.kk)]
+            kernels = self.kernels[key] = [
+                UopKernel.gemm([(acc_base + vecs[i], plan.zx_entry, w_at + ci * self.kk + t)
+                                for i, t, ci in r], loops) for r in rounds if r]
+        for kernel in kernels:
+            self.builder.push_gemm(kernel)
+
+    def row_dims(self, tco):
+        """The border rows of ``tco`` blocks: dims ``k`` (row), ``o`` (block; src: the
+        bias)."""
+        return [Dim("k", self.nborder, self.p.ob, 0), Dim("o", tco, 1, 1)]
 
     def load_data(self, ti, s, c0, tci, ywin, xwin) -> bool:
         """The group's input blocks into inp slot ``s`` unless it holds them: the tile's
@@ -1007,19 +1227,22 @@ def _tap_segments(n_out, stride, k, first, count):
 def plan_conv2d(config, x_shape, w_shape, stride=1, padding=0, *, groups=1, bias=False,
                 shift=0, relu=False, clip=None, residual=False, out_dtype=np.int8, tiling=None,
                 cost: SearchCost = SearchCost(), requant=None, border=False,
-                shared_weight=False, result_bytes=4, add=None, min_init=None) -> Conv2dPlan:
+                shared_weight=False, result_bytes=4, add=None, min_init=None,
+                pad_value=None) -> Conv2dPlan:
     """Plan a convolution without running it (``bias``/``residual``/``border``/
     ``shared_weight`` are flags here; ``requant`` an :class:`.epilogue.Requant`, on a
     config with the ALU extension; ``add`` a :class:`.epilogue.ResidualAdd` of the int8
     ``residual`` fused after the clip; ``min_init=(bias values, weight)``: start the
-    accumulators from the bias where exact, :meth:`.epilogue.Epilogue.with_min_init`)."""
+    accumulators from the bias where exact, :meth:`.epilogue.Epilogue.with_min_init`;
+    ``pad_value``: what ``border`` pads with, for :attr:`Conv2dPlan.onchip_border`)."""
     epi = Epilogue.make(bias=bias, residual=residual, shift=shift, clip=clip, relu=relu,
                         out_dtype=out_dtype, op="conv2d", requant=requant,
                         result_bytes=result_bytes, add=add)
     if min_init is not None:
         epi = epi.with_min_init(min_init[0], accumulation_bound(min_init[1]))
     return Conv2dPlan(config, x_shape, w_shape, stride, padding, groups=groups, epilogue=epi,
-                      tiling=tiling, cost=cost, border=border, shared_weight=shared_weight)
+                      tiling=tiling, cost=cost, border=border, shared_weight=shared_weight,
+                      pad_value=pad_value)
 
 
 def conv2d(rt, x, w, stride=1, padding=0, *, groups=1, bias=None, shift=0, relu=False,

@@ -228,14 +228,19 @@ def conv_spec(layer: VTALayer, shape, w_shape, config, **extra) -> Spec:
     plan = (plan_dense(config, shape, w_shape, **kw) if dense else
             plan_conv2d(config, shape, w_shape, tuple(a["strides"]), pad,
                         groups=a["groups"], border=rows_border,
+                        pad_value=border if rows_border else None,
                         shared_weight=_uniform_depthwise(a, shape), **kw))
     out = plan.operands["out"].shape
     macs = shape[0] * w_shape[0] * out[3] * out[4] * int(np.prod(w_shape[1:]))
     if border:
         why += (f"; pad value {border}: border correction "
                 + ("added by the host step" if not rows_border else
+                   "added straight to the border accumulators by GEMMs of the pad value "
+                   "with the padding's weight taps" if plan.direct_border else
                    f"in {len(plan.border_cases)} bias + correction rows, each the src of "
-                   "its rectangle's REQ pass" if plan.folded_border else
+                   "its rectangle's REQ pass" + (" (computed on VTA: GEMMs of the pad value "
+                   "with the padding's weight taps)" if plan.onchip_border else "")
+                   if plan.folded_border else
                    f"ALU ADD of {len(plan.border_cases)} per-channel rows on VTA"))
     spec = Spec(plan, None, border, where, why, macs, requant_rows=rows)
     if host_step:
