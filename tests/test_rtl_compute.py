@@ -708,10 +708,11 @@ def test_compute_throughput_one_uop_per_cycle(preset, kind):
     check_against_reference(bench, r, bench.reference(insns, uop=uops, acc=acc))
 
 
-def test_compute_overlaps_loops_without_pushes():
-    """The next GEMM/ALU is taken in the cycle the last micro-op of one without pushes
-    issues (N + 1 cycles from accept to accept: only its dispatch cycle), while one with
-    a push, a FINISH next, or an empty loop next wait for the drain (N + 1 + the write stage). Results stay
+def test_compute_overlaps_loops():
+    """The next GEMM/ALU is taken in the cycle the last micro-op of one issues (N + 1
+    cycles from accept to accept: only its dispatch cycle), with or without pushes (the
+    queue has room), while one with a FINISH next, or an empty loop next wait for the
+    drain (N + 1 + the write stage). Results stay
     those of sequential execution across the overlaps, with read-after-write at
     distance 1 and 2 between instructions: a GEMM then an ALU MAX reading the rows it
     just wrote, an immediate SHR of the same rows, a GEMM accumulating onto them."""
@@ -727,7 +728,7 @@ def test_compute_overlaps_loops_without_pushes():
         isa.encode(Opcode.ALU, alu_opcode=AluOp.MAX, **alu),               # 4+i max= i
         isa.encode(Opcode.ALU, alu_opcode=AluOp.SHR, use_imm=1, imm=3,
                    uop_bgn=0, uop_end=4, iter_out=1, iter_in=1),           # rows 0..3
-        isa.encode(Opcode.GEMM, push_next_dep=1, **gemm),                  # a push: drain
+        isa.encode(Opcode.GEMM, push_next_dep=1, **gemm),                  # a push: overlaps
         isa.encode(Opcode.GEMM, **gemm),
         isa.encode(Opcode.GEMM, uop_bgn=0, uop_end=0, iter_out=1, iter_in=1),   # empty
         isa.encode(Opcode.ALU, alu_opcode=AluOp.ADD, use_imm=1, imm=5, **alu),
@@ -738,7 +739,7 @@ def test_compute_overlaps_loops_without_pushes():
     r = bench.run(insns, uop=uops, acc=acc)
     gaps = np.diff(r.accepted).tolist()
     drain = pipeline_overhead(cfg)
-    assert gaps == [4 + 1, 4 + 1, 4 + 1, 4 + drain, 4 + drain, 1, 4 + drain], gaps
+    assert gaps == [4 + 1, 4 + 1, 4 + 1, 4 + 1, 4 + drain, 1, 4 + drain], gaps
     check_against_reference(bench, r, bench.reference(insns, uop=uops, acc=acc))
 
 
