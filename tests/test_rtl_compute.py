@@ -743,6 +743,106 @@ def test_compute_overlaps_loops():
     check_against_reference(bench, r, bench.reference(insns, uop=uops, acc=acc))
 
 
+def _gemm_rows(isa, n, *, bgn=0, **flags):
+    """A GEMM of ``n`` micro-ops (``uop_bgn`` ``bgn``), one loop iteration."""
+    return isa.encode(Opcode.GEMM, uop_bgn=bgn, uop_end=bgn + n, iter_out=1, iter_in=1,
+                      **flags)
+
+
+def test_compute_push_travels_with_the_last_write():
+    """A GEMM/ALU with push flags overlaps the next GEMM/ALU like one without (N + 1 from
+    accept to accept) and pushes its token in the cycle its last write lands (its
+    consumer sees the data): a GEMM pushing g2s, an ALU reading the rows it wrote and
+    pushing g2l, a GEMM without pushes, a GEMM pushing g2s again, FINISH."""
+    cfg = TINY
+    isa = isa_for(cfg)
+    uops = [isa.encode_uop(d, d, d) for d in range(4)] + \
+        [isa.encode_uop(4 + d, d, 0) for d in range(4)]
+    insns = [
+        _gemm_rows(isa, 4, push_next_dep=1),
+        isa.encode(Opcode.ALU, alu_opcode=AluOp.MAX, uop_bgn=4, uop_end=8, iter_out=1,
+                   iter_in=1, push_prev_dep=1),
+        _gemm_rows(isa, 4),
+        _gemm_rows(isa, 4, push_next_dep=1),
+        isa.encode(Opcode.FINISH),
+    ]
+    acc = np.random.default_rng(11).integers(-2**20, 2**20, (16, cfg.batch * cfg.block_out))
+    bench = ComputeBench(cfg)
+    r = bench.run(insns, uop=uops, acc=acc)
+    assert np.diff(r.accepted).tolist() == [5, 5, 5, 4 + pipeline_overhead(cfg)]
+    writes = [c for c, _ in r.out_log]
+    assert len(writes) == 16
+    assert r.tokens["g2s"].log == [writes[3], writes[15]]
+    assert r.tokens["g2l"].log == [writes[7]]
+    check_against_reference(bench, r, bench.reference(insns, uop=uops, acc=acc))
+
+
+def test_compute_one_push_travels_per_queue():
+    """Short loops pushing the same queue back to back: a token still travelling to it
+    (and the cycle after it landed) makes the next pushing loop drain instead of
+    overlapping; every token still comes with its loop's write."""
+    cfg = TINY
+    isa = isa_for(cfg)
+    uops = [isa.encode_uop(d, d, d) for d in range(4)]
+    insns = [_gemm_rows(isa, 1, bgn=d, push_next_dep=1) for d in range(4)] + \
+        [isa.encode(Opcode.FINISH)]
+    bench = ComputeBench(cfg)
+    r = bench.run(insns, uop=uops)
+    drain = pipeline_overhead(cfg)
+    assert np.diff(r.accepted).tolist() == [2, 1 + drain, 2, 1 + drain]
+    assert r.tokens["g2s"].log == [c for c, _ in r.out_log]
+    check_against_reference(bench, r, bench.reference(insns, uop=uops))
+
+
+@pytest.mark.parametrize("room", [0, 1])
+def test_compute_push_into_a_full_queue_drains(room):
+    """g2s has room for ``room`` tokens until cycle 90: a pushing loop overlaps only
+    while its token has room (the first with room 1); the one without room drains and
+    waits for it; no token is lost or early."""
+    cfg = TINY
+    isa = isa_for(cfg)
+    uops = [isa.encode_uop(d, d, d) for d in range(8)]
+    insns = [_gemm_rows(isa, 8, push_next_dep=1), _gemm_rows(isa, 8, push_next_dep=1),
+             _gemm_rows(isa, 8), isa.encode(Opcode.FINISH)]
+    bench = ComputeBench(cfg)
+    r = bench.run(insns, uop=uops, tokens={"g2s": {"level": room, "schedule": {90: 5}}})
+    writes = [c for c, _ in r.out_log]
+    g2s = r.tokens["g2s"].log
+    assert len(g2s) == 2 and g2s[1] > 90
+    if room:
+        assert g2s[0] == writes[7] and r.accepted[1] - r.accepted[0] == 9
+    else:
+        assert g2s[0] > 90 and r.accepted[1] > 90
+    assert g2s[0] >= writes[7] and g2s[1] >= writes[15]
+    check_against_reference(bench, r, bench.reference(insns, uop=uops))
+
+
+@pytest.mark.parametrize("last", [False, True])
+def test_compute_fault_after_an_overlapped_push(last):
+    """The loop after a pushing one (overlapped) faults on a micro-op index: the token of
+    the loop before it is pushed and the fault names the faulting loop; when the pushing
+    loop's own last micro-op faults, no token is pushed."""
+    cfg = TINY
+    isa = isa_for(cfg)
+    uops = [isa.encode_uop(d, d, d) for d in range(4)] + [isa.encode_uop(cfg.acc_depth - 1, 0, 0)]
+    bad = isa.encode(Opcode.GEMM, uop_bgn=3, uop_end=5, iter_out=1, iter_in=2,
+                     dst_factor_in=1)        # the second iteration's dst 0 + acc_depth
+    insns = ([_gemm_rows(isa, 4, push_next_dep=1), bad] if not last else
+             [_gemm_rows(isa, 4), isa.encode(Opcode.GEMM, uop_bgn=3, uop_end=5, iter_out=1,
+                                             iter_in=2, dst_factor_in=1, push_next_dep=1)])
+    insns += [_gemm_rows(isa, 4, push_next_dep=1), isa.encode(Opcode.FINISH)]
+    acc = np.random.default_rng(12).integers(-2**20, 2**20, (16, cfg.batch * cfg.block_out))
+    bench = ComputeBench(cfg)
+    r = bench.run(insns, uop=uops, acc=acc, max_cycles=400)
+    assert r.error == (1, ErrorCode.SRAM_OUT_OF_RANGE, 1)
+    ref = bench.reference(insns, uop=uops, acc=acc)
+    assert ref.fault == 1
+    check_against_reference(bench, r, ref)
+    writes = [c for c, _ in r.out_log]
+    assert r.tokens["g2s"].log == ([] if last else [writes[3]])
+    assert check_against_model(cfg, bench, r, insns, uops, acc) == (1, ErrorCode.SRAM_OUT_OF_RANGE)
+
+
 def _error_cases(cfg):
     isa = isa_for(cfg)
     E = ErrorCode
