@@ -51,17 +51,30 @@ RM / RP, so that a REQ micro-op reads them (in the same stage) exactly as the mi
 before it in program order left them. They write no SRAM (no ACC/OUT write, no hazard
 producers, no gap after them; the gap of a REQ pass before them goes on counting), read
 only their src (the hold ignores their dst) and count as ALU micro-ops. An
-instruction of N uops occupies the module for N + 1 + W cycles, from accepting it
-to accepting the next command: one dispatch cycle (pops and field checks), N
-issue cycles, and S1..S{W} of the last uop; its pushes, and the accept of the
-next command, share the cycle of its last write (that write lands at the same
-clock edge, so a token's consumer always sees it). A GEMM/ALU without push flags
-whose next command is a GEMM/ALU with uops to run, or a LOAD UOP, takes N + 1: that
-command is accepted in the cycle its last uop issues and dispatched while S1..S{W}
-drain (the modes travel with the uops; a fault of a draining uop reports its own
-index; the draining uops have read the uop SRAM already, and a LOAD UOP completes,
-and pushes, only after they wrote). While the front is held the dispatch waits (S1
-reads the live modes, and the micro-op held there is its predecessor's).
+instruction of N uops that drains occupies the module for N + 1 + W cycles, from
+accepting it to accepting the next command: one dispatch cycle (pops and field
+checks), N issue cycles, and S1..S{W} of the last uop; its pushes, and the accept of
+the next command, share the cycle of its last write (that write lands at the same
+clock edge, so a token's consumer always sees it). A GEMM/ALU whose next command is
+a GEMM/ALU with uops to run, or a LOAD UOP, takes N + 1: that command is accepted in
+the cycle its last uop issues and dispatched while S1..S{W} drain (the modes travel
+with the uops; a fault of a draining uop reports its own index; the draining uops
+have read the uop SRAM already, and a LOAD UOP completes, and pushes, only after they
+wrote). While the front is held the dispatch waits (S1 reads the live modes, and the
+micro-op held there is its predecessor's).
+
+**Pushes in the pipeline.** The push flags of such an overlapped instruction travel
+with its last micro-op (S1, S2..S{W}, and the late stages of a late one) and its
+tokens are pushed in the cycle that micro-op's write lands (S{W}, or S{W+L-1}): the
+same edge as after a drain. The pipeline does not wait after issue, so the room is
+known beforehand: this module is the only producer of g2l and g2s, and an instruction
+with a push flag overlaps only if ``room_prev``/``room_next`` (registers: the queue
+had room and took no token in the cycle before, and no token of this module is
+travelling to it) allow it; at most one token travels per queue. Otherwise, and for
+``requant2``'s setups with push flags (they write nothing and issue before a preceding
+REQ pass's late writes land), the instruction drains as above. A squashed micro-op
+(a fault) loses its flags: the instructions before it push, it does not. A drain's own
+push (a LOAD UOP's) waits for a token still travelling to the same queue.
 
 Accumulate hazards (a uop reading the acc entry that one of the two uops
 before it writes in S{W}) are resolved by **forwarding** with zero cycles of cost: the
@@ -633,14 +646,13 @@ class Compute(wiring.Component):
             m.d.sync += fault_index.eq(s1_index)
         older_in_flight = Cat(st[s]["valid"] for s in range(2, W)).any() | late_next
 
-        # Overlap: the last micro-op of a GEMM/ALU without pushes issues, and the next
-        # command is a GEMM/ALU with micro-ops to run or a LOAD UOP: take it in the same
-        # cycle, so its dispatch follows at once while S1..S{W} drain (the modes travel
-        # with the micro-ops; acc reads forward from the writes in flight as within an
+        # Overlap: the last micro-op of a GEMM/ALU issues, and the next command is a
+        # GEMM/ALU with micro-ops to run or a LOAD UOP: take it in the same cycle, so its
+        # dispatch follows at once while S1..S{W} drain (the modes travel with the
+        # micro-ops; acc reads forward from the writes in flight as within an
         # instruction; the micro-ops in flight have read the uop SRAM, so a LOAD UOP may
         # overwrite it, and it completes only after the drain). Anything else waits for
-        # the drain: a push must follow the last write, LOAD ACC shares the acc write
-        # port, FINISH ends the run.
+        # the drain: LOAD ACC shares the acc write port, FINISH ends the run.
         #
         # An instruction with push flags overlaps too: its flags travel with its last
         # micro-op (``tail_*``) and the token is pushed in the cycle that micro-op's write
