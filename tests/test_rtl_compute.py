@@ -794,6 +794,29 @@ def test_compute_one_push_travels_per_queue():
     check_against_reference(bench, r, bench.reference(insns, uop=uops))
 
 
+@pytest.mark.parametrize("queue", ["push_next_dep", "push_prev_dep"])
+def test_compute_pushing_loop_then_a_pushing_uop_load(queue):
+    """A GEMM with a push flag overlaps a LOAD UOP that pushes the same queue (the GEMM's
+    token travels with its last micro-op); the LOAD UOP's short DMA is done before that
+    write lands, and its own token follows the GEMM's by a cycle at least, after it."""
+    cfg = TINY
+    isa = isa_for(cfg)
+    uops = [isa.encode_uop(d, d, d) for d in range(4)]
+    dram = dram_image(cfg, uops=uops)
+    insns = [_gemm_rows(isa, 4, **{queue: 1}),
+             isa.encode(Opcode.LOAD, memory_type=MemType.UOP, dram_base=0, y_size=1,
+                        x_size=1, x_stride=1, **{queue: 1}),
+             _gemm_rows(isa, 4), isa.encode(Opcode.FINISH)]
+    bench = ComputeBench(cfg, dram=dram)
+    r = bench.run(insns, uop=uops)
+    name = "g2s" if queue == "push_next_dep" else "g2l"
+    writes = [c for c, _ in r.out_log]
+    log = r.tokens[name].log
+    assert r.accepted[1] - r.accepted[0] == 5
+    assert len(log) == 2 and log[0] == writes[3] and log[1] > log[0]
+    check_against_reference(bench, r, bench.reference(insns, uop=uops))
+
+
 @pytest.mark.parametrize("room", [0, 1])
 def test_compute_push_into_a_full_queue_drains(room):
     """g2s has room for ``room`` tokens until cycle 90: a pushing loop overlaps only
