@@ -479,9 +479,11 @@ class Compute(wiring.Component):
             st[2]["late"].eq(mode_late),
             st[2]["alu_op"].eq(alu_op), st[2]["use_imm"].eq(use_imm),
             st[2]["imm"].eq(imm_word), st[2]["shift"].eq(shift),
-            # a squashed micro-op (a fault) pushes nothing
-            st[2]["push_prev"].eq(s1_push_prev & ~s1_bad & ~bad_seen),
-            st[2]["push_next"].eq(s1_push_next & ~s1_bad & ~bad_seen),
+            # a squashed micro-op (a fault) pushes nothing: its flags go on, its valid
+            # bit does not, and a token lands only with a valid micro-op (the S1 check
+            # stays out of the flags' path)
+            st[2]["push_prev"].eq(s1_push_prev & ~bad_seen),
+            st[2]["push_next"].eq(s1_push_next & ~bad_seen),
             *([st[2]["setup"].eq(mode_setup)] if has_setup else []),
         ])
         for s in range(3, W + 1):
@@ -566,7 +568,8 @@ class Compute(wiring.Component):
         late_push_next = Signal()
         late_pending = []       # S{W+1}.. before the write stage
         prev_valid, prev_dst = sw["valid"] & sw["late"], sw["dst"]
-        prev_pp, prev_pn = sw["push_prev"] & sw["late"], sw["push_next"] & sw["late"]
+        prev_pp = sw["push_prev"] & sw["valid"] & sw["late"]
+        prev_pn = sw["push_next"] & sw["valid"] & sw["late"]
         producers = [(st[s]["valid"] & st[s]["late"], st[s]["dst"]) for s in range(3, W + 1)]
         for s in range(1, stages - 1):
             v, d = Signal(name=f"late{s}_valid"), Signal(a_w, name=f"late{s}_dst")
@@ -666,8 +669,8 @@ class Compute(wiring.Component):
         land_prev = Signal()
         land_next = Signal()
         m.d.comb += [
-            land_prev.eq((sw["push_prev"] & ~sw["late"]) | late_push_prev),
-            land_next.eq((sw["push_next"] & ~sw["late"]) | late_push_next),
+            land_prev.eq((sw["push_prev"] & sw["valid"] & ~sw["late"]) | late_push_prev),
+            land_next.eq((sw["push_next"] & sw["valid"] & ~sw["late"]) | late_push_next),
         ]
         travel_prev = Signal()
         travel_next = Signal()
