@@ -124,20 +124,20 @@ class DensePlan(Conv2dPlan):
         return planes[0] if len(planes) == 1 else assemble_planes(planes)
 
 
-def stream_candidates(ob: int) -> list:
-    """Tile sizes the streamed schedule tries for ``ob`` output blocks: tiles of ``t``
-    blocks (the last one the rest), each also with a last tile of 1 or 2 blocks split
-    off (after the last weights only the last tile's GEMM, epilogue and stores run)."""
+def stream_candidates(ob: int, most: int = 4) -> list:
+    """Tile sizes the streamed schedule tries for ``ob`` output blocks: the blocks in 1 to
+    ``most`` tiles as even as possible (larger first), each also with a last tile of 1
+    or 2 blocks split off (after the last weights only the last tile's GEMM, epilogue
+    and stores run; every tile costs a few instructions, whose fetch shares the DRAM
+    read port with the weights)."""
     out = []
-    for t in range(1, ob + 1):
-        sizes = [t] * (ob // t) + ([ob % t] if ob % t else [])
-        for last in (0, 1, 2):
-            if last and sizes[-1] > last:
-                cand = tuple(sizes[:-1] + [sizes[-1] - last, last])
-            elif not last:
-                cand = tuple(sizes)
-            else:
-                continue
+    for last in (0, 1, 2):
+        rest = ob - last
+        if rest < 1:
+            continue
+        for m in range(1, min(most, rest) + 1):
+            q, r = divmod(rest, m)
+            cand = tuple([q + 1] * r + [q] * (m - r) + ([last] if last else []))
             if cand not in out:
                 out.append(cand)
     return out
