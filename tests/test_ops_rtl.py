@@ -65,6 +65,24 @@ def test_dense(rt):
         y, ref.epilogue_ref(ref.dense_ref(x, w), bias=bias, shift=6, clip=(-128, 127)))
 
 
+@pytest.mark.parametrize("opts", [dict(out_dtype=np.int32, result_bytes=3),
+                                  dict(bias=True, shift=6, clip=(-128, 127))])
+def test_dense_streamed(rt, opts):
+    """The streamed schedule (whole weight resident, a tile's planes stored right after
+    its GEMM, a small last tile) with int32 planes and an int8 epilogue."""
+    from vtakit.compiler.ops.dense import plan_dense
+    rng = np.random.default_rng(9)
+    x, w = i8(rng, 1, 96), i8(rng, 40, 96)
+    bias = rng.integers(-1000, 1000, size=40, dtype=np.int32) if opts.get("bias") else None
+    ob = -(-40 // rt.config.block_out)
+    plan = plan_dense(rt.config, x.shape, w.shape, stream=(ob - 1, 1), **opts)
+    out, _ = plan.run(rt, plan.pack(x, w, bias))
+    acc = ref.dense_ref(x, w)
+    want = (acc.astype(np.int64) if "result_bytes" in opts else
+            ref.epilogue_ref(acc, bias=bias, shift=6, clip=(-128, 127)))
+    np.testing.assert_array_equal(plan.unpack(out), want)
+
+
 @pytest.mark.parametrize("engine", ["gemm", "alu"])
 def test_add(rt, engine):
     rng = np.random.default_rng(5)

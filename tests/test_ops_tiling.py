@@ -419,7 +419,9 @@ def test_requant_dense_predicted_within_3_percent_of_verilator():
     bias = rng.integers(-3000, 3000, 128).astype(np.int32)
     m, shift = fp.quantize_multiplier(np.full(128, 0.0007), single_rounding=True)
     rq, rows = Requant.make(m, shift, -9, single_rounding=True)
-    plan = plan_dense(cfg, x.shape, w.shape, bias=True, requant=rq, clip=(-128, 127))
+    # the tiled schedule (the streamed one loads the rows once, ahead of every weight)
+    plan = plan_dense(cfg, x.shape, w.shape, bias=True, requant=rq, clip=(-128, 127),
+                      stream=())
     with open_device("verilator", cfg) as dev:
         out, run = plan.run(Runtime(dev), plan.pack(x, w, bias, requant=rows))
     want = fp.requantize_tflite(x.astype(np.int64) @ w.T.astype(np.int64) + bias, 0.0007,

@@ -273,6 +273,30 @@ def test_req_kernels_on_verilator_equal_behavioral():
         np.testing.assert_array_equal(dplan.unpack(dout), dwant, err_msg=backend)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_streamed_dense_req_on_verilator(per_channel):
+    """The streamed dense schedule with REQ (uniform rows: one REQ.M/REQ.P for all tiles)
+    on default + requant2: Verilator and behavioral equal TFLite's single rounding."""
+    cfg = load_config("default").replace(extensions=("requant2",))
+    rng = np.random.default_rng(17)
+    x = rng.integers(-128, 128, (1, 128), dtype=np.int8)
+    w = rng.integers(-128, 128, (72, 128), dtype=np.int8)
+    bias = rng.integers(-1 << 14, 1 << 14, 72).astype(np.int32)
+    scale = rng.uniform(0.0005, 0.003, 72) if per_channel else 0.0009
+    rq, rows = _requant2(scale, -128, 72, True)
+    plan = plan_dense(cfg, x.shape, w.shape, bias=True, requant=rq, stream=(3, 1, 1))
+    want = _tflite(fp.wrap_int32(x.astype(np.int64) @ w.T.astype(np.int64) + bias), scale,
+                   -128, True)
+    for backend in ("behavioral", "verilator"):
+        dev = open_device(backend, cfg)
+        try:
+            out, _ = plan.run(Runtime(dev), plan.pack(x, w, bias, requant=rows))
+        finally:
+            dev.close()
+        np.testing.assert_array_equal(plan.unpack(out), want, err_msg=backend)
+
+
 @pytest.mark.parametrize("groups,hw,stride,uniform", [
     (1, (6, 5), 1, False), (32, (7, 6), 1, False), (32, (9, 8), 2, False),
     (1, (6, 5), 1, True)])

@@ -85,6 +85,8 @@ class LayerRecord:
 
 
 def _describe_tiling(plan):
+    if getattr(plan, "stream", ()):      # a dense layer's streamed schedule
+        return f"streamed: tiles of {list(plan.stream)} output blocks, weights resident"
     t = getattr(plan, "tiling", None)
     return "" if t is None else repr(t)
 
@@ -100,7 +102,7 @@ def fill_estimate(rec, plan, spec=None):
         return
     rec.tiling, rec.roofline = _describe_tiling(plan), plan_roofline(plan)
     rec.predicted_cycles = float(plan.predicted())
-    est = getattr(plan, "estimate", None)
+    est = None if getattr(plan, "stream", ()) else getattr(plan, "estimate", None)
     if est is not None:
         rec.estimate_cycles = float(est.cycles)
         rec.dram_bytes = int(est.read_bytes + est.write_bytes)
