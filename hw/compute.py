@@ -51,17 +51,30 @@ RM / RP, so that a REQ micro-op reads them (in the same stage) exactly as the mi
 before it in program order left them. They write no SRAM (no ACC/OUT write, no hazard
 producers, no gap after them; the gap of a REQ pass before them goes on counting), read
 only their src (the hold ignores their dst) and count as ALU micro-ops. An
-instruction of N uops occupies the module for N + 1 + W cycles, from accepting it
-to accepting the next command: one dispatch cycle (pops and field checks), N
-issue cycles, and S1..S{W} of the last uop; its pushes, and the accept of the
-next command, share the cycle of its last write (that write lands at the same
-clock edge, so a token's consumer always sees it). A GEMM/ALU without push flags
-whose next command is a GEMM/ALU with uops to run, or a LOAD UOP, takes N + 1: that
-command is accepted in the cycle its last uop issues and dispatched while S1..S{W}
-drain (the modes travel with the uops; a fault of a draining uop reports its own
-index; the draining uops have read the uop SRAM already, and a LOAD UOP completes,
-and pushes, only after they wrote). While the front is held the dispatch waits (S1
-reads the live modes, and the micro-op held there is its predecessor's).
+instruction of N uops that drains occupies the module for N + 1 + W cycles, from
+accepting it to accepting the next command: one dispatch cycle (pops and field
+checks), N issue cycles, and S1..S{W} of the last uop; its pushes, and the accept of
+the next command, share the cycle of its last write (that write lands at the same
+clock edge, so a token's consumer always sees it). A GEMM/ALU whose next command is
+a GEMM/ALU with uops to run, or a LOAD UOP, takes N + 1: that command is accepted in
+the cycle its last uop issues and dispatched while S1..S{W} drain (the modes travel
+with the uops; a fault of a draining uop reports its own index; the draining uops
+have read the uop SRAM already, and a LOAD UOP completes, and pushes, only after they
+wrote). While the front is held the dispatch waits (S1 reads the live modes, and the
+micro-op held there is its predecessor's).
+
+**Pushes in the pipeline.** The push flags of such an overlapped instruction travel
+with its last micro-op (S1, S2..S{W}, and the late stages of a late one) and its
+tokens are pushed in the cycle that micro-op's write lands (S{W}, or S{W+L-1}): the
+same edge as after a drain. The pipeline does not wait after issue, so the room is
+known beforehand: this module is the only producer of g2l and g2s, and an instruction
+with a push flag overlaps only if ``room_prev``/``room_next`` (registers: the queue
+had room and took no token in the cycle before, and no token of this module is
+travelling to it) allow it; at most one token travels per queue. Otherwise, and for
+``requant2``'s setups with push flags (they write nothing and issue before a preceding
+REQ pass's late writes land), the instruction drains as above. A squashed micro-op
+(a fault) loses its flags: the instructions before it push, it does not. A drain's own
+push (a LOAD UOP's) waits for a token still travelling to the same queue.
 
 Accumulate hazards (a uop reading the acc entry that one of the two uops
 before it writes in S{W}) are resolved by **forwarding** with zero cycles of cost: the
@@ -399,6 +412,13 @@ class Compute(wiring.Component):
         if has_late:
             m.d.comb += uop_rd.en.eq(~hold)
         front([s1_dst_off.eq(dst_off), s1_src_off.eq(src_off), s1_wgt_off.eq(wgt_off)])
+        # The push flags of an overlapped instruction travel with its last micro-op
+        # (``tail_prev``/``tail_next``: set in the cycle it issues, see ``overlap``).
+        tail_prev = Signal()
+        tail_next = Signal()
+        s1_push_prev = Signal()
+        s1_push_next = Signal()
+        front([s1_push_prev.eq(tail_prev), s1_push_next.eq(tail_next)])
         uop = isa.uop.layout()(uop_rd.data)
         dst = Signal.like(dst_off)
         src = Signal.like(src_off)
@@ -442,7 +462,9 @@ class Compute(wiring.Component):
                          alu_op=Signal(alu_opcode_bits(c), name=f"s{s}_alu_op"),
                          use_imm=Signal(name=f"s{s}_use_imm"),
                          imm=Signal(signed(c.acc_width), name=f"s{s}_imm"),
-                         shift=Signal(signed(SHIFT_BITS), name=f"s{s}_shift"))
+                         shift=Signal(signed(SHIFT_BITS), name=f"s{s}_shift"),
+                         push_prev=Signal(name=f"s{s}_push_prev"),
+                         push_next=Signal(name=f"s{s}_push_next"))
             if has_setup:
                 st[s]["setup"] = Signal(name=f"s{s}_setup")
         # S1 uses the live modes: an overlapped dispatch latches new ones at the end of
@@ -457,12 +479,18 @@ class Compute(wiring.Component):
             st[2]["late"].eq(mode_late),
             st[2]["alu_op"].eq(alu_op), st[2]["use_imm"].eq(use_imm),
             st[2]["imm"].eq(imm_word), st[2]["shift"].eq(shift),
+            # a squashed micro-op (a fault) pushes nothing: its flags go on, its valid
+            # bit does not, and a token lands only with a valid micro-op (the S1 check
+            # stays out of the flags' path)
+            st[2]["push_prev"].eq(s1_push_prev & ~bad_seen),
+            st[2]["push_next"].eq(s1_push_next & ~bad_seen),
             *([st[2]["setup"].eq(mode_setup)] if has_setup else []),
         ])
         for s in range(3, W + 1):
             m.d.sync += [st[s][key].eq(st[s - 1][key]) for key in st[s]]
         if has_late:       # a held micro-op stays in S2: a bubble goes on
-            m.d.sync += st[3]["valid"].eq(st[2]["valid"] & ~hold)
+            m.d.sync += [st[3][key].eq(st[2][key] & ~hold)
+                         for key in ("valid", "push_prev", "push_next")]
         sw = st[W]
         # Dot products only on cycles with a GEMM uop in S2 (the compiled simulators
         # then skip the products on every other cycle).
@@ -536,16 +564,22 @@ class Compute(wiring.Component):
             m.d.comb += alu.late_en.eq(sw["valid"] & sw["late"])
         late_valid = Signal()
         late_dst = Signal(a_w)
+        late_push_prev = Signal()
+        late_push_next = Signal()
         late_pending = []       # S{W+1}.. before the write stage
         prev_valid, prev_dst = sw["valid"] & sw["late"], sw["dst"]
+        prev_pp = sw["push_prev"] & sw["valid"] & sw["late"]
+        prev_pn = sw["push_next"] & sw["valid"] & sw["late"]
         producers = [(st[s]["valid"] & st[s]["late"], st[s]["dst"]) for s in range(3, W + 1)]
         for s in range(1, stages - 1):
             v, d = Signal(name=f"late{s}_valid"), Signal(a_w, name=f"late{s}_dst")
-            m.d.sync += [v.eq(prev_valid), d.eq(prev_dst)]
+            pp, pn = Signal(name=f"late{s}_push_prev"), Signal(name=f"late{s}_push_next")
+            m.d.sync += [v.eq(prev_valid), d.eq(prev_dst), pp.eq(prev_pp), pn.eq(prev_pn)]
             late_pending.append(v)
             producers.append((v, d))
-            prev_valid, prev_dst = v, d
-        m.d.sync += [late_valid.eq(prev_valid), late_dst.eq(prev_dst)]
+            prev_valid, prev_dst, prev_pp, prev_pn = v, d, pp, pn
+        m.d.sync += [late_valid.eq(prev_valid), late_dst.eq(prev_dst),
+                     late_push_prev.eq(prev_pp), late_push_next.eq(prev_pn)]
         if has_late:
             # the late micro-ops in S3..S{N+1} against S2's reads
             m.submodules.hazard = hazard = RequantHazard(c)
@@ -615,33 +649,76 @@ class Compute(wiring.Component):
             m.d.sync += fault_index.eq(s1_index)
         older_in_flight = Cat(st[s]["valid"] for s in range(2, W)).any() | late_next
 
-        # Overlap: the last micro-op of a GEMM/ALU without pushes issues, and the next
-        # command is a GEMM/ALU with micro-ops to run or a LOAD UOP: take it in the same
-        # cycle, so its dispatch follows at once while S1..S{W} drain (the modes travel
-        # with the micro-ops; acc reads forward from the writes in flight as within an
+        # Overlap: the last micro-op of a GEMM/ALU issues, and the next command is a
+        # GEMM/ALU with micro-ops to run or a LOAD UOP: take it in the same cycle, so its
+        # dispatch follows at once while S1..S{W} drain (the modes travel with the
+        # micro-ops; acc reads forward from the writes in flight as within an
         # instruction; the micro-ops in flight have read the uop SRAM, so a LOAD UOP may
         # overwrite it, and it completes only after the drain). Anything else waits for
-        # the drain: a push must follow the last write, LOAD ACC shares the acc write
-        # port, FINISH ends the run.
+        # the drain: LOAD ACC shares the acc write port, FINISH ends the run.
+        #
+        # An instruction with push flags overlaps too: its flags travel with its last
+        # micro-op (``tail_*``) and the token is pushed in the cycle that micro-op's write
+        # lands (``land_*``: S{W}, or S{W+L-1} of a late one), the same edge rule as a
+        # drain. The pipeline never waits after issue, so the room is guaranteed in
+        # advance: ``room_*`` (a register) says the queue has room for a token and no
+        # pushed token of this module is travelling to it (``travel_*``: at most one per
+        # queue); this module is the only producer of g2l and g2s, so the room holds
+        # until the landing. ``requant2``'s REQ.M/REQ.P write nothing and issue before
+        # a preceding REQ pass's late writes land: with pushes they drain.
+        land_prev = Signal()
+        land_next = Signal()
+        m.d.comb += [
+            land_prev.eq((sw["push_prev"] & sw["valid"] & ~sw["late"]) | late_push_prev),
+            land_next.eq((sw["push_next"] & sw["valid"] & ~sw["late"]) | late_push_next),
+        ]
+        travel_prev = Signal()
+        travel_next = Signal()
+        room_prev = Signal()
+        room_next = Signal()
+        with m.If(tail_prev):
+            m.d.sync += travel_prev.eq(1)
+        with m.Elif(land_prev):
+            m.d.sync += travel_prev.eq(0)
+        with m.If(tail_next):
+            m.d.sync += travel_next.eq(1)
+        with m.Elif(land_next):
+            m.d.sync += travel_next.eq(0)
+        # the queue keeps room next cycle if it has some now and nothing pushes it now
+        # (a pop only makes room); registered: no token queue's ready in the accept path
+        m.d.sync += [
+            room_prev.eq(push_prev_q.ready & ~push_prev_q.valid & ~travel_prev & ~tail_prev),
+            room_next.eq(push_next_q.ready & ~push_next_q.valid & ~travel_next & ~tail_next),
+        ]
         nxt_hdr = isa.finish.layout()(self.cmd.payload.insn)
         nxt_loop = isa.gemm.layout()(self.cmd.payload.insn)
         nxt_mem = isa.mem.layout()(self.cmd.payload.insn)
+        pushes_ok = (~push_prev | room_prev) & (~push_next | room_next)
+        if has_setup:
+            pushes_ok = pushes_ok & ~(mode_setup & (push_prev | push_next))
         overlap = Signal()
         m.d.comb += overlap.eq(
-            ~push_prev & ~push_next & self.cmd.valid
+            pushes_ok & self.cmd.valid
             & ((((nxt_hdr.opcode == Opcode.GEMM) | (nxt_hdr.opcode == Opcode.ALU))
                 & ~_empty_loop(nxt_loop))
                | ((nxt_hdr.opcode == Opcode.LOAD) & (nxt_mem.memory_type == MemType.UOP)
                   & (nxt_mem.x_size != 0))))
+        # a drain's push waits for a travelling token to the same queue (it lands first)
+        drained = (~in_flight & ~(travel_prev & push_prev) & ~(travel_next & push_next))
 
         def accept():
             accept_command(m, self.cmd, insn, index)
+
+        done_prev = Signal()
+        done_next = Signal()
+        m.d.comb += [push_prev_q.valid.eq(done_prev | land_prev),
+                     push_next_q.valid.eq(done_next | land_next)]
 
         def complete(prev, nxt, *, then_accept=True):
             # The work is done (its last SRAM write lands at this clock edge, so a
             # consumer of the token sees it): push, and take the next command in
             # the same cycle if nothing has to wait for room in a token queue.
-            m.d.comb += [push_prev_q.valid.eq(prev), push_next_q.valid.eq(nxt)]
+            m.d.comb += [done_prev.eq(prev), done_next.eq(nxt)]
             m.d.sync += [push_prev.eq(prev & ~push_prev_q.ready),
                          push_next.eq(nxt & ~push_next_q.ready)]
             with m.If((~prev | push_prev_q.ready) & (~nxt | push_next_q.ready)):
@@ -739,7 +816,7 @@ class Compute(wiring.Component):
 
             with m.State("LOAD_WAIT"):
                 with m.If(Mux(load_uop, uop_load.done, acc_load.done)):
-                    with m.If(in_flight):
+                    with m.If(~drained):
                         # an overlapped LOAD UOP completes after the micro-ops before it
                         m.next = "DRAIN"
                     with m.Else():
@@ -756,7 +833,8 @@ class Compute(wiring.Component):
                 m.d.comb += issue.eq(no_gap)
                 with m.If(no_gap & issue_last):
                     with m.If(overlap):
-                        m.d.comb += self.cmd.ready.eq(1)
+                        m.d.comb += [self.cmd.ready.eq(1),
+                                     tail_prev.eq(push_prev), tail_next.eq(push_next)]
                         m.d.sync += [insn.eq(self.cmd.payload.insn),
                                      index.eq(self.cmd.payload.index)]
                         m.next = "POP"
@@ -768,8 +846,8 @@ class Compute(wiring.Component):
             with m.State("DRAIN"):
                 with m.If(bad_seen):
                     m.next = "FAULT"
-                with m.Elif(~in_flight):
-                    # Only the last write (S{W}, or S{W+3} of a requant micro-op) may
+                with m.Elif(drained):
+                    # Only the last write (S{W}, or S{W+L-1} of a late micro-op) may
                     # still be pending: it lands at this edge.
                     complete(push_prev, push_next)
 

@@ -280,7 +280,12 @@ class LoadEngine(wiring.Component):
         full = Signal()
         bcnt = Signal(range(ratio)) if ratio > 1 else None
 
-        is_data = (row >= row_lo) & (row < row_hi) & (col >= col_lo) & (col < col_hi)
+        # Where the walk is, as registered flags (computed a write ahead from the
+        # counters): the last column / row, inside the data rectangle's columns / rows. So
+        # ``last`` -- which the owner's acceptance of its next command follows in the same
+        # cycle -- has no compare of the counters in its path.
+        col_end, row_end, col_in, row_in = Signal(), Signal(), Signal(), Signal()
+        is_data = row_in & col_in
         write = Signal()
         m.d.comb += write.eq(w_active & (~is_data | full))
         take = w_active & is_data & full
@@ -303,11 +308,18 @@ class LoadEngine(wiring.Component):
                 with m.If(bcnt == ratio - 1):
                     m.d.sync += [full.eq(1), bcnt.eq(0)]
 
+        def at(v, lo, hi):
+            return (v >= lo) & (v < hi)
+
         with m.If(write):
-            m.d.sync += [w_addr.eq(w_addr + 1), col.eq(col + 1)]
-            with m.If(col == x_total - 1):
-                m.d.sync += [col.eq(0), row.eq(row + 1)]
-                with m.If(row == y_total - 1):
+            col_next = Mux(col_end, 0, col + 1)[:len(col)]
+            m.d.sync += [w_addr.eq(w_addr + 1), col.eq(col_next),
+                         col_end.eq(col_next == x_total - 1), col_in.eq(at(col_next, col_lo, col_hi))]
+            with m.If(col_end):
+                row_next = (row + 1)[:len(row)]
+                m.d.sync += [row.eq(row_next), row_end.eq(row_next == y_total - 1),
+                             row_in.eq(at(row_next, row_lo, row_hi))]
+                with m.If(row_end):
                     m.d.comb += self.last.eq(1)
                     m.d.sync += [w_active.eq(0), done.eq(1)]
 
@@ -321,6 +333,9 @@ class LoadEngine(wiring.Component):
                 col_lo.eq(insn.x_pad_0), col_hi.eq(insn.x_pad_0 + insn.x_size),
                 w_addr.eq(insn.sram_base), full.eq(0),
                 w_active.eq(~nothing), done.eq(nothing),
+                col_end.eq(xt == 1), row_end.eq(yt == 1),
+                col_in.eq((insn.x_pad_0 == 0) & (insn.x_size != 0)),
+                row_in.eq((insn.y_pad_0 == 0) & (insn.y_size != 0)),
             ]
             if bcnt is not None:
                 m.d.sync += bcnt.eq(0)

@@ -6,7 +6,7 @@ when ``depth`` tokens are held (a producer pushing into a full queue stalls,
 as with a hardware FIFO) and ``pop.valid`` is high while any token is held.
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -87,31 +87,49 @@ class CommandQueue(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # The head is a register in front of the block RAM FIFO: the consumer decodes the
-        # head in the cycle it decides (the compute module's overlapped accept), and a
-        # block RAM's unregistered output (5.6 ns clock-to-out on the ECP5) in that path
-        # was the design's worst one. A command pushed while the FIFO is empty and the
-        # head free (or leaving) goes straight to the head, a cycle after the push; the
-        # capacity stays ``depth``.
-        m.submodules.fifo = q = fifo.SyncFIFOBuffered(width=Command.as_shape().size,
-                                                      depth=self.depth - 1)
-        head = Signal(Command.as_shape().size)
-        head_valid = Signal()
-        free = ~head_valid | self.pop.ready
-        bypass = free & (q.level == 0)
-        m.d.comb += q.r_en.eq(free)
-        with m.If(q.r_rdy & q.r_en):
-            m.d.sync += [head.eq(q.r_data), head_valid.eq(1)]
-        with m.Elif(bypass & self.push.valid):
-            m.d.sync += [head.eq(self.push.payload), head_valid.eq(1)]
-        with m.Elif(self.pop.ready):
-            m.d.sync += head_valid.eq(0)
+        # Two registers in front of the block RAM FIFO: the head (``s0``, what the consumer
+        # sees) and a spare (``s1``). The consumer decodes the head in the cycle it decides
+        # (the compute module's overlapped accept; the load module's accept in the cycle of
+        # its last SRAM write), and neither a block RAM's unregistered output (5.6 ns
+        # clock-to-out on the ECP5) nor its enables may depend on that decision: the FIFO
+        # is read while the spare is empty, a push bypasses the FIFO while it is empty and
+        # the spare is free, and ``push.ready`` is the count of held commands below
+        # ``depth`` -- all from registers. ``pop.ready`` only steers which register loads
+        # what. A command pushed into an empty queue is at the head a cycle after the push,
+        # as before; the capacity stays ``depth`` (the FIFO's own, one more than it can
+        # then hold, keeps its ``w_rdy`` out of ``push.ready``).
+        width = Command.as_shape().size
+        m.submodules.fifo = q = fifo.SyncFIFOBuffered(width=width, depth=self.depth)
+        s0, s1 = Signal(width), Signal(width)
+        v0, v1 = Signal(), Signal()
+        pop = v0 & self.pop.ready
+        bypass = (q.level == 0) & ~v1
+        push = self.push.valid & self.push.ready
+        total = Signal(range(self.depth + 3))
+        room = total < self.depth
         m.d.comb += [
+            total.eq(q.level + v0 + v1),
+            q.r_en.eq(~v1),
             q.w_data.eq(self.push.payload),
-            q.w_en.eq(self.push.valid & ~bypass),
-            self.push.ready.eq(q.w_rdy),
-            self.pop.payload.eq(head),
-            self.pop.valid.eq(head_valid),
-            self.level.eq(q.level + head_valid),
+            q.w_en.eq(self.push.valid & room & ~bypass),
+            self.push.ready.eq(room),
+            self.pop.payload.eq(s0),
+            self.pop.valid.eq(v0),
+            self.level.eq(total),
         ]
+        # The next command after the head: the spare, else the FIFO's output, else a
+        # bypassing push (the FIFO is empty then).
+        fill = q.r_rdy & ~v1            # read from the FIFO this cycle
+        incoming = Signal(width)
+        m.d.comb += incoming.eq(Mux(fill, q.r_data, self.push.payload))
+        has_in = fill | bypass & push
+        with m.If(~v0 | pop):
+            # The head loads the spare (nothing comes in while it is full), or the
+            # incoming command, or empties.
+            with m.If(v1):
+                m.d.sync += [s0.eq(s1), v1.eq(0)]
+            with m.Else():
+                m.d.sync += [s0.eq(incoming), v0.eq(has_in)]
+        with m.Elif(has_in):
+            m.d.sync += [s1.eq(incoming), v1.eq(1)]
         return m

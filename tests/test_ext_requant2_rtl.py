@@ -261,6 +261,40 @@ def test_independent_req_uops_issue_one_per_cycle():
     assert np.diff(r.accepted).tolist() == [2, 2, 16 + 1, 8 + 1 + n - 2, 16 + 1 + w + n - 1]
 
 
+def _pushing(word, flag="push_next_dep"):
+    """``word`` with a push flag set."""
+    isa = isa_for(RQ2)
+    insn = isa.decode(word)
+    return isa.encode(insn.opcode, **{**{k: v for k, v in insn.fields.items() if k != "opcode"},
+                                      flag: 1})
+
+
+@pytest.mark.parametrize("after", ["add", "req"])
+def test_req_pass_with_a_push_overlaps_and_pushes_with_its_late_write(after):
+    """A REQ pass with push flags overlaps the next loop (a base ADD over its rows: the
+    gap; another pass) like one without, and pushes when its last late write lands
+    (S{W+L-1}); setups with push flags drain (they write nothing and would run ahead of
+    the pass's late writes), and push once those landed."""
+    isa = isa_for(RQ2)
+    n, w = _stages()
+    uops = _setup_uops(isa) + [isa.encode_uop(d, B, 0) for d in range(8)]
+    run = _alu(AluOp.REQ, 2, 10)
+    nxt = _alu(AluOp.ADD, 2, 10, imm=-5) if after == "add" else run
+    setup = _setup(0)
+    insns = [setup[0], setup[1], _pushing(run), nxt,
+             _pushing(setup[0], "push_prev_dep"), setup[1], run]
+    r, _ = _run(insns, uops, _acc())
+    gaps = np.diff(r.accepted).tolist()
+    assert gaps[2] == 8 + 1                  # the pushing pass overlaps
+    writes = [c for c, _ in r.out_log]
+    assert len(writes) == 24
+    assert r.tokens["g2s"].log == [writes[7]]
+    # the pushing REQ.M after the second loop drains: its token follows that loop's last
+    # (late, for a pass) write, and the accept of the next command shares its cycle
+    assert r.tokens["g2l"].log == [r.accepted[5]] and r.accepted[5] >= writes[15]
+    assert gaps[4] > 2
+
+
 @pytest.mark.parametrize("via", ["dst", "src"])
 @pytest.mark.parametrize("distance", [1, 2, 3, 5, 7, 8, 9])
 def test_dependent_req_uops_wait_for_the_late_write(via, distance):

@@ -576,16 +576,16 @@ def test_whole_image_tile_lists_its_taps_when_enough_groups_use_the_kernel(c, li
 
 
 def test_rerank_looks_further_for_dense_spatial_kernels(monkeypatch):
-    """An int32 result's dense 3x3 layer (16 -> 16 at 24 x 24) is
+    """An int32 result's dense 3x3 layer (16 -> 16 at 20 x 20) is
     re-ranked among RERANK_SPATIAL (16) candidates: the event model finds a tiling it
     predicts faster than the best of the first 8; a depthwise layer keeps RERANK."""
     from vtakit.compiler.ops.conv2d import Conv2dPlan
     from vtakit.compiler.ops.perfmodel import program_prediction
     cfg = CONFIGS["default"]
     kw = dict(bias=True, out_dtype=np.int32, result_bytes=3)
-    wide = plan_conv2d(cfg, (1, 16, 24, 24), (16, 16, 3, 3), 1, 1, **kw)
+    wide = plan_conv2d(cfg, (1, 16, 20, 20), (16, 16, 3, 3), 1, 1, **kw)
     monkeypatch.setattr(Conv2dPlan, "RERANK_SPATIAL", Conv2dPlan.RERANK)
-    narrow = plan_conv2d(cfg, (1, 16, 24, 24), (16, 16, 3, 3), 1, 1, **kw)
+    narrow = plan_conv2d(cfg, (1, 16, 20, 20), (16, 16, 3, 3), 1, 1, **kw)
     cycles = [program_prediction(p.program())[0].cycles for p in (wide, narrow)]
     assert cycles[0] < cycles[1] and wide.tiling != narrow.tiling
     monkeypatch.setattr(Conv2dPlan, "RERANK_SPATIAL", 64)

@@ -708,10 +708,11 @@ def test_compute_throughput_one_uop_per_cycle(preset, kind):
     check_against_reference(bench, r, bench.reference(insns, uop=uops, acc=acc))
 
 
-def test_compute_overlaps_loops_without_pushes():
-    """The next GEMM/ALU is taken in the cycle the last micro-op of one without pushes
-    issues (N + 1 cycles from accept to accept: only its dispatch cycle), while one with
-    a push, a FINISH next, or an empty loop next wait for the drain (N + 1 + the write stage). Results stay
+def test_compute_overlaps_loops():
+    """The next GEMM/ALU is taken in the cycle the last micro-op of one issues (N + 1
+    cycles from accept to accept: only its dispatch cycle), with or without pushes (the
+    queue has room), while one with a FINISH next, or an empty loop next wait for the
+    drain (N + 1 + the write stage). Results stay
     those of sequential execution across the overlaps, with read-after-write at
     distance 1 and 2 between instructions: a GEMM then an ALU MAX reading the rows it
     just wrote, an immediate SHR of the same rows, a GEMM accumulating onto them."""
@@ -727,7 +728,7 @@ def test_compute_overlaps_loops_without_pushes():
         isa.encode(Opcode.ALU, alu_opcode=AluOp.MAX, **alu),               # 4+i max= i
         isa.encode(Opcode.ALU, alu_opcode=AluOp.SHR, use_imm=1, imm=3,
                    uop_bgn=0, uop_end=4, iter_out=1, iter_in=1),           # rows 0..3
-        isa.encode(Opcode.GEMM, push_next_dep=1, **gemm),                  # a push: drain
+        isa.encode(Opcode.GEMM, push_next_dep=1, **gemm),                  # a push: overlaps
         isa.encode(Opcode.GEMM, **gemm),
         isa.encode(Opcode.GEMM, uop_bgn=0, uop_end=0, iter_out=1, iter_in=1),   # empty
         isa.encode(Opcode.ALU, alu_opcode=AluOp.ADD, use_imm=1, imm=5, **alu),
@@ -738,8 +739,131 @@ def test_compute_overlaps_loops_without_pushes():
     r = bench.run(insns, uop=uops, acc=acc)
     gaps = np.diff(r.accepted).tolist()
     drain = pipeline_overhead(cfg)
-    assert gaps == [4 + 1, 4 + 1, 4 + 1, 4 + drain, 4 + drain, 1, 4 + drain], gaps
+    assert gaps == [4 + 1, 4 + 1, 4 + 1, 4 + 1, 4 + drain, 1, 4 + drain], gaps
     check_against_reference(bench, r, bench.reference(insns, uop=uops, acc=acc))
+
+
+def _gemm_rows(isa, n, *, bgn=0, **flags):
+    """A GEMM of ``n`` micro-ops (``uop_bgn`` ``bgn``), one loop iteration."""
+    return isa.encode(Opcode.GEMM, uop_bgn=bgn, uop_end=bgn + n, iter_out=1, iter_in=1,
+                      **flags)
+
+
+def test_compute_push_travels_with_the_last_write():
+    """A GEMM/ALU with push flags overlaps the next GEMM/ALU like one without (N + 1 from
+    accept to accept) and pushes its token in the cycle its last write lands (its
+    consumer sees the data): a GEMM pushing g2s, an ALU reading the rows it wrote and
+    pushing g2l, a GEMM without pushes, a GEMM pushing g2s again, FINISH."""
+    cfg = TINY
+    isa = isa_for(cfg)
+    uops = [isa.encode_uop(d, d, d) for d in range(4)] + \
+        [isa.encode_uop(4 + d, d, 0) for d in range(4)]
+    insns = [
+        _gemm_rows(isa, 4, push_next_dep=1),
+        isa.encode(Opcode.ALU, alu_opcode=AluOp.MAX, uop_bgn=4, uop_end=8, iter_out=1,
+                   iter_in=1, push_prev_dep=1),
+        _gemm_rows(isa, 4),
+        _gemm_rows(isa, 4, push_next_dep=1),
+        isa.encode(Opcode.FINISH),
+    ]
+    acc = np.random.default_rng(11).integers(-2**20, 2**20, (16, cfg.batch * cfg.block_out))
+    bench = ComputeBench(cfg)
+    r = bench.run(insns, uop=uops, acc=acc)
+    assert np.diff(r.accepted).tolist() == [5, 5, 5, 4 + pipeline_overhead(cfg)]
+    writes = [c for c, _ in r.out_log]
+    assert len(writes) == 16
+    assert r.tokens["g2s"].log == [writes[3], writes[15]]
+    assert r.tokens["g2l"].log == [writes[7]]
+    check_against_reference(bench, r, bench.reference(insns, uop=uops, acc=acc))
+
+
+def test_compute_one_push_travels_per_queue():
+    """Short loops pushing the same queue back to back: a token still travelling to it
+    (and the cycle after it landed) makes the next pushing loop drain instead of
+    overlapping; every token still comes with its loop's write."""
+    cfg = TINY
+    isa = isa_for(cfg)
+    uops = [isa.encode_uop(d, d, d) for d in range(4)]
+    insns = [_gemm_rows(isa, 1, bgn=d, push_next_dep=1) for d in range(4)] + \
+        [isa.encode(Opcode.FINISH)]
+    bench = ComputeBench(cfg)
+    r = bench.run(insns, uop=uops)
+    drain = pipeline_overhead(cfg)
+    assert np.diff(r.accepted).tolist() == [2, 1 + drain, 2, 1 + drain]
+    assert r.tokens["g2s"].log == [c for c, _ in r.out_log]
+    check_against_reference(bench, r, bench.reference(insns, uop=uops))
+
+
+@pytest.mark.parametrize("queue", ["push_next_dep", "push_prev_dep"])
+def test_compute_pushing_loop_then_a_pushing_uop_load(queue):
+    """A GEMM with a push flag overlaps a LOAD UOP that pushes the same queue (the GEMM's
+    token travels with its last micro-op); the LOAD UOP's short DMA is done before that
+    write lands, and its own token follows the GEMM's by a cycle at least, after it."""
+    cfg = TINY
+    isa = isa_for(cfg)
+    uops = [isa.encode_uop(d, d, d) for d in range(4)]
+    dram = dram_image(cfg, uops=uops)
+    insns = [_gemm_rows(isa, 4, **{queue: 1}),
+             isa.encode(Opcode.LOAD, memory_type=MemType.UOP, dram_base=0, y_size=1,
+                        x_size=1, x_stride=1, **{queue: 1}),
+             _gemm_rows(isa, 4), isa.encode(Opcode.FINISH)]
+    bench = ComputeBench(cfg, dram=dram)
+    r = bench.run(insns, uop=uops)
+    name = "g2s" if queue == "push_next_dep" else "g2l"
+    writes = [c for c, _ in r.out_log]
+    log = r.tokens[name].log
+    assert r.accepted[1] - r.accepted[0] == 5
+    assert len(log) == 2 and log[0] == writes[3] and log[1] > log[0]
+    check_against_reference(bench, r, bench.reference(insns, uop=uops))
+
+
+@pytest.mark.parametrize("room", [0, 1])
+def test_compute_push_into_a_full_queue_drains(room):
+    """g2s has room for ``room`` tokens until cycle 90: a pushing loop overlaps only
+    while its token has room (the first with room 1); the one without room drains and
+    waits for it; no token is lost or early."""
+    cfg = TINY
+    isa = isa_for(cfg)
+    uops = [isa.encode_uop(d, d, d) for d in range(8)]
+    insns = [_gemm_rows(isa, 8, push_next_dep=1), _gemm_rows(isa, 8, push_next_dep=1),
+             _gemm_rows(isa, 8), isa.encode(Opcode.FINISH)]
+    bench = ComputeBench(cfg)
+    r = bench.run(insns, uop=uops, tokens={"g2s": {"level": room, "schedule": {90: 5}}})
+    writes = [c for c, _ in r.out_log]
+    g2s = r.tokens["g2s"].log
+    assert len(g2s) == 2 and g2s[1] > 90
+    if room:
+        assert g2s[0] == writes[7] and r.accepted[1] - r.accepted[0] == 9
+    else:
+        assert g2s[0] > 90 and r.accepted[1] > 90
+    assert g2s[0] >= writes[7] and g2s[1] >= writes[15]
+    check_against_reference(bench, r, bench.reference(insns, uop=uops))
+
+
+@pytest.mark.parametrize("last", [False, True])
+def test_compute_fault_after_an_overlapped_push(last):
+    """The loop after a pushing one (overlapped) faults on a micro-op index: the token of
+    the loop before it is pushed and the fault names the faulting loop; when the pushing
+    loop's own last micro-op faults, no token is pushed."""
+    cfg = TINY
+    isa = isa_for(cfg)
+    uops = [isa.encode_uop(d, d, d) for d in range(4)] + [isa.encode_uop(cfg.acc_depth - 1, 0, 0)]
+    bad = isa.encode(Opcode.GEMM, uop_bgn=3, uop_end=5, iter_out=1, iter_in=2,
+                     dst_factor_in=1)        # the second iteration's dst 0 + acc_depth
+    insns = ([_gemm_rows(isa, 4, push_next_dep=1), bad] if not last else
+             [_gemm_rows(isa, 4), isa.encode(Opcode.GEMM, uop_bgn=3, uop_end=5, iter_out=1,
+                                             iter_in=2, dst_factor_in=1, push_next_dep=1)])
+    insns += [_gemm_rows(isa, 4, push_next_dep=1), isa.encode(Opcode.FINISH)]
+    acc = np.random.default_rng(12).integers(-2**20, 2**20, (16, cfg.batch * cfg.block_out))
+    bench = ComputeBench(cfg)
+    r = bench.run(insns, uop=uops, acc=acc, max_cycles=400)
+    assert r.error == (1, ErrorCode.SRAM_OUT_OF_RANGE, 1)
+    ref = bench.reference(insns, uop=uops, acc=acc)
+    assert ref.fault == 1
+    check_against_reference(bench, r, ref)
+    writes = [c for c, _ in r.out_log]
+    assert r.tokens["g2s"].log == ([] if last else [writes[3]])
+    assert check_against_model(cfg, bench, r, insns, uops, acc) == (1, ErrorCode.SRAM_OUT_OF_RANGE)
 
 
 def _error_cases(cfg):

@@ -266,6 +266,14 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
     overlaps = _overlaps(queues[Unit.COMPUTE]) if saved else frozenset()
     late = _requant_late(queues[Unit.COMPUTE], overlaps, cost.requant_late_cycles)
     late.update(_req_late(queues[Unit.COMPUTE], overlaps, cost.req_late_cycles))
+    # what the late writes add when the instruction drains (push flags and no room)
+    drain_late = (_requant_late(queues[Unit.COMPUTE], frozenset(), cost.requant_late_cycles)
+                  if overlaps else {})
+    if overlaps:
+        drain_late.update(_req_late(queues[Unit.COMPUTE], frozenset(), cost.req_late_cycles))
+    # per token queue the time the compute module's last token was pushed: an overlapped
+    # push travels with the last micro-op and needs the queue free of one still travelling
+    landed = dict.fromkeys(TOKEN_QUEUES, float("-inf"))
     tokens = {q: deque() for q in TOKEN_QUEUES}
     elem, bus = _elem_bytes(config), config.bus_bytes
     port = _ReadPort(cost.read_priority_wait) if cost.shared_read_port else None
@@ -315,8 +323,9 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
             return all(producer[n] is not held[0] for n in missing)
         return max([time[Unit.COMPUTE], *(tokens[n][0] for n in names)]) < end
 
-    def run(m, insn, start, dur, ready, now):
-        # the bookkeeping of an instruction that took [start, start + dur)
+    def run(m, insn, start, dur, ready, now, push_at=None):
+        # the bookkeeping of an instruction that took [start, start + dur) (its tokens
+        # pushed at ``push_at``, by default its end)
         nonlocal gemm, alu
         _, (_, g, a), _, pushed, _ = facts[id(insn)]
         if intervals:
@@ -326,8 +335,11 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
             spans[m].append(UnitInterval(start, start + dur, "busy", Opcode(insn.opcode).name))
         gemm, alu = gemm + g, alu + a
         busy[m] += dur
+        push_at = start + dur if push_at is None else push_at
         for name in pushed:
-            tokens[name].append(start + dur)
+            tokens[name].append(push_at)
+            if m is Unit.COMPUTE:
+                landed[name] = push_at
         return start + dur
 
     progress = True
@@ -346,7 +358,10 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                 insn = q[k]
                 names, (dur, g, a), beats, pushed, finish = (facts.get(id(insn))
                                                              or facts_of(insn, m))
+                full = None     # the drained duration of an overlapped loop that pushes
                 if saved and m is Unit.COMPUTE and k in overlaps:
+                    if pushed:
+                        full = dur + drain_late.get(k, 0)
                     dur -= saved
                 if late and m is Unit.COMPUTE:
                     dur += late.get(k, 0)
@@ -369,7 +384,16 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                         break
                     dur = max(dur, port.reserve(start + cost.dma_insn_cycles, beats,
                                                 m is Unit.COMPUTE) - start)
-                now = run(m, insn, start, dur, ready, now)
+                push_at = None
+                if full is not None:
+                    # the token is pushed when the last write lands, as after a drain;
+                    # the next command overlaps only if no token to the same queue is
+                    # still travelling (the RTL's registered room: two cycles after it landed)
+                    if all(start + dur >= landed[n] + 2 for n in pushed):
+                        push_at = start + full
+                    else:
+                        dur = full
+                now = run(m, insn, start, dur, ready, now, push_at)
                 k += 1
                 if finish:
                     pos[m], time[m] = k, now
@@ -391,13 +415,16 @@ def _loop_uops(insn) -> int:
 
 
 def _overlaps(queue) -> frozenset:
-    """Positions in the compute ``queue`` of loops without push flags followed by a loop
-    with micro-ops or a LOAD UOP: the RTL dispatches the next one while the first
-    drains."""
+    """Positions in the compute ``queue`` of loops followed by a loop with micro-ops or a
+    LOAD UOP: the RTL dispatches the next one while the first drains (a loop with push
+    flags pushes when its last write lands, and only if no token it pushed before to the
+    same queue is still travelling: :func:`predict_stream` checks that; ``requant2``'s
+    REQ.M/REQ.P setups with push flags drain)."""
     out = set()
     for k in range(len(queue) - 1):
         f, nxt = queue[k].fields, queue[k + 1]
-        if (_loop_uops(queue[k]) and not f.get("push_prev_dep") and not f.get("push_next_dep")
+        pushes = f.get("push_prev_dep") or f.get("push_next_dep")
+        if (_loop_uops(queue[k]) and not (pushes and _is_req(queue[k]) and f["imm"] != 0)
                 and (_loop_uops(nxt) or (nxt.opcode == Opcode.LOAD and nxt.fields["x_size"]
                                          and nxt.fields["memory_type"] == MemType.UOP))):
             out.add(k)

@@ -79,9 +79,11 @@ class EventCost(CostModel):
     ----------
     overlap_cycles : int or None
         :func:`~vtakit.compiler.ops.perfmodel.predict_stream` only: the issue cost, instead
-        of ``insn_cycles``, of a GEMM/ALU without push flags whose next compute
-        instruction is a GEMM/ALU with micro-ops to run or a LOAD UOP (``hw/compute.py``
-        dispatches it while the first drains); None: no such overlap.
+        of ``insn_cycles``, of a GEMM/ALU whose next compute instruction is a GEMM/ALU
+        with micro-ops to run or a LOAD UOP (``hw/compute.py`` dispatches it while the
+        first drains; one with push flags pushes when its last write lands, and drains
+        when a token of the compute module to the same queue is still travelling);
+        None: no such overlap.
     shared_read_port : bool
         :func:`~vtakit.compiler.ops.perfmodel.predict_stream` only: the DRAM read beats of
         every LOAD (the load module's inputs and weights, the compute module's micro-ops
@@ -125,8 +127,8 @@ class EventCost(CostModel):
 #: too, written REQUANT_STAGES - 1 stages later: ``requant_late_cycles``; the compiler's
 #: passes never wait for one of their own writes, and other dependent passes do not
 #: stall, the acc reads forward the writes in flight) and occupy the compute module N + 7 cycles, N + 1
-#: (the RTL's count) when the next loop or LOAD UOP is dispatched while one without
-#: pushes drains (``hw/compute.py``); a LOAD/STORE costs a few cycles plus one per bus
+#: (the RTL's count) when the next loop or LOAD UOP is dispatched while one drains
+#: (``hw/compute.py``; a push travels with the last micro-op); a LOAD/STORE costs a few cycles plus one per bus
 #: beat, pad element and row; all LOADs share the one DRAM read port, the compute
 #: module's first (after at most the read-ahead and one burst of the load module's beats
 #: in flight, ``hw/spec.py``'s DMA_READ_AHEAD_BEATS + MAX_BURST), each of their beats
