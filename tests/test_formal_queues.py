@@ -7,7 +7,7 @@ duplicated), ``pop.valid`` exactly while a token is held (never a pop from an em
 queue), ``push.ready`` low exactly when full (a push into a full queue stalls, and it
 is not dropped: the count only moves on a handshake), and level <= capacity.
 
-Command queues (Amaranth's ``SyncFIFOBuffered`` and a head register): the same level/handshake contract by
+Command queues (Amaranth's ``SyncFIFOBuffered``, a spare and a head register): the same level/handshake contract by
 k-induction at the default depth (64) and small depths, and the data order (the n-th
 command popped is the n-th pushed, for a symbolic n and a symbolic command: nothing
 lost, duplicated or reordered) by bounded model checking to a depth that fills and
@@ -15,7 +15,8 @@ drains the queue, for depths 2..5.
 
 Why the small depths cover the presets: the queue RTL is the same for every depth,
 ``depth`` only enters as the constant of the full comparison and the pointer wrap
-(``SyncFIFOBuffered``: a memory and its read register, then the head register). The
+(``SyncFIFOBuffered``: a memory and its read register, then the spare and the head
+register). The
 counter contract is proved by induction at every depth the presets use (1-step
 induction, independent of depth).
 """
