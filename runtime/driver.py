@@ -300,13 +300,14 @@ class Runtime:
             self._uop_buf = self._ensure(self._uop_buf,
                                          st.staging_uops * self.config.uop_elem_bytes)
 
-    def fits(self, program: Program) -> bool:
-        """Whether :meth:`bind` can append ``program`` to the pending stream without the
+    def fits(self, *programs: Program) -> bool:
+        """Whether :meth:`bind` can append ``programs`` to the pending stream without the
         stream reaching ``max_xfer`` (which would synchronize it first)."""
         st = self._stream
-        return ((len(st) + len(program) + _RESERVE) * self.config.insn_bytes <= self.max_xfer
-                and (st.staging_uops + len(program.uops)) * self.config.uop_elem_bytes
-                <= self.max_xfer)
+        n = len(st) + sum(len(p) for p in programs) + _RESERVE
+        u = st.staging_uops + sum(len(p.uops) for p in programs)
+        return (n * self.config.insn_bytes <= self.max_xfer
+                and u * self.config.uop_elem_bytes <= self.max_xfer)
 
     # ------------------------------------------------------------ the stream
 

@@ -146,32 +146,11 @@ class LayerLaunch:
         return planes[0] if self.post is None else timed(_op_name(self.post), self.post, planes)
 
     def execute_chained(self, rt, bufs: dict, chain, direct: bool):
-        """:meth:`execute` within a chain (:mod:`.chain`): the kernel joins an open chain
-        (its entry variant) and, when it stores directly into a device tensor (``direct``),
-        leaves the chain open without running it (its exit variant): returns None.
-        Otherwise the stream runs: the device's RunResult. A kernel that cannot take
-        its place runs what is open first."""
-        from .chain import variant
-        entry, leave = chain.open, direct
-        program = variant(self.program, entry, leave)
-        if entry and (program is None or not rt.fits(program)):
-            chain.close(rt)         # the open chain runs alone
-            entry = False
-            program = variant(self.program, False, leave)
-        if program is None:
-            program, leave = self.program, False
-        try:
-            rt.bind(program, bufs)
-        except BaseException:
-            chain.abort(rt)         # drop the half-built stream
-            raise
-        chain.open = leave
-        if leave:
-            return None
-        try:
-            return rt.synchronize()
-        finally:
-            chain.release(rt)
+        """:meth:`execute` within a chain (:mod:`.chain`): the kernel follows the chain's
+        last one and, when it stores directly into a device tensor (``direct``), waits
+        for the next layer: returns None. Otherwise the stream runs: the device's
+        RunResult."""
+        return chain.follow(rt, self.program, bufs, direct)
 
     def run(self, rt, activations: dict, weights: dict, out=None, *,
             tail=False, chain=None) -> LaunchResult:

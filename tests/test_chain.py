@@ -44,37 +44,74 @@ def _vta_kernels(exe):
 
 
 def test_variants_split_the_fence(kws):
-    """The exit variant pushes *SRAM free* (compute -> load) right after its last GEMM and
-    leaves the last store's s2g token to the next layer; the entry variant loads its first
-    weights, then its compute LOADs and resets, then a compute NOP pops s2g and pushes
-    *DRAM ready*, which its first input LOAD pops."""
+    """The exit variant pushes *SRAM free* (compute -> load) right after its last GEMM, an
+    early *stores done* (a store NOP after its last store of its own protocol) and leaves
+    the last store's s2g token to the next layer; the entry variant loads its first
+    weights, then its compute LOADs and resets, then two compute NOPs pop the two s2g
+    tokens, one pushing *DRAM ready*, which its first input LOAD pops."""
     exe, _ = kws
-    prog = _vta_kernels(exe)[1]          # a pointwise conv between two device tensors
+    prog = _vta_kernels(exe)[1]          # a conv between two device tensors
     ex = chain_mod.exit_variant(prog)
-    assert ex is not None and len(prog) - 2 <= len(ex) <= len(prog) - 1
+    assert ex is not None and len(prog) - 1 <= len(ex) <= len(prog)
     assert ex.pending_pops == prog.pending_pops == ((1, "pop_next_dep"),)
     last_gemm = max(k for k, i in enumerate(ex.insns)
                     if i.opcode == Opcode.GEMM and not i.reset_reg)
     assert ex.insns[last_gemm].push_prev_dep or ex.insns[last_gemm + 1].push_prev_dep
     assert not any(i.pop_next_dep for i in ex.insns[last_gemm:] if _unit(i) == Unit.COMPUTE)
+    stores = [i for i in ex.insns if _unit(i) == Unit.STORE]
+    assert stores[-1].push_prev_dep and not stores[-1].is_nop
+    assert sum(i.is_nop and i.push_prev_dep for i in stores) == 1
 
-    en = chain_mod.entry_variant(prog)
-    assert en is not None and len(en) == len(prog) + 1
-    nop = next(k for k, i in enumerate(en.insns) if i.is_nop and _unit(i) == Unit.COMPUTE)
-    assert en.insns[nop].pop_next_dep and en.insns[nop].push_prev_dep
-    head = en.insns[:nop]
-    loads = [i for i in head if _unit(i) == Unit.LOAD]
-    assert loads and all(i.memory_type == MemType.WGT for i in loads)
-    assert not any(i.pop_prev_dep or i.pop_next_dep for i in head)
-    assert all(i.opcode == Opcode.LOAD or i.reset_reg for i in head if _unit(i) == Unit.COMPUTE)
-    first_inp = next(i for i in en.insns[nop:] if _unit(i) == Unit.LOAD)
-    assert first_inp.memory_type == MemType.INP and first_inp.pop_next_dep
-    # the relocations travel with their instructions
-    src = {(str(prog.insns[r.insn]), r.slot) for r in prog.relocations}
-    assert len(src) == len(prog.relocations)
-    moved = [(en.insns[r.insn].opcode, r.slot) for r in en.relocations]
-    assert sorted(moved) == sorted((prog.insns[r.insn].opcode, r.slot)
-                                   for r in prog.relocations)
+    for early in (False, True):
+        en = chain_mod.entry_variant(prog, early)
+        assert en is not None and len(en) == len(prog) + 2
+        nops = [k for k, i in enumerate(en.insns) if i.is_nop and _unit(i) == Unit.COMPUTE
+                and i.pop_next_dep]
+        assert nops[1] == nops[0] + 1
+        ready = nops[0] if early else nops[1]
+        assert [en.insns[k].push_prev_dep for k in nops[:2]] == [k == ready for k in nops[:2]]
+        head = en.insns[:nops[0]]
+        loads = [i for i in head if _unit(i) == Unit.LOAD]
+        assert loads and all(i.memory_type == MemType.WGT for i in loads)
+        assert not any(i.pop_prev_dep or i.pop_next_dep for i in head)
+        assert all(i.opcode == Opcode.LOAD or i.reset_reg for i in head
+                   if _unit(i) == Unit.COMPUTE)
+        first_inp = next(i for i in en.insns[nops[1]:] if _unit(i) == Unit.LOAD)
+        assert first_inp.memory_type == MemType.INP and first_inp.pop_next_dep
+        # the relocations travel with their instructions
+        assert sorted((en.insns[r.insn].opcode, r.slot) for r in en.relocations) == \
+            sorted((prog.insns[r.insn].opcode, r.slot) for r in prog.relocations)
+
+
+def test_swap_slots_exchanges_the_halves(kws):
+    """A kernel with its SRAM halves exchanged computes the same (behavioral model)."""
+    from vtakit.runtime import Runtime
+    exe, x = kws
+    cfg = exe.config
+    swapped = 0
+    for prog in _vta_kernels(exe)[:4]:
+        other = chain_mod.swap_slots(prog)
+        if other is None:
+            continue
+        swapped += 1
+        assert len(other) == len(prog) and other.words != prog.words
+        rng = np.random.default_rng(len(prog))
+        outs = []
+        for p in (prog, other):
+            with open_device("behavioral", cfg) as dev:
+                rt = Runtime(dev)
+                bufs = {}
+                for name, n in p.slots.items():
+                    bufs[name] = rt.alloc(n)
+                    if name != "out":
+                        rt.upload(bufs[name], np.random.default_rng(n).integers(
+                            -128, 127, n, dtype=np.int8))
+                rt.bind(p, bufs)
+                rt.synchronize()
+                outs.append(rt.download(bufs["out"], np.int8, p.slots["out"]))
+        assert np.array_equal(*outs)
+        del rng
+    assert swapped
 
 
 def test_chained_stream_has_the_barrier_at_each_boundary(kws):
@@ -86,14 +123,17 @@ def test_chained_stream_has_the_barrier_at_each_boundary(kws):
     assert len(runs) < n_vta
     isa = isa_for(exe.config)
     insns = [isa.decode(w) for w in bytes_to_words(runs[0].insns, INSN_BYTES)]
-    # every boundary: a compute NOP popping s2g and pushing g2l, then a LOAD INP popping it
+    # every boundary: two compute NOPs popping s2g, one pushing g2l, then a LOAD INP
+    # popping it
     nops = [k for k, i in enumerate(insns) if i.is_nop and _unit(i) == Unit.COMPUTE
-            and i.pop_next_dep and i.push_prev_dep]
+            and i.pop_next_dep and insns[k + 1].is_nop and insns[k + 1].pop_next_dep
+            and _unit(insns[k + 1]) == Unit.COMPUTE]
     # one boundary after each layer that left its chain open
     chained = [layer for layer in layers if layer.name.startswith("vta_") and not layer.runs]
     assert len(nops) == len(chained) > 0
     for k in nops:
-        nxt = next(i for i in insns[k + 1:] if _unit(i) == Unit.LOAD)
+        assert insns[k].push_prev_dep + insns[k + 1].push_prev_dep == 1
+        nxt = next(i for i in insns[k + 2:] if _unit(i) == Unit.LOAD)
         assert nxt.memory_type == MemType.INP and nxt.pop_next_dep
     # token queues balance over the whole stream
     bal = {"l2g": 0, "g2l": 0, "g2s": 0, "s2g": 0}
@@ -136,27 +176,29 @@ def test_without_the_barrier_the_chain_races(kws, monkeypatch):
     y0, _ = _run(exe, x, chain=False)
     real = chain_mod.entry_variant
 
-    def no_barrier(program):
-        p = real(program)
+    def no_barrier(program, early=False):
+        p = real(program, early)
         if p is None:
             return None
         from vtakit.runtime.program import Program, make_insn
-        insns = []
+        insns, first = [], True
         for i in p.insns:
             f = {k: v for k, v in i.fields.items() if k != "opcode"}
-            if i.is_nop and _unit(i) == Unit.COMPUTE and f["pop_next_dep"] and f["push_prev_dep"]:
-                f["pop_next_dep"] = 0          # does not wait for the previous layer's store
+            if first and _unit(i) == Unit.LOAD and i.memory_type == MemType.INP:
+                f["pop_next_dep"] = 0       # does not wait for the previous layer's stores
+                first = False
             insns.append(make_insn(p.config, i.opcode, f))
-        # the s2g token is popped at the end instead (the queues stay balanced)
+        # the g2l token is popped at the end instead (the queues stay balanced)
         insns.append(make_insn(p.config, Opcode.LOAD, dict(
-            memory_type=int(MemType.UOP), pop_next_dep=1)))
+            memory_type=int(MemType.INP), pop_next_dep=1)))
         return Program(p.config, insns, p.uops, dict(p.slots),
                        [(r.insn, r.slot) for r in p.relocations], p.pending_pops, p.name)
 
     monkeypatch.setattr(chain_mod, "entry_variant", no_barrier)
     for prog in _vta_kernels(exe):          # variants are kept with their programs
-        for key in [k for k in prog.memo if k[0] == "chain"]:
-            monkeypatch.delitem(prog.memo, key)
+        for p in (prog, prog.memo.get("chain_swap")):
+            for key in [k for k in (p.memo if p is not None else ()) if k[0] == "chain"]:
+                monkeypatch.delitem(p.memo, key)
     results = [_run(exe, x, interleave_seed=s)[0] for s in range(1, 9)]
     assert any(not np.array_equal(y, y0) for y in results)
 
