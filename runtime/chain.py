@@ -47,7 +47,8 @@ from ..hw.spec import Unit, dispatch_unit
 from .program import UOPS, Program, make_insn
 
 __all__ = ["Chain", "exit_variant", "entry_variant", "variant", "sram_free_point",
-           "swap_slots", "late_stores", "first_inputs", "overlap"]
+           "swap_slots", "late_stores", "all_stores", "first_inputs", "hoisted_reads",
+           "overlap"]
 
 _POP_S2G = "pop_next_dep"        # compute pops store's token
 _PUSH_G2L = "push_prev_dep"      # compute pushes to load
@@ -401,15 +402,65 @@ def late_stores(program: Program, bufs: dict) -> list:
                    program.config.out_elem_bytes, bufs)
 
 
-def first_inputs(program: Program, bufs: dict) -> list | None:
-    """DRAM byte ranges ``[start, end)`` of the input LOADs of ``program``'s first group,
-    bound to ``bufs`` (None when it has no first group an :func:`entry_variant` can
-    move)."""
+def all_stores(program: Program, bufs: dict) -> list:
+    """DRAM byte ranges ``[start, end)`` of every store of ``program``, bound to ``bufs``."""
+    ins = program.insns
+    return _ranges(program, [k for k, i in enumerate(ins) if _unit(i) == Unit.STORE
+                             and not i.is_nop], program.config.out_elem_bytes, bufs)
+
+
+def _elem_bytes(config, insn) -> int:
+    return {MemType.INP: config.inp_elem_bytes, MemType.WGT: config.wgt_elem_bytes,
+            MemType.ACC: config.acc_elem_bytes}[MemType(insn.memory_type)]
+
+
+def _reads(program, ks, bufs) -> list:
+    relocs = {r.insn: r.slot for r in program.relocations}
+    out = []
+    for k in ks:
+        i = program.insns[k]
+        off, n = _extent(i, _elem_bytes(program.config, i))
+        base = bufs[relocs[k]].addr
+        out.append((base + off, base + off + n))
+    return out
+
+
+def hoisted_reads(program: Program, bufs: dict) -> list:
+    """DRAM byte ranges an :func:`entry_variant` of ``program`` reads before the previous
+    layer's stores are over (its first weight LOADs, its leading LOAD ACCs), bound to
+    ``bufs``; None when it has no first group it can move."""
     group = _first_group(program)
     if group is None:
         return None
-    return _ranges(program, [k for k in group[2] if not program.insns[k].is_nop],
-                   program.config.inp_elem_bytes, bufs)
+    ks = list(group[1])
+    for k, i in enumerate(program.insns):
+        if _unit(i) != Unit.COMPUTE:
+            continue
+        if not _early_compute(i):
+            break
+        if i.opcode == Opcode.LOAD and i.memory_type == MemType.ACC:
+            ks.append(k)
+    return _reads(program, ks, bufs)
+
+
+def first_inputs(program: Program, bufs: dict) -> list | None:
+    """DRAM byte ranges ``[start, end)`` that the load module of an
+    :func:`entry_variant` of ``program`` may read once *DRAM ready* is popped, before it
+    pops another token (the next layer's own protocol then orders it after the previous
+    layer's last store): its first group's loads and those up to its first load that
+    pops, bound to ``bufs``. None when it has no first group an :func:`entry_variant`
+    can move."""
+    if _first_group(program) is None:
+        return None
+    ks = []
+    for k, i in enumerate(program.insns):
+        if _unit(i) != Unit.LOAD:
+            continue
+        if i.fields[_POP_G2L] or i.fields["pop_prev_dep"]:
+            break
+        if not i.is_nop:
+            ks.append(k)
+    return _reads(program, ks, bufs)
 
 
 def overlap(a: list, b: list) -> bool:
@@ -457,7 +508,10 @@ class Chain:
                         program, after = other, a2
             ex = variant(p_prog, p_entry, True, after, p_early)
             reads = first_inputs(program, bufs)
-            if ex is not None and reads is not None and rt.fits(ex, program):
+            # what the next kernel reads before the previous one's stores are over must
+            # not be what they write (weights, bias rows: constants)
+            if (ex is not None and reads is not None and rt.fits(ex, program)
+                    and not overlap(hoisted_reads(program, bufs), all_stores(ex, p_bufs))):
                 early = not overlap(reads, late_stores(ex, p_bufs))
                 self._bind(rt, ex, p_bufs)
                 entry = True

@@ -267,3 +267,43 @@ def test_chained_on_verilator_equals_unchained_and_litert(kws):
     with open_device("verilator", exe.config) as dev:
         _, rows = profile_model(exe, [x], device=dev)
     assert sum(r.cycles for r in rows if r.engine == "VTA") == c1
+
+
+def test_no_early_read_of_what_the_previous_layer_stores(kws):
+    """A kernel joins a chain only if what it reads before the previous kernel's stores
+    are over (first weights, bias rows) is not what they write; its inputs wait for the
+    last store unless every load before its first token reads none of the last stores."""
+    from vtakit.compiler.ops.cost.chain import DryRuntime
+    exe, _ = kws
+    a, b = _vta_kernels(exe)[1:3]
+
+    class Buf:
+        def __init__(self, addr, nbytes):
+            self.addr, self.nbytes = addr, nbytes
+    page = 1 << 16
+
+    def bufs(prog, base, **at):
+        return {n: at.get(n) or Buf(base + k * page, size)
+                for k, (n, size) in enumerate(prog.slots.items())}
+    a_bufs = bufs(a, 1 << 22)
+    out = a_bufs["out"]
+    # b's input is a's output: chained, one stream
+    rt, ch = DryRuntime(exe.config), chain_mod.Chain()
+    assert ch.follow(rt, a, a_bufs, True) is None
+    b_bufs = bufs(b, 1 << 23, data=Buf(out.addr, b.slots["data"]))
+    assert ch.follow(rt, b, b_bufs, False) is not None
+    assert [len(r.programs) for r in rt.runs] == [2]
+    # b's weights where a stores (its first weight LOADs would read them early): a runs
+    # alone, then b
+    rt, ch = DryRuntime(exe.config), chain_mod.Chain()
+    ch.follow(rt, a, a_bufs, True)
+    b_bufs = bufs(b, 1 << 23, data=Buf(out.addr, b.slots["data"]),
+                  weight=Buf(out.addr, b.slots["weight"]))
+    ch.follow(rt, b, b_bufs, False)
+    assert [len(r.programs) for r in rt.runs] == [1, 1]
+    # the loads that may run once DRAM ready is popped go up to the first that pops
+    reads = chain_mod.first_inputs(b, b_bufs)
+    loads = [i for i in b.insns if _unit(i) == Unit.LOAD]
+    first_pop = next(k for k, i in enumerate(loads) if i.pop_next_dep)
+    assert len(reads) == sum(not i.is_nop for i in loads[:first_pop]) > \
+        len(chain_mod._first_group(b)[2])
