@@ -249,7 +249,11 @@ def format_profile(rows, backend: str = "", *, fmax_mhz: float | None = None, ho
                  f"{fmax_mhz:g} MHz" + (f" ({fmax_source})" if fmax_source else ""))
     where = ("measured on this machine" if host is None
              else f"estimated for {host.name} at {host.clock_mhz:g} MHz ({host.path})")
-    lines.append(f"{len(vta)} layer(s) on VTA, {len(rows) - len(vta)} on the host; "
+    chains = [r for r in vta if len(r.layers) > 1]
+    n_vta = sum(max(1, len(r.layers)) for r in vta)
+    chained = (f" ({sum(len(r.layers) for r in chains)} of them in {len(chains)} chain(s), "
+               "each one stream)" if chains else "")
+    lines.append(f"{n_vta} layer(s) on VTA, {len(rows) - len(vta)} on the host{chained}; "
                  "predicted = event model of the stream that ran (vtakit.compiler.ops.perfmodel); "
                  "roofline = max(GEMM + ALU micro-ops, DRAM beats) (vtakit.compiler.ops.roofline); "
                  f"{clock}; host us = the host steps {where} (vtakit.tools.latency)")
