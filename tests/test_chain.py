@@ -307,3 +307,18 @@ def test_no_early_read_of_what_the_previous_layer_stores(kws):
     first_pop = next(k for k, i in enumerate(loads) if i.pop_next_dep)
     assert len(reads) == sum(not i.is_nop for i in loads[:first_pop]) > \
         len(chain_mod._first_group(b)[2])
+
+
+def test_model_engine_predicts_the_chained_streams(kws):
+    """The model engine (no device) predicts each chain as the one stream the runtime runs:
+    its rows and cycles are the event model's on the streams that ran."""
+    from vtakit.tools.point import predict_layers
+    exe, x = kws
+    predicted = predict_layers(exe)
+    _, rows = profile_model(exe, [x])
+    assert [(p["layer"], p["cycles"], p["calls"]) for p in predicted] == \
+        [(r.name, r.predicted_cycles, len(r.layers)) for r in rows]
+    assert any(p["calls"] > 1 for p in predicted)
+    plain = predict_layers(exe, chain=False)
+    assert len(plain) == sum(p["calls"] for p in predicted)
+    assert all(p["calls"] == 1 for p in plain)
