@@ -322,3 +322,23 @@ def test_model_engine_predicts_the_chained_streams(kws):
     plain = predict_layers(exe, chain=False)
     assert len(plain) == sum(p["calls"] for p in predicted)
     assert all(p["calls"] == 1 for p in plain)
+
+
+def test_a_chain_never_outgrows_the_stream(kws):
+    """With a small max_xfer, a chain is run before the stream would need an automatic
+    synchronize (which cannot cut a chain: its tokens are unbalanced)."""
+    from vtakit.runtime import Runtime
+    exe, x = kws
+    y0, _ = _run(exe, x, chain=False)
+    longest = max(len(p) for p in _vta_kernels(exe))
+    with open_device("behavioral", exe.config) as dev, \
+            LayerRecorder(dev, keep_outputs=False) as rec:
+        vm = exe.vm(device=dev, hook=rec.hook, hook_outputs=False)
+        rt = Runtime(dev, max_xfer=(2 * longest + 40) * exe.config.insn_bytes)
+        vm.context._runtime = rt
+        y = np.asarray(vm.run(x))
+        vm.close()
+    assert np.array_equal(y, y0)
+    runs = [r for layer in rec.layers for r in layer.runs]
+    assert 2 < len(runs) < sum(p.kind == "vta_layer" for p in exe.primitives)
+    assert rt.stats["auto_syncs"] == 0
