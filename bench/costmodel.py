@@ -78,7 +78,8 @@ def measure(label, mod, x, spec, cfg, backend):
     exe = compile_model(mod, cfg)
     compile_s = time.perf_counter() - t
     t = time.perf_counter()
-    predicted = predict_layers(exe)
+    runs = []
+    predicted = predict_layers(exe, runs=runs)
     predict_s = time.perf_counter() - t
     t = time.perf_counter()
     _, measured = profile_model(exe, [x], backend)
@@ -86,13 +87,18 @@ def measure(label, mod, x, spec, cfg, backend):
     assert [p["layer"] for p in predicted] == [m.name for m in measured]
     kernel = {prim.name: prim.meta_dict.get("kernel") for prim in exe.primitives}
     kinds, layers, streams = {}, [], {}
+    runs = iter(runs)
     for p, m in zip(predicted, measured):
         if m.engine == "VTA":
-            k = kinds.setdefault(_kind(m.name), [0, 0])
+            run = next(runs)
+            # a chain of layers is its own class (its stream is the runtime's chained one)
+            k = kinds.setdefault("chain" if len(m.layers) > 1 else _kind(m.name), [0, 0])
             k[0] += m.cycles
             k[1] += p["cycles"]
             layers.append((m.name, int(m.cycles), int(p["cycles"])))
-            s = streams.setdefault(kernel[m.name], [exe.program(kernel[m.name]), 0, 0])
+            key = kernel[m.name] if len(m.layers) == 1 else id(run)
+            s = streams.setdefault(key, [exe.program(key) if len(m.layers) == 1
+                                         else tuple(run.insns), 0, 0])
             s[1] += 1
             s[2] += int(m.cycles)
     rtl = sum(v[0] for v in kinds.values())
@@ -125,8 +131,9 @@ def fit(rows, grid, top=10) -> list[str]:
     so re-measure the chosen constants (and bench/models.py) before keeping them."""
     from vtakit.compiler.ops.perfmodel import predict_stream, program_stream
     configs = {r["config"]: config_from_spec(r["config"]) for r in rows}
-    kernels = [(r["config"], [(program_stream(prog), n, rtl) for prog, n, rtl in r["streams"]])
-               for r in rows]
+    # a kernel's stream bound alone, or a chain's stream as the runtime builds it
+    kernels = [(r["config"], [(prog if isinstance(prog, tuple) else program_stream(prog), n, rtl)
+                              for prog, n, rtl in r["streams"]]) for r in rows]
 
     def worst(cost):
         errors = {}

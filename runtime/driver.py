@@ -300,6 +300,17 @@ class Runtime:
             self._uop_buf = self._ensure(self._uop_buf,
                                          st.staging_uops * self.config.uop_elem_bytes)
 
+    def fits(self, *programs: Program, slack: int = 8) -> bool:
+        """Whether :meth:`bind` can append ``programs`` to the pending stream without the
+        stream reaching ``max_xfer`` (which would synchronize it first), with ``slack``
+        instructions to spare per program (a chain boundary adds a few,
+        :mod:`.chain`)."""
+        st = self._stream
+        n = len(st) + sum(len(p) + slack for p in programs) + _RESERVE
+        u = st.staging_uops + sum(len(p.uops) for p in programs)
+        return (n * self.config.insn_bytes <= self.max_xfer
+                and u * self.config.uop_elem_bytes <= self.max_xfer)
+
     # ------------------------------------------------------------ the stream
 
     @property

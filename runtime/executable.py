@@ -270,7 +270,7 @@ class Executable:
         return out
 
     def run(self, inputs=(), backend: str = "behavioral", *, hook=None, device=None,
-            device_options=None):
+            device_options=None, hook_outputs=True, chain=True):
         """Run the entry function.
 
         Parameters
@@ -284,13 +284,17 @@ class Executable:
             ``hook(name, output)`` after every layer (see ``VirtualMachine``).
         device, device_options :
             An open device to use, or options of the one to open.
+        hook_outputs, chain : bool
+            See ``VirtualMachine``: whether the hook sees outputs, and whether
+            device-resident layers run chained (one stream, one synchronize).
 
         Returns
         -------
         numpy.ndarray or tuple
         """
         args = self._args(inputs)
-        with self.vm(backend, hook=hook, device=device, device_options=device_options) as vm:
+        with self.vm(backend, hook=hook, device=device, device_options=device_options,
+                     hook_outputs=hook_outputs, chain=chain) as vm:
             return vm.run(*args, func=self.entry)
 
     def run_named(self, inputs=(), backend: str = "behavioral", **kwargs) -> dict:

@@ -145,14 +145,23 @@ class LayerLaunch:
         """The ``post`` host step on the downloaded planes (plane 0 without one)."""
         return planes[0] if self.post is None else timed(_op_name(self.post), self.post, planes)
 
+    def execute_chained(self, rt, bufs: dict, chain, direct: bool):
+        """:meth:`execute` within a chain (:mod:`.chain`): the kernel follows the chain's
+        last one and, when it stores directly into a device tensor (``direct``), waits
+        for the next layer: returns None. Otherwise the stream runs: the device's
+        RunResult."""
+        return chain.follow(rt, self.program, bufs, direct)
+
     def run(self, rt, activations: dict, weights: dict, out=None, *,
-            tail=False) -> LaunchResult:
+            tail=False, chain=None) -> LaunchResult:
         """Stage, execute and download (see the module docstring).
 
         ``out`` is where the result goes: a device tensor the kernel stores into when
         :meth:`stores_directly` (``tail``: element-wise host steps follow). The result's
         ``y`` is every downloaded plane (None when the kernel stored into ``out``); the
-        caller applies :meth:`requantize` and :meth:`deliver`.
+        caller applies :meth:`requantize` and :meth:`deliver`. With ``chain`` (a
+        :class:`~.chain.Chain`) the kernel runs chained (:meth:`execute_chained`); when
+        it leaves the chain open the result's ``run`` is None (nothing ran yet).
         """
         scratch = []
         try:
@@ -160,7 +169,13 @@ class LayerLaunch:
             direct = self.stores_directly(out, tail)
             bufs["out"] = out.buffer if direct else _staged(rt, self.program.slots["out"],
                                                             scratch)
-            res = self.execute(rt, bufs)
+            if chain is None:
+                res = self.execute(rt, bufs)
+            else:
+                res = self.execute_chained(rt, bufs, chain, direct)
+                if res is None:         # the chain's run frees them
+                    chain.scratch += scratch
+                    scratch = []
             if direct:
                 return LaunchResult(None, res)
             return LaunchResult(timed("download", rt.download, bufs["out"], self.out_dtype,

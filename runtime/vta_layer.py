@@ -157,7 +157,7 @@ class VTALayerKernel:
                        for slot, (kind, i) in self.inputs}
         launch = self.launch
         planes = launch.run(self.ctx.runtime, activations, dict(self.weights), out,
-                            tail=bool(self.tail)).y
+                            tail=bool(self.tail), chain=self.ctx.chain).y
         y = None if planes is None else launch.requantize(planes)      # host step
         launch.deliver(y, out, self._unpack, self.tail)                 # unpack, tail: host
 

@@ -262,7 +262,7 @@ def test_host_steps_base_isa_and_requant(anomaly):
     _check_sums(rows, 100.0)
 
     exe = vtakit.compile(path, config=_requant())
-    y, rows = profile_model(exe, [x])
+    y, rows = profile_model(exe, [x], chain=False)
     assert np.array_equal(y[exe.output_names[0]], ref)
     vta = [r for r in rows if r.engine == "VTA"]
     assert all("vta.requantize" not in [s.op for s in r.host_spans] for r in vta)
@@ -270,6 +270,15 @@ def test_host_steps_base_isa_and_requant(anomaly):
     assert inner and all(r.host_spans == [] and r.host_us() == 0.0 for r in inner)
     assert [s.op for s in vta[0].host_spans] == ["pack", "upload"]
     assert [s.op for s in vta[-1].host_spans] == ["download", "unpack"]
+    _check_sums(rows, 50.0)
+
+    # chained (the default): the ten layers run as one stream, one row naming them
+    y, rows = profile_model(exe, [x])
+    assert np.array_equal(y[exe.output_names[0]], ref)
+    (chain,) = [r for r in rows if r.engine == "VTA"]
+    assert chain.layers == tuple(r.name for r in vta)
+    assert chain.name == f"{vta[0].name} +9"
+    assert [s.op for s in chain.host_spans] == ["pack", "upload", "download", "unpack"]
     totals = _check_sums(rows, 50.0)
     text = format_profile(rows, "behavioral", fmax_mhz=50.0, host=host)
     lines = text.splitlines()

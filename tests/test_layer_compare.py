@@ -81,9 +81,14 @@ def test_profile_rows(digits):
     from vtakit.tools.profile import format_profile, profile_model
     from vtakit.runtime.recorder import LayerRecorder
     exe, _, x, _ = digits
-    outputs, rows = profile_model(exe, x)
+    outputs, rows = profile_model(exe, x, chain=False)      # a row per layer
     np.testing.assert_array_equal(outputs["logits"], np.asarray(exe.run(x)))
     assert [r.engine for r in rows].count("VTA") == 7 and len(rows) == 8
+    # chained: fewer rows, the same layers and DRAM bytes
+    chained = profile_model(exe, x)[1]
+    assert len(chained) < len(rows)
+    assert [n for r in chained for n in r.layers] == [r.name for r in rows]
+    assert sum(r.dram_bytes for r in chained) == sum(r.dram_bytes for r in rows)
     # The stream's DRAM bytes equal the behavioral model's load/store counters.
     with open_device("behavioral", "default") as dev, LayerRecorder(dev) as rec:
         exe.run(x, device=dev, hook=rec.hook)
@@ -111,11 +116,13 @@ def test_trace_and_plot(digits, capsys, tmp_path):
                  "--trace", str(trace)]) == 0
     events = [e for e in json.loads(trace.read_text())["traceEvents"]
               if e["ph"] == "X" and e["cat"] in ("VTA", "host")]      # the layer tracks
-    assert [e["cat"] for e in events].count("VTA") == 7 and len(events) == 8
+    # one slice per layer, or per chain of layers run as one stream (naming its layers)
+    vta = [e for e in events if e["cat"] == "VTA"]
+    assert sum(len(e["args"]["layers"]) for e in vta) == 7 and len(events) == len(vta) + 1
     # Slices follow each other without overlap, in layer order.
     for a, b in zip(events, events[1:]):
         assert a["ts"] + a["dur"] <= b["ts"] + 1e-3
-        assert a["args"]["layer"] + 1 == b["args"]["layer"]
+        assert a["args"]["layer"] + len(a["args"]["layers"]) == b["args"]["layer"]
     png = tmp_path / "timeline.png"
     assert main(["plot", "trace", str(trace), "-o", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -56,7 +56,9 @@ def digits_rows():
 
 def test_layer_units_are_consistent(digits_rows):
     vta = [r for r in digits_rows if r.engine == "VTA"]
-    assert len(vta) == 7            # the residual add fused into its convolution
+    # 7 layers (the residual add fused into its convolution), chained where they hand
+    # device tensors over: a chain is one row
+    assert sum(len(r.layers) for r in vta) == 7 and len(vta) < 7
     for r in vta:
         assert set(r.units) == set(UNITS)
         end = max(i.end for spans in r.units.values() for i in spans)

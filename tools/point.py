@@ -58,12 +58,13 @@ COLUMNS = {
     "wall_compile_s": "float64", "wall_run_s": "float64", "wall_synth_s": "float64",
 }
 TIMING_COLUMNS = tuple(c for c in COLUMNS if c.startswith("wall_"))
-#: Columns of the per-layer table (one row per layer call of each successful point).
+#: Columns of the per-layer table (one row per layer call of each successful point, or
+#: per chain of layers run as one stream: ``calls`` is how many layer calls a row covers).
 LAYER_COLUMNS = {
     "config": "string", "model": "string", "engine": "string", "index": "int64",
-    "layer": "string", "where": "string", "cycles": "int64", "predicted_cycles": "int64",
-    "macs": "int64", "gemm_utilization": "float64", "dram_bytes": "int64",
-    "host_us": "float64",
+    "layer": "string", "where": "string", "calls": "int64", "cycles": "int64",
+    "predicted_cycles": "int64", "macs": "int64", "gemm_utilization": "float64",
+    "dram_bytes": "int64", "host_us": "float64",
 }
 
 
@@ -134,50 +135,138 @@ def load_model_input(model_path: str, calibrate: str | None):
     return mod, x, ref
 
 
-def _kernel_costs(exe) -> dict:
-    """Kernel name -> (predicted cycles, DRAM bytes) of the stream the runtime builds for
-    it bound alone (fences, micro-op load and FINISH included; :func:`~vtakit.compiler.ops.
-    perfmodel.program_stream`, no device), each predicted once per Program."""
-    from ..compiler.ops.perfmodel import program_prediction
-    out = {}
-    for name, _ in exe.kernels:
-        prediction, traffic = program_prediction(exe.program(name))
-        out[name] = (prediction.cycles, sum(traffic.values()))
-    return out
+def predict_layers(exe, *, chain: bool = True, runs=None) -> list[dict]:
+    """The model engine: one dict per layer call (``layer``, ``where``, ``cycles`` = the
+    event model's, ``macs``, ``dram_bytes``), without running anything. Layers the
+    runtime chains (:mod:`vtakit.runtime.chain`; ``chain=False``: none) are one row, as
+    in :func:`~vtakit.tools.profile.profile_model`, predicted as the one stream they run
+    as (:class:`~vtakit.compiler.ops.cost.chain.ChainPredictor`); ``runs``, a list,
+    receives the :class:`~vtakit.compiler.ops.cost.chain.StreamRun` of every VTA row."""
+    from ..compiler.ops.cost.chain import ChainPredictor
+    from .profile import layer_info
+    macs = {name: m for name, (m, _) in layer_info(exe, roofline=False).items()}
+    predictor = ChainPredictor(exe.config, chain=chain)
+    rows, group = [], []
+
+    def row(members, run):
+        if run is not None and runs is not None:
+            runs.append(run)
+        names = [exe.primitives[p].name for p in members]
+        cycles = run.cycles if run is not None else 0
+        dram = sum(run.traffic.values()) if run is not None else 0
+        name = names[0] if len(names) == 1 else f"{names[0]} +{len(names) - 1}"
+        rows.append(dict(index=len(rows), layer=name, where="VTA" if run is not None else "host",
+                         calls=len(names), cycles=int(cycles), predicted_cycles=int(cycles),
+                         macs=sum(macs.get(n, 0) for n in names), dram_bytes=int(dram),
+                         host_us=None))
+
+    for p, args in _calls_with_args(exe):
+        prim = exe.primitives[p]
+        meta = prim.meta_dict
+        if prim.kind != "vta_layer" or "kernel" not in meta:
+            if predictor.chain is not None and predictor.chain.open:
+                group.append(p)         # runs while a chain waits (its row's host time)
+            else:
+                row([p], None)
+            continue
+        program, bufs, direct = _launch_buffers(exe, prim, args)
+        run = predictor.launch(program, bufs, direct)
+        group.append(p)
+        if run is not None:
+            row(group, run)
+            group = []
+    if group:
+        row(group, predictor.close())
+    return rows
 
 
-def _calls(exe):
-    """Packed indices invoked by the entry function, in bytecode order (callees inlined)."""
-    from ..runtime.vm.bytecode import Opcode
+class _Addr:
+    """A buffer of the dry runtime: an address and a size."""
+
+    __slots__ = ("addr", "nbytes")
+
+    def __init__(self, addr, nbytes):
+        self.addr, self.nbytes = int(addr), int(nbytes)
+
+
+#: where the dry runtime puts the device arena and the staged operands
+_ARENA, _STAGED, _PAGE = 1 << 24, 1 << 27, 4096
+
+
+def _launch_buffers(exe, prim, args):
+    """``(kernel, {slot: _Addr}, stores directly)`` of a ``vta_layer`` call as
+    :class:`~vtakit.runtime.launch.LayerLaunch` stages it: a device-tensor argument of the
+    slot's size read in place (at its arena offset), everything else staged."""
+    meta = prim.meta_dict
+    program = exe.program(meta["kernel"])
+    slots = program.slots
+    staged = [_STAGED]
+
+    def stage(n):
+        addr = staged[0]
+        staged[0] += -(-n // _PAGE) * _PAGE
+        return _Addr(addr, n)
+    bufs = {}
+    for slot, (kind, i) in meta["inputs"]:
+        dev = args[int(i)] if kind == "p" else None
+        pre = meta.get("pre") is not None and slot == "data"
+        bufs[slot] = (_Addr(_ARENA + dev[0], dev[1]) if dev is not None and not pre
+                      and dev[1] == slots[slot] else stage(slots[slot]))
+    for slot, _ in meta["weights"]:
+        bufs[slot] = stage(slots[slot])
+    out = args[-1]
+    direct = (meta["post"] is None and not meta["tail"] and meta["out"]["shape"][0] == 1
+              and out is not None and out[1] == slots["out"])
+    bufs["out"] = _Addr(_ARENA + out[0], out[1]) if direct else stage(slots["out"])
+    return program, bufs, direct
+
+
+def _calls_with_args(exe):
+    """``(packed index, [per argument: (arena offset, bytes) of a device tensor, else
+    None])`` of every packed call of the entry function, in bytecode order (callees
+    inlined; device tensors live in the entry function only)."""
+    import math
+
+    from ..runtime.layout import packed_activation_shape
+    from ..runtime.vm.bytecode import DEVICES, Opcode
+    vta = DEVICES.index("vta")
     funcs = {i: f for i, f in enumerate(exe.functions)}
     index = {f.name: i for i, f in funcs.items()}
 
-    def walk(i, depth):
+    def walk(i, depth, device):
         if depth > 32:
             raise InputError("the executable's call graph is deeper than 32 (recursion?)")
+        stores, regs = set(), {}
         for ins in funcs[i].code:
-            if ins[0] == Opcode.INVOKE_PACKED:
-                yield ins[1]
-            elif ins[0] == Opcode.INVOKE:
-                yield from walk(ins[1], depth + 1)
-    return list(walk(index[exe.entry], 0))
+            op = ins[0]
+            if op == Opcode.ALLOC_STORAGE and device and ins[4] == vta:
+                stores.add(ins[3])
+            elif op == Opcode.ALLOC_TENSOR:
+                regs[ins[5]] = None
+                if ins[1] in stores:
+                    shape = packed_activation_shape(ins[3], exe.config)
+                    regs[ins[5]] = (int(ins[2]),
+                                    math.prod(shape) * np.dtype(ins[4]).itemsize)
+            elif op == Opcode.RESHAPE_TENSOR:
+                regs[ins[3]] = regs.get(ins[1])
+            elif op == Opcode.MOVE:
+                regs[ins[2]] = regs.get(ins[1])
+            elif op == Opcode.INVOKE_PACKED:
+                yield ins[1], [regs.get(r) for r in ins[3]]
+            elif op == Opcode.INVOKE:
+                yield from walk(ins[1], depth + 1, False)
+                regs[ins[3]] = None
+            elif op != Opcode.RET:
+                for r in _dsts(ins):
+                    regs[r] = None
+    return list(walk(index[exe.entry], 0, True))
 
 
-def predict_layers(exe) -> list[dict]:
-    """The model engine: one dict per layer call (``layer``, ``where``, ``cycles`` = the
-    event model's, ``macs``, ``dram_bytes``), without running anything."""
-    from .profile import layer_info
-    cost = _kernel_costs(exe)
-    macs = {name: m for name, (m, _) in layer_info(exe, roofline=False).items()}
-    rows = []
-    for k, p in enumerate(_calls(exe)):
-        prim = exe.primitives[p]
-        kernel = prim.meta_dict.get("kernel")
-        cycles, dram = cost[kernel] if kernel else (0, 0)
-        rows.append(dict(index=k, layer=prim.name, where="VTA" if kernel else "host",
-                         cycles=int(cycles), predicted_cycles=int(cycles),
-                         macs=macs.get(prim.name, 0), dram_bytes=int(dram), host_us=None))
-    return rows
+def _dsts(ins):
+    """Registers an instruction other than the ones :func:`_calls_with_args` follows may
+    write (conservatively: its last integer operand)."""
+    last = ins[-1]
+    return [last] if isinstance(last, int) else []
 
 
 def _simulate(exe, x, engine, host="measured"):
@@ -185,7 +274,7 @@ def _simulate(exe, x, engine, host="measured"):
     from .profile import profile_model
     model = load_host(host)
     outputs, profile = profile_model(exe, [x], engine, roofline=False)
-    rows = [dict(index=r.index, layer=r.name, where=r.engine,
+    rows = [dict(index=r.index, layer=r.name, where=r.engine, calls=max(1, len(r.layers)),
                  cycles=int(r.cycles if engine != "behavioral" else r.predicted_cycles),
                  predicted_cycles=int(r.predicted_cycles), macs=r.macs,
                  dram_bytes=int(r.dram_bytes), host_us=r.host_us(model)) for r in profile]

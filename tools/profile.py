@@ -8,6 +8,12 @@ utilization (the layer's useful multiply-accumulates, as compiled, over
 ``cycles x BATCH x BLOCK_IN x BLOCK_OUT``; predicted cycles stand in where none were
 measured), and the DRAM bytes its loads and stores moved (from the stream).
 
+Layers that ran chained (:mod:`vtakit.runtime.chain`: one instruction stream, one
+synchronize) are one row, named after its first layer and the number of layers
+(``vta_conv2d +7``, :attr:`LayerProfile.layers` lists them): their device run is one,
+measured as a whole; its roofline is the sum of the layers' rooflines, its MACs
+theirs. The rows' cycles still sum to the device's.
+
 Each row also carries the layer's host steps (:mod:`vtakit.runtime.hosttime`: a host
 primitive's operations; inside a VTA layer pack, upload, download, requantize, unpack and
 tail), timed on this machine; :func:`format_profile` turns cycles and host steps into
@@ -19,7 +25,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["LayerProfile", "profile_model", "format_profile", "layer_info", "latency_totals"]
+__all__ = ["LayerProfile", "SummedRoofline", "profile_model", "format_profile", "layer_info",
+           "latency_totals"]
+
+
+@dataclass(frozen=True)
+class SummedRoofline:
+    """The roofline of a chain of layers: the sum of its layers' rooflines."""
+
+    parts: tuple
+
+    @property
+    def cycles(self) -> int:
+        return sum(p.cycles for p in self.parts)
+
+    @property
+    def macs(self) -> int:
+        return sum(p.macs for p in self.parts)
+
+    @property
+    def kind(self) -> str:
+        return "sum"
 
 
 @dataclass
@@ -42,6 +68,8 @@ class LayerProfile:
     roofline: object = None
     #: the layer's host steps (:class:`~vtakit.runtime.hosttime.HostSpan`), in call order
     host_spans: list = field(default_factory=list)
+    #: the packed calls the row covers: one, or every layer of a chain (in call order)
+    layers: tuple = ()
 
     @property
     def vta_cycles(self) -> int:
@@ -82,11 +110,12 @@ def layer_info(exe, *, roofline: bool = True) -> dict:
 
 
 def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook=None,
-                  roofline: bool = True):
+                  roofline: bool = True, chain: bool = True):
     """Run ``exe`` once on ``backend`` and profile every layer.
 
     ``device`` is an open device to use instead of a new one; ``hook`` another VM layer
-    hook, called after the profile's own (e.g. an outer recorder's).
+    hook, called after the profile's own (e.g. an outer recorder's; it sees outputs, so
+    the layers then run unchained); ``chain=False`` runs every layer on its own.
 
     Returns
     -------
@@ -116,15 +145,22 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook
                 host_spans.append(timer.take())
                 if hook is not None:
                     hook(name, output)
-            y = exe.run_named(inputs, device=dev, hook=both)
+            y = exe.run_named(inputs, device=dev, hook=both, hook_outputs=hook is not None,
+                              chain=chain)
     finally:
         if device is None:
             dev.close()
-    rows = []
+    vta_kinds = {p.name for p in exe.primitives if p.kind == "vta_layer"}
+    rows, group = [], []
     for layer in rec.layers:
+        if layer.name in vta_kinds and not layer.runs:
+            group.append(layer)         # left its chain open: the run comes later
+            continue
+        members, group = group + [layer], []
+        runs = [r for m in members for r in m.runs]
         predicted = dram = 0
         units = {}
-        for run in layer.runs:
+        for run in runs:
             insns = [isa.decode(w) for w in bytes_to_words(run.insns, INSN_BYTES)]
             pred = predict_stream(insns, cfg, intervals=True)
             for unit, spans in pred.intervals.items():   # runs follow one another
@@ -132,14 +168,20 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook
                     replace(i, start=i.start + predicted, end=i.end + predicted) for i in spans)
             predicted += pred.cycles
             dram += sum(stream_traffic(insns, cfg).values())
-        cycles = layer.cycles
+        cycles = (-1 if any(r.cycles < 0 for r in runs) else sum(r.cycles for r in runs))
         basis = cycles if cycles > 0 else predicted
-        m, roof = info.get(layer.name, (0, None))
-        rows.append(LayerProfile(layer.index, layer.name, layer.engine, cycles, int(predicted),
+        m = sum(info.get(x.name, (0, None))[0] for x in members)
+        roofs = [info.get(x.name, (0, None))[1] for x in members]
+        roof = roofs[0] if len(members) == 1 else (
+            SummedRoofline(tuple(roofs)) if all(r is not None for r in roofs) else None)
+        engine = "VTA" if runs else "host"
+        name = layer.name if len(members) == 1 else f"{members[0].name} +{len(members) - 1}"
+        rows.append(LayerProfile(members[0].index, name, engine, cycles, int(predicted),
                                  m, m / (basis * peak) if m and basis > 0 else None,
-                                 int(dram), layer.wall, units,
-                                 roof if layer.engine == "VTA" else None,
-                                 host_spans[layer.index]))
+                                 int(dram), sum(x.wall for x in members), units,
+                                 roof if engine == "VTA" else None,
+                                 [s for x in members for s in host_spans[x.index]],
+                                 tuple(x.name for x in members)))
     return y, rows
 
 
@@ -207,7 +249,11 @@ def format_profile(rows, backend: str = "", *, fmax_mhz: float | None = None, ho
                  f"{fmax_mhz:g} MHz" + (f" ({fmax_source})" if fmax_source else ""))
     where = ("measured on this machine" if host is None
              else f"estimated for {host.name} at {host.clock_mhz:g} MHz ({host.path})")
-    lines.append(f"{len(vta)} layer(s) on VTA, {len(rows) - len(vta)} on the host; "
+    chains = [r for r in vta if len(r.layers) > 1]
+    n_vta = sum(max(1, len(r.layers)) for r in vta)
+    chained = (f" ({sum(len(r.layers) for r in chains)} of them in {len(chains)} chain(s), "
+               "each one stream)" if chains else "")
+    lines.append(f"{n_vta} layer(s) on VTA, {len(rows) - len(vta)} on the host{chained}; "
                  "predicted = event model of the stream that ran (vtakit.compiler.ops.perfmodel); "
                  "roofline = max(GEMM + ALU micro-ops, DRAM beats) (vtakit.compiler.ops.roofline); "
                  f"{clock}; host us = the host steps {where} (vtakit.tools.latency)")

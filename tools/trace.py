@@ -67,7 +67,8 @@ def trace_events(rows) -> dict:
         dur = r.wall * 1e6
         events.append({"name": r.name, "cat": r.engine, "ph": "X", "pid": 1,
                        "tid": TRACKS[r.engine], "ts": round(t, 3), "dur": round(dur, 3),
-                       "args": {"layer": r.index, "cycles": r.cycles,
+                       "args": {"layer": r.index, "layers": list(r.layers or (r.name,)),
+                                "cycles": r.cycles,
                                 "predicted_cycles": r.predicted_cycles,
                                 "gemm_utilization": r.gemm_utilization,
                                 "dram_bytes": r.dram_bytes}})

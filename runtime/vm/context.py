@@ -28,10 +28,18 @@ class RuntimeContext:
         The executable's constant pool.
     programs : callable, optional
         ``programs(name) -> Program``: the kernels already parsed (the executable's).
+    chain : bool
+        Let consecutive device-resident layers run as one instruction stream
+        (:mod:`vtakit.runtime.chain`); False: every layer synchronizes.
+
+    Attributes
+    ----------
+    chain : Chain or None
+        The chain state of :attr:`runtime` (None when chaining is off).
     """
 
     def __init__(self, config, backend="behavioral", *, device=None, device_options=None,
-                 kernels=None, constants=(), programs=None):
+                 kernels=None, constants=(), programs=None, chain=True):
         if device is None:
             # An unknown backend fails here, before any layer runs, not at the first kernel.
             from ..device import BACKENDS, DeviceError
@@ -55,6 +63,8 @@ class RuntimeContext:
         self._closers = []
         self._programs = {}
         self._parse = programs
+        from ..chain import Chain
+        self.chain = Chain() if chain else None
 
     @property
     def device(self):
@@ -98,8 +108,16 @@ class RuntimeContext:
         """Call ``func()`` when the context closes (a kernel freeing its DRAM buffers)."""
         self._closers.append(func)
 
+    def end_chain(self):
+        """Run an open chain (the VM does at the end of a call); its RunResult or None."""
+        if self.chain is not None and self.chain.open:
+            return self.chain.close(self.runtime)
+        return None
+
     def close(self) -> None:
         try:
+            if self.chain is not None and self._runtime is not None:
+                self.chain.abort(self._runtime)
             while self._closers:
                 self._closers.pop()()
         finally:                        # the device is released even if a closer failed

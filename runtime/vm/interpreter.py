@@ -88,7 +88,15 @@ class VirtualMachine:
         primitive's name, ``output`` a copy of its output tensor (a tuple of copies
         for several outputs), on the host in the model's layout (a tensor kept on the
         device is downloaded and unpacked for it). A function registered as
-        :data:`ON_LAYER` is called too.
+        :data:`ON_LAYER` is called too. A hook that sees outputs turns chaining off
+        (a chained layer's output exists only once its chain has run).
+    hook_outputs : bool
+        False: ``hook`` is called with ``None`` for the output (it only marks where a
+        layer ends, e.g. a :class:`~vtakit.runtime.recorder.LayerRecorder` that keeps
+        no outputs), and chaining stays on.
+    chain : bool
+        Run consecutive device-resident layers as one instruction stream with one
+        synchronize (:mod:`vtakit.runtime.chain`); False: every layer synchronizes.
 
     Attributes
     ----------
@@ -98,12 +106,15 @@ class VirtualMachine:
     """
 
     def __init__(self, exe, backend: str = "behavioral", *, device=None, device_options=None,
-                 hook=None):
+                 hook=None, hook_outputs=True, chain=True):
         self.exe = exe
+        on_layer = get_global_func(ON_LAYER, allow_missing=True)
+        sees = on_layer is not None or (hook is not None and hook_outputs)
         self.context = RuntimeContext(exe.config, backend, device=device,
                                       device_options=device_options,
                                       kernels=dict(exe.kernels), constants=exe.constants,
-                                      programs=getattr(exe, "program", None))
+                                      programs=getattr(exe, "program", None),
+                                      chain=chain and not sees)
         self.module = load_primitives(exe.primitives, self.context,
                                       getattr(exe, "local_functions", None))
         self.packed_names = [p.name for p in exe.primitives]
@@ -112,11 +123,17 @@ class VirtualMachine:
         self._names = [f.name for f in exe.functions]
         self._index = {f.name: i for i, f in enumerate(exe.functions)}
         self._consts = list(exe.constants)
-        hooks = [h for h in (hook, get_global_func(ON_LAYER, allow_missing=True)) if h]
-        self._hook = self._combine(hooks) if hooks else None
+        hooks = [h for h in (hook, on_layer) if h]
+        self._hook = self._combine(hooks, sees) if hooks else None
 
     @staticmethod
-    def _combine(hooks):
+    def _combine(hooks, outputs=True):
+        if not outputs:
+            def marker(name, outputs):
+                for h in hooks:
+                    h(name, None)
+            return marker
+
         def hook(name, outputs):
             value = tuple(o.numpy() if o.__class__ is DeviceTensor else o.copy() for o in outputs)
             value = value[0] if len(value) == 1 else value
@@ -134,7 +151,15 @@ class VirtualMachine:
         nparams = len(self.exe.functions[index].params)
         if len(args) != nparams:
             raise VMError(f"{self._names[index]} takes {nparams} arguments, got {len(args)}")
-        return self._run(index, args)
+        ctx = self.context
+        try:
+            result = self._run(index, args)
+        except BaseException:
+            if ctx.chain is not None and ctx.chain.open:
+                ctx.chain.abort(ctx.runtime)        # drop the half-built stream
+            raise
+        ctx.end_chain()         # a chain still open (none in a compiled model) runs here
+        return result
 
     def run(self, *args, func="main"):
         """:meth:`invoke` with tuples returned as Python tuples."""

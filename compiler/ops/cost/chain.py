@@ -1,0 +1,107 @@
+"""The predicted cycles of chained layers: one stream, one prediction.
+
+Layers that hand a device tensor to the next one run chained
+(:mod:`vtakit.runtime.chain`): their kernels, rewritten at each boundary, are one
+instruction stream with one synchronize. Summing the layers' own predictions would
+count every head and tail that the chain overlaps, so a chain is predicted as the
+runtime builds it: :class:`ChainPredictor` replays the runtime's
+:class:`~vtakit.runtime.chain.Chain` on a device-less runtime (:class:`DryRuntime`)
+and runs the event model (:func:`~.events.predict_stream`) on each stream it would
+synchronize. A kernel that runs alone gets exactly :func:`~.events.program_prediction`.
+"""
+
+from __future__ import annotations
+
+from .events import predict_stream, program_prediction, stream_traffic
+from .params import RTL_COST
+
+__all__ = ["DryRuntime", "ChainPredictor", "StreamRun"]
+
+
+class StreamRun:
+    """One synchronize of the dry runtime: the programs bound (in order), the event
+    model's :class:`~.events.StreamPrediction`, the stream's DRAM traffic, and its
+    instructions when it chains several programs (None for one: its
+    :func:`~.events.program_stream`)."""
+
+    __slots__ = ("programs", "prediction", "traffic", "insns")
+
+    def __init__(self, programs, prediction, traffic, insns=None):
+        self.programs, self.prediction, self.traffic = programs, prediction, traffic
+        self.insns = insns
+
+    @property
+    def cycles(self) -> int:
+        return int(self.prediction.cycles)
+
+
+class DryRuntime:
+    """What :class:`~vtakit.runtime.chain.Chain` uses of a Runtime, with no device:
+    ``bind`` queues into a :class:`~vtakit.runtime.builder.ProgramBuilder` (buffers are
+    any objects with ``addr`` and ``nbytes``), ``synchronize`` predicts the stream."""
+
+    def __init__(self, config, cost=RTL_COST):
+        self.config, self.cost = config, cost
+        self.runs: list[StreamRun] = []
+        self.reset()
+
+    def reset(self) -> None:
+        from ....runtime.builder import ProgramBuilder, Slot
+
+        class _Stream(ProgramBuilder):
+            def _resolve_slot(self, buf, call):
+                return Slot(f"buffer_{buf.addr:x}", buf.nbytes, buf.addr)
+        self._stream = _Stream(self.config)
+        self._bound = []
+
+    def fits(self, *programs) -> bool:
+        return True
+
+    def bind(self, program, bufs: dict) -> None:
+        self._stream.include(program, dict(bufs), call="bind")
+        self._bound.append(program)
+
+    def dep_pop(self, src, dst) -> None:
+        self._stream.dep_pop(src, dst)
+
+    def free(self, buf) -> None:
+        pass
+
+    def synchronize(self):
+        bound, insns = self._bound, None
+        if len(bound) == 1:         # a kernel alone: the runtime's stream of it, memoized
+            prediction, traffic = program_prediction(bound[0], self.cost)
+        else:
+            self._stream.finish()
+            insns = self._stream.instructions()
+            prediction = predict_stream(insns, self.config, self.cost)
+            traffic = stream_traffic(insns, self.config)
+        run = StreamRun(tuple(bound), prediction, traffic, insns)
+        self.runs.append(run)
+        self.reset()
+        return run
+
+
+class ChainPredictor:
+    """Predicts a sequence of layer launches as the runtime chains them.
+
+    Call :meth:`launch` per VTA layer in call order with its kernel, its buffers
+    (``{slot: object with addr, nbytes}``: device tensors at their arena offsets, staged
+    operands at addresses of their own) and whether it stores straight into a device
+    tensor; each returns the :class:`StreamRun` that layer's call synchronizes (None
+    while its chain stays open). :meth:`close` runs what is still open.
+    """
+
+    def __init__(self, config, cost=RTL_COST, *, chain: bool = True):
+        from ....runtime.chain import Chain
+        self.rt = DryRuntime(config, cost)
+        self.chain = Chain() if chain else None
+
+    def launch(self, program, bufs: dict, direct: bool):
+        if self.chain is None:
+            self.rt.bind(program, bufs)
+            return self.rt.synchronize()
+        return self.chain.follow(self.rt, program, bufs, direct)
+
+    def close(self):
+        return None if self.chain is None else self.chain.close(self.rt)

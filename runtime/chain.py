@@ -1,0 +1,563 @@
+"""Chaining: consecutive device-resident layers run as one instruction stream.
+
+A layer whose result stays on the device (stored straight into a
+:class:`~.vm.objects.DeviceTensor`, no host step after it) need not synchronize:
+the next VTA layer that the VM runs appends its kernel to the same stream, and only
+a layer whose result goes to the host runs the whole chain, with one synchronize.
+Each layer then no longer pays, serially, its head (the compute module waiting for
+its first inputs and weights) after the previous layer's tail (its last stores):
+the next layer's weights, micro-ops and bias rows load while the previous layer
+still computes and stores.
+
+Every operator's kernel ends with :func:`~vtakit.compiler.ops.tokens.kernel_fence`
+(store -> compute -> load: nothing after it starts before everything before it is
+over). At a chain boundary between layers *A* and *B* the fence is replaced by three
+tokens, by rewriting the two kernels (:func:`exit_variant` of *A*,
+:func:`entry_variant` of *B*; functions of the two Programs and their buffers only,
+so a ``.vtax`` is unchanged):
+
+* **SRAM free** (compute -> load): pushed right after *A*'s last GEMM that reads an
+  inp or wgt SRAM row *B*'s first group loads into (:func:`sram_free_point`, from the
+  GEMMs' micro-ops), and after *A*'s own last g2l push. *B*'s first weight LOADs pop
+  it, so they overwrite nothing *A* still multiplies.
+* **stores done** (store -> compute), twice: a store NOP of *A* pushes s2g after *A*'s
+  last store that pushes a token of its own protocol (*early*), *A*'s last STORE
+  pushes the fence's (*last*). Two compute NOPs of *B* pop them; the one after which
+  *B*'s first inputs may be read pushes **DRAM ready** (compute -> load), popped by
+  *B*'s first input LOAD: the first (*early*) when those inputs read nothing *A*'s
+  later stores write (:func:`late_stores`, :func:`first_inputs`), else the second.
+
+Before the compute NOPs, *B*'s leading compute instructions that write neither the
+OUT SRAM (which *A*'s stores still read) nor wait for a token run early: LOAD UOP,
+LOAD ACC (bias and requantize rows) and resetting GEMMs (which write the acc SRAM
+only). Every queue stays FIFO-consistent: each new token is pushed after, and popped
+after, every token of *A*'s own protocol in its queue.
+
+:class:`Chain` is the run-time state (the VM context's): the layer whose kernel waits
+for its successor (a kernel is bound when the next one is known, or when the chain
+closes), and the staged buffers the chain's layers still read.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..hw.isa import MemType, Opcode, isa_for
+from ..hw.spec import Unit, dispatch_unit
+from .program import UOPS, Program, make_insn
+
+__all__ = ["Chain", "exit_variant", "entry_variant", "variant", "sram_free_point",
+           "swap_slots", "late_stores", "all_stores", "first_inputs", "hoisted_reads",
+           "overlap"]
+
+_POP_S2G = "pop_next_dep"        # compute pops store's token
+_PUSH_G2L = "push_prev_dep"      # compute pushes to load
+_POP_G2L = "pop_next_dep"        # load pops compute's token
+_PUSH_L2G = "push_next_dep"      # load pushes to compute
+_FLAGS = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
+_NOP = dict(sram_base=0, dram_base=0, y_size=0, x_size=0, x_stride=0, y_pad_0=0, y_pad_1=0,
+            x_pad_0=0, x_pad_1=0)
+
+
+def _unit(insn) -> Unit:
+    return dispatch_unit(insn.opcode, insn.fields.get("memory_type"))
+
+
+def _flags(insn) -> set:
+    return {f for f in _FLAGS if insn.fields[f]}
+
+
+def _with(config, insn, **flags):
+    fields = {k: v for k, v in insn.fields.items() if k != "opcode"}
+    fields.update(flags)
+    return make_insn(config, insn.opcode, fields)
+
+
+def _nop(config, unit: Unit, **flags):
+    """A sync-only instruction of ``unit`` carrying exactly ``flags``."""
+    opcode = Opcode.STORE if unit == Unit.STORE else Opcode.LOAD
+    mt = MemType.INP if unit == Unit.LOAD else MemType.UOP
+    return make_insn(config, opcode, {"memory_type": int(mt), **_NOP,
+                                      **{f: 0 for f in _FLAGS}, **flags})
+
+
+def _rebuild(program, order, replace=None) -> Program:
+    """``program`` with its instructions in ``order`` (old indices, or new Insns),
+    relocations carried with their instructions."""
+    relocs = {r.insn: r.slot for r in program.relocations}
+    insns, new_relocs = [], []
+    for item in order:
+        if isinstance(item, int):
+            if item in relocs:
+                new_relocs.append((len(insns), relocs[item]))
+            insns.append((replace or {}).get(item, program.insns[item]))
+        else:
+            insns.append(item)
+    return Program(program.config, insns, program.uops, dict(program.slots), new_relocs,
+                   program.pending_pops, program.name)
+
+
+def _fence_end(program):
+    """``(nop_pop, nop_push)`` indices when ``program`` ends with the kernel fence's
+    compute NOPs (pop s2g, then push g2l) and the load's pending pop; else None."""
+    ins = program.insns
+    if len(ins) < 2 or program.pending_pops != ((int(Unit.LOAD), _POP_G2L),):
+        return None
+    a, b = ins[-2], ins[-1]
+    if (a.is_nop and b.is_nop and _unit(a) == _unit(b) == Unit.COMPUTE
+            and _flags(a) == {_POP_S2G} and _flags(b) == {_PUSH_G2L}):
+        return len(ins) - 2, len(ins) - 1
+    return None
+
+
+def _last_gemm(program):
+    return max((k for k, i in enumerate(program.insns) if i.opcode == Opcode.GEMM
+                and not i.fields["reset_reg"]), default=None)
+
+
+def exit_variant(program: Program, after: int | None = None) -> Program | None:
+    """``program`` as the layer before a chain boundary: its fence's compute NOPs are
+    gone (the next layer's :func:`entry_variant` pops the s2g tokens), *SRAM free* is
+    pushed right after instruction ``after`` (default: its last GEMM) and *stores done*
+    (early) by a store NOP after its last store that pushes a token of its own
+    protocol. None when ``program`` does not end with the kernel fence."""
+    end = _fence_end(program)
+    if end is None:
+        return None
+    pop_at, push_at = end
+    ins, cfg = program.insns, program.config
+    if after is None:
+        after = _last_gemm(program)
+    order, replace = list(range(pop_at)), {}
+    if after is None:
+        order.append(push_at)
+    elif ins[after].opcode == Opcode.GEMM and not ins[after].fields[_PUSH_G2L]:
+        replace[after] = _with(cfg, ins[after], **{_PUSH_G2L: 1})
+    else:
+        order.insert(after + 1, _nop(cfg, Unit.COMPUTE, **{_PUSH_G2L: 1}))
+    stores = [k for k in range(pop_at) if _unit(ins[k]) == Unit.STORE]
+    own = [k for k in stores[:-1] if ins[k].fields["push_prev_dep"]]
+    at = order.index(own[-1]) + 1 if own else order.index(stores[0]) if stores else len(order)
+    order.insert(at, _nop(cfg, Unit.STORE, push_prev_dep=1))
+    return _rebuild(program, order, replace)
+
+
+def _gemm_reads(program: Program) -> list:
+    """``[(insn index, (inp lo, hi), (wgt lo, hi))]``: the inp and wgt SRAM rows each
+    (non-reset) GEMM of ``program`` reads, from its micro-ops (the uop SRAM followed
+    through the program's LOAD UOPs); a GEMM whose micro-ops were not loaded by the
+    program reads everything."""
+    memo = program.memo.get("chain_reads")
+    if memo is not None:
+        return memo
+    cfg = program.config
+    isa = isa_for(cfg)
+    uop = np.full(cfg.uop_depth, -1, dtype=np.int64)
+    relocs = {r.insn: r.slot for r in program.relocations}
+    everything = ((0, cfg.inp_depth), (0, cfg.wgt_depth))
+    out = []
+    for k, i in enumerate(program.insns):
+        f = i.fields
+        if i.opcode == Opcode.LOAD and not i.is_nop and f["memory_type"] == MemType.UOP:
+            n = f["y_size"] * f["x_size"]
+            if relocs.get(k) == UOPS and f["y_size"] == 1 and f["x_pad_0"] == f["x_pad_1"] == 0:
+                words = np.asarray(program.uops[f["dram_base"]:f["dram_base"] + n], np.int64)
+                uop[f["sram_base"]:f["sram_base"] + len(words)] = words
+            else:
+                uop[f["sram_base"]:f["sram_base"] + n] = -1
+        elif i.opcode == Opcode.GEMM and not f["reset_reg"]:
+            words = uop[f["uop_bgn"]:f["uop_end"]]
+            if f["uop_end"] <= f["uop_bgn"] or f["iter_out"] == 0 or f["iter_in"] == 0:
+                continue
+            if (words < 0).any():
+                out.append((k, *everything))
+                continue
+            u = isa.decode_uops(words.astype(np.uint32))
+            span = lambda idx, fo, fi: (  # noqa: E731
+                int(idx.min()), int(idx.max()) + (f["iter_out"] - 1) * f[fo]
+                + (f["iter_in"] - 1) * f[fi] + 1)
+            out.append((k, span(u["src_idx"], "src_factor_out", "src_factor_in"),
+                        span(u["wgt_idx"], "wgt_factor_out", "wgt_factor_in")))
+    program.memo["chain_reads"] = out
+    return out
+
+
+def _first_group(program: Program):
+    """``(loads, weight loads, other loads)``: instruction indices of the first group's
+    load-module instructions (up to its l2g push), or None when they pop a token, push
+    none or load no input."""
+    ins = program.insns
+    loads, first_push = [], None
+    for k, i in enumerate(ins):
+        if _unit(i) == Unit.LOAD:
+            loads.append(k)
+            if i.fields[_PUSH_L2G]:
+                first_push = k
+                break
+    if first_push is None or any(_flags(ins[k]) - {_PUSH_L2G} for k in loads):
+        return None
+    wgt = [k for k in loads if ins[k].opcode == Opcode.LOAD and not ins[k].is_nop
+           and ins[k].memory_type == MemType.WGT]
+    inp = [k for k in loads if k not in wgt]
+    return (loads, wgt, inp) if inp else None
+
+
+def _rows(insn):
+    """The SRAM rows ``[lo, hi)`` a LOAD writes (padding included)."""
+    f = insn.fields
+    n = (f["y_size"] + f["y_pad_0"] + f["y_pad_1"]) * (f["x_size"] + f["x_pad_0"] + f["x_pad_1"])
+    return f["sram_base"], f["sram_base"] + n
+
+
+def sram_free_point(prev: Program, nxt: Program) -> int | None:
+    """Where ``prev`` (as the layer before a boundary) may push *SRAM free* for ``nxt``:
+    the index of its last instruction that must come first, i.e. the later of its last
+    GEMM reading an inp/wgt row ``nxt``'s first group loads into and its own last g2l
+    push (the token must follow those in the FIFO). None: no GEMM reads them."""
+    group = _first_group(nxt)
+    if group is None:
+        return _last_gemm(prev)
+    _, wgt, inp = group
+    wdst = [_rows(nxt.insns[k]) for k in wgt]
+    idst = [_rows(nxt.insns[k]) for k in inp if not nxt.insns[k].is_nop]
+    reads = [k for k, i_rows, w_rows in _gemm_reads(prev)
+             if overlap([i_rows], idst) or overlap([w_rows], wdst)]
+    end = _fence_end(prev)
+    own = [k for k, i in enumerate(prev.insns[:end[0] if end else None])
+           if _unit(i) == Unit.COMPUTE and i.fields[_PUSH_G2L]]
+    points = reads[-1:] + own[-1:]
+    return max(points) if points else None
+
+
+def _uop_sources(program: Program) -> list:
+    """``[(insn index, staging indices)]`` of every GEMM and ALU: which words of the
+    program's uop staging each one's micro-ops are (None: not loaded by the program)."""
+    memo = program.memo.get("chain_sources")
+    if memo is not None:
+        return memo
+    cfg = program.config
+    at = np.full(cfg.uop_depth, -1, dtype=np.int64)
+    relocs = {r.insn: r.slot for r in program.relocations}
+    out = []
+    for k, i in enumerate(program.insns):
+        f = i.fields
+        if i.opcode == Opcode.LOAD and not i.is_nop and f["memory_type"] == MemType.UOP:
+            n = f["y_size"] * f["x_size"]
+            if relocs.get(k) == UOPS and f["y_size"] == 1 and f["x_pad_0"] == f["x_pad_1"] == 0:
+                at[f["sram_base"]:f["sram_base"] + n] = np.arange(f["dram_base"],
+                                                                  f["dram_base"] + n)
+            else:
+                at[f["sram_base"]:f["sram_base"] + n] = -1
+        elif i.opcode in (Opcode.GEMM, Opcode.ALU):
+            idx = at[f["uop_bgn"]:f["uop_end"]]
+            out.append((k, None if (idx < 0).any() else idx.copy()))
+    program.memo["chain_sources"] = out
+    return out
+
+
+def swap_slots(program: Program) -> Program | None:
+    """``program`` with its two halves of the inp and of the wgt SRAM exchanged (its LOADs'
+    ``sram_base`` and its GEMMs' micro-ops), so its first group loads where the layer
+    before it does not read last. None when something does not stay within one half
+    (a LOAD, a GEMM's reads) or a GEMM shares micro-ops with an ALU or with a GEMM of
+    the other half."""
+    if "chain_swap" in program.memo:
+        return program.memo["chain_swap"]
+    program.memo["chain_swap"] = None
+    cfg = program.config
+    halves = {MemType.INP: cfg.inp_depth // 2, MemType.WGT: cfg.wgt_depth // 2}
+    ins = list(program.insns)
+
+    def side(lo, hi, half):
+        return 0 if hi <= half else 1 if lo >= half else None
+
+    for k, i in enumerate(ins):
+        if i.opcode == Opcode.LOAD and not i.is_nop and i.memory_type in halves:
+            lo, hi = _rows(i)
+            h = halves[MemType(i.memory_type)]
+            sd = side(lo, hi, h)
+            if sd is None:
+                return None
+            ins[k] = _with(cfg, i, sram_base=i.sram_base + (h if sd == 0 else -h))
+    reads = {k: (a, b) for k, a, b in _gemm_reads(program)}
+    words = program.uops.astype(np.int64)
+    shift = {}          # staging index -> (inp shift, wgt shift)
+    alu = set()
+    for k, idx in _uop_sources(program):
+        if program.insns[k].opcode == Opcode.ALU:
+            if idx is None:
+                continue
+            alu.update(int(j) for j in idx)
+            continue
+        if k not in reads:       # a reset GEMM: reads neither
+            continue
+        if idx is None:
+            return None
+        (ilo, ihi), (wlo, whi) = reads[k]
+        si = side(ilo, ihi, halves[MemType.INP])
+        sw = side(wlo, whi, halves[MemType.WGT])
+        if si is None or sw is None:
+            return None
+        d = (halves[MemType.INP] * (1 - 2 * si), halves[MemType.WGT] * (1 - 2 * sw))
+        for j in idx:
+            if shift.setdefault(int(j), d) != d:
+                return None
+    if alu & set(shift):
+        return None
+    isa = isa_for(cfg)
+    fields = isa.uop.by_name
+    src, wgt = fields["src_idx"], fields["wgt_idx"]
+    for j, (di, dw) in shift.items():
+        w = int(words[j])
+        s_ = ((w >> src.offset) & src.mask) + di
+        g_ = ((w >> wgt.offset) & wgt.mask) + dw
+        w &= ~((src.mask << src.offset) | (wgt.mask << wgt.offset))
+        words[j] = w | (s_ << src.offset) | (g_ << wgt.offset)
+    swapped = Program(cfg, ins, words.astype(np.uint32), dict(program.slots),
+                      [(r.insn, r.slot) for r in program.relocations], program.pending_pops,
+                      program.name)
+    program.memo["chain_swap"] = swapped
+    return swapped
+
+
+def _early_compute(insn) -> bool:
+    """A compute instruction that may run before the previous layer's stores are over:
+    it writes neither the OUT SRAM nor waits for a token."""
+    if _flags(insn):
+        return False
+    if insn.opcode == Opcode.LOAD:
+        return not insn.is_nop and insn.memory_type in (MemType.UOP, MemType.ACC)
+    return insn.opcode == Opcode.GEMM and bool(insn.fields["reset_reg"])
+
+
+def entry_variant(program: Program, early: bool = False) -> Program | None:
+    """``program`` as the layer after a chain boundary (see the module docstring): its
+    first group's weight LOADs first (they pop *SRAM free*, pending in the stream), its
+    leading compute LOADs and resets, two compute NOPs that pop the previous layer's two
+    *stores done* tokens, the first (``early``) or the second pushing *DRAM ready*,
+    then its first input LOADs, which pop it. ``early`` is right only when those inputs
+    read nothing the previous layer's last stores write (:func:`late_stores`,
+    :func:`first_inputs`). None when the program's first group cannot be found."""
+    ins, cfg = program.insns, program.config
+    group = _first_group(program)
+    if group is None:
+        return None
+    loads, wgt, inp = group
+    head = []
+    for k, i in enumerate(ins):
+        if _unit(i) != Unit.COMPUTE:
+            continue
+        if not _early_compute(i):
+            break
+        head.append(k)
+    moved = set(loads) | set(head)
+    replace = {k: _with(cfg, ins[k], **{_PUSH_L2G: 0}) for k in loads}
+    replace[inp[0]] = _with(cfg, replace[inp[0]], **{_POP_G2L: 1})
+    replace[inp[-1]] = _with(cfg, replace[inp[-1]], **{_PUSH_L2G: 1})
+    ready = {_PUSH_G2L: 1}
+    order: list = [*wgt, *head,
+                   _nop(cfg, Unit.COMPUTE, **{_POP_S2G: 1}, **(ready if early else {})),
+                   _nop(cfg, Unit.COMPUTE, **{_POP_S2G: 1}, **({} if early else ready)),
+                   *inp]
+    order += [k for k in range(len(ins)) if k not in moved]
+    return _rebuild(program, order, replace)
+
+
+def variant(program: Program, entry: bool = False, exit: bool = False, after=None,
+            early: bool = False) -> Program | None:
+    """``program`` rewritten for its place in a chain: after a boundary (``entry``,
+    ``early``: :func:`entry_variant`) and before one (``exit``, ``after``:
+    :func:`exit_variant`); None when it cannot take that place."""
+    key = ("chain", bool(entry), bool(exit), after if exit else None, bool(entry and early))
+    if key not in program.memo:         # a function of the (immutable) program alone
+        p = exit_variant(program, after) if exit else program
+        program.memo[key] = entry_variant(p, early) if entry and p is not None else p
+    return program.memo[key]
+
+
+def _extent(insn, elem_bytes):
+    """``(first byte, bytes)`` a 2-D LOAD/STORE spans in its slot (padding reads none)."""
+    f = insn.fields
+    return (f["dram_base"] * elem_bytes,
+            ((f["y_size"] - 1) * f["x_stride"] + f["x_size"]) * elem_bytes)
+
+
+def _ranges(program, ks, elem_bytes, bufs) -> list:
+    relocs = {r.insn: r.slot for r in program.relocations}
+    out = []
+    for k in ks:
+        off, n = _extent(program.insns[k], elem_bytes)
+        base = bufs[relocs[k]].addr
+        out.append((base + off, base + off + n))
+    return out
+
+
+def late_stores(program: Program, bufs: dict) -> list:
+    """DRAM byte ranges ``[start, end)`` of an :func:`exit_variant`'s stores after its
+    early *stores done* push, bound to ``bufs``."""
+    ins = program.insns
+    stores = [k for k, i in enumerate(ins) if _unit(i) == Unit.STORE]
+    nop = max(k for k in stores if ins[k].is_nop and ins[k].fields["push_prev_dep"])
+    return _ranges(program, [k for k in stores if k > nop and not ins[k].is_nop],
+                   program.config.out_elem_bytes, bufs)
+
+
+def all_stores(program: Program, bufs: dict) -> list:
+    """DRAM byte ranges ``[start, end)`` of every store of ``program``, bound to ``bufs``."""
+    ins = program.insns
+    return _ranges(program, [k for k, i in enumerate(ins) if _unit(i) == Unit.STORE
+                             and not i.is_nop], program.config.out_elem_bytes, bufs)
+
+
+def _elem_bytes(config, insn) -> int:
+    return {MemType.INP: config.inp_elem_bytes, MemType.WGT: config.wgt_elem_bytes,
+            MemType.ACC: config.acc_elem_bytes}[MemType(insn.memory_type)]
+
+
+def _reads(program, ks, bufs) -> list:
+    relocs = {r.insn: r.slot for r in program.relocations}
+    out = []
+    for k in ks:
+        i = program.insns[k]
+        off, n = _extent(i, _elem_bytes(program.config, i))
+        base = bufs[relocs[k]].addr
+        out.append((base + off, base + off + n))
+    return out
+
+
+def hoisted_reads(program: Program, bufs: dict) -> list:
+    """DRAM byte ranges an :func:`entry_variant` of ``program`` reads before the previous
+    layer's stores are over (its first weight LOADs, its leading LOAD ACCs), bound to
+    ``bufs``; None when it has no first group it can move."""
+    group = _first_group(program)
+    if group is None:
+        return None
+    ks = list(group[1])
+    for k, i in enumerate(program.insns):
+        if _unit(i) != Unit.COMPUTE:
+            continue
+        if not _early_compute(i):
+            break
+        if i.opcode == Opcode.LOAD and i.memory_type == MemType.ACC:
+            ks.append(k)
+    return _reads(program, ks, bufs)
+
+
+def first_inputs(program: Program, bufs: dict) -> list | None:
+    """DRAM byte ranges ``[start, end)`` that the load module of an
+    :func:`entry_variant` of ``program`` may read once *DRAM ready* is popped, before it
+    pops another token (the next layer's own protocol then orders it after the previous
+    layer's last store): its first group's loads and those up to its first load that
+    pops, bound to ``bufs``. None when it has no first group an :func:`entry_variant`
+    can move."""
+    if _first_group(program) is None:
+        return None
+    ks = []
+    for k, i in enumerate(program.insns):
+        if _unit(i) != Unit.LOAD:
+            continue
+        if i.fields[_POP_G2L] or i.fields["pop_prev_dep"]:
+            break
+        if not i.is_nop:
+            ks.append(k)
+    return _reads(program, ks, bufs)
+
+
+def overlap(a: list, b: list) -> bool:
+    """Whether any range ``[lo, hi)`` of ``a`` meets one of ``b``."""
+    return any(s0 < e1 and s1 < e0 for s0, e0 in a for s1, e1 in b)
+
+
+class Chain:
+    """The chain state of one runtime (see the module docstring).
+
+    Attributes
+    ----------
+    pending : tuple or None
+        ``(program, buffers, entry, early)`` of the chain's last layer: its kernel is
+        bound when the next layer comes (rewritten for the boundary) or the chain
+        closes; ``entry``/``early`` say how it follows the layer before it.
+    scratch : list
+        Staged buffers the chain's layers read, freed when it has run.
+    """
+
+    def __init__(self):
+        self.pending = None
+        self.scratch: list = []
+
+    @property
+    def open(self) -> bool:
+        return self.pending is not None
+
+    def follow(self, rt, program, bufs, direct: bool):
+        """Queue a layer's kernel (``program`` bound to ``bufs``) after the chain's:
+        it stays pending when it stores directly into a device tensor (``direct``; returns
+        None), else the stream runs (its RunResult)."""
+        entry = early = False
+        prev = self.pending
+        if prev is not None:
+            p_prog, p_bufs, p_entry, p_early = prev
+            after = sram_free_point(p_prog, program)
+            if after is not None and after == _last_gemm(p_prog):
+                # nothing to overlap: the first group loads where the last one is read;
+                # the program with its SRAM halves exchanged may load elsewhere
+                other = swap_slots(program)
+                if other is not None:
+                    a2 = sram_free_point(p_prog, other)
+                    if a2 is None or a2 < after:
+                        program, after = other, a2
+            ex = variant(p_prog, p_entry, True, after, p_early)
+            reads = first_inputs(program, bufs)
+            # what the next kernel reads before the previous one's stores are over must
+            # not be what they write (weights, bias rows: constants)
+            if (ex is not None and reads is not None and rt.fits(ex, program)
+                    and not overlap(hoisted_reads(program, bufs), all_stores(ex, p_bufs))):
+                early = not overlap(reads, late_stores(ex, p_bufs))
+                self._bind(rt, ex, p_bufs)
+                entry = True
+            else:
+                self.close(rt)              # the chain runs without this layer
+            self.pending = None
+        if direct:
+            self.pending = (program, bufs, entry, early)
+            return None
+        self._bind(rt, variant(program, entry, False, None, early), bufs)
+        try:
+            return rt.synchronize()
+        finally:
+            self.release(rt)
+
+    def _bind(self, rt, program, bufs):
+        try:
+            rt.bind(program, bufs)
+        except BaseException:
+            self.abort(rt)
+            raise
+
+    def close(self, rt):
+        """Run an open chain: its last layer's kernel as it ends (the kernel fence); the
+        device's RunResult (None when no chain was open)."""
+        if self.pending is None:
+            return None
+        program, bufs, entry, early = self.pending
+        self.pending = None
+        self._bind(rt, variant(program, entry, False, None, early), bufs)
+        try:
+            return rt.synchronize()
+        finally:
+            self.release(rt)
+
+    def release(self, rt) -> None:
+        """Free the staged buffers of the chain."""
+        scratch, self.scratch = self.scratch, []
+        for buf in scratch:
+            try:
+                rt.free(buf)
+            except Exception:       # the device is already closed
+                pass
+
+    def abort(self, rt) -> None:
+        """Drop an open chain without running it (after an error)."""
+        self.pending = None
+        rt.reset()
+        self.release(rt)
