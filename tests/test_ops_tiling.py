@@ -638,7 +638,8 @@ def test_fetch_feeds_the_command_queues_in_order():
     """Fetch dispatches the stream in order, one instruction per bus beats of it, into
     command queues of ``cmd_queue_depth``: a STORE behind 70 compute commands that wait
     for a long LOAD's token is dispatched only once the compute module accepted enough
-    of them (its queue full holds fetch); with unbounded queues it would start at once."""
+    of them (its queue full holds fetch); with unbounded queues as soon as fetch read it
+    (``fetch_latency`` after the start, then each instruction's beats)."""
     import dataclasses
     from vtakit.compiler.ops.cost import RTL_COST
     from vtakit.compiler.ops.cost.events import fetch_cycles
@@ -658,7 +659,7 @@ def test_fetch_feeds_the_command_queues_in_order():
     assert RTL_COST.cmd_queue_depth == 64
     assert store_start(RTL_COST) > end_load
     unbounded = dataclasses.replace(RTL_COST, cmd_queue_depth=10 ** 6)
-    assert store_start(unbounded) == len(insns) * fetch_cycles(cfg)
+    assert store_start(unbounded) == RTL_COST.fetch_latency + len(insns) * fetch_cycles(cfg)
     assert store_start(dataclasses.replace(RTL_COST, cmd_queue_depth=None)) == 0
 
 

@@ -296,7 +296,8 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
         m = dispatch_unit(insn.opcode, insn.fields.get("memory_type"))
         order.append((m, len(queues[m])))
         queues[m].append(insn)
-    dispatch = _Dispatch(order, queues, cost.cmd_queue_depth, fetch_cycles(config))
+    dispatch = _Dispatch(order, queues, cost.cmd_queue_depth, fetch_cycles(config),
+                         cost.fetch_latency)
     # compute positions whose loop overlaps the next one's dispatch (CostModel.overlap_cycles)
     saved = (0 if cost.overlap_cycles is None
              else cost.insn_cycles - cost.overlap_cycles)
@@ -457,14 +458,15 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
 
 class _Dispatch:
     """Fetch feeding the three command queues (:attr:`.params.EventCost.cmd_queue_depth`):
-    fetch reads the stream in order, ``step`` cycles per instruction (its bus beats)
+    fetch reads the stream in order, ``step`` cycles per instruction (its bus beats),
+    the first ``latency`` cycles after the start,
     into a buffer of :data:`FETCH_BUFFER` instructions, and dispatches each once its
     queue has room, i.e. once the unit accepted the command ``depth`` places before it
     in that queue (a unit accepts a command when it is free, then waits for its tokens);
     a full queue holds every later instruction of the stream, whatever its unit."""
 
-    def __init__(self, order, queues, depth, step):
-        self.order, self.depth, self.step = order, depth, step
+    def __init__(self, order, queues, depth, step, latency=0):
+        self.order, self.depth, self.step, self.latency = order, depth, step, latency
         self.index = {m: [] for m in queues}        # queue position -> stream index
         for g, (m, _) in enumerate(order):
             self.index[m].append(g)
@@ -485,7 +487,7 @@ class _Dispatch:
                 if len(acc) <= p - self.depth:
                     return None
                 room = acc[p - self.depth]
-            f = (fetched[j - 1] if j else 0.0) + self.step
+            f = (fetched[j - 1] if j else self.latency) + self.step
             if j >= FETCH_BUFFER:       # the buffer's slot frees at a dispatch
                 f = max(f, times[j - FETCH_BUFFER] + self.step)
             fetched.append(f)

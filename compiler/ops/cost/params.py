@@ -114,6 +114,13 @@ class EventCost(CostModel):
         for its tokens. A run of short compute commands (``requant2``'s REQ.M / REQ.P
         setups, two cycles each) is thus fetch-bound, and a full queue holds the later
         commands of every module. None: commands are there when their module wants them.
+    fetch_latency : int
+        With ``cmd_queue_depth``: cycles from the start of a kernel until fetch's first
+        beats arrive, beyond the beats themselves (``hw/fetch.py``'s request, the
+        arbiter, the DRAM's latency, the instruction buffer and the command queue's
+        register before the module accepts the first command: about 8 on the RTL). The
+        same for every tiling of a layer: it moves no choice, and adds what small
+        kernels (a batch-1 dense layer of 200 cycles) were predicted short.
     pads_on_port : bool
         With ``shared_read_port``: a padded LOAD holds the read port one cycle per pad
         element too (``hw/load_engine.py`` writes a pad per cycle and its one-element
@@ -133,6 +140,7 @@ class EventCost(CostModel):
     """
 
     cmd_queue_depth: int | None = None
+    fetch_latency: int = 0
     pads_on_port: bool = False
     burst_phase: bool = False
     shared_read_port: bool = False
@@ -169,7 +177,8 @@ class EventCost(CostModel):
 #: :class:`SearchCost`'s defaults.
 RTL_COST = EventCost(alu_tensor_cycles=1.0, requant_late_cycles=REQUANT_STAGES - 1,
                      req_late_cycles=REQ_STAGES - 1,
-                     dma_insn_cycles=9, dma_row_cycles=2,
+                     dma_insn_cycles=7, dma_row_cycles=2,
                      insn_cycles=7, shared_read_port=True, overlap_cycles=1,
-                     cmd_queue_depth=DEFAULT_CMD_DEPTH, pads_on_port=True, burst_phase=True,
+                     cmd_queue_depth=DEFAULT_CMD_DEPTH, fetch_latency=8, pads_on_port=True,
+                     burst_phase=True,
                      read_priority_wait=DMA_READ_AHEAD_BEATS + MAX_BURST)
