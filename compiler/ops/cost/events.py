@@ -24,9 +24,10 @@ import bisect
 from dataclasses import dataclass
 
 from ....hw.alu import REQUANT_OPS
-from ....hw.load_engine import MAX_BURST
 from ....hw.isa import AluOp, MemType, Opcode
-from ....hw.spec import DMA_READ_AHEAD_BEATS, DEP_QUEUES, INSN_BYTES, PIPELINE, TOKEN_QUEUES, Unit, dispatch_unit
+from ....hw.spec import (DEP_QUEUES, DMA_READ_AHEAD_BEATS, INSN_BYTES, PIPELINE, TOKEN_QUEUES,
+                         Unit, dispatch_unit)
+from .geometry import MAX_BURST
 from .params import RTL_COST, EventCost
 
 #: The ``requant2`` extension's ALU opcode REQ.
