@@ -593,3 +593,91 @@ def test_rerank_looks_further_for_dense_spatial_kernels(monkeypatch):
     monkeypatch.undo()
     dw.append(plan_conv2d(cfg, (1, 64, 25, 5), (64, 1, 3, 3), 1, 1, groups=64, **kw))
     assert dw[0].tiling == dw[1].tiling
+
+
+def _insn(config, opcode, **fields):
+    """One decoded instruction of ``config``'s ISA (unnamed fields 0)."""
+    from vtakit.hw.isa import isa_for
+    isa = isa_for(config)
+    return isa.decode(isa.encode(opcode, **fields))
+
+
+def test_read_port_priority_waits_for_the_bursts_in_flight():
+    """A compute-module LOAD that asks while the load module's LOAD streams waits for
+    the bursts the arbiter already issued (``hw/dma.py`` issues the next one once at most
+    its read-ahead of beats is in flight), not for the whole LOAD: behind a LOAD of
+    8-beat rows, 64 + a row at most; with the bursts unknown, the ``wait`` bound."""
+    from vtakit.compiler.ops.cost.events import _ReadPort
+    port = _ReadPort(320)
+    port.open(0, 800, burst=8)                  # 100 rows of 8 beats
+    # 10 beats returned at 10; rows up to beat 80 requested (80 - 10 <= 64 + 8)
+    assert port.reserve(10, 5, first=True) == 85
+    whole = _ReadPort(320)
+    whole.open(0, 800)
+    assert whole.reserve(10, 5, first=True) == 335      # the wait bound: 320 cycles
+    big = _ReadPort(320)
+    big.open(0, 800, burst=256)                  # 256-beat bursts: up to beat 256 issued
+    assert big.reserve(10, 5, first=True) == 261
+
+
+def test_read_beats_count_pad_elements_on_the_port():
+    """A padded LOAD holds the DRAM read port for its beats and one cycle per pad element
+    (``hw/load_engine.py`` writes pads one per cycle, and its one-element buffer stops
+    the shared return channel meanwhile): ``EventCost.pads_on_port``."""
+    from vtakit.compiler.ops.cost.events import _elem_bytes, _read_beats
+    cfg = CONFIGS["default"]
+    load = _insn(cfg, Opcode.LOAD, memory_type=MemType.INP, x_size=8, y_size=8, x_stride=8,
+                 x_pad_0=1, x_pad_1=1, y_pad_0=1, y_pad_1=1)
+    beats = 64 * cfg.inp_elem_bytes // cfg.bus_bytes
+    elem = _elem_bytes(cfg)
+    assert _read_beats(load, cfg.bus_bytes, elem) == beats
+    assert _read_beats(load, cfg.bus_bytes, elem, pads=True) == beats + 100 - 64
+
+
+def test_fetch_feeds_the_command_queues_in_order():
+    """Fetch dispatches the stream in order, one instruction per bus beats of it, into
+    command queues of ``cmd_queue_depth``: a STORE behind 70 compute commands that wait
+    for a long LOAD's token is dispatched only once the compute module accepted enough
+    of them (its queue full holds fetch); with unbounded queues as soon as fetch read it
+    (``fetch_latency`` after the start, then each instruction's beats)."""
+    import dataclasses
+    from vtakit.compiler.ops.cost import RTL_COST
+    from vtakit.compiler.ops.cost.events import fetch_cycles
+    cfg = CONFIGS["default"]
+    load = _insn(cfg, Opcode.LOAD, memory_type=MemType.INP, x_size=400, y_size=1,
+                 x_stride=400, push_next_dep=1)
+    alu = dict(alu_opcode=0, use_imm=1, imm=1, uop_bgn=0, uop_end=1, iter_out=1, iter_in=1)
+    first = _insn(cfg, Opcode.ALU, pop_prev_dep=1, **alu)
+    rest = [_insn(cfg, Opcode.ALU, **alu) for _ in range(69)]
+    store = _insn(cfg, Opcode.STORE, x_size=1, y_size=1, x_stride=1)
+    insns = [load, first, *rest, store]
+    end_load = 400 * cfg.inp_elem_bytes // cfg.bus_bytes
+
+    def store_start(cost):
+        pred = predict_stream(insns, cfg, cost, intervals=True)
+        return next(i.start for i in pred.intervals["store"] if i.kind == "busy")
+    assert RTL_COST.cmd_queue_depth == 64
+    assert store_start(RTL_COST) > end_load
+    unbounded = dataclasses.replace(RTL_COST, cmd_queue_depth=10 ** 6)
+    assert store_start(unbounded) == RTL_COST.fetch_latency + len(insns) * fetch_cycles(cfg)
+    assert store_start(dataclasses.replace(RTL_COST, cmd_queue_depth=None)) == 0
+
+
+def test_rerank_scores_candidates_as_emitted_whatever_split_last_was():
+    """:meth:`Conv2dPlan._rerank` scores every candidate with its last tile whole (and
+    the best few split too), so its choice does not depend on the ``split_last`` a
+    previous search left (the own-rows and on-chip-rows searches re-rank the same plan)."""
+    import importlib
+    from vtakit.compiler.ops.tiling import SearchCost
+    mod = importlib.import_module("vtakit.compiler.ops.conv2d")
+    cfg = CONFIGS["default"]
+    plan = plan_conv2d(cfg, (1, 64, 25, 5), (64, 1, 3, 3), 1, 1, groups=64,
+                       out_dtype=np.int32, result_bytes=3)
+    cands = [t for _, t in plan._ranked(SearchCost())]
+    picks = []
+    for before in (False, True):
+        mod._RERANKED.clear()
+        plan.split_last = before
+        plan._rerank(cands, SearchCost())
+        picks.append((plan.tiling, plan.split_last))
+    assert picks[0] == picks[1]

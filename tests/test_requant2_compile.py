@@ -419,3 +419,26 @@ def _padded_conv_case(groups, hw, stride, uniform, backend, onchip=False):
         assert counts[REQ_PASS] == sum(t[3] for t in plan.tiles()), counts
     else:                                              # several REQ passes per block
         assert counts[REQ_PASS] > counts[REQ_LOAD_M]
+
+
+def test_kws_pointwise_picks_the_tiling_verilator_runs_fastest():
+    """keyword spotting's pointwise convolutions (64 -> 64 on 25x5, per-channel REQ) on
+    default + requant2: the event model, with fetch feeding the command queues (the
+    REQ.M / REQ.P setups of four output blocks per tile are fetch-bound) and the phase
+    of the load module's bursts, ranks 9-row tiles with the last one halved first, the
+    tiling Verilator runs fastest (3,907 cycles; the 7-row tiles the model chose before,
+    3,994)."""
+    from vtakit.compiler.ops.cost.geometry import ConvTiling
+    from vtakit.compiler.ops.perfmodel import program_prediction
+    cfg = load_config("default").replace(extensions=("requant2",))
+    rng = np.random.default_rng(0)
+    rq, _ = _requant2(rng.uniform(0.5, 1, 64) * 2.0 ** -10, -3, 64, False)
+    plan = plan_conv2d(cfg, (1, 64, 25, 5), (64, 64, 1, 1), 1, 0, bias=True, requant=rq)
+    assert plan.tiling == ConvTiling(1, 4, 9, 5, 2, "co_outer", 2) and plan.split_last
+    best = program_prediction(plan.program())[0].cycles
+    other = plan_conv2d(cfg, (1, 64, 25, 5), (64, 64, 1, 1), 1, 0, bias=True, requant=rq,
+                        tiling=ConvTiling(1, 4, 7, 5, 2, "co_outer", 2))
+    for split in (False, True):
+        other.split_last = split
+        other._program = None
+        assert program_prediction(other.program())[0].cycles > best

@@ -424,17 +424,26 @@ class Conv2dPlan(OpPlan):
         best = _RERANKED.get(key)
         if best is None:
             scored = []
+            self.split_last = False         # every candidate scored as it is emitted
             for i, t in enumerate(candidates):
                 self._set_tiling(t, cost)
-                scored.append((self.inspect()["predicted_cycles"], i))
-            pick = candidates[min(scored)[1]]
-            self._set_tiling(pick, cost)
-            self.split_last = True          # the winner with its last tile halved
-            split = (self._last_tile_splits()
-                     and self.inspect()["predicted_cycles"] < min(scored)[0])
-            best = _RERANKED[key] = (pick, split)
+                scored.append((self.inspect()["predicted_cycles"], i, False))
+            # the best few again with their last tile halved (the winner is often one
+            # of them split: the drain of the last tile shrinks)
+            for _, i, _ in sorted(scored)[:self.RERANK_SPLIT]:
+                self._set_tiling(candidates[i], cost)
+                self.split_last = True
+                if self._last_tile_splits():
+                    scored.append((self.inspect()["predicted_cycles"], i, True))
+                self.split_last = False
+            _, i, split = min(scored)
+            best = _RERANKED[key] = (candidates[i], split)
         self._set_tiling(best[0], cost)
         self.split_last = best[1]
+
+    #: :meth:`_rerank`: how many of the best candidates are also scored with
+    #: :attr:`split_last`.
+    RERANK_SPLIT = 3
 
     #: Whether the last output tile is emitted as two, its rows halved (:meth:`tiles`): an
     #: int32 result's kernel ends with the last tile's plane stores and shifts, one after

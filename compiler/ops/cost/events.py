@@ -25,7 +25,9 @@ from dataclasses import dataclass
 
 from ....hw.alu import REQUANT_OPS
 from ....hw.isa import AluOp, MemType, Opcode
-from ....hw.spec import DEP_QUEUES, INSN_BYTES, PIPELINE, TOKEN_QUEUES, Unit, dispatch_unit
+from ....hw.spec import (DEP_QUEUES, DMA_READ_AHEAD_BEATS, INSN_BYTES, PIPELINE, TOKEN_QUEUES,
+                         Unit, dispatch_unit)
+from .geometry import MAX_BURST
 from .params import RTL_COST, EventCost
 
 #: The ``requant2`` extension's ALU opcode REQ.
@@ -68,12 +70,16 @@ def fetch_cycles(config) -> int:
     return -(-INSN_BYTES // config.bus_bytes)
 
 
-def _fetch_intervals(insns, config) -> list:
-    # Fetch streams the instructions back to back; it is not coupled to the other units
-    # (command-queue capacity is not modelled), so it never waits here.
+def _fetch_intervals(insns, config, fetched=()) -> list:
+    # Fetch reads each instruction in its bus beats, ending at ``fetched[k]`` (the times
+    # :class:`_Dispatch` modelled: it waits for room in the buffer and the queues), else
+    # back to back (command-queue capacity not modelled).
     step = fetch_cycles(config)
-    return [UnitInterval(k * step, (k + 1) * step, "busy", Opcode(insn.opcode).name)
-            for k, insn in enumerate(insns)]
+    out, end = [], 0.0
+    for k, insn in enumerate(insns):
+        end = fetched[k] if k < len(fetched) else end + step
+        out.append(UnitInterval(end - step, end, "busy", Opcode(insn.opcode).name))
+    return out
 
 
 def stream_traffic(insns, config) -> dict:
@@ -149,7 +155,8 @@ class _ReadPort:
     arbiter's read-ahead and one burst: the phase of the load module's bursts is not
     modelled)."""
 
-    def __init__(self, priority: int | None = None):
+    def __init__(self, priority: int | None = None, ahead: int = DMA_READ_AHEAD_BEATS):
+        self.ahead = ahead
         self.busy: list[list[float]] = []          # sorted, disjoint [start, end)
         self.first = [] if priority is not None else None    # the priority beats alone
         self.wait = priority
@@ -164,7 +171,10 @@ class _ReadPort:
             for busy in (self.busy, self.open_spans()[0]):
                 i = bisect.bisect_right(busy, [t, float("inf")]) - 1
                 if i >= 0 and busy[i][1] > t:
-                    t = min(busy[i][1], t + self.wait)
+                    wait = self.wait
+                    if busy is not self.busy and self.burst:
+                        wait = min(wait, self._in_flight(busy, t))
+                    t = min(busy[i][1], t + wait)
                     break
             taken, t = _take(self.first, t, beats)
             for span in taken:
@@ -178,10 +188,22 @@ class _ReadPort:
         self._spans = None
         return t
 
-    def open(self, t: float, beats: int):
+    def open(self, t: float, beats: int, burst: int = 0):
         """Start a LOAD of ``beats`` from ``t`` whose spans stay open (priority beats
-        reserved before :meth:`commit` push it back)."""
-        self.pending, self._spans = (t, beats), None
+        reserved before :meth:`commit` push it back); ``burst``: the beats of each of its
+        DRAM bursts (0: unknown)."""
+        self.pending, self._spans, self.burst = (t, beats), None, burst
+
+    burst = 0
+
+    def _in_flight(self, spans, t: float) -> float:
+        """The open LOAD's beats requested and not yet returned at ``t`` (its ``spans``):
+        the arbiter issues its next burst once at most ``ahead`` beats are in flight
+        (``hw/dma.py``'s read-ahead), so a priority request at ``t`` waits for the
+        bursts issued before, not for the whole LOAD."""
+        done = sum(min(b, t) - a for a, b in spans if a < t)
+        requested = min(self.pending[1], -(-(done + self.ahead) // self.burst) * self.burst)
+        return max(0.0, requested - done)
 
     def open_spans(self) -> tuple:
         """``(spans, end)`` the open LOAD takes if nothing else is reserved (``([], 0)``
@@ -235,12 +257,24 @@ def _insert(busy, span):
     busy[j:k] = [span]
 
 
-def _read_beats(insn, bus_bytes: int, elem) -> int:
-    """DRAM read beats of a LOAD (0 for anything else)."""
+def _read_beats(insn, bus_bytes: int, elem, pads: bool = False) -> int:
+    """Cycles a LOAD holds the DRAM read port (0 for anything else): its read beats, and
+    with ``pads`` (:attr:`.params.EventCost.pads_on_port`) one per pad element."""
     f = insn.fields
     if insn.opcode != Opcode.LOAD or f["x_size"] == 0:
         return 0
-    return -(-f["x_size"] * f["y_size"] * elem[f["memory_type"]] // bus_bytes)
+    n = f["x_size"] * f["y_size"]
+    beats = -(-n * elem[f["memory_type"]] // bus_bytes)
+    if pads and f["memory_type"] != MemType.UOP:
+        xt = f["x_pad_0"] + f["x_size"] + f["x_pad_1"]
+        beats += xt * (f["y_pad_0"] + f["y_size"] + f["y_pad_1"]) - n
+    return beats
+
+
+def _burst_beats(insn, bus_bytes: int, elem) -> int:
+    """Beats of each DRAM burst of a LOAD (one per row, at most MAX_BURST)."""
+    f = insn.fields
+    return max(1, min(MAX_BURST, -(-f["x_size"] * elem[f["memory_type"]] // bus_bytes)))
 
 
 def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
@@ -258,8 +292,13 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
         If the stream deadlocks (a pop whose token is never pushed).
     """
     queues = {m: [] for m in PIPELINE}
+    order = []          # (unit, position in its queue) of each instruction, in fetch order
     for insn in insns:
-        queues[dispatch_unit(insn.opcode, insn.fields.get("memory_type"))].append(insn)
+        m = dispatch_unit(insn.opcode, insn.fields.get("memory_type"))
+        order.append((m, len(queues[m])))
+        queues[m].append(insn)
+    dispatch = _Dispatch(order, queues, cost.cmd_queue_depth, fetch_cycles(config),
+                         cost.fetch_latency)
     # compute positions whose loop overlaps the next one's dispatch (CostModel.overlap_cycles)
     saved = (0 if cost.overlap_cycles is None
              else cost.insn_cycles - cost.overlap_cycles)
@@ -293,7 +332,8 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
         f = insn.fields
         got = facts[id(insn)] = (
             tuple(name for flag, name in pops[m] if f.get(flag)),
-            _duration(insn, bus, cost, elem), port and _read_beats(insn, bus, elem),
+            _duration(insn, bus, cost, elem),
+            port and _read_beats(insn, bus, elem, cost.pads_on_port),
             tuple(name for flag, name in pushes[m] if f.get(flag)),
             insn.opcode == Opcode.FINISH)
         return got
@@ -301,7 +341,7 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
     def result(cycles):
         if not intervals:
             return StreamPrediction(cycles, _by_name(busy), gemm, alu)
-        fetch = _fetch_intervals(insns, config)
+        fetch = _fetch_intervals(insns, config, dispatch.fetched if dispatch.depth else ())
         return StreamPrediction(cycles, {"fetch": float(sum(i.end - i.start for i in fetch)),
                                          **_by_name(busy)}, gemm, alu,
                                 {"fetch": fetch, **_by_name(spans)})
@@ -318,10 +358,13 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
         if k >= len(q):
             return False
         names = (facts.get(id(q[k])) or facts_of(q[k], Unit.COMPUTE))[0]
+        at = dispatch.at(Unit.COMPUTE, k) if dispatch.depth else 0.0
+        if at is None:
+            return False
         missing = [n for n in names if not tokens[n]]
         if missing:
             return all(producer[n] is not held[0] for n in missing)
-        return max([time[Unit.COMPUTE], *(tokens[n][0] for n in names)]) < end
+        return max([time[Unit.COMPUTE], at, *(tokens[n][0] for n in names)]) < end
 
     def run(m, insn, start, dur, ready, now, push_at=None):
         # the bookkeeping of an instruction that took [start, start + dur) (its tokens
@@ -365,6 +408,11 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                     dur -= saved
                 if late and m is Unit.COMPUTE:
                     dur += late.get(k, 0)
+                if dispatch.depth:
+                    at = dispatch.at(m, k)
+                    if at is None:
+                        break       # not in its command queue yet (fetch waits for room)
+                    now = max(now, at)
                 if not names:
                     ready, start = {}, now
                 elif any(not tokens[n] for n in names):
@@ -377,9 +425,12 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                 if names:
                     ready = {n: tokens[n].popleft() for n in names}
                 progress = True
+                if dispatch.depth:
+                    dispatch.accepted[m].append(now)
                 if beats:
                     if priority and m is not Unit.COMPUTE:
-                        port.open(start + cost.dma_insn_cycles, beats)
+                        port.open(start + cost.dma_insn_cycles, beats,
+                                  _burst_beats(insn, bus, elem) if cost.burst_phase else 0)
                         held = m, (insn, start, dur, ready)
                         break
                     dur = max(dur, port.reserve(start + cost.dma_insn_cycles, beats,
@@ -404,6 +455,49 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
         raise ValueError(f"predict_stream: the stream deadlocks (module -> position of the "
                          f"instruction that waits for a token): {stuck}")
     return result(int(round(max(time.values()))))
+
+
+class _Dispatch:
+    """Fetch feeding the three command queues (:attr:`.params.EventCost.cmd_queue_depth`):
+    fetch reads the stream in order, ``step`` cycles per instruction (its bus beats),
+    the first ``latency`` cycles after the start,
+    into a buffer of :data:`FETCH_BUFFER` instructions, and dispatches each once its
+    queue has room, i.e. once the unit accepted the command ``depth`` places before it
+    in that queue (a unit accepts a command when it is free, then waits for its tokens);
+    a full queue holds every later instruction of the stream, whatever its unit."""
+
+    def __init__(self, order, queues, depth, step, latency=0):
+        self.order, self.depth, self.step, self.latency = order, depth, step, latency
+        self.index = {m: [] for m in queues}        # queue position -> stream index
+        for g, (m, _) in enumerate(order):
+            self.index[m].append(g)
+        self.accepted = {m: [] for m in queues}     # accept time per queue position
+        self.fetched, self.times = [], []           # per stream index
+
+    def at(self, m, k):
+        """The cycle the ``k``-th command of unit ``m`` is in its queue, or None while
+        that depends on a command not yet accepted."""
+        g = self.index[m][k]
+        times, fetched = self.times, self.fetched
+        while len(times) <= g:
+            j = len(times)
+            u, p = self.order[j]
+            room = 0.0
+            if p >= self.depth:
+                acc = self.accepted[u]
+                if len(acc) <= p - self.depth:
+                    return None
+                room = acc[p - self.depth]
+            f = (fetched[j - 1] if j else self.latency) + self.step
+            if j >= FETCH_BUFFER:       # the buffer's slot frees at a dispatch
+                f = max(f, times[j - FETCH_BUFFER] + self.step)
+            fetched.append(f)
+            times.append(max(f, room, times[j - 1] if j else 0.0))
+        return times[g]
+
+
+#: Instructions fetch buffers between DRAM and dispatch (``hw/fetch.py``'s default).
+FETCH_BUFFER = 8
 
 
 def _loop_uops(insn) -> int:
