@@ -514,11 +514,16 @@ class Compute(wiring.Component):
             (dst >= c.acc_depth)
             | (reads_operands & ((src >= c.inp_depth) | (wgt >= c.wgt_depth)))
             | (~mode_gemm & ~use_imm & (src >= c.acc_depth))))
+        operands_en = s1_valid & reads_operands
+        if ov:
+            # a held GEMM micro-op in S2 keeps its inp/wgt data (the GEMM core loads it
+            # again each held cycle): S1 reads only when the front moves
+            operands_en = operands_en & ~hold
         m.d.comb += [
             self.inp_rd.addr.eq(src),
-            self.inp_rd.en.eq(s1_valid & reads_operands),
+            self.inp_rd.en.eq(operands_en),
             self.wgt_rd.addr.eq(wgt),
-            self.wgt_rd.en.eq(s1_valid & reads_operands),
+            self.wgt_rd.en.eq(operands_en),
             gemm.inp.eq(self.inp_rd.data),
             gemm.wgt.eq(self.wgt_rd.data),
         ]
