@@ -128,7 +128,7 @@ class VTAConfig:
                               f"(known: {', '.join(EXTENSIONS)})")
         object.__setattr__(self, "extensions", tuple(sorted(set(ext))))
         ov = self.compute_overlap
-        if isinstance(ov, bool) or ov not in (0, 1):
+        if isinstance(ov, bool) or not isinstance(ov, int) or ov not in (0, 1):
             raise ConfigError(f"{OVERLAP_KEY}={ov!r}: must be 0 (one compute lane, TVM's VTA) "
                               f"or 1 (ALU lane beside the GEMM lane)")
         self._validate()
@@ -157,7 +157,7 @@ class VTAConfig:
         kwargs = {}
         if OVERLAP_KEY in values:
             ov = values[OVERLAP_KEY]
-            if isinstance(ov, bool) or ov not in (0, 1):
+            if isinstance(ov, bool) or not isinstance(ov, int) or ov not in (0, 1):
                 raise ConfigError(f"{source}: {OVERLAP_KEY} must be 0 or 1 (1: the compute "
                                   f"module's ALU lane beside its GEMM lane), got {ov!r}")
             kwargs["compute_overlap"] = ov
