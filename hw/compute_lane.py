@@ -12,7 +12,7 @@ SRAM are split in two by the index's top bit, each bank one write and two read p
   and, with a tensor operand, its src rows likewise, all in the bank of ``dst`` (so no
   micro-op of it can fault: the compute module knows it before dispatching it).
 
-The lane queues up to :data:`LANE_DEPTH` such instructions, in order, and runs their
+The lane queues up to :data:`LANE_DEPTH` (16) such instructions, in order, and runs their
 micro-ops one per cycle on its own pipeline (uop SRAM read port, two read ports and the
 write port of the bank, a :class:`~vtakit.hw.alu.VectorAlu`)::
 
@@ -38,8 +38,8 @@ once the lane is empty. So each bank has one user at a time (its ports are muxed
 shared in a cycle), and every read sees the writes of all older instructions.
 """
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed
-from amaranth.lib import wiring
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
+from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from .alu import SHIFT_BITS, VectorAlu
@@ -49,8 +49,10 @@ from .isa import alu_opcode_bits, isa_for
 
 __all__ = ["AluLane", "LANE_DEPTH"]
 
-#: ALU instructions the lane holds (queued or running).
-LANE_DEPTH = 4
+#: ALU instructions the lane holds (queued or running): a tile's epilogue (up to nine
+#: passes with a fused residual add) and the next tile's start, queued before that
+#: tile's GEMMs dispatch.
+LANE_DEPTH = 16
 
 
 class AluLane(wiring.Component):
@@ -111,7 +113,11 @@ class AluLane(wiring.Component):
         e_bank = Signal(D)
         e_pp = Signal(D)
         e_pn = Signal(D)
-        e_insn = Array(Signal(c.insn_bits, name=f"lane_insn{i}") for i in range(D))
+        # the instructions: a small memory (distributed RAM), written at the tail, read
+        # (asynchronously) at the next to start
+        m.submodules.insns = insns = memory.Memory(shape=c.insn_bits, depth=D, init=[])
+        insn_wr = insns.write_port()
+        insn_rd = insns.read_port(domain="comb")
         wp = Signal(range(D))       # next free slot
         ip = Signal(range(D))       # next to start
         rp = Signal(range(D))       # oldest (next to retire)
@@ -121,7 +127,7 @@ class AluLane(wiring.Component):
             self.busy_bank.eq(Cat((e_valid & ~e_bank).any(), (e_valid & e_bank).any())),
         ]
         with m.If(self.enq):
-            m.d.sync += [e_insn[wp].eq(self.enq_insn), wp.eq(Mux(wp == D - 1, 0, wp + 1))]
+            m.d.sync += wp.eq(Mux(wp == D - 1, 0, wp + 1))
             for i in range(D):
                 with m.If(wp == i):
                     m.d.sync += [e_valid[i].eq(1), e_started[i].eq(0), e_bank[i].eq(self.enq_bank),
@@ -136,7 +142,9 @@ class AluLane(wiring.Component):
         start = Signal()
         m.d.comb += start.eq(~running & e_valid.bit_select(ip, 1)
                              & ~e_started.bit_select(ip, 1) & ~push_wait)
-        new_insn = e_insn[ip]
+        m.d.comb += [insn_wr.addr.eq(wp), insn_wr.data.eq(self.enq_insn),
+                     insn_wr.en.eq(self.enq), insn_rd.addr.eq(ip)]
+        new_insn = insn_rd.data
         m.d.comb += [seq.insn.eq(Mux(start, new_insn, cur_insn)), seq.gemm.eq(0),
                      seq.start.eq(start), seq.issue.eq(running),
                      self.uop_addr.eq(seq.k)]
