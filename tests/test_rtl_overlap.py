@@ -301,3 +301,17 @@ def test_gemm_fault_beside_the_lane_reports_after_the_lane():
     p.finish()
     want, got = p.run(OV, "behavioral"), p.run(OV, "verilator")
     assert want[3] is not None and got[3] == want[3]
+
+
+@pytest.mark.parametrize("count,seed", [
+    (20, 3),
+    pytest.param(300, 7, marks=pytest.mark.slow),
+])
+def test_fuzz_campaign_finds_no_difference(tmp_path, count, seed):
+    """Random legal programs (sim/fuzz_gen) on ``tiny+overlap``: Verilator equals the model
+    (DRAM, counters, faults); the slow campaign is the one the lane was checked with."""
+    from vtakit.sim.fuzz import fuzz
+    report = fuzz(OV, ["behavioral", "verilator"], count, seed, out_dir=tmp_path,
+                  progress=False)
+    assert report.programs == count and report.instructions > 10 * count
+    assert not report.mismatches, report.mismatches[0].description
