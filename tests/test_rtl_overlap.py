@@ -315,3 +315,47 @@ def test_fuzz_campaign_finds_no_difference(tmp_path, count, seed):
                   progress=False)
     assert report.programs == count and report.instructions > 10 * count
     assert not report.mismatches, report.mismatches[0].description
+
+
+def _conv_on(config, backend, x, w, b):
+    from vtakit.compiler.ops import plan_conv2d
+    from vtakit.runtime import Runtime
+    opts = {} if backend == "behavioral" else {"progress": False}
+    with open_device(backend, config, **opts) as dev:
+        rt = Runtime(dev)
+        plan = plan_conv2d(config, x.shape, w.shape, 1, 1, bias=True, shift=8, clip=(0, 127))
+        bufs = {nm: rt.alloc(op.nbytes) for nm, op in plan.operands.items()}
+        for nm, arr in plan.pack(x, w, b).items():
+            rt.upload(bufs[nm], arr)
+        plan.lower(rt, bufs)
+        rt.finalize()
+        insns = list(rt.instructions)
+        cycles = rt.synchronize().cycles
+        out = plan.operands["out"]
+        y = plan.unpack(rt.download(bufs["out"], out.dtype, out.shape))
+    return y, cycles, insns, plan.tiling
+
+
+def test_compiled_conv2d_on_the_lane_equals_numpy(capsys):
+    """A 3x3 convolution compiled for ``tiny+overlap`` (the next tile's start before each
+    epilogue): the Verilator result equals numpy's and the model's, and it holds the same
+    instructions as the ``tiny`` build, reordered."""
+    from vtakit.compiler.ops import reference as R
+    rng = np.random.default_rng(5)
+    x = rng.integers(-128, 128, (1, 16, 14, 14), dtype=np.int8)
+    w = rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8)
+    b = rng.integers(-16384, 16384, 32).astype(np.int32)
+    want = R.epilogue_ref(R.conv2d_ref(x, w, 1, 1), bias=b, shift=8, clip=(0, 127))
+    got, cycles, insns, tiling = _conv_on(OV, "verilator", x, w, b)
+    model, _, _, _ = _conv_on(OV, "behavioral", x, w, b)
+    base, base_cycles, base_insns, _ = _conv_on(TINY, "verilator", x, w, b)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(model, want)
+    np.testing.assert_array_equal(base, want)
+    # the same instructions, reordered (micro-op addresses may differ: the uop cache
+    # places kernels in the order they are first used)
+    kinds = [sorted(str(i).split(" uop_bgn")[0] for i in s) for s in (insns, base_insns)]
+    assert kinds[0] == kinds[1]
+    with capsys.disabled():
+        print(f"\n  conv2d 14x14 16->32 3x3 ({tiling}): tiny {base_cycles} cycles, "
+              f"tiny+overlap {cycles} cycles")
