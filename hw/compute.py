@@ -95,6 +95,12 @@ with an out-of-range index is squashed in S1 and the fault is reported once the
 uops before it (in S2..S{W}) have written, so the SRAMs hold exactly the state of
 sequential execution up to the fault when the error becomes visible.
 
+With the config key ``COMPUTE_OVERLAP`` (off by default; off, this module's Verilog is
+unchanged) an ALU instruction whose footprint is known at dispatch runs in a second lane
+(:mod:`~vtakit.hw.compute_lane`) beside the GEMMs after it, on an acc SRAM and an out SRAM
+split into two banks by the index's top bit; a GEMM micro-op whose dst lies in a bank
+with a lane instruction is held in S2 (the same front hold as the extension's).
+
 FINISH pulses ``finish`` in its dispatch cycle (after its pops), then pushes
 and returns to idle; the next command is accepted one cycle after the pulse at
 the earliest, which gives the top level a cycle to stop feeding commands (the
