@@ -95,6 +95,12 @@ with an out-of-range index is squashed in S1 and the fault is reported once the
 uops before it (in S2..S{W}) have written, so the SRAMs hold exactly the state of
 sequential execution up to the fault when the error becomes visible.
 
+With the config key ``COMPUTE_OVERLAP`` (off by default; off, this module's Verilog is
+unchanged) an ALU instruction whose footprint is known at dispatch runs in a second lane
+(:mod:`~vtakit.hw.compute_lane`) beside the GEMMs after it, on an acc SRAM and an out SRAM
+split into two banks by the index's top bit; a GEMM micro-op whose dst lies in a bank
+with a lane instruction is held in S2 (the same front hold as the extension's).
+
 FINISH pulses ``finish`` in its dispatch cycle (after its pops), then pushes
 and returns to idle; the next command is accepted one cycle after the pulse at
 the earliest, which gives the top level a cycle to stop feeding commands (the
@@ -111,11 +117,19 @@ from .gemm import GemmCore, gemm_latency
 from .interfaces import (CommandSignature, ErrorCode, ErrorReport, accept_command, dep_ports,
                          dma_read_signature, report_error, token_ports)
 from .isa import REQ_RUN, AluOp, MemType, Opcode, alu_opcode_bits, isa_for
+from .compute_lane import AluLane
 from .compute_seq import LoopSequencer
 from .load_engine import LoadEngine, lookahead_checks, padded_size
-from .spec import Unit
+from .spec import LOOP_ITER_BITS, Unit
 
 __all__ = ["Compute", "RequantHazard", "compute_signature", "write_stage"]
+
+
+class _VPort:
+    """A memory port's signals (addr, data, en) that the overlap muxes onto a bank."""
+
+    def __init__(self, addr, data, en):
+        self.addr, self.data, self.en = addr, data, en
 
 
 def _empty_loop(loop):
@@ -132,6 +146,11 @@ def write_stage(config: VTAConfig) -> int:
 def compute_signature(config: VTAConfig) -> wiring.Signature:
     """The signature of :class:`Compute` (shared with stand-ins that tests put in its place)."""
     c = config
+    # with COMPUTE_OVERLAP the out SRAM is two banks (by the index's top bit): out_wr
+    # writes bank 0, out_wr1 bank 1
+    ov = 1 if c.compute_overlap else 0
+    out_ports = {f"out_wr{b or ''}": In(memory.WritePort.Signature(
+        addr_width=c.log_out_depth - ov, shape=c.out_elem_bits)) for b in range(1 + ov)}
     return wiring.Signature({
         "cmd": In(CommandSignature),
         "uop_dma": Out(dma_read_signature(c)),
@@ -140,8 +159,7 @@ def compute_signature(config: VTAConfig) -> wiring.Signature:
                                                shape=c.inp_elem_bits)),
         "wgt_rd": In(memory.ReadPort.Signature(addr_width=c.log_wgt_depth,
                                                shape=c.wgt_elem_bits)),
-        "out_wr": In(memory.WritePort.Signature(addr_width=c.log_out_depth,
-                                                shape=c.out_elem_bits)),
+        **out_ports,
         **token_ports(Unit.COMPUTE),
         "finish": Out(1),
         "error": Out(ErrorReport),
@@ -253,7 +271,14 @@ class Compute(wiring.Component):
         #: Forward the writes an acc read misses (False only for the formal tier's mutation).
         self.forwarding = True
         self.uop_mem = memory.Memory(shape=c.uop_elem_bits, depth=c.uop_depth, init=[])
-        self.acc_mem = memory.Memory(shape=c.acc_elem_bits, depth=c.acc_depth, init=[])
+        #: ``COMPUTE_OVERLAP``: an ALU lane beside the GEMM lane (:mod:`.compute_lane`)
+        self.overlap = bool(c.compute_overlap)
+        if self.overlap:
+            #: The acc SRAM's two banks (index top bit 0 and 1), with the overlap.
+            self.acc_banks = [memory.Memory(shape=c.acc_elem_bits, depth=c.acc_depth // 2,
+                                            init=[]) for _ in range(2)]
+        else:
+            self.acc_mem = memory.Memory(shape=c.acc_elem_bits, depth=c.acc_depth, init=[])
 
     def elaborate(self, platform):
         dep = dep_ports(self, Unit.COMPUTE)     # token port of each dependency flag
@@ -265,16 +290,28 @@ class Compute(wiring.Component):
         isa = isa_for(c)
         m = Module()
         lanes = c.batch * c.block_out
+        ov = self.overlap
 
         # ------------------------------------------------------------ memories
         m.submodules.uop_mem = self.uop_mem
-        m.submodules.acc_mem = self.acc_mem
         uop_wr = self.uop_mem.write_port()
         uop_rd = self.uop_mem.read_port()
-        acc_wr = self.acc_mem.write_port()
-        # Not transparent: the pipeline forwards the writes a read misses (see S{W}).
-        acc_rd_dst = self.acc_mem.read_port()
-        acc_rd_src = self.acc_mem.read_port()
+        if ov:
+            # the GEMM lane's acc and out ports, muxed onto the banks at the end
+            def vport(name, addr_w, bits):
+                return _VPort(Signal(addr_w, name=f"{name}_addr"),
+                              Signal(bits, name=f"{name}_data"), Signal(name=f"{name}_en"))
+            acc_wr = vport("acc_wr", c.log_acc_depth, c.acc_elem_bits)
+            acc_rd_dst = vport("acc_rd_dst", c.log_acc_depth, c.acc_elem_bits)
+            acc_rd_src = vport("acc_rd_src", c.log_acc_depth, c.acc_elem_bits)
+            out_main = vport("out_main", c.log_acc_depth, c.out_elem_bits)
+        else:
+            m.submodules.acc_mem = self.acc_mem
+            acc_wr = self.acc_mem.write_port()
+            # Not transparent: the pipeline forwards the writes a read misses (see S{W}).
+            acc_rd_dst = self.acc_mem.read_port()
+            acc_rd_src = self.acc_mem.read_port()
+            out_main = self.out_wr
 
         m.submodules.uop_load = uop_load = LoadEngine(
             c, elem_bits=c.uop_elem_bits, addr_width=c.log_uop_depth, payload_early=True)
@@ -326,15 +363,60 @@ class Compute(wiring.Component):
             return {"x_size": i.x_size,
                     **dict(zip(("x_total", "y_total"), padded_size(i))),
                     "uop_room": c.uop_depth - i.sram_base,
-                    "acc_room": c.acc_depth - i.sram_base}
+                    "acc_room": c.acc_depth - i.sram_base,
+                    **({"acc_base": i.sram_base} if ov else {})}
 
         def stage2(r):
             return {"uop_oob": r["x_size"] > r["uop_room"],
-                    "acc_oob": r["x_total"] * r["y_total"] > r["acc_room"]}
+                    "acc_oob": r["x_total"] * r["y_total"] > r["acc_room"],
+                    # the overlap's LOAD ACC beside the ALU lane: its bank, and whether
+                    # it stays in it
+                    **({"acc_bank": r["acc_base"] >= c.acc_depth // 2,
+                        "acc_fit": (r["acc_base"] >= c.acc_depth // 2)
+                        | (r["acc_base"] + r["x_total"] * r["y_total"] <= c.acc_depth // 2)}
+                       if ov else {})}
 
         chk, checked = lookahead_checks(m, c, self.cmd, in_pop, leave, stage1, stage2)
         bad_range = (load_uop & chk["uop_oob"]) | (load_acc & chk["acc_oob"])
         empty_loop = _empty_loop(loop)
+        if ov:
+            # The ALU lane's footprint check (see compute_lane): the rows of an ALU with
+            # one micro-op, computed from the instruction in two registered steps after
+            # it was accepted (``fp_age`` 2: ``fp_ok``/``fp_bank`` are its).
+            uop_fp = self.uop_mem.read_port()
+            m.d.comb += uop_fp.addr.eq(loop.uop_bgn)
+            fuop = isa.uop.layout()(uop_fp.data)
+            fp_age = Signal(range(3))
+            with m.If(self.cmd.valid & self.cmd.ready):
+                m.d.sync += fp_age.eq(0)
+            with m.Elif(fp_age != 2):
+                m.d.sync += fp_age.eq(fp_age + 1)
+            it_out = Signal(LOOP_ITER_BITS)
+            it_in = Signal(LOOP_ITER_BITS)
+            m.d.comb += [it_out.eq(loop.iter_out - 1), it_in.eq(loop.iter_in - 1)]
+            prods = {}
+            for key, it, f in (("do", it_out, loop.dst_factor_out), ("di", it_in, loop.dst_factor_in),
+                               ("so", it_out, alu_f.src_factor_out),
+                               ("si", it_in, alu_f.src_factor_in)):
+                prods[key] = Signal(LOOP_ITER_BITS + len(f), name=f"fp_{key}")
+                m.d.sync += prods[key].eq(it * f)
+            fp_bank = Signal()
+            fp_ok = Signal()
+            bank = fuop.dst_idx[c.log_acc_depth - 1]
+
+            def in_bank(x):
+                return (x >> (c.log_acc_depth - 1)) == bank
+            base_op = (~Cat(alu_f.alu_opcode == op for op in late_ops(c)).any()
+                       if late_ops(c) else 1)
+            m.d.sync += [
+                fp_bank.eq(bank),
+                fp_ok.eq(is_alu & base_op & ~bad_field
+                         & (loop.uop_end == loop.uop_bgn + 1)
+                         & (loop.iter_out != 0) & (loop.iter_in != 0)
+                         & in_bank(fuop.dst_idx + prods["do"] + prods["di"])
+                         & (alu_f.use_imm | (in_bank(fuop.src_idx)
+                                             & in_bank(fuop.src_idx + prods["so"] + prods["si"])))),
+            ]
 
         # Per-instruction modes, latched at dispatch; S2 and S3 use copies that travel
         # with the uops (an overlapped dispatch latches the next ones while they drain).
@@ -367,6 +449,8 @@ class Compute(wiring.Component):
         issue_last = Signal()
         # ``hold``: the front (S0..S2) waits for a requant micro-op's write (RequantHazard)
         hold = Signal()
+        if ov:
+            m.submodules.lane = lane = AluLane(c)
         # cycles before a base micro-op may issue after the last micro-op of a requant
         # instruction (L - 1, not counting held cycles; a late one need not
         # wait); without the extension ``gap`` stays 0, in the one-bit form of the base
@@ -387,6 +471,8 @@ class Compute(wiring.Component):
             with m.Elif(gap != 0):
                 m.d.sync += gap.eq(gap - 1)
             no_gap = ~gap
+            if ov:      # the ALU lane's hold stops the issue too
+                no_gap = ~gap & ~hold
         dst_off, src_off, wgt_off = seq.dst_off, seq.src_off, seq.wgt_off
         m.d.comb += [
             seq.insn.eq(insn), seq.gemm.eq(mode_gemm), seq.issue.eq(issue),
@@ -403,13 +489,13 @@ class Compute(wiring.Component):
         # S1 offsets and valid, the S2 registers keep the micro-ops that wait)
 
         def front(stmts):
-            if has_late:
+            if has_late or ov:
                 with m.If(~hold):
                     m.d.sync += stmts
             else:
                 m.d.sync += stmts
 
-        if has_late:
+        if has_late or ov:
             m.d.comb += uop_rd.en.eq(~hold)
         front([s1_dst_off.eq(dst_off), s1_src_off.eq(src_off), s1_wgt_off.eq(wgt_off)])
         # The push flags of an overlapped instruction travel with its last micro-op
@@ -434,11 +520,16 @@ class Compute(wiring.Component):
             (dst >= c.acc_depth)
             | (reads_operands & ((src >= c.inp_depth) | (wgt >= c.wgt_depth)))
             | (~mode_gemm & ~use_imm & (src >= c.acc_depth))))
+        operands_en = s1_valid & reads_operands
+        if ov:
+            # a held GEMM micro-op in S2 keeps its inp/wgt data (the GEMM core loads it
+            # again each held cycle): S1 reads only when the front moves
+            operands_en = operands_en & ~hold
         m.d.comb += [
             self.inp_rd.addr.eq(src),
-            self.inp_rd.en.eq(s1_valid & reads_operands),
+            self.inp_rd.en.eq(operands_en),
             self.wgt_rd.addr.eq(wgt),
-            self.wgt_rd.en.eq(s1_valid & reads_operands),
+            self.wgt_rd.en.eq(operands_en),
             gemm.inp.eq(self.inp_rd.data),
             gemm.wgt.eq(self.wgt_rd.data),
         ]
@@ -488,7 +579,7 @@ class Compute(wiring.Component):
         ])
         for s in range(3, W + 1):
             m.d.sync += [st[s][key].eq(st[s - 1][key]) for key in st[s]]
-        if has_late:       # a held micro-op stays in S2: a bubble goes on
+        if has_late or ov:     # a held micro-op stays in S2: a bubble goes on
             m.d.sync += [st[3][key].eq(st[2][key] & ~hold)
                          for key in ("valid", "push_prev", "push_next")]
         sw = st[W]
@@ -587,12 +678,20 @@ class Compute(wiring.Component):
             m.d.comb += [
                 hazard.valid.eq(s2["valid"]), hazard.dst.eq(s2["dst"]),
                 hazard.src.eq(s2["src"]), hazard.src_en.eq(~s2["gemm"] & ~s2["use_imm"]),
-                hold.eq(hazard.hold),
             ]
+            if not ov:
+                m.d.comb += hold.eq(hazard.hold)
             if has_setup:
                 m.d.comb += hazard.dst_en.eq(~s2["setup"])
             for i, (v, d) in enumerate(producers[:stages - 1]):
                 m.d.comb += [hazard.prod_valid[i].eq(v), hazard.prod_dst[i].eq(d)]
+        if ov:
+            # A GEMM lane micro-op whose dst lies in a bank with an instruction of the
+            # ALU lane waits in S2 until they retired (they are older: the lane takes an
+            # instruction only when this pipeline is empty).
+            lane_hold = (st[2]["valid"] & st[2]["gemm"]
+                         & lane.busy_bank.bit_select(st[2]["dst"][a_w - 1], 1))
+            m.d.comb += hold.eq((hazard.hold | lane_hold) if has_late else lane_hold)
         write_now = sw["valid"] & ~sw["late"]
         if has_setup:       # REQ.M and REQ.P write no SRAM
             write_now = write_now & ~sw["setup"]
@@ -612,17 +711,22 @@ class Compute(wiring.Component):
         m.d.comb += [acc_wr.addr.eq(acc_wr_addr), acc_wr.data.eq(acc_wr_data),
                      acc_wr.en.eq(acc_wr_en)]
         m.d.comb += [
-            self.out_wr.addr.eq(wr_dst),
-            self.out_wr.data.eq(Cat(result.word_select(j, c.acc_width)[:c.out_width]
-                                    for j in range(lanes))),
-            self.out_wr.en.eq((write_now & ~sw_reset) | late_valid),
+            out_main.addr.eq(wr_dst),
+            out_main.data.eq(Cat(result.word_select(j, c.acc_width)[:c.out_width]
+                                 for j in range(lanes))),
+            out_main.en.eq((write_now & ~sw_reset) | late_valid),
         ]
         with m.If(sw["valid"] & sw["gemm"] & ~sw_reset):
             m.d.sync += self.gemm_count.eq(self.gemm_count + 1)
-        with m.If(sw["valid"] & ~sw["gemm"]):
-            m.d.sync += self.alu_count.eq(self.alu_count + 1)
-        with m.If(sw["valid"]):
-            m.d.sync += self.uop_count.eq(self.uop_count + 1)
+        if ov:      # both lanes may write in a cycle
+            main_alu = sw["valid"] & ~sw["gemm"]
+            m.d.sync += [self.alu_count.eq(self.alu_count + main_alu + lane.wr_en),
+                         self.uop_count.eq(self.uop_count + sw["valid"] + lane.wr_en)]
+        else:
+            with m.If(sw["valid"] & ~sw["gemm"]):
+                m.d.sync += self.alu_count.eq(self.alu_count + 1)
+            with m.If(sw["valid"]):
+                m.d.sync += self.uop_count.eq(self.uop_count + 1)
         # Micro-ops that write after this cycle (S1..S{W-1}, and a requant one in
         # S{W}..S{W+L-2}):
         # the drain is over when none is left.
@@ -696,6 +800,8 @@ class Compute(wiring.Component):
         pushes_ok = (~push_prev | room_prev) & (~push_next | room_next)
         if has_setup:
             pushes_ok = pushes_ok & ~(mode_setup & (push_prev | push_next))
+        if ov:      # pushes in program order: the ALU lane's (older) ones first
+            pushes_ok = pushes_ok & ~(lane.busy & (push_prev | push_next))
         overlap = Signal()
         m.d.comb += overlap.eq(
             pushes_ok & self.cmd.valid
@@ -705,14 +811,22 @@ class Compute(wiring.Component):
                   & (nxt_mem.x_size != 0))))
         # a drain's push waits for a travelling token to the same queue (it lands first)
         drained = (~in_flight & ~(travel_prev & push_prev) & ~(travel_next & push_next))
+        if ov:      # pushes in program order: the ALU lane's (older) ones first
+            drained = drained & ~(lane.busy & (push_prev | push_next))
 
         def accept():
             accept_command(m, self.cmd, insn, index)
 
         done_prev = Signal()
         done_next = Signal()
-        m.d.comb += [push_prev_q.valid.eq(done_prev | land_prev),
-                     push_next_q.valid.eq(done_next | land_next)]
+        if ov:
+            m.d.comb += [push_prev_q.valid.eq(done_prev | land_prev | lane.push_prev),
+                         push_next_q.valid.eq(done_next | land_next | lane.push_next),
+                         lane.push_prev_ready.eq(push_prev_q.ready),
+                         lane.push_next_ready.eq(push_next_q.ready)]
+        else:
+            m.d.comb += [push_prev_q.valid.eq(done_prev | land_prev),
+                         push_next_q.valid.eq(done_next | land_next)]
 
         def complete(prev, nxt, *, then_accept=True):
             # The work is done (its last SRAM write lands at this clock edge, so a
@@ -749,8 +863,22 @@ class Compute(wiring.Component):
                 # cycle, its pops are lost and nothing else of it happens: reset required).
                 bad_cmd = bad_opcode | bad_memtype | bad_field | bad_range
                 go = tokens_ok & ~(s1_valid & bad_cmd)
-                if has_late:    # S1 may hold the predecessor's micro-op (live modes)
+                if has_late or ov:  # S1 may hold the predecessor's micro-op (live modes)
                     go = go & ~hold
+                if ov:
+                    # An ALU waits for its footprint check; one that passes it goes to the
+                    # ALU lane once this pipeline is empty (every older instruction has
+                    # written and pushed). While the lane is busy only GEMMs and LOAD ACCs
+                    # of the other bank without push flags dispatch here; anything else
+                    # (and a command that faults) waits for the lane to drain.
+                    lane_alu = is_alu & fp_ok
+                    main_idle = ~in_flight & ~travel_prev & ~travel_next
+                    load_acc_ok = (load_acc & chk["acc_fit"]
+                                   & ~hdr.push_prev_dep & ~hdr.push_next_dep
+                                   & ~lane.busy_bank.bit_select(chk["acc_bank"], 1))
+                    beside = ((is_gemm & ~empty_loop) | load_acc_ok) & ~bad_cmd
+                    go = (go & ~(is_alu & (fp_age != 2))
+                          & Mux(lane_alu, main_idle & ~lane.full, ~lane.busy | beside))
                 m.d.comb += [
                     pop_prev.ready.eq(go & hdr.pop_prev_dep & ~bad_seen),
                     pop_next.ready.eq(go & hdr.pop_next_dep & ~bad_seen),
@@ -789,6 +917,10 @@ class Compute(wiring.Component):
                         fail(ErrorCode.SRAM_OUT_OF_RANGE)
                     with m.Elif(load_uop | load_acc):
                         m.next = "LOAD_CMD"
+                    if ov:
+                        with m.Elif(lane_alu):
+                            m.d.comb += lane.enq.eq(1)
+                            accept()
                     with m.Elif(loop_insn & ~empty_loop):
                         m.next = "RUN"
                     with m.Elif(is_finish):
@@ -811,7 +943,10 @@ class Compute(wiring.Component):
                 with m.Else():
                     with m.If(Mux(load_uop, uop_load.cmd.ready, acc_load.cmd.ready)):
                         m.next = "LOAD_WAIT"
-                    with m.If(Mux(load_uop, uop_load.dram_oob, acc_load.dram_oob)):
+                    oob = Mux(load_uop, uop_load.dram_oob, acc_load.dram_oob)
+                    if ov:      # the older instructions in the ALU lane finish first
+                        oob = oob & ~lane.busy
+                    with m.If(oob):
                         fail(ErrorCode.DRAM_OUT_OF_RANGE)   # the engine refuses it
 
             with m.State("LOAD_WAIT"):
@@ -856,11 +991,64 @@ class Compute(wiring.Component):
 
             with m.State("FAULT"):
                 # Only the last write may still be pending: it lands at the edge of the report.
-                with m.If(~older_in_flight):
+                with m.If(~older_in_flight & ~lane.busy if ov else ~older_in_flight):
                     fail(ErrorCode.SRAM_OUT_OF_RANGE, fault_index)
 
             with m.State("ERROR"):
                 pass
         m.d.comb += in_pop.eq(fsm.ongoing("POP"))
-
+        if ov:
+            self._lane_ports(m, lane, acc_wr=acc_wr, acc_rd_dst=acc_rd_dst,
+                             acc_rd_src=acc_rd_src, out_main=out_main)
+            m.d.comb += [lane.enq_insn.eq(insn), lane.enq_bank.eq(fp_bank),
+                         lane.enq_push_prev.eq(hdr.push_prev_dep),
+                         lane.enq_push_next.eq(hdr.push_next_dep)]
         return m
+
+    def _lane_ports(self, m, lane, *, acc_wr, acc_rd_dst, acc_rd_src, out_main):
+        """``COMPUTE_OVERLAP``: the ALU lane's uop read port, and each acc/out bank's ports
+        muxed between the two lanes (never both in a cycle: see :mod:`.compute_lane`)."""
+        c = self._config
+        top = c.log_acc_depth - 1
+        uop_ln = self.uop_mem.read_port()
+        m.d.comb += [uop_ln.addr.eq(lane.uop_addr), lane.uop_data.eq(uop_ln.data)]
+        rd_data = {}
+        for b, bank in enumerate(self.acc_banks):
+            m.submodules[f"acc_bank{b}"] = bank
+            wr = bank.write_port()
+            lane_w = lane.wr_en & (lane.wr_addr[top] == b)
+            m.d.comb += [
+                wr.addr.eq(Mux(lane_w, lane.wr_addr[:top], acc_wr.addr[:top])),
+                wr.data.eq(Mux(lane_w, lane.wr_data, acc_wr.data)),
+                wr.en.eq(lane_w | (acc_wr.en & (acc_wr.addr[top] == b))),
+            ]
+            out = self.out_wr1 if b else self.out_wr
+            m.d.comb += [
+                out.addr.eq(Mux(lane_w, lane.wr_addr[:top], out_main.addr[:top])),
+                out.data.eq(Mux(lane_w, lane.out_data, out_main.data)),
+                out.en.eq(lane_w | (out_main.en & (out_main.addr[top] == b))),
+            ]
+            for name, main_p, l_addr, l_en in (
+                    ("dst", acc_rd_dst, lane.rd_dst_addr, lane.rd_dst_en),
+                    ("src", acc_rd_src, lane.rd_src_addr, lane.rd_src_en)):
+                rd = bank.read_port()
+                lane_r = l_en & (l_addr[top] == b)
+                m.d.comb += [
+                    rd.addr.eq(Mux(lane_r, l_addr[:top], main_p.addr[:top])),
+                    rd.en.eq(lane_r | (main_p.en & (main_p.addr[top] == b))),
+                ]
+                rd_data[name, b] = rd.data
+        # each reader takes the data of the bank it read (registered with the read)
+        for name, main_p, l_addr, l_en, l_data in (
+                ("dst", acc_rd_dst, lane.rd_dst_addr, lane.rd_dst_en, lane.rd_dst_data),
+                ("src", acc_rd_src, lane.rd_src_addr, lane.rd_src_en, lane.rd_src_data)):
+            sel_main = Signal(name=f"acc_{name}_bank")
+            sel_lane = Signal(name=f"lane_{name}_bank")
+            with m.If(main_p.en):
+                m.d.sync += sel_main.eq(main_p.addr[top])
+            with m.If(l_en):
+                m.d.sync += sel_lane.eq(l_addr[top])
+            m.d.comb += [
+                main_p.data.eq(Mux(sel_main, rd_data[name, 1], rd_data[name, 0])),
+                l_data.eq(Mux(sel_lane, rd_data[name, 1], rd_data[name, 0])),
+            ]

@@ -56,6 +56,14 @@ _KEYS = {
 #: enables; absent (or ``[]``): plain HW_VER 0.0.2, and :meth:`VTAConfig.to_dict` leaves it out.
 EXTENSIONS_KEY = "EXTENSIONS"
 
+#: The optional micro-architecture key (not TVM's, not an ISA change): ``1`` lets the compute
+#: module run an ALU instruction in a second lane beside the GEMMs after it
+#: (:mod:`vtakit.hw.compute_lane`); absent (or ``0``): one lane, as TVM's VTA. A spec
+#: ``NAME+overlap`` sets it (``default+overlap``).
+OVERLAP_KEY = "COMPUTE_OVERLAP"
+#: The ``+NAME`` of :func:`config_from_spec` that sets :data:`OVERLAP_KEY`.
+OVERLAP_SPEC = "overlap"
+
 #: Derived parameters that :meth:`VTAConfig.derived` (``vtakit config show``) prints after the
 #: keys. Loading accepts them when they match (they cannot be set); ``name`` and ``model``
 #: are labels and are not checked.
@@ -86,6 +94,10 @@ class VTAConfig:
     extensions : tuple of str
         The ISA extensions enabled (key ``"EXTENSIONS"``, a list of names of
         :data:`~vtakit.hw.spec.EXTENSIONS`), kept sorted; empty: HW_VER 0.0.2 exactly.
+    compute_overlap : int
+        Key ``"COMPUTE_OVERLAP"`` (optional, 0 or 1): the compute module runs ALU
+        instructions in a second lane beside the GEMMs (a micro-architecture option, the
+        ISA is unchanged); 0 (absent): one lane.
 
     Raises
     ------
@@ -106,6 +118,7 @@ class VTAConfig:
     log_wgt_buff_size: int = 18
     log_acc_buff_size: int = 17
     extensions: tuple = ()
+    compute_overlap: int = 0
 
     def __post_init__(self):
         ext = self.extensions
@@ -114,6 +127,10 @@ class VTAConfig:
             raise ConfigError(f"{EXTENSIONS_KEY}={ext!r}: must be a list of extension names "
                               f"(known: {', '.join(EXTENSIONS)})")
         object.__setattr__(self, "extensions", tuple(sorted(set(ext))))
+        ov = self.compute_overlap
+        if isinstance(ov, bool) or not isinstance(ov, int) or ov not in (0, 1):
+            raise ConfigError(f"{OVERLAP_KEY}={ov!r}: must be 0 (one compute lane, TVM's VTA) "
+                              f"or 1 (ALU lane beside the GEMM lane)")
         self._validate()
 
     def has_extension(self, name: str) -> bool:
@@ -131,13 +148,19 @@ class VTAConfig:
         """Build from a ``vta_config.json`` dictionary (TVM key names)."""
         if not isinstance(values, dict):
             raise ConfigError(f"{source}: expected a JSON object of VTA keys, got {type(values).__name__}")
-        unknown = [k for k in values if k not in _KEYS and k != EXTENSIONS_KEY
+        unknown = [k for k in values if k not in _KEYS and k not in (EXTENSIONS_KEY, OVERLAP_KEY)
                    and k not in _DERIVED and k not in _LABELS]
         if unknown:
             raise ConfigError(
                 f"{source}: unknown key {unknown[0]!r}; valid keys are {', '.join(_KEYS)} "
-                f"(and the optional {EXTENSIONS_KEY})")
+                f"(and the optional {EXTENSIONS_KEY} and {OVERLAP_KEY})")
         kwargs = {}
+        if OVERLAP_KEY in values:
+            ov = values[OVERLAP_KEY]
+            if isinstance(ov, bool) or not isinstance(ov, int) or ov not in (0, 1):
+                raise ConfigError(f"{source}: {OVERLAP_KEY} must be 0 or 1 (1: the compute "
+                                  f"module's ALU lane beside its GEMM lane), got {ov!r}")
+            kwargs["compute_overlap"] = ov
         if EXTENSIONS_KEY in values:
             ext = values[EXTENSIONS_KEY]
             if not isinstance(ext, list) or not all(isinstance(e, str) for e in ext):
@@ -202,6 +225,8 @@ class VTAConfig:
         out = {key: getattr(self, name) for key, name in _KEYS.items()}
         if self.extensions:
             out[EXTENSIONS_KEY] = list(self.extensions)
+        if self.compute_overlap:
+            out[OVERLAP_KEY] = self.compute_overlap
         return out
 
     # ------------------------------------------------------------- validation
@@ -392,11 +417,13 @@ class VTAConfig:
     @property
     def name(self) -> str:
         """Bitstream/config name, e.g. ``1x16_i8w8a32_15_15_18_17``; each enabled ISA
-        extension adds ``+name`` (``1x16_i8w8a32_15_15_18_17+requant``)."""
+        extension adds ``+name`` (``1x16_i8w8a32_15_15_18_17+requant``), and
+        ``COMPUTE_OVERLAP`` adds ``+overlap``."""
         return (f"{self.batch}x{self.block}_i{self.inp_width}w{self.wgt_width}a{self.acc_width}"
                 f"_{self.log_uop_buff_size}_{self.log_inp_buff_size}"
                 f"_{self.log_wgt_buff_size}_{self.log_acc_buff_size}"
-                + "".join(f"+{e}" for e in self.extensions))
+                + "".join(f"+{e}" for e in self.extensions)
+                + (f"+{OVERLAP_SPEC}" if self.compute_overlap else ""))
 
     @property
     def model(self) -> str:
@@ -477,6 +504,9 @@ def config_from_spec(spec: str, named: dict | None = None) -> VTAConfig:
         raise ConfigError(f"config {spec!r}: expected NAME or NAME+EXT[+EXT...] "
                           f"(e.g. tiny+requant)")
     config = named[base] if base in named else load_config(base)
+    if OVERLAP_SPEC in ext:
+        config = config.replace(compute_overlap=1)
+        ext = [e for e in ext if e != OVERLAP_SPEC]
     if ext:
         config = config.replace(extensions=tuple(sorted({*config.extensions, *ext})))
     return config

@@ -14,7 +14,7 @@ say where). DRAM reads of fetch, load and compute (uops, acc) share one read
 master through :class:`~vtakit.hw.dma.DmaReadArbiter`; store is the only writer.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter
+from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -120,14 +120,34 @@ class VTA(wiring.Component):
         # SRAMs (synchronous read ports; tokens order every access across units).
         m.submodules.inp_sram = inp = memory.Memory(shape=c.inp_elem_bits, depth=c.inp_depth, init=[])
         m.submodules.wgt_sram = wgt = memory.Memory(shape=c.wgt_elem_bits, depth=c.wgt_depth, init=[])
-        m.submodules.out_sram = out = memory.Memory(shape=c.out_elem_bits, depth=c.out_depth, init=[])
-        self.srams = {"inp": inp, "wgt": wgt, "out": out}
+        if c.compute_overlap:
+            # two out banks by the index's top bit (the compute module writes both in a
+            # cycle with its ALU lane); store reads either
+            outs = [memory.Memory(shape=c.out_elem_bits, depth=c.out_depth // 2, init=[])
+                    for _ in range(2)]
+            m.submodules.out_sram0, m.submodules.out_sram1 = outs
+            self.srams = {"inp": inp, "wgt": wgt, "out0": outs[0], "out1": outs[1]}
+        else:
+            m.submodules.out_sram = out = memory.Memory(shape=c.out_elem_bits, depth=c.out_depth, init=[])
+            self.srams = {"inp": inp, "wgt": wgt, "out": out}
         wiring.connect(m, load.inp_wr, inp.write_port())
         wiring.connect(m, load.wgt_wr, wgt.write_port())
         wiring.connect(m, compute.inp_rd, inp.read_port())
         wiring.connect(m, compute.wgt_rd, wgt.read_port())
-        wiring.connect(m, compute.out_wr, out.write_port())
-        wiring.connect(m, store.out_rd, out.read_port())
+        if c.compute_overlap:
+            top = c.log_out_depth - 1
+            wiring.connect(m, compute.out_wr, outs[0].write_port())
+            wiring.connect(m, compute.out_wr1, outs[1].write_port())
+            reads = [o.read_port() for o in outs]
+            sel = Signal()
+            with m.If(store.out_rd.en):
+                m.d.sync += sel.eq(store.out_rd.addr[top])
+            m.d.comb += [*(r.addr.eq(store.out_rd.addr[:top]) for r in reads),
+                         *(r.en.eq(store.out_rd.en) for r in reads),
+                         store.out_rd.data.eq(Mux(sel, reads[1].data, reads[0].data))]
+        else:
+            wiring.connect(m, compute.out_wr, out.write_port())
+            wiring.connect(m, store.out_rd, out.read_port())
 
         # DRAM.
         rd, wr = self.rd_arbiter, self.wr_arbiter

@@ -845,6 +845,7 @@ class _ConvEmission:
         self.onchip = plan.onchip_border
         self.rows_done = set()
         self.uniform_loaded = False   # requant2's uniform rows are in the acc SRAM
+        self._bases = {}              # row bases of the tiles started (start -> finish_tile)
 
     # ------------------------------------------------------------------ schedule
 
@@ -853,7 +854,25 @@ class _ConvEmission:
         self.load_shared_rows()
         builder, epi, nacc, planes, pipe = (self.builder, self.epi, self.nacc, self.planes,
                                             self.pipe)
-        if nacc == self.nth:
+        if nacc == self.nth and nacc > 1 and planes == 1 and self.plan.config.compute_overlap:
+            # COMPUTE_OVERLAP (the compute module's ALU lane, banked by the acc index's
+            # top bit): the next tile's start (its rows, reset and MIN init) before this
+            # tile's epilogue, so that the epilogue's ALU passes run beside the next
+            # tile's GEMMs (which wait only for that start)
+            n = len(self.tiles)
+            pipe.acquire_out(0)
+            self.start(0)
+            for ti in range(n):
+                self.body(ti)
+                if ti + 1 < n:
+                    pipe.acquire_out(ti + 1)
+                    self.start(ti + 1)
+                self.finish_tile(ti)
+                pipe.release_out(ti)
+                pipe.store_begin(ti)
+                self.store(ti, 0)
+                pipe.store_end(ti)
+        elif nacc == self.nth:
             # each tile's planes right after it (int8 results, or one buffer: the shift of
             # plane k waits for the store of plane k - 1)
             for ti in range(len(self.tiles)):
@@ -936,17 +955,33 @@ class _ConvEmission:
     def compute(self, ti) -> None:
         """Tile ti up to its first stored plane: the groups' loads and GEMMs (with the
         load/compute tokens), the border correction and the epilogue."""
-        p, epi, builder = self.p, self.epi, self.builder
+        self.start(ti)
+        self.body(ti)
+        self.finish_tile(ti)
+
+    def start(self, ti) -> None:
+        """Tile ti's rows and accumulators' start (:meth:`start_tile`)."""
         n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
         a = ti % self.nacc
-        acc_base = a * self.acc_slot
-        bases = self.row_bases(a, co0, tco)
-        self.start_tile(ti, a, acc_base, bases)
+        self._bases[ti] = bases = self.row_bases(a, co0, tco)
+        self.start_tile(ti, a, a * self.acc_slot, bases)
+
+    def body(self, ti) -> None:
+        """Tile ti's groups: loads and GEMMs (with the load/compute tokens)."""
+        p = self.p
+        n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
+        acc_base = (ti % self.nacc) * self.acc_slot
         (sh, sw), (pt, pl, _, _) = p.stride, p.pad
         ywin = self.plan._window(h0, th, sh, p.kh, pt, p.h)
         xwin = self.plan._window(w0, tw, sw, p.kw, pl, p.w)
         for c0, tci in self.chunks:
             self.group(ti, acc_base, c0, tci, ywin, xwin)
+
+    def finish_tile(self, ti) -> None:
+        """Tile ti's residual group, border correction and epilogue."""
+        epi, builder = self.epi, self.builder
+        acc_base = (ti % self.nacc) * self.acc_slot
+        bases = self._bases.pop(ti)
         if self.res_group:
             self.residual_group(ti, acc_base, bases)
         if epi.add:

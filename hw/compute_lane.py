@@ -1,0 +1,252 @@
+"""The compute module's ALU lane (config key ``COMPUTE_OVERLAP``: 1): ALU instructions that run
+beside the GEMMs after them.
+
+With the key set, the compute module (:class:`~vtakit.hw.compute.Compute`) hands an ALU
+instruction to this lane instead of its own pipeline when the instruction's whole
+footprint is known at dispatch and lies in one acc **bank** (the acc SRAM and the out
+SRAM are split in two by the index's top bit, each bank one write and two read ports):
+
+* one micro-op (``uop_end - uop_bgn == 1``), both loops non-empty, a base opcode (the
+  extensions' late opcodes run in the GEMM lane, after this lane drained);
+* its dst rows ``[dst, dst + (iter_out-1)*dst_factor_out + (iter_in-1)*dst_factor_in]``
+  and, with a tensor operand, its src rows likewise, all in the bank of ``dst`` (so no
+  micro-op of it can fault: the compute module knows it before dispatching it).
+
+The lane queues up to :data:`LANE_DEPTH` (16) such instructions, in order, and runs their
+micro-ops one per cycle on its own pipeline (uop SRAM read port, two read ports and the
+write port of the bank, a :class:`~vtakit.hw.alu.VectorAlu`)::
+
+    L0  loop counters; read UOP[k]
+    L1  dst/src = uop idx + offset
+    L2  read ACC[dst], ACC[src]          (the bank's ports)
+    L3  register the data; match the lane's own writes it missed (forwarding)
+    L4  ACC[dst] = ALU(acc, src|imm); OUT[dst] = its low bits
+
+An instruction starts a cycle after the previous one's last micro-op issued (forwarding
+resolves the back-to-back dependences, as in the GEMM lane); it retires when its last
+write lands, and then pushes its tokens (a cycle later). An instruction with a push flag
+is the last to start until it retired, so the lane's tokens go out in program order.
+
+The compute module keeps everything else exact by construction: it gives the lane an
+instruction only when its own pipeline is empty and no token of its own travels (every
+older instruction has written and pushed), so all instructions in the lane are older
+than anything the GEMM lane runs meanwhile; it holds a micro-op of the GEMM lane whose
+dst lies in a bank with a queued or running lane instruction (``busy_bank``) until that
+bank's instructions retired; it dispatches nothing but GEMMs and LOAD ACCs of the other
+bank while the lane is busy, and a GEMM lane instruction with a push flag pushes only
+once the lane is empty. So each bank has one user at a time (its ports are muxed, never
+shared in a cycle), and every read sees the writes of all older instructions.
+"""
+
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from .alu import SHIFT_BITS, VectorAlu
+from .compute_seq import LoopSequencer
+from .config import VTAConfig
+from .isa import alu_opcode_bits, isa_for
+
+__all__ = ["AluLane", "LANE_DEPTH"]
+
+#: ALU instructions the lane holds (queued or running): a tile's epilogue (up to nine
+#: passes with a fused residual add) and the next tile's start, queued before that
+#: tile's GEMMs dispatch.
+LANE_DEPTH = 16
+
+
+class AluLane(wiring.Component):
+    """A queue of ALU instructions and the pipeline that runs them (module docstring).
+
+    Parameters
+    ----------
+    config : VTAConfig
+
+    Attributes
+    ----------
+    enq : In(1)
+        Take ``enq_insn`` (an ALU instruction the compute module checked), of acc bank
+        ``enq_bank``, with its push flags; only while ``full`` is low.
+    full, busy : Out(1)
+        No room for another instruction; some instruction is queued, running or pushing.
+    busy_bank : Out(2)
+        The banks of the instructions in the lane.
+    uop_addr : Out(log_uop_depth); uop_data : In(uop_elem_bits)
+        A read port of the uop SRAM (synchronous, always enabled).
+    rd_dst_addr, rd_src_addr : Out(log_acc_depth); rd_dst_en, rd_src_en : Out(1)
+    rd_dst_data, rd_src_data : In(acc_elem_bits)
+        Reads of the acc SRAM (data the cycle after).
+    wr_addr : Out(log_acc_depth); wr_data : Out(acc_elem_bits); wr_en : Out(1)
+        The acc write (and the out write of ``out_data`` at the same index).
+    out_data : Out(out_elem_bits)
+    push_prev, push_next : Out(1); push_prev_ready, push_next_ready : In(1)
+        The tokens of a retiring instruction (valid/ready).
+    """
+
+    def __init__(self, config: VTAConfig):
+        self._config = c = config
+        a_w = c.log_acc_depth
+        super().__init__({
+            "enq": In(1), "enq_insn": In(c.insn_bits), "enq_bank": In(1),
+            "enq_push_prev": In(1), "enq_push_next": In(1),
+            "full": Out(1), "busy": Out(1), "busy_bank": Out(2),
+            "uop_addr": Out(c.log_uop_depth), "uop_data": In(c.uop_elem_bits),
+            "rd_dst_addr": Out(a_w), "rd_dst_en": Out(1), "rd_dst_data": In(c.acc_elem_bits),
+            "rd_src_addr": Out(a_w), "rd_src_en": Out(1), "rd_src_data": In(c.acc_elem_bits),
+            "wr_addr": Out(a_w), "wr_data": Out(c.acc_elem_bits), "wr_en": Out(1),
+            "out_data": Out(c.out_elem_bits),
+            "push_prev": Out(1), "push_next": Out(1),
+            "push_prev_ready": In(1), "push_next_ready": In(1),
+        })
+
+    def elaborate(self, platform):
+        c = self._config
+        isa = isa_for(c)
+        m = Module()
+        a_w = c.log_acc_depth
+        lanes = c.batch * c.block_out
+        D = LANE_DEPTH
+
+        # ------------------------------------------------------------ the queue
+        e_valid = Signal(D)
+        e_started = Signal(D)
+        e_bank = Signal(D)
+        e_pp = Signal(D)
+        e_pn = Signal(D)
+        # the instructions: a small memory (distributed RAM), written at the tail, read
+        # (asynchronously) at the next to start
+        m.submodules.insns = insns = memory.Memory(shape=c.insn_bits, depth=D, init=[])
+        insn_wr = insns.write_port()
+        insn_rd = insns.read_port(domain="comb")
+        wp = Signal(range(D))       # next free slot
+        ip = Signal(range(D))       # next to start
+        rp = Signal(range(D))       # oldest (next to retire)
+        m.d.comb += [
+            self.full.eq(e_valid.bit_select(wp, 1)),
+            self.busy.eq(e_valid.any()),
+            self.busy_bank.eq(Cat((e_valid & ~e_bank).any(), (e_valid & e_bank).any())),
+        ]
+        with m.If(self.enq):
+            m.d.sync += wp.eq(Mux(wp == D - 1, 0, wp + 1))
+            for i in range(D):
+                with m.If(wp == i):
+                    m.d.sync += [e_valid[i].eq(1), e_started[i].eq(0), e_bank[i].eq(self.enq_bank),
+                                 e_pp[i].eq(self.enq_push_prev), e_pn[i].eq(self.enq_push_next)]
+
+        # ------------------------------------------------------------ L0: issue
+        m.submodules.seq = seq = LoopSequencer(c)
+        running = Signal()
+        cur_insn = Signal(c.insn_bits)
+        # an instruction with a push flag is the last to start until it retired
+        push_wait = (e_valid & e_started & (e_pp | e_pn)).any()
+        start = Signal()
+        m.d.comb += start.eq(~running & e_valid.bit_select(ip, 1)
+                             & ~e_started.bit_select(ip, 1) & ~push_wait)
+        m.d.comb += [insn_wr.addr.eq(wp), insn_wr.data.eq(self.enq_insn),
+                     insn_wr.en.eq(self.enq), insn_rd.addr.eq(ip)]
+        new_insn = insn_rd.data
+        m.d.comb += [seq.insn.eq(Mux(start, new_insn, cur_insn)), seq.gemm.eq(0),
+                     seq.start.eq(start), seq.issue.eq(running),
+                     self.uop_addr.eq(seq.k)]
+        alu_cur = isa.alu.layout()(cur_insn)
+        with m.If(start):
+            m.d.sync += [cur_insn.eq(new_insn), running.eq(1), ip.eq(Mux(ip == D - 1, 0, ip + 1))]
+            for i in range(D):
+                with m.If(ip == i):
+                    m.d.sync += e_started[i].eq(1)
+        with m.Elif(running & seq.last):
+            m.d.sync += running.eq(0)
+
+        def stage(name):
+            return dict(valid=Signal(name=f"{name}_valid"), dst=Signal(a_w, name=f"{name}_dst"),
+                        src=Signal(a_w, name=f"{name}_src"),
+                        op=Signal(alu_opcode_bits(c), name=f"{name}_op"),
+                        use_imm=Signal(name=f"{name}_use_imm"),
+                        imm=Signal(signed(c.acc_width), name=f"{name}_imm"),
+                        shift=Signal(signed(SHIFT_BITS), name=f"{name}_shift"),
+                        last=Signal(name=f"{name}_last"))
+
+        # ------------------------------------------------------------ L1: index
+        l1 = stage("lane1")
+        l1_dst_off = Signal.like(seq.dst_off)
+        l1_src_off = Signal.like(seq.src_off)
+        m.d.sync += [
+            l1["valid"].eq(running), l1["last"].eq(running & seq.last),
+            l1_dst_off.eq(seq.dst_off), l1_src_off.eq(seq.src_off),
+            l1["op"].eq(alu_cur.alu_opcode), l1["use_imm"].eq(alu_cur.use_imm),
+            l1["imm"].eq(alu_cur.imm), l1["shift"].eq(alu_cur.imm[:SHIFT_BITS]),
+        ]
+        uop = isa.uop.layout()(self.uop_data)
+        # in range by the dispatch's footprint check: the low bits are the index
+        m.d.comb += [l1["dst"].eq(uop.dst_idx + l1_dst_off), l1["src"].eq(uop.src_idx + l1_src_off)]
+
+        # ------------------------------------------------------- L2..L4
+        st = {1: l1}
+        for s in (2, 3, 4):
+            st[s] = stage(f"lane{s}")
+            m.d.sync += [st[s][k].eq(st[s - 1][k]) for k in st[s]]
+        l2, l3, l4 = st[2], st[3], st[4]
+        m.d.comb += [
+            self.rd_dst_addr.eq(l2["dst"]), self.rd_dst_en.eq(l2["valid"]),
+            self.rd_src_addr.eq(l2["src"]), self.rd_src_en.eq(l2["valid"] & ~l2["use_imm"]),
+        ]
+        # forwarding of the lane's own two writes a read misses (as in the GEMM lane)
+        w1_data = Signal(c.acc_elem_bits)
+        w2_data = Signal(c.acc_elem_bits)
+        w1_addr = Signal(a_w)
+        w1_en = Signal()
+        m.d.sync += [w1_data.eq(self.wr_data), w1_addr.eq(self.wr_addr), w1_en.eq(self.wr_en),
+                     w2_data.eq(w1_data)]
+
+        def forwarded(data, addr, name):
+            hit1, hit2 = Signal(name=f"{name}_hit1"), Signal(name=f"{name}_hit2")
+            m.d.sync += [hit1.eq(self.wr_en & (self.wr_addr == addr)),
+                         hit2.eq(w1_en & (w1_addr == addr))]
+            read = Signal(c.acc_elem_bits, name=f"{name}_read")
+            with m.If(l3["valid"]):
+                m.d.sync += read.eq(data)
+            value = Signal(c.acc_elem_bits, name=f"{name}_fwd")
+            m.d.comb += value.eq(Mux(hit1, w1_data, Mux(hit2, w2_data, read)))
+            return value
+
+        acc_dst = forwarded(self.rd_dst_data, l3["dst"], "lane_dst")
+        acc_src = forwarded(self.rd_src_data, l3["src"], "lane_src")
+
+        m.submodules.alu = alu = VectorAlu(c)
+        m.d.comb += [alu.op.eq(l4["op"]), alu.a.eq(acc_dst), alu.shift.eq(l4["shift"]),
+                     alu.b.eq(Mux(l4["use_imm"], Cat([l4["imm"]] * lanes), acc_src))]
+        result = Signal(c.acc_elem_bits)
+        with m.If(l4["valid"]):
+            m.d.comb += result.eq(alu.result)
+        m.d.comb += [
+            self.wr_addr.eq(l4["dst"]), self.wr_data.eq(result), self.wr_en.eq(l4["valid"]),
+            self.out_data.eq(Cat(result.word_select(j, c.acc_width)[:c.out_width]
+                                 for j in range(lanes))),
+        ]
+
+        # ------------------------------------------------------------ retire, push
+        # the last write lands at the end of L4; the tokens follow a cycle later
+        pend_pp = Signal()
+        pend_pn = Signal()
+        pushing = Signal()
+        retire = Signal()
+        with m.If(l4["valid"] & l4["last"]):
+            with m.If(e_pp.bit_select(rp, 1) | e_pn.bit_select(rp, 1)):
+                m.d.sync += [pushing.eq(1), pend_pp.eq(e_pp.bit_select(rp, 1)),
+                             pend_pn.eq(e_pn.bit_select(rp, 1))]
+            with m.Else():
+                m.d.comb += retire.eq(1)
+        m.d.comb += [self.push_prev.eq(pushing & pend_pp), self.push_next.eq(pushing & pend_pn)]
+        left_pp = pend_pp & ~self.push_prev_ready
+        left_pn = pend_pn & ~self.push_next_ready
+        with m.If(pushing):
+            m.d.sync += [pend_pp.eq(left_pp), pend_pn.eq(left_pn)]
+            with m.If(~left_pp & ~left_pn):
+                m.d.sync += pushing.eq(0)
+                m.d.comb += retire.eq(1)
+        with m.If(retire):
+            m.d.sync += rp.eq(Mux(rp == D - 1, 0, rp + 1))
+            for i in range(D):
+                with m.If(rp == i):
+                    m.d.sync += e_valid[i].eq(0)
+        return m

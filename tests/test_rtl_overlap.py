@@ -1,0 +1,361 @@
+"""The compute module's ALU lane (config key ``COMPUTE_OVERLAP``, ``tiny+overlap``): directed
+programs on Verilator compared with the behavioral model bit for bit (final DRAM, counters,
+faults), and the config key.
+
+The programs are raw instruction streams, so that each case puts exactly the
+instruction it tests next to the lane: an ALU epilogue of tile t (bank 0) beside the
+GEMMs of tile t+1 (bank 1); a younger GEMM that writes the ALU's dst rows or its src
+rows (it must wait); ALUs the lane refuses (two micro-ops, rows in both banks, a fault);
+pushes from both lanes to the same queue and to different ones; a LOAD ACC of the
+other bank and of the lane's bank while the lane runs; FINISH right behind a lane
+instruction; a GEMM fault while the lane runs. The cycles of the epilogue program
+with and without the overlap are printed (``-s``), not asserted.
+"""
+
+import numpy as np
+import pytest
+
+from vtakit.hw.config import ConfigError, VTAConfig, load_config
+from vtakit.hw.isa import AluOp, MemType, Opcode, insns_to_bytes, isa_for
+from vtakit.runtime.device import DeviceError, open_device
+
+TINY = load_config("tiny")
+OV = load_config("tiny+overlap")
+ISA = isa_for(OV)
+LANES = OV.batch * OV.block_out
+HALF = OV.acc_depth // 2         # the first row of acc/out bank 1
+
+
+# ----------------------------------------------------------------------- config
+
+
+def test_overlap_key_round_trips_and_names_the_config():
+    assert OV.compute_overlap == 1 and TINY.compute_overlap == 0
+    assert OV.name == TINY.name + "+overlap"
+    assert OV.to_dict()["COMPUTE_OVERLAP"] == 1 and "COMPUTE_OVERLAP" not in TINY.to_dict()
+    assert VTAConfig.from_dict(OV.to_dict()) == OV
+    both = load_config("tiny+requant2+overlap")
+    assert both.extensions == ("requant2",) and both.compute_overlap == 1
+    assert load_config("tiny+overlap+requant2") == both
+
+
+@pytest.mark.parametrize("value", [2, -1, True, "1", 1.0])
+def test_overlap_key_refuses_bad_values(value):
+    with pytest.raises(ConfigError, match=r"COMPUTE_OVERLAP must be 0 or 1"):
+        VTAConfig.from_dict({**TINY.to_dict(), "COMPUTE_OVERLAP": value})
+    with pytest.raises(ConfigError, match=r"COMPUTE_OVERLAP=.*must be 0"):
+        TINY.replace(compute_overlap=value)
+
+
+# -------------------------------------------------------------- program builder
+
+
+class Program:
+    """A raw stream with its uops, inp, wgt and acc data, run on a device of ``OV``'s
+    shapes; every LOAD reads the one region of its memory type (row ``i`` of the region
+    is ``dram_base`` ``i``)."""
+
+    ROWS = {"inp": 64, "wgt": 16, "acc": OV.acc_depth}
+
+    def __init__(self, seed=0):
+        rng = np.random.default_rng(seed)
+        self.inp = rng.integers(-8, 8, (self.ROWS["inp"], OV.batch * OV.block_in), np.int8)
+        self.wgt = rng.integers(-8, 8, (self.ROWS["wgt"], OV.block_out * OV.block_in), np.int8)
+        self.acc = rng.integers(-2000, 2000, (self.ROWS["acc"], LANES)).astype(np.int32)
+        self.uops = []
+        self.words = []
+        self.stores = []        # (sram row, rows)
+
+    def uop(self, dst, src=0, wgt=0):
+        self.uops.append(ISA.encode_uop(dst, src, wgt))
+        return len(self.uops) - 1
+
+    def load(self, mt, sram, dram, n, **flags):
+        self.words.append(("load", mt, sram, dram, n, flags))
+
+    def gemm(self, u, loops, reset=False, n_uops=1, **flags):
+        (eo, do, so, wo), (ei, di, si, wi) = loops
+        self.words.append(ISA.encode(Opcode.GEMM, reset_reg=int(reset), uop_bgn=u,
+                                     uop_end=u + n_uops, iter_out=eo, iter_in=ei,
+                                     dst_factor_out=do, dst_factor_in=di,
+                                     src_factor_out=so, src_factor_in=si,
+                                     wgt_factor_out=wo, wgt_factor_in=wi, **flags))
+
+    def alu(self, op, u, loops, imm=None, n_uops=1, **flags):
+        (eo, do, so), (ei, di, si) = loops
+        self.words.append(ISA.encode(Opcode.ALU, alu_opcode=int(op), use_imm=int(imm is not None),
+                                     imm=imm or 0, uop_bgn=u, uop_end=u + n_uops,
+                                     iter_out=eo, iter_in=ei, dst_factor_out=do,
+                                     dst_factor_in=di, src_factor_out=so, src_factor_in=si,
+                                     **flags))
+
+    def store(self, sram, n, **flags):
+        self.words.append(("store", sram, len(self.stores), n, flags))
+        self.stores.append((sram, n))
+
+    def finish(self, **flags):
+        self.words.append(ISA.encode(Opcode.FINISH, **flags))
+
+    def run(self, config, backend):
+        """(out bytes of every STORE, stats, cycles, error triple or None)."""
+        opts = {} if backend == "behavioral" else {"progress": False, "max_cycles": 2_000_000}
+        with open_device(backend, config, **opts) as dev:
+            regions = {}
+            for name, arr in (("uop", np.array(self.uops, np.uint32)), ("inp", self.inp),
+                              ("wgt", self.wgt), ("acc", self.acc)):
+                regions[name] = dev.alloc(max(arr.nbytes, 64))
+                dev.write(regions[name], arr.view(np.uint8).ravel())
+            out_rows = sum(n for _, n in self.stores)
+            out_bytes = OV.out_elem_bits // 8
+            regions["out"] = dev.alloc(max(out_rows * out_bytes, 64))
+            dev.write(regions["out"], np.zeros(out_rows * out_bytes, np.uint8))
+            elem = {MemType.UOP: (4, "uop"), MemType.INP: (OV.inp_elem_bits // 8, "inp"),
+                    MemType.WGT: (OV.wgt_elem_bits // 8, "wgt"),
+                    MemType.ACC: (OV.acc_elem_bits // 8, "acc")}
+            words = []
+            offsets = np.cumsum([0] + [n for _, n in self.stores])
+            for w in self.words:
+                if isinstance(w, tuple) and w[0] == "load":
+                    _, mt, sram, dram, n, flags = w
+                    size, name = elem[mt]
+                    words.append(ISA.encode(Opcode.LOAD, memory_type=mt, sram_base=sram,
+                                            dram_base=regions[name] // size + dram, y_size=1,
+                                            x_size=n, x_stride=n, **flags))
+                elif isinstance(w, tuple):
+                    _, sram, k, n, flags = w
+                    words.append(ISA.encode(Opcode.STORE, memory_type=MemType.OUT,
+                                            sram_base=sram,
+                                            dram_base=regions["out"] // out_bytes + int(offsets[k]),
+                                            y_size=1, x_size=n, x_stride=n, **flags))
+                else:
+                    words.append(w)
+            addr = dev.alloc(16 * len(words))
+            dev.write(addr, insns_to_bytes(words))
+            try:
+                result = dev.run(addr, len(words))
+            except DeviceError as e:
+                return None, None, None, (int(e.code), int(e.module), e.index)
+            out = bytes(dev.read(regions["out"], out_rows * out_bytes))
+            stats = {k: int(result.stats[k]) for k in ("gemm_counter", "alu_counter")
+                     if k in (result.stats or {})}
+            return out, stats, result.cycles, None
+
+
+def check(prog, *, label=""):
+    """The program on Verilator (``tiny+overlap``) equals the behavioral model; returns
+    the RTL cycles."""
+    want = prog.run(OV, "behavioral")
+    got = prog.run(OV, "verilator")
+    assert got[3] == want[3], (label, got[3], want[3])
+    assert got[0] == want[0], label
+    if want[1]:
+        assert got[1] == want[1], label
+    if want[3] is None:
+        assert len(set(want[0])) > 4, "the stored rows should vary"
+    return got[2]
+
+
+def prologue(p):
+    """LOAD UOP (every uop), all ACC rows, INP and WGT with a token for the first GEMM."""
+    p.load(MemType.UOP, 0, 0, len(p.uops))
+    p.load(MemType.ACC, 0, 0, OV.acc_depth)
+    p.load(MemType.INP, 0, 0, 64)
+    p.load(MemType.WGT, 0, 0, 16, push_next_dep=1)
+
+
+def tile(p, base, rows, bias, *, push_store=True, pop_load=False, k=4, epilogue=True):
+    """GEMM reset + accumulate of ``rows`` rows at ``base`` (k inp/wgt pairs each), then
+    the epilogue: ADD bias row (tensor), SHR 3, MAX 0, MIN 127 (pushes to store)."""
+    r = p.uop(base)
+    g = p.uop(base, 0, 0)
+    p.gemm(r, ((rows, 1, 0, 0), (1, 0, 0, 0)), reset=True, pop_prev_dep=int(pop_load))
+    p.gemm(g, ((rows, 1, 1, 0), (k, 0, 1, 1)))
+    if epilogue:
+        epi(p, base, rows, bias, push_store=push_store)
+
+
+def epi(p, base, rows, bias, *, push_store=True):
+    a = p.uop(base, bias)
+    e = p.uop(base)
+    p.alu(AluOp.ADD, a, ((1, 0, 0), (rows, 1, 0)))
+    p.alu(AluOp.SHR, e, ((1, 0, 0), (rows, 1, 0)), imm=3)
+    p.alu(AluOp.MAX, e, ((1, 0, 0), (rows, 1, 0)), imm=0)
+    p.alu(AluOp.MIN, e, ((1, 0, 0), (rows, 1, 0)), imm=127, push_next_dep=int(push_store))
+
+
+def epilogue_program(tiles=4, rows=48):
+    """Tiles alternating between the banks, each ALU epilogue beside the next GEMMs."""
+    p, body = Program(1), Program(1)
+    bases = [(t % 2) * HALF + (t // 2 % 2) * 64 for t in range(tiles)]
+    for t, base in enumerate(bases):
+        tile(body, base, rows, bias=(HALF - 8 if base < HALF else OV.acc_depth - 8) + t % 8,
+             pop_load=t == 0)
+    p.uops = body.uops
+    prologue(p)
+    p.words += body.words
+    for t, base in enumerate(bases):
+        p.store(base, rows, pop_prev_dep=1, push_prev_dep=int(t == tiles - 1))
+    p.finish(pop_next_dep=1)
+    return p
+
+
+# ------------------------------------------------------------------------- tests
+
+
+def test_epilogue_beside_next_tiles_gemms_equals_the_model(capsys):
+    p = epilogue_program()
+    cycles = check(p, label="epilogue")
+    base = p.run(TINY, "verilator")
+    assert base[0] == p.run(OV, "behavioral")[0]
+    with capsys.disabled():
+        print(f"\n  epilogue program: tiny {base[2]} cycles, tiny+overlap {cycles} cycles")
+
+
+def _hazard_program(kind):
+    p, q = Program(2), Program(2)
+    if kind == "gemm_writes_alu_dst":
+        # the lane's SHR over rows 0..47, then a GEMM accumulating into rows 10..19
+        tile(q, 0, 48, HALF - 8, pop_load=True, epilogue=False)
+        e = q.uop(0)
+        q.alu(AluOp.SHR, e, ((1, 0, 0), (48, 1, 0)), imm=2)
+        g = q.uop(10, 3, 1)
+        q.gemm(g, ((10, 1, 1, 0), (1, 0, 0, 0)), push_next_dep=1)
+        stores = [(0, 48)]
+    elif kind == "gemm_writes_alu_src":
+        # the lane's ADD of rows 200, 201 into rows 100..131, then a GEMM into rows 200, 201
+        tile(q, 100, 32, 200, pop_load=True, epilogue=False)
+        a = q.uop(100, 200)
+        q.alu(AluOp.ADD, a, ((2, 16, 1), (16, 1, 0)))
+        g = q.uop(200, 5, 2)
+        q.gemm(g, ((2, 1, 1, 1), (1, 0, 0, 0)), push_next_dep=1)
+        e = q.uop(100)
+        q.alu(AluOp.MAX, e, ((1, 0, 0), (32, 1, 0)), imm=0, push_next_dep=1)
+        stores = [(200, 2), (100, 32)]
+    elif kind == "multi_uop_and_cross_bank_alus":
+        tile(q, HALF - 16, 32, 8, pop_load=True, epilogue=False)
+        two = q.uop(HALF - 16, 8)
+        q.uop(HALF - 15, 9)
+        q.alu(AluOp.ADD, two, ((16, 2, 0), (1, 0, 0)), n_uops=2)      # two micro-ops
+        cross = q.uop(HALF - 16)
+        q.alu(AluOp.SHR, cross, ((1, 0, 0), (32, 1, 0)), imm=1)        # rows in both banks
+        g = q.uop(HALF + 2, 1, 3)
+        q.gemm(g, ((4, 1, 1, 0), (1, 0, 0, 0)), push_next_dep=1)
+        stores = [(HALF - 16, 32)]
+    elif kind == "pushes_and_loads_beside_the_lane":
+        # the lane runs tile 0's epilogue (bank 0, pushing to store) while: a LOAD ACC of
+        # bank 1, tile 1's GEMMs (bank 1), one pushing to the load module, which loads
+        # new inp rows that the next GEMM pops; then a LOAD ACC of bank 0 and tile 1's
+        # epilogue
+        tile(q, 0, 40, HALF - 8, pop_load=True)
+        q.load(MemType.ACC, OV.acc_depth - 4, 16, 4)
+        tile(q, HALF, 40, OV.acc_depth - 4, epilogue=False)
+        g = q.uop(HALF, 7, 2)
+        q.gemm(g, ((40, 1, 0, 0), (1, 0, 0, 0)), push_prev_dep=1)
+        q.load(MemType.INP, 0, 32, 16, pop_next_dep=1, push_next_dep=1)
+        g = q.uop(HALF, 0, 5)
+        q.gemm(g, ((16, 1, 1, 0), (1, 0, 0, 0)), pop_prev_dep=1)
+        q.load(MemType.ACC, HALF - 8, 40, 4)
+        epi(q, HALF, 40, OV.acc_depth - 3)
+        stores = [(0, 40), (HALF, 40)]
+    else:
+        raise AssertionError(kind)
+    p.uops = q.uops
+    prologue(p)
+    p.words += q.words
+    for i, (row, n) in enumerate(stores):
+        p.store(row, n, pop_prev_dep=1, push_prev_dep=int(i == len(stores) - 1))
+    p.finish(pop_next_dep=1)
+    return p
+
+
+@pytest.mark.parametrize("kind", ["gemm_writes_alu_dst", "gemm_writes_alu_src",
+                                  "multi_uop_and_cross_bank_alus",
+                                  "pushes_and_loads_beside_the_lane"])
+def test_hazards_equal_the_model(kind):
+    check(_hazard_program(kind), label=kind)
+
+
+def test_finish_right_behind_a_lane_instruction():
+    p, q = Program(4), Program(4)
+    tile(q, HALF + 32, 24, OV.acc_depth - 8, push_store=False, pop_load=True)
+    p.uops = q.uops
+    prologue(p)
+    p.words += q.words
+    p.finish()
+    want, got = p.run(OV, "behavioral"), p.run(OV, "verilator")
+    assert got[3] is None and want[3] is None
+    assert got[1] == want[1] and got[1]["alu_counter"] == 4 * 24
+
+
+def test_gemm_fault_beside_the_lane_reports_after_the_lane():
+    """A GEMM micro-op out of range while the lane runs the older epilogue: the fault
+    is the GEMM's, as on the model."""
+    p = Program(3)
+    q = Program(3)
+    tile(q, 0, 48, HALF - 8, push_store=False, pop_load=True)
+    bad = q.uop(OV.acc_depth - 2, 0, 0)
+    q.gemm(bad, ((4, 1, 0, 0), (1, 0, 0, 0)))       # rows acc_depth-2 .. +1: out of range
+    p.uops = q.uops
+    prologue(p)
+    p.words += q.words
+    p.finish()
+    want, got = p.run(OV, "behavioral"), p.run(OV, "verilator")
+    assert want[3] is not None and got[3] == want[3]
+
+
+@pytest.mark.parametrize("count,seed", [
+    (20, 3),
+    pytest.param(300, 7, marks=pytest.mark.slow),
+])
+def test_fuzz_campaign_finds_no_difference(tmp_path, count, seed):
+    """Random legal programs (sim/fuzz_gen) on ``tiny+overlap``: Verilator equals the model
+    (DRAM, counters, faults); the slow campaign is the one the lane was checked with."""
+    from vtakit.sim.fuzz import fuzz
+    report = fuzz(OV, ["behavioral", "verilator"], count, seed, out_dir=tmp_path,
+                  progress=False)
+    assert report.programs == count and report.instructions > 10 * count
+    assert not report.mismatches, report.mismatches[0].description
+
+
+def _conv_on(config, backend, x, w, b):
+    from vtakit.compiler.ops import plan_conv2d
+    from vtakit.runtime import Runtime
+    opts = {} if backend == "behavioral" else {"progress": False}
+    with open_device(backend, config, **opts) as dev:
+        rt = Runtime(dev)
+        plan = plan_conv2d(config, x.shape, w.shape, 1, 1, bias=True, shift=8, clip=(0, 127))
+        bufs = {nm: rt.alloc(op.nbytes) for nm, op in plan.operands.items()}
+        for nm, arr in plan.pack(x, w, b).items():
+            rt.upload(bufs[nm], arr)
+        plan.lower(rt, bufs)
+        rt.finalize()
+        insns = list(rt.instructions)
+        cycles = rt.synchronize().cycles
+        out = plan.operands["out"]
+        y = plan.unpack(rt.download(bufs["out"], out.dtype, out.shape))
+    return y, cycles, insns, plan.tiling
+
+
+def test_compiled_conv2d_on_the_lane_equals_numpy(capsys):
+    """A 3x3 convolution compiled for ``tiny+overlap`` (the next tile's start before each
+    epilogue): the Verilator result equals numpy's and the model's, and it holds the same
+    instructions as the ``tiny`` build, reordered."""
+    from vtakit.compiler.ops import reference as R
+    rng = np.random.default_rng(5)
+    x = rng.integers(-128, 128, (1, 16, 14, 14), dtype=np.int8)
+    w = rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8)
+    b = rng.integers(-16384, 16384, 32).astype(np.int32)
+    want = R.epilogue_ref(R.conv2d_ref(x, w, 1, 1), bias=b, shift=8, clip=(0, 127))
+    got, cycles, insns, tiling = _conv_on(OV, "verilator", x, w, b)
+    model, _, _, _ = _conv_on(OV, "behavioral", x, w, b)
+    base, base_cycles, base_insns, _ = _conv_on(TINY, "verilator", x, w, b)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(model, want)
+    np.testing.assert_array_equal(base, want)
+    # the same instructions, reordered (micro-op addresses may differ: the uop cache
+    # places kernels in the order they are first used)
+    kinds = [sorted(str(i).split(" uop_bgn")[0] for i in s) for s in (insns, base_insns)]
+    assert kinds[0] == kinds[1]
+    with capsys.disabled():
+        print(f"\n  conv2d 14x14 16->32 3x3 ({tiling}): tiny {base_cycles} cycles, "
+              f"tiny+overlap {cycles} cycles")
