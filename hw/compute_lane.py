@@ -109,17 +109,17 @@ class AluLane(wiring.Component):
 
         # ------------------------------------------------------------ the queue
         e_valid = Signal(D)
-        e_started = Signal(D)
         e_bank = Signal(D)
         e_pp = Signal(D)
         e_pn = Signal(D)
         # the instructions: a small memory (distributed RAM), written at the tail, read
-        # (asynchronously) at the next to start
+        # (asynchronously) at the one after the next to start
         m.submodules.insns = insns = memory.Memory(shape=c.insn_bits, depth=D, init=[])
         insn_wr = insns.write_port()
         insn_rd = insns.read_port(domain="comb")
         wp = Signal(range(D))       # next free slot
         ip = Signal(range(D))       # next to start
+        ip1 = Signal(range(D), init=1)  # the slot after ip
         rp = Signal(range(D))       # oldest (next to retire)
         m.d.comb += [
             self.full.eq(e_valid.bit_select(wp, 1)),
@@ -130,30 +130,48 @@ class AluLane(wiring.Component):
             m.d.sync += wp.eq(Mux(wp == D - 1, 0, wp + 1))
             for i in range(D):
                 with m.If(wp == i):
-                    m.d.sync += [e_valid[i].eq(1), e_started[i].eq(0), e_bank[i].eq(self.enq_bank),
+                    m.d.sync += [e_valid[i].eq(1), e_bank[i].eq(self.enq_bank),
                                  e_pp[i].eq(self.enq_push_prev), e_pn[i].eq(self.enq_push_next)]
 
         # ------------------------------------------------------------ L0: issue
+        # The start decision reads registers only (it drives the sequencer and ~250
+        # enables): ``waiting`` counts the queued instructions not started yet (the slots
+        # ip .. wp), ``head_ready`` is ``waiting != 0``, ``head_insn`` holds the slot ip,
+        # ``push_wait`` an instruction with a push flag started and not retired (it is the
+        # last to start until it retired, so the lane's tokens go out in program order).
         m.submodules.seq = seq = LoopSequencer(c)
         running = Signal()
         cur_insn = Signal(c.insn_bits)
-        # an instruction with a push flag is the last to start until it retired
-        push_wait = (e_valid & e_started & (e_pp | e_pn)).any()
+        head_insn = Signal(c.insn_bits)
+        waiting = Signal(range(D + 1))
+        head_ready = Signal()
+        push_wait = Signal()
         start = Signal()
-        m.d.comb += start.eq(~running & e_valid.bit_select(ip, 1)
-                             & ~e_started.bit_select(ip, 1) & ~push_wait)
+        m.d.comb += start.eq(~running & head_ready & ~push_wait)
         m.d.comb += [insn_wr.addr.eq(wp), insn_wr.data.eq(self.enq_insn),
-                     insn_wr.en.eq(self.enq), insn_rd.addr.eq(ip)]
-        new_insn = insn_rd.data
-        m.d.comb += [seq.insn.eq(Mux(start, new_insn, cur_insn)), seq.gemm.eq(0),
+                     insn_wr.en.eq(self.enq), insn_rd.addr.eq(ip1)]
+        with m.If(self.enq & ~start):
+            m.d.sync += [waiting.eq(waiting + 1), head_ready.eq(1)]
+        with m.Elif(start & ~self.enq):
+            m.d.sync += [waiting.eq(waiting - 1), head_ready.eq(waiting != 1)]
+        # the slot ip changes only when an enqueue fills it (it was free: no room
+        # otherwise) or when its instruction starts (the head moves to ip1)
+        with m.If(start):
+            m.d.sync += head_insn.eq(Mux(self.enq & (wp == ip1), self.enq_insn, insn_rd.data))
+        with m.Elif(self.enq & (wp == ip)):
+            m.d.sync += head_insn.eq(self.enq_insn)
+        # the sequencer reads the head while idle (it only loads then, at start) and the
+        # running instruction otherwise: the select is a register
+        m.d.comb += [seq.insn.eq(Mux(running, cur_insn, head_insn)), seq.gemm.eq(0),
                      seq.start.eq(start), seq.issue.eq(running),
                      self.uop_addr.eq(seq.k)]
         alu_cur = isa.alu.layout()(cur_insn)
+        with m.If(~running):
+            m.d.sync += cur_insn.eq(head_insn)
         with m.If(start):
-            m.d.sync += [cur_insn.eq(new_insn), running.eq(1), ip.eq(Mux(ip == D - 1, 0, ip + 1))]
-            for i in range(D):
-                with m.If(ip == i):
-                    m.d.sync += e_started[i].eq(1)
+            m.d.sync += [running.eq(1), ip.eq(ip1), ip1.eq(Mux(ip1 == D - 1, 0, ip1 + 1))]
+            with m.If(e_pp.bit_select(ip, 1) | e_pn.bit_select(ip, 1)):
+                m.d.sync += push_wait.eq(1)
         with m.Elif(running & seq.last):
             m.d.sync += running.eq(0)
 
@@ -242,7 +260,7 @@ class AluLane(wiring.Component):
         with m.If(pushing):
             m.d.sync += [pend_pp.eq(left_pp), pend_pn.eq(left_pn)]
             with m.If(~left_pp & ~left_pn):
-                m.d.sync += pushing.eq(0)
+                m.d.sync += [pushing.eq(0), push_wait.eq(0)]
                 m.d.comb += retire.eq(1)
         with m.If(retire):
             m.d.sync += rp.eq(Mux(rp == D - 1, 0, rp + 1))

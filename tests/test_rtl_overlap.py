@@ -9,7 +9,9 @@ rows (it must wait); ALUs the lane refuses (two micro-ops, rows in both banks, a
 pushes from both lanes to the same queue and to different ones; a LOAD ACC of the
 other bank and of the lane's bank while the lane runs; FINISH right behind a lane
 instruction; a GEMM fault while the lane runs. The cycles of the epilogue program
-with and without the overlap are printed (``-s``), not asserted.
+with and without the overlap are printed (``-s``), not asserted. The lane alone (the
+Amaranth simulator) takes enqueues on consecutive cycles, which the compute module does
+not issue today.
 """
 
 import numpy as np
@@ -359,3 +361,54 @@ def test_compiled_conv2d_on_the_lane_equals_numpy(capsys):
     with capsys.disabled():
         print(f"\n  conv2d 14x14 16->32 3x3 ({tiling}): tiny {base_cycles} cycles, "
               f"tiny+overlap {cycles} cycles")
+
+
+def _lane_writes(enq_cycles):
+    """The lane alone (Amaranth simulator) with a uop memory (uop ``k``: dst ``10 k``):
+    ALU instructions ``i`` (uop ``2 i + 1``, two iterations, bank 0) enqueued at the
+    given cycles; the acc rows it writes, in order."""
+    from amaranth.hdl import Module
+    from amaranth.lib import memory
+    from amaranth.sim import Simulator
+
+    from vtakit.hw.compute_lane import AluLane
+
+    m = Module()
+    m.submodules.lane = lane = AluLane(OV)
+    m.submodules.uops = uops = memory.Memory(
+        shape=OV.uop_elem_bits, depth=OV.uop_depth,
+        init=[ISA.encode_uop(10 * k) for k in range(20)])
+    rd = uops.read_port()
+    m.d.comb += [rd.addr.eq(lane.uop_addr), lane.uop_data.eq(rd.data),
+                 lane.push_prev_ready.eq(1), lane.push_next_ready.eq(1)]
+    insns = [ISA.encode(Opcode.ALU, alu_opcode=int(AluOp.ADD), use_imm=1, imm=1,
+                        uop_bgn=2 * i + 1, uop_end=2 * i + 2, iter_out=1, iter_in=2,
+                        dst_factor_out=0, dst_factor_in=1, src_factor_out=0, src_factor_in=0)
+             for i in range(len(enq_cycles))]
+    writes = []
+
+    async def bench(ctx):
+        for cycle in range(len(insns) * 4 + 20):
+            i = enq_cycles.index(cycle) if cycle in enq_cycles else None
+            ctx.set(lane.enq, i is not None)
+            if i is not None:
+                assert not ctx.get(lane.full)
+                ctx.set(lane.enq_insn, insns[i])
+            if ctx.get(lane.wr_en):
+                writes.append(ctx.get(lane.wr_addr))
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return writes
+
+
+@pytest.mark.parametrize("enq_cycles", [[0, 1, 2, 3], [0, 5, 6, 20], [2, 3, 4, 5, 6, 7]])
+def test_lane_runs_back_to_back_enqueues_in_order(enq_cycles):
+    """Enqueues on consecutive cycles (one fills the slot after the head in the cycle the
+    head starts, which the compute module does not do today): each instruction runs its
+    own micro-op, in order."""
+    want = [a for i in range(len(enq_cycles)) for a in (10 * (2 * i + 1), 10 * (2 * i + 1) + 1)]
+    assert _lane_writes(enq_cycles) == want
