@@ -498,7 +498,8 @@ def _lane_plan(queue, config, uops) -> list:
     bank of its dst, as the RTL's footprint check computes them from the micro-op the
     uop SRAM holds then); ``("gemm", banks)`` a GEMM with micro-ops (the banks of its
     dst rows: a micro-op there waits for the lane's instructions of that bank);
-    ``("beside", bank)`` a LOAD ACC without push flags (it runs beside the lane when
+    ``("alu", None)`` an ALU the lane refuses (after its footprint check, it waits for
+    the lane to drain); ``("beside", bank)`` a LOAD ACC without push flags (it runs beside the lane when
     the lane has nothing in ``bank``); ``("drain", None)`` anything else (it waits for
     the lane to drain). ``uops``: the staging the LOAD UOPs read (by ``dram_base``)."""
     import numpy as np
@@ -544,6 +545,8 @@ def _lane_plan(queue, config, uops) -> list:
                                                   + ii * f["src_factor_in"]) >> shift == bank)
                 if ok:
                     kind = ("lane", bank)
+            if kind[0] != "lane" and op == Opcode.ALU:
+                kind = ("alu", None)
         out.append(kind)
     return out
 
@@ -565,6 +568,8 @@ def _lane_wait(kind, start, now, main_end, lane, cost) -> tuple:
         start = max([start, *(r for _, r in lane)])
     elif what == "drain":
         start = max([start, *(r for _, r in lane)])
+    elif what == "alu":     # the footprint check too (every ALU waits for it)
+        start = max([start, now + cost.lane_check_cycles, *(r for _, r in lane)])
     return start, [e for e in lane if e[1] > start]
 
 
