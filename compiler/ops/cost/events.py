@@ -473,9 +473,14 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                     else:
                         dur = full
                 if kind is not None:
-                    if lane and pushed:     # pushes in program order: the lane's first
-                        push_at = max(start + dur if push_at is None else push_at,
-                                      max(r for _, r in lane))
+                    if pushed and lane and max(r for _, r in lane) > start + dur:
+                        # pushes in program order, the lane's first: it neither overlaps
+                        # the next command nor completes until the lane is empty
+                        drained_at = start + (dur if full is None and k not in overlaps
+                                              else full if full is not None
+                                              else dur + saved)
+                        push_at = max(drained_at, max(r for _, r in lane))
+                        dur = push_at - start
                     main_end = max(main_end, start + (dur if full is None else full)
                                    + (saved if k in overlaps and full is None else 0))
                 now = run(m, insn, start, dur, ready, now, push_at)
