@@ -74,7 +74,8 @@ class DryRuntime:
         else:
             self._stream.finish()
             insns = self._stream.instructions()
-            prediction = predict_stream(insns, self.config, self.cost)
+            prediction = predict_stream(insns, self.config, self.cost,
+                                        uops=self._stream.uops)
             traffic = stream_traffic(insns, self.config)
         run = StreamRun(tuple(bound), prediction, traffic, insns)
         self.runs.append(run)

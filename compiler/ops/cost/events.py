@@ -278,13 +278,18 @@ def _burst_beats(insn, bus_bytes: int, elem) -> int:
 
 
 def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
-                   intervals: bool = False) -> StreamPrediction:
+                   intervals: bool = False, uops=None) -> StreamPrediction:
     """Predict the cycles of a decoded stream (``Runtime.instructions`` after finalize,
     or any list of :class:`~vtakit.hw.isa.Insn`).
 
     With ``intervals=True`` the prediction also lists when each unit (fetch, load,
     compute, store) is busy on an instruction or waits for a dependency token
     (:attr:`StreamPrediction.intervals`).
+
+    ``uops`` (the uop staging the stream's LOAD UOPs read, by ``dram_base``): with
+    ``config.compute_overlap`` the compute module's ALU lane is modelled
+    (:func:`_lane_plan`: which ALUs run in it, the banks of the GEMMs' rows); without
+    ``uops`` (or the key) the compute module is one pipeline.
 
     Raises
     ------
@@ -315,6 +320,11 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
     landed = dict.fromkeys(TOKEN_QUEUES, float("-inf"))
     tokens = {q: deque() for q in TOKEN_QUEUES}
     elem, bus = _elem_bytes(config), config.bus_bytes
+    plan = (_lane_plan(queues[Unit.COMPUTE], config, uops)
+            if uops is not None and getattr(config, "compute_overlap", 0) else None)
+    lane: list = []         # (bank, retire time) of the lane's instructions, in order
+    lane_issue = 0.0        # when the lane's sequencer is free for the next one
+    main_end = 0.0          # when the GEMM lane's pipeline is empty (written and pushed)
     port = _ReadPort(cost.read_priority_wait) if cost.shared_read_port else None
     pops = {m: [(flag, name) for flag, name in DEP_QUEUES[m].items()
                 if name and flag.startswith("pop")] for m in queues}
@@ -419,6 +429,9 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                     break
                 else:
                     start = max([now, *(tokens[n][0] for n in names)])
+                kind = plan[k] if plan is not None and m is Unit.COMPUTE else None
+                if kind is not None:
+                    start, lane = _lane_wait(kind, start, now, main_end, lane, cost)
                 if (beats and held and m is Unit.COMPUTE
                         and start + cost.dma_insn_cycles >= port.open_spans()[1]):
                     break       # the open LOAD ends first (and the load module goes on)
@@ -427,6 +440,21 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                 progress = True
                 if dispatch.depth:
                     dispatch.accepted[m].append(now)
+                if kind is not None and kind[0] == "lane":
+                    # the ALU lane: the GEMM lane hands it over in a cycle; the lane runs
+                    # its micro-ops after the ones queued before, its writes land (and
+                    # its tokens are pushed) lane_drain_cycles after its last issue
+                    n = _loop_uops(insn)
+                    issue = max(start + cost.lane_start_cycles, lane_issue) + n
+                    lane_issue = issue
+                    retire = issue + cost.lane_drain_cycles
+                    if pushed:      # pushes a cycle after; the lane's last to start till then
+                        retire += 1
+                        lane_issue = retire
+                    lane.append((kind[1], retire))
+                    now = run(m, insn, start, 1.0, ready, now, retire)
+                    k += 1
+                    continue
                 if beats:
                     if priority and m is not Unit.COMPUTE:
                         port.open(start + cost.dma_insn_cycles, beats,
@@ -444,6 +472,17 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                         push_at = start + full
                     else:
                         dur = full
+                if kind is not None:
+                    if pushed and lane and max(r for _, r in lane) > start + dur:
+                        # pushes in program order, the lane's first: it neither overlaps
+                        # the next command nor completes until the lane is empty
+                        drained_at = start + (dur if full is None and k not in overlaps
+                                              else full if full is not None
+                                              else dur + saved)
+                        push_at = max(drained_at, max(r for _, r in lane))
+                        dur = push_at - start
+                    main_end = max(main_end, start + (dur if full is None else full)
+                                   + (saved if k in overlaps and full is None else 0))
                 now = run(m, insn, start, dur, ready, now, push_at)
                 k += 1
                 if finish:
@@ -455,6 +494,92 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
         raise ValueError(f"predict_stream: the stream deadlocks (module -> position of the "
                          f"instruction that waits for a token): {stuck}")
     return result(int(round(max(time.values()))))
+
+
+def _lane_plan(queue, config, uops) -> list:
+    """With ``COMPUTE_OVERLAP`` (``hw/compute.py``, ``hw/compute_lane.py``): per position
+    in the compute ``queue`` how it meets the ALU lane: ``("lane", bank)`` an ALU the
+    lane runs (one micro-op, non-empty loops, a base opcode, its dst and src rows in the
+    bank of its dst, as the RTL's footprint check computes them from the micro-op the
+    uop SRAM holds then); ``("gemm", banks)`` a GEMM with micro-ops (the banks of its
+    dst rows: a micro-op there waits for the lane's instructions of that bank);
+    ``("alu", None)`` an ALU the lane refuses (after its footprint check, it waits for
+    the lane to drain); ``("beside", bank)`` a LOAD ACC without push flags (it runs beside the lane when
+    the lane has nothing in ``bank``); ``("drain", None)`` anything else (it waits for
+    the lane to drain). ``uops``: the staging the LOAD UOPs read (by ``dram_base``)."""
+    import numpy as np
+    from ....hw.alu import late_ops
+    from ....hw.isa import isa_for
+    isa = isa_for(config)
+    late = {int(op) for op in late_ops(config)}
+    uops = np.asarray(uops, dtype=np.uint32)
+    sram = np.zeros(config.uop_depth, dtype=np.uint32)
+    shift = config.log_acc_depth - 1
+    half = config.acc_depth // 2
+    out = []
+    for insn in queue:
+        op, f = insn.opcode, insn.fields
+        kind = ("drain", None)
+        if op == Opcode.LOAD and f["x_size"]:
+            if f["memory_type"] == MemType.UOP:
+                a, n = f["sram_base"], f["x_size"]
+                got = uops[f["dram_base"]:f["dram_base"] + n]
+                sram[a:a + len(got)] = got
+            elif (f["memory_type"] == MemType.ACC and not f.get("push_prev_dep")
+                  and not f.get("push_next_dep")):
+                xt = f["x_pad_0"] + f["x_size"] + f["x_pad_1"]
+                rows = xt * (f["y_pad_0"] + f["y_size"] + f["y_pad_1"])
+                lo, hi = f["sram_base"], f["sram_base"] + rows - 1
+                if (lo >= half) == (hi >= half) and hi < config.acc_depth:
+                    kind = ("beside", int(lo >= half))
+        elif (op == Opcode.GEMM or op == Opcode.ALU) and _loop_uops(insn):
+            io, ii = f["iter_out"] - 1, f["iter_in"] - 1
+            words = sram[f["uop_bgn"]:f["uop_end"]]
+            d = isa.decode_uops(words)
+            dst = d["dst_idx"]
+            last = io * f["dst_factor_out"] + ii * f["dst_factor_in"]
+            if op == Opcode.GEMM:
+                banks = {int(b) for b in np.concatenate([dst >> shift, (dst + last) >> shift])}
+                kind = ("gemm", frozenset(banks))
+            elif f["uop_end"] - f["uop_bgn"] == 1 and f["alu_opcode"] not in late:
+                x, bank = int(dst[0]), int(dst[0]) >> shift & 1
+                ok = (x + last) >> shift == bank
+                if ok and not f["use_imm"]:
+                    s = int(d["src_idx"][0])
+                    ok = (s >> shift == bank and (s + io * f["src_factor_out"]
+                                                  + ii * f["src_factor_in"]) >> shift == bank)
+                if ok:
+                    kind = ("lane", bank)
+            if kind[0] != "lane" and op == Opcode.ALU:
+                kind = ("alu", None)
+        out.append(kind)
+    return out
+
+
+def _lane_wait(kind, start, now, main_end, lane, cost) -> tuple:
+    """``(start, lane)``: when a compute instruction of :func:`_lane_plan`'s ``kind``
+    may start beside the ALU ``lane`` (its (bank, retire) entries; the ones retired by
+    then are dropped), the earliest being ``start``; ``now``: when the GEMM lane took
+    it; ``main_end``: when the GEMM lane's pipeline is empty."""
+    what, bank = kind
+    if what == "lane":      # the footprint check, an empty GEMM pipeline, room in the lane
+        start = max(start, now + cost.lane_check_cycles, main_end)
+        live = [r for _, r in lane if r > start]
+        if len(live) >= LANE_DEPTH:
+            start = max(start, live[-LANE_DEPTH])
+    elif what == "gemm":    # its micro-ops wait for the lane's ones of their banks
+        start = max([start, *(r for b, r in lane if b in bank)])
+    elif what == "beside" and any(b == bank and r > start for b, r in lane):
+        start = max([start, *(r for _, r in lane)])
+    elif what == "drain":
+        start = max([start, *(r for _, r in lane)])
+    elif what == "alu":     # the footprint check too (every ALU waits for it)
+        start = max([start, now + cost.lane_check_cycles, *(r for _, r in lane)])
+    return start, [e for e in lane if e[1] > start]
+
+
+#: Instructions the compute module's ALU lane queues (``hw/compute_lane.py``).
+LANE_DEPTH = 16
 
 
 class _Dispatch:
@@ -606,7 +731,8 @@ def program_facts(program, cost: EventCost = RTL_COST) -> tuple:
         by_op: dict[str, int] = {}
         for insn in insns:
             by_op[insn.opcode.name] = by_op.get(insn.opcode.name, 0) + 1
-        got = program.memo[key] = (predict_stream(insns, program.config, cost),
+        got = program.memo[key] = (predict_stream(insns, program.config, cost,
+                                                  uops=program.uops),
                                    stream_traffic(insns, program.config), by_op)
     return got
 

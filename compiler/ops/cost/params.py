@@ -137,6 +137,14 @@ class EventCost(CostModel):
         ``hw/alu.py``'s REQ_STAGES - 1 on the RTL. Its setup micro-ops (REQ.M, REQ.P)
         write no SRAM and add nothing; a REQ pass followed by another REQ instruction
         (the next block's setup, which reads other rows) adds nothing either.
+    lane_check_cycles, lane_start_cycles, lane_drain_cycles : int
+        With ``COMPUTE_OVERLAP`` only (``hw/compute_lane.py``, and
+        :func:`~.events.predict_stream` given the uop staging): an ALU the lane runs
+        leaves the GEMM lane ``lane_check_cycles`` after it was accepted (its footprint
+        check) once the GEMM pipeline is empty, issues its first micro-op
+        ``lane_start_cycles`` after that (or once the lane's previous one issued its
+        last), one per cycle, and its last write lands ``lane_drain_cycles`` after its
+        last issue (L0..L4). Without the key these are not read.
     """
 
     cmd_queue_depth: int | None = None
@@ -148,6 +156,9 @@ class EventCost(CostModel):
     overlap_cycles: int | None = None
     requant_late_cycles: int = 0
     req_late_cycles: int = 0
+    lane_check_cycles: int = 2
+    lane_start_cycles: int = 2
+    lane_drain_cycles: int = 4
 
 
 #: The costs of the RTL (``hw/``), for
