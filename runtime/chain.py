@@ -152,32 +152,23 @@ def _gemm_reads(program: Program) -> list:
         return memo
     cfg = program.config
     isa = isa_for(cfg)
-    uop = np.full(cfg.uop_depth, -1, dtype=np.int64)
-    relocs = {r.insn: r.slot for r in program.relocations}
+    staging = np.asarray(program.uops, dtype=np.int64)
     everything = ((0, cfg.inp_depth), (0, cfg.wgt_depth))
     out = []
-    for k, i in enumerate(program.insns):
-        f = i.fields
-        if i.opcode == Opcode.LOAD and not i.is_nop and f["memory_type"] == MemType.UOP:
-            n = f["y_size"] * f["x_size"]
-            if relocs.get(k) == UOPS and f["y_size"] == 1 and f["x_pad_0"] == f["x_pad_1"] == 0:
-                words = np.asarray(program.uops[f["dram_base"]:f["dram_base"] + n], np.int64)
-                uop[f["sram_base"]:f["sram_base"] + len(words)] = words
-            else:
-                uop[f["sram_base"]:f["sram_base"] + n] = -1
-        elif i.opcode == Opcode.GEMM and not f["reset_reg"]:
-            words = uop[f["uop_bgn"]:f["uop_end"]]
-            if f["uop_end"] <= f["uop_bgn"] or f["iter_out"] == 0 or f["iter_in"] == 0:
-                continue
-            if (words < 0).any():
-                out.append((k, *everything))
-                continue
-            u = isa.decode_uops(words.astype(np.uint32))
-            span = lambda idx, fo, fi: (  # noqa: E731
-                int(idx.min()), int(idx.max()) + (f["iter_out"] - 1) * f[fo]
-                + (f["iter_in"] - 1) * f[fi] + 1)
-            out.append((k, span(u["src_idx"], "src_factor_out", "src_factor_in"),
-                        span(u["wgt_idx"], "wgt_factor_out", "wgt_factor_in")))
+    for k, idx in _uop_sources(program):
+        f = program.insns[k].fields
+        if (program.insns[k].opcode != Opcode.GEMM or f["reset_reg"]
+                or f["uop_end"] <= f["uop_bgn"] or f["iter_out"] == 0 or f["iter_in"] == 0):
+            continue
+        if idx is None or int(idx.max()) >= len(staging):
+            out.append((k, *everything))
+            continue
+        u = isa.decode_uops(staging[idx].astype(np.uint32))
+        span = lambda i, fo, fi: (  # noqa: E731
+            int(i.min()), int(i.max()) + (f["iter_out"] - 1) * f[fo]
+            + (f["iter_in"] - 1) * f[fi] + 1)
+        out.append((k, span(u["src_idx"], "src_factor_out", "src_factor_in"),
+                    span(u["wgt_idx"], "wgt_factor_out", "wgt_factor_in")))
     program.memo["chain_reads"] = out
     return out
 
