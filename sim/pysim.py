@@ -345,29 +345,42 @@ class PysimDevice(Device):
             self._job = None
         return job["regs"]
 
-    def _sram(self, name):
-        try:
-            return self.top.srams[name]
-        except KeyError:
+    def _cells(self, name, start, count):
+        """The (memory, index) of elements ``start .. start+count-1`` of SRAM ``name``.
+        With ``COMPUTE_OVERLAP`` the out SRAM is two banks (``out0``, ``out1``, by the
+        index's top bit); ``out`` still names the whole of it."""
+        srams = self.top.srams
+        banks = [srams[b] for b in ("out0", "out1")] if name == "out" and "out0" in srams else None
+        if banks is None and name not in srams:
             raise DeviceError(f"pysim: no SRAM {name!r}; SRAMs are "
-                              f"{', '.join(self.top.srams)}") from None
+                              f"{', '.join(['out'] * ('out0' in srams) + list(srams))}")
+        mem = banks[0] if banks else srams[name]
+        depth = mem.depth * (2 if banks else 1)
+        if start < 0 or count < 0 or start + count > depth:
+            raise DeviceError(f"pysim: elements {start}..{start + count - 1} of SRAM {name!r} "
+                              f"are outside its {depth} rows (0..{depth - 1})")
+        if banks is None:
+            return [(mem, i) for i in range(start, start + count)]
+        half = mem.depth
+        return [(banks[i // half], i % half) for i in range(start, start + count)]
 
     def read_sram(self, name: str, start: int = 0, count: int = 1) -> list[int]:
         """Elements ``start .. start+count-1`` of SRAM ``name`` (``inp``, ``wgt``, ``out``)."""
         if self._sim is None:
             self._build()
-        mem = self._sram(name)
-        return self._call(lambda ctx: [ctx.get(mem.data[i]) for i in range(start, start + count)])
+        cells = self._cells(name, start, count)
+        return self._call(lambda ctx: [ctx.get(mem.data[i]) for mem, i in cells])
 
     def write_sram(self, name: str, start: int, values) -> None:
         """Overwrite SRAM ``name`` from element ``start`` (for tests and debugging)."""
         if self._sim is None:
             self._build()
-        mem = self._sram(name)
+        values = list(values)
+        cells = self._cells(name, start, len(values))
 
         def poke(ctx):
-            for i, v in enumerate(values):
-                ctx.set(mem.data[start + i], int(v))
+            for (mem, i), v in zip(cells, values):
+                ctx.set(mem.data[i], int(v))
         self._call(poke)
 
     def close(self) -> None:

@@ -224,3 +224,29 @@ def test_real_compute_error_reports_compute_module():
     with pytest.raises(DeviceError, match=r"^pysim \(\S+\): compute module, instruction 0: "
                        r"SRAM_OUT_OF_RANGE \[LOAD   ACC "):
         dev.run(put_program(dev, prog), len(prog))
+
+
+def test_banked_out_sram_reads_as_one():
+    """With ``COMPUTE_OVERLAP`` the out SRAM is two banks (``out0``/``out1``); ``out`` still
+    addresses the whole of it: what write_sram puts across the bank border, read_sram and a
+    STORE read back in order."""
+    from vtakit.hw.config import load_config
+    cfg = load_config("tiny+overlap")
+    isa = isa_for(cfg)
+    dev = PysimDevice(cfg)
+    half = cfg.out_depth // 2
+    vals = [(0x0102030405060708 * (i + 1)) & ((1 << 64) - 1) for i in range(6)]
+    dev.write_sram("out", half - 3, vals)
+    assert dev.read_sram("out", half - 3, 6) == vals
+    assert dev.read_sram("out1", 0, 3) == vals[3:]
+    dst = dev.alloc(4096)
+    prog = [isa.encode(Opcode.STORE, memory_type=MemType.OUT, sram_base=half - 3,
+                       dram_base=dst // cfg.out_elem_bytes, x_size=6, y_size=1, x_stride=6,
+                       push_prev_dep=1),
+            isa.encode(Opcode.LOAD, memory_type=MemType.UOP, pop_next_dep=1),
+            isa.encode(Opcode.FINISH)]
+    dev.run(put_program(dev, prog), len(prog))
+    got = dev.dram.data[dst:dst + 6 * cfg.out_elem_bytes].view(np.uint64)
+    np.testing.assert_array_equal(got, np.array(vals, np.uint64))
+    with pytest.raises(DeviceError, match=f"outside its {cfg.out_depth} rows"):
+        dev.read_sram("out", cfg.out_depth - 1, 2)
