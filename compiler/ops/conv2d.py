@@ -269,7 +269,7 @@ class Conv2dPlan(OpPlan):
             ceil_div(n, b), grouping.pop("ib"), h, w, ceil_div(o, blk), kh, kw, self.stride,
             self.padding, bias=epilogue.bias_tile, residual=epilogue.residual == "int32",
             residual_gemm=epilogue.residual == "int8",
-            alu_imm=len(epilogue.imm_passes()) + (epilogue.add.passes if epilogue.add else 0),
+            alu_imm=sum(map(len, epilogue.stages())),
             int32_out=epilogue.out_dtype == "int32",
             result_bytes=epilogue.result_bytes,
             op=self.name, shape_text=text, shared_wgt=bool(shared_weight),
