@@ -101,15 +101,16 @@ def test_min_init_refuses_sums_that_would_leave_int32():
 
 def test_clip_immediates_stay_in_range():
     # shift 12 with a fused add that shifts right by 6 more: the first clip moves by
-    # 256 * 2^6 = 16384 and fits a 16-bit immediate; by 7 more it would not
+    # 256 * 2^6 = 16384 less the add's rounding 32 the init carries (Epilogue.fold) and
+    # fits a 16-bit immediate; by 7 more it would not
     def fused(k):
         add = ResidualAdd.make(0, 0, k, (0, 0, 0), (-128, 127))
         return Epilogue.make(bias=True, shift=12, clip=(-128, 127), residual="int8",
                              add=add)
     epi = fused(6).with_min_init(np.zeros(4), 1 << 10)
-    assert epi.init == 256 << 18
-    assert epi.stages()[0][1] == (AluOp.MAX, -128 - 16384)
-    assert epi.stages()[2][-2] == (AluOp.MAX, -128 - 256)
+    assert epi.fold and epi.init == (16384 - 32) << 12
+    assert epi.stages()[0][1] == (AluOp.MAX, -128 - 16384 + 32)
+    assert epi.stages()[2] == [(AluOp.SHR, 6), (AluOp.MAX, -128 - 256), (AluOp.MIN, 127 - 256)]
     assert fused(7).with_min_init(np.zeros(4), 1 << 10).init == 0
     assert min(imm for g in epi.stages() for op, imm in g if op == AluOp.MAX) >= IMM_MIN
 
@@ -166,3 +167,51 @@ def test_conv2d_with_min_init_matches_the_reference(backend):
                           clip=(-128, 127))
     np.testing.assert_array_equal(y, want)
     assert (want == 0).any() and (want == 127).any()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_folded_add_offset_is_exact_at_the_extremes(seed):
+    """Epilogue.fold: the fused add's offset carried by the init instead of an ADD pass.
+    The emitted passes (no ADD left) over accumulators at and near the bound's ends,
+    residuals at int8's ends and previous results at the last moved clip's lo store what
+    the reference stores; an offset 2^e_a does not divide is not folded."""
+    rng = np.random.default_rng(100 + seed)
+    ea, eb, k = seed % 3, int(rng.integers(0, 3)), int(rng.integers(0, 4))
+    shift = int(rng.integers(3, 12))
+    zps = tuple(int(z) for z in rng.integers(-6, 7, 3))
+    add = ResidualAdd.make(ea, eb, k, zps, (-128, 127) if seed % 4 else (-100, 90))
+    epi0 = Epilogue.make(bias=True, shift=shift, clip=(-128, 127), residual="int8", add=add)
+    bias = rng.integers(-1 << 12, 1 << 12, 16)
+    bound = 1 << 18
+    epi = epi0.with_min_init(bias, bound)
+    assert epi.init
+    ops = [op for g in epi.stages() for op, _ in g]
+    foldable = add.offset != 0 and add.offset % (1 << ea) == 0
+    assert epi.fold == foldable, (add, epi)
+    assert (AluOp.ADD in ops) == (add.offset != 0 and not foldable)
+    s1, before, after = epi.stages()
+    last = after[-2][1]
+    edge = np.array([-bound, -bound + 1, -1, 0, 1, bound - 1, bound])
+    acc = np.concatenate([edge, rng.integers(-bound, bound + 1, 57)])[:, None] + np.zeros(
+        (1, 16), np.int64)
+    r = np.where(rng.random((64, 16)) < 0.5, -128, 127)
+    prev = np.full((64, 16), last)
+    init = np.minimum(prev, epi.pack_bias_values(bias, 16).astype(np.int64)[None])
+    v = _alu(_alu(init + acc, s1), before) + (r << add.eb)
+    got = R.wrap32(_alu(v, after)).astype(np.int8)
+    want = epi0.reference(acc.T[None, :, :, None], bias, r.T[None, :, :, None])
+    np.testing.assert_array_equal(got, want[0, :, :, 0].T)
+
+
+def test_resnet50_add_folds():
+    # ResNet-50's projection blocks: e_a = 1, offset -128 (zero points only): the ADD goes
+    epi = Epilogue.make(bias=True, shift=7, clip=(-128, 127), residual="int8",
+                        add=ResidualAdd(1, 1, -128, 0, -128, 127)).with_min_init(
+        np.arange(-3000, 3000), 128 * 64 * 3)
+    assert epi.fold and epi.init == (256 * 1 + 128) // 2 << 7
+    assert [len(g) for g in epi.stages()] == [3, 1, 2]
+    # e_a = 2 with the rounding 1 in its offset -127: kept
+    epi = Epilogue.make(bias=True, shift=7, clip=(-128, 127), residual="int8",
+                        add=ResidualAdd(2, 0, -127, 1, -128, 127)).with_min_init(
+        np.arange(-3000, 3000), 128 * 64 * 3)
+    assert epi.init and not epi.fold and epi.stages()[2][0] == (AluOp.ADD, -127)

@@ -363,6 +363,57 @@ def test_compiled_conv2d_on_the_lane_equals_numpy(capsys):
               f"tiny+overlap {cycles} cycles")
 
 
+def _add_conv_on(config, backend, order, x, w, b, r, add, tiling):
+    from vtakit.compiler.ops import plan_conv2d
+    from vtakit.runtime import Runtime
+    opts = {} if backend == "behavioral" else {"progress": False}
+    with open_device(backend, config, **opts) as dev:
+        rt = Runtime(dev)
+        plan = plan_conv2d(config, x.shape, w.shape, bias=True, shift=7, clip=(-128, 127),
+                           residual="int8", add=add, min_init=(b, w), tiling=tiling)
+        if order is not None:
+            plan.add_order, plan._program = order, None
+        bufs = {nm: rt.alloc(op.nbytes) for nm, op in plan.operands.items()}
+        for nm, arr in plan.pack(x, w, b, r).items():
+            rt.upload(bufs[nm], arr)
+        plan.lower(rt, bufs)
+        rt.finalize()
+        cycles = rt.synchronize().cycles
+        out = plan.operands["out"]
+        y = plan.unpack(rt.download(bufs["out"], out.dtype, out.shape))
+    return y, cycles, plan
+
+
+@pytest.mark.parametrize("order", ["pre", "split"])
+@pytest.mark.parametrize("ea, offset", [(1, -128), (2, -127)])
+def test_compiled_fused_add_on_the_lane_equals_numpy(order, ea, offset, capsys):
+    """A 1x1 convolution with a fused residual add (ResNet's) compiled for
+    ``tiny+overlap`` in both orders of the add's tiles (:meth:`run_add`), with its
+    offset folded into the init (``ea=1``) or kept: Verilator equals the model and
+    numpy (Epilogue.reference)."""
+    from vtakit.compiler.ops import reference as R
+    from vtakit.compiler.ops.epilogue import ResidualAdd
+    from vtakit.compiler.ops.tiling import ConvTiling
+    rng = np.random.default_rng(7 + ea)
+    x = rng.integers(-128, 128, (1, 64, 8, 8), dtype=np.int8)
+    w = rng.integers(-4, 5, (64, 64, 1, 1), dtype=np.int8)
+    b = rng.integers(-3000, 3000, 64).astype(np.int32)
+    r = rng.integers(-128, 128, (1, 64, 8, 8), dtype=np.int8)
+    add = ResidualAdd(ea, 0, offset, 2 - ea, -128, 127)
+    tiling = ConvTiling(tn=1, tco=2, th=2, tw=8, tci=2, order="sp_outer", nthreads=2)
+    got, cycles, plan = _add_conv_on(OV, "verilator", order, x, w, b, r, add, tiling)
+    model, _, _ = _add_conv_on(OV, "behavioral", order, x, w, b, r, add, tiling)
+    base, base_cycles, _ = _add_conv_on(TINY, "behavioral", None, x, w, b, r, add, tiling)
+    assert plan.epilogue.fold == (ea == 1)
+    want = plan.epilogue.reference(R.conv2d_ref(x, w, 1, 0), bias=b, residual=r)
+    np.testing.assert_array_equal(model, want)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(base, want)
+    with capsys.disabled():
+        print(f"\n  conv2d + add 8x8 64->64 1x1 ({order}, fold {plan.epilogue.fold}): "
+              f"tiny+overlap {cycles} cycles")
+
+
 def _lane_writes(enq_cycles):
     """The lane alone (Amaranth simulator) with a uop memory (uop ``k``: dst ``10 k``):
     ALU instructions ``i`` (uop ``2 i + 1``, two iterations, bank 0) enqueued at the

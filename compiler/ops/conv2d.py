@@ -269,7 +269,7 @@ class Conv2dPlan(OpPlan):
             ceil_div(n, b), grouping.pop("ib"), h, w, ceil_div(o, blk), kh, kw, self.stride,
             self.padding, bias=epilogue.bias_tile, residual=epilogue.residual == "int32",
             residual_gemm=epilogue.residual == "int8",
-            alu_imm=len(epilogue.imm_passes()) + (epilogue.add.passes if epilogue.add else 0),
+            alu_imm=sum(map(len, epilogue.stages())),
             int32_out=epilogue.out_dtype == "int32",
             result_bytes=epilogue.result_bytes,
             op=self.name, shape_text=text, shared_wgt=bool(shared_weight),
@@ -314,6 +314,25 @@ class Conv2dPlan(OpPlan):
             self._try_own_rows(cost)
         if onchip:
             self._try_onchip_rows(cost, p, ranked)
+        if (epilogue.add is not None and cfg.compute_overlap and not self.tiling.resident
+                and self.tiling.tci < p.ib):
+            self._try_add_order()
+
+    #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
+    #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
+    #: :meth:`_try_add_order` takes the one the event model predicts faster.
+    add_order = "pre"
+
+    def _try_add_order(self):
+        """:attr:`add_order` ``"split"`` kept when the event model predicts it faster than
+        ``"pre"``. Verilator, default+overlap, 1x1 residual layers of ResNet-50 (cycles
+        pre / split): 64 -> 256 at 56x56 569,753 / 628,680; 128 -> 512 at 28x28 345,920 /
+        338,160; 256 -> 1024 at 14x14 275,457 / 288,973; 512 -> 2048 at 7x7 243,593 /
+        238,637 (the event model within 1.3% of each)."""
+        pre = self.inspect()["predicted_cycles"]
+        self.add_order, self._program = "split", None
+        if self.inspect()["predicted_cycles"] >= pre:
+            self.add_order, self._program = "pre", None
 
     def _ranked(self, cost):
         """The tile search's best tilings of :attr:`problem`, distinct in order, as many
@@ -854,7 +873,11 @@ class _ConvEmission:
         self.load_shared_rows()
         builder, epi, nacc, planes, pipe = (self.builder, self.epi, self.nacc, self.planes,
                                             self.pipe)
-        if nacc == self.nth and nacc > 1 and planes == 1 and self.plan.config.compute_overlap:
+        overlap = (nacc == self.nth and nacc > 1 and planes == 1
+                   and self.plan.config.compute_overlap)
+        if overlap and self.add_order() is not None:
+            self.run_add(self.add_order())
+        elif overlap:
             # COMPUTE_OVERLAP (the compute module's ALU lane, banked by the acc index's
             # top bit): the next tile's start (its rows, reset and MIN init) before this
             # tile's epilogue, so that the epilogue's ALU passes run beside the next
@@ -904,6 +927,58 @@ class _ConvEmission:
                     self.store(ti, k)
                     sched.store_end((ti, k))
         kernel_fence(builder)
+
+    def add_order(self):
+        """COMPUTE_OVERLAP with a fused add (:class:`.epilogue.ResidualAdd`): the order of
+        :meth:`run_add` (:attr:`Conv2dPlan.add_order`; ``"split"`` needs two groups or
+        more), or None for :meth:`run`'s."""
+        if not (self.res_group and self.epi.add) or self.resident:
+            return None
+        return "split" if self.plan.add_order == "split" and len(self.chunks) > 1 else "pre"
+
+    def run_add(self, order) -> None:
+        """:meth:`run`'s tiles with COMPUTE_OVERLAP and a fused add, whose identity GEMM
+        sits between the epilogue's passes before it (*pre*) and after it (*post*).
+        ``"pre"``: tile t's GEMMs, its pre passes, tile t + 1's start, its residual GEMM
+        and post passes: the pre passes start without waiting for the start's MIN.
+        ``"split"``: tile t + 1's start and tile t's pre passes, then the first half of
+        tile t + 1's groups (beside the pre passes), tile t's residual GEMM and post
+        passes, its store, the second half of tile t + 1's groups (beside the post
+        passes)."""
+        pipe, n = self.pipe, len(self.tiles)
+        half = len(self.chunks) // 2
+        pipe.acquire_out(0)
+        self.start(0)
+        self.body(0)
+        for ti in range(n):
+            acc_base = (ti % self.nacc) * self.acc_slot
+            bases = self._bases.pop(ti)
+            nxt = ti + 1 < n
+            if order == "pre":
+                self.pre_add(ti, acc_base, bases)
+                if nxt:
+                    pipe.acquire_out(ti + 1)
+                    self.start(ti + 1)
+            else:
+                if nxt:
+                    pipe.acquire_out(ti + 1)
+                    self.start(ti + 1)
+                self.pre_add(ti, acc_base, bases)
+                if nxt:
+                    self.body(ti + 1, self.chunks[:half])
+            self.residual_group(ti, acc_base, bases, epilogue=False)
+            self.epi.emit_add(self.builder, acc_base, self.out_dims(ti), after=True)
+            pipe.release_out(ti)
+            pipe.store_begin(ti)
+            self.store(ti, 0)
+            pipe.store_end(ti)
+            if nxt:
+                self.body(ti + 1, self.chunks[half:] if order == "split" else None)
+
+    def pre_add(self, ti, acc_base, bases) -> None:
+        """Tile ti's epilogue and the fused add's passes before its residual GEMM."""
+        self.epilogue(ti, acc_base, bases)
+        self.epi.emit_add(self.builder, acc_base, self.out_dims(ti), after=False)
 
     def load_shared_rows(self) -> None:
         """The per-channel rows shared by every slot (:func:`shared_acc`), loaded once."""
@@ -966,15 +1041,16 @@ class _ConvEmission:
         self._bases[ti] = bases = self.row_bases(a, co0, tco)
         self.start_tile(ti, a, a * self.acc_slot, bases)
 
-    def body(self, ti) -> None:
-        """Tile ti's groups: loads and GEMMs (with the load/compute tokens)."""
+    def body(self, ti, chunks=None) -> None:
+        """Tile ti's groups (``chunks``, default all): loads and GEMMs (with the
+        load/compute tokens)."""
         p = self.p
         n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
         acc_base = (ti % self.nacc) * self.acc_slot
         (sh, sw), (pt, pl, _, _) = p.stride, p.pad
         ywin = self.plan._window(h0, th, sh, p.kh, pt, p.h)
         xwin = self.plan._window(w0, tw, sw, p.kw, pl, p.w)
-        for c0, tci in self.chunks:
+        for c0, tci in self.chunks if chunks is None else chunks:
             self.group(ti, acc_base, c0, tci, ywin, xwin)
 
     def finish_tile(self, ti) -> None:
@@ -1211,9 +1287,10 @@ class _ConvEmission:
         for kernel in self.kernels[kkey]:
             builder.push_gemm(kernel)
 
-    def residual_group(self, ti, acc_base, bases) -> None:
+    def residual_group(self, ti, acc_base, bases, epilogue=True) -> None:
         """An int8 residual: one more group, identity weights (the epilogue and the add's
-        first passes go between its load and its GEMM when the layer adds it)."""
+        first passes go between its load and its GEMM when the layer adds it, unless
+        ``epilogue`` is False: :meth:`run_add` emitted them)."""
         epi, builder, slots = self.epi, self.builder, self.slots
         n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
         s = self.g % self.nth
@@ -1226,9 +1303,8 @@ class _ConvEmission:
             builder.load_2d(MemType.WGT, s * self.wgt_slot, slots["identity"], 0, 1, 1, 1)
             self.wgt_has[s] = "identity"
         self.pipe.load_end(self.g)
-        if epi.add:        # the epilogue, then the add's residual (its load in flight)
-            self.epilogue(ti, acc_base, bases)
-            epi.emit_add(builder, acc_base, self.out_dims(ti), after=False)
+        if epi.add and epilogue:   # the epilogue, then the add's residual (its load in flight)
+            self.pre_add(ti, acc_base, bases)
         self.pipe.compute_begin(self.g)
         f = fold_loops([Dim("e", tn * tco * th * tw, 1, 1, 0)],
                        (acc_base, s * self.inp_slot, s * self.wgt_slot))

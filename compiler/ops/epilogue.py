@@ -352,6 +352,12 @@ class Epilogue:
         through the shifts to the clips (their immediates move with it,
         :meth:`stages`) and reaches the store as a multiple of 256, which the
         narrowing store drops.
+    fold : bool
+        With :attr:`init` and a fused add: the add's ADD of its offset is not emitted;
+        the init carries it instead (:meth:`with_min_init`). An offset ``o`` added after
+        the left shift by ``e_a`` is ``o / 2^e_a`` added before it, and that is
+        ``(o / 2^e_a) << s`` added before the first shift ``s``: exact when ``2^e_a``
+        divides ``o``. The clips before the add see it and move with it.
     """
 
     bias: bool = False
@@ -365,6 +371,7 @@ class Epilogue:
     result_bytes: int = 4
     add: ResidualAdd | None = None
     init: int = 0
+    fold: bool = False
 
     @classmethod
     def make(cls, *, bias=False, residual=False, shift=0, clip=None, relu=False,
@@ -453,7 +460,7 @@ class Epilogue:
     def stages(self) -> tuple:
         """The emitted immediate passes of :meth:`_groups`: the clips' immediates moved
         by the offset :attr:`init` carries to them."""
-        return _carry(self._groups(), self.init)[0]
+        return _carry(self._groups(), self.init, self.fold)[0]
 
     def with_min_init(self, bias, bound: int) -> "Epilogue":
         """This epilogue with accumulators that start from ``bias - init`` (see
@@ -465,7 +472,11 @@ class Epilogue:
         by the offset ``d`` that reaches it) keeps them ``>= lo - d``. The offset is
         ``init = 256 m 2^S`` (``S`` the epilogue's net right shift), so ``d = 256 m``;
         the smallest ``m`` whose clip immediates fit and whose sums stay in int32
-        (the shifts would not be exact on wrapped values) is taken."""
+        (the shifts would not be exact on wrapped values) is taken.
+
+        With a fused add whose offset ``2^e_a`` divides, the init also carries the
+        offset (:attr:`fold`: one ALU pass fewer), tried first: ``init`` is then
+        ``d = 256 m`` carried back through the passes (:func:`_init_for`)."""
         last = self.add.lo if self.add else self.lo
         if (self.init or self.out_dtype != "int8" or self.requant is not None
                 or self.residual == "int32" or last is None
@@ -477,27 +488,36 @@ class Epilogue:
         if net < 1 or b.size == 0:
             return self
         bound = int(bound) + (128 if self.residual == "int8" and self.add is None else 0)
-        for m in range(1, 128):
-            init = (256 * m) << net
-            moved, _, exact = _carry(groups, init)
-            imms = [imm for g in moved for op, imm in g if op in (AluOp.MAX, AluOp.MIN)]
-            if (not exact or min(imms) < IMM_MIN or max(imms) > IMM_MAX
-                    or init + bound + int(np.abs(b).max()) >= 1 << 31):
-                return self
-            if self.add is not None:
-                y = max(abs(self.lo), abs(self.hi)) + (init >> self.shift)
-                if (y << self.add.ea) + (128 << self.add.eb) + abs(self.add.offset) >= 1 << 31:
-                    return self
-            if int(b.max()) <= self._largest_bias(groups, init):
-                return replace(self, init=init)
+        folds = [False]
+        if self.add is not None and self.add.offset and self.add.offset % (1 << self.add.ea) == 0:
+            folds.insert(0, True)
+        for fold in folds:
+            for m in range(1, 128):
+                init = _init_for(groups, 256 * m, fold) if fold else (256 * m) << net
+                if init is None:
+                    break
+                if init <= 0:
+                    continue
+                moved, d, exact = _carry(groups, init, fold)
+                imms = [imm for g in moved for op, imm in g if op in (AluOp.MAX, AluOp.MIN)]
+                if (not exact or d % 256 or min(imms) < IMM_MIN or max(imms) > IMM_MAX
+                        or init + bound + int(np.abs(b).max()) >= 1 << 31):
+                    break
+                if self.add is not None:
+                    y = max(abs(self.lo), abs(self.hi)) + (init >> self.shift)
+                    if ((y << self.add.ea) + (128 << self.add.eb) + abs(self.add.offset)
+                            >= 1 << 31):
+                        break
+                if int(b.max()) <= self._largest_bias(groups, init, fold):
+                    return replace(self, init=init, fold=fold)
         return self
 
-    def _largest_bias(self, groups, init: int) -> int:
+    def _largest_bias(self, groups, init: int, fold: bool = False) -> int:
         """The largest bias (with rounding) a MIN init with offset ``init`` allows: the
         previous results are ``>= lo - d`` (the last clip's ``lo``, moved by the offset
         ``d`` that reaches it), so ``bias - init`` must not exceed that."""
         last = self.add.lo if self.add else self.lo
-        return init + last - _carry(groups, init)[1]
+        return init + last - _carry(groups, init, fold)[1]
 
     def _bias_values(self, bias, channels) -> np.ndarray:
         """The int64 per-channel bias plus the rounding constant (None: zeros)."""
@@ -544,7 +564,7 @@ class Epilogue:
         """The int32 per-channel vector the bias tile holds: bias + rounding (wrapping)."""
         b = self._bias_values(bias, channels)
         if self.init:        # the MIN init must find every previous result above it
-            top = self._largest_bias(self._groups(), self.init)
+            top = self._largest_bias(self._groups(), self.init, self.fold)
             if int(b.max()) > top:
                 raise EpilogueError(f"{self.op}: bias (with rounding) up to {int(b.max())} "
                                     f"exceeds what the plan's accumulator init offset "
@@ -622,13 +642,16 @@ class Epilogue:
                             clip=(self.lo, self.hi), out_dtype=self.out_dtype)
 
 
-def _carry(groups, delta: int) -> tuple:
+def _carry(groups, delta: int, fold: bool = False) -> tuple:
     """``(groups, d, exact)``: the pass groups with every clip immediate moved by the
     offset ``-delta`` accumulators carry as it reaches the clip (a right shift by ``k``
     divides it by ``2^k``, a left shift multiplies it; adds keep it), the offset ``d``
-    left after the last pass, and whether every right shift divided it exactly."""
+    left after the last pass, and whether every right shift divided it exactly. With
+    ``fold`` the ADDs of the last group (the fused add's offset, :attr:`Epilogue.fold`)
+    are left out and carried: the values lack the ADD's immediate, which the offset
+    then holds too."""
     out, exact = [], True
-    for passes in groups:
+    for i, passes in enumerate(groups):
         moved = []
         for op, imm in passes:
             if op == AluOp.SHR:
@@ -636,9 +659,30 @@ def _carry(groups, delta: int) -> tuple:
                 delta = delta >> imm if imm >= 0 else delta << -imm
             elif op in (AluOp.MAX, AluOp.MIN):
                 imm -= delta
+            elif op == AluOp.ADD and fold and i == len(groups) - 1:
+                delta += imm
+                continue
             moved.append((op, imm))
         out.append(moved)
     return tuple(out), delta, exact
+
+
+def _init_for(groups, d: int, fold: bool) -> int | None:
+    """The init offset that :func:`_carry` (with ``fold``) carries to ``d`` after the
+    last pass, exactly (every right shift dividing it); None when there is none (a
+    left shift whose ``2^k`` does not divide what must come out of it)."""
+    for i in range(len(groups) - 1, -1, -1):
+        for op, imm in reversed(groups[i]):
+            if op == AluOp.SHR:
+                if imm >= 0:
+                    d <<= imm
+                elif d % (1 << -imm):
+                    return None
+                else:
+                    d >>= -imm
+            elif op == AluOp.ADD and fold and i == len(groups) - 1:
+                d -= imm
+    return d
 
 
 def _push_tensor_pass(stream, op, acc_base: int, src_base: int, dims, imm=None) -> None:
