@@ -30,9 +30,9 @@ know, but each bank has one user at a time and its writes come in program order;
   in: bounded liveness) the spec and the module are done: every logged write and push
   happened, every pop, and the module faulted exactly when the spec stopped.
 
-BMC costs Yices more at each step, so the default suite checks a horizon of 14 cycles
-(:data:`HORIZON`: every write, push and fault in it), and ``-m slow`` 18 cycles (a held
-GEMM's write), the whole program (33) and MIN/MAX (:data:`SLOW`).
+BMC costs Yices more at each step, so the default suite checks a horizon of 18 cycles
+(:data:`HORIZON`: every write, push and fault in it), ``-m slow`` the whole program (33)
+and MIN/MAX (:data:`SLOW`).
 
 The environment: the token sources (l2g, s2g) offer a token at any time but are never
 empty two cycles in a row; the sinks (g2l, g2s) are token queues of one token whose
@@ -42,7 +42,7 @@ Covers (so the checks are not vacuous): the lane writes one bank in the cycle a 
 writes the other; a GEMM accepted before the lane's last write to the GEMM's bank writes
 that bank next (it was held); a lane instruction pushes after writing beside a GEMM.
 
-Mutations (each must fail the check with a counterexample, within :data:`HORIZON`): the
+Mutations (each must fail the check with a counterexample, within :data:`MUTANT_RUN`): the
 lane's ``busy_bank`` tied low (no bank hold: a GEMM writes the lane's bank in the cycle the
 lane does, one write is lost, and the next push comes before a write the spec made
 before it); the lane's ``busy`` tied low (a GEMM lane instruction pushes before the
@@ -334,15 +334,18 @@ class LaneRun:
 
 #: Two instructions, each a GEMM or an ALU (ADD: the comparisons of MIN and MAX cost the
 #: solver far more than the order of the writes they take part in), of up to two micro-ops,
-#: with any dependency flags, for 14 cycles: the lane's writes, a GEMM's beside them in the
-#: other bank (step 12 at the earliest), the lane's pushes and the GEMM lane's (the bank-hold
-#: mutation fails at step 13, the busy one at step 6). Each BMC step costs Yices more than
-#: the one before (about a minute at step 14 on a loaded 2-core machine).
-HORIZON = LaneRun(Run("lane_add", 2, 2, deps=True), 14)
-#: Only with ``-m slow``: 18 cycles (a GEMM held for the lane's bank writes at step 15 at
-#: the earliest), the whole program (liveness and the end checks, depth 33), MIN and MAX.
-SLOW = [LaneRun(Run("lane_add", 2, 2, deps=True), 18), LaneRun(Run("lane_add", 2, 2, deps=True)),
-        LaneRun(Run("lane", 2, 2, deps=True), 14)]
+#: with any dependency flags, for 18 cycles: the lane's writes, a GEMM's beside them in the
+#: other bank (step 12 at the earliest), a GEMM held for the lane's bank (its write at step
+#: 15 at the earliest), the lane's pushes and the GEMM lane's. Each BMC step costs Yices
+#: more than the one before: 18 steps take 87 s of CPU (424 s on a 2-core machine with a
+#: load of 10), 14 steps 23 s.
+HORIZON = LaneRun(Run("lane_add", 2, 2, deps=True), 18)
+#: The mutations' check: they fail at step 13 (bank hold) and step 6 (busy).
+MUTANT_RUN = LaneRun(Run("lane_add", 2, 2, deps=True), 14)
+#: Only with ``-m slow`` (neither was run to completion: with MIN and MAX, step 11 alone
+#: took Yices more than 8 minutes): the whole program (liveness and the end checks, depth
+#: 33), and MIN and MAX for 14 cycles.
+SLOW = [LaneRun(Run("lane_add", 2, 2, deps=True)), LaneRun(Run("lane", 2, 2, deps=True), 14)]
 #: Covers: the lane beside a GEMM (step 13), a lane push after a younger GEMM's write (step
 #: 14), a GEMM held for the lane's bank (step 16 with three micro-ops); the flags are
 #: registers, a cycle after the event.
@@ -377,7 +380,7 @@ def test_lane_mutant_caught(mutant, tmp_path, monkeypatch):
     monkeypatch.setattr(compute_module, "AluLane", mutant)
     name = f"lane_{mutant.__name__}"
     check_lane(lambda r: LaneVsSequential(Compute(LANE_CONFIG), r.run, depth=r.cycles), name,
-               tmp_path, HORIZON, check=refute)
+               tmp_path, MUTANT_RUN, check=refute)
     log = (tmp_path / name / "logfile.txt").read_text()
     failed = re.findall(r"failed assertion .*test_formal_lane\.py:(\d+) ", log)
     assert failed, log[-2000:]
