@@ -104,9 +104,9 @@ class LaneVsSequential(Spec):
     """The module with its ALU lane against the logs of sequential execution (see the
     module docstring)."""
 
-    def __init__(self, dut, run, *, depth=None, covers=False, values=True):
+    def __init__(self, dut, run, *, depth=None, covers=False):
         super().__init__()
-        self.dut, self.run, self.covers, self.values = dut, run, covers, values
+        self.dut, self.run, self.covers = dut, run, covers
         self.depth = lane_depth(run) if depth is None else depth
 
     def properties(self, m, platform):
@@ -232,15 +232,15 @@ class LaneVsSequential(Spec):
                 m.d.comb += [
                     Assert(dut_wr[b] < n_wr[b]),
                     Assert((wr.addr == e["row"][:a_w - 1]) & (e["row"][a_w - 1] == b)),
-                    Assert(~self.values | (lanes_of(wr.data, c)[LANE] == e["val"])),
+                    Assert(lanes_of(wr.data, c)[LANE] == e["val"]),
                     Assert(out.en == e["out"]),
                     *[Assert(dut_pops[p] >= e[p]) for p in POPS],
                 ]
                 with m.If(out.en):
                     m.d.comb += [
                         Assert(out.addr == wr.addr),
-                        Assert(~self.values | (out.data.word_select(LANE, c.out_width)
-                                               == e["val"][:c.out_width])),
+                        Assert(out.data.word_select(LANE, c.out_width)
+                               == e["val"][:c.out_width]),
                     ]
             with m.Else():
                 m.d.comb += Assert(~out.en)
