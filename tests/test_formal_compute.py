@@ -72,17 +72,22 @@ MAX_ITER = 2
 LANE = 0
 #: Instruction kinds a run draws from (GEMM reset/accumulate; ALU by opcode).
 KINDS = {"gemm": (), "add": (AluOp.ADD,), "min": (AluOp.MIN,), "max": (AluOp.MAX,),
-         "shr": (AluOp.SHR,), "mixed": (AluOp.MIN, AluOp.MAX, AluOp.ADD)}
+         "shr": (AluOp.SHR,), "mixed": (AluOp.MIN, AluOp.MAX, AluOp.ADD),
+         "lane": (AluOp.MIN, AluOp.MAX, AluOp.ADD), "lane_add": (AluOp.ADD,)}
+#: Kinds whose instructions are each a GEMM or an ALU (any order); the others are all ALUs
+#: (all GEMMs for "gemm").
+BOTH = ("lane", "lane_add")
 
 
 @dataclasses.dataclass(frozen=True)
 class Run:
     """One proof: programs of 1..``n_insn`` instructions of ``kind``, each of at most
-    ``max_uops`` micro-ops."""
+    ``max_uops`` micro-ops; with ``deps``, any dependency flags (pops and pushes)."""
 
     kind: str
     n_insn: int
     max_uops: int
+    deps: bool = False
 
     @property
     def depth(self):
@@ -92,7 +97,7 @@ class Run:
         return self.n_insn * (self.max_uops + 1 + WRITE_STAGE) + 3
 
     def __str__(self):
-        return f"{self.kind}-{self.n_insn}x{self.max_uops}"
+        return f"{self.kind}-{self.n_insn}x{self.max_uops}" + ("-deps" if self.deps else "")
 
 
 #: The SRAMs whose contents are free at the start (the program, the accumulators).
@@ -134,14 +139,16 @@ class Program:
         self.words = [AnyConst(c.insn_bits) for _ in range(run.n_insn)]
         self.count = AnyConst(range(run.n_insn + 1))
         m.d.comb += Assume((self.count >= 1) & (self.count <= run.n_insn))
-        opcode = Opcode.GEMM if run.kind == "gemm" else Opcode.ALU
+        opcodes = ((Opcode.GEMM, Opcode.ALU) if run.kind in BOTH
+                   else (Opcode.GEMM,) if run.kind == "gemm" else (Opcode.ALU,))
         for w in self.words:
             hdr, loop, alu = isa.finish.layout()(w), isa.gemm.layout()(w), isa.alu.layout()(w)
             n_uops = uop_count(loop)
+            if not run.deps:
+                m.d.comb += Assume(~(hdr.pop_prev_dep | hdr.pop_next_dep | hdr.push_prev_dep
+                                     | hdr.push_next_dep))
             m.d.comb += [
-                Assume(hdr.opcode == opcode),
-                Assume(~(hdr.pop_prev_dep | hdr.pop_next_dep | hdr.push_prev_dep
-                         | hdr.push_next_dep)),
+                Assume(sum(hdr.opcode == op for op in opcodes) == 1),
                 Assume(loop.uop_bgn <= loop.uop_end), Assume(loop.uop_end <= c.uop_depth),
                 Assume(loop.iter_out <= MAX_ITER), Assume(loop.iter_in <= MAX_ITER),
                 Assume(n_uops <= run.max_uops),
@@ -162,7 +169,12 @@ class Sequential:
     after ``retire`` (the module's ``uop_count`` moved). ``rows``: its accumulator rows;
     ``fault``: its next micro-op has an out-of-range index (it stops there); ``can_retire``:
     it has a micro-op to apply; ``done``: it applied the whole program or stopped;
-    ``hazard``: sticky flags of the read-after-write distances it executed."""
+    ``hazard``: sticky flags of the read-after-write distances it executed.
+
+    For a spec that runs on its own (``retire`` always high: one micro-op a cycle), the
+    steps are visible too: ``take`` (it takes the next instruction, ``next_hdr``: its
+    header), ``step`` (it applies the micro-op of ``hdr``'s instruction: ``new`` to row
+    ``dst``; ``writes_out``: not a GEMM reset, so the out row is written too) and ``busy``."""
 
     def __init__(self, m, program, uop_port, acc_start, inp_rows, wgt_rows, retire,
                  c=CONFIG):
@@ -184,6 +196,10 @@ class Sequential:
 
         self.done = Signal()
         m.d.comb += self.done.eq(started & ~busy & ((ptr == program.count) | fault))
+        self.busy, self.hdr, self.is_gemm = busy, hdr, is_gemm
+        self.take = Signal()
+        m.d.comb += self.take.eq(started & ~busy & ~fault & (ptr != program.count))
+        self.next_hdr = isa.finish.layout()(program.word(ptr))
 
         # The first cycle copies the rows the run starts from.
         m.d.sync += started.eq(1)
@@ -191,7 +207,7 @@ class Sequential:
             m.d.sync += [rows[r].eq(acc_start[r]) for r in range(c.acc_depth)]
 
         # Take the next instruction (a loop with nothing to do is done at once).
-        with m.If(started & ~busy & ~fault & (ptr != program.count)):
+        with m.If(self.take):
             nxt = program.word(ptr)
             nl = isa.gemm.layout()(nxt)
             m.d.sync += [insn.eq(nxt), ptr.eq(ptr + 1), k.eq(nl.uop_bgn), q.eq(0), p.eq(0),
@@ -241,6 +257,10 @@ class Sequential:
                 m.d.comb += new_lanes[j].eq(lane[:c.acc_width])
 
         self.can_retire = busy & ~bad
+        self.dst, self.new = dst[:c.log_acc_depth], new
+        self.writes_out = ~(is_gemm & loop.reset_reg)
+        self.step = Signal()
+        m.d.comb += self.step.eq(busy & ~bad & retire)
         with m.If(busy & bad):
             m.d.sync += [fault.eq(1), busy.eq(0)]
         with m.Elif(busy & retire):
