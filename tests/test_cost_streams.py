@@ -67,3 +67,38 @@ def test_costmodel_fit_predicts_the_lane(digits, monkeypatch):
     assert any(len(s[0]) and s[1] is not None and len(s[1]) for s in row["streams"])
     line = cm.fit([row], {})[-1]
     assert line.split()[0] == "0.00%" and "RTL_COST as it is" in line, line
+
+
+def test_compute_load_waits_for_the_burst_asked_before_it():
+    """A compute LOAD that starts after the load module's LOAD started waits for that
+    LOAD's burst in flight (``hw/top.py``'s arbiter grants nothing while more than its
+    read-ahead of beats is outstanding; a 288-beat weight LOAD's first burst is 256
+    beats). The compute module's token push lets both go; the model used to run the
+    compute module ahead and give its LOAD the port first (the demo CNN's chain
+    boundaries: B's hoisted bias rows behind B's weights, predicted 2.5% short)."""
+    from vtakit.hw.isa import MemType, Opcode, isa_for
+    from vtakit.hw.spec import Unit, dispatch_unit
+    cfg = config_from_spec("default")
+    isa = isa_for(cfg)
+
+    def load(mt, n, **flags):
+        return isa.encode(Opcode.LOAD, memory_type=mt, y_size=1, x_size=n, x_stride=n, **flags)
+    words = [load(MemType.UOP, 0, push_prev_dep=1),      # compute: g2l to the load module
+             load(MemType.WGT, 9, pop_next_dep=1),       # load: 9 x 32 beats
+             load(MemType.UOP, 0),                        # compute: a cycle later
+             load(MemType.ACC, 1),                        # compute: its LOAD asks then
+             isa.encode(Opcode.FINISH)]
+    insns = [isa.decode(w) for w in words]
+    spans = [s for s in predict_stream(insns, cfg, intervals=True).intervals["compute"]
+             if s.kind == "busy"]
+    assert [dispatch_unit(i.opcode, i.fields.get("memory_type")) for i in insns] == [
+        Unit.COMPUTE, Unit.LOAD, Unit.COMPUTE, Unit.COMPUTE, Unit.COMPUTE]
+    # the burst's beats beyond the read-ahead come first: the 8-beat row is not there
+    # before ~190 of the 256 beats are (the weights started a cycle or so before)
+    acc = spans[2]
+    assert acc.end - acc.start > 190, spans
+    # asked before the weights, it goes first
+    first = [words[0], words[3], words[1], words[2], words[4]]
+    spans = [s for s in predict_stream([isa.decode(w) for w in first], cfg,
+                                       intervals=True).intervals["compute"] if s.kind == "busy"]
+    assert spans[1].end - spans[1].start < 30, spans
