@@ -46,6 +46,7 @@ import numpy as np
 
 from vtakit.compiler.build_model import compile_model
 from vtakit.compiler.ops.cost import RTL_COST
+from vtakit.compiler.ops.perfmodel import predict_stream, program_stream
 from vtakit.tools.profile import profile_model
 from vtakit.hw.config import config_from_spec
 from vtakit.hw.spec import EXTENSIONS
@@ -97,10 +98,15 @@ def measure(label, mod, x, spec, cfg, backend):
             k[1] += p["cycles"]
             layers.append((m.name, int(m.cycles), int(p["cycles"])))
             key = kernel[m.name] if len(m.layers) == 1 else id(run)
-            s = streams.setdefault(key, [exe.program(key) if len(m.layers) == 1
-                                         else tuple(run.insns), 0, 0])
-            s[1] += 1
-            s[2] += int(m.cycles)
+            if key not in streams:
+                # what the event model reads: the stream and its uop staging (the ALU
+                # lane of COMPUTE_OVERLAP follows the micro-ops), as predict_layers read
+                prog = exe.program(key) if len(m.layers) == 1 else None
+                streams[key] = ([tuple(program_stream(prog)), prog.uops] if prog is not None
+                                else [tuple(run.insns), run.uops]) + [0, 0]
+            s = streams[key]
+            s[2] += 1
+            s[3] += int(m.cycles)
     rtl = sum(v[0] for v in kinds.values())
     model = sum(v[1] for v in kinds.values())
     return {"model": label, "config": spec, "rtl_cycles": rtl, "model_cycles": model,
@@ -129,18 +135,17 @@ def fit(rows, grid, top=10) -> list[str]:
     again; lines of the best ``top`` by worst whole-model error (and RTL_COST's). The
     executables stay as compiled: a refit moves the int32 layers' re-ranked tilings,
     so re-measure the chosen constants (and bench/models.py) before keeping them."""
-    from vtakit.compiler.ops.perfmodel import predict_stream, program_stream
     configs = {r["config"]: config_from_spec(r["config"]) for r in rows}
-    # a kernel's stream bound alone, or a chain's stream as the runtime builds it
-    kernels = [(r["config"], [(prog if isinstance(prog, tuple) else program_stream(prog), n, rtl)
-                              for prog, n, rtl in r["streams"]]) for r in rows]
+    # a kernel's stream bound alone, or a chain's stream as the runtime builds it, each
+    # with its uop staging: [instructions, uops, calls, measured cycles]
+    kernels = [(r["config"], r["streams"]) for r in rows]
 
     def worst(cost):
         errors = {}
         for config, streams in kernels:
-            model = sum(n * predict_stream(insns, configs[config], cost).cycles
-                        for insns, n, _ in streams)
-            rtl = sum(rtl for _, _, rtl in streams)
+            model = sum(n * predict_stream(insns, configs[config], cost, uops=uops).cycles
+                        for insns, uops, n, _ in streams)
+            rtl = sum(rtl for _, _, _, rtl in streams)
             errors[config] = max(errors.get(config, 0), abs(model - rtl) / rtl)
         return max(errors.values()), errors
 

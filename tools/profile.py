@@ -137,6 +137,17 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook
     info = layer_info(exe, roofline=roofline)
     dev = device if device is not None else open_device(backend, cfg)
     host_spans = []
+    # with COMPUTE_OVERLAP the event model follows the ALU lane from the micro-ops the
+    # stream's LOAD UOPs read: kept per run (in run order) as it starts
+    staged = [] if getattr(cfg, "compute_overlap", 0) else None
+    own_run = "run" in vars(dev)
+    if staged is not None:
+        dev_run = dev.run
+
+        def run_keeping_uops(insn_addr, insn_count):
+            staged.append(_uop_staging(dev, cfg, isa, insn_addr, insn_count))
+            return dev_run(insn_addr, insn_count)
+        dev.run = run_keeping_uops
     try:
         with LayerRecorder(dev, keep_outputs=False, keep_streams=True) as rec, \
                 HostTimer() as timer:
@@ -148,8 +159,14 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook
             y = exe.run_named(inputs, device=dev, hook=both, hook_outputs=hook is not None,
                               chain=chain)
     finally:
+        if staged is not None:
+            if own_run:
+                dev.run = dev_run
+            else:
+                del dev.run
         if device is None:
             dev.close()
+    staged = iter(staged) if staged is not None else None
     vta_kinds = {p.name for p in exe.primitives if p.kind == "vta_layer"}
     rows, group = [], []
     for layer in rec.layers:
@@ -162,7 +179,10 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook
         units = {}
         for run in runs:
             insns = [isa.decode(w) for w in bytes_to_words(run.insns, INSN_BYTES)]
-            pred = predict_stream(insns, cfg, intervals=True)
+            uops = None
+            if staged is not None:
+                insns, uops = _rebased(cfg, insns, next(staged))
+            pred = predict_stream(insns, cfg, intervals=True, uops=uops)
             for unit, spans in pred.intervals.items():   # runs follow one another
                 units.setdefault(unit, []).extend(
                     replace(i, start=i.start + predicted, end=i.end + predicted) for i in spans)
@@ -183,6 +203,47 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook
                                  [s for x in members for s in host_spans[x.index]],
                                  tuple(x.name for x in members)))
     return y, rows
+
+
+def _uop_staging(dev, cfg, isa, insn_addr, insn_count) -> dict:
+    """``{dram_base: words}`` of every LOAD UOP of the stream a device is about to run,
+    read from its DRAM (the runtime frees the staging after the run)."""
+    import numpy as np
+    from ..hw.isa import MemType, Opcode, bytes_to_words
+    from ..hw.spec import INSN_BYTES
+    raw = bytes(np.asarray(dev.read(int(insn_addr), int(insn_count) * INSN_BYTES)))
+    out = {}
+    for w in bytes_to_words(raw, INSN_BYTES):
+        i = isa.decode(w)
+        f = i.fields
+        if (i.opcode == Opcode.LOAD and f["memory_type"] == MemType.UOP and f["x_size"]
+                and f["dram_base"] not in out):
+            n, size = f["x_size"], cfg.uop_elem_bytes
+            out[f["dram_base"]] = np.frombuffer(bytes(np.asarray(
+                dev.read(f["dram_base"] * size, n * size))), dtype=np.uint32).copy()
+    return out
+
+
+def _rebased(cfg, insns, staging: dict) -> tuple:
+    """``(insns, uops)`` for :func:`~vtakit.compiler.ops.perfmodel.predict_stream`: the
+    words of ``staging`` (:func:`_uop_staging`) in one array, each LOAD UOP's
+    ``dram_base`` its offset there."""
+    import numpy as np
+    from ..hw.isa import MemType, Opcode
+    from ..runtime.program import make_insn
+    at, words, n = {}, [], 0
+    for base, w in staging.items():
+        at[base] = n
+        words.append(w)
+        n += len(w)
+    out = []
+    for i in insns:
+        f = i.fields
+        if i.opcode == Opcode.LOAD and f["memory_type"] == MemType.UOP and f["dram_base"] in at:
+            i = make_insn(cfg, i.opcode, {**{k: v for k, v in f.items() if k != "opcode"},
+                                          "dram_base": at[f["dram_base"]]})
+        out.append(i)
+    return out, (np.concatenate(words) if words else np.zeros(0, np.uint32))
 
 
 def latency_totals(rows, fmax_mhz=None, host=None) -> dict:

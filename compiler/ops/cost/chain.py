@@ -21,14 +21,15 @@ __all__ = ["DryRuntime", "ChainPredictor", "StreamRun"]
 class StreamRun:
     """One synchronize of the dry runtime: the programs bound (in order), the event
     model's :class:`~.events.StreamPrediction`, the stream's DRAM traffic, and its
-    instructions when it chains several programs (None for one: its
-    :func:`~.events.program_stream`)."""
+    instructions and uop staging (what :func:`~.events.predict_stream` reads, its
+    ``uops=``) when it chains several programs (None for one: its
+    :func:`~.events.program_stream` and ``Program.uops``)."""
 
-    __slots__ = ("programs", "prediction", "traffic", "insns")
+    __slots__ = ("programs", "prediction", "traffic", "insns", "uops")
 
-    def __init__(self, programs, prediction, traffic, insns=None):
+    def __init__(self, programs, prediction, traffic, insns=None, uops=None):
         self.programs, self.prediction, self.traffic = programs, prediction, traffic
-        self.insns = insns
+        self.insns, self.uops = insns, uops
 
     @property
     def cycles(self) -> int:
@@ -68,16 +69,15 @@ class DryRuntime:
         pass
 
     def synchronize(self):
-        bound, insns = self._bound, None
+        bound, insns, uops = self._bound, None, None
         if len(bound) == 1:         # a kernel alone: the runtime's stream of it, memoized
             prediction, traffic = program_prediction(bound[0], self.cost)
         else:
             self._stream.finish()
-            insns = self._stream.instructions()
-            prediction = predict_stream(insns, self.config, self.cost,
-                                        uops=self._stream.uops)
+            insns, uops = self._stream.instructions(), self._stream.uops
+            prediction = predict_stream(insns, self.config, self.cost, uops=uops)
             traffic = stream_traffic(insns, self.config)
-        run = StreamRun(tuple(bound), prediction, traffic, insns)
+        run = StreamRun(tuple(bound), prediction, traffic, insns, uops)
         self.runs.append(run)
         self.reset()
         return run

@@ -126,6 +126,8 @@ def _duration(insn, bus_bytes: int, cost: CostModel, elem: dict):
             xt = f["x_pad_0"] + f["x_size"] + f["x_pad_1"]
             pads = xt * (f["y_pad_0"] + f["y_size"] + f["y_pad_1"]) - n
         beats = -(-n * elem[mem] // bus_bytes)
+        if mem == MemType.UOP and cost.uop_write_cycles:
+            beats = max(beats, n)       # the narrow writer: a micro-op per cycle
         return cost.dma_insn_cycles + beats + pads + f["y_size"] * cost.dma_row_cycles, 0, 0
     if op == Opcode.GEMM or op == Opcode.ALU:
         uops = _loop_uops(insn)
@@ -257,14 +259,18 @@ def _insert(busy, span):
     busy[j:k] = [span]
 
 
-def _read_beats(insn, bus_bytes: int, elem, pads: bool = False) -> int:
+def _read_beats(insn, bus_bytes: int, elem, pads: bool = False, uop_writes: bool = False) -> int:
     """Cycles a LOAD holds the DRAM read port (0 for anything else): its read beats, and
-    with ``pads`` (:attr:`.params.EventCost.pads_on_port`) one per pad element."""
+    with ``pads`` (:attr:`.params.EventCost.pads_on_port`) one per pad element; with
+    ``uop_writes`` (:attr:`.params.EventCost.uop_write_cycles`) a LOAD UOP's one per
+    micro-op."""
     f = insn.fields
     if insn.opcode != Opcode.LOAD or f["x_size"] == 0:
         return 0
     n = f["x_size"] * f["y_size"]
     beats = -(-n * elem[f["memory_type"]] // bus_bytes)
+    if uop_writes and f["memory_type"] == MemType.UOP:
+        beats = max(beats, n)
     if pads and f["memory_type"] != MemType.UOP:
         xt = f["x_pad_0"] + f["x_size"] + f["x_pad_1"]
         beats += xt * (f["y_pad_0"] + f["y_size"] + f["y_pad_1"]) - n
@@ -343,7 +349,7 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
         got = facts[id(insn)] = (
             tuple(name for flag, name in pops[m] if f.get(flag)),
             _duration(insn, bus, cost, elem),
-            port and _read_beats(insn, bus, elem, cost.pads_on_port),
+            port and _read_beats(insn, bus, elem, cost.pads_on_port, cost.uop_write_cycles),
             tuple(name for flag, name in pushes[m] if f.get(flag)),
             insn.opcode == Opcode.FINISH)
         return got
@@ -375,6 +381,21 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
         if missing:
             return all(producer[n] is not held[0] for n in missing)
         return max([time[Unit.COMPUTE], at, *(tokens[n][0] for n in names)]) < end
+
+    def loads_first(start):
+        # Whether the load module's next LOAD (tokens at hand) starts before ``start``:
+        # its bursts are then in flight when a compute LOAD starting then asks for the
+        # port, and the compute module's LOAD must wait for them (the loop may have run
+        # the compute module ahead of the load module's earlier LOAD).
+        k, q = pos[Unit.LOAD], queues[Unit.LOAD]
+        if k >= len(q):
+            return False
+        names, _, beats, _, _ = facts.get(id(q[k])) or facts_of(q[k], Unit.LOAD)
+        if not beats or any(not tokens[n] for n in names):
+            return False
+        at = dispatch.at(Unit.LOAD, k) if dispatch.depth else 0.0
+        return at is not None and max([time[Unit.LOAD], at,
+                                       *(tokens[n][0] for n in names)]) < start
 
     def run(m, insn, start, dur, ready, now, push_at=None):
         # the bookkeeping of an instruction that took [start, start + dur) (its tokens
@@ -435,6 +456,9 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                 if (beats and held and m is Unit.COMPUTE
                         and start + cost.dma_insn_cycles >= port.open_spans()[1]):
                     break       # the open LOAD ends first (and the load module goes on)
+                if (beats and priority and not held and m is Unit.COMPUTE
+                        and loads_first(start)):
+                    break       # the load module's LOAD asks first: it goes first
                 if names:
                     ready = {n: tokens[n].popleft() for n in names}
                 progress = True

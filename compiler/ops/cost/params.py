@@ -137,6 +137,15 @@ class EventCost(CostModel):
         ``hw/alu.py``'s REQ_STAGES - 1 on the RTL. Its setup micro-ops (REQ.M, REQ.P)
         write no SRAM and add nothing; a REQ pass followed by another REQ instruction
         (the next block's setup, which reads other rows) adds nothing either.
+    uop_write_cycles : bool
+        A LOAD UOP takes a cycle per micro-op, not per bus beat: the load engine's
+        narrow writer (``hw/load_engine.py``, elements narrower than the bus) writes one
+        micro-op per cycle to the uop SRAM and takes the next beat only once it has
+        written the last one of the beat it holds, so on a 64-bit bus a LOAD UOP of N
+        micro-ops holds the shared read port's return channel N cycles (N / 2 beats;
+        seen on Verilator). Off in :data:`RTL_COST`: the fitted DMA constants absorb it
+        (on, the demo CNN is predicted 2.9% long on ``default``, 3.8% on ``tiny``); a
+        candidate for the next refit (``bench/costmodel.py --fit uop_write_cycles=0:1``).
     lane_check_cycles, lane_start_cycles, lane_drain_cycles : int
         With ``COMPUTE_OVERLAP`` only (``hw/compute_lane.py``, and
         :func:`~.events.predict_stream` given the uop staging): an ALU the lane runs
@@ -156,6 +165,7 @@ class EventCost(CostModel):
     overlap_cycles: int | None = None
     requant_late_cycles: int = 0
     req_late_cycles: int = 0
+    uop_write_cycles: bool = False
     lane_check_cycles: int = 2
     lane_start_cycles: int = 2
     lane_drain_cycles: int = 4
