@@ -115,7 +115,8 @@ def _epilogue_alu(epi) -> int:
         rq = 1          # one REQ pass (the block's two setup micro-ops are not per vector)
     else:
         rq = 0 if epi.requant is None else epi.rows + bool(epi.requant.zero_point)
-    add = 0 if epi.add is None else epi.add.passes
+    # the fused add's emitted passes (its offset may ride on the MIN start: Epilogue.fold)
+    add = 0 if epi.add is None else sum(map(len, epi.stages()[1:]))
     return int(bool(epi.shift)) + (epi.lo is not None) + (epi.hi is not None) + rq + add
 
 
