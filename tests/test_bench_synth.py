@@ -1,20 +1,13 @@
 """bench/synth.py's table of earlier runs (``--from-json``): one row per report, and the
 revision of each row when the files come from more than one revision."""
 
-import importlib.util
 import json
-from pathlib import Path
-
+from bench_util import load_script
 from test_latency import _recorded
-
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "synth.py"
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_synth", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("synth")
 
 
 def _write(path, revision, report):

@@ -234,13 +234,8 @@ def test_default_fits_the_zynq_7020():
 
 
 def _bench_synth():
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).resolve().parent.parent / "bench" / "synth.py"
-    spec = importlib.util.spec_from_file_location("bench_synth", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from bench_util import load_script
+    return load_script("synth")
 
 
 def test_bench_synth_passes_nextpnr_settings(tmp_path, monkeypatch, capsys):

@@ -4,11 +4,10 @@ pass each stream's uop staging (:func:`~vtakit.compiler.ops.cost.events.predict_
 :func:`~vtakit.tools.point.predict_layers`) does; no RTL needed."""
 
 import dataclasses
-import importlib.util
-from pathlib import Path
 
 import pytest
 
+from bench_util import load_script
 from vtakit.compiler.build_model import compile_model
 from vtakit.compiler.ops.perfmodel import predict_stream
 from vtakit.hw.config import config_from_spec
@@ -26,11 +25,7 @@ def digits():
 
 
 def _costmodel():
-    path = Path(__file__).resolve().parent.parent / "bench" / "costmodel.py"
-    spec = importlib.util.spec_from_file_location("bench_costmodel", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("costmodel")
 
 
 def test_profile_predicts_the_lane(digits):
