@@ -372,11 +372,20 @@ class Compute(wiring.Component):
                     # the overlap's LOAD ACC beside the ALU lane: its bank, and whether
                     # it stays in it
                     **({"acc_bank": r["acc_base"] >= c.acc_depth // 2,
-                        "acc_fit": (r["acc_base"] >= c.acc_depth // 2)
-                        | (r["acc_base"] + r["x_total"] * r["y_total"] <= c.acc_depth // 2)}
+                        "acc_size": r["x_total"] * r["y_total"],
+                        "acc_half_room": c.acc_depth // 2 - r["acc_base"]}
                        if ov else {})}
 
         chk, checked = lookahead_checks(m, c, self.cmd, in_pop, leave, stage1, stage2)
+        if ov:
+            # Whether the LOAD ACC stays in its bank: a third registered step (the multiply,
+            # an add and a compare in one cycle were the design's worst path). ``acc_fit``
+            # is the accepted instruction's once ``fit_valid``: its stage-2 registers were
+            # already held in POP a cycle before. Only a LOAD ACC beside the ALU lane waits
+            # for it.
+            acc_fit, fit_valid = Signal(), Signal()
+            m.d.sync += [acc_fit.eq(chk["acc_bank"] | (chk["acc_size"] <= chk["acc_half_room"])),
+                         fit_valid.eq(in_pop & checked & ~leave)]
         bad_range = (load_uop & chk["uop_oob"]) | (load_acc & chk["acc_oob"])
         empty_loop = _empty_loop(loop)
         if ov:
@@ -873,7 +882,7 @@ class Compute(wiring.Component):
                     # (and a command that faults) waits for the lane to drain.
                     lane_alu = is_alu & fp_ok
                     main_idle = ~in_flight & ~travel_prev & ~travel_next
-                    load_acc_ok = (load_acc & chk["acc_fit"]
+                    load_acc_ok = (load_acc & fit_valid & acc_fit
                                    & ~hdr.push_prev_dep & ~hdr.push_next_dep
                                    & ~lane.busy_bank.bit_select(chk["acc_bank"], 1))
                     beside = ((is_gemm & ~empty_loop) | load_acc_ok) & ~bad_cmd

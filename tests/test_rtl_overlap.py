@@ -259,6 +259,15 @@ def _hazard_program(kind):
         q.load(MemType.ACC, HALF - 8, 40, 4)
         epi(q, HALF, 40, OV.acc_depth - 3)
         stores = [(0, 40), (HALF, 40)]
+    elif kind == "load_acc_across_banks_beside_the_lane":
+        # the lane runs the epilogue of rows HALF..HALF+95 (bank 1) while a LOAD ACC of
+        # bank 0 reaches rows HALF..HALF+63 that it reads and writes: the LOAD waits for
+        # the lane (beside it, its writes would race the lane's); a MIN then shows them
+        tile(q, HALF, 96, OV.acc_depth - 8, pop_load=True, push_store=False)
+        q.load(MemType.ACC, HALF - 2, 100, 66)
+        e = q.uop(HALF)
+        q.alu(AluOp.MIN, e, ((1, 0, 0), (96, 1, 0)), imm=127, push_next_dep=1)
+        stores = [(HALF, 96)]
     else:
         raise AssertionError(kind)
     p.uops = q.uops
@@ -272,7 +281,8 @@ def _hazard_program(kind):
 
 @pytest.mark.parametrize("kind", ["gemm_writes_alu_dst", "gemm_writes_alu_src",
                                   "multi_uop_and_cross_bank_alus",
-                                  "pushes_and_loads_beside_the_lane"])
+                                  "pushes_and_loads_beside_the_lane",
+                                  "load_acc_across_banks_beside_the_lane"])
 def test_hazards_equal_the_model(kind):
     check(_hazard_program(kind), label=kind)
 
