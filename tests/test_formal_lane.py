@@ -215,12 +215,15 @@ class LaneVsSequential(Spec):
         m.d.comb += spec_done.eq(spec.done & (spec.fault | ~(pending["g2l"] | pending["g2s"])))
 
         # -------------------------------------------------------------- the module
-        dut_pops = {}
-        for name in POPS:
-            dut_pops[name] = n = Signal(range(run.n_insn + 1), name=f"dut_pops_{name}")
+        def handshakes(name, kind):
+            """(count, port): the transfers so far on the module's token port ``name``."""
+            n = Signal(range(run.n_insn + 1), name=f"dut_{kind}_{name}")
             port = getattr(dut, name)
             with m.If(port.valid & port.ready):
                 m.d.sync += n.eq(n + 1)
+            return n, port
+
+        dut_pops = {name: handshakes(name, "pops")[0] for name in POPS}
         dut_wr = [Signal(range(n_log + 1), name=f"dut_writes{b}") for b in range(2)]
         landed = []     # writes of each bank, those landing at this edge included
         for b in range(2):
@@ -246,10 +249,9 @@ class LaneVsSequential(Spec):
                 m.d.comb += Assert(~out.en)
         dut_push = {}
         for name in PUSHES:
-            dut_push[name] = k = Signal(range(run.n_insn + 1), name=f"dut_pushes_{name}")
-            port = getattr(dut, name)
+            k, port = handshakes(name, "pushes")
+            dut_push[name] = k
             with m.If(port.valid & port.ready):
-                m.d.sync += k.eq(k + 1)
                 need = [Array(entry[b] for entry in pushes[name])[k] for b in range(2)]
                 m.d.comb += [Assert(k < n_push[name]),
                              *[Assert(landed[b] >= need[b]) for b in range(2)]]

@@ -131,6 +131,32 @@ def test_bound_kind():
     assert Roofline(10, 20, 30, 0, 0).cycles == 30
 
 
+def test_two_lanes_bound():
+    """With COMPUTE_OVERLAP ALU micro-ops may run in the ALU lane beside GEMMs (GEMMs in
+    their lane only): the compute bound is max(mac, ceil((mac + alu) / 2))."""
+    r = Roofline(10, 20, 5, 0, 0, two_lanes=True)
+    assert (r.compute, r.cycles, r.kind) == (15, 15, "alu")
+    assert Roofline(10, 21, 5, 0, 0, two_lanes=True).cycles == 16
+    assert (Roofline(30, 20, 5, 0, 0, two_lanes=True).cycles,
+            Roofline(30, 20, 5, 0, 0, two_lanes=True).kind) == (30, "mac")
+    assert Roofline(10, 20, 16, 0, 0, two_lanes=True).kind == "dram"
+    assert Roofline(10, 20, 5, 0, 0).compute == 30
+
+
+def test_demo_cnn_below_predicted_with_the_alu_lane():
+    from vtakit.compiler.frontend.onnx import from_onnx
+    from vtakit.compiler.models import digits_cnn_path, load_digits_split
+    from vtakit.compiler.quant.calibrate import calibrate
+    x_train, _, x_test, _ = load_digits_split()
+    exe = compile_model(calibrate(from_onnx(digits_cnn_path()), x_train[:16, None]),
+                        "default+overlap")
+    _, rows = profile_model(exe, x_test[:1])
+    _check_below_predicted(rows)
+    parts = [p for r in rows if r.engine == "VTA"
+             for p in (r.roofline.parts if len(r.layers) > 1 else [r.roofline])]
+    assert parts and all(p.two_lanes for p in parts)
+
+
 def _check_below_predicted(rows):
     vta = [r for r in rows if r.engine == "VTA"]
     assert vta and all(r.roofline is not None for r in vta)

@@ -52,9 +52,12 @@ the config's BATCH, BLOCK_IN, BLOCK_OUT; ``bus``: bytes per DRAM beat):
   ``max(read beats, write beats)``. Instructions and micro-ops are not counted.
 
 GEMM and ALU micro-ops issue from the one compute module, so the compute bound is
-their sum. The layer's roofline is ``max(mac + alu, dram)``; the binding bound
-(:attr:`Roofline.kind`) is ``"dram"`` when the DRAM bound is the larger, else the
-larger of ``"mac"`` and ``"alu"``. Every bound is work the layer cannot avoid on this
+their sum. With ``COMPUTE_OVERLAP`` (:attr:`Roofline.two_lanes`) an ALU micro-op may
+run in the ALU lane beside a GEMM, one micro-op per cycle in each lane, GEMMs only in
+their own: the compute bound is ``max(mac, ceil((mac + alu) / 2))``. The layer's
+roofline is ``max(compute, dram)``; the binding bound (:attr:`Roofline.kind`) is
+``"dram"`` when the DRAM bound is the larger, else the larger of ``"mac"`` and
+``"alu"``. Every bound is work the layer cannot avoid on this
 config, so a measured or predicted cycle count below the roofline is a bug (the tests
 check the event model of :mod:`.perfmodel` on the demo CNN and DS-CNN).
 """
@@ -83,16 +86,25 @@ class Roofline:
     write_bytes: int
     macs: int = 0            # useful multiply-accumulates (0 for max pooling)
     lanes: float | None = None   # macs / (mac x B x BI x BO)
+    two_lanes: bool = False  # COMPUTE_OVERLAP: ALU micro-ops may run beside the GEMMs
+
+    @property
+    def compute(self) -> int:
+        """The compute module's bound: ``mac + alu``, with two lanes
+        ``max(mac, ceil((mac + alu) / 2))``."""
+        if self.two_lanes:
+            return max(self.mac, ceil_div(self.mac + self.alu, 2))
+        return self.mac + self.alu
 
     @property
     def cycles(self) -> int:
-        """The roofline: ``max(mac + alu, dram)``."""
-        return max(self.mac + self.alu, self.dram)
+        """The roofline: ``max(compute, dram)``."""
+        return max(self.compute, self.dram)
 
     @property
     def kind(self) -> str:
         """The binding bound: ``"dram"``, ``"mac"`` or ``"alu"``."""
-        if self.dram > self.mac + self.alu:
+        if self.dram > self.compute:
             return "dram"
         return "mac" if self.mac >= self.alu else "alu"
 
@@ -143,7 +155,8 @@ def conv_roofline(plan, config) -> Roofline:
         alu += ceil_div(plan.operands["residual"].nbytes, config.bus_bytes)
     else:
         alu += vectors                       # reset: GEMM accumulates onto zeros
-    return Roofline(mac, alu, dram, rd, wr, macs, macs / (mac * b * bi * bo))
+    return Roofline(mac, alu, dram, rd, wr, macs, macs / (mac * b * bi * bo),
+                    two_lanes=bool(config.compute_overlap))
 
 
 def pool_roofline(plan, config) -> Roofline:
@@ -159,13 +172,14 @@ def pool_roofline(plan, config) -> Roofline:
     if plan.kind == "avg":
         alu += vectors * (plan.planes - 1 if plan.host_divide else 2)
     dram, rd, wr = _dram(plan, config)
-    return Roofline(mac, alu, dram, rd, wr)
+    return Roofline(mac, alu, dram, rd, wr, two_lanes=bool(config.compute_overlap))
 
 
 def add_roofline(plan, config) -> Roofline:
     vectors = plan.elements
     dram, rd, wr = _dram(plan, config)
-    return Roofline(0, vectors * (1 + _epilogue_alu(plan.epilogue)), dram, rd, wr)
+    return Roofline(0, vectors * (1 + _epilogue_alu(plan.epilogue)), dram, rd, wr,
+                    two_lanes=bool(config.compute_overlap))
 
 
 def rescaled_add_roofline(plan, config) -> Roofline:
@@ -175,7 +189,8 @@ def rescaled_add_roofline(plan, config) -> Roofline:
     vectors = plan.elements
     per = sum(2 + rq.rows for rq in plan.rescale) + 1 + _epilogue_alu(plan.epilogue) + 2
     dram, rd, wr = _dram(plan, config)
-    return Roofline(2 * vectors, vectors * per, dram, rd, wr)
+    return Roofline(2 * vectors, vectors * per, dram, rd, wr,
+                    two_lanes=bool(config.compute_overlap))
 
 
 def plan_roofline(plan) -> Roofline | None:
