@@ -317,11 +317,21 @@ class Conv2dPlan(OpPlan):
         if (epilogue.add is not None and cfg.compute_overlap and not self.tiling.resident
                 and self.tiling.tci < p.ib):
             self._try_add_order()
+        elif (cfg.compute_overlap and epilogue.add is None and not self.tiling.resident
+              and self.tiling.tci < p.ib and epilogue.init and epilogue.requant is None
+              and not epilogue.residual and not self.border_cases
+              and self.tiling.tci * p.kh * p.kw <= len(epilogue.stages()[0])):
+            self._try_beside()
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
     #: :meth:`_try_add_order` takes the one the event model predicts faster.
     add_order = "pre"
+
+    #: COMPUTE_OVERLAP with a fused add: tile t's passes after its residual GEMM go
+    #: between tile t + 1's groups (:meth:`_ConvEmission.post_beside`) instead of all
+    #: before them; :meth:`_try_add_order` decides.
+    post_beside = False
 
     def _try_add_order(self):
         """:attr:`add_order` ``"split"`` kept when the event model predicts it faster than
@@ -329,10 +339,26 @@ class Conv2dPlan(OpPlan):
         pre / split): 64 -> 256 at 56x56 569,753 / 628,680; 128 -> 512 at 28x28 345,920 /
         338,160; 256 -> 1024 at 14x14 275,457 / 288,973; 512 -> 2048 at 7x7 243,593 /
         238,637 (the event model within 1.3% of each)."""
-        pre = self.inspect()["predicted_cycles"]
-        self.add_order, self._program = "split", None
-        if self.inspect()["predicted_cycles"] >= pre:
-            self.add_order, self._program = "pre", None
+        best = None
+        for order, beside in self.ADD_ORDERS:
+            self.add_order, self.post_beside, self._program = order, beside, None
+            got = (self.inspect()["predicted_cycles"], order, beside)
+            best = got if best is None or got[0] < best[0] else best
+        _, self.add_order, self.post_beside = best
+        self._program = None
+
+    #: :meth:`_try_add_order`'s candidates ``(add_order, post_beside)``, the first
+    #: taken on a tie.
+    ADD_ORDERS = (("pre", False), ("pre", True), ("split", False))
+
+    def _try_beside(self):
+        """:attr:`post_beside` for an epilogue of immediate passes only (a MIN init
+        carries the bias) whose group of GEMMs per input chunk is shorter than the
+        passes: kept when the event model predicts it faster."""
+        keep = self.inspect()["predicted_cycles"]
+        self.post_beside, self._program = True, None
+        if self.inspect()["predicted_cycles"] >= keep:
+            self.post_beside, self._program = False, None
 
     def _ranked(self, cost):
         """The tile search's best tilings of :attr:`problem`, distinct in order, as many
@@ -883,18 +909,25 @@ class _ConvEmission:
             # tile's epilogue, so that the epilogue's ALU passes run beside the next
             # tile's GEMMs (which wait only for that start)
             n = len(self.tiles)
+            beside = self.plan.post_beside and self.plain_epilogue()
             pipe.acquire_out(0)
             self.start(0)
+            self.body(0)
             for ti in range(n):
-                self.body(ti)
                 if ti + 1 < n:
                     pipe.acquire_out(ti + 1)
                     self.start(ti + 1)
+                if beside and ti + 1 < n:
+                    # the epilogue's passes between tile ti + 1's groups
+                    self._bases.pop(ti)
+                    a = ti % nacc
+                    self.clipped[a] = max(self.clipped[a], self.out_size(ti))
+                    self.post_beside(ti, (ti % nacc) * self.acc_slot, self.chunks, 0)
+                    continue
                 self.finish_tile(ti)
-                pipe.release_out(ti)
-                pipe.store_begin(ti)
-                self.store(ti, 0)
-                pipe.store_end(ti)
+                self.release_store(ti)
+                if ti + 1 < n:
+                    self.body(ti + 1)
         elif nacc == self.nth:
             # each tile's planes right after it (int8 results, or one buffer: the shift of
             # plane k waits for the store of plane k - 1)
@@ -927,6 +960,19 @@ class _ConvEmission:
                     self.store(ti, k)
                     sched.store_end((ti, k))
         kernel_fence(builder)
+
+    def plain_epilogue(self) -> bool:
+        """The tile's epilogue is immediate passes only (:meth:`.Epilogue.stages` ``[0]``:
+        a MIN init carries the bias; no requantize rows, border correction, residual
+        or add), so :meth:`post_beside` may split it."""
+        epi, plan = self.epi, self.plan
+        return bool(epi.init and epi.requant is None and epi.add is None
+                    and not epi.residual and not plan.border_cases and epi.stages()[0])
+
+    def out_size(self, ti) -> int:
+        """Tile ti's accumulators (output vectors)."""
+        tn, tco, th, tw = (self.tiles[ti][k] for k in (1, 3, 5, 7))
+        return tn * tco * th * tw
 
     def add_order(self):
         """COMPUTE_OVERLAP with a fused add (:class:`.epilogue.ResidualAdd`): the order of
@@ -967,13 +1013,44 @@ class _ConvEmission:
                 if nxt:
                     self.body(ti + 1, self.chunks[:half])
             self.residual_group(ti, acc_base, bases, epilogue=False)
+            rest = (self.chunks[half:] if order == "split" else self.chunks) if nxt else []
+            if self.plan.post_beside and rest and self.epi.stages()[2]:
+                self.post_beside(ti, acc_base, rest, 2)
+                continue
             self.epi.emit_add(self.builder, acc_base, self.out_dims(ti), after=True)
-            pipe.release_out(ti)
-            pipe.store_begin(ti)
-            self.store(ti, 0)
-            pipe.store_end(ti)
+            self.release_store(ti)
             if nxt:
-                self.body(ti + 1, self.chunks[half:] if order == "split" else None)
+                self.body(ti + 1, rest)
+
+    def release_store(self, ti) -> None:
+        """Tile ti's last write done: its store."""
+        self.pipe.release_out(ti)
+        self.pipe.store_begin(ti)
+        self.store(ti, 0)
+        self.pipe.store_end(ti)
+
+    def post_beside(self, ti, acc_base, chunks, stage) -> None:
+        """:attr:`Conv2dPlan.post_beside`: tile ti's last passes, the immediate passes
+        of :meth:`.Epilogue.stages` ``[stage]`` (each one ALU instruction over the
+        tile), between tile ti + 1's groups ``chunks``: before each group as many as its
+        GEMM micro-ops cover (at least one), so that the group's token push (which waits
+        for the ALU lane to drain) finds the lane empty; the rest after the last group;
+        the store after the last."""
+        passes = len(self.epi.stages()[stage])
+        size, dims = self.out_size(ti), self.out_dims(ti)
+        nxt = self.out_size(ti + 1) * self.kk       # GEMM micro-ops per input block
+        k = 0
+        for c in chunks:
+            if k < passes:
+                j = k + max(1, min(passes - k, nxt * c[1] // size))
+                self.epi.emit_stage(self.builder, acc_base, dims, stage, slice(k, j))
+                k = j
+                if k == passes:
+                    self.release_store(ti)
+            self.body(ti + 1, [c])
+        if k < passes:
+            self.epi.emit_stage(self.builder, acc_base, dims, stage, slice(k, None))
+            self.release_store(ti)
 
     def pre_add(self, ti, acc_base, bases) -> None:
         """Tile ti's epilogue and the fused add's passes before its residual GEMM."""
