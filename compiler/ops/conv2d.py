@@ -316,7 +316,7 @@ class Conv2dPlan(OpPlan):
             self._try_onchip_rows(cost, p, ranked)
         if (epilogue.add is not None and cfg.compute_overlap and not self.tiling.resident
                 and self.tiling.tci < p.ib):
-            self._try_add_order()
+            self._try_add_order(cost)
         elif (cfg.compute_overlap and epilogue.add is None and not self.tiling.resident
               and self.tiling.tci < p.ib and epilogue.init and epilogue.requant is None
               and not epilogue.residual and not self.border_cases
@@ -333,23 +333,58 @@ class Conv2dPlan(OpPlan):
     #: before them; :meth:`_try_add_order` decides.
     post_beside = False
 
-    def _try_add_order(self):
-        """:attr:`add_order` ``"split"`` kept when the event model predicts it faster than
-        ``"pre"``. Verilator, default+overlap, 1x1 residual layers of ResNet-50 (cycles
-        pre / split): 64 -> 256 at 56x56 569,753 / 628,680; 128 -> 512 at 28x28 345,920 /
-        338,160; 256 -> 1024 at 14x14 275,457 / 288,973; 512 -> 2048 at 7x7 243,593 /
-        238,637 (the event model within 1.3% of each)."""
-        best = None
-        for order, beside in self.ADD_ORDERS:
-            self.add_order, self.post_beside, self._program = order, beside, None
-            got = (self.inspect()["predicted_cycles"], order, beside)
-            best = got if best is None or got[0] < best[0] else best
-        _, self.add_order, self.post_beside = best
-        self._program = None
+    #: inp/wgt SRAM slots when not the tiling's ``nthreads``: 3 for a fused add with
+    #: COMPUTE_OVERLAP (:meth:`_try_add_order`), whose residual group takes a slot of
+    #: its own in the rotation, so that the next tile's groups load while it waits for
+    #: the passes before it (two acc slots still, one per bank).
+    in_slots = None
 
-    #: :meth:`_try_add_order`'s candidates ``(add_order, post_beside)``, the first
-    #: taken on a tie.
-    ADD_ORDERS = (("pre", False), ("pre", True), ("split", False))
+    def _try_add_order(self, cost):
+        """The :attr:`add_order`, :attr:`post_beside` and :attr:`in_slots` the event model
+        predicts fastest: with the searched tiling and two inp/wgt slots in
+        ``"pre"`` order, or with three slots (:meth:`_three_slot_tiling`) in each order
+        of :attr:`ADD_ORDERS`.
+
+        Verilator, default+overlap, 1x1 residual layers of ResNet-50 (cycles pre /
+        split, two slots): 64 -> 256 at 56x56 569,753 / 628,680; 128 -> 512 at 28x28
+        345,920 / 338,160; 256 -> 1024 at 14x14 275,457 / 288,973; 512 -> 2048 at 7x7
+        243,593 / 238,637 (the event model within 1.3% of each)."""
+        best = (self.inspect()["predicted_cycles"], None, self.tiling, self.estimate,
+                "pre", False)
+        three = self._three_slot_tiling()
+        if three is not None:
+            self.in_slots = 3
+            self._set_tiling(three, cost)
+            short = three.tci * self.problem.kh * self.problem.kw <= len(
+                self.epilogue.stages()[2])
+            for order, beside in self.ADD_ORDERS:
+                if beside and not short:
+                    continue
+                self.add_order, self.post_beside, self._program = order, beside, None
+                got = (self.inspect()["predicted_cycles"], 3, three, self.estimate, order,
+                       beside)
+                best = got if got[0] < best[0] else best
+        _, self.in_slots, tiling, est, self.add_order, self.post_beside = best
+        self._set_tiling(tiling, cost, est)
+
+    #: :meth:`_try_add_order`'s orders ``(add_order, post_beside)`` with three slots,
+    #: the first taken on a tie (``post_beside`` only when a group's GEMMs are no more
+    #: micro-ops than the passes after the residual GEMM, as in :meth:`_try_beside`).
+    ADD_ORDERS = (("pre", False), ("pre", True), ("split", False), ("split", True))
+
+    def _three_slot_tiling(self):
+        """The searched tiling shrunk to fit three inp/wgt slots (its residual tile and
+        a group's inputs in a third of the inp SRAM, a group's weights in a third of
+        the wgt SRAM): the most output blocks, then the most input blocks per group;
+        None when even one block each does not fit."""
+        p, t, cfg = self.problem, self.tiling, self.config
+        for tco in range(t.tco, 0, -1):
+            for tci in range(t.tci, 0, -1):
+                c = replace(t, tco=tco, tci=tci)
+                fp = c.footprint(p, cfg)
+                if fp["inp"] <= cfg.inp_depth // 3 and fp["wgt"] <= cfg.wgt_depth // 3:
+                    return c
+        return None
 
     def _try_beside(self):
         """:attr:`post_beside` for an epilogue of immediate passes only (a MIN init
@@ -515,7 +550,8 @@ class Conv2dPlan(OpPlan):
                 raise TilingError(f"{p.describe}: tiling {t} keeps all {fp['wgt_resident']} "
                                   f"weight elements resident; the wgt buffer of config "
                                   f"{cfg.name} holds {cfg.wgt_depth}")
-        checks = [("inp", cfg.inp_depth, t.nthreads), ("wgt", cfg.wgt_depth, t.nthreads),
+        nin = self.in_slots or t.nthreads
+        checks = [("inp", cfg.inp_depth, nin), ("wgt", cfg.wgt_depth, nin),
                   ("acc", cfg.acc_depth - shared_acc(p, cfg), nacc)]
         for mem, depth, n in checks:
             if mem == "wgt" and t.resident:     # checked whole above
@@ -854,10 +890,11 @@ class _ConvEmission:
         p, t, cfg, epi = plan.problem, plan.tiling, plan.config, plan.epilogue
         self.p, self.t, self.epi = p, t, epi
         self.nth = nth = t.nthreads
+        self.nin = nin = plan.in_slots or nth        # inp/wgt slots
         self.nacc = nacc = int(acc_slots(p.int32_out, nth))
         self.shared = shared = shared_acc(p, cfg)
-        self.inp_slot, self.wgt_slot, self.acc_slot = (cfg.inp_depth // nth,
-                                                       cfg.wgt_depth // nth,
+        self.inp_slot, self.wgt_slot, self.acc_slot = (cfg.inp_depth // nin,
+                                                       cfg.wgt_depth // nin,
                                                        (cfg.acc_depth - shared) // nacc)
         self.nborder = len(plan.border_cases)
         if shared:   # [bias][requantize rows][border rows] x ob at the top of the acc SRAM
@@ -876,11 +913,11 @@ class _ConvEmission:
             self.epochs = list(itertools.accumulate(
                 (int(k != prev) for k, prev in zip(keys[1:], keys)), initial=0))
         self.w_loaded = set()         # resident weights: output blocks loaded so far
-        self.pipe = Pipeline(builder, nth, nth,
+        self.pipe = Pipeline(builder, nin, nth,
                              len(tiles) * (len(self.chunks) + self.res_group),
                              len(tiles) * self.planes, epochs=self.epochs)
         self.out_plane = p.nb * p.ob * p.oh * p.ow
-        self.inp_has, self.wgt_has, self.bias_has = [None] * nth, [None] * nth, [None] * nacc
+        self.inp_has, self.wgt_has, self.bias_has = [None] * nin, [None] * nin, [None] * nacc
         self.clipped = [0] * nacc   # acc entries from a slot's start this layer clipped
         self.kernels = {}
         self.g = 0
@@ -1197,7 +1234,7 @@ class _ConvEmission:
 
     def group(self, ti, acc_base, c0, tci, ywin, xwin) -> None:
         """One group: chunk ``c0`` of the tile's reduction, its load stage then its GEMMs."""
-        s = self.epochs[self.g] % self.nth if self.resident else self.g % self.nth
+        s = self.epochs[self.g] % self.nin if self.resident else self.g % self.nin
         tn = self.tiles[ti][1]
         p = self.p
         # the first group of a resident block-diagonal (depthwise) weight loads it one
@@ -1360,7 +1397,7 @@ class _ConvEmission:
         if kkey not in self.kernels:
             self.kernels[kkey] = self.plan._gemm_kernels(
                 base, tn, tco, th, tw, tci, hi, wi, (ypad0, rows), (xpad0, cols),
-                uses=len(self.tiles) * len(self.chunks) // self.nth)
+                uses=len(self.tiles) * len(self.chunks) // self.nin)
         for kernel in self.kernels[kkey]:
             builder.push_gemm(kernel)
 
@@ -1370,7 +1407,7 @@ class _ConvEmission:
         ``epilogue`` is False: :meth:`run_add` emitted them)."""
         epi, builder, slots = self.epi, self.builder, self.slots
         n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
-        s = self.g % self.nth
+        s = self.g % self.nin
         self.pipe.load_begin(self.g)
         if self.inp_has[s] != ("res", n0, tn, co0, tco, h0, th, w0, tw):
             self.plan._move(builder, "load_inp", slots["residual"], s * self.inp_slot, 0, n0, tn,
