@@ -321,7 +321,7 @@ class Conv2dPlan(OpPlan):
               and self.tiling.tci < p.ib and epilogue.init and epilogue.requant is None
               and not epilogue.residual and not self.border_cases
               and self.tiling.tci * p.kh * p.kw <= len(epilogue.stages()[0])):
-            self._try_beside()
+            self._try_beside(cost)
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
@@ -338,6 +338,11 @@ class Conv2dPlan(OpPlan):
     #: its own in the rotation, so that the next tile's groups load while it waits for
     #: the passes before it (two acc slots still, one per bank).
     in_slots = None
+
+    #: acc/out slots when not the tiling's: 4 with COMPUTE_OVERLAP (two per acc bank,
+    #: :meth:`_ConvEmission.slot_base`), so that a tile's start waits for the store of
+    #: the tile four before it, not two; :meth:`_try_out_slots` decides.
+    out_slots = None
 
     def _try_add_order(self, cost):
         """The :attr:`add_order`, :attr:`post_beside` and :attr:`in_slots` the event model
@@ -366,6 +371,35 @@ class Conv2dPlan(OpPlan):
                 best = got if got[0] < best[0] else best
         _, self.in_slots, tiling, est, self.add_order, self.post_beside = best
         self._set_tiling(tiling, cost, est)
+        self._try_out_slots(cost, best[0], [("split", False)])
+
+    def _try_out_slots(self, cost, keep, orders):
+        """:attr:`out_slots` 4 with the tiling's tiles shrunk to a quarter of the acc
+        SRAM (fewer rows, then fewer output blocks) in each of ``orders``
+        (``(add_order, post_beside)``), kept when the event model predicts it faster
+        than ``keep`` (the plan's prediction as it stands). Tried only where the ALU
+        lane has as many micro-ops per output vector as the GEMM lane (the start, GEMMs,
+        passes and store of a bank's tile then bound the layer; where the GEMMs bound
+        it, the smaller tiles lost on ResNet-50)."""
+        p, t, cfg, epi = self.problem, self.tiling, self.config, self.epilogue
+        alu = 1 + sum(map(len, epi.stages()))      # lane micro-ops per output vector
+        if shared_acc(p, cfg) or p.int32_out or alu < p.ib * p.kh * p.kw + p.residual_gemm:
+            return
+        quad = next((c for tco in range(t.tco, 0, -1) for th in range(t.th, 0, -1)
+                     for c in [replace(t, tco=tco, th=th)]
+                     if c.footprint(p, cfg)["acc"] <= cfg.acc_depth // 4), None)
+        if quad is None:
+            return
+        state = (keep, None, t, self.estimate, self.add_order, self.post_beside)
+        best = state
+        self.out_slots = 4
+        self._set_tiling(quad, cost)
+        for order, beside in dict.fromkeys(orders):
+            self.add_order, self.post_beside, self._program = order, beside, None
+            got = (self.inspect()["predicted_cycles"], 4, quad, self.estimate, order, beside)
+            best = got if got[0] < best[0] else best
+        _, self.out_slots, tiling, est, self.add_order, self.post_beside = best
+        self._set_tiling(tiling, cost, est)
 
     #: :meth:`_try_add_order`'s orders ``(add_order, post_beside)`` with three slots,
     #: the first taken on a tie (``post_beside`` only when a group's GEMMs are no more
@@ -386,14 +420,16 @@ class Conv2dPlan(OpPlan):
                     return c
         return None
 
-    def _try_beside(self):
+    def _try_beside(self, cost):
         """:attr:`post_beside` for an epilogue of immediate passes only (a MIN init
         carries the bias) whose group of GEMMs per input chunk is shorter than the
         passes: kept when the event model predicts it faster."""
         keep = self.inspect()["predicted_cycles"]
         self.post_beside, self._program = True, None
-        if self.inspect()["predicted_cycles"] >= keep:
+        beside = self.inspect()["predicted_cycles"]
+        if beside >= keep:
             self.post_beside, self._program = False, None
+        self._try_out_slots(cost, min(keep, beside), [(self.add_order, self.post_beside)])
 
     def _ranked(self, cost):
         """The tile search's best tilings of :attr:`problem`, distinct in order, as many
@@ -541,7 +577,7 @@ class Conv2dPlan(OpPlan):
         if t.nthreads not in (1, 2):
             raise TilingError(f"{p.describe}: nthreads={t.nthreads}; must be 1 or 2")
         fp = t.footprint(p, cfg)
-        nacc = int(acc_slots(p.int32_out, t.nthreads))
+        nacc = self.out_slots or int(acc_slots(p.int32_out, t.nthreads))
         if t.resident:
             if p.shared_wgt or t.tci != p.ib:
                 raise TilingError(f"{p.describe}: tiling {t} keeps the weights resident, which "
@@ -806,7 +842,8 @@ class Conv2dPlan(OpPlan):
                 pairs += [(base[0] + r * tw + c, base[1] + (r * sh + a) * wi + c * sw + b,
                            base[2] + (a * p.kw + b) * kw_stride) for r in rs for c in cs]
         loops = [d for d in dims if d.name not in ("oh", "ow", "kh", "kw") and d.extent > 1]
-        budget = uop_budget(cfg, t.nthreads, acc_slots(p.int32_out, t.nthreads))
+        budget = uop_budget(cfg, self.in_slots or t.nthreads,
+                            self.out_slots or acc_slots(p.int32_out, t.nthreads))
         if len(loops) > 2 or len(pairs) > budget or (worth and not worth(len(pairs))):
             return None
         try:
@@ -891,7 +928,7 @@ class _ConvEmission:
         self.p, self.t, self.epi = p, t, epi
         self.nth = nth = t.nthreads
         self.nin = nin = plan.in_slots or nth        # inp/wgt slots
-        self.nacc = nacc = int(acc_slots(p.int32_out, nth))
+        self.nacc = nacc = plan.out_slots or int(acc_slots(p.int32_out, nth))
         self.shared = shared = shared_acc(p, cfg)
         self.inp_slot, self.wgt_slot, self.acc_slot = (cfg.inp_depth // nin,
                                                        cfg.wgt_depth // nin,
@@ -913,7 +950,7 @@ class _ConvEmission:
             self.epochs = list(itertools.accumulate(
                 (int(k != prev) for k, prev in zip(keys[1:], keys)), initial=0))
         self.w_loaded = set()         # resident weights: output blocks loaded so far
-        self.pipe = Pipeline(builder, nin, nth,
+        self.pipe = Pipeline(builder, nin, plan.out_slots or nth,
                              len(tiles) * (len(self.chunks) + self.res_group),
                              len(tiles) * self.planes, epochs=self.epochs)
         self.out_plane = p.nb * p.ob * p.oh * p.ow
@@ -936,7 +973,7 @@ class _ConvEmission:
         self.load_shared_rows()
         builder, epi, nacc, planes, pipe = (self.builder, self.epi, self.nacc, self.planes,
                                             self.pipe)
-        overlap = (nacc == self.nth and nacc > 1 and planes == 1
+        overlap = ((nacc == self.nth or self.plan.out_slots) and nacc > 1 and planes == 1
                    and self.plan.config.compute_overlap)
         if overlap and self.add_order() is not None:
             self.run_add(self.add_order())
@@ -959,7 +996,7 @@ class _ConvEmission:
                     self._bases.pop(ti)
                     a = ti % nacc
                     self.clipped[a] = max(self.clipped[a], self.out_size(ti))
-                    self.post_beside(ti, (ti % nacc) * self.acc_slot, self.chunks, 0)
+                    self.post_beside(ti, self.acc_at(ti), self.chunks, 0)
                     continue
                 self.finish_tile(ti)
                 self.release_store(ti)
@@ -998,6 +1035,17 @@ class _ConvEmission:
                     sched.store_end((ti, k))
         kernel_fence(builder)
 
+    def slot_base(self, a) -> int:
+        """The first acc row of acc slot ``a``: slots one after another, or with
+        :attr:`Conv2dPlan.out_slots` four slots, two per acc bank, alternating banks."""
+        if self.plan.out_slots:
+            return (a % 2) * (self.plan.config.acc_depth // 2) + (a // 2) * self.acc_slot
+        return a * self.acc_slot
+
+    def acc_at(self, ti) -> int:
+        """The first acc row of tile ti's slot."""
+        return self.slot_base(ti % self.nacc)
+
     def plain_epilogue(self) -> bool:
         """The tile's epilogue is immediate passes only (:meth:`.Epilogue.stages` ``[0]``:
         a MIN init carries the bias; no requantize rows, border correction, residual
@@ -1034,7 +1082,7 @@ class _ConvEmission:
         self.start(0)
         self.body(0)
         for ti in range(n):
-            acc_base = (ti % self.nacc) * self.acc_slot
+            acc_base = self.acc_at(ti)
             bases = self._bases.pop(ti)
             nxt = ti + 1 < n
             if order == "pre":
@@ -1123,7 +1171,7 @@ class _ConvEmission:
 
     def store(self, ti, k) -> None:
         n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
-        self.plan._move(self.builder, "store", self.slots["out"], (ti % self.nacc) * self.acc_slot,
+        self.plan._move(self.builder, "store", self.slots["out"], self.acc_at(ti),
                         k * self.out_plane, n0, tn, co0, tco, h0, th, w0, tw)
 
     # ------------------------------------------------------------------ one tile
@@ -1137,7 +1185,7 @@ class _ConvEmission:
                     self.border_region + co0,
                     p.ob)
         # [border rows][requantize rows][bias] x tco at the end of the slot
-        bias_base = (a + 1) * self.acc_slot - t.tco
+        bias_base = self.slot_base(a) + self.acc_slot - t.tco
         rows_base = bias_base - t.tco * epi.rows + (0 if epi.bias_tile else t.tco)
         return bias_base, rows_base, rows_base - t.tco * self.nborder, tco   # rows of tco
 
@@ -1153,14 +1201,14 @@ class _ConvEmission:
         n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
         a = ti % self.nacc
         self._bases[ti] = bases = self.row_bases(a, co0, tco)
-        self.start_tile(ti, a, a * self.acc_slot, bases)
+        self.start_tile(ti, a, self.slot_base(a), bases)
 
     def body(self, ti, chunks=None) -> None:
         """Tile ti's groups (``chunks``, default all): loads and GEMMs (with the
         load/compute tokens)."""
         p = self.p
         n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
-        acc_base = (ti % self.nacc) * self.acc_slot
+        acc_base = self.acc_at(ti)
         (sh, sw), (pt, pl, _, _) = p.stride, p.pad
         ywin = self.plan._window(h0, th, sh, p.kh, pt, p.h)
         xwin = self.plan._window(w0, tw, sw, p.kw, pl, p.w)
@@ -1170,7 +1218,7 @@ class _ConvEmission:
     def finish_tile(self, ti) -> None:
         """Tile ti's residual group, border correction and epilogue."""
         epi, builder = self.epi, self.builder
-        acc_base = (ti % self.nacc) * self.acc_slot
+        acc_base = self.acc_at(ti)
         bases = self._bases.pop(ti)
         if self.res_group:
             self.residual_group(ti, acc_base, bases)
