@@ -345,33 +345,54 @@ class Conv2dPlan(OpPlan):
     out_slots = None
 
     def _try_add_order(self, cost):
-        """The :attr:`add_order`, :attr:`post_beside` and :attr:`in_slots` the event model
-        predicts fastest: with the searched tiling and two inp/wgt slots in
-        ``"pre"`` order, or with three slots (:meth:`_three_slot_tiling`) in each order
-        of :attr:`ADD_ORDERS`.
+        """The :attr:`add_order`, :attr:`post_beside`, :attr:`in_slots` and
+        :attr:`out_slots` the event model predicts fastest: three inp/wgt slots
+        (:meth:`_three_slot_tiling`) when a tiling fits them, else the searched tiling
+        with two; in each order of :attr:`ADD_ORDERS` (``post_beside`` only when a
+        group's GEMMs are no more micro-ops than the passes after the residual GEMM, as in
+        :meth:`_try_beside`, and then ``"pre"`` only with it); then
+        :meth:`_try_out_slots`.
 
+        Three slots were predicted faster than every order with two on each add layer
+        of ResNet-18 and ResNet-50 (default+overlap), so two are not tried beside them.
         Verilator, default+overlap, 1x1 residual layers of ResNet-50 (cycles pre /
         split, two slots): 64 -> 256 at 56x56 569,753 / 628,680; 128 -> 512 at 28x28
         345,920 / 338,160; 256 -> 1024 at 14x14 275,457 / 288,973; 512 -> 2048 at 7x7
         243,593 / 238,637 (the event model within 1.3% of each)."""
-        best = (self.inspect()["predicted_cycles"], None, self.tiling, self.estimate,
-                "pre", False)
         three = self._three_slot_tiling()
         if three is not None:
             self.in_slots = 3
             self._set_tiling(three, cost)
-            short = three.tci * self.problem.kh * self.problem.kw <= len(
-                self.epilogue.stages()[2])
-            for order, beside in self.ADD_ORDERS:
-                if beside and not short:
-                    continue
-                self.add_order, self.post_beside, self._program = order, beside, None
-                got = (self.inspect()["predicted_cycles"], 3, three, self.estimate, order,
-                       beside)
-                best = got if got[0] < best[0] else best
-        _, self.in_slots, tiling, est, self.add_order, self.post_beside = best
-        self._set_tiling(tiling, cost, est)
+        t = self.tiling
+        short = t.tci * self.problem.kh * self.problem.kw <= len(self.epilogue.stages()[2])
+        best = None
+        for order, beside in self.ADD_ORDERS:
+            if beside and not short or (order == "pre" and beside != short):
+                continue
+            self.add_order, self.post_beside, self._program = order, beside, None
+            got = (self.inspect()["predicted_cycles"], order, beside)
+            best = got if best is None or got[0] < best[0] else best
+        _, self.add_order, self.post_beside = best
+        self._program = None
         self._try_out_slots(cost, best[0], [("split", False)])
+
+    #: :meth:`_try_add_order`'s orders ``(add_order, post_beside)``, the first taken on
+    #: a tie.
+    ADD_ORDERS = (("pre", False), ("pre", True), ("split", False), ("split", True))
+
+    def _three_slot_tiling(self):
+        """The searched tiling shrunk to fit three inp/wgt slots (its residual tile and
+        a group's inputs in a third of the inp SRAM, a group's weights in a third of
+        the wgt SRAM): the most output blocks, then the most input blocks per group;
+        None when even one block each does not fit."""
+        p, t, cfg = self.problem, self.tiling, self.config
+        for tco in range(t.tco, 0, -1):
+            for tci in range(t.tci, 0, -1):
+                c = replace(t, tco=tco, tci=tci)
+                fp = c.footprint(p, cfg)
+                if fp["inp"] <= cfg.inp_depth // 3 and fp["wgt"] <= cfg.wgt_depth // 3:
+                    return c
+        return None
 
     def _try_out_slots(self, cost, keep, orders):
         """:attr:`out_slots` 4 with the tiling's tiles shrunk to a quarter of the acc
