@@ -60,30 +60,41 @@ def _compute_kinds(plan) -> str:
 def test_fused_add_takes_three_slots_and_the_fastest_order():
     """With the lane, the fused add's plan has three inp/wgt slots (the residual group in
     one of its own), a tiling whose group and residual fit a third of the inp SRAM, its
-    loads in all three slots, and the prediction of the fastest variant tried."""
+    loads in all three slots; this layer (nine ALU passes per output, nine GEMM micro-ops)
+    also four acc slots, its stores from all four. Predicted faster than the plan of
+    before (two slots, the searched tiling) and than three slots with two acc slots in
+    either order."""
     plan = _add_plan(OV)
-    assert plan.in_slots == 3
+    assert plan.in_slots == 3 and plan.out_slots == 4
     fp = plan.tiling.footprint(plan.problem, OV)
     assert fp["inp"] <= OV.inp_depth // 3 and fp["wgt"] <= OV.wgt_depth // 3
-    bases = {i.fields["sram_base"] for i in plan.program().insns
+    assert fp["acc"] <= OV.acc_depth // 4
+    insns = plan.program().insns
+    bases = {i.fields["sram_base"] for i in insns
              if i.opcode == Opcode.LOAD and i.fields["memory_type"] == MemType.INP}
     assert {b // (OV.inp_depth // 3) for b in bases} == {0, 1, 2}
+    stores = {i.fields["sram_base"] for i in insns if i.opcode == Opcode.STORE}
+    assert {b // (OV.acc_depth // 4) for b in stores} == {0, 1, 2, 3}
     chosen = plan.inspect()["predicted_cycles"]
-    tiling = plan.tiling
-    tried = [_predicted(plan, add_order=o, post_beside=s) for o, s in plan.ADD_ORDERS]
-    assert chosen == min(tried)
-    # the searched tiling with two slots (the plan before three slots) is slower
-    two = _add_plan(OV)
-    two.in_slots = None
-    two._set_tiling(_add_plan(DEFAULT).tiling, None, two.estimate)
-    assert _predicted(two, add_order="pre", post_beside=False) > chosen
-    assert plan.tiling == tiling
+    searched = _add_plan(DEFAULT).tiling
+
+    def variant(in_slots, three, order):
+        q = _add_plan(OV)
+        q.in_slots, q.out_slots = None, None
+        q._set_tiling(searched, None, q.estimate)
+        if three:
+            q.in_slots = in_slots
+            q._set_tiling(q._three_slot_tiling(), None, q.estimate)
+        return _predicted(q, add_order=order, post_beside=False)
+
+    assert variant(None, False, "pre") > chosen
+    assert min(variant(3, True, o) for o in ("pre", "split")) > chosen
 
 
 def test_without_the_lane_nothing_changes():
     """On ``default`` the plans keep two slots and the order of before."""
     for plan in (_add_plan(DEFAULT), _plain_plan(DEFAULT)):
-        assert plan.in_slots is None and not plan.post_beside
+        assert plan.in_slots is None and plan.out_slots is None and not plan.post_beside
         assert plan.add_order == "pre"
 
 
