@@ -12,7 +12,7 @@ import pytest
 from vtakit.compiler.ops import plan_conv2d
 from vtakit.compiler.ops.epilogue import ResidualAdd
 from vtakit.hw.config import load_config
-from vtakit.hw.isa import AluOp, MemType, Opcode
+from vtakit.hw.isa import MemType, Opcode
 
 OV = load_config("default+overlap")
 DEFAULT = load_config("default")

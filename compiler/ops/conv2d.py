@@ -422,25 +422,6 @@ class Conv2dPlan(OpPlan):
         _, self.out_slots, tiling, est, self.add_order, self.post_beside = best
         self._set_tiling(tiling, cost, est)
 
-    #: :meth:`_try_add_order`'s orders ``(add_order, post_beside)`` with three slots,
-    #: the first taken on a tie (``post_beside`` only when a group's GEMMs are no more
-    #: micro-ops than the passes after the residual GEMM, as in :meth:`_try_beside`).
-    ADD_ORDERS = (("pre", False), ("pre", True), ("split", False), ("split", True))
-
-    def _three_slot_tiling(self):
-        """The searched tiling shrunk to fit three inp/wgt slots (its residual tile and
-        a group's inputs in a third of the inp SRAM, a group's weights in a third of
-        the wgt SRAM): the most output blocks, then the most input blocks per group;
-        None when even one block each does not fit."""
-        p, t, cfg = self.problem, self.tiling, self.config
-        for tco in range(t.tco, 0, -1):
-            for tci in range(t.tci, 0, -1):
-                c = replace(t, tco=tco, tci=tci)
-                fp = c.footprint(p, cfg)
-                if fp["inp"] <= cfg.inp_depth // 3 and fp["wgt"] <= cfg.wgt_depth // 3:
-                    return c
-        return None
-
     def _try_beside(self, cost):
         """:attr:`post_beside` for an epilogue of immediate passes only (a MIN init
         carries the bias) whose group of GEMMs per input chunk is shorter than the
