@@ -373,7 +373,8 @@ def test_compiled_conv2d_on_the_lane_equals_numpy(capsys):
               f"tiny+overlap {cycles} cycles")
 
 
-def _add_conv_on(config, backend, order, x, w, b, r, add, tiling):
+def _add_conv_on(config, backend, order, x, w, b, r, add, tiling, beside=False,
+                 in_slots=None, out_slots=None):
     from vtakit.compiler.ops import plan_conv2d
     from vtakit.runtime import Runtime
     opts = {} if backend == "behavioral" else {"progress": False}
@@ -382,7 +383,9 @@ def _add_conv_on(config, backend, order, x, w, b, r, add, tiling):
         plan = plan_conv2d(config, x.shape, w.shape, bias=True, shift=7, clip=(-128, 127),
                            residual="int8", add=add, min_init=(b, w), tiling=tiling)
         if order is not None:
-            plan.add_order, plan._program = order, None
+            plan.add_order, plan.post_beside, plan.in_slots = order, beside, in_slots
+            plan.out_slots = out_slots
+            plan._set_tiling(tiling, None, plan.estimate)
         bufs = {nm: rt.alloc(op.nbytes) for nm, op in plan.operands.items()}
         for nm, arr in plan.pack(x, w, b, r).items():
             rt.upload(bufs[nm], arr)
@@ -394,13 +397,19 @@ def _add_conv_on(config, backend, order, x, w, b, r, add, tiling):
     return y, cycles, plan
 
 
-@pytest.mark.parametrize("order", ["pre", "split"])
+@pytest.mark.parametrize("order, beside, slots, acc", [
+    ("pre", False, None, None), ("split", False, None, None), ("pre", True, 3, None),
+    ("split", False, 3, None), ("split", True, 3, None), ("split", False, 3, 4),
+    ("pre", True, 3, 4)])
 @pytest.mark.parametrize("ea, offset", [(1, -128), (2, -127)])
-def test_compiled_fused_add_on_the_lane_equals_numpy(order, ea, offset, capsys):
+def test_compiled_fused_add_on_the_lane_equals_numpy(order, beside, slots, acc, ea, offset,
+                                                     capsys):
     """A 1x1 convolution with a fused residual add (ResNet's) compiled for
-    ``tiny+overlap`` in both orders of the add's tiles (:meth:`run_add`), with its
-    offset folded into the init (``ea=1``) or kept: Verilator equals the model and
-    numpy (Epilogue.reference)."""
+    ``tiny+overlap`` in both orders of the add's tiles (:meth:`run_add`), its passes
+    after the residual GEMM between the next tile's groups or not (``post_beside``),
+    with two or three inp/wgt slots (``in_slots``), two or four acc slots
+    (``out_slots``), its offset folded into the init
+    (``ea=1``) or kept: Verilator equals the model and numpy (Epilogue.reference)."""
     from vtakit.compiler.ops import reference as R
     from vtakit.compiler.ops.epilogue import ResidualAdd
     from vtakit.compiler.ops.tiling import ConvTiling
@@ -411,8 +420,12 @@ def test_compiled_fused_add_on_the_lane_equals_numpy(order, ea, offset, capsys):
     r = rng.integers(-128, 128, (1, 64, 8, 8), dtype=np.int8)
     add = ResidualAdd(ea, 0, offset, 2 - ea, -128, 127)
     tiling = ConvTiling(tn=1, tco=2, th=2, tw=8, tci=2, order="sp_outer", nthreads=2)
-    got, cycles, plan = _add_conv_on(OV, "verilator", order, x, w, b, r, add, tiling)
-    model, _, _ = _add_conv_on(OV, "behavioral", order, x, w, b, r, add, tiling)
+    got, cycles, plan = _add_conv_on(OV, "verilator", order, x, w, b, r, add, tiling,
+                                     beside, slots, acc)
+    model, _, _ = _add_conv_on(OV, "behavioral", order, x, w, b, r, add, tiling, beside,
+                               slots, acc)
+    assert (plan.add_order, plan.post_beside, plan.in_slots, plan.out_slots) == (
+        order, beside, slots, acc)
     base, base_cycles, _ = _add_conv_on(TINY, "behavioral", None, x, w, b, r, add, tiling)
     assert plan.epilogue.fold == (ea == 1)
     want = plan.epilogue.reference(R.conv2d_ref(x, w, 1, 0), bias=b, residual=r)
@@ -420,8 +433,51 @@ def test_compiled_fused_add_on_the_lane_equals_numpy(order, ea, offset, capsys):
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(base, want)
     with capsys.disabled():
-        print(f"\n  conv2d + add 8x8 64->64 1x1 ({order}, fold {plan.epilogue.fold}): "
-              f"tiny+overlap {cycles} cycles")
+        print(f"\n  conv2d + add 8x8 64->64 1x1 ({order}, beside {beside}, slots {slots}, "
+              f"acc slots {acc}, "
+              f"fold {plan.epilogue.fold}): tiny+overlap {cycles} cycles")
+
+
+def test_compiled_conv2d_passes_beside_the_next_groups_equal_numpy(capsys):
+    """A 1x1 convolution (MIN init, two input chunks) compiled for ``tiny+overlap`` with
+    its epilogue's passes between the next tile's groups (``post_beside``) and without,
+    and with four acc slots (``out_slots``): Verilator equals numpy for each, and the
+    streams with and without ``post_beside`` differ in order only."""
+    from vtakit.compiler.ops import plan_conv2d
+    from vtakit.compiler.ops import reference as R
+    from vtakit.compiler.ops.tiling import ConvTiling
+    from vtakit.runtime import Runtime
+    rng = np.random.default_rng(11)
+    x = rng.integers(-128, 128, (1, 64, 8, 8), dtype=np.int8)
+    w = rng.integers(-4, 5, (32, 64, 1, 1), dtype=np.int8)
+    b = rng.integers(-3000, 3000, 32).astype(np.int32)
+    tiling = ConvTiling(tn=1, tco=2, th=2, tw=8, tci=2, order="sp_outer", nthreads=2)
+    want = R.epilogue_ref(R.conv2d_ref(x, w, 1, 0), bias=b, shift=7, clip=(-128, 127))
+    streams = {}
+    for beside, acc in ((False, None), (True, None), (True, 4)):
+        with open_device("verilator", OV, progress=False) as dev:
+            rt = Runtime(dev)
+            plan = plan_conv2d(OV, x.shape, w.shape, bias=True, shift=7, clip=(-128, 127),
+                               min_init=(b, w), tiling=tiling)
+            assert plan.epilogue.init
+            plan.post_beside, plan.out_slots, plan._program = beside, acc, None
+            bufs = {nm: rt.alloc(op.nbytes) for nm, op in plan.operands.items()}
+            for nm, arr in plan.pack(x, w, b).items():
+                rt.upload(bufs[nm], arr)
+            plan.lower(rt, bufs)
+            rt.finalize()
+            # (micro-op addresses may differ: the uop cache places kernels in the
+            # order they are first used)
+            streams[beside, acc] = [str(i).split(" uop_bgn")[0] for i in rt.instructions]
+            cycles = rt.synchronize().cycles
+            out = plan.operands["out"]
+            got = plan.unpack(rt.download(bufs["out"], out.dtype, out.shape))
+        np.testing.assert_array_equal(got, want)
+        with capsys.disabled():
+            print(f"\n  conv2d 8x8 64->32 1x1 (beside {beside}, acc slots {acc}): "
+                  f"tiny+overlap {cycles} cycles")
+    assert streams[True, None] != streams[False, None]
+    assert sorted(streams[True, None]) == sorted(streams[False, None])
 
 
 def _lane_writes(enq_cycles):

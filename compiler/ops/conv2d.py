@@ -316,23 +316,122 @@ class Conv2dPlan(OpPlan):
             self._try_onchip_rows(cost, p, ranked)
         if (epilogue.add is not None and cfg.compute_overlap and not self.tiling.resident
                 and self.tiling.tci < p.ib):
-            self._try_add_order()
+            self._try_add_order(cost)
+        elif (cfg.compute_overlap and epilogue.add is None and not self.tiling.resident
+              and self.tiling.tci < p.ib and epilogue.init and epilogue.requant is None
+              and not epilogue.residual and not self.border_cases
+              and self.tiling.tci * p.kh * p.kw <= len(epilogue.stages()[0])):
+            self._try_beside(cost)
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
     #: :meth:`_try_add_order` takes the one the event model predicts faster.
     add_order = "pre"
 
-    def _try_add_order(self):
-        """:attr:`add_order` ``"split"`` kept when the event model predicts it faster than
-        ``"pre"``. Verilator, default+overlap, 1x1 residual layers of ResNet-50 (cycles
-        pre / split): 64 -> 256 at 56x56 569,753 / 628,680; 128 -> 512 at 28x28 345,920 /
-        338,160; 256 -> 1024 at 14x14 275,457 / 288,973; 512 -> 2048 at 7x7 243,593 /
-        238,637 (the event model within 1.3% of each)."""
-        pre = self.inspect()["predicted_cycles"]
-        self.add_order, self._program = "split", None
-        if self.inspect()["predicted_cycles"] >= pre:
-            self.add_order, self._program = "pre", None
+    #: COMPUTE_OVERLAP with a fused add: tile t's passes after its residual GEMM go
+    #: between tile t + 1's groups (:meth:`_ConvEmission.post_beside`) instead of all
+    #: before them; :meth:`_try_add_order` decides.
+    post_beside = False
+
+    #: inp/wgt SRAM slots when not the tiling's ``nthreads``: 3 for a fused add with
+    #: COMPUTE_OVERLAP (:meth:`_try_add_order`), whose residual group takes a slot of
+    #: its own in the rotation, so that the next tile's groups load while it waits for
+    #: the passes before it (two acc slots still, one per bank).
+    in_slots = None
+
+    #: acc/out slots when not the tiling's: 4 with COMPUTE_OVERLAP (two per acc bank,
+    #: :meth:`_ConvEmission.slot_base`), so that a tile's start waits for the store of
+    #: the tile four before it, not two; :meth:`_try_out_slots` decides.
+    out_slots = None
+
+    def _try_add_order(self, cost):
+        """The :attr:`add_order`, :attr:`post_beside`, :attr:`in_slots` and
+        :attr:`out_slots` the event model predicts fastest: three inp/wgt slots
+        (:meth:`_three_slot_tiling`) when a tiling fits them, else the searched tiling
+        with two; in each order of :attr:`ADD_ORDERS` (``post_beside`` only when a
+        group's GEMMs are no more micro-ops than the passes after the residual GEMM, as in
+        :meth:`_try_beside`, and then ``"pre"`` only with it); then
+        :meth:`_try_out_slots`.
+
+        Three slots were predicted faster than every order with two on each add layer
+        of ResNet-18 and ResNet-50 (default+overlap), so two are not tried beside them.
+        Verilator, default+overlap, 1x1 residual layers of ResNet-50 (cycles pre /
+        split, two slots): 64 -> 256 at 56x56 569,753 / 628,680; 128 -> 512 at 28x28
+        345,920 / 338,160; 256 -> 1024 at 14x14 275,457 / 288,973; 512 -> 2048 at 7x7
+        243,593 / 238,637 (the event model within 1.3% of each)."""
+        three = self._three_slot_tiling()
+        if three is not None:
+            self.in_slots = 3
+            self._set_tiling(three, cost)
+        t = self.tiling
+        short = t.tci * self.problem.kh * self.problem.kw <= len(self.epilogue.stages()[2])
+        best = None
+        for order, beside in self.ADD_ORDERS:
+            if beside and not short or (order == "pre" and beside != short):
+                continue
+            self.add_order, self.post_beside, self._program = order, beside, None
+            got = (self.inspect()["predicted_cycles"], order, beside)
+            best = got if best is None or got[0] < best[0] else best
+        _, self.add_order, self.post_beside = best
+        self._program = None
+        self._try_out_slots(cost, best[0], [("split", False)])
+
+    #: :meth:`_try_add_order`'s orders ``(add_order, post_beside)``, the first taken on
+    #: a tie.
+    ADD_ORDERS = (("pre", False), ("pre", True), ("split", False), ("split", True))
+
+    def _three_slot_tiling(self):
+        """The searched tiling shrunk to fit three inp/wgt slots (its residual tile and
+        a group's inputs in a third of the inp SRAM, a group's weights in a third of
+        the wgt SRAM): the most output blocks, then the most input blocks per group;
+        None when even one block each does not fit."""
+        p, t, cfg = self.problem, self.tiling, self.config
+        for tco in range(t.tco, 0, -1):
+            for tci in range(t.tci, 0, -1):
+                c = replace(t, tco=tco, tci=tci)
+                fp = c.footprint(p, cfg)
+                if fp["inp"] <= cfg.inp_depth // 3 and fp["wgt"] <= cfg.wgt_depth // 3:
+                    return c
+        return None
+
+    def _try_out_slots(self, cost, keep, orders):
+        """:attr:`out_slots` 4 with the tiling's tiles shrunk to a quarter of the acc
+        SRAM (fewer rows, then fewer output blocks) in each of ``orders``
+        (``(add_order, post_beside)``), kept when the event model predicts it faster
+        than ``keep`` (the plan's prediction as it stands). Tried only where the ALU
+        lane has as many micro-ops per output vector as the GEMM lane (the start, GEMMs,
+        passes and store of a bank's tile then bound the layer; where the GEMMs bound
+        it, the smaller tiles lost on ResNet-50)."""
+        p, t, cfg, epi = self.problem, self.tiling, self.config, self.epilogue
+        alu = 1 + sum(map(len, epi.stages()))      # lane micro-ops per output vector
+        if shared_acc(p, cfg) or p.int32_out or alu < p.ib * p.kh * p.kw + p.residual_gemm:
+            return
+        quad = next((c for tco in range(t.tco, 0, -1) for th in range(t.th, 0, -1)
+                     for c in [replace(t, tco=tco, th=th)]
+                     if c.footprint(p, cfg)["acc"] <= cfg.acc_depth // 4), None)
+        if quad is None:
+            return
+        state = (keep, None, t, self.estimate, self.add_order, self.post_beside)
+        best = state
+        self.out_slots = 4
+        self._set_tiling(quad, cost)
+        for order, beside in dict.fromkeys(orders):
+            self.add_order, self.post_beside, self._program = order, beside, None
+            got = (self.inspect()["predicted_cycles"], 4, quad, self.estimate, order, beside)
+            best = got if got[0] < best[0] else best
+        _, self.out_slots, tiling, est, self.add_order, self.post_beside = best
+        self._set_tiling(tiling, cost, est)
+
+    def _try_beside(self, cost):
+        """:attr:`post_beside` for an epilogue of immediate passes only (a MIN init
+        carries the bias) whose group of GEMMs per input chunk is shorter than the
+        passes: kept when the event model predicts it faster."""
+        keep = self.inspect()["predicted_cycles"]
+        self.post_beside, self._program = True, None
+        beside = self.inspect()["predicted_cycles"]
+        if beside >= keep:
+            self.post_beside, self._program = False, None
+        self._try_out_slots(cost, min(keep, beside), [(self.add_order, self.post_beside)])
 
     def _ranked(self, cost):
         """The tile search's best tilings of :attr:`problem`, distinct in order, as many
@@ -480,7 +579,7 @@ class Conv2dPlan(OpPlan):
         if t.nthreads not in (1, 2):
             raise TilingError(f"{p.describe}: nthreads={t.nthreads}; must be 1 or 2")
         fp = t.footprint(p, cfg)
-        nacc = int(acc_slots(p.int32_out, t.nthreads))
+        nacc = self.out_slots or int(acc_slots(p.int32_out, t.nthreads))
         if t.resident:
             if p.shared_wgt or t.tci != p.ib:
                 raise TilingError(f"{p.describe}: tiling {t} keeps the weights resident, which "
@@ -489,7 +588,8 @@ class Conv2dPlan(OpPlan):
                 raise TilingError(f"{p.describe}: tiling {t} keeps all {fp['wgt_resident']} "
                                   f"weight elements resident; the wgt buffer of config "
                                   f"{cfg.name} holds {cfg.wgt_depth}")
-        checks = [("inp", cfg.inp_depth, t.nthreads), ("wgt", cfg.wgt_depth, t.nthreads),
+        nin = self.in_slots or t.nthreads
+        checks = [("inp", cfg.inp_depth, nin), ("wgt", cfg.wgt_depth, nin),
                   ("acc", cfg.acc_depth - shared_acc(p, cfg), nacc)]
         for mem, depth, n in checks:
             if mem == "wgt" and t.resident:     # checked whole above
@@ -744,7 +844,8 @@ class Conv2dPlan(OpPlan):
                 pairs += [(base[0] + r * tw + c, base[1] + (r * sh + a) * wi + c * sw + b,
                            base[2] + (a * p.kw + b) * kw_stride) for r in rs for c in cs]
         loops = [d for d in dims if d.name not in ("oh", "ow", "kh", "kw") and d.extent > 1]
-        budget = uop_budget(cfg, t.nthreads, acc_slots(p.int32_out, t.nthreads))
+        budget = uop_budget(cfg, self.in_slots or t.nthreads,
+                            self.out_slots or acc_slots(p.int32_out, t.nthreads))
         if len(loops) > 2 or len(pairs) > budget or (worth and not worth(len(pairs))):
             return None
         try:
@@ -828,10 +929,11 @@ class _ConvEmission:
         p, t, cfg, epi = plan.problem, plan.tiling, plan.config, plan.epilogue
         self.p, self.t, self.epi = p, t, epi
         self.nth = nth = t.nthreads
-        self.nacc = nacc = int(acc_slots(p.int32_out, nth))
+        self.nin = nin = plan.in_slots or nth        # inp/wgt slots
+        self.nacc = nacc = plan.out_slots or int(acc_slots(p.int32_out, nth))
         self.shared = shared = shared_acc(p, cfg)
-        self.inp_slot, self.wgt_slot, self.acc_slot = (cfg.inp_depth // nth,
-                                                       cfg.wgt_depth // nth,
+        self.inp_slot, self.wgt_slot, self.acc_slot = (cfg.inp_depth // nin,
+                                                       cfg.wgt_depth // nin,
                                                        (cfg.acc_depth - shared) // nacc)
         self.nborder = len(plan.border_cases)
         if shared:   # [bias][requantize rows][border rows] x ob at the top of the acc SRAM
@@ -850,11 +952,11 @@ class _ConvEmission:
             self.epochs = list(itertools.accumulate(
                 (int(k != prev) for k, prev in zip(keys[1:], keys)), initial=0))
         self.w_loaded = set()         # resident weights: output blocks loaded so far
-        self.pipe = Pipeline(builder, nth, nth,
+        self.pipe = Pipeline(builder, nin, plan.out_slots or nth,
                              len(tiles) * (len(self.chunks) + self.res_group),
                              len(tiles) * self.planes, epochs=self.epochs)
         self.out_plane = p.nb * p.ob * p.oh * p.ow
-        self.inp_has, self.wgt_has, self.bias_has = [None] * nth, [None] * nth, [None] * nacc
+        self.inp_has, self.wgt_has, self.bias_has = [None] * nin, [None] * nin, [None] * nacc
         self.clipped = [0] * nacc   # acc entries from a slot's start this layer clipped
         self.kernels = {}
         self.g = 0
@@ -873,7 +975,7 @@ class _ConvEmission:
         self.load_shared_rows()
         builder, epi, nacc, planes, pipe = (self.builder, self.epi, self.nacc, self.planes,
                                             self.pipe)
-        overlap = (nacc == self.nth and nacc > 1 and planes == 1
+        overlap = ((nacc == self.nth or self.plan.out_slots) and nacc > 1 and planes == 1
                    and self.plan.config.compute_overlap)
         if overlap and self.add_order() is not None:
             self.run_add(self.add_order())
@@ -883,18 +985,25 @@ class _ConvEmission:
             # tile's epilogue, so that the epilogue's ALU passes run beside the next
             # tile's GEMMs (which wait only for that start)
             n = len(self.tiles)
+            beside = self.plan.post_beside and self.plain_epilogue()
             pipe.acquire_out(0)
             self.start(0)
+            self.body(0)
             for ti in range(n):
-                self.body(ti)
                 if ti + 1 < n:
                     pipe.acquire_out(ti + 1)
                     self.start(ti + 1)
+                if beside and ti + 1 < n:
+                    # the epilogue's passes between tile ti + 1's groups
+                    self._bases.pop(ti)
+                    a = ti % nacc
+                    self.clipped[a] = max(self.clipped[a], self.out_size(ti))
+                    self.post_beside(ti, self.acc_at(ti), self.chunks, 0)
+                    continue
                 self.finish_tile(ti)
-                pipe.release_out(ti)
-                pipe.store_begin(ti)
-                self.store(ti, 0)
-                pipe.store_end(ti)
+                self.release_store(ti)
+                if ti + 1 < n:
+                    self.body(ti + 1)
         elif nacc == self.nth:
             # each tile's planes right after it (int8 results, or one buffer: the shift of
             # plane k waits for the store of plane k - 1)
@@ -928,6 +1037,30 @@ class _ConvEmission:
                     sched.store_end((ti, k))
         kernel_fence(builder)
 
+    def slot_base(self, a) -> int:
+        """The first acc row of acc slot ``a``: slots one after another, or with
+        :attr:`Conv2dPlan.out_slots` four slots, two per acc bank, alternating banks."""
+        if self.plan.out_slots:
+            return (a % 2) * (self.plan.config.acc_depth // 2) + (a // 2) * self.acc_slot
+        return a * self.acc_slot
+
+    def acc_at(self, ti) -> int:
+        """The first acc row of tile ti's slot."""
+        return self.slot_base(ti % self.nacc)
+
+    def plain_epilogue(self) -> bool:
+        """The tile's epilogue is immediate passes only (:meth:`.Epilogue.stages` ``[0]``:
+        a MIN init carries the bias; no requantize rows, border correction, residual
+        or add), so :meth:`post_beside` may split it."""
+        epi, plan = self.epi, self.plan
+        return bool(epi.init and epi.requant is None and epi.add is None
+                    and not epi.residual and not plan.border_cases and epi.stages()[0])
+
+    def out_size(self, ti) -> int:
+        """Tile ti's accumulators (output vectors)."""
+        tn, tco, th, tw = (self.tiles[ti][k] for k in (1, 3, 5, 7))
+        return tn * tco * th * tw
+
     def add_order(self):
         """COMPUTE_OVERLAP with a fused add (:class:`.epilogue.ResidualAdd`): the order of
         :meth:`run_add` (:attr:`Conv2dPlan.add_order`; ``"split"`` needs two groups or
@@ -951,7 +1084,7 @@ class _ConvEmission:
         self.start(0)
         self.body(0)
         for ti in range(n):
-            acc_base = (ti % self.nacc) * self.acc_slot
+            acc_base = self.acc_at(ti)
             bases = self._bases.pop(ti)
             nxt = ti + 1 < n
             if order == "pre":
@@ -967,13 +1100,44 @@ class _ConvEmission:
                 if nxt:
                     self.body(ti + 1, self.chunks[:half])
             self.residual_group(ti, acc_base, bases, epilogue=False)
+            rest = (self.chunks[half:] if order == "split" else self.chunks) if nxt else []
+            if self.plan.post_beside and rest and self.epi.stages()[2]:
+                self.post_beside(ti, acc_base, rest, 2)
+                continue
             self.epi.emit_add(self.builder, acc_base, self.out_dims(ti), after=True)
-            pipe.release_out(ti)
-            pipe.store_begin(ti)
-            self.store(ti, 0)
-            pipe.store_end(ti)
+            self.release_store(ti)
             if nxt:
-                self.body(ti + 1, self.chunks[half:] if order == "split" else None)
+                self.body(ti + 1, rest)
+
+    def release_store(self, ti) -> None:
+        """Tile ti's last write done: its store."""
+        self.pipe.release_out(ti)
+        self.pipe.store_begin(ti)
+        self.store(ti, 0)
+        self.pipe.store_end(ti)
+
+    def post_beside(self, ti, acc_base, chunks, stage) -> None:
+        """:attr:`Conv2dPlan.post_beside`: tile ti's last passes, the immediate passes
+        of :meth:`.Epilogue.stages` ``[stage]`` (each one ALU instruction over the
+        tile), between tile ti + 1's groups ``chunks``: before each group as many as its
+        GEMM micro-ops cover (at least one), so that the group's token push (which waits
+        for the ALU lane to drain) finds the lane empty; the rest after the last group;
+        the store after the last."""
+        passes = len(self.epi.stages()[stage])
+        size, dims = self.out_size(ti), self.out_dims(ti)
+        nxt = self.out_size(ti + 1) * self.kk       # GEMM micro-ops per input block
+        k = 0
+        for c in chunks:
+            if k < passes:
+                j = k + max(1, min(passes - k, nxt * c[1] // size))
+                self.epi.emit_stage(self.builder, acc_base, dims, stage, slice(k, j))
+                k = j
+                if k == passes:
+                    self.release_store(ti)
+            self.body(ti + 1, [c])
+        if k < passes:
+            self.epi.emit_stage(self.builder, acc_base, dims, stage, slice(k, None))
+            self.release_store(ti)
 
     def pre_add(self, ti, acc_base, bases) -> None:
         """Tile ti's epilogue and the fused add's passes before its residual GEMM."""
@@ -1009,7 +1173,7 @@ class _ConvEmission:
 
     def store(self, ti, k) -> None:
         n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
-        self.plan._move(self.builder, "store", self.slots["out"], (ti % self.nacc) * self.acc_slot,
+        self.plan._move(self.builder, "store", self.slots["out"], self.acc_at(ti),
                         k * self.out_plane, n0, tn, co0, tco, h0, th, w0, tw)
 
     # ------------------------------------------------------------------ one tile
@@ -1023,7 +1187,7 @@ class _ConvEmission:
                     self.border_region + co0,
                     p.ob)
         # [border rows][requantize rows][bias] x tco at the end of the slot
-        bias_base = (a + 1) * self.acc_slot - t.tco
+        bias_base = self.slot_base(a) + self.acc_slot - t.tco
         rows_base = bias_base - t.tco * epi.rows + (0 if epi.bias_tile else t.tco)
         return bias_base, rows_base, rows_base - t.tco * self.nborder, tco   # rows of tco
 
@@ -1039,14 +1203,14 @@ class _ConvEmission:
         n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
         a = ti % self.nacc
         self._bases[ti] = bases = self.row_bases(a, co0, tco)
-        self.start_tile(ti, a, a * self.acc_slot, bases)
+        self.start_tile(ti, a, self.slot_base(a), bases)
 
     def body(self, ti, chunks=None) -> None:
         """Tile ti's groups (``chunks``, default all): loads and GEMMs (with the
         load/compute tokens)."""
         p = self.p
         n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
-        acc_base = (ti % self.nacc) * self.acc_slot
+        acc_base = self.acc_at(ti)
         (sh, sw), (pt, pl, _, _) = p.stride, p.pad
         ywin = self.plan._window(h0, th, sh, p.kh, pt, p.h)
         xwin = self.plan._window(w0, tw, sw, p.kw, pl, p.w)
@@ -1056,7 +1220,7 @@ class _ConvEmission:
     def finish_tile(self, ti) -> None:
         """Tile ti's residual group, border correction and epilogue."""
         epi, builder = self.epi, self.builder
-        acc_base = (ti % self.nacc) * self.acc_slot
+        acc_base = self.acc_at(ti)
         bases = self._bases.pop(ti)
         if self.res_group:
             self.residual_group(ti, acc_base, bases)
@@ -1120,7 +1284,7 @@ class _ConvEmission:
 
     def group(self, ti, acc_base, c0, tci, ywin, xwin) -> None:
         """One group: chunk ``c0`` of the tile's reduction, its load stage then its GEMMs."""
-        s = self.epochs[self.g] % self.nth if self.resident else self.g % self.nth
+        s = self.epochs[self.g] % self.nin if self.resident else self.g % self.nin
         tn = self.tiles[ti][1]
         p = self.p
         # the first group of a resident block-diagonal (depthwise) weight loads it one
@@ -1283,7 +1447,7 @@ class _ConvEmission:
         if kkey not in self.kernels:
             self.kernels[kkey] = self.plan._gemm_kernels(
                 base, tn, tco, th, tw, tci, hi, wi, (ypad0, rows), (xpad0, cols),
-                uses=len(self.tiles) * len(self.chunks) // self.nth)
+                uses=len(self.tiles) * len(self.chunks) // self.nin)
         for kernel in self.kernels[kkey]:
             builder.push_gemm(kernel)
 
@@ -1293,7 +1457,7 @@ class _ConvEmission:
         ``epilogue`` is False: :meth:`run_add` emitted them)."""
         epi, builder, slots = self.epi, self.builder, self.slots
         n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
-        s = self.g % self.nth
+        s = self.g % self.nin
         self.pipe.load_begin(self.g)
         if self.inp_has[s] != ("res", n0, tn, co0, tco, h0, th, w0, tw):
             self.plan._move(builder, "load_inp", slots["residual"], s * self.inp_slot, 0, n0, tn,

@@ -625,7 +625,13 @@ class Epilogue:
     def emit_add(self, stream, acc_base: int, dims, after: bool) -> None:
         """Queue the fused add's immediate passes over one acc tile: those before the
         residual's GEMM (``after=False``) or after it."""
-        _push_imm_passes(stream, acc_base, dims, self.stages()[2 if after else 1])
+        self.emit_stage(stream, acc_base, dims, 2 if after else 1)
+
+    def emit_stage(self, stream, acc_base: int, dims, stage: int, passes=None) -> None:
+        """Queue the immediate passes of :meth:`stages` ``[stage]`` over one acc tile,
+        one ALU instruction each; ``passes``, a slice, only those of them."""
+        got = self.stages()[stage]
+        _push_imm_passes(stream, acc_base, dims, got if passes is None else got[passes])
 
     def emit_plane_shift(self, stream, acc_base: int, dims) -> None:
         """SHR imm 8 over the tile: exposes the next byte plane of an int32 result."""

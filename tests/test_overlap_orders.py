@@ -1,0 +1,135 @@
+"""How a convolution's tiles are ordered for the ALU lane (``COMPUTE_OVERLAP``), without a
+device: the passes of a tile between the next tile's groups (``Conv2dPlan.post_beside``),
+three inp/wgt slots for a fused add (``Conv2dPlan.in_slots``), and that the planner keeps
+the variant the event model predicts fastest. Verilator against numpy for each variant:
+``tests/test_rtl_overlap.py``."""
+
+import re
+
+import numpy as np
+import pytest
+
+from vtakit.compiler.ops import plan_conv2d
+from vtakit.compiler.ops.epilogue import ResidualAdd
+from vtakit.hw.config import load_config
+from vtakit.hw.isa import MemType, Opcode
+
+OV = load_config("default+overlap")
+DEFAULT = load_config("default")
+
+
+def _add_plan(config, tiling=None):
+    """ResNet-50's second-stage 1x1 expansion with its fused add (e_a = 2, offset -127,
+    not folded)."""
+    rng = np.random.default_rng(3)
+    w = rng.integers(-8, 9, (512, 128, 1, 1), dtype=np.int8)
+    b = rng.integers(-3000, 3000, 512).astype(np.int32)
+    return plan_conv2d(config, (1, 128, 28, 28), w.shape, bias=True, shift=9,
+                       clip=(-128, 127), residual="int8", add=ResidualAdd(2, 0, -127, 1, -128, 127),
+                       min_init=(b, w), tiling=tiling)
+
+
+def _plain_plan(config):
+    """ResNet-50's first-stage 1x1 reduction (256 -> 64 at 56x56) with a MIN init."""
+    rng = np.random.default_rng(4)
+    w = rng.integers(-8, 9, (64, 256, 1, 1), dtype=np.int8)
+    b = rng.integers(-3000, 3000, 64).astype(np.int32)
+    return plan_conv2d(config, (1, 256, 56, 56), w.shape, bias=True, shift=8,
+                       clip=(-128, 127), min_init=(b, w))
+
+
+def _predicted(plan, **attrs):
+    for k, v in attrs.items():
+        setattr(plan, k, v)
+    plan._program = None
+    return plan.inspect()["predicted_cycles"]
+
+
+def _compute_kinds(plan) -> str:
+    """The compute module's GEMMs (``G``), immediate ALU passes (``I``) and tensor ALUs
+    (``T``: the MIN init) in program order."""
+    out = []
+    for insn in plan.program().insns:
+        if insn.opcode == Opcode.GEMM:
+            out.append("G")
+        elif insn.opcode == Opcode.ALU:
+            out.append("I" if insn.fields["use_imm"] else "T")
+    return "".join(out)
+
+
+def test_fused_add_takes_three_slots_and_the_fastest_order():
+    """With the lane, the fused add's plan has three inp/wgt slots (the residual group in
+    one of its own), a tiling whose group and residual fit a third of the inp SRAM, its
+    loads in all three slots; this layer (nine ALU passes per output, nine GEMM micro-ops)
+    also four acc slots, its stores from all four. Predicted faster than the plan of
+    before (two slots, the searched tiling) and than three slots with two acc slots in
+    either order."""
+    plan = _add_plan(OV)
+    assert plan.in_slots == 3 and plan.out_slots == 4
+    fp = plan.tiling.footprint(plan.problem, OV)
+    assert fp["inp"] <= OV.inp_depth // 3 and fp["wgt"] <= OV.wgt_depth // 3
+    assert fp["acc"] <= OV.acc_depth // 4
+    insns = plan.program().insns
+    bases = {i.fields["sram_base"] for i in insns
+             if i.opcode == Opcode.LOAD and i.fields["memory_type"] == MemType.INP}
+    assert {b // (OV.inp_depth // 3) for b in bases} == {0, 1, 2}
+    stores = {i.fields["sram_base"] for i in insns if i.opcode == Opcode.STORE}
+    assert {b // (OV.acc_depth // 4) for b in stores} == {0, 1, 2, 3}
+    chosen = plan.inspect()["predicted_cycles"]
+    searched = _add_plan(DEFAULT).tiling
+
+    def variant(in_slots, three, order):
+        q = _add_plan(OV)
+        q.in_slots, q.out_slots = None, None
+        q._set_tiling(searched, None, q.estimate)
+        if three:
+            q.in_slots = in_slots
+            q._set_tiling(q._three_slot_tiling(), None, q.estimate)
+        return _predicted(q, add_order=order, post_beside=False)
+
+    assert variant(None, False, "pre") > chosen
+    assert min(variant(3, True, o) for o in ("pre", "split")) > chosen
+
+
+def test_without_the_lane_nothing_changes():
+    """On ``default`` the plans keep two slots and the order of before."""
+    for plan in (_add_plan(DEFAULT), _plain_plan(DEFAULT)):
+        assert plan.in_slots is None and plan.out_slots is None and not plan.post_beside
+        assert plan.add_order == "pre"
+
+
+def test_plain_epilogue_passes_go_between_the_next_groups():
+    """A 1x1 layer whose group of GEMMs is shorter than its epilogue: the planner keeps
+    ``post_beside`` (predicted faster), and its stream has a tile's immediate passes
+    between two GEMM groups of the next tile, where without it they come as one run
+    before them."""
+    plan = _plain_plan(OV)
+    assert plan.post_beside
+    beside = plan.inspect()["predicted_cycles"]
+    kinds_beside = _compute_kinds(plan)
+    assert _predicted(plan, post_beside=False) > beside
+    kinds = _compute_kinds(plan)
+    passes = len(plan.epilogue.stages()[0])
+    # without: every run of immediate passes is the whole epilogue
+    assert {len(m) for m in re.findall(r"I+", kinds)} == {passes}
+    # with: some run is shorter, and sits between two GEMMs
+    runs = {len(m) for m in re.findall(r"(?<=G)I+(?=G)", kinds_beside)}
+    assert runs and min(runs) < passes
+    assert sorted(kinds_beside) == sorted(kinds)
+
+
+@pytest.mark.parametrize("stage", [0, 2])
+def test_emit_stage_slices_the_passes(stage):
+    """``Epilogue.emit_stage`` with a slice queues exactly those passes of the stage."""
+    plan = _add_plan(OV)
+    epi = plan.epilogue
+    got = []
+
+    class Stream:
+        def push_alu(self, kernel):
+            got.append((kernel.alu_op, kernel.imm))
+
+    from vtakit.compiler.ops.loops import Dim
+    dims = [Dim("p", 4, 1)]
+    epi.emit_stage(Stream(), 0, dims, stage, slice(1, None))
+    assert got == [(op, imm) for op, imm in epi.stages()[stage][1:]]
