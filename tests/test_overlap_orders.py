@@ -133,3 +133,67 @@ def test_emit_stage_slices_the_passes(stage):
     dims = [Dim("p", 4, 1)]
     epi.emit_stage(Stream(), 0, dims, stage, slice(1, None))
     assert got == [(op, imm) for op, imm in epi.stages()[stage][1:]]
+
+
+def _int32_plan(config, **kw):
+    """A 3x3 convolution with an int32 result in three byte planes (the MLPerf Tiny
+    models' layers on ``default``: the requantize runs on the host)."""
+    return plan_conv2d(config, (1, 16, 14, 14), (32, 16, 3, 3), 1, 1, bias=True,
+                       out_dtype="int32", result_bytes=3, **kw)
+
+
+def _plane_shift_lanes(plan) -> list:
+    """How each plane shift (ALU SHR 8) meets the ALU lane, in program order
+    (the event model's ``("lane", bank)`` when the lane runs it)."""
+    from vtakit.compiler.ops.cost.events import _lane_plan, program_stream
+    from vtakit.hw.spec import Unit, dispatch_unit
+    prog = plan.program()
+    queue = [i for i in program_stream(prog)
+             if dispatch_unit(i.opcode, i.fields.get("memory_type")) == Unit.COMPUTE]
+    kinds = _lane_plan(queue, OV, prog.uops)
+    return [k for i, k in zip(queue, kinds)
+            if i.opcode == Opcode.ALU and i.fields["use_imm"] and i.fields["imm"] == 8]
+
+
+def test_int32_plane_slots_take_the_banks_the_model_prefers():
+    """``Conv2dPlan.plane_banks`` on ``default+overlap``: chosen (predicted faster than
+    five slots one after another), every plane shift lies in one acc bank, its slot's
+    (the pattern's), and tiles rotate through the slots; on ``default`` it stays off."""
+    plan = _int32_plan(OV)
+    banks = plan.plane_banks
+    assert banks is not None and set(banks) == {0, 1}
+    chosen = plan.inspect()["predicted_cycles"]
+    shifts = _plane_shift_lanes(plan)
+    # every shift runs in the lane, in both banks; as many per bank as the pattern says
+    assert shifts and {k for k, _ in shifts} == {"lane"}
+    per_bank = [sum(1 for _, b in shifts if b == bank) for bank in (0, 1)]
+    assert per_bank[0] and per_bank[1]
+    assert abs(per_bank[0] / len(shifts) - banks.count(0) / len(banks)) < 0.2
+    assert _predicted(plan, plane_banks=None) > chosen
+    assert _int32_plan(DEFAULT).plane_banks is None
+
+
+def test_int32_plane_slots_equal_numpy_on_the_model():
+    """The int32 result with each bank pattern tried equals numpy on the behavioral model."""
+    from vtakit.compiler.ops import reference as R
+    from vtakit.runtime import Runtime
+    from vtakit.runtime.device import open_device
+    rng = np.random.default_rng(9)
+    x = rng.integers(-128, 128, (1, 16, 14, 14), dtype=np.int8)
+    w = rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8)
+    b = rng.integers(-2 ** 20, 2 ** 20, 32).astype(np.int32)
+    want = R.conv2d_ref(x, w, 1, 1) + b[None, :, None, None]
+    for banks in (None,) + _int32_plan(OV).PLANE_BANKS:
+        with open_device("behavioral", OV) as dev:
+            rt = Runtime(dev)
+            plan = _int32_plan(OV)
+            plan.plane_banks, plan._program = banks, None
+            bufs = {nm: rt.alloc(op.nbytes) for nm, op in plan.operands.items()}
+            for nm, arr in plan.pack(x, w, b).items():
+                rt.upload(bufs[nm], arr)
+            plan.lower(rt, bufs)
+            rt.finalize()
+            rt.synchronize()
+            out = plan.operands["out"]
+            got = plan.unpack(rt.download(bufs["out"], out.dtype, out.shape))
+        np.testing.assert_array_equal(got, want, err_msg=str(banks))
