@@ -174,7 +174,8 @@ def test_int32_plane_slots_take_the_banks_the_model_prefers():
 
 
 def test_int32_plane_slots_equal_numpy_on_the_model():
-    """The int32 result with each bank pattern tried equals numpy on the behavioral model."""
+    """The int32 result with each bank pattern (and skew) tried equals numpy on the
+    behavioral model."""
     from vtakit.compiler.ops import reference as R
     from vtakit.runtime import Runtime
     from vtakit.runtime.device import open_device
@@ -183,11 +184,13 @@ def test_int32_plane_slots_equal_numpy_on_the_model():
     w = rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8)
     b = rng.integers(-2 ** 20, 2 ** 20, 32).astype(np.int32)
     want = R.conv2d_ref(x, w, 1, 1) + b[None, :, None, None]
-    for banks in (None,) + _int32_plan(OV).PLANE_BANKS:
+    plan = _int32_plan(OV)
+    tries = [(None, 1)] + [(b, 1) for b in plan.PLANE_BANKS] + [(plan.SKEWED_BANKS[3], 2)]
+    for banks, skew in tries:
         with open_device("behavioral", OV) as dev:
             rt = Runtime(dev)
             plan = _int32_plan(OV)
-            plan.plane_banks, plan._program = banks, None
+            plan.plane_banks, plan.plane_skew, plan._program = banks, skew, None
             bufs = {nm: rt.alloc(op.nbytes) for nm, op in plan.operands.items()}
             for nm, arr in plan.pack(x, w, b).items():
                 rt.upload(bufs[nm], arr)
@@ -196,4 +199,26 @@ def test_int32_plane_slots_equal_numpy_on_the_model():
             rt.synchronize()
             out = plan.operands["out"]
             got = plan.unpack(rt.download(bufs["out"], out.dtype, out.shape))
-        np.testing.assert_array_equal(got, want, err_msg=str(banks))
+        np.testing.assert_array_equal(got, want, err_msg=f"{banks} skew {skew}")
+
+
+def test_int32_skewed_plane_shifts_sit_in_the_other_bank():
+    """``plane_skew`` 2 with slots alternating banks: every plane shift runs in the lane,
+    and in the other bank than the GEMMs that follow it (the next tile's)."""
+    from vtakit.compiler.ops.cost.events import _lane_plan, program_stream
+    from vtakit.hw.spec import Unit, dispatch_unit
+    plan = _int32_plan(OV)
+    plan.plane_banks, plan.plane_skew, plan._program = plan.SKEWED_BANKS[3], 2, None
+    prog = plan.program()
+    queue = [i for i in program_stream(prog)
+             if dispatch_unit(i.opcode, i.fields.get("memory_type")) == Unit.COMPUTE]
+    kinds = _lane_plan(queue, OV, prog.uops)
+    shifts = 0
+    for n, (insn, kind) in enumerate(zip(queue, kinds)):
+        if insn.opcode == Opcode.ALU and insn.fields["use_imm"] and insn.fields["imm"] == 8:
+            assert kind[0] == "lane"
+            shifts += 1
+            nxt = next((k for k in kinds[n + 1:] if k[0] == "gemm"), None)
+            if nxt is not None:
+                assert kind[1] not in nxt[1]
+    assert shifts == 2 * len(list(plan.tiles()))

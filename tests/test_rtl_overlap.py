@@ -534,8 +534,9 @@ def test_lane_runs_back_to_back_enqueues_in_order(enq_cycles):
 def test_compiled_int32_plane_slots_by_bank_equal_numpy(capsys):
     """A 3x3 convolution with an int32 result (three byte planes, the plane shifts
     skewed behind the GEMMs) compiled for ``tiny+overlap`` with its acc slots placed by
-    bank (``Conv2dPlan.plane_banks``, the planner's choice) and one after another:
-    Verilator equals the model and numpy for each."""
+    bank (``Conv2dPlan.plane_banks``, the planner's choice), one after another, and
+    alternating banks with the shifts two tiles apart (``plane_skew`` 2): Verilator
+    equals the model and numpy for each."""
     from vtakit.compiler.ops import plan_conv2d
     from vtakit.compiler.ops import reference as R
     from vtakit.runtime import Runtime
@@ -545,7 +546,7 @@ def test_compiled_int32_plane_slots_by_bank_equal_numpy(capsys):
     b = rng.integers(-2 ** 20, 2 ** 20, 32).astype(np.int32)
     want = R.conv2d_ref(x, w, 1, 1) + b[None, :, None, None]
     chosen = None
-    for pick in ("planner", None):
+    for pick in ("planner", None, "skew"):
         for backend in ("verilator", "behavioral"):
             opts = {} if backend == "behavioral" else {"progress": False}
             with open_device(backend, OV, **opts) as dev:
@@ -553,7 +554,10 @@ def test_compiled_int32_plane_slots_by_bank_equal_numpy(capsys):
                 plan = plan_conv2d(OV, x.shape, w.shape, 1, 1, bias=True, out_dtype="int32",
                                    result_bytes=3)
                 if pick is None:
-                    plan.plane_banks, plan._program = None, None
+                    plan.plane_banks, plan.plane_skew, plan._program = None, 1, None
+                elif pick == "skew":
+                    plan.plane_banks, plan.plane_skew = plan.SKEWED_BANKS[3], 2
+                    plan._program = None
                 else:
                     chosen = plan.plane_banks
                 bufs = {nm: rt.alloc(op.nbytes) for nm, op in plan.operands.items()}
@@ -568,5 +572,6 @@ def test_compiled_int32_plane_slots_by_bank_equal_numpy(capsys):
             if backend == "verilator":
                 with capsys.disabled():
                     print(f"\n  conv2d int32 14x14 16->32 3x3 (plane_banks "
-                          f"{plan.plane_banks}): tiny+overlap {cycles} cycles")
+                          f"{plan.plane_banks}, skew {plan.plane_skew}): tiny+overlap "
+                          f"{cycles} cycles")
     assert chosen is not None

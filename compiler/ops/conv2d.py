@@ -376,21 +376,35 @@ class Conv2dPlan(OpPlan):
     #: before it).
     PLANE_BANKS = ((0, 0, 0, 1, 1, 1), (0, 0, 1, 1), (0, 0, 1, 1, 1))
 
+    #: With :attr:`plane_banks`, the :class:`.tokens.PlanePipeline` skew: plane k of tile
+    #: i - plane_skew * k shifted after tile i's GEMMs.
+    plane_skew = 1
+
+    #: :meth:`_try_plane_banks`' patterns with ``plane_skew`` 2, by planes: slots
+    #: alternating banks, so that the shifts of tiles t - 2 and t - 4 (and t - 6) never
+    #: share a bank with tile t + 1's GEMMs.
+    SKEWED_BANKS = {2: (0, 1, 0, 1), 3: (0, 1) * 3, 4: (0, 1) * 4}
+
     def _try_plane_banks(self, cost):
         """:attr:`plane_banks`: each of :attr:`PLANE_BANKS` whose slots hold the
         tiling's tile (and at least the planes' slots), kept when the event model
         predicts it faster than the plan as it stands."""
-        best = (self.inspect()["predicted_cycles"], None)
+        best = (self.inspect()["predicted_cycles"], None, 1)
         fp = self.tiling.footprint(self.problem, self.config)["acc"]
-        for banks in self.PLANE_BANKS:
-            if len(banks) < self.epilogue.planes:
+        planes = self.epilogue.planes
+        tries = [(b, 1) for b in self.PLANE_BANKS]
+        if planes in self.SKEWED_BANKS:
+            tries.append((self.SKEWED_BANKS[planes], 2))
+        for banks, skew in tries:
+            if len(banks) < planes + (skew - 1) * (planes - 1):
                 continue
-            self.plane_banks, self._program = banks, None
+            self.plane_banks, self.plane_skew, self._program = banks, skew, None
             if fp > self.plane_slot_rows():
                 continue
-            got = (self.inspect()["predicted_cycles"], banks)
+            got = (self.inspect()["predicted_cycles"], banks, skew)
             best = got if got[0] < best[0] else best
-        self.plane_banks, self._program = best[1], None
+        _, self.plane_banks, self.plane_skew = best
+        self._program = None
 
     def _try_add_order(self, cost):
         """The :attr:`add_order`, :attr:`post_beside`, :attr:`in_slots` and
@@ -1075,7 +1089,8 @@ class _ConvEmission:
                     pipe.store_end(e)
         else:
             # int32 result, double-buffered: plane shifts k tiles behind the GEMMs
-            sched = PlanePipeline(builder, len(self.tiles), planes, nacc)
+            sched = PlanePipeline(builder, len(self.tiles), planes, nacc,
+                                  self.plan.plane_skew if self.plan.plane_banks else 1)
             for step in sched.steps:
                 for ti, k in step:
                     sched.acquire((ti, k))
