@@ -242,15 +242,15 @@ class _Tokens:
         self.log.append(("pop", src, dst))
 
 
+@pytest.mark.parametrize("skew, planes, slots", [(1, 4, 5), (2, 3, 6), (2, 4, 8), (2, 3, 5)])
 @pytest.mark.parametrize("n_tiles", [1, 2, 5, 6, 13])
-def test_plane_pipeline_waits_for_the_right_stores(n_tiles):
+def test_plane_pipeline_waits_for_the_right_stores(n_tiles, skew, planes, slots):
     """Replay the skewed int32 schedule: store s2g pushes and compute pops must pair in
     FIFO order, each pop after its push, and every action must find the store it
     depends on (its previous plane; for plane 0 the slot's previous tile's last plane)
-    completed when it pops."""
-    planes, slots = 4, 5
+    completed when it pops. ``skew`` 2: plane k of tile i shifted 2k steps after it."""
     stream = _Tokens()
-    pp = PlanePipeline(stream, n_tiles, planes, slots)
+    pp = PlanePipeline(stream, n_tiles, planes, slots, skew)
     acts = [a for step in pp.steps for a in step]
     assert sorted(acts) == [(j, k) for j in range(n_tiles) for k in range(planes)]
     pushed, popped, done = [], 0, set()       # stores completed when their token is popped
@@ -271,9 +271,16 @@ def test_plane_pipeline_waits_for_the_right_stores(n_tiles):
         if len(stream.log) > n:
             pushed.append(a)
     assert popped == len(pushed)
-    # plane k of tile i is shifted k steps after tile i's GEMMs
+    # plane k of tile i is shifted skew * k steps after tile i's GEMMs
     for i, step in enumerate(pp.steps):
-        assert all(j + k == i for j, k in step)
+        assert all(j + skew * k == i for j, k in step)
+
+
+def test_plane_pipeline_refuses_too_few_slots_for_its_skew():
+    """With skew 2 a tile holds its slot 2 (planes - 1) + 1 steps."""
+    PlanePipeline(_Tokens(), 8, 3, 5, 2)
+    with pytest.raises(ValueError, match=r"4 acc slots for 3 planes \(skew 2\).*at least 5"):
+        PlanePipeline(_Tokens(), 8, 3, 4, 2)
 
 
 def test_int32_result_double_buffered():

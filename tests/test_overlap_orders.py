@@ -133,3 +133,92 @@ def test_emit_stage_slices_the_passes(stage):
     dims = [Dim("p", 4, 1)]
     epi.emit_stage(Stream(), 0, dims, stage, slice(1, None))
     assert got == [(op, imm) for op, imm in epi.stages()[stage][1:]]
+
+
+def _int32_plan(config, **kw):
+    """A 3x3 convolution with an int32 result in three byte planes (the MLPerf Tiny
+    models' layers on ``default``: the requantize runs on the host)."""
+    return plan_conv2d(config, (1, 16, 14, 14), (32, 16, 3, 3), 1, 1, bias=True,
+                       out_dtype="int32", result_bytes=3, **kw)
+
+
+def _plane_shift_lanes(plan) -> list:
+    """How each plane shift (ALU SHR 8) meets the ALU lane, in program order
+    (the event model's ``("lane", bank)`` when the lane runs it)."""
+    from vtakit.compiler.ops.cost.events import _lane_plan, program_stream
+    from vtakit.hw.spec import Unit, dispatch_unit
+    prog = plan.program()
+    queue = [i for i in program_stream(prog)
+             if dispatch_unit(i.opcode, i.fields.get("memory_type")) == Unit.COMPUTE]
+    kinds = _lane_plan(queue, OV, prog.uops)
+    return [k for i, k in zip(queue, kinds)
+            if i.opcode == Opcode.ALU and i.fields["use_imm"] and i.fields["imm"] == 8]
+
+
+def test_int32_plane_slots_take_the_banks_the_model_prefers():
+    """``Conv2dPlan.plane_banks`` on ``default+overlap``: chosen (predicted faster than
+    five slots one after another), every plane shift lies in one acc bank, its slot's
+    (the pattern's), and tiles rotate through the slots; on ``default`` it stays off."""
+    plan = _int32_plan(OV)
+    banks = plan.plane_banks
+    assert banks is not None and set(banks) == {0, 1}
+    chosen = plan.inspect()["predicted_cycles"]
+    shifts = _plane_shift_lanes(plan)
+    # every shift runs in the lane, in both banks; as many per bank as the pattern says
+    assert shifts and {k for k, _ in shifts} == {"lane"}
+    per_bank = [sum(1 for _, b in shifts if b == bank) for bank in (0, 1)]
+    assert per_bank[0] and per_bank[1]
+    assert abs(per_bank[0] / len(shifts) - banks.count(0) / len(banks)) < 0.2
+    assert _predicted(plan, plane_banks=None) > chosen
+    assert _int32_plan(DEFAULT).plane_banks is None
+
+
+def test_int32_plane_slots_equal_numpy_on_the_model():
+    """The int32 result with each bank pattern (and skew) tried equals numpy on the
+    behavioral model."""
+    from vtakit.compiler.ops import reference as R
+    from vtakit.runtime import Runtime
+    from vtakit.runtime.device import open_device
+    rng = np.random.default_rng(9)
+    x = rng.integers(-128, 128, (1, 16, 14, 14), dtype=np.int8)
+    w = rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8)
+    b = rng.integers(-2 ** 20, 2 ** 20, 32).astype(np.int32)
+    want = R.conv2d_ref(x, w, 1, 1) + b[None, :, None, None]
+    plan = _int32_plan(OV)
+    tries = [(None, 1)] + [(b, 1) for b in plan.PLANE_BANKS] + [(plan.SKEWED_BANKS[3], 2)]
+    for banks, skew in tries:
+        with open_device("behavioral", OV) as dev:
+            rt = Runtime(dev)
+            plan = _int32_plan(OV)
+            plan.plane_banks, plan.plane_skew, plan._program = banks, skew, None
+            bufs = {nm: rt.alloc(op.nbytes) for nm, op in plan.operands.items()}
+            for nm, arr in plan.pack(x, w, b).items():
+                rt.upload(bufs[nm], arr)
+            plan.lower(rt, bufs)
+            rt.finalize()
+            rt.synchronize()
+            out = plan.operands["out"]
+            got = plan.unpack(rt.download(bufs["out"], out.dtype, out.shape))
+        np.testing.assert_array_equal(got, want, err_msg=f"{banks} skew {skew}")
+
+
+def test_int32_skewed_plane_shifts_sit_in_the_other_bank():
+    """``plane_skew`` 2 with slots alternating banks: every plane shift runs in the lane,
+    and in the other bank than the GEMMs that follow it (the next tile's)."""
+    from vtakit.compiler.ops.cost.events import _lane_plan, program_stream
+    from vtakit.hw.spec import Unit, dispatch_unit
+    plan = _int32_plan(OV)
+    plan.plane_banks, plan.plane_skew, plan._program = plan.SKEWED_BANKS[3], 2, None
+    prog = plan.program()
+    queue = [i for i in program_stream(prog)
+             if dispatch_unit(i.opcode, i.fields.get("memory_type")) == Unit.COMPUTE]
+    kinds = _lane_plan(queue, OV, prog.uops)
+    shifts = 0
+    for n, (insn, kind) in enumerate(zip(queue, kinds)):
+        if insn.opcode == Opcode.ALU and insn.fields["use_imm"] and insn.fields["imm"] == 8:
+            assert kind[0] == "lane"
+            shifts += 1
+            nxt = next((k for k in kinds[n + 1:] if k[0] == "gemm"), None)
+            if nxt is not None:
+                assert kind[1] not in nxt[1]
+    assert shifts == 2 * len(list(plan.tiles()))

@@ -529,3 +529,49 @@ def test_lane_runs_back_to_back_enqueues_in_order(enq_cycles):
     own micro-op, in order."""
     want = [a for i in range(len(enq_cycles)) for a in (10 * (2 * i + 1), 10 * (2 * i + 1) + 1)]
     assert _lane_writes(enq_cycles) == want
+
+
+def test_compiled_int32_plane_slots_by_bank_equal_numpy(capsys):
+    """A 3x3 convolution with an int32 result (three byte planes, the plane shifts
+    skewed behind the GEMMs) compiled for ``tiny+overlap`` with its acc slots placed by
+    bank (``Conv2dPlan.plane_banks``, the planner's choice), one after another, and
+    alternating banks with the shifts two tiles apart (``plane_skew`` 2): Verilator
+    equals the model and numpy for each."""
+    from vtakit.compiler.ops import plan_conv2d
+    from vtakit.compiler.ops import reference as R
+    from vtakit.runtime import Runtime
+    rng = np.random.default_rng(13)
+    x = rng.integers(-128, 128, (1, 16, 14, 14), dtype=np.int8)
+    w = rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8)
+    b = rng.integers(-2 ** 20, 2 ** 20, 32).astype(np.int32)
+    want = R.conv2d_ref(x, w, 1, 1) + b[None, :, None, None]
+    chosen = None
+    for pick in ("planner", None, "skew"):
+        for backend in ("verilator", "behavioral"):
+            opts = {} if backend == "behavioral" else {"progress": False}
+            with open_device(backend, OV, **opts) as dev:
+                rt = Runtime(dev)
+                plan = plan_conv2d(OV, x.shape, w.shape, 1, 1, bias=True, out_dtype="int32",
+                                   result_bytes=3)
+                if pick is None:
+                    plan.plane_banks, plan.plane_skew, plan._program = None, 1, None
+                elif pick == "skew":
+                    plan.plane_banks, plan.plane_skew = plan.SKEWED_BANKS[3], 2
+                    plan._program = None
+                else:
+                    chosen = plan.plane_banks
+                bufs = {nm: rt.alloc(op.nbytes) for nm, op in plan.operands.items()}
+                for nm, arr in plan.pack(x, w, b).items():
+                    rt.upload(bufs[nm], arr)
+                plan.lower(rt, bufs)
+                rt.finalize()
+                cycles = rt.synchronize().cycles
+                out = plan.operands["out"]
+                got = plan.unpack(rt.download(bufs["out"], out.dtype, out.shape))
+            np.testing.assert_array_equal(got, want, err_msg=f"{backend} {pick}")
+            if backend == "verilator":
+                with capsys.disabled():
+                    print(f"\n  conv2d int32 14x14 16->32 3x3 (plane_banks "
+                          f"{plan.plane_banks}, skew {plan.plane_skew}): tiny+overlap "
+                          f"{cycles} cycles")
+    assert chosen is not None

@@ -322,6 +322,9 @@ class Conv2dPlan(OpPlan):
               and not epilogue.residual and not self.border_cases
               and self.tiling.tci * p.kh * p.kw <= len(epilogue.stages()[0])):
             self._try_beside(cost)
+        elif (cfg.compute_overlap and p.int32_out and epilogue.planes > 1
+              and self.tiling.nthreads > 1 and not self.out_slots):
+            self._try_plane_banks(cost)
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
@@ -343,6 +346,65 @@ class Conv2dPlan(OpPlan):
     #: :meth:`_ConvEmission.slot_base`), so that a tile's start waits for the store of
     #: the tile four before it, not two; :meth:`_try_out_slots` decides.
     out_slots = None
+
+    #: COMPUTE_OVERLAP with an int32 result (plane shifts k tiles behind the GEMMs,
+    #: :class:`.tokens.PlanePipeline`): the acc bank of each acc slot, tile t in slot
+    #: t % len(plane_banks), the slots of a bank one after another from its first row
+    #: (:meth:`_ConvEmission.slot_base`). A GEMM waits for the ALU lane's instructions
+    #: in its bank, so the next tile's GEMMs run beside the plane shifts of the tiles
+    #: before it when their slots lie in the other bank; :meth:`_try_plane_banks`
+    #: decides. None: :data:`.geometry.INT32_ACC_SLOTS` slots one after another.
+    plane_banks = None
+
+    def acc_slot_count(self) -> int:
+        """Acc/out slots the emission rotates through."""
+        if self.plane_banks:
+            return len(self.plane_banks)
+        return self.out_slots or int(acc_slots(self.problem.int32_out, self.tiling.nthreads))
+
+    def plane_slot_rows(self) -> int:
+        """Rows of each slot with :attr:`plane_banks`: a bank's rows (the top bank's
+        less the shared rows, :func:`shared_acc`) over the most slots of a bank."""
+        half = self.config.acc_depth // 2
+        banks = self.plane_banks
+        return (half - shared_acc(self.problem, self.config)) // max(banks.count(0),
+                                                                      banks.count(1))
+
+    #: :meth:`_try_plane_banks`' bank patterns, the first taken on a tie (on the MLPerf
+    #: Tiny models each wins some layers; banks alternating slot by slot, (0, 1) x 3,
+    #: won none: the next tile then shares its bank with the shift of the tile two
+    #: before it).
+    PLANE_BANKS = ((0, 0, 0, 1, 1, 1), (0, 0, 1, 1), (0, 0, 1, 1, 1))
+
+    #: With :attr:`plane_banks`, the :class:`.tokens.PlanePipeline` skew: plane k of tile
+    #: i - plane_skew * k shifted after tile i's GEMMs.
+    plane_skew = 1
+
+    #: :meth:`_try_plane_banks`' patterns with ``plane_skew`` 2, by planes: slots
+    #: alternating banks, so that the shifts of tiles t - 2 and t - 4 (and t - 6) never
+    #: share a bank with tile t + 1's GEMMs.
+    SKEWED_BANKS = {2: (0, 1, 0, 1), 3: (0, 1) * 3, 4: (0, 1) * 4}
+
+    def _try_plane_banks(self, cost):
+        """:attr:`plane_banks`: each of :attr:`PLANE_BANKS` whose slots hold the
+        tiling's tile (and at least the planes' slots), kept when the event model
+        predicts it faster than the plan as it stands."""
+        best = (self.inspect()["predicted_cycles"], None, 1)
+        fp = self.tiling.footprint(self.problem, self.config)["acc"]
+        planes = self.epilogue.planes
+        tries = [(b, 1) for b in self.PLANE_BANKS]
+        if planes in self.SKEWED_BANKS:
+            tries.append((self.SKEWED_BANKS[planes], 2))
+        for banks, skew in tries:
+            if len(banks) < planes + (skew - 1) * (planes - 1):
+                continue
+            self.plane_banks, self.plane_skew, self._program = banks, skew, None
+            if fp > self.plane_slot_rows():
+                continue
+            got = (self.inspect()["predicted_cycles"], banks, skew)
+            best = got if got[0] < best[0] else best
+        _, self.plane_banks, self.plane_skew = best
+        self._program = None
 
     def _try_add_order(self, cost):
         """The :attr:`add_order`, :attr:`post_beside`, :attr:`in_slots` and
@@ -579,7 +641,11 @@ class Conv2dPlan(OpPlan):
         if t.nthreads not in (1, 2):
             raise TilingError(f"{p.describe}: nthreads={t.nthreads}; must be 1 or 2")
         fp = t.footprint(p, cfg)
-        nacc = self.out_slots or int(acc_slots(p.int32_out, t.nthreads))
+        nacc = self.acc_slot_count()
+        if self.plane_banks and fp["acc"] > self.plane_slot_rows():
+            raise TilingError(f"{p.describe}: tiling {t} needs {fp['acc']} acc SRAM elements "
+                              f"per buffer; plane_banks {self.plane_banks} give each "
+                              f"{self.plane_slot_rows()}")
         if t.resident:
             if p.shared_wgt or t.tci != p.ib:
                 raise TilingError(f"{p.describe}: tiling {t} keeps the weights resident, which "
@@ -845,7 +911,7 @@ class Conv2dPlan(OpPlan):
                            base[2] + (a * p.kw + b) * kw_stride) for r in rs for c in cs]
         loops = [d for d in dims if d.name not in ("oh", "ow", "kh", "kw") and d.extent > 1]
         budget = uop_budget(cfg, self.in_slots or t.nthreads,
-                            self.out_slots or acc_slots(p.int32_out, t.nthreads))
+                            self.acc_slot_count())
         if len(loops) > 2 or len(pairs) > budget or (worth and not worth(len(pairs))):
             return None
         try:
@@ -930,11 +996,12 @@ class _ConvEmission:
         self.p, self.t, self.epi = p, t, epi
         self.nth = nth = t.nthreads
         self.nin = nin = plan.in_slots or nth        # inp/wgt slots
-        self.nacc = nacc = plan.out_slots or int(acc_slots(p.int32_out, nth))
+        self.nacc = nacc = plan.acc_slot_count()
         self.shared = shared = shared_acc(p, cfg)
         self.inp_slot, self.wgt_slot, self.acc_slot = (cfg.inp_depth // nin,
                                                        cfg.wgt_depth // nin,
-                                                       (cfg.acc_depth - shared) // nacc)
+                                                       plan.plane_slot_rows() if plan.plane_banks
+                                                       else (cfg.acc_depth - shared) // nacc)
         self.nborder = len(plan.border_cases)
         if shared:   # [bias][requantize rows][border rows] x ob at the top of the acc SRAM
             self.region = cfg.acc_depth - shared
@@ -1014,7 +1081,7 @@ class _ConvEmission:
                     e = ti * planes + k
                     if k:
                         pipe.acquire_out(e)
-                        epi.emit_plane_shift(builder, (ti % nacc) * self.acc_slot,
+                        epi.emit_plane_shift(builder, self.acc_at(ti),
                                              self.out_dims(ti))
                     pipe.release_out(e)
                     pipe.store_begin(e)
@@ -1022,12 +1089,13 @@ class _ConvEmission:
                     pipe.store_end(e)
         else:
             # int32 result, double-buffered: plane shifts k tiles behind the GEMMs
-            sched = PlanePipeline(builder, len(self.tiles), planes, nacc)
+            sched = PlanePipeline(builder, len(self.tiles), planes, nacc,
+                                  self.plan.plane_skew if self.plan.plane_banks else 1)
             for step in sched.steps:
                 for ti, k in step:
                     sched.acquire((ti, k))
                     if k:
-                        epi.emit_plane_shift(builder, (ti % nacc) * self.acc_slot,
+                        epi.emit_plane_shift(builder, self.acc_at(ti),
                                              self.out_dims(ti))
                     else:
                         self.compute(ti)
@@ -1042,6 +1110,10 @@ class _ConvEmission:
         :attr:`Conv2dPlan.out_slots` four slots, two per acc bank, alternating banks."""
         if self.plan.out_slots:
             return (a % 2) * (self.plan.config.acc_depth // 2) + (a // 2) * self.acc_slot
+        banks = self.plan.plane_banks
+        if banks:
+            return (banks[a] * (self.plan.config.acc_depth // 2)
+                    + banks[:a].count(banks[a]) * self.acc_slot)
         return a * self.acc_slot
 
     def acc_at(self, ti) -> int:

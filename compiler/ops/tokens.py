@@ -128,16 +128,24 @@ class PlanePipeline:
     whose event is no later than one already popped needs no pop (none with ``slots >
     planes``; with ``slots == planes`` a tile waits for all of the previous step's
     stores). Each push is emitted before its pop, as :class:`Pipeline` requires.
+
+    ``skew`` s > 1 shifts plane ``k`` of tile ``i - s k`` in step ``i`` instead (a tile
+    holds its slot s (planes - 1) + 1 steps): with COMPUTE_OVERLAP and the slots
+    alternating acc banks, s = 2 puts every shift of a step in the other bank than the
+    next tile's GEMMs (:attr:`.conv2d.Conv2dPlan.plane_banks`).
     """
 
-    def __init__(self, stream, n_tiles: int, planes: int, slots: int):
-        if slots < planes:
-            raise ValueError(f"PlanePipeline: {slots} acc slots for {planes} planes; a slot's "
-                             f"next tile would wait for a store issued after it: use at least "
-                             f"{planes} ({planes + 1} to keep the waits in store order)")
+    def __init__(self, stream, n_tiles: int, planes: int, slots: int, skew: int = 1):
+        if slots < planes + (skew - 1) * (planes - 1):
+            least = planes + (skew - 1) * (planes - 1)
+            raise ValueError(f"PlanePipeline: {slots} acc slots for {planes} planes (skew "
+                             f"{skew}); a slot's next tile would wait for a store issued after "
+                             f"it: use at least {least} ({least + 1} to keep the waits in "
+                             f"store order)")
         self.stream = stream
-        self.steps = [[(j, k) for j, k in [(i, 0)] + [(i - k, k) for k in range(1, planes)]
-                       if 0 <= j < n_tiles] for i in range(n_tiles + planes - 1)]
+        self.steps = [[(j, k) for j, k in [(i, 0)] + [(i - skew * k, k)
+                                                      for k in range(1, planes)]
+                       if 0 <= j < n_tiles] for i in range(n_tiles + skew * (planes - 1))]
         order = [a for step in self.steps for a in step]
         event = {a: e for e, a in enumerate(order)}
         self._pop, self._push, last = set(), set(), -1
