@@ -58,11 +58,14 @@ EXTENSIONS_KEY = "EXTENSIONS"
 
 #: The optional micro-architecture key (not TVM's, not an ISA change): ``1`` lets the compute
 #: module run an ALU instruction in a second lane beside the GEMMs after it
-#: (:mod:`vtakit.hw.compute_lane`); absent (or ``0``): one lane, as TVM's VTA. A spec
-#: ``NAME+overlap`` sets it (``default+overlap``).
+#: (:mod:`vtakit.hw.compute_lane`); absent (or ``0``): one lane, as TVM's VTA. No preset
+#: sets it. A spec ``NAME+overlap`` sets it (``default+overlap``), ``NAME+serial`` clears
+#: it (one lane whatever the preset or file says: TVM's VTA).
 OVERLAP_KEY = "COMPUTE_OVERLAP"
 #: The ``+NAME`` of :func:`config_from_spec` that sets :data:`OVERLAP_KEY`.
 OVERLAP_SPEC = "overlap"
+#: The ``+NAME`` of :func:`config_from_spec` that clears :data:`OVERLAP_KEY`.
+SERIAL_SPEC = "serial"
 
 #: Derived parameters that :meth:`VTAConfig.derived` (``vtakit config show``) prints after the
 #: keys. Loading accepts them when they match (they cannot be set); ``name`` and ``model``
@@ -504,9 +507,13 @@ def config_from_spec(spec: str, named: dict | None = None) -> VTAConfig:
         raise ConfigError(f"config {spec!r}: expected NAME or NAME+EXT[+EXT...] "
                           f"(e.g. tiny+requant)")
     config = named[base] if base in named else load_config(base)
-    if OVERLAP_SPEC in ext:
-        config = config.replace(compute_overlap=1)
-        ext = [e for e in ext if e != OVERLAP_SPEC]
+    if OVERLAP_SPEC in ext and SERIAL_SPEC in ext:
+        raise ConfigError(f"config {spec!r}: +{OVERLAP_SPEC} (two compute lanes) and "
+                          f"+{SERIAL_SPEC} (one) contradict each other; give one of them")
+    for word, value in ((OVERLAP_SPEC, 1), (SERIAL_SPEC, 0)):
+        if word in ext:
+            config = config.replace(compute_overlap=value)
+            ext = [e for e in ext if e != word]
     if ext:
         config = config.replace(extensions=tuple(sorted({*config.extensions, *ext})))
     return config

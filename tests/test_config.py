@@ -17,6 +17,22 @@ def test_default_derived():
     assert c == VTAConfig()
 
 
+def test_overlap_and_serial_specs():
+    """``+overlap`` sets COMPUTE_OVERLAP, ``+serial`` clears it (TVM's VTA, whatever the
+    preset or file says); both at once is an error that names them."""
+    ov = config_from_spec("default+overlap")
+    assert ov == VTAConfig(compute_overlap=1) and ov.name == "1x16_i8w8a32_15_15_18_17+overlap"
+    assert config_from_spec("default+serial") == VTAConfig()
+    named = {"mine": ov}
+    assert config_from_spec("mine+serial", named) == VTAConfig()
+    assert config_from_spec("mine+serial+requant", named) == VTAConfig(extensions=("requant",))
+    # no preset has the lane on
+    assert [load_config(p).compute_overlap for p in PRESETS] == [0] * len(PRESETS)
+    with pytest.raises(ConfigError, match=r"^config 'default\+overlap\+serial': \+overlap "
+                                          r"\(two compute lanes\) and \+serial \(one\) contradict"):
+        config_from_spec("default+overlap+serial")
+
+
 def test_presets():
     assert VTAConfig.preset("ultra96").bus_width == 128
     assert VTAConfig.preset("pynq").bus_width == 64

@@ -15,7 +15,7 @@ from vtakit.hw.config import load_config
 from vtakit.hw.isa import MemType, Opcode
 
 OV = load_config("default+overlap")
-DEFAULT = load_config("default")
+DEFAULT = load_config("default+serial")
 
 
 def _add_plan(config, tiling=None):

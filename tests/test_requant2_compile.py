@@ -278,7 +278,7 @@ def test_req_kernels_on_verilator_equal_behavioral():
 def test_streamed_dense_req_on_verilator(per_channel):
     """The streamed dense schedule with REQ (uniform rows: one REQ.M/REQ.P for all tiles)
     on default + requant2: Verilator and behavioral equal TFLite's single rounding."""
-    cfg = load_config("default").replace(extensions=("requant2",))
+    cfg = load_config("default+serial").replace(extensions=("requant2",))
     rng = np.random.default_rng(17)
     x = rng.integers(-128, 128, (1, 128), dtype=np.int8)
     w = rng.integers(-128, 128, (72, 128), dtype=np.int8)
@@ -430,7 +430,7 @@ def test_kws_pointwise_picks_the_tiling_verilator_runs_fastest():
     3,994)."""
     from vtakit.compiler.ops.cost.geometry import ConvTiling
     from vtakit.compiler.ops.perfmodel import program_prediction
-    cfg = load_config("default").replace(extensions=("requant2",))
+    cfg = load_config("default+serial").replace(extensions=("requant2",))
     rng = np.random.default_rng(0)
     rq, _ = _requant2(rng.uniform(0.5, 1, 64) * 2.0 ** -10, -3, 64, False)
     plan = plan_conv2d(cfg, (1, 64, 25, 5), (64, 64, 1, 1), 1, 0, bias=True, requant=rq)

@@ -19,7 +19,7 @@ from amaranth.sim import Simulator
 
 from vtakit.hw.alu import VectorAlu
 from vtakit.hw.compute import Compute, write_stage
-from vtakit.hw.config import VTAConfig
+from vtakit.hw.config import VTAConfig, load_config
 from vtakit.hw.gemm import GemmCore, Multiplier
 from vtakit.hw.interfaces import ErrorCode
 from vtakit.hw.isa import AluOp, MemType, Opcode, isa_for
@@ -682,10 +682,11 @@ def pipeline_overhead(cfg):
 
 @pytest.mark.parametrize("preset,kind", [("tiny", "gemm"), ("tiny", "gemm_reset"),
                                          ("tiny", "alu_imm"), ("tiny", "alu_tensor"),
-                                         ("default", "gemm")])
+                                         ("default+serial", "gemm")])
 def test_compute_throughput_one_uop_per_cycle(preset, kind):
-    """A 256-uop loop takes uops + a fixed pipeline/control overhead cycles."""
-    cfg = VTAConfig.preset(preset)
+    """A 256-uop loop takes uops + a fixed pipeline/control overhead cycles (one compute
+    lane: ``default+serial``; the ALU lane's timing is tests/test_rtl_overlap.py's)."""
+    cfg = load_config(preset)
     isa = isa_for(cfg)
     uops = [isa.encode_uop(d, (3 * d) % 16, (5 * d) % 32) for d in range(16)]
     loop = dict(uop_bgn=0, uop_end=16, iter_out=4, iter_in=4, dst_factor_out=1,
@@ -1061,10 +1062,11 @@ def random_program(cfg, rng, n_insns):
     return uops, insns + [isa.encode(Opcode.FINISH)]
 
 
-@pytest.mark.parametrize("preset,seed", [("tiny", 0), ("tiny", 1), ("4x8", 2), ("default", 3)])
+@pytest.mark.parametrize("preset,seed", [("tiny", 0), ("tiny", 1), ("4x8", 2),
+                                         ("default+serial", 3)])
 def test_compute_random_programs_match_behavioral_model(preset, seed):
     """Random GEMM/ALU streams, RTL against the behavioral model's datapath."""
-    cfg = VTAConfig.preset(preset)
+    cfg = load_config(preset)
     rng = np.random.default_rng(seed)
     uops, insns = random_program(cfg, rng, 40)
     acc = rng.integers(-2**31, 2**31, (80, cfg.batch * cfg.block_out))

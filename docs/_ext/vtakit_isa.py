@@ -156,8 +156,10 @@ def error_code_lines() -> list[str]:
 def preset_lines() -> list[str]:
     from vtakit.hw.config import PRESETS, VTAConfig
     configs = [VTAConfig.preset(p) for p in PRESETS]
-    keys = list(configs[0].to_dict())
-    rows = [[literal(k)] + [literal(c.to_dict()[k]) for c in configs] for k in keys]
+    # every key any preset sets, in file order; "-": absent from that preset (its default)
+    keys = list(dict.fromkeys(k for c in configs for k in c.to_dict()))
+    rows = [[literal(k)] + [literal(c.to_dict()[k]) if k in c.to_dict() else "-"
+                            for c in configs] for k in keys]
     derived = ("bus_width", "macs_per_cycle", "uop_depth", "inp_depth", "wgt_depth",
                "acc_depth", "out_depth")
     rows += [[f"*{escape(k)}*"] + [literal(c.derived()[k]) for c in configs] for k in derived]
