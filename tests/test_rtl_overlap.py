@@ -386,14 +386,8 @@ def _add_conv_on(config, backend, order, x, w, b, r, add, tiling, beside=False,
             plan.add_order, plan.post_beside, plan.in_slots = order, beside, in_slots
             plan.out_slots = out_slots
             plan._set_tiling(tiling, None, plan.estimate)
-        bufs = {nm: rt.alloc(op.nbytes) for nm, op in plan.operands.items()}
-        for nm, arr in plan.pack(x, w, b, r).items():
-            rt.upload(bufs[nm], arr)
-        plan.lower(rt, bufs)
-        rt.finalize()
-        cycles = rt.synchronize().cycles
-        out = plan.operands["out"]
-        y = plan.unpack(rt.download(bufs["out"], out.dtype, out.shape))
+        y, run = plan.run(rt, plan.pack(x, w, b, r))
+        y, cycles = plan.unpack(y), run.cycles
     return y, cycles, plan
 
 
@@ -560,14 +554,8 @@ def test_compiled_int32_plane_slots_by_bank_equal_numpy(capsys):
                     plan._program = None
                 else:
                     chosen = plan.plane_banks
-                bufs = {nm: rt.alloc(op.nbytes) for nm, op in plan.operands.items()}
-                for nm, arr in plan.pack(x, w, b).items():
-                    rt.upload(bufs[nm], arr)
-                plan.lower(rt, bufs)
-                rt.finalize()
-                cycles = rt.synchronize().cycles
-                out = plan.operands["out"]
-                got = plan.unpack(rt.download(bufs["out"], out.dtype, out.shape))
+                got, run = plan.run(rt, plan.pack(x, w, b))
+                got, cycles = plan.unpack(got), run.cycles
             np.testing.assert_array_equal(got, want, err_msg=f"{backend} {pick}")
             if backend == "verilator":
                 with capsys.disabled():
