@@ -121,10 +121,20 @@ class AluLane(wiring.Component):
         ip = Signal(range(D))       # next to start
         ip1 = Signal(range(D), init=1)  # the slot after ip
         rp = Signal(range(D))       # oldest (next to retire)
+        # ``busy_bank`` is a register (it holds the GEMM lane's front, and ``busy`` gates
+        # the control's pushes and dispatches): the OR over the slots that stay valid
+        # (all but the one retiring) and the one enqueued, i.e. the banks of ``e_valid``'s
+        # next value
+        retire = Signal()
+        stay = Signal(D)
+        bank_busy = Signal(2)
+        m.d.comb += stay.eq(e_valid & ~Cat(retire & (rp == i) for i in range(D)))
+        m.d.sync += bank_busy.eq(Cat((stay & ~e_bank).any() | (self.enq & ~self.enq_bank),
+                                     (stay & e_bank).any() | (self.enq & self.enq_bank)))
         m.d.comb += [
             self.full.eq(e_valid.bit_select(wp, 1)),
-            self.busy.eq(e_valid.any()),
-            self.busy_bank.eq(Cat((e_valid & ~e_bank).any(), (e_valid & e_bank).any())),
+            self.busy_bank.eq(bank_busy),
+            self.busy.eq(bank_busy.any()),
         ]
         with m.If(self.enq):
             m.d.sync += wp.eq(Mux(wp == D - 1, 0, wp + 1))
@@ -247,7 +257,6 @@ class AluLane(wiring.Component):
         pend_pp = Signal()
         pend_pn = Signal()
         pushing = Signal()
-        retire = Signal()
         with m.If(l4["valid"] & l4["last"]):
             with m.If(e_pp.bit_select(rp, 1) | e_pn.bit_select(rp, 1)):
                 m.d.sync += [pushing.eq(1), pend_pp.eq(e_pp.bit_select(rp, 1)),
