@@ -1032,18 +1032,17 @@ class Compute(wiring.Component):
         if ov:
             self._lane_ports(m, lane, acc_wr=acc_wr, acc_rd_dst=acc_rd_dst,
                              acc_rd_src=acc_rd_src, out_main=out_main)
-            m.d.comb += [lane.enq_insn.eq(insn), lane.enq_bank.eq(fp_bank),
+            m.d.comb += [lane.enq_insn.eq(insn), lane.enq_uop.eq(uop_fp.data),
+                         lane.enq_bank.eq(fp_bank),
                          lane.enq_push_prev.eq(hdr.push_prev_dep),
                          lane.enq_push_next.eq(hdr.push_next_dep)]
         return m
 
     def _lane_ports(self, m, lane, *, acc_wr, acc_rd_dst, acc_rd_src, out_main):
-        """``COMPUTE_OVERLAP``: the ALU lane's uop read port, and each acc/out bank's ports
+        """``COMPUTE_OVERLAP``: each acc/out bank's ports
         muxed between the two lanes (never both in a cycle: see :mod:`.compute_lane`)."""
         c = self._config
         top = c.log_acc_depth - 1
-        uop_ln = self.uop_mem.read_port()
-        m.d.comb += [uop_ln.addr.eq(lane.uop_addr), lane.uop_data.eq(uop_ln.data)]
         rd_data = {}
         for b, bank in enumerate(self.acc_banks):
             m.submodules[f"acc_bank{b}"] = bank

@@ -425,23 +425,17 @@ def test_compiled_fused_add_on_the_lane_equals_numpy(order, ea, offset, capsys):
 
 
 def _lane_writes(enq_cycles):
-    """The lane alone (Amaranth simulator) with a uop memory (uop ``k``: dst ``10 k``):
+    """The lane alone (Amaranth simulator), micro-op ``k`` with dst ``10 k``:
     ALU instructions ``i`` (uop ``2 i + 1``, two iterations, bank 0) enqueued at the
     given cycles; the acc rows it writes, in order."""
     from amaranth.hdl import Module
-    from amaranth.lib import memory
     from amaranth.sim import Simulator
 
     from vtakit.hw.compute_lane import AluLane
 
     m = Module()
     m.submodules.lane = lane = AluLane(OV)
-    m.submodules.uops = uops = memory.Memory(
-        shape=OV.uop_elem_bits, depth=OV.uop_depth,
-        init=[ISA.encode_uop(10 * k) for k in range(20)])
-    rd = uops.read_port()
-    m.d.comb += [rd.addr.eq(lane.uop_addr), lane.uop_data.eq(rd.data),
-                 lane.push_prev_ready.eq(1), lane.push_next_ready.eq(1)]
+    m.d.comb += [lane.push_prev_ready.eq(1), lane.push_next_ready.eq(1)]
     insns = [ISA.encode(Opcode.ALU, alu_opcode=int(AluOp.ADD), use_imm=1, imm=1,
                         uop_bgn=2 * i + 1, uop_end=2 * i + 2, iter_out=1, iter_in=2,
                         dst_factor_out=0, dst_factor_in=1, src_factor_out=0, src_factor_in=0)
@@ -455,6 +449,7 @@ def _lane_writes(enq_cycles):
             if i is not None:
                 assert not ctx.get(lane.full)
                 ctx.set(lane.enq_insn, insns[i])
+                ctx.set(lane.enq_uop, ISA.encode_uop(10 * (2 * i + 1)))
             if ctx.get(lane.wr_en):
                 writes.append(ctx.get(lane.wr_addr))
             await ctx.tick()
@@ -484,7 +479,6 @@ def test_lane_busy_bank_follows_its_instructions_cycle_by_cycle(seed):
     bit a cycle late or early (the enqueue or the retire missing from the register's next
     value) fails it; ``busy`` is the OR of the two bits."""
     from amaranth.hdl import Module
-    from amaranth.lib import memory
     from amaranth.sim import Simulator
 
     from vtakit.hw.compute_lane import AluLane
@@ -492,11 +486,6 @@ def test_lane_busy_bank_follows_its_instructions_cycle_by_cycle(seed):
     rng = np.random.default_rng(seed)
     m = Module()
     m.submodules.lane = lane = AluLane(OV)
-    m.submodules.uops = uops = memory.Memory(
-        shape=OV.uop_elem_bits, depth=OV.uop_depth,
-        init=[ISA.encode_uop(10 * k) for k in range(20)])
-    rd = uops.read_port()
-    m.d.comb += [rd.addr.eq(lane.uop_addr), lane.uop_data.eq(rd.data)]
     seen = {"retired": 0, "held": 0}
 
     async def bench(ctx):
@@ -520,6 +509,7 @@ def test_lane_busy_bank_follows_its_instructions_cycle_by_cycle(seed):
                     Opcode.ALU, alu_opcode=int(AluOp.ADD), use_imm=1, imm=1, uop_bgn=k,
                     uop_end=k + 1, iter_out=it_out, iter_in=it_in, dst_factor_out=1,
                     dst_factor_in=2, src_factor_out=0, src_factor_in=0))
+                ctx.set(lane.enq_uop, ISA.encode_uop(10 * k))
                 ctx.set(lane.enq_bank, bank)
                 ctx.set(lane.enq_push_prev, pp)
                 ctx.set(lane.enq_push_next, pn)
