@@ -403,12 +403,14 @@ class Compute(wiring.Component):
             it_out = Signal(LOOP_ITER_BITS)
             it_in = Signal(LOOP_ITER_BITS)
             m.d.comb += [it_out.eq(loop.iter_out - 1), it_in.eq(loop.iter_in - 1)]
-            prods = {}
-            for key, it, f in (("do", it_out, loop.dst_factor_out), ("di", it_in, loop.dst_factor_in),
-                               ("so", it_out, alu_f.src_factor_out),
-                               ("si", it_in, alu_f.src_factor_in)):
-                prods[key] = Signal(LOOP_ITER_BITS + len(f), name=f"fp_{key}")
-                m.d.sync += prods[key].eq(it * f)
+            # the spans (last row - first row) in the first step, so that the second
+            # adds one of them to the uop SRAM's data (one adder after the SRAM read)
+            spans = {}
+            for key, f_out, f_in in (("d", loop.dst_factor_out, loop.dst_factor_in),
+                                     ("s", alu_f.src_factor_out, alu_f.src_factor_in)):
+                span = it_out * f_out + it_in * f_in
+                spans[key] = Signal(len(span), name=f"fp_{key}span")
+                m.d.sync += spans[key].eq(span)
             fp_bank = Signal()
             fp_ok = Signal()
             bank = fuop.dst_idx[c.log_acc_depth - 1]
@@ -422,9 +424,9 @@ class Compute(wiring.Component):
                 fp_ok.eq(is_alu & base_op & ~bad_field
                          & (loop.uop_end == loop.uop_bgn + 1)
                          & (loop.iter_out != 0) & (loop.iter_in != 0)
-                         & in_bank(fuop.dst_idx + prods["do"] + prods["di"])
+                         & in_bank(fuop.dst_idx + spans["d"])
                          & (alu_f.use_imm | (in_bank(fuop.src_idx)
-                                             & in_bank(fuop.src_idx + prods["so"] + prods["si"])))),
+                                             & in_bank(fuop.src_idx + spans["s"])))),
             ]
 
         # Per-instruction modes, latched at dispatch; S2 and S3 use copies that travel
@@ -554,6 +556,21 @@ class Compute(wiring.Component):
         # index add -> compare path ends at a register. Every micro-op in S1 from then on
         # dies (the sequencer may issue one more before the control sees the fault).
         bad_seen = Signal()
+        if ov:
+            # ``COMPUTE_OVERLAP``: the range check ends at two registers next to it (the
+            # uop SRAM -> add -> compare path into ``s2_valid`` and ``bad_seen``, which fan
+            # out to the lane's bank hold and the control, was the worst path): ``s2_bad``
+            # squashes S2's micro-op (its valid is ``s2_live & ~s2_bad``), ``bad_now`` is
+            # the check of the cycle before, ``bad_seen`` its sticky OR (the same values).
+            s2_live = Signal()
+            s2_live_gemm = Signal()     # s2_live & s2_gemm, for the bank hold
+            s2_bad = Signal()
+            bad_now = Signal()
+            bad_past = Signal()
+            m.d.sync += bad_now.eq(s1_bad)
+            with m.If(bad_now):
+                m.d.sync += bad_past.eq(1)
+            m.d.comb += bad_seen.eq(bad_past | bad_now)
         st = {}
         for s in range(2, W + 1):
             st[s] = dict(valid=Signal(name=f"s{s}_valid"), dst=Signal(a_w, name=f"s{s}_dst"),
@@ -569,11 +586,17 @@ class Compute(wiring.Component):
                 st[s]["setup"] = Signal(name=f"s{s}_setup")
         # S1 uses the live modes: an overlapped dispatch latches new ones at the end of
         # the cycle its predecessor's last micro-op is in S1.
-        with m.If(s1_bad):
-            m.d.sync += bad_seen.eq(1)
+        if ov:
+            m.d.comb += st[2]["valid"].eq(s2_live & ~s2_bad)
+            s2_valid_next = [s2_live.eq(s1_valid & ~bad_seen), s2_bad.eq(s1_bad),
+                             s2_live_gemm.eq(s1_valid & ~bad_seen & mode_gemm)]
+        else:
+            with m.If(s1_bad):
+                m.d.sync += bad_seen.eq(1)
+            s2_valid_next = [st[2]["valid"].eq(s1_valid & ~s1_bad & ~bad_seen)]
         front([
             s1_valid.eq(issue),
-            st[2]["valid"].eq(s1_valid & ~s1_bad & ~bad_seen),
+            *s2_valid_next,
             st[2]["dst"].eq(dst), st[2]["src"].eq(src),
             st[2]["gemm"].eq(mode_gemm), st[2]["reads"].eq(reads_operands),
             st[2]["late"].eq(mode_late),
@@ -698,7 +721,7 @@ class Compute(wiring.Component):
             # A GEMM lane micro-op whose dst lies in a bank with an instruction of the
             # ALU lane waits in S2 until they retired (they are older: the lane takes an
             # instruction only when this pipeline is empty).
-            lane_hold = (st[2]["valid"] & st[2]["gemm"]
+            lane_hold = (s2_live_gemm & ~s2_bad
                          & lane.busy_bank.bit_select(st[2]["dst"][a_w - 1], 1))
             m.d.comb += hold.eq((hazard.hold | lane_hold) if has_late else lane_hold)
         write_now = sw["valid"] & ~sw["late"]
@@ -1009,18 +1032,17 @@ class Compute(wiring.Component):
         if ov:
             self._lane_ports(m, lane, acc_wr=acc_wr, acc_rd_dst=acc_rd_dst,
                              acc_rd_src=acc_rd_src, out_main=out_main)
-            m.d.comb += [lane.enq_insn.eq(insn), lane.enq_bank.eq(fp_bank),
+            m.d.comb += [lane.enq_insn.eq(insn), lane.enq_uop.eq(uop_fp.data),
+                         lane.enq_bank.eq(fp_bank),
                          lane.enq_push_prev.eq(hdr.push_prev_dep),
                          lane.enq_push_next.eq(hdr.push_next_dep)]
         return m
 
     def _lane_ports(self, m, lane, *, acc_wr, acc_rd_dst, acc_rd_src, out_main):
-        """``COMPUTE_OVERLAP``: the ALU lane's uop read port, and each acc/out bank's ports
+        """``COMPUTE_OVERLAP``: each acc/out bank's ports
         muxed between the two lanes (never both in a cycle: see :mod:`.compute_lane`)."""
         c = self._config
         top = c.log_acc_depth - 1
-        uop_ln = self.uop_mem.read_port()
-        m.d.comb += [uop_ln.addr.eq(lane.uop_addr), lane.uop_data.eq(uop_ln.data)]
         rd_data = {}
         for b, bank in enumerate(self.acc_banks):
             m.submodules[f"acc_bank{b}"] = bank

@@ -13,10 +13,10 @@ SRAM are split in two by the index's top bit, each bank one write and two read p
   micro-op of it can fault: the compute module knows it before dispatching it).
 
 The lane queues up to :data:`LANE_DEPTH` (16) such instructions, in order, and runs their
-micro-ops one per cycle on its own pipeline (uop SRAM read port, two read ports and the
-write port of the bank, a :class:`~vtakit.hw.alu.VectorAlu`)::
+micro-ops one per cycle on its own pipeline (two read ports and the write port of the
+bank, a :class:`~vtakit.hw.alu.VectorAlu`; the one micro-op comes with the instruction)::
 
-    L0  loop counters; read UOP[k]
+    L0  loop counters; the micro-op from the running instruction's entry
     L1  dst/src = uop idx + offset
     L2  read ACC[dst], ACC[src]          (the bank's ports)
     L3  register the data; match the lane's own writes it missed (forwarding)
@@ -71,8 +71,10 @@ class AluLane(wiring.Component):
         No room for another instruction; some instruction is queued, running or pushing.
     busy_bank : Out(2)
         The banks of the instructions in the lane.
-    uop_addr : Out(log_uop_depth); uop_data : In(uop_elem_bits)
-        A read port of the uop SRAM (synchronous, always enabled).
+    enq_uop : In(uop_elem_bits)
+        The instruction's one micro-op (``UOP[uop_bgn]``, which the compute module read for
+        the footprint check): it is queued with the instruction, so the lane needs no port
+        of the uop SRAM (nothing writes it while the lane holds an instruction).
     rd_dst_addr, rd_src_addr : Out(log_acc_depth); rd_dst_en, rd_src_en : Out(1)
     rd_dst_data, rd_src_data : In(acc_elem_bits)
         Reads of the acc SRAM (data the cycle after).
@@ -90,7 +92,7 @@ class AluLane(wiring.Component):
             "enq": In(1), "enq_insn": In(c.insn_bits), "enq_bank": In(1),
             "enq_push_prev": In(1), "enq_push_next": In(1),
             "full": Out(1), "busy": Out(1), "busy_bank": Out(2),
-            "uop_addr": Out(c.log_uop_depth), "uop_data": In(c.uop_elem_bits),
+            "enq_uop": In(c.uop_elem_bits),
             "rd_dst_addr": Out(a_w), "rd_dst_en": Out(1), "rd_dst_data": In(c.acc_elem_bits),
             "rd_src_addr": Out(a_w), "rd_src_en": Out(1), "rd_src_data": In(c.acc_elem_bits),
             "wr_addr": Out(a_w), "wr_data": Out(c.acc_elem_bits), "wr_en": Out(1),
@@ -114,17 +116,30 @@ class AluLane(wiring.Component):
         e_pn = Signal(D)
         # the instructions: a small memory (distributed RAM), written at the tail, read
         # (asynchronously) at the one after the next to start
-        m.submodules.insns = insns = memory.Memory(shape=c.insn_bits, depth=D, init=[])
+        # (each entry: the instruction and its micro-op)
+        entry_bits = c.insn_bits + c.uop_elem_bits
+        enq_entry = Cat(self.enq_insn, self.enq_uop)
+        m.submodules.insns = insns = memory.Memory(shape=entry_bits, depth=D, init=[])
         insn_wr = insns.write_port()
         insn_rd = insns.read_port(domain="comb")
         wp = Signal(range(D))       # next free slot
         ip = Signal(range(D))       # next to start
         ip1 = Signal(range(D), init=1)  # the slot after ip
         rp = Signal(range(D))       # oldest (next to retire)
+        # ``busy_bank`` is a register (it holds the GEMM lane's front, and ``busy`` gates
+        # the control's pushes and dispatches): the OR over the slots that stay valid
+        # (all but the one retiring) and the one enqueued, i.e. the banks of ``e_valid``'s
+        # next value
+        retire = Signal()
+        stay = Signal(D)
+        bank_busy = Signal(2)
+        m.d.comb += stay.eq(e_valid & ~Cat(retire & (rp == i) for i in range(D)))
+        m.d.sync += bank_busy.eq(Cat((stay & ~e_bank).any() | (self.enq & ~self.enq_bank),
+                                     (stay & e_bank).any() | (self.enq & self.enq_bank)))
         m.d.comb += [
             self.full.eq(e_valid.bit_select(wp, 1)),
-            self.busy.eq(e_valid.any()),
-            self.busy_bank.eq(Cat((e_valid & ~e_bank).any(), (e_valid & e_bank).any())),
+            self.busy_bank.eq(bank_busy),
+            self.busy.eq(bank_busy.any()),
         ]
         with m.If(self.enq):
             m.d.sync += wp.eq(Mux(wp == D - 1, 0, wp + 1))
@@ -141,14 +156,14 @@ class AluLane(wiring.Component):
         # last to start until it retired, so the lane's tokens go out in program order).
         m.submodules.seq = seq = LoopSequencer(c)
         running = Signal()
-        cur_insn = Signal(c.insn_bits)
-        head_insn = Signal(c.insn_bits)
+        cur_insn = Signal(entry_bits)
+        head_insn = Signal(entry_bits)
         waiting = Signal(range(D + 1))
         head_ready = Signal()
         push_wait = Signal()
         start = Signal()
         m.d.comb += start.eq(~running & head_ready & ~push_wait)
-        m.d.comb += [insn_wr.addr.eq(wp), insn_wr.data.eq(self.enq_insn),
+        m.d.comb += [insn_wr.addr.eq(wp), insn_wr.data.eq(enq_entry),
                      insn_wr.en.eq(self.enq), insn_rd.addr.eq(ip1)]
         with m.If(self.enq & ~start):
             m.d.sync += [waiting.eq(waiting + 1), head_ready.eq(1)]
@@ -157,15 +172,14 @@ class AluLane(wiring.Component):
         # the slot ip changes only when an enqueue fills it (it was free: no room
         # otherwise) or when its instruction starts (the head moves to ip1)
         with m.If(start):
-            m.d.sync += head_insn.eq(Mux(self.enq & (wp == ip1), self.enq_insn, insn_rd.data))
+            m.d.sync += head_insn.eq(Mux(self.enq & (wp == ip1), enq_entry, insn_rd.data))
         with m.Elif(self.enq & (wp == ip)):
-            m.d.sync += head_insn.eq(self.enq_insn)
+            m.d.sync += head_insn.eq(enq_entry)
         # the sequencer reads the head while idle (it only loads then, at start) and the
         # running instruction otherwise: the select is a register
-        m.d.comb += [seq.insn.eq(Mux(running, cur_insn, head_insn)), seq.gemm.eq(0),
-                     seq.start.eq(start), seq.issue.eq(running),
-                     self.uop_addr.eq(seq.k)]
-        alu_cur = isa.alu.layout()(cur_insn)
+        m.d.comb += [seq.insn.eq(Mux(running, cur_insn, head_insn)[:c.insn_bits]),
+                     seq.gemm.eq(0), seq.start.eq(start), seq.issue.eq(running)]
+        alu_cur = isa.alu.layout()(cur_insn[:c.insn_bits])
         with m.If(~running):
             m.d.sync += cur_insn.eq(head_insn)
         with m.If(start):
@@ -188,13 +202,15 @@ class AluLane(wiring.Component):
         l1 = stage("lane1")
         l1_dst_off = Signal.like(seq.dst_off)
         l1_src_off = Signal.like(seq.src_off)
+        l1_uop = Signal(c.uop_elem_bits)
         m.d.sync += [
+            l1_uop.eq(cur_insn[c.insn_bits:]),
             l1["valid"].eq(running), l1["last"].eq(running & seq.last),
             l1_dst_off.eq(seq.dst_off), l1_src_off.eq(seq.src_off),
             l1["op"].eq(alu_cur.alu_opcode), l1["use_imm"].eq(alu_cur.use_imm),
             l1["imm"].eq(alu_cur.imm), l1["shift"].eq(alu_cur.imm[:SHIFT_BITS]),
         ]
-        uop = isa.uop.layout()(self.uop_data)
+        uop = isa.uop.layout()(l1_uop)
         # in range by the dispatch's footprint check: the low bits are the index
         m.d.comb += [l1["dst"].eq(uop.dst_idx + l1_dst_off), l1["src"].eq(uop.src_idx + l1_src_off)]
 
@@ -247,7 +263,6 @@ class AluLane(wiring.Component):
         pend_pp = Signal()
         pend_pn = Signal()
         pushing = Signal()
-        retire = Signal()
         with m.If(l4["valid"] & l4["last"]):
             with m.If(e_pp.bit_select(rp, 1) | e_pn.bit_select(rp, 1)):
                 m.d.sync += [pushing.eq(1), pend_pp.eq(e_pp.bit_select(rp, 1)),

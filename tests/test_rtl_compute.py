@@ -383,13 +383,26 @@ class ComputeBench:
                         ctx.set(port.data, words[addr])
             return process
 
-        async def out_model(ctx):
-            port, cycle = dut.out_wr, 0
-            async for _, _, addr, data, en in ctx.tick().sample(port.addr, port.data, port.en):
-                cycle += 1
-                if en:
-                    out[addr] = (cycle, unpack(data, 8, lanes))
-                    out_log.append((cycle, addr))
+        # with COMPUTE_OVERLAP the acc and out SRAMs are two banks (index top bit)
+        half = cfg.acc_depth // 2
+
+        def acc_row(n):
+            if dut.overlap:
+                return dut.acc_banks[n // half].data[n % half]
+            return dut.acc_mem.data[n]
+
+        def out_model(port, base):
+            async def process(ctx):
+                cycle = 0
+                async for _, _, addr, data, en in ctx.tick().sample(port.addr, port.data,
+                                                                   port.en):
+                    cycle += 1
+                    if en:
+                        out[base + addr] = (cycle, unpack(data, 8, lanes))
+                        out_log.append((cycle, base + addr))
+            return process
+        out_models = ([out_model(dut.out_wr, 0), out_model(dut.out_wr1, half)] if dut.overlap
+                      else [out_model(dut.out_wr, 0)])
 
         def token_model(name, port, source):
             tp = tokens[name]
@@ -425,7 +438,7 @@ class ComputeBench:
             for n, w in enumerate(uop if uop is not None else []):
                 ctx.set(dut.uop_mem.data[n], int(w))
             for n, row in enumerate(acc if acc is not None else []):
-                ctx.set(dut.acc_mem.data[n], pack(row, 32))
+                ctx.set(acc_row(n), pack(row, 32))
             for cycle in range(1, max_cycles + 1):
                 _, _, fin, err = await ctx.tick().sample(dut.finish, dut.error.valid)
                 if fin:
@@ -438,7 +451,7 @@ class ComputeBench:
                 await ctx.tick()
             result["error"] = (ctx.get(dut.error.valid), ctx.get(dut.error.code),
                                ctx.get(dut.error.index))
-            result["acc"] = np.array([unpack(ctx.get(dut.acc_mem.data[n]), 32, lanes)
+            result["acc"] = np.array([unpack(ctx.get(acc_row(n)), 32, lanes)
                                       for n in range(cfg.acc_depth)])
             result["gemm_count"] = ctx.get(dut.gemm_count)
             result["alu_count"] = ctx.get(dut.alu_count)
@@ -446,7 +459,7 @@ class ComputeBench:
         sim = Simulator(dut)
         sim.add_clock(1e-6)
         for proc in (read_model(dut.inp_rd, inp_words), read_model(dut.wgt_rd, wgt_words),
-                     out_model, token_model("l2g", dut.l2g, True),
+                     *out_models, token_model("l2g", dut.l2g, True),
                      token_model("s2g", dut.s2g, True), token_model("g2l", dut.g2l, False),
                      token_model("g2s", dut.g2s, False), 
                      DramPortModel(dram, cfg.bus_bytes, read_latency=dram_latency).process(
@@ -914,11 +927,17 @@ def _error_cases(cfg):
     }
 
 
-@pytest.mark.parametrize("case", list(_error_cases(TINY)))
-def test_compute_errors_stop_cleanly(case):
+OVERLAP = load_config("tiny+overlap")
+
+
+@pytest.mark.parametrize("cfg,case", [pytest.param(TINY, case, id=case)
+                                      for case in _error_cases(TINY)] + [
+    # COMPUTE_OVERLAP registers the S1 range check (``s2_bad`` squashes S2's micro-op)
+    pytest.param(OVERLAP, case, id=f"overlap-{case}")
+    for case in ("gemm_dst", "gemm_reset_dst", "gemm_src", "gemm_wgt", "alu_src")])
+def test_compute_errors_stop_cleanly(cfg, case):
     """A faulting instruction reports (code, index), runs nothing after it, and
     leaves the SRAMs as sequential execution left them before the fault."""
-    cfg = TINY
     isa = isa_for(cfg)
     bad, code = _error_cases(cfg)[case]
     uops = [isa.encode_uop(d, d, d) for d in range(4)]
