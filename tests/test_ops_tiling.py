@@ -476,7 +476,7 @@ def test_error_user_tiling_overflows():
     with pytest.raises(TilingError, match=(
             r"^conv2d .*: tiling ConvTiling\(tn=1, tco=4, th=56, tw=56, tci=4.*\) needs 13456 inp "
             r"SRAM elements per buffer x 2 buffers; the inp buffer of config "
-            r"1x16_i8w8a32_15_15_18_17 holds 2048$")):
+            r"1x16_i8w8a32_15_15_18_17\+overlap holds 2048$")):
         plan_conv2d(cfg, (1, 64, 56, 56), (64, 64, 3, 3), 1, 1,
                     tiling=ConvTiling(1, 4, 56, 56, 4))
 
