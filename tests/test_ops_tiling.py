@@ -588,7 +588,10 @@ def test_rerank_looks_further_for_dense_spatial_kernels(monkeypatch):
     predicts faster than the best of the first 8; a depthwise layer keeps RERANK."""
     from vtakit.compiler.ops.conv2d import Conv2dPlan
     from vtakit.compiler.ops.perfmodel import program_prediction
-    cfg = CONFIGS["default"]
+    from vtakit.hw.config import config_from_spec
+    # one compute lane: with the ALU lane the plane-bank choice after the re-ranking
+    # (Conv2dPlan._try_plane_banks) moves both plans
+    cfg = config_from_spec("default+serial")
     kw = dict(bias=True, out_dtype=np.int32, result_bytes=3)
     wide = plan_conv2d(cfg, (1, 16, 20, 20), (16, 16, 3, 3), 1, 1, **kw)
     monkeypatch.setattr(Conv2dPlan, "RERANK_SPATIAL", Conv2dPlan.RERANK)
