@@ -396,7 +396,7 @@ class Conv2dPlan(OpPlan):
         if planes in self.SKEWED_BANKS:
             tries.append((self.SKEWED_BANKS[planes], 2))
         for banks, skew in tries:
-            if len(banks) < planes + (skew - 1) * (planes - 1):
+            if len(banks) < PlanePipeline.min_slots(planes, skew):
                 continue
             self.plane_banks, self.plane_skew, self._program = banks, skew, None
             if fp > self.plane_slot_rows():

@@ -135,9 +135,15 @@ class PlanePipeline:
     next tile's GEMMs (:attr:`.conv2d.Conv2dPlan.plane_banks`).
     """
 
+    @staticmethod
+    def min_slots(planes: int, skew: int = 1) -> int:
+        """The fewest acc slots for ``planes`` planes shifted with ``skew``: a tile holds
+        its slot ``skew (planes - 1) + 1`` steps."""
+        return planes + (skew - 1) * (planes - 1)
+
     def __init__(self, stream, n_tiles: int, planes: int, slots: int, skew: int = 1):
-        if slots < planes + (skew - 1) * (planes - 1):
-            least = planes + (skew - 1) * (planes - 1)
+        least = self.min_slots(planes, skew)
+        if slots < least:
             raise ValueError(f"PlanePipeline: {slots} acc slots for {planes} planes (skew "
                              f"{skew}); a slot's next tile would wait for a store issued after "
                              f"it: use at least {least} ({least + 1} to keep the waits in "
