@@ -356,6 +356,11 @@ class Conv2dPlan(OpPlan):
     #: decides. None: :data:`.geometry.INT32_ACC_SLOTS` slots one after another.
     plane_banks = None
 
+    #: COMPUTE_OVERLAP: the accumulators start from zero by two ALU passes
+    #: (:meth:`.Epilogue.emit_zero`, in the ALU lane) instead of a GEMM reset (in the
+    #: GEMM lane); :meth:`_try_alu_reset` decides.
+    alu_reset = False
+
     def acc_slot_count(self) -> int:
         """Acc/out slots the emission rotates through."""
         if self.plane_banks:
@@ -392,19 +397,37 @@ class Conv2dPlan(OpPlan):
         best = (self.inspect()["predicted_cycles"], None, 1)
         fp = self.tiling.footprint(self.problem, self.config)["acc"]
         planes = self.epilogue.planes
-        tries = [(b, 1) for b in self.PLANE_BANKS]
+        best = best + (False,)
+        tries = [(b, 1, False) for b in self.PLANE_BANKS]
         if planes in self.SKEWED_BANKS:
-            tries.append((self.SKEWED_BANKS[planes], 2))
-        for banks, skew in tries:
-            if len(banks) < PlanePipeline.min_slots(planes, skew):
+            tries.append((self.SKEWED_BANKS[planes], 2, False))
+        if self._zero_ok():
+            tries += [(b, s, True) for b, s, _ in tries]
+            tries += [((0, 1) * (planes + extra), 2, True) for extra in self.ZERO_EXTRA]
+        for banks, skew, zero in tries:
+            if len(banks) < PlanePipeline.min_slots(planes, skew, zero):
                 continue
-            self.plane_banks, self.plane_skew, self._program = banks, skew, None
+            self.plane_banks, self.plane_skew, self.alu_reset = banks, skew, zero
+            self._program = None
             if fp > self.plane_slot_rows():
                 continue
-            got = (self.inspect()["predicted_cycles"], banks, skew)
+            got = (self.inspect()["predicted_cycles"], banks, skew, zero)
             best = got if got[0] < best[0] else best
-        _, self.plane_banks, self.plane_skew = best
+        _, self.plane_banks, self.plane_skew, self.alu_reset = best
         self._program = None
+
+    #: :meth:`_try_plane_banks` with :attr:`alu_reset`: slots alternating banks, this
+    #: many more pairs than the planes (a tile's zeroing pops its slot a step before its
+    #: GEMMs, so the slot's previous tile must have stored its last plane by then).
+    ZERO_EXTRA = (1,)
+
+    def _zero_ok(self) -> bool:
+        """Whether the accumulators may start from :meth:`.Epilogue.emit_zero` instead of
+        a GEMM reset: an int32 result that starts from zeros (no bias tile, rows,
+        border or residual in the acc SRAM)."""
+        p, epi = self.problem, self.epilogue
+        return (p.int32_out and not epi.init and not epi.bias_tile and not epi.residual
+                and not p.acc_rows and not p.border_cases)
 
     def _try_add_order(self, cost):
         """The :attr:`add_order`, :attr:`post_beside`, :attr:`in_slots` and
@@ -1089,11 +1112,16 @@ class _ConvEmission:
                     pipe.store_end(e)
         else:
             # int32 result, double-buffered: plane shifts k tiles behind the GEMMs
+            lead = self.plan.alu_reset
             sched = PlanePipeline(builder, len(self.tiles), planes, nacc,
-                                  self.plan.plane_skew if self.plan.plane_banks else 1)
+                                  self.plan.plane_skew if self.plan.plane_banks else 1,
+                                  lead=lead)
             for step in sched.steps:
                 for ti, k in step:
                     sched.acquire((ti, k))
+                    if k < 0:       # the start of a tile a step ahead (alu_reset)
+                        epi.emit_zero(builder, self.acc_at(ti), self.out_dims(ti))
+                        continue
                     if k:
                         epi.emit_plane_shift(builder, self.acc_at(ti),
                                              self.out_dims(ti))
@@ -1332,6 +1360,8 @@ class _ConvEmission:
             return
         # with a MIN init, only accumulators no clip of this layer bounded yet need a
         # reset first (Epilogue.init)
+        if self.plan.alu_reset:
+            return          # zeroed a step ahead (PlanePipeline lead)
         if not epi.init or self.clipped[a] < tn * tco * th * tw:
             f = fold_loops(self.out_dims(ti), (acc_base, 0, 0))
             builder.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))
