@@ -185,7 +185,8 @@ def test_int32_plane_slots_equal_numpy_on_the_model():
     b = rng.integers(-2 ** 20, 2 ** 20, 32).astype(np.int32)
     want = R.conv2d_ref(x, w, 1, 1) + b[None, :, None, None]
     plan = _int32_plan(OV)
-    tries = [(None, 1)] + [(b, 1) for b in plan.PLANE_BANKS] + [(plan.SKEWED_BANKS[3], 2)]
+    tries = ([(None, 1)] + [(b, 1) for b in plan.PLANE_BANKS] + [(plan.SKEWED_BANKS[3], 2)]
+             + [((0, 1), 0)])
     for banks, skew in tries:
         with open_device("behavioral", OV) as dev:
             rt = Runtime(dev)
@@ -247,7 +248,8 @@ def test_int32_alu_reset_zeroes_a_step_ahead_and_equals_numpy():
 
     plan = plan_of()
     assert plan._zero_ok()
-    tries = [(b, 1) for b in plan.PLANE_BANKS] + [(plan.SKEWED_BANKS[3], 2), ((0, 1) * 4, 2)]
+    tries = [(b, 1) for b in plan.PLANE_BANKS] + [(plan.SKEWED_BANKS[3], 2), ((0, 1) * 4, 2),
+                                                  ((0, 1) * 3, 1), ((0, 1), 0)]
     ran = 0
     for banks, skew in tries:
         plan = plan_of()

@@ -356,9 +356,10 @@ class Conv2dPlan(OpPlan):
     #: decides. None: :data:`.geometry.INT32_ACC_SLOTS` slots one after another.
     plane_banks = None
 
-    #: COMPUTE_OVERLAP: the accumulators start from zero by two ALU passes
-    #: (:meth:`.Epilogue.emit_zero`, in the ALU lane) instead of a GEMM reset (in the
-    #: GEMM lane); :meth:`_try_alu_reset` decides.
+    #: COMPUTE_OVERLAP, int32 result: the accumulators start from zero by two ALU passes
+    #: (:meth:`.Epilogue.emit_zero`, in the ALU lane) a step ahead of the tile's GEMMs
+    #: (:class:`.tokens.PlanePipeline` ``lead``) instead of a GEMM reset (in the GEMM
+    #: lane, right before them); :meth:`_try_plane_banks` decides.
     alu_reset = False
 
     def acc_slot_count(self) -> int:
@@ -391,20 +392,26 @@ class Conv2dPlan(OpPlan):
     SKEWED_BANKS = {2: (0, 1, 0, 1), 3: (0, 1) * 3, 4: (0, 1) * 4}
 
     def _try_plane_banks(self, cost):
-        """:attr:`plane_banks`: each of :attr:`PLANE_BANKS` whose slots hold the
-        tiling's tile (and at least the planes' slots), kept when the event model
-        predicts it faster than the plan as it stands."""
-        best = (self.inspect()["predicted_cycles"], None, 1)
+        """:attr:`plane_banks`, :attr:`plane_skew` and :attr:`alu_reset`: each of
+        :attr:`PLANE_BANKS` (skew 1), :attr:`SKEWED_BANKS` (skew 2) and two slots
+        alternating banks with every plane of a tile right after it (skew 0); where
+        :meth:`_zero_ok`, each again with :attr:`alu_reset`, and slots alternating banks
+        :attr:`ZERO_EXTRA` pairs more than the planes (skew 1 and 2). A candidate needs
+        slots that hold the tiling's tile and at least
+        :meth:`.tokens.PlanePipeline.min_slots`; the one the event model predicts
+        fastest is kept, if faster than the plan as it stands."""
+        best = (self.inspect()["predicted_cycles"], None, 1, False)
         fp = self.tiling.footprint(self.problem, self.config)["acc"]
         planes = self.epilogue.planes
-        best = best + (False,)
         tries = [(b, 1, False) for b in self.PLANE_BANKS]
         if planes in self.SKEWED_BANKS:
             tries.append((self.SKEWED_BANKS[planes], 2, False))
+        tries.append(((0, 1), 0, False))
         if self._zero_ok():
             tries += [(b, s, True) for b, s, _ in tries]
-            tries += [((0, 1) * (planes + extra), 2, True) for extra in self.ZERO_EXTRA]
-        for banks, skew, zero in tries:
+            tries += [((0, 1) * (planes + extra), skew, True) for extra in self.ZERO_EXTRA
+                      for skew in (1, 2)]
+        for banks, skew, zero in dict.fromkeys(tries):
             if len(banks) < PlanePipeline.min_slots(planes, skew, zero):
                 continue
             self.plane_banks, self.plane_skew, self.alu_reset = banks, skew, zero
@@ -417,9 +424,9 @@ class Conv2dPlan(OpPlan):
         self._program = None
 
     #: :meth:`_try_plane_banks` with :attr:`alu_reset`: slots alternating banks, this
-    #: many more pairs than the planes (a tile's zeroing pops its slot a step before its
-    #: GEMMs, so the slot's previous tile must have stored its last plane by then).
-    ZERO_EXTRA = (1,)
+    #: many pairs more than the planes (a tile's zeroing pops its slot a step before
+    #: its GEMMs, so the slot's previous tile has stored its last plane by then).
+    ZERO_EXTRA = (0, 1)
 
     def _zero_ok(self) -> bool:
         """Whether the accumulators may start from :meth:`.Epilogue.emit_zero` instead of
@@ -1094,7 +1101,7 @@ class _ConvEmission:
                 self.release_store(ti)
                 if ti + 1 < n:
                     self.body(ti + 1)
-        elif nacc == self.nth:
+        elif nacc == self.nth and not self.plan.plane_banks:
             # each tile's planes right after it (int8 results, or one buffer: the shift of
             # plane k waits for the store of plane k - 1)
             for ti in range(len(self.tiles)):
