@@ -185,7 +185,8 @@ def test_int32_plane_slots_equal_numpy_on_the_model():
     b = rng.integers(-2 ** 20, 2 ** 20, 32).astype(np.int32)
     want = R.conv2d_ref(x, w, 1, 1) + b[None, :, None, None]
     plan = _int32_plan(OV)
-    tries = [(None, 1)] + [(b, 1) for b in plan.PLANE_BANKS] + [(plan.SKEWED_BANKS[3], 2)]
+    tries = ([(None, 1)] + [(b, 1) for b in plan.PLANE_BANKS] + [(plan.SKEWED_BANKS[3], 2)]
+             + [((0, 1), 0)])
     for banks, skew in tries:
         with open_device("behavioral", OV) as dev:
             rt = Runtime(dev)
@@ -215,3 +216,69 @@ def test_int32_skewed_plane_shifts_sit_in_the_other_bank():
             if nxt is not None:
                 assert kind[1] not in nxt[1]
     assert shifts == 2 * len(list(plan.tiles()))
+
+
+def _resets(plan) -> tuple:
+    """``(GEMM resets, zeroing ALU passes)`` in the plan's program: GEMMs with the reset
+    flag, and the SHR 31 / MAX 0 pairs of ``Epilogue.emit_zero``."""
+    insns = plan.program().insns
+    resets = sum(1 for i in insns if i.opcode == Opcode.GEMM and i.fields["reset_reg"])
+    zeros = sum(1 for i in insns if i.opcode == Opcode.ALU and i.fields["use_imm"]
+                and i.fields["alu_opcode"] == 3 and i.fields["imm"] == 31)
+    return resets, zeros
+
+
+def test_int32_alu_reset_zeroes_a_step_ahead_and_equals_numpy():
+    """``Conv2dPlan.alu_reset`` (an int32 result without a bias tile, on
+    ``default+overlap``): no GEMM reset, one zeroing pair per tile, each a step ahead of
+    its tile's GEMMs; more tiles than slots (a slot's old planes zeroed), equal to numpy
+    on the behavioral model for every bank pattern the lead fits; refused where the
+    pattern has no spare slot."""
+    from vtakit.compiler.ops import reference as R
+    from vtakit.compiler.ops.tokens import PlanePipeline
+    from vtakit.runtime import Runtime
+    from vtakit.runtime.device import open_device
+    rng = np.random.default_rng(10)
+    x = rng.integers(-128, 128, (1, 16, 14, 14), dtype=np.int8)
+    w = rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8)
+    want = R.conv2d_ref(x, w, 1, 1)
+
+    def plan_of():
+        return plan_conv2d(OV, x.shape, w.shape, 1, 1, out_dtype="int32", result_bytes=3)
+
+    plan = plan_of()
+    assert plan._zero_ok()
+    tries = [(b, 1) for b in plan.PLANE_BANKS] + [(plan.SKEWED_BANKS[3], 2), ((0, 1) * 4, 2),
+                                                  ((0, 1) * 3, 1), ((0, 1), 0)]
+    ran = 0
+    for banks, skew in tries:
+        plan = plan_of()
+        plan.plane_banks, plan.plane_skew, plan.alu_reset, plan._program = banks, skew, True, None
+        if len(banks) < PlanePipeline.min_slots(3, skew, lead=True):
+            with pytest.raises(ValueError, match="lead"):
+                plan.program()
+            continue
+        n = len(list(plan.tiles()))
+        assert n > len(banks)
+        assert _resets(plan) == (0, n)
+        with open_device("behavioral", OV) as dev:
+            got = plan.unpack(plan.run(Runtime(dev), plan.pack(x, w))[0])
+        np.testing.assert_array_equal(got, want, err_msg=f"{banks} skew {skew}")
+        ran += 1
+    assert ran >= 2
+
+
+def test_int32_alu_reset_only_where_the_model_prefers_it():
+    """The planner keeps ``alu_reset`` only when predicted faster (image
+    classification's 16 -> 16 3x3 at 32x32, int32 without a bias tile: the GEMM lane
+    loses its reset micro-ops); never with a bias tile, nor on ``default``."""
+    shape, wshape = (1, 16, 32, 32), (16, 16, 3, 3)
+    plan = plan_conv2d(OV, shape, wshape, 1, 1, out_dtype="int32", result_bytes=3)
+    assert plan.alu_reset and _resets(plan)[0] == 0
+    chosen = plan.inspect()["predicted_cycles"]
+    assert _predicted(plan, alu_reset=False, plane_banks=plan.SKEWED_BANKS[3]) > chosen
+    assert not plan_conv2d(DEFAULT, shape, wshape, 1, 1, out_dtype="int32",
+                           result_bytes=3).alu_reset
+    biased = plan_conv2d(OV, shape, wshape, 1, 1, bias=True, out_dtype="int32",
+                         result_bytes=3)
+    assert not biased.alu_reset and not biased._zero_ok()
