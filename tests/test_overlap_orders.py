@@ -282,3 +282,41 @@ def test_int32_alu_reset_only_where_the_model_prefers_it():
     biased = plan_conv2d(OV, shape, wshape, 1, 1, bias=True, out_dtype="int32",
                          result_bytes=3)
     assert not biased.alu_reset and not biased._zero_ok()
+
+
+def test_requantize_epilogue_keeps_the_serial_order_where_faster():
+    """A requantize epilogue (requant2's REQ) runs in the GEMM lane, so the early start of
+    the next tile gains nothing: on a 1x1 layer where the event model predicts the early
+    start slower, the plan takes ``serial_order`` and emits exactly the one-lane config's
+    instructions; its output equals TFLite's requantize on the behavioral model."""
+    from test_requant2_compile import _requant2, _tflite
+
+    from vtakit.compiler.ops.reference import group_conv2d_ref
+    from vtakit.compiler.quant import fixed_point as fp
+    from vtakit.runtime import Runtime
+    from vtakit.sim import open_device
+
+    rng = np.random.default_rng(21)
+    x = rng.integers(-128, 128, (1, 64, 25, 25), dtype=np.int8)
+    w = rng.integers(-128, 128, (64, 64, 1, 1), dtype=np.int8)
+    bias = rng.integers(-3000, 3000, 64).astype(np.int32)
+    scale = np.linspace(1e-3, 2e-3, 64)
+    rq, rows = _requant2(scale, 3, 64, False)
+    cfg = load_config("default+requant2+overlap")
+    plan = plan_conv2d(cfg, x.shape, w.shape, 1, 0, bias=True, requant=rq)
+    assert plan.serial_order
+    serial = _predicted(plan)
+    assert _predicted(plan, serial_order=False) > serial
+    plan.serial_order, plan._program = True, None
+    one_lane = plan_conv2d(load_config("default+requant2"), x.shape, w.shape, 1, 0,
+                           bias=True, requant=rq)
+    assert [(i.opcode, i.fields) for i in plan.program().insns] == [
+        (i.opcode, i.fields) for i in one_lane.program().insns]
+    acc = fp.wrap_int32(group_conv2d_ref(x, w, 1, 0).astype(np.int64)
+                        + bias[:, None, None])
+    dev = open_device("behavioral", cfg)
+    try:
+        out, _ = plan.run(Runtime(dev), plan.pack(x, w, bias, requant=rows))
+    finally:
+        dev.close()
+    assert np.array_equal(plan.unpack(out), _tflite(acc, scale, 3, False))

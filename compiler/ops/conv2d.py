@@ -325,6 +325,8 @@ class Conv2dPlan(OpPlan):
         elif (cfg.compute_overlap and p.int32_out and epilogue.planes > 1
               and self.tiling.nthreads > 1 and not self.out_slots):
             self._try_plane_banks(cost)
+        if cfg.compute_overlap and epilogue.requant is not None:
+            self._try_serial_order()
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
@@ -335,6 +337,13 @@ class Conv2dPlan(OpPlan):
     #: between tile t + 1's groups (:meth:`_ConvEmission.post_beside`) instead of all
     #: before them; :meth:`_try_add_order` decides.
     post_beside = False
+
+    #: COMPUTE_OVERLAP: tile t + 1's start is emitted after tile t's epilogue, as on a
+    #: one-lane config, instead of before it (:meth:`_ConvEmission.run`). With a
+    #: requantize epilogue the lane takes none of its late passes (``REQ``, ``SRDHM``,
+    #: ...), so the early start may only delay the next GEMMs; :meth:`_try_serial_order`
+    #: decides.
+    serial_order = False
 
     #: inp/wgt SRAM slots when not the tiling's ``nthreads``: 3 for a fused add with
     #: COMPUTE_OVERLAP (:meth:`_try_add_order`), whose residual group takes a slot of
@@ -435,6 +444,14 @@ class Conv2dPlan(OpPlan):
         p, epi = self.problem, self.epilogue
         return (p.int32_out and not epi.init and not epi.bias_tile and not epi.residual
                 and not p.acc_rows and not p.border_cases)
+
+    def _try_serial_order(self):
+        """:attr:`serial_order` for a requantize epilogue (its late passes run in the
+        GEMM lane), kept when the event model predicts it faster."""
+        keep = self.inspect()["predicted_cycles"]
+        self.serial_order, self._program = True, None
+        if self.inspect()["predicted_cycles"] >= keep:
+            self.serial_order, self._program = False, None
 
     def _try_add_order(self, cost):
         """The :attr:`add_order`, :attr:`post_beside`, :attr:`in_slots` and
@@ -1073,7 +1090,7 @@ class _ConvEmission:
         builder, epi, nacc, planes, pipe = (self.builder, self.epi, self.nacc, self.planes,
                                             self.pipe)
         overlap = ((nacc == self.nth or self.plan.out_slots) and nacc > 1 and planes == 1
-                   and self.plan.config.compute_overlap)
+                   and self.plan.config.compute_overlap and not self.plan.serial_order)
         if overlap and self.add_order() is not None:
             self.run_add(self.add_order())
         elif overlap:
