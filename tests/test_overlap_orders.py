@@ -185,7 +185,8 @@ def test_int32_plane_slots_equal_numpy_on_the_model():
     b = rng.integers(-2 ** 20, 2 ** 20, 32).astype(np.int32)
     want = R.conv2d_ref(x, w, 1, 1) + b[None, :, None, None]
     plan = _int32_plan(OV)
-    tries = [(None, 1)] + [(b, 1) for b in plan.PLANE_BANKS] + [(plan.SKEWED_BANKS[3], 2)]
+    tries = ([(None, 1)] + [(b, 1) for b in plan.PLANE_BANKS] + [(plan.SKEWED_BANKS[3], 2)]
+             + [((0, 1), 0)])
     for banks, skew in tries:
         with open_device("behavioral", OV) as dev:
             rt = Runtime(dev)
@@ -215,3 +216,107 @@ def test_int32_skewed_plane_shifts_sit_in_the_other_bank():
             if nxt is not None:
                 assert kind[1] not in nxt[1]
     assert shifts == 2 * len(list(plan.tiles()))
+
+
+def _resets(plan) -> tuple:
+    """``(GEMM resets, zeroing ALU passes)`` in the plan's program: GEMMs with the reset
+    flag, and the SHR 31 / MAX 0 pairs of ``Epilogue.emit_zero``."""
+    insns = plan.program().insns
+    resets = sum(1 for i in insns if i.opcode == Opcode.GEMM and i.fields["reset_reg"])
+    zeros = sum(1 for i in insns if i.opcode == Opcode.ALU and i.fields["use_imm"]
+                and i.fields["alu_opcode"] == 3 and i.fields["imm"] == 31)
+    return resets, zeros
+
+
+def test_int32_alu_reset_zeroes_a_step_ahead_and_equals_numpy():
+    """``Conv2dPlan.alu_reset`` (an int32 result without a bias tile, on
+    ``default+overlap``): no GEMM reset, one zeroing pair per tile, each a step ahead of
+    its tile's GEMMs; more tiles than slots (a slot's old planes zeroed), equal to numpy
+    on the behavioral model for every bank pattern the lead fits; refused where the
+    pattern has no spare slot."""
+    from vtakit.compiler.ops import reference as R
+    from vtakit.compiler.ops.tokens import PlanePipeline
+    from vtakit.runtime import Runtime
+    from vtakit.runtime.device import open_device
+    rng = np.random.default_rng(10)
+    x = rng.integers(-128, 128, (1, 16, 14, 14), dtype=np.int8)
+    w = rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8)
+    want = R.conv2d_ref(x, w, 1, 1)
+
+    def plan_of():
+        return plan_conv2d(OV, x.shape, w.shape, 1, 1, out_dtype="int32", result_bytes=3)
+
+    plan = plan_of()
+    assert plan._zero_ok()
+    tries = [(b, 1) for b in plan.PLANE_BANKS] + [(plan.SKEWED_BANKS[3], 2), ((0, 1) * 4, 2),
+                                                  ((0, 1) * 3, 1), ((0, 1), 0)]
+    ran = 0
+    for banks, skew in tries:
+        plan = plan_of()
+        plan.plane_banks, plan.plane_skew, plan.alu_reset, plan._program = banks, skew, True, None
+        if len(banks) < PlanePipeline.min_slots(3, skew, lead=True):
+            with pytest.raises(ValueError, match="lead"):
+                plan.program()
+            continue
+        n = len(list(plan.tiles()))
+        assert n > len(banks)
+        assert _resets(plan) == (0, n)
+        with open_device("behavioral", OV) as dev:
+            got = plan.unpack(plan.run(Runtime(dev), plan.pack(x, w))[0])
+        np.testing.assert_array_equal(got, want, err_msg=f"{banks} skew {skew}")
+        ran += 1
+    assert ran >= 2
+
+
+def test_int32_alu_reset_only_where_the_model_prefers_it():
+    """The planner keeps ``alu_reset`` only when predicted faster (image
+    classification's 16 -> 16 3x3 at 32x32, int32 without a bias tile: the GEMM lane
+    loses its reset micro-ops); never with a bias tile, nor on ``default``."""
+    shape, wshape = (1, 16, 32, 32), (16, 16, 3, 3)
+    plan = plan_conv2d(OV, shape, wshape, 1, 1, out_dtype="int32", result_bytes=3)
+    assert plan.alu_reset and _resets(plan)[0] == 0
+    chosen = plan.inspect()["predicted_cycles"]
+    assert _predicted(plan, alu_reset=False, plane_banks=plan.SKEWED_BANKS[3]) > chosen
+    assert not plan_conv2d(DEFAULT, shape, wshape, 1, 1, out_dtype="int32",
+                           result_bytes=3).alu_reset
+    biased = plan_conv2d(OV, shape, wshape, 1, 1, bias=True, out_dtype="int32",
+                         result_bytes=3)
+    assert not biased.alu_reset and not biased._zero_ok()
+
+
+def test_requantize_epilogue_keeps_the_serial_order_where_faster():
+    """A requantize epilogue (requant2's REQ) runs in the GEMM lane, so the early start of
+    the next tile gains nothing: on a 1x1 layer where the event model predicts the early
+    start slower, the plan takes ``serial_order`` and emits exactly the one-lane config's
+    instructions; its output equals TFLite's requantize on the behavioral model."""
+    from test_requant2_compile import _requant2, _tflite
+
+    from vtakit.compiler.ops.reference import group_conv2d_ref
+    from vtakit.compiler.quant import fixed_point as fp
+    from vtakit.runtime import Runtime
+    from vtakit.sim import open_device
+
+    rng = np.random.default_rng(21)
+    x = rng.integers(-128, 128, (1, 64, 25, 25), dtype=np.int8)
+    w = rng.integers(-128, 128, (64, 64, 1, 1), dtype=np.int8)
+    bias = rng.integers(-3000, 3000, 64).astype(np.int32)
+    scale = np.linspace(1e-3, 2e-3, 64)
+    rq, rows = _requant2(scale, 3, 64, False)
+    cfg = load_config("default+requant2+overlap")
+    plan = plan_conv2d(cfg, x.shape, w.shape, 1, 0, bias=True, requant=rq)
+    assert plan.serial_order
+    serial = _predicted(plan)
+    assert _predicted(plan, serial_order=False) > serial
+    plan.serial_order, plan._program = True, None
+    one_lane = plan_conv2d(load_config("default+requant2"), x.shape, w.shape, 1, 0,
+                           bias=True, requant=rq)
+    assert [(i.opcode, i.fields) for i in plan.program().insns] == [
+        (i.opcode, i.fields) for i in one_lane.program().insns]
+    acc = fp.wrap_int32(group_conv2d_ref(x, w, 1, 0).astype(np.int64)
+                        + bias[:, None, None])
+    dev = open_device("behavioral", cfg)
+    try:
+        out, _ = plan.run(Runtime(dev), plan.pack(x, w, bias, requant=rows))
+    finally:
+        dev.close()
+    assert np.array_equal(plan.unpack(out), _tflite(acc, scale, 3, False))

@@ -325,6 +325,8 @@ class Conv2dPlan(OpPlan):
         elif (cfg.compute_overlap and p.int32_out and epilogue.planes > 1
               and self.tiling.nthreads > 1 and not self.out_slots):
             self._try_plane_banks(cost)
+        if cfg.compute_overlap and epilogue.requant is not None:
+            self._try_serial_order()
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
@@ -335,6 +337,13 @@ class Conv2dPlan(OpPlan):
     #: between tile t + 1's groups (:meth:`_ConvEmission.post_beside`) instead of all
     #: before them; :meth:`_try_add_order` decides.
     post_beside = False
+
+    #: COMPUTE_OVERLAP: tile t + 1's start is emitted after tile t's epilogue, as on a
+    #: one-lane config, instead of before it (:meth:`_ConvEmission.run`). With a
+    #: requantize epilogue the lane takes none of its late passes (``REQ``, ``SRDHM``,
+    #: ...), so the early start may only delay the next GEMMs; :meth:`_try_serial_order`
+    #: decides.
+    serial_order = False
 
     #: inp/wgt SRAM slots when not the tiling's ``nthreads``: 3 for a fused add with
     #: COMPUTE_OVERLAP (:meth:`_try_add_order`), whose residual group takes a slot of
@@ -355,6 +364,12 @@ class Conv2dPlan(OpPlan):
     #: before it when their slots lie in the other bank; :meth:`_try_plane_banks`
     #: decides. None: :data:`.geometry.INT32_ACC_SLOTS` slots one after another.
     plane_banks = None
+
+    #: COMPUTE_OVERLAP, int32 result: the accumulators start from zero by two ALU passes
+    #: (:meth:`.Epilogue.emit_zero`, in the ALU lane) a step ahead of the tile's GEMMs
+    #: (:class:`.tokens.PlanePipeline` ``lead``) instead of a GEMM reset (in the GEMM
+    #: lane, right before them); :meth:`_try_plane_banks` decides.
+    alu_reset = False
 
     def acc_slot_count(self) -> int:
         """Acc/out slots the emission rotates through."""
@@ -386,25 +401,57 @@ class Conv2dPlan(OpPlan):
     SKEWED_BANKS = {2: (0, 1, 0, 1), 3: (0, 1) * 3, 4: (0, 1) * 4}
 
     def _try_plane_banks(self, cost):
-        """:attr:`plane_banks`: each of :attr:`PLANE_BANKS` whose slots hold the
-        tiling's tile (and at least the planes' slots), kept when the event model
-        predicts it faster than the plan as it stands."""
-        best = (self.inspect()["predicted_cycles"], None, 1)
+        """:attr:`plane_banks`, :attr:`plane_skew` and :attr:`alu_reset`: each of
+        :attr:`PLANE_BANKS` (skew 1), :attr:`SKEWED_BANKS` (skew 2) and two slots
+        alternating banks with every plane of a tile right after it (skew 0); where
+        :meth:`_zero_ok`, each again with :attr:`alu_reset`, and slots alternating banks
+        :attr:`ZERO_EXTRA` pairs more than the planes (skew 1 and 2). A candidate needs
+        slots that hold the tiling's tile and at least
+        :meth:`.tokens.PlanePipeline.min_slots`; the one the event model predicts
+        fastest is kept, if faster than the plan as it stands."""
+        best = (self.inspect()["predicted_cycles"], None, 1, False)
         fp = self.tiling.footprint(self.problem, self.config)["acc"]
         planes = self.epilogue.planes
-        tries = [(b, 1) for b in self.PLANE_BANKS]
+        tries = [(b, 1, False) for b in self.PLANE_BANKS]
         if planes in self.SKEWED_BANKS:
-            tries.append((self.SKEWED_BANKS[planes], 2))
-        for banks, skew in tries:
-            if len(banks) < PlanePipeline.min_slots(planes, skew):
+            tries.append((self.SKEWED_BANKS[planes], 2, False))
+        tries.append(((0, 1), 0, False))
+        if self._zero_ok():
+            tries += [(b, s, True) for b, s, _ in tries]
+            tries += [((0, 1) * (planes + extra), skew, True) for extra in self.ZERO_EXTRA
+                      for skew in (1, 2)]
+        for banks, skew, zero in dict.fromkeys(tries):
+            if len(banks) < PlanePipeline.min_slots(planes, skew, zero):
                 continue
-            self.plane_banks, self.plane_skew, self._program = banks, skew, None
+            self.plane_banks, self.plane_skew, self.alu_reset = banks, skew, zero
+            self._program = None
             if fp > self.plane_slot_rows():
                 continue
-            got = (self.inspect()["predicted_cycles"], banks, skew)
+            got = (self.inspect()["predicted_cycles"], banks, skew, zero)
             best = got if got[0] < best[0] else best
-        _, self.plane_banks, self.plane_skew = best
+        _, self.plane_banks, self.plane_skew, self.alu_reset = best
         self._program = None
+
+    #: :meth:`_try_plane_banks` with :attr:`alu_reset`: slots alternating banks, this
+    #: many pairs more than the planes (a tile's zeroing pops its slot a step before
+    #: its GEMMs, so the slot's previous tile has stored its last plane by then).
+    ZERO_EXTRA = (0, 1)
+
+    def _zero_ok(self) -> bool:
+        """Whether the accumulators may start from :meth:`.Epilogue.emit_zero` instead of
+        a GEMM reset: an int32 result that starts from zeros (no bias tile, rows,
+        border or residual in the acc SRAM)."""
+        p, epi = self.problem, self.epilogue
+        return (p.int32_out and not epi.init and not epi.bias_tile and not epi.residual
+                and not p.acc_rows and not p.border_cases)
+
+    def _try_serial_order(self):
+        """:attr:`serial_order` for a requantize epilogue (its late passes run in the
+        GEMM lane), kept when the event model predicts it faster."""
+        keep = self.inspect()["predicted_cycles"]
+        self.serial_order, self._program = True, None
+        if self.inspect()["predicted_cycles"] >= keep:
+            self.serial_order, self._program = False, None
 
     def _try_add_order(self, cost):
         """The :attr:`add_order`, :attr:`post_beside`, :attr:`in_slots` and
@@ -1043,7 +1090,7 @@ class _ConvEmission:
         builder, epi, nacc, planes, pipe = (self.builder, self.epi, self.nacc, self.planes,
                                             self.pipe)
         overlap = ((nacc == self.nth or self.plan.out_slots) and nacc > 1 and planes == 1
-                   and self.plan.config.compute_overlap)
+                   and self.plan.config.compute_overlap and not self.plan.serial_order)
         if overlap and self.add_order() is not None:
             self.run_add(self.add_order())
         elif overlap:
@@ -1071,7 +1118,7 @@ class _ConvEmission:
                 self.release_store(ti)
                 if ti + 1 < n:
                     self.body(ti + 1)
-        elif nacc == self.nth:
+        elif nacc == self.nth and not self.plan.plane_banks:
             # each tile's planes right after it (int8 results, or one buffer: the shift of
             # plane k waits for the store of plane k - 1)
             for ti in range(len(self.tiles)):
@@ -1089,11 +1136,16 @@ class _ConvEmission:
                     pipe.store_end(e)
         else:
             # int32 result, double-buffered: plane shifts k tiles behind the GEMMs
+            lead = self.plan.alu_reset
             sched = PlanePipeline(builder, len(self.tiles), planes, nacc,
-                                  self.plan.plane_skew if self.plan.plane_banks else 1)
+                                  self.plan.plane_skew if self.plan.plane_banks else 1,
+                                  lead=lead)
             for step in sched.steps:
                 for ti, k in step:
                     sched.acquire((ti, k))
+                    if k < 0:       # the start of a tile a step ahead (alu_reset)
+                        epi.emit_zero(builder, self.acc_at(ti), self.out_dims(ti))
+                        continue
                     if k:
                         epi.emit_plane_shift(builder, self.acc_at(ti),
                                              self.out_dims(ti))
@@ -1332,6 +1384,8 @@ class _ConvEmission:
             return
         # with a MIN init, only accumulators no clip of this layer bounded yet need a
         # reset first (Epilogue.init)
+        if self.plan.alu_reset:
+            return          # zeroed a step ahead (PlanePipeline lead)
         if not epi.init or self.clipped[a] < tn * tco * th * tw:
             f = fold_loops(self.out_dims(ti), (acc_base, 0, 0))
             builder.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))
@@ -1451,6 +1505,13 @@ class _ConvEmission:
         if rows == hi == p.h and cols == wi == p.w:
             builder.load_2d(MemType.INP, sram, slots["data"], (n0 * cib + in0) * p.h * p.w,
                             nin * p.h * p.w, tn, cib * p.h * p.w)
+        elif rows == hi and cols == wi == p.w and nin > 1:
+            # whole rows without padding: each block's rows are one run and the blocks
+            # lie an image apart, so one LOAD per batch element (not one per block)
+            for nl in range(tn):
+                builder.load_2d(MemType.INP, sram + nl * nin * hi * wi, slots["data"],
+                                (((n0 + nl) * cib + in0) * p.h + r_start) * p.w,
+                                rows * p.w, nin, p.h * p.w)
         else:
             for nl in range(tn):
                 for cl in range(nin):

@@ -637,6 +637,13 @@ class Epilogue:
         """SHR imm 8 over the tile: exposes the next byte plane of an int32 result."""
         _push_imm_passes(stream, acc_base, dims, [(AluOp.SHR, 8)])
 
+    @staticmethod
+    def emit_zero(stream, acc_base: int, dims) -> None:
+        """Zero the acc tile by two ALU passes, whatever it holds: SHR imm 31 (every
+        int32 to 0 or -1), then MAX imm 0. Instead of a GEMM reset, where the ALU lane
+        of ``COMPUTE_OVERLAP`` runs them beside the GEMMs."""
+        _push_imm_passes(stream, acc_base, dims, [(AluOp.SHR, SHIFT_LIMIT), (AluOp.MAX, 0)])
+
     def reference(self, acc, bias=None, residual=None) -> np.ndarray:
         """Numpy semantics of this epilogue (see :func:`reference.epilogue_ref`)."""
         from .reference import epilogue_ref

@@ -129,6 +129,10 @@ class PlanePipeline:
     planes``; with ``slots == planes`` a tile waits for all of the previous step's
     stores). Each push is emitted before its pop, as :class:`Pipeline` requires.
 
+    With ``lead``, tile ``i``'s start (action ``(i, -1)``: the accumulators zeroed by
+    ALU passes, which store nothing) comes first in step ``i - 1``, before tile
+    ``i - 1``'s GEMMs, and pops the slot's token in place of plane 0.
+
     ``skew`` s > 1 shifts plane ``k`` of tile ``i - s k`` in step ``i`` instead (a tile
     holds its slot s (planes - 1) + 1 steps): with COMPUTE_OVERLAP and the slots
     alternating acc banks, s = 2 puts every shift of a step in the other bank than the
@@ -136,27 +140,34 @@ class PlanePipeline:
     """
 
     @staticmethod
-    def min_slots(planes: int, skew: int = 1) -> int:
+    def min_slots(planes: int, skew: int = 1, lead: bool = False) -> int:
         """The fewest acc slots for ``planes`` planes shifted with ``skew``: a tile holds
-        its slot ``skew (planes - 1) + 1`` steps."""
-        return planes + (skew - 1) * (planes - 1)
+        its slot ``skew (planes - 1) + 1`` steps, with ``lead`` one more (its start
+        comes a step early)."""
+        return planes + (skew - 1) * (planes - 1) + bool(lead)
 
-    def __init__(self, stream, n_tiles: int, planes: int, slots: int, skew: int = 1):
-        least = self.min_slots(planes, skew)
+    def __init__(self, stream, n_tiles: int, planes: int, slots: int, skew: int = 1,
+                 lead: bool = False):
+        least = self.min_slots(planes, skew, lead)
         if slots < least:
             raise ValueError(f"PlanePipeline: {slots} acc slots for {planes} planes (skew "
-                             f"{skew}); a slot's next tile would wait for a store issued after "
+                             f"{skew}{', lead' if lead else ''}); a slot's next tile would "
+                             f"wait for a store issued after "
                              f"it: use at least {least} ({least + 1} to keep the waits in "
                              f"store order)")
         self.stream = stream
         self.steps = [[(j, k) for j, k in [(i, 0)] + [(i - skew * k, k)
                                                       for k in range(1, planes)]
                        if 0 <= j < n_tiles] for i in range(n_tiles + skew * (planes - 1))]
+        if lead:        # tile i + 1's start (-1: no store) before step i's actions
+            for i, step in enumerate(self.steps):
+                step[:0] = [(j, -1) for j in ((0, 1) if i == 0 else (i + 1,)) if j < n_tiles]
         order = [a for step in self.steps for a in step]
-        event = {a: e for e, a in enumerate(order)}
+        event = {a: e for e, a in enumerate(a for a in order if a[1] >= 0)}
         self._pop, self._push, last = set(), set(), -1
         for j, k in order:
-            need = (event[(j, k - 1)] if k else
+            need = (event[(j, k - 1)] if k > 0 else
+                    -1 if k == 0 and lead else
                     event[(j - slots, planes - 1)] if j >= slots else -1)
             if need > last:
                 self._pop.add((j, k))
