@@ -315,6 +315,58 @@ def test_gemm_fault_beside_the_lane_reports_after_the_lane():
     assert want[3] is not None and got[3] == want[3]
 
 
+#: Micro-ops at the edges of each SRAM range check of S1 (``tiny+overlap`` computes them as
+#: the offset's high bits, the index's and the carry out of the low bits' sum): ``carry``
+#: crosses the depth by the low bits' carry, ``high`` by an offset of the depth alone,
+#: ``edge`` ends on the last row (no fault).
+RANGE_EDGES = [(op, case) for op in ("dst", "inp", "wgt", "alu_src")
+               for case in ("carry", "high", "edge")]
+
+
+def _range_edge_program(op, case):
+    p, q = Program(5), Program(5)
+    tile(q, 0, 8, HALF - 8, pop_load=True, epilogue=False)
+    depth = {"dst": OV.acc_depth, "inp": OV.inp_depth, "wgt": OV.wgt_depth,
+             "alu_src": OV.acc_depth}[op]
+    # (first index, factor, iterations): the last index is depth - 1 (edge), depth + 1
+    # (carry: the low bits of index + offset carry out) or 3 + depth (high: an offset of
+    # the depth, whose low bits are 0)
+    first, factor, n = {"carry": (depth - 6, 1, 8), "high": (3, depth // 2, 3),
+                        "edge": (depth - 8, 1, 8)}[case]
+    if op == "dst":
+        u = q.uop(first)
+        q.gemm(u, ((n, factor, 0, 0), (1, 0, 0, 0)), reset=True)
+    elif op in ("inp", "wgt"):
+        u = q.uop(16, first if op == "inp" else 0, first if op == "wgt" else 0)
+        q.gemm(u, ((n, 1, factor if op == "inp" else 0, factor if op == "wgt" else 0),
+                   (1, 0, 0, 0)))
+    else:   # a tensor ALU (src in the other bank: the GEMM lane runs it)
+        u = q.uop(16, first)
+        q.alu(AluOp.ADD, u, ((n, 1, factor), (1, 0, 0)))
+    epi(q, 0, 24, HALF - 8)
+    p.uops = q.uops
+    # the last inp/wgt rows hold data too (an edge reads them; before the prologue's
+    # token to the first GEMM)
+    p.load(MemType.INP, OV.inp_depth - 8, 0, 8)
+    p.load(MemType.WGT, OV.wgt_depth - 8, 0, 8)
+    prologue(p)
+    p.words += q.words
+    p.store(0, 24, pop_prev_dep=1, push_prev_dep=1)
+    p.finish(pop_next_dep=1)
+    return p
+
+
+@pytest.mark.parametrize("op,case", RANGE_EDGES)
+def test_range_check_edges_equal_the_model(op, case):
+    """S1's range checks at their edges (a fault, or none, at the same instruction as
+    the model's): the carry out of the low bits and an offset beyond the depth alone
+    fault, a last index of depth - 1 does not."""
+    p = _range_edge_program(op, case)
+    want = p.run(OV, "behavioral")
+    assert (want[3] is None) == (case == "edge"), want[3]
+    check(p, label=f"{op} {case}")
+
+
 @pytest.mark.parametrize("count,seed", [
     (20, 3),
     pytest.param(300, 7, marks=pytest.mark.slow),
