@@ -273,6 +273,9 @@ class Compute(wiring.Component):
         self.uop_mem = memory.Memory(shape=c.uop_elem_bits, depth=c.uop_depth, init=[])
         #: ``COMPUTE_OVERLAP``: an ALU lane beside the GEMM lane (:mod:`.compute_lane`)
         self.overlap = bool(c.compute_overlap)
+        #: With the overlap, a test's probe: elaborate also drives ``main_idle_now`` (the
+        #: definition of the register ``main_idle``, which it sets as ``main_idle_reg``)
+        self.probe_main_idle = False
         if self.overlap:
             #: The acc SRAM's two banks (index top bit 0 and 1), with the overlap.
             self.acc_banks = [memory.Memory(shape=c.acc_elem_bits, depth=c.acc_depth // 2,
@@ -896,6 +899,9 @@ class Compute(wiring.Component):
                            | (sw["valid"] & sw["late"]) | Cat(late_pending[:-1]).any())
             m.d.sync += main_idle.eq(~next_flight & ~(travel_prev & ~land_prev)
                                      & ~(travel_next & ~land_next))
+            if self.probe_main_idle:
+                self.main_idle_reg, self.main_idle_now = main_idle, Signal()
+                m.d.comb += self.main_idle_now.eq(~in_flight & ~travel_prev & ~travel_next)
 
         def accept():
             accept_command(m, self.cmd, insn, index)

@@ -677,3 +677,55 @@ def test_lane_busy_bank_follows_its_instructions_cycle_by_cycle(seed):
     sim.add_testbench(bench)
     sim.run()
     assert seen["retired"] > 40 and seen["held"] > 20, seen
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_main_idle_register_equals_its_definition_cycle_by_cycle(seed):
+    """``main_idle`` (a register since the lane's second timing stop: the dispatch of a
+    lane instruction reads it) against its definition, every cycle (the Amaranth
+    simulator): no micro-op in flight in S1..S{W-1} and no token travelling. Random
+    GEMM/ALU streams with push flags (one-micro-op ALUs of one bank go to the lane, the
+    others and GEMMs beside it are held), whose results equal the model's. A term of the
+    next value missing (a stage, the issue, a travelling token) makes the register a cycle
+    early or late and fails it."""
+    from test_rtl_compute import ComputeBench, check_against_model
+
+    rng = np.random.default_rng(seed)
+    uops = [ISA.encode_uop(int(rng.integers(0, 2)) * HALF + int(rng.integers(0, 24)),
+                           int(rng.integers(0, 16)), int(rng.integers(0, 16)))
+            for _ in range(16)]
+    insns = []
+    for _ in range(40):
+        bgn = int(rng.integers(0, 16))
+        one = rng.random() < 0.5            # one micro-op: the lane takes it (an ALU)
+        loop = dict(uop_bgn=bgn, uop_end=bgn + 1 if one else int(rng.integers(bgn, 17)),
+                    iter_out=int(rng.integers(1, 4)), iter_in=int(rng.integers(1, 4)),
+                    dst_factor_out=int(rng.integers(0, 9)), dst_factor_in=int(rng.integers(0, 4)),
+                    src_factor_out=int(rng.integers(0, 9)), src_factor_in=int(rng.integers(0, 4)),
+                    push_prev_dep=int(rng.random() < 0.2), push_next_dep=int(rng.random() < 0.2))
+        if rng.random() < 0.4:
+            insns.append(ISA.encode(Opcode.GEMM, reset_reg=int(rng.random() < 0.15),
+                                    wgt_factor_out=int(rng.integers(0, 9)),
+                                    wgt_factor_in=int(rng.integers(0, 4)), **loop))
+        else:
+            op = AluOp(int(rng.integers(0, 4)))
+            imm = int(rng.integers(-8, 9)) if op == AluOp.SHR else int(rng.integers(-999, 999))
+            insns.append(ISA.encode(Opcode.ALU, alu_opcode=op, use_imm=int(
+                op == AluOp.SHR or rng.random() < 0.5), imm=imm, **loop))
+    insns.append(ISA.encode(Opcode.FINISH))
+    acc = rng.integers(-2**20, 2**20, (OV.acc_depth, LANES))
+    bench = ComputeBench(OV)
+    dut = bench.dut
+    dut.probe_main_idle = True
+    seen = {"idle": 0, "busy": 0, "cycles": 0}
+
+    async def watch(ctx):
+        async for _, _, reg, now, err in ctx.tick().sample(
+                dut.main_idle_reg, dut.main_idle_now, dut.error.valid):
+            assert err or reg == now, seen
+            seen["idle" if now else "busy"] += 1
+            seen["cycles"] += 1
+
+    r = bench.run(insns, uop=uops, acc=acc, max_cycles=20_000, watch=[watch])
+    assert check_against_model(OV, bench, r, insns, uops, acc) is None
+    assert seen["idle"] > 20 and seen["busy"] > 200 and r.alu_count > 100, (seen, r.alu_count)
