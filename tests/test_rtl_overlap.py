@@ -619,16 +619,18 @@ def test_lane_busy_bank_follows_its_instructions_cycle_by_cycle(seed):
     enqueue to the cycle of its last write (no push flag) or of its last push handshake,
     inclusive; random enqueues of both banks, push flags and stalled token queues. A bank
     bit a cycle late or early (the enqueue or the retire missing from the register's next
-    value) fails it; ``busy`` is the OR of the two bits."""
+    value) fails it; ``busy`` is the OR of the two bits. ``full`` (a register too, since
+    the second timing stop) is high exactly when the lane holds :data:`LANE_DEPTH`
+    instructions (a burst of enqueues fills it)."""
     from amaranth.hdl import Module
     from amaranth.sim import Simulator
 
-    from vtakit.hw.compute_lane import AluLane
+    from vtakit.hw.compute_lane import LANE_DEPTH, AluLane
 
     rng = np.random.default_rng(seed)
     m = Module()
     m.submodules.lane = lane = AluLane(OV)
-    seen = {"retired": 0, "held": 0}
+    seen = {"retired": 0, "held": 0, "full": 0}
 
     async def bench(ctx):
         inside = []     # [bank, writes left, push_prev pending, push_next pending]
@@ -637,8 +639,11 @@ def test_lane_busy_bank_follows_its_instructions_cycle_by_cycle(seed):
             got = ctx.get(lane.busy_bank)
             assert [bool(got >> b & 1) for b in range(2)] == want, cycle
             assert ctx.get(lane.busy) == any(want), cycle
+            assert ctx.get(lane.full) == (len(inside) == LANE_DEPTH), cycle
+            seen["full"] += len(inside) == LANE_DEPTH
             seen["held"] += all(want)
-            enq = cycle < 320 and not ctx.get(lane.full) and rng.random() < 0.3
+            rate = 0.9 if 100 <= cycle < 160 else 0.3     # a burst fills the lane
+            enq = cycle < 320 and not ctx.get(lane.full) and rng.random() < rate
             ready = [bool(rng.random() < 0.6) for _ in range(2)]
             ctx.set(lane.push_prev_ready, ready[0])
             ctx.set(lane.push_next_ready, ready[1])
@@ -676,7 +681,7 @@ def test_lane_busy_bank_follows_its_instructions_cycle_by_cycle(seed):
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
-    assert seen["retired"] > 40 and seen["held"] > 20, seen
+    assert seen["retired"] > 40 and seen["held"] > 20 and seen["full"] > 5, seen
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
