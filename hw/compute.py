@@ -273,6 +273,9 @@ class Compute(wiring.Component):
         self.uop_mem = memory.Memory(shape=c.uop_elem_bits, depth=c.uop_depth, init=[])
         #: ``COMPUTE_OVERLAP``: an ALU lane beside the GEMM lane (:mod:`.compute_lane`)
         self.overlap = bool(c.compute_overlap)
+        #: With the overlap, a test's probe: elaborate also drives ``main_idle_now`` (the
+        #: definition of the register ``main_idle``, which it sets as ``main_idle_reg``)
+        self.probe_main_idle = False
         if self.overlap:
             #: The acc SRAM's two banks (index top bit 0 and 1), with the overlap.
             self.acc_banks = [memory.Memory(shape=c.acc_elem_bits, depth=c.acc_depth // 2,
@@ -413,10 +416,17 @@ class Compute(wiring.Component):
                 m.d.sync += spans[key].eq(span)
             fp_bank = Signal()
             fp_ok = Signal()
-            bank = fuop.dst_idx[c.log_acc_depth - 1]
+            top = c.log_acc_depth - 1
+            bank = fuop.dst_idx[top]
 
             def in_bank(x):
-                return (x >> (c.log_acc_depth - 1)) == bank
+                return (x >> top) == bank
+
+            def span_stays(idx, key):
+                # ``idx + span`` stays in the bank of ``idx`` (non-negative): the span has
+                # no bit at or above the bank's and the low bits do not carry into it
+                # (one short carry chain after the uop SRAM's data, not an add and a compare)
+                return ~spans[key][top:].any() & ~(idx[:top] + spans[key][:top])[top]
             base_op = (~Cat(alu_f.alu_opcode == op for op in late_ops(c)).any()
                        if late_ops(c) else 1)
             m.d.sync += [
@@ -424,9 +434,9 @@ class Compute(wiring.Component):
                 fp_ok.eq(is_alu & base_op & ~bad_field
                          & (loop.uop_end == loop.uop_bgn + 1)
                          & (loop.iter_out != 0) & (loop.iter_in != 0)
-                         & in_bank(fuop.dst_idx + spans["d"])
+                         & span_stays(fuop.dst_idx, "d")
                          & (alu_f.use_imm | (in_bank(fuop.src_idx)
-                                             & in_bank(fuop.src_idx + spans["s"])))),
+                                             & span_stays(fuop.src_idx, "s")))),
             ]
 
         # Per-instruction modes, latched at dispatch; S2 and S3 use copies that travel
@@ -527,10 +537,38 @@ class Compute(wiring.Component):
         ]
         reads_operands = mode_gemm & ~mode_reset
         s1_bad = Signal()
-        m.d.comb += s1_bad.eq(s1_valid & (
-            (dst >= c.acc_depth)
-            | (reads_operands & ((src >= c.inp_depth) | (wgt >= c.wgt_depth)))
-            | (~mode_gemm & ~use_imm & (src >= c.acc_depth))))
+        if ov:
+            # ``COMPUTE_OVERLAP``: the same check with less logic after the uop SRAM's
+            # (unregistered) data: an index ``idx + off`` (the offsets never wrap:
+            # compute_seq) is at or above a depth ``2**n`` iff the offset alone is
+            # (``s1_*_high``, registered with the offsets from S0's registers), or the
+            # index alone is, or the low ``n`` bits carry out of their sum
+            highs = {}
+            for key, off, n in (("dst", dst_off, c.log_acc_depth),
+                                ("inp", src_off, c.log_inp_depth),
+                                ("asrc", src_off, c.log_acc_depth),
+                                ("wgt", wgt_off, c.log_wgt_depth)):
+                highs[key] = Signal(name=f"s1_{key}_high")
+                front([highs[key].eq((off >> n) != 0)])
+
+            def beyond(key, idx, s1_off, n, depth):
+                assert depth == 1 << n, (key, depth)
+                return (highs[key] | ((idx >> n) != 0)
+                        | (idx[:n] + s1_off[:n])[n])
+            m.d.comb += s1_bad.eq(s1_valid & (
+                beyond("dst", uop.dst_idx, s1_dst_off, c.log_acc_depth, c.acc_depth)
+                | (reads_operands
+                   & (beyond("inp", uop.src_idx, s1_src_off, c.log_inp_depth, c.inp_depth)
+                      | beyond("wgt", uop.wgt_idx, s1_wgt_off, c.log_wgt_depth,
+                               c.wgt_depth)))
+                | (~mode_gemm & ~use_imm
+                   & beyond("asrc", uop.src_idx, s1_src_off, c.log_acc_depth,
+                            c.acc_depth))))
+        else:
+            m.d.comb += s1_bad.eq(s1_valid & (
+                (dst >= c.acc_depth)
+                | (reads_operands & ((src >= c.inp_depth) | (wgt >= c.wgt_depth)))
+                | (~mode_gemm & ~use_imm & (src >= c.acc_depth))))
         operands_en = s1_valid & reads_operands
         if ov:
             # a held GEMM micro-op in S2 keeps its inp/wgt data (the GEMM core loads it
@@ -846,6 +884,25 @@ class Compute(wiring.Component):
         if ov:      # pushes in program order: the ALU lane's (older) ones first
             drained = drained & ~(lane.busy & (push_prev | push_next))
 
+        if ov:
+            # ``main_idle`` (the GEMM pipeline is empty and none of its tokens travels: the
+            # ALU lane may take an instruction) is a register, its value of the next cycle
+            # from this cycle's stages (it was an OR over every stage's valid in the
+            # dispatch's path into the command queue): a micro-op in flight next cycle issues
+            # now, or is in S1..S{W-2} now (a held one stays, the others move on), or is a
+            # late one in S{W-1}..; a token travels on unless it lands now (one that
+            # starts now travels with a micro-op issued now)
+            main_idle = Signal(init=1)
+            next_flight = (issue | s1_valid
+                           | Cat(st[s]["valid"] for s in range(2, W - 1)).any()
+                           | (st[W - 1]["valid"] & st[W - 1]["late"])
+                           | (sw["valid"] & sw["late"]) | Cat(late_pending[:-1]).any())
+            m.d.sync += main_idle.eq(~next_flight & ~(travel_prev & ~land_prev)
+                                     & ~(travel_next & ~land_next))
+            if self.probe_main_idle:
+                self.main_idle_reg, self.main_idle_now = main_idle, Signal()
+                m.d.comb += self.main_idle_now.eq(~in_flight & ~travel_prev & ~travel_next)
+
         def accept():
             accept_command(m, self.cmd, insn, index)
 
@@ -904,7 +961,6 @@ class Compute(wiring.Component):
                     # of the other bank without push flags dispatch here; anything else
                     # (and a command that faults) waits for the lane to drain.
                     lane_alu = is_alu & fp_ok
-                    main_idle = ~in_flight & ~travel_prev & ~travel_next
                     load_acc_ok = (load_acc & fit_valid & acc_fit
                                    & ~hdr.push_prev_dep & ~hdr.push_next_dep
                                    & ~lane.busy_bank.bit_select(chk["acc_bank"], 1))

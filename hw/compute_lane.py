@@ -136,13 +136,20 @@ class AluLane(wiring.Component):
         m.d.comb += stay.eq(e_valid & ~Cat(retire & (rp == i) for i in range(D)))
         m.d.sync += bank_busy.eq(Cat((stay & ~e_bank).any() | (self.enq & ~self.enq_bank),
                                      (stay & e_bank).any() | (self.enq & self.enq_bank)))
+        # ``full`` is a register too (it gates the dispatch of a lane instruction): the
+        # slots fill at ``wp`` and retire at ``rp`` in order, so the lane is full when the
+        # slot at ``wp`` is valid, i.e. next cycle the slot after ``wp`` stays valid (an
+        # enqueue), or the lane was full and nothing retires
+        wp1 = Signal(range(D), init=1)  # the slot after wp
+        full = Signal()
+        m.d.sync += full.eq(Mux(self.enq, stay.bit_select(wp1, 1), full & ~retire))
         m.d.comb += [
-            self.full.eq(e_valid.bit_select(wp, 1)),
+            self.full.eq(full),
             self.busy_bank.eq(bank_busy),
             self.busy.eq(bank_busy.any()),
         ]
         with m.If(self.enq):
-            m.d.sync += wp.eq(Mux(wp == D - 1, 0, wp + 1))
+            m.d.sync += [wp.eq(wp1), wp1.eq(Mux(wp1 == D - 1, 0, wp1 + 1))]
             for i in range(D):
                 with m.If(wp == i):
                     m.d.sync += [e_valid[i].eq(1), e_bank[i].eq(self.enq_bank),

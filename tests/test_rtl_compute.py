@@ -362,7 +362,7 @@ class ComputeBench:
         return ref
 
     def run(self, insns, *, uop=None, acc=None, tokens=None, max_cycles=5000,
-            dram_latency=1):
+            dram_latency=1, watch=()):
         cfg, dut = self.cfg, self.dut
         lanes = cfg.batch * cfg.block_out
         # Sources start empty, sinks with room to spare, unless the test says otherwise.
@@ -466,7 +466,7 @@ class ComputeBench:
                          dut.uop_dma, None),
                      DramPortModel(dram, cfg.bus_bytes, read_latency=dram_latency).process(
                          dut.acc_dma, None),
-                     commands):
+                     commands, *watch):
             sim.add_process(proc)
         sim.add_testbench(testbench)
         sim.run()

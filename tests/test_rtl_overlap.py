@@ -315,6 +315,58 @@ def test_gemm_fault_beside_the_lane_reports_after_the_lane():
     assert want[3] is not None and got[3] == want[3]
 
 
+#: Micro-ops at the edges of each SRAM range check of S1 (``tiny+overlap`` computes them as
+#: the offset's high bits, the index's and the carry out of the low bits' sum): ``carry``
+#: crosses the depth by the low bits' carry, ``high`` by an offset of the depth alone,
+#: ``edge`` ends on the last row (no fault).
+RANGE_EDGES = [(op, case) for op in ("dst", "inp", "wgt", "alu_src")
+               for case in ("carry", "high", "edge")]
+
+
+def _range_edge_program(op, case):
+    p, q = Program(5), Program(5)
+    tile(q, 0, 8, HALF - 8, pop_load=True, epilogue=False)
+    depth = {"dst": OV.acc_depth, "inp": OV.inp_depth, "wgt": OV.wgt_depth,
+             "alu_src": OV.acc_depth}[op]
+    # (first index, factor, iterations): the last index is depth - 1 (edge), depth + 1
+    # (carry: the low bits of index + offset carry out) or 3 + depth (high: an offset of
+    # the depth, whose low bits are 0)
+    first, factor, n = {"carry": (depth - 6, 1, 8), "high": (3, depth // 2, 3),
+                        "edge": (depth - 8, 1, 8)}[case]
+    if op == "dst":
+        u = q.uop(first)
+        q.gemm(u, ((n, factor, 0, 0), (1, 0, 0, 0)), reset=True)
+    elif op in ("inp", "wgt"):
+        u = q.uop(16, first if op == "inp" else 0, first if op == "wgt" else 0)
+        q.gemm(u, ((n, 1, factor if op == "inp" else 0, factor if op == "wgt" else 0),
+                   (1, 0, 0, 0)))
+    else:   # a tensor ALU (src in the other bank: the GEMM lane runs it)
+        u = q.uop(16, first)
+        q.alu(AluOp.ADD, u, ((n, 1, factor), (1, 0, 0)))
+    epi(q, 0, 24, HALF - 8)
+    p.uops = q.uops
+    # the last inp/wgt rows hold data too (an edge reads them; before the prologue's
+    # token to the first GEMM)
+    p.load(MemType.INP, OV.inp_depth - 8, 0, 8)
+    p.load(MemType.WGT, OV.wgt_depth - 8, 0, 8)
+    prologue(p)
+    p.words += q.words
+    p.store(0, 24, pop_prev_dep=1, push_prev_dep=1)
+    p.finish(pop_next_dep=1)
+    return p
+
+
+@pytest.mark.parametrize("op,case", RANGE_EDGES)
+def test_range_check_edges_equal_the_model(op, case):
+    """S1's range checks at their edges (a fault, or none, at the same instruction as
+    the model's): the carry out of the low bits and an offset beyond the depth alone
+    fault, a last index of depth - 1 does not."""
+    p = _range_edge_program(op, case)
+    want = p.run(OV, "behavioral")
+    assert (want[3] is None) == (case == "edge"), want[3]
+    check(p, label=f"{op} {case}")
+
+
 @pytest.mark.parametrize("count,seed", [
     (20, 3),
     pytest.param(300, 7, marks=pytest.mark.slow),
@@ -567,16 +619,18 @@ def test_lane_busy_bank_follows_its_instructions_cycle_by_cycle(seed):
     enqueue to the cycle of its last write (no push flag) or of its last push handshake,
     inclusive; random enqueues of both banks, push flags and stalled token queues. A bank
     bit a cycle late or early (the enqueue or the retire missing from the register's next
-    value) fails it; ``busy`` is the OR of the two bits."""
+    value) fails it; ``busy`` is the OR of the two bits. ``full`` (a register too, since
+    the second timing stop) is high exactly when the lane holds :data:`LANE_DEPTH`
+    instructions (a burst of enqueues fills it)."""
     from amaranth.hdl import Module
     from amaranth.sim import Simulator
 
-    from vtakit.hw.compute_lane import AluLane
+    from vtakit.hw.compute_lane import LANE_DEPTH, AluLane
 
     rng = np.random.default_rng(seed)
     m = Module()
     m.submodules.lane = lane = AluLane(OV)
-    seen = {"retired": 0, "held": 0}
+    seen = {"retired": 0, "held": 0, "full": 0}
 
     async def bench(ctx):
         inside = []     # [bank, writes left, push_prev pending, push_next pending]
@@ -585,8 +639,11 @@ def test_lane_busy_bank_follows_its_instructions_cycle_by_cycle(seed):
             got = ctx.get(lane.busy_bank)
             assert [bool(got >> b & 1) for b in range(2)] == want, cycle
             assert ctx.get(lane.busy) == any(want), cycle
+            assert ctx.get(lane.full) == (len(inside) == LANE_DEPTH), cycle
+            seen["full"] += len(inside) == LANE_DEPTH
             seen["held"] += all(want)
-            enq = cycle < 320 and not ctx.get(lane.full) and rng.random() < 0.3
+            rate = 0.9 if 100 <= cycle < 160 else 0.3     # a burst fills the lane
+            enq = cycle < 320 and not ctx.get(lane.full) and rng.random() < rate
             ready = [bool(rng.random() < 0.6) for _ in range(2)]
             ctx.set(lane.push_prev_ready, ready[0])
             ctx.set(lane.push_next_ready, ready[1])
@@ -624,7 +681,7 @@ def test_lane_busy_bank_follows_its_instructions_cycle_by_cycle(seed):
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
-    assert seen["retired"] > 40 and seen["held"] > 20, seen
+    assert seen["retired"] > 40 and seen["held"] > 20 and seen["full"] > 5, seen
 
 
 def test_compiled_int32_alu_reset_equals_numpy(capsys):
@@ -653,3 +710,56 @@ def test_compiled_int32_alu_reset_equals_numpy(capsys):
             with capsys.disabled():
                 print(f"\n  conv2d int32 14x14 16->32 3x3, alu_reset: tiny+overlap "
                       f"{run.cycles} cycles")
+
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_main_idle_register_equals_its_definition_cycle_by_cycle(seed):
+    """``main_idle`` (a register since the lane's second timing stop: the dispatch of a
+    lane instruction reads it) against its definition, every cycle (the Amaranth
+    simulator): no micro-op in flight in S1..S{W-1} and no token travelling. Random
+    GEMM/ALU streams with push flags (one-micro-op ALUs of one bank go to the lane, the
+    others and GEMMs beside it are held), whose results equal the model's. A term of the
+    next value missing (a stage, the issue, a travelling token) makes the register a cycle
+    early or late and fails it."""
+    from test_rtl_compute import ComputeBench, check_against_model
+
+    rng = np.random.default_rng(seed)
+    uops = [ISA.encode_uop(int(rng.integers(0, 2)) * HALF + int(rng.integers(0, 24)),
+                           int(rng.integers(0, 16)), int(rng.integers(0, 16)))
+            for _ in range(16)]
+    insns = []
+    for _ in range(40):
+        bgn = int(rng.integers(0, 16))
+        one = rng.random() < 0.5            # one micro-op: the lane takes it (an ALU)
+        loop = dict(uop_bgn=bgn, uop_end=bgn + 1 if one else int(rng.integers(bgn, 17)),
+                    iter_out=int(rng.integers(1, 4)), iter_in=int(rng.integers(1, 4)),
+                    dst_factor_out=int(rng.integers(0, 9)), dst_factor_in=int(rng.integers(0, 4)),
+                    src_factor_out=int(rng.integers(0, 9)), src_factor_in=int(rng.integers(0, 4)),
+                    push_prev_dep=int(rng.random() < 0.2), push_next_dep=int(rng.random() < 0.2))
+        if rng.random() < 0.4:
+            insns.append(ISA.encode(Opcode.GEMM, reset_reg=int(rng.random() < 0.15),
+                                    wgt_factor_out=int(rng.integers(0, 9)),
+                                    wgt_factor_in=int(rng.integers(0, 4)), **loop))
+        else:
+            op = AluOp(int(rng.integers(0, 4)))
+            imm = int(rng.integers(-8, 9)) if op == AluOp.SHR else int(rng.integers(-999, 999))
+            insns.append(ISA.encode(Opcode.ALU, alu_opcode=op, use_imm=int(
+                op == AluOp.SHR or rng.random() < 0.5), imm=imm, **loop))
+    insns.append(ISA.encode(Opcode.FINISH))
+    acc = rng.integers(-2**20, 2**20, (OV.acc_depth, LANES))
+    bench = ComputeBench(OV)
+    dut = bench.dut
+    dut.probe_main_idle = True
+    seen = {"idle": 0, "busy": 0, "cycles": 0}
+
+    async def watch(ctx):
+        async for _, _, reg, now, err in ctx.tick().sample(
+                dut.main_idle_reg, dut.main_idle_now, dut.error.valid):
+            assert err or reg == now, seen
+            seen["idle" if now else "busy"] += 1
+            seen["cycles"] += 1
+
+    r = bench.run(insns, uop=uops, acc=acc, max_cycles=20_000, watch=[watch])
+    assert check_against_model(OV, bench, r, insns, uops, acc) is None
+    assert seen["idle"] > 20 and seen["busy"] > 200 and r.alu_count > 100, (seen, r.alu_count)

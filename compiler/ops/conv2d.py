@@ -1505,13 +1505,6 @@ class _ConvEmission:
         if rows == hi == p.h and cols == wi == p.w:
             builder.load_2d(MemType.INP, sram, slots["data"], (n0 * cib + in0) * p.h * p.w,
                             nin * p.h * p.w, tn, cib * p.h * p.w)
-        elif rows == hi and cols == wi == p.w and nin > 1:
-            # whole rows without padding: each block's rows are one run and the blocks
-            # lie an image apart, so one LOAD per batch element (not one per block)
-            for nl in range(tn):
-                builder.load_2d(MemType.INP, sram + nl * nin * hi * wi, slots["data"],
-                                (((n0 + nl) * cib + in0) * p.h + r_start) * p.w,
-                                rows * p.w, nin, p.h * p.w)
         else:
             for nl in range(tn):
                 for cl in range(nin):
