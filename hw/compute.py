@@ -276,6 +276,9 @@ class Compute(wiring.Component):
         #: With the overlap, a test's probe: elaborate also drives ``main_idle_now`` (the
         #: definition of the register ``main_idle``, which it sets as ``main_idle_reg``)
         self.probe_main_idle = False
+        #: With the overlap, a test's probe: elaborate sets ``lane_enq`` and ``lane_enq_insn``
+        #: (the ALU lane's enqueue strobe and instruction; no logic added)
+        self.probe_lane = False
         if self.overlap:
             #: The acc SRAM's two banks (index top bit 0 and 1), with the overlap.
             self.acc_banks = [memory.Memory(shape=c.acc_elem_bits, depth=c.acc_depth // 2,
@@ -472,6 +475,8 @@ class Compute(wiring.Component):
         hold = Signal()
         if ov:
             m.submodules.lane = lane = AluLane(c)
+            if self.probe_lane:
+                self.lane_enq, self.lane_enq_insn = lane.enq, lane.enq_insn
         # cycles before a base micro-op may issue after the last micro-op of a requant
         # instruction (L - 1, not counting held cycles; a late one need not
         # wait); without the extension ``gap`` stays 0, in the one-bit form of the base
