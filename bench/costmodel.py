@@ -55,7 +55,7 @@ from vtakit.tools.point import DEMO, load_model_input, predict_layers
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "mltk"
 MLTK = ["anomaly_detection", "keyword_spotting", "image_classification", "visual_wake_words"]
 #: default and tiny, each alone and with each ISA extension.
-DEFAULT_CONFIGS = [base + ext for base in ("default", "tiny")
+DEFAULT_CONFIGS = [base + ext for base in ("default", "default+serial", "tiny")
                    for ext in ["", *(f"+{e}" for e in EXTENSIONS)]]
 
 
@@ -180,7 +180,7 @@ def main(argv=None):
     ap.add_argument("--backend", default="verilator")
     ap.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
                     help="comma-separated presets or JSON files; NAME+EXT adds an ISA "
-                         "extension (default: default and tiny, each alone and with each "
+                         "extension (default: default, default+serial and tiny, each alone and with each "
                          "extension: " + ",".join(DEFAULT_CONFIGS) + ")")
     ap.add_argument("--models", help="comma-separated subset of "
                     + ",".join(["digits_cnn", *MLTK]) + " (default: all)")

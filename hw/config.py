@@ -58,9 +58,10 @@ EXTENSIONS_KEY = "EXTENSIONS"
 
 #: The optional micro-architecture key (not TVM's, not an ISA change): ``1`` lets the compute
 #: module run an ALU instruction in a second lane beside the GEMMs after it
-#: (:mod:`vtakit.hw.compute_lane`); absent (or ``0``): one lane, as TVM's VTA. No preset
-#: sets it. A spec ``NAME+overlap`` sets it (``default+overlap``), ``NAME+serial`` clears
-#: it (one lane whatever the preset or file says: TVM's VTA).
+#: (:mod:`vtakit.hw.compute_lane`); absent (or ``0``): one lane, as TVM's VTA. The
+#: ``default`` preset sets it; the board presets and TVM's own ``vta_config.json`` files do
+#: not. A spec ``NAME+overlap`` sets it (``tiny+overlap``), ``NAME+serial`` clears it
+#: (``default+serial``: TVM's VTA, config name ``1x16_i8w8a32_15_15_18_17``).
 OVERLAP_KEY = "COMPUTE_OVERLAP"
 #: The ``+NAME`` of :func:`config_from_spec` that sets :data:`OVERLAP_KEY`.
 OVERLAP_SPEC = "overlap"

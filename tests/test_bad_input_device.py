@@ -141,7 +141,7 @@ def test_config_mismatch(files, capsys):
                  ["compare", "tinyimg.npz", "--config", "default", "--backends",
                   "behavioral,pysim"]):
         fails(capsys, argv, "tinyimg.npz: --config default: the image was built for config "
-                            "1x8_i8w8a32_12_12_14_14, not 1x16_i8w8a32_15_15_18_17; leave the "
+                            "1x8_i8w8a32_12_12_14_14, not 1x16_i8w8a32_15_15_18_17+overlap; leave the "
                             "config out to use the image's")
 
 

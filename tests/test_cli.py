@@ -17,7 +17,7 @@ def test_config_show_default(run_cli, capsys):
     code, out, _ = run_cli("config", "show", "default")
     assert code == 0
     d = json.loads(out)
-    assert d["name"] == "1x16_i8w8a32_15_15_18_17"
+    assert d["name"] == "1x16_i8w8a32_15_15_18_17+overlap"
     assert (d["uop_depth"], d["inp_depth"], d["wgt_depth"], d["acc_depth"]) == (8192, 2048, 1024, 2048)
 
 

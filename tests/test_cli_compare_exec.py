@@ -191,9 +191,9 @@ def test_image_config_round_trip(tmp_path):
     np.testing.assert_array_equal(back.dram, image.dram)
     assert back.resolve_config() == TINY
     assert back.resolve_config("tiny") == TINY
-    assert DramImage.load(tmp_path / "old.npz").resolve_config().name == "1x16_i8w8a32_15_15_18_17"
+    assert DramImage.load(tmp_path / "old.npz").resolve_config().name == "1x16_i8w8a32_15_15_18_17+overlap"
     with pytest.raises(ImageError, match=r"^the image was built for config 1x8_i8w8a32_12_12_14_14, "
-                                         r"not 1x16_i8w8a32_15_15_18_17; leave the config out"):
+                                         r"not 1x16_i8w8a32_15_15_18_17\+overlap; leave the config out"):
         back.resolve_config("default")
     np.savez(tmp_path / "bad.npz", dram=image.dram, insn_addr=np.int64(image.insn_addr),
              insn_count=np.int64(image.insn_count), config=np.array("[1, 2]"))
@@ -236,7 +236,7 @@ def test_config_mismatch_is_one_line(run_cli, tmp_path, capsys, command):
     code, out, err = run_cli(command, path, "--config", "default", *extra)
     assert (code, out) == (2, "")
     assert err == (f"vtakit {command}: error: {path}: --config default: the image was built for "
-                   "config 1x8_i8w8a32_12_12_14_14, not 1x16_i8w8a32_15_15_18_17; leave the "
+                   "config 1x8_i8w8a32_12_12_14_14, not 1x16_i8w8a32_15_15_18_17+overlap; leave the "
                    "config out to use the image's\n")
     assert not (tmp_path / "r.npz").exists()
 

@@ -7,14 +7,15 @@ from vtakit.hw.config import PRESETS, ConfigError, VTAConfig, config_from_spec, 
 
 def test_default_derived():
     c = VTAConfig.preset("default")
-    assert c.name == "1x16_i8w8a32_15_15_18_17"
-    assert c.model == "sim_1x16_i8w8a32_15_15_18_17"
+    assert c.name == "1x16_i8w8a32_15_15_18_17+overlap"
+    assert c.model == "sim_1x16_i8w8a32_15_15_18_17+overlap"
     assert (c.uop_depth, c.inp_depth, c.wgt_depth, c.acc_depth, c.out_depth) == (8192, 2048, 1024, 2048, 2048)
     assert (c.inp_elem_bytes, c.wgt_elem_bytes, c.acc_elem_bytes, c.out_elem_bytes) == (16, 256, 64, 16)
     assert (c.inp_axi_ratio, c.wgt_axi_ratio, c.acc_axi_ratio, c.out_axi_ratio) == (2, 32, 8, 2)
     assert c.bus_width == 64 and c.macs_per_cycle == 256
     assert c.log_out_buff_size == 15
-    assert c == VTAConfig()
+    # the preset is TVM's default VTA with the compute module's ALU lane
+    assert c == VTAConfig(compute_overlap=1)
 
 
 def test_overlap_and_serial_specs():
@@ -26,8 +27,8 @@ def test_overlap_and_serial_specs():
     named = {"mine": ov}
     assert config_from_spec("mine+serial", named) == VTAConfig()
     assert config_from_spec("mine+serial+requant", named) == VTAConfig(extensions=("requant",))
-    # no preset has the lane on
-    assert [load_config(p).compute_overlap for p in PRESETS] == [0] * len(PRESETS)
+    # only the default preset has the lane on (the board presets are TVM's VTA)
+    assert [p for p in PRESETS if load_config(p).compute_overlap] == ["default"]
     with pytest.raises(ConfigError, match=r"^config 'default\+overlap\+serial': \+overlap "
                                           r"\(two compute lanes\) and \+serial \(one\) contradict"):
         config_from_spec("default+overlap+serial")

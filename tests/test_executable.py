@@ -115,7 +115,7 @@ def test_config_is_checked(tmp_path):
     assert vtakit.load(path, config="default").config.name == \
         vtakit.load(path).config.name
     with pytest.raises(ExecutableError, match=r"section HEAD, byte 24: built for config "
-                                              r"1x16_i8w8a32_15_15_18_17, not "
+                                              r"1x16_i8w8a32_15_15_18_17\+overlap, not "
                                               r"1x8_i8w8a32_12_12_14_14$"):
         vtakit.load(path, config="tiny")
 
@@ -168,7 +168,7 @@ def test_kernel_table_entries_must_be_programs_for_the_config():
     data = exe.to_bytes()
     with pytest.raises(ExecutableError, match=r"^m: section KERN, byte \d+: kernel 'tiny' is "
                                               r"built for config 1x8_i8w8a32_12_12_14_14, the "
-                                              r"executable for 1x16_i8w8a32_15_15_18_17$"):
+                                              r"executable for 1x16_i8w8a32_15_15_18_17\+overlap$"):
         Executable.from_bytes(data, source="m")
     exe.kernels = [("junk", b"\x00" * 10)]
     with pytest.raises(ExecutableError, match=r"^m: section KERN, byte \d+: kernel 'junk': "

@@ -209,8 +209,8 @@ def test_config_show_output_with_extensions_added_loads(capsys):
     assert "EXTENSIONS" not in shown
     config = VTAConfig.from_dict({**shown, "EXTENSIONS": ["requant"]})
     assert config.extensions == ("requant",) and config.has_extension("requant")
-    assert config.name == "1x16_i8w8a32_15_15_18_17+requant"
-    assert config.model == "sim_1x16_i8w8a32_15_15_18_17+requant"
+    assert config.name == "1x16_i8w8a32_15_15_18_17+requant+overlap"
+    assert config.model == "sim_1x16_i8w8a32_15_15_18_17+requant+overlap"
     assert config.replace(extensions=()) == load_config("default")
     assert config.to_dict() == {**load_config("default").to_dict(), "EXTENSIONS": ["requant"]}
     assert VTAConfig.from_dict(config.derived()) == config
@@ -405,16 +405,16 @@ def test_executable_for_the_extension_refuses_hardware_without_it(tmp_path):
     assert exe.header()["config"]["EXTENSIONS"] == ["requant"]
     path = exe.save(tmp_path / "m.vtax")
     assert vtakit.load(path).config == exe.config
-    note = (r"; it uses the ISA extension requant, which config 1x16_i8w8a32_15_15_18_17 does "
+    note = (r"; it uses the ISA extension requant, which config 1x16_i8w8a32_15_15_18_17\+overlap does "
             r"not have \(run it on hardware built with \"EXTENSIONS\": \[\"requant\"\]\)$")
     with pytest.raises(ExecutableError, match=r"section HEAD, byte 24: built for config "
-                                              r"1x16_i8w8a32_15_15_18_17\+requant, not "
-                                              r"1x16_i8w8a32_15_15_18_17" + note):
+                                              r"1x16_i8w8a32_15_15_18_17\+requant\+overlap, not "
+                                              r"1x16_i8w8a32_15_15_18_17\+overlap" + note):
         vtakit.load(path, config="default")
     with open_device("behavioral", default) as dev:
         with pytest.raises(DeviceError, match=r"^the executable is built for config "
-                                              r"1x16_i8w8a32_15_15_18_17\+requant, not the "
-                                              r"device's 1x16_i8w8a32_15_15_18_17" + note):
+                                              r"1x16_i8w8a32_15_15_18_17\+requant\+overlap, not the "
+                                              r"device's 1x16_i8w8a32_15_15_18_17\+overlap" + note):
             exe.run([np.array(5, np.int64)], device=dev)
     with open_device("behavioral", exe.config) as dev:
         assert int(exe.run([np.array(5, np.int64)], device=dev)) == math.factorial(5)

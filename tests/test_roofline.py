@@ -149,7 +149,7 @@ def test_demo_cnn_below_predicted_with_the_alu_lane():
     from vtakit.compiler.quant.calibrate import calibrate
     x_train, _, x_test, _ = load_digits_split()
     exe = compile_model(calibrate(from_onnx(digits_cnn_path()), x_train[:16, None]),
-                        "default+overlap")
+                        "default")
     _, rows = profile_model(exe, x_test[:1])
     _check_below_predicted(rows)
     parts = [p for r in rows if r.engine == "VTA"
