@@ -308,7 +308,7 @@ def test_requantize_epilogue_keeps_the_serial_order_where_faster():
     serial = _predicted(plan)
     assert _predicted(plan, serial_order=False) > serial
     plan.serial_order, plan._program = True, None
-    one_lane = plan_conv2d(load_config("default+requant2"), x.shape, w.shape, 1, 0,
+    one_lane = plan_conv2d(load_config("default+requant2+serial"), x.shape, w.shape, 1, 0,
                            bias=True, requant=rq)
     assert [(i.opcode, i.fields) for i in plan.program().insns] == [
         (i.opcode, i.fields) for i in one_lane.program().insns]
