@@ -326,7 +326,7 @@ class Conv2dPlan(OpPlan):
               and self.tiling.nthreads > 1 and not self.out_slots):
             self._try_plane_banks(cost)
         if cfg.compute_overlap and epilogue.requant is not None:
-            self._try_serial_order()
+            self._try_flag("serial_order")
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
@@ -341,8 +341,7 @@ class Conv2dPlan(OpPlan):
     #: COMPUTE_OVERLAP: tile t + 1's start is emitted after tile t's epilogue, as on a
     #: one-lane config, instead of before it (:meth:`_ConvEmission.run`). With a
     #: requantize epilogue the lane takes none of its late passes (``REQ``, ``SRDHM``,
-    #: ...), so the early start may only delay the next GEMMs; :meth:`_try_serial_order`
-    #: decides.
+    #: ...), so the early start may only delay the next GEMMs; :meth:`_try_flag` decides.
     serial_order = False
 
     #: inp/wgt SRAM slots when not the tiling's ``nthreads``: 3 for a fused add with
@@ -445,14 +444,6 @@ class Conv2dPlan(OpPlan):
         return (p.int32_out and not epi.init and not epi.bias_tile and not epi.residual
                 and not p.acc_rows and not p.border_cases)
 
-    def _try_serial_order(self):
-        """:attr:`serial_order` for a requantize epilogue (its late passes run in the
-        GEMM lane), kept when the event model predicts it faster."""
-        keep = self.inspect()["predicted_cycles"]
-        self.serial_order, self._program = True, None
-        if self.inspect()["predicted_cycles"] >= keep:
-            self.serial_order, self._program = False, None
-
     def _try_add_order(self, cost):
         """The :attr:`add_order`, :attr:`post_beside`, :attr:`in_slots` and
         :attr:`out_slots` the event model predicts fastest: three inp/wgt slots
@@ -535,12 +526,20 @@ class Conv2dPlan(OpPlan):
         """:attr:`post_beside` for an epilogue of immediate passes only (a MIN init
         carries the bias) whose group of GEMMs per input chunk is shorter than the
         passes: kept when the event model predicts it faster."""
+        best = self._try_flag("post_beside")
+        self._try_out_slots(cost, best, [(self.add_order, self.post_beside)])
+
+    def _try_flag(self, name: str) -> int:
+        """Set the boolean attribute ``name`` when the event model predicts the plan
+        faster with it; returns the prediction kept."""
         keep = self.inspect()["predicted_cycles"]
-        self.post_beside, self._program = True, None
-        beside = self.inspect()["predicted_cycles"]
-        if beside >= keep:
-            self.post_beside, self._program = False, None
-        self._try_out_slots(cost, min(keep, beside), [(self.add_order, self.post_beside)])
+        setattr(self, name, True)
+        self._program = None
+        got = self.inspect()["predicted_cycles"]
+        if got >= keep:
+            setattr(self, name, False)
+            self._program = None
+        return min(keep, got)
 
     def _ranked(self, cost):
         """The tile search's best tilings of :attr:`problem`, distinct in order, as many
