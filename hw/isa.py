@@ -472,6 +472,10 @@ class Insn:
         self.word = word
 
     def __getattr__(self, name):
+        # only field names: ``fields`` itself is unset while pickle and copy rebuild an
+        # instance and look up hooks such as ``__setstate__`` (it would recurse)
+        if name == "fields" or name.startswith("__"):
+            raise AttributeError(name)
         try:
             return self.fields[name]
         except KeyError:

@@ -86,6 +86,20 @@ def test_bytes_roundtrip():
     assert bytes_to_words(data, 16) == words
 
 
+def test_decoded_insn_pickles_and_copies():
+    # Dask ships decoded instructions between processes; pickle used to recurse in
+    # Insn.__getattr__ (``fields`` unset while the instance is rebuilt)
+    import copy
+    import pickle
+    words = [hilo(hi, lo) for _, _, hi, lo in WORKED]
+    for insn in map(DEFAULT.decode, words):
+        for back in (pickle.loads(pickle.dumps(insn)), copy.deepcopy(insn)):
+            assert (back.opcode, back.word, back.fields) == (insn.opcode, insn.word, insn.fields)
+            assert str(back) == str(insn)
+    with pytest.raises(AttributeError, match="no_such_field"):
+        DEFAULT.decode(words[0]).no_such_field
+
+
 def test_amaranth_layout_matches_table():
     from amaranth.lib import data
     layout = DEFAULT.gemm.layout()
