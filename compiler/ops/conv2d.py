@@ -327,6 +327,8 @@ class Conv2dPlan(OpPlan):
             self._try_plane_banks(cost)
         if cfg.compute_overlap and epilogue.requant is not None:
             self._try_flag("serial_order")
+        if self._row_pieces_apply():
+            self._try_flag("row_pieces")
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
@@ -383,6 +385,20 @@ class Conv2dPlan(OpPlan):
         banks = self.plane_banks
         return (half - shared_acc(self.problem, self.config)) // max(banks.count(0),
                                                                       banks.count(1))
+
+    #: Resident weights of a full (not block-diagonal) convolution with a kernel of 2+
+    #: rows: the first group loads them one kernel row at a time, each with its own
+    #: token, and runs each row's GEMMs after it, as a depthwise layer's first group
+    #: always does (:meth:`_ConvEmission.group`). The first GEMMs then wait for a third
+    #: of the weights (a 3x3 kernel), not all of them; each row is ``tco x ib`` LOADs of
+    #: ``kw`` elements instead of one LOAD. :meth:`_try_flag` decides (the event model).
+    row_pieces = False
+
+    def _row_pieces_apply(self) -> bool:
+        """Whether :attr:`row_pieces` changes this plan's program."""
+        p, t = self.problem, self.tiling
+        return (t.resident and not p.diag and p.kh > 1 and t.tn == 1 and not p.shared_wgt
+                and not self.onchip_border and not self.direct_border)
 
     #: :meth:`_try_plane_banks`' bank patterns, the first taken on a tie (on the MLPerf
     #: Tiny models each wins some layers; banks alternating slot by slot, (0, 1) x 3,
@@ -1415,8 +1431,8 @@ class _ConvEmission:
         # the first group of a resident block-diagonal (depthwise) weight loads it one
         # kernel row at a time, each with its own token, so its GEMMs start after the
         # first row's 16x16 diagonal tiles, not all kh x kw of them
-        pieces = (self.resident and self.g == 0 and p.diag and p.kh > 1 and tn == 1
-                  and not p.shared_wgt)
+        pieces = (self.resident and self.g == 0 and p.kh > 1 and tn == 1
+                  and not p.shared_wgt and (p.diag or self.plan.row_pieces))
         self.pipe.load_begin(self.g)
         if (self.onchip or self.plan.direct_border) and self.g == 0:   # the pad value
             self.builder.load_2d(MemType.INP, self.plan.zx_entry, self.slots["border_zx"], 0,
@@ -1525,8 +1541,8 @@ class _ConvEmission:
             wbase = co0 * p.ib * kk
             if pieces:
                 for row in range(p.kh):
-                    for ol in range(tco):    # (an SRAM side is contiguous)
-                        at = wbase + ol * kk + row * p.kw
+                    for blk in range(tco * p.ib):    # (an SRAM side is contiguous)
+                        at = wbase + blk * kk + row * p.kw
                         builder.load_2d(MemType.WGT, at, slots["weight"], at, p.kw, 1, p.kw)
                     if row + 1 < p.kh:
                         builder.dep_push(Unit.LOAD, Unit.COMPUTE)
