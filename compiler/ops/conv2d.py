@@ -44,6 +44,7 @@ Grouped convolution (``groups > 1``), three mappings:
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -56,7 +57,7 @@ from .epilogue import Epilogue, Requant2, accumulation_bound
 from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_weight,
                      pack_conv_weight, unpack_activation)
 from .loops import Dim, fold_loops
-from .tokens import Pipeline, PlanePipeline, kernel_fence
+from .tokens import MID, Pipeline, PlanePipeline, kernel_fence
 from .cost.roofline import conv_roofline
 from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding, wrap32
@@ -431,6 +432,7 @@ class Conv2dPlan(OpPlan):
         if planes in self.SKEWED_BANKS:
             tries.append((self.SKEWED_BANKS[planes], 2, False))
         tries.append(((0, 1), 0, False))
+        tries.append(((0, 1) * planes, MID, False))
         if self._zero_ok():
             tries += [(b, s, True) for b, s, _ in tries]
             tries += [((0, 1) * (planes + extra), skew, True) for extra in self.ZERO_EXTRA
@@ -1096,6 +1098,7 @@ class _ConvEmission:
         self.rows_done = set()
         self.uniform_loaded = False   # requant2's uniform rows are in the acc SRAM
         self._bases = {}              # row bases of the tiles started (start -> finish_tile)
+        self._between = None          # body_split: emitted amid the next GEMM kernels
 
     # ------------------------------------------------------------------ schedule
 
@@ -1155,21 +1158,44 @@ class _ConvEmission:
             sched = PlanePipeline(builder, len(self.tiles), planes, nacc,
                                   self.plan.plane_skew if self.plan.plane_banks else 1,
                                   lead=lead)
+
+            def act(ti, k):
+                sched.acquire((ti, k))
+                if k < 0:       # the start of a tile a step ahead (alu_reset)
+                    epi.emit_zero(builder, self.acc_at(ti), self.out_dims(ti))
+                    return
+                if k:
+                    epi.emit_plane_shift(builder, self.acc_at(ti), self.out_dims(ti))
+                sched.release((ti, k))
+                sched.store_begin((ti, k))
+                self.store(ti, k)
+                sched.store_end((ti, k))
+
             for step in sched.steps:
+                if (step[-1][1] == 0 and any(k is None for _, k in step)):   # MID
+                    ti = step[-1][0]
+                    at = next(n for n, a in enumerate(step) if a[1] is None)
+                    for a in step[:at]:
+                        act(*a)
+                    sched.acquire((ti, 0))
+                    self.start(ti)
+                    self.body_split(ti, lambda: [act(*a) for a in step[at + 1:-1]])
+                    self.finish_tile(ti)
+                    sched.release((ti, 0))
+                    sched.store_begin((ti, 0))
+                    self.store(ti, 0)
+                    sched.store_end((ti, 0))
+                    continue
                 for ti, k in step:
-                    sched.acquire((ti, k))
-                    if k < 0:       # the start of a tile a step ahead (alu_reset)
-                        epi.emit_zero(builder, self.acc_at(ti), self.out_dims(ti))
-                        continue
-                    if k:
-                        epi.emit_plane_shift(builder, self.acc_at(ti),
-                                             self.out_dims(ti))
-                    else:
+                    if k == 0:
+                        sched.acquire((ti, k))
                         self.compute(ti)
-                    sched.release((ti, k))
-                    sched.store_begin((ti, k))
-                    self.store(ti, k)
-                    sched.store_end((ti, k))
+                        sched.release((ti, k))
+                        sched.store_begin((ti, k))
+                        self.store(ti, k)
+                        sched.store_end((ti, k))
+                    else:
+                        act(ti, k)
         kernel_fence(builder)
 
     def slot_base(self, a) -> int:
@@ -1355,6 +1381,22 @@ class _ConvEmission:
         xwin = self.plan._window(w0, tw, sw, p.kw, pl, p.w)
         for c0, tci in self.chunks if chunks is None else chunks:
             self.group(ti, acc_base, c0, tci, ywin, xwin)
+
+    def body_split(self, ti, between) -> None:
+        """Tile ti's groups with ``between()`` emitted amid its GEMMs
+        (:data:`.tokens.MID`): between its groups, or with one group after the GEMM
+        kernel that completes half of its micro-ops."""
+        if len(self.chunks) > 1:
+            half = len(self.chunks) // 2
+            self.body(ti, self.chunks[:half])
+            between()
+            self.body(ti, self.chunks[half:])
+            return
+        self._between = between
+        self.body(ti)
+        if self._between is not None:
+            self._between = None
+            between()
 
     def finish_tile(self, ti) -> None:
         """Tile ti's residual group, border correction and epilogue."""
@@ -1589,8 +1631,19 @@ class _ConvEmission:
             self.kernels[kkey] = self.plan._gemm_kernels(
                 base, tn, tco, th, tw, tci, hi, wi, (ypad0, rows), (xpad0, cols),
                 uses=len(self.tiles) * len(self.chunks) // self.nin)
-        for kernel in self.kernels[kkey]:
+        kernels = self.kernels[kkey]
+        if self._between is None:
+            for kernel in kernels:
+                builder.push_gemm(kernel)
+            return
+        sizes = [k.size * math.prod(lp[0] for lp in k.loops) for k in kernels]
+        done = 0
+        for kernel, n in zip(kernels, sizes):
             builder.push_gemm(kernel)
+            done += n
+            if self._between is not None and 2 * done >= sum(sizes):
+                between, self._between = self._between, None
+                between()
 
     def residual_group(self, ti, acc_base, bases, epilogue=True) -> None:
         """An int8 residual: one more group, identity weights (the epilogue and the add's
