@@ -330,6 +330,9 @@ class Conv2dPlan(OpPlan):
             self._try_flag("serial_order")
         if self._row_pieces_apply():
             self._try_flag("row_pieces")
+        if (self.tiling.resident and p.int32_out and self.tiling.tco > 1
+                and not self.border_cases):
+            self._try_split_first(cost)
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
@@ -695,6 +698,29 @@ class Conv2dPlan(OpPlan):
     #: re-ranked winner (a depthwise layer gains, a 1x1 one does not).
     split_last = False
 
+    #: Whether the tiles of the first output position (rows and columns) are emitted
+    #: one output block each (:meth:`tiles`): with resident weights (each block's
+    #: loaded by its first tile) the first GEMMs then wait for one block's weights, not
+    #: ``tco``, and the first stores start sooner (a store-bound 1x1 layer).
+    #: :meth:`_try_split_first` decides (the event model).
+    split_first = False
+
+    def _try_split_first(self, cost):
+        """:attr:`split_first`, with the plane slots searched again for it
+        (:meth:`_try_plane_banks`, COMPUTE_OVERLAP); kept when the event model predicts
+        it faster."""
+        keep = (self.inspect()["predicted_cycles"], self.plane_banks, self.plane_skew,
+                self.alu_reset)
+        self.split_first, self._program = True, None
+        if self.plane_banks is not None:
+            self.plane_banks, self.plane_skew, self.alu_reset = None, 1, False
+            self._program = None
+            self._try_plane_banks(cost)
+        if self.inspect()["predicted_cycles"] >= keep[0]:
+            self.split_first = False
+            _, self.plane_banks, self.plane_skew, self.alu_reset = keep
+            self._program = None
+
     def _last_tile_splits(self) -> bool:
         """Whether :attr:`split_last` changes this tiling's tiles (a last tile of 2+ rows)."""
         tiles = list(self._uniform_tiles())
@@ -843,6 +869,11 @@ class Conv2dPlan(OpPlan):
         """Output tiles in emission order: (n0, tn, co0, tco, h0, th, w0, tw); with
         :attr:`split_last`, the last tile's rows in two tiles."""
         tiles = list(self._uniform_tiles())
+        if self.split_first and tiles[0][3] > 1:
+            # the tiles of the first output position, one output block each
+            k = next((i for i, t in enumerate(tiles) if t[4:] != tiles[0][4:]), len(tiles))
+            tiles[:k] = [t[:2] + (co, 1) + t[4:] for t in tiles[:k]
+                         for co in range(t[2], t[2] + t[3])]
         if self.split_last and tiles[-1][5] > 1:
             n0, tn, co0, tco, h0, th, w0, tw = tiles.pop()
             first = th - th // 2
