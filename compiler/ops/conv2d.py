@@ -333,6 +333,8 @@ class Conv2dPlan(OpPlan):
         if (self.tiling.resident and p.int32_out and self.tiling.tco > 1
                 and not self.border_cases):
             self._try_split_first(cost)
+        if p.int32_out and self._row_loads_apply():
+            self._try_flag("row_loads")
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
@@ -397,6 +399,20 @@ class Conv2dPlan(OpPlan):
     #: of the weights (a 3x3 kernel), not all of them; each row is ``tco x ib`` LOADs of
     #: ``kw`` elements instead of one LOAD. :meth:`_try_flag` decides (the event model).
     row_pieces = False
+
+    def _row_loads_apply(self) -> bool:
+        """Whether :attr:`row_loads` changes this plan's program: a group of two or more
+        input blocks whose window is whole rows without padding (not the whole image,
+        which is one LOAD anyway)."""
+        p, t = self.problem, self.tiling
+        (sh, sw), (pt, pl, _, _) = p.stride, p.pad
+        for n0, tn, co0, tco, h0, th, w0, tw in self.tiles():
+            nin = tco if p.diag else min(t.tci, p.ib)
+            ywin = self._window(h0, th, sh, p.kh, pt, p.h)
+            xwin = self._window(w0, tw, sw, p.kw, pl, p.w)
+            if (nin > 1 and ywin[1] == ywin[4] != p.h and xwin[1] == xwin[4] == p.w):
+                return True
+        return False
 
     def _row_pieces_apply(self) -> bool:
         """Whether :attr:`row_pieces` changes this plan's program."""
@@ -697,6 +713,14 @@ class Conv2dPlan(OpPlan):
     #: another, so a smaller last tile ends it sooner. Chosen by the event model for the
     #: re-ranked winner (a depthwise layer gains, a 1x1 one does not).
     split_last = False
+
+    #: A group whose tile spans whole rows of the input without padding loads its
+    #: input blocks with one LOAD (each block's rows are one run, the blocks an image
+    #: apart) instead of one per block. Slower on some layers (ResNet-50 on
+    #: ``default``, 08a2634), so per layer where the event model predicts it faster
+    #: (:meth:`_try_flag`), tried for int32 results only (the MLPerf Tiny layers; no
+    #: prediction more for ResNet's).
+    row_loads = False
 
     #: Whether the tiles of the first output position (rows and columns) are emitted
     #: one output block each (:meth:`tiles`): with resident weights (each block's
@@ -1593,6 +1617,13 @@ class _ConvEmission:
         if rows == hi == p.h and cols == wi == p.w:
             builder.load_2d(MemType.INP, sram, slots["data"], (n0 * cib + in0) * p.h * p.w,
                             nin * p.h * p.w, tn, cib * p.h * p.w)
+        elif self.plan.row_loads and rows == hi and cols == wi == p.w and nin > 1:
+            # whole rows without padding: each block's rows are one run and the blocks
+            # lie an image apart, so one LOAD per batch element (not one per block)
+            for nl in range(tn):
+                builder.load_2d(MemType.INP, sram + nl * nin * hi * wi, slots["data"],
+                                (((n0 + nl) * cib + in0) * p.h + r_start) * p.w,
+                                rows * p.w, nin, p.h * p.w)
         else:
             for nl in range(tn):
                 for cl in range(nin):
