@@ -944,7 +944,7 @@ class Conv2dPlan(OpPlan):
         _ConvEmission(self, builder, slots).run()
 
     def _gemm_kernels(self, base, tn, tco, th, tw, tci, hi, wi, ydata, xdata,
-                      uses=1, taps_h=None) -> tuple:
+                      uses=1, taps_h=None, halves=False) -> tuple:
         """The GEMM kernels of one group of a tile whose input window holds data in rows
         ``ydata = (first, count)`` and columns ``xdata`` (the rest is the load's zero
         padding). Taps that only read padding multiply zeros, so output rows and columns
@@ -952,7 +952,9 @@ class Conv2dPlan(OpPlan):
         outputs with the same taps (the whole tile away from the border). Falls back to
         splitting rows only, then to one kernel, when a rectangle would break the
         accumulate-hazard rule. A whole-image tile whose kernel serves ``uses`` groups
-        may instead run one listed kernel (:meth:`_listed_kernel`)."""
+        may instead run one listed kernel (:meth:`_listed_kernel`). ``halves``: the
+        longest run of rows (six or more) in two kernels, so that work can go between
+        them (:meth:`_ConvEmission.body_split`)."""
         p, cfg = self.problem, self.config
         (sh, sw), kw_stride = p.stride, 0 if p.shared_wgt else 1
         dims = gemm_dims(p, tn, tco, th, tw, tci, hi, wi)
@@ -961,8 +963,14 @@ class Conv2dPlan(OpPlan):
             rows = [(r0, r1, max(a0, taps_h[0]), min(a1, taps_h[1]))
                     for r0, r1, a0, a1 in rows if max(a0, taps_h[0]) < min(a1, taps_h[1])]
         cols = _tap_segments(tw, sw, p.kw, *xdata)
+        if halves and rows and max(r1 - r0 for r0, r1, _, _ in rows) >= 6:
+            k = max(range(len(rows)), key=lambda i: rows[i][1] - rows[i][0])
+            r0, r1, a0, a1 = rows[k]
+            m = (r0 + r1) // 2
+            rows = rows[:k] + [(r0, m, a0, a1), (m, r1, a0, a1)] + rows[k + 1:]
         rects = self._rect_kernels(base, dims, rows, cols, th, tw, wi, kw_stride, taps_h)
-        if len(rects) > 1 and th >= p.oh and tw >= p.ow and not p.int32_out:
+        if (len(rects) > 1 and th >= p.oh and tw >= p.ow and not p.int32_out
+                and not halves):
             def worth(size):
                 """The instructions a list of ``size`` micro-ops saves over the groups
                 that use it cost more than loading its extra micro-ops (once per slot)."""
@@ -1688,11 +1696,13 @@ class _ConvEmission:
                     builder.push_gemm(kernel)
             return
         a = ti % self.nacc
-        kkey = (s, a, w_at, tn, tco, th, tw, tci, hi, wi, ypad0, rows, xpad0, cols)
+        halves = self._between is not None
+        kkey = (s, a, w_at, tn, tco, th, tw, tci, hi, wi, ypad0, rows, xpad0, cols) + (
+            ("halves",) if halves else ())
         if kkey not in self.kernels:
             self.kernels[kkey] = self.plan._gemm_kernels(
                 base, tn, tco, th, tw, tci, hi, wi, (ypad0, rows), (xpad0, cols),
-                uses=len(self.tiles) * len(self.chunks) // self.nin)
+                uses=len(self.tiles) * len(self.chunks) // self.nin, halves=halves)
         kernels = self.kernels[kkey]
         if self._between is None:
             for kernel in kernels:
