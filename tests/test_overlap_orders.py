@@ -402,3 +402,62 @@ def test_row_pieces_loads_resident_weights_by_kernel_row():
         assert ic.row_pieces
         chosen = ic.inspect()["predicted_cycles"]
         assert _predicted(ic, row_pieces=False) > chosen
+
+
+def _run_int32(plan, x, w, config, groups=1):
+    from vtakit.runtime import Runtime
+    from vtakit.runtime.device import open_device
+    with open_device("behavioral", config) as dev:
+        return plan.unpack(plan.run(Runtime(dev), plan.pack(x, w))[0])
+
+
+def test_depthwise_plane_shifts_between_kernel_halves_equal_numpy():
+    """Keyword spotting's depthwise layer (``MID``): each tile's longest run of rows is
+    two GEMM kernels with the plane shifts between them (more GEMM instructions than
+    the same plan with skew 1), and the result equals numpy on the behavioral model."""
+    from vtakit.compiler.ops import reference as R
+    from vtakit.compiler.ops.tokens import MID
+    rng = np.random.default_rng(14)
+    x = rng.integers(-128, 128, (1, 64, 25, 5), dtype=np.int8)
+    w = rng.integers(-128, 128, (64, 1, 3, 3), dtype=np.int8)
+    plan = plan_conv2d(OV, x.shape, w.shape, 1, 1, groups=64, out_dtype="int32",
+                       result_bytes=3)
+    assert plan.plane_skew == MID
+
+    def gemms(p):
+        return sum(1 for i in p.program().insns if i.opcode == Opcode.GEMM)
+    with_mid = gemms(plan)
+    np.testing.assert_array_equal(_run_int32(plan, x, w, OV), R.group_conv2d_ref(x, w, 1, 1, 64))
+    plan.plane_skew, plan.plane_banks, plan._program = 1, (0, 1) * 3, None
+    assert with_mid > gemms(plan)
+
+
+def test_split_first_and_row_loads_on_a_store_bound_1x1():
+    """Keyword spotting's 1x1 layer (int32, store-bound): the planner keeps
+    ``split_first`` (the first output position's tiles one output block each) and
+    ``row_loads`` (one INP LOAD of all input blocks per group: whole rows, no padding),
+    each predicted faster than without; both equal numpy on the behavioral model, on
+    ``default`` and ``default+serial``."""
+    from vtakit.compiler.ops import reference as R
+    rng = np.random.default_rng(15)
+    x = rng.integers(-128, 128, (1, 64, 25, 5), dtype=np.int8)
+    w = rng.integers(-128, 128, (64, 64, 1, 1), dtype=np.int8)
+    want = R.conv2d_ref(x, w, 1, 0)
+    plan = plan_conv2d(OV, x.shape, w.shape, 1, 0, out_dtype="int32", result_bytes=3)
+    assert plan.split_first and plan.row_loads and plan.tiling.tco > 1
+    tiles = list(plan.tiles())
+    first = [t for t in tiles if t[4:] == tiles[0][4:]]
+    assert [t[3] for t in first] == [1] * plan.problem.ob
+    inp = [i for i in plan.program().insns
+           if i.opcode == Opcode.LOAD and i.fields["memory_type"] == MemType.INP]
+    assert all(i.fields["y_size"] == plan.problem.ib for i in inp)
+    chosen = plan.inspect()["predicted_cycles"]
+    assert _predicted(plan, row_loads=False) > chosen
+    plan.row_loads = True
+    for config in (OV, DEFAULT):
+        for split, rows in ((False, False), (True, False), (True, True)):
+            p = plan_conv2d(config, x.shape, w.shape, 1, 0, out_dtype="int32",
+                            result_bytes=3, tiling=plan.tiling)
+            p.split_first, p.row_loads, p._program = split, rows, None
+            np.testing.assert_array_equal(_run_int32(p, x, w, config), want,
+                                          err_msg=f"{config.name} {split} {rows}")
