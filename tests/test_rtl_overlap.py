@@ -716,7 +716,7 @@ def test_compiled_int32_alu_reset_equals_numpy(capsys):
 def test_compiled_int32_mid_shifts_split_first_row_loads_equal_numpy(capsys):
     """Keyword spotting's depthwise layer with the plane shifts amid the next tile's GEMMs
     (``plane_skew`` ``MID``, the longest run of rows in two kernels, with and without
-    ``alu_reset``) and its 1x1 layer with ``split_first`` and ``row_loads``, compiled
+    ``alu_reset``; with it ``weights_ahead``) and its 1x1 layer with ``split_first`` and ``row_loads``, compiled
     for ``tiny+overlap``: Verilator equals the model and numpy."""
     from vtakit.compiler.ops import plan_conv2d
     from vtakit.compiler.ops import reference as R
@@ -733,6 +733,7 @@ def test_compiled_int32_mid_shifts_split_first_row_loads_equal_numpy(capsys):
                         result_bytes=3, tiling=ConvTiling(1, 1, 13, 5, 1, "co_outer", 2,
                                                           resident=True))
         p.plane_banks, p.plane_skew, p.alu_reset, p._program = (0, 1) * 3, MID, zero, None
+        p.weights_ahead = zero
         return p, wd, R.group_conv2d_ref(x, wd, 1, 1, 64)
 
     def pointwise():

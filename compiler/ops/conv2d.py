@@ -335,6 +335,8 @@ class Conv2dPlan(OpPlan):
             self._try_split_first(cost)
         if p.int32_out and self._row_loads_apply():
             self._try_flag("row_loads")
+        if self.tiling.resident and self.problem.ob > self.tiling.tco:
+            self._try_flag("weights_ahead")
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
@@ -721,6 +723,14 @@ class Conv2dPlan(OpPlan):
     #: (:meth:`_try_flag`), tried for int32 results only (the MLPerf Tiny layers; no
     #: prediction more for ResNet's).
     row_loads = False
+
+    #: Resident weights: a group's weight LOAD (each output block's, by its first tile)
+    #: comes before the group's wait for its inp slot (the compute module's token that
+    #: the slot's previous group is done), not after it: the weights are never
+    #: overwritten, so they load as soon as the load module is free, and the next
+    #: block's GEMMs do not wait for a slot the weights do not use. :meth:`_try_flag`
+    #: decides (the event model).
+    weights_ahead = False
 
     #: Whether the tiles of the first output position (rows and columns) are emitted
     #: one output block each (:meth:`tiles`): with resident weights (each block's
@@ -1538,12 +1548,19 @@ class _ConvEmission:
         # first row's 16x16 diagonal tiles, not all kh x kw of them
         pieces = (self.resident and self.g == 0 and p.kh > 1 and tn == 1
                   and not p.shared_wgt and (p.diag or self.plan.row_pieces))
+        # Conv2dPlan.weights_ahead: resident weights (never overwritten) load before the
+        # wait for the inp slot, as soon as the previous group's loads are done
+        ahead = self.resident and self.plan.weights_ahead and not pieces
+        wloaded = ahead and self.load_weight(ti, s, c0, tci, pieces)
         self.pipe.load_begin(self.g)
         if (self.onchip or self.plan.direct_border) and self.g == 0:   # the pad value
             self.builder.load_2d(MemType.INP, self.plan.zx_entry, self.slots["border_zx"], 0,
                                  1, 1, 1)
         loaded = self.load_data(ti, s, c0, tci, ywin, xwin)
-        loaded = self.load_weight(ti, s, c0, tci, pieces) or loaded
+        if ahead:
+            loaded = wloaded or loaded
+        else:
+            loaded = self.load_weight(ti, s, c0, tci, pieces) or loaded
         self.pipe.load_end(self.g, loaded or not self.resident or (self.g == 0 and (
             self.onchip or self.plan.direct_border)))
         self.pipe.compute_begin(self.g)
