@@ -195,6 +195,13 @@ class PlanePipeline:
                 self._push.add(need)
                 last = need
         self._event = event
+        if mid and any(k == 0 for _, k in self._pop):
+            # (i, 0) is acquired before its step's shifts (its GEMMs' first half), not
+            # after them as listed: a pop there would take the token of a shift's event.
+            # With 2 planes slots the slot's previous tile stored its last plane before
+            # the events the previous step's shifts popped, so none is needed.
+            raise ValueError(f"PlanePipeline: MID with {slots} slots for {planes} planes: "
+                             "a tile's GEMMs would wait for a store token")
 
     def acquire(self, action) -> None:
         """Before compute's first write for ``action`` (a ``(tile, plane)``)."""
