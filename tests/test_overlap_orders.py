@@ -320,3 +320,167 @@ def test_requantize_epilogue_keeps_the_serial_order_where_faster():
     finally:
         dev.close()
     assert np.array_equal(plan.unpack(out), _tflite(acc, scale, 3, False))
+
+
+def test_int32_plane_shifts_amid_the_next_gemms_equal_numpy():
+    """``plane_skew`` ``MID`` (:data:`vtakit.compiler.ops.tokens.MID`): plane k of tile
+    t - (2k - 1) shifted amid tile t's GEMMs (between its GEMM kernels), in the other
+    acc bank, so the lane runs it beside them; equal to numpy on the behavioral model
+    with and without ``alu_reset``; the planner keeps it for keyword spotting's
+    depthwise layer (predicted faster than every other pattern)."""
+    from vtakit.compiler.ops import reference as R
+    from vtakit.compiler.ops.cost.events import _lane_plan, program_stream
+    from vtakit.compiler.ops.tokens import MID
+    from vtakit.hw.spec import Unit, dispatch_unit
+    from vtakit.runtime import Runtime
+    from vtakit.runtime.device import open_device
+    rng = np.random.default_rng(12)
+    x = rng.integers(-128, 128, (1, 16, 14, 14), dtype=np.int8)
+    w = rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8)
+    want = R.conv2d_ref(x, w, 1, 1)
+    for zero in (False, True):
+        plan = plan_conv2d(OV, x.shape, w.shape, 1, 1, out_dtype="int32", result_bytes=3)
+        plan.plane_banks, plan.plane_skew, plan.alu_reset, plan._program = (
+            (0, 1) * 3, MID, zero, None)
+        prog = plan.program()
+        queue = [i for i in program_stream(prog)
+                 if dispatch_unit(i.opcode, i.fields.get("memory_type")) == Unit.COMPUTE]
+        kinds = _lane_plan(queue, OV, prog.uops)
+        amid = 0
+        for n, (insn, kind) in enumerate(zip(queue, kinds)):
+            if insn.opcode == Opcode.ALU and insn.fields["use_imm"] and insn.fields["imm"] == 8:
+                assert kind[0] == "lane"
+                before = next(k for k in reversed(kinds[:n]) if k[0] == "gemm")
+                after = next((k for k in kinds[n + 1:] if k[0] == "gemm"), None)
+                if after is not None and after[1] == before[1]:     # amid a tile's GEMMs
+                    assert kind[1] not in before[1]
+                    amid += 1
+        assert amid >= len(list(plan.tiles())) - 1
+        with open_device("behavioral", OV) as dev:
+            got = plan.unpack(plan.run(Runtime(dev), plan.pack(x, w))[0])
+        np.testing.assert_array_equal(got, want, err_msg=f"alu_reset {zero}")
+    dw = plan_conv2d(OV, (1, 64, 25, 5), (64, 1, 3, 3), 1, 1, groups=64, out_dtype="int32",
+                     result_bytes=3)
+    assert dw.plane_skew == MID
+    chosen = dw.inspect()["predicted_cycles"]
+    assert _predicted(dw, plane_skew=1) > chosen
+
+
+def test_row_pieces_loads_resident_weights_by_kernel_row():
+    """``Conv2dPlan.row_pieces`` (resident weights of a full 3x3 convolution): the first
+    group loads them one kernel row at a time (``tco x ib`` LOADs of ``kw`` elements
+    each), equal to numpy on the behavioral model; kept for image classification's
+    16 -> 16 3x3 layer (the first GEMMs wait for a third of the weights), on both
+    configs."""
+    from vtakit.compiler.ops import reference as R
+    from vtakit.compiler.ops.cost.geometry import ConvTiling
+    from vtakit.runtime import Runtime
+    from vtakit.runtime.device import open_device
+    rng = np.random.default_rng(13)
+    x = rng.integers(-128, 128, (1, 32, 8, 8), dtype=np.int8)
+    w = rng.integers(-128, 128, (32, 32, 3, 3), dtype=np.int8)
+    want = R.conv2d_ref(x, w, 1, 1)
+    for config in (OV, DEFAULT):
+        plan = plan_conv2d(config, x.shape, w.shape, 1, 1, out_dtype="int32",
+                           result_bytes=3, tiling=ConvTiling(1, 1, 4, 8, 2, "sp_outer", 2,
+                                                             resident=True))
+        assert plan.tiling.resident and plan._row_pieces_apply()
+        for on in (False, True):
+            plan.row_pieces, plan._program = on, None
+            wloads = [i for i in plan.program().insns if i.opcode == Opcode.LOAD
+                      and i.fields["memory_type"] == MemType.WGT]
+            kw = [i.fields["x_size"] for i in wloads]
+            if on:
+                assert kw[:3 * plan.tiling.tco * 2] == [3] * (3 * plan.tiling.tco * 2)
+            else:
+                assert 3 not in kw
+            with open_device("behavioral", config) as dev:
+                got = plan.unpack(plan.run(Runtime(dev), plan.pack(x, w))[0])
+            np.testing.assert_array_equal(got, want, err_msg=f"{config.name} {on}")
+        ic = plan_conv2d(config, (1, 16, 32, 32), (16, 16, 3, 3), 1, 1, out_dtype="int32",
+                         result_bytes=3)
+        assert ic.row_pieces
+        chosen = ic.inspect()["predicted_cycles"]
+        assert _predicted(ic, row_pieces=False) > chosen
+
+
+def _run_int32(plan, x, w, config, groups=1):
+    from vtakit.runtime import Runtime
+    from vtakit.runtime.device import open_device
+    with open_device("behavioral", config) as dev:
+        return plan.unpack(plan.run(Runtime(dev), plan.pack(x, w))[0])
+
+
+def test_depthwise_plane_shifts_between_kernel_halves_equal_numpy():
+    """Keyword spotting's depthwise layer (``MID``): each tile's longest run of rows is
+    two GEMM kernels with the plane shifts between them (more GEMM instructions than
+    the same plan with skew 1), and the result equals numpy on the behavioral model."""
+    from vtakit.compiler.ops import reference as R
+    from vtakit.compiler.ops.tokens import MID
+    rng = np.random.default_rng(14)
+    x = rng.integers(-128, 128, (1, 64, 25, 5), dtype=np.int8)
+    w = rng.integers(-128, 128, (64, 1, 3, 3), dtype=np.int8)
+    plan = plan_conv2d(OV, x.shape, w.shape, 1, 1, groups=64, out_dtype="int32",
+                       result_bytes=3)
+    assert plan.plane_skew == MID
+
+    def gemms(p):
+        return sum(1 for i in p.program().insns if i.opcode == Opcode.GEMM)
+    with_mid = gemms(plan)
+    np.testing.assert_array_equal(_run_int32(plan, x, w, OV), R.group_conv2d_ref(x, w, 1, 1, 64))
+    plan.plane_skew, plan.plane_banks, plan._program = 1, (0, 1) * 3, None
+    assert with_mid > gemms(plan)
+
+
+def test_split_first_and_row_loads_on_a_store_bound_1x1():
+    """Keyword spotting's 1x1 layer (int32, store-bound): the planner keeps
+    ``split_first`` (the first output position's tiles one output block each) and
+    ``row_loads`` (one INP LOAD of all input blocks per group: whole rows, no padding),
+    each predicted faster than without; both equal numpy on the behavioral model, on
+    ``default`` and ``default+serial``."""
+    from vtakit.compiler.ops import reference as R
+    rng = np.random.default_rng(15)
+    x = rng.integers(-128, 128, (1, 64, 25, 5), dtype=np.int8)
+    w = rng.integers(-128, 128, (64, 64, 1, 1), dtype=np.int8)
+    want = R.conv2d_ref(x, w, 1, 0)
+    plan = plan_conv2d(OV, x.shape, w.shape, 1, 0, out_dtype="int32", result_bytes=3)
+    assert plan.split_first and plan.row_loads and plan.tiling.tco > 1
+    tiles = list(plan.tiles())
+    first = [t for t in tiles if t[4:] == tiles[0][4:]]
+    assert [t[3] for t in first] == [1] * plan.problem.ob
+    inp = [i for i in plan.program().insns
+           if i.opcode == Opcode.LOAD and i.fields["memory_type"] == MemType.INP]
+    assert all(i.fields["y_size"] == plan.problem.ib for i in inp)
+    chosen = plan.inspect()["predicted_cycles"]
+    assert _predicted(plan, row_loads=False) > chosen
+    plan.row_loads = True
+    for config in (OV, DEFAULT):
+        for split, rows in ((False, False), (True, False), (True, True)):
+            p = plan_conv2d(config, x.shape, w.shape, 1, 0, out_dtype="int32",
+                            result_bytes=3, tiling=plan.tiling)
+            p.split_first, p.row_loads, p._program = split, rows, None
+            np.testing.assert_array_equal(_run_int32(p, x, w, config), want,
+                                          err_msg=f"{config.name} {split} {rows}")
+
+
+def test_resident_weights_ahead_of_the_slot_token():
+    """``Conv2dPlan.weights_ahead`` (resident weights): visual wake words' 64-channel
+    depthwise layer at 12x12 keeps it (predicted faster than without: the next block's
+    weights no longer wait for an inp slot they do not use); each output block's weight
+    LOAD carries no pop of the compute module's token; equal to numpy on the behavioral
+    model both ways."""
+    from vtakit.compiler.ops import reference as R
+    rng = np.random.default_rng(16)
+    x = rng.integers(-128, 128, (1, 64, 12, 12), dtype=np.int8)
+    w = rng.integers(-128, 128, (64, 1, 3, 3), dtype=np.int8)
+    plan = plan_conv2d(OV, x.shape, w.shape, 1, 1, groups=64, out_dtype="int32",
+                       result_bytes=3)
+    assert plan.tiling.resident and plan.weights_ahead
+    chosen = plan.inspect()["predicted_cycles"]
+    loads = [i for i in plan.program().insns if i.opcode == Opcode.LOAD
+             and i.fields["memory_type"] == MemType.WGT]
+    assert len(loads) > plan.problem.kh and not any(i.fields["pop_next_dep"] for i in loads)
+    want = R.group_conv2d_ref(x, w, 1, 1, 64)
+    np.testing.assert_array_equal(_run_int32(plan, x, w, OV), want)
+    assert _predicted(plan, weights_ahead=False) > chosen
+    np.testing.assert_array_equal(_run_int32(plan, x, w, OV), want)

@@ -713,6 +713,51 @@ def test_compiled_int32_alu_reset_equals_numpy(capsys):
 
 
 
+def test_compiled_int32_mid_shifts_split_first_row_loads_equal_numpy(capsys):
+    """Keyword spotting's depthwise layer with the plane shifts amid the next tile's GEMMs
+    (``plane_skew`` ``MID``, the longest run of rows in two kernels, with and without
+    ``alu_reset``; with it ``weights_ahead``) and its 1x1 layer with ``split_first`` and ``row_loads``, compiled
+    for ``tiny+overlap``: Verilator equals the model and numpy."""
+    from vtakit.compiler.ops import plan_conv2d
+    from vtakit.compiler.ops import reference as R
+    from vtakit.compiler.ops.cost.geometry import ConvTiling
+    from vtakit.compiler.ops.tokens import MID
+    from vtakit.runtime import Runtime
+    rng = np.random.default_rng(15)
+    x = rng.integers(-128, 128, (1, 64, 25, 5), dtype=np.int8)
+    wd = rng.integers(-128, 128, (64, 1, 3, 3), dtype=np.int8)
+    wp = rng.integers(-128, 128, (64, 64, 1, 1), dtype=np.int8)
+
+    def depthwise(zero):
+        p = plan_conv2d(OV, x.shape, wd.shape, 1, 1, groups=64, out_dtype="int32",
+                        result_bytes=3, tiling=ConvTiling(1, 1, 13, 5, 1, "co_outer", 2,
+                                                          resident=True))
+        p.plane_banks, p.plane_skew, p.alu_reset, p._program = (0, 1) * 3, MID, zero, None
+        p.weights_ahead = zero
+        return p, wd, R.group_conv2d_ref(x, wd, 1, 1, 64)
+
+    def pointwise():
+        p = plan_conv2d(OV, x.shape, wp.shape, 1, 0, out_dtype="int32", result_bytes=3,
+                        tiling=ConvTiling(1, 2, 5, 5, 64 // OV.block, "sp_outer", 2,
+                                          resident=True))
+        p.split_first, p.row_loads, p._program = True, True, None
+        return p, wp, R.conv2d_ref(x, wp, 1, 0)
+
+    for name, make in (("depthwise MID", lambda: depthwise(False)),
+                       ("depthwise MID alu_reset", lambda: depthwise(True)),
+                       ("1x1 split_first row_loads", pointwise)):
+        for backend in ("verilator", "behavioral"):
+            opts = {} if backend == "behavioral" else {"progress": False}
+            with open_device(backend, OV, **opts) as dev:
+                plan, w, want = make()
+                got, run = plan.run(Runtime(dev), plan.pack(x, w))
+                got = plan.unpack(got)
+            np.testing.assert_array_equal(got, want, err_msg=f"{backend} {name}")
+            if backend == "verilator":
+                with capsys.disabled():
+                    print(f"\n  {name}: tiny+overlap {run.cycles} cycles")
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_main_idle_register_equals_its_definition_cycle_by_cycle(seed):
     """``main_idle`` (a register since the lane's second timing stop: the dispatch of a

@@ -44,6 +44,7 @@ Grouped convolution (``groups > 1``), three mappings:
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -56,7 +57,7 @@ from .epilogue import Epilogue, Requant2, accumulation_bound
 from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_weight,
                      pack_conv_weight, unpack_activation)
 from .loops import Dim, fold_loops
-from .tokens import Pipeline, PlanePipeline, kernel_fence
+from .tokens import MID, Pipeline, PlanePipeline, kernel_fence
 from .cost.roofline import conv_roofline
 from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding, wrap32
@@ -327,6 +328,15 @@ class Conv2dPlan(OpPlan):
             self._try_plane_banks(cost)
         if cfg.compute_overlap and epilogue.requant is not None:
             self._try_flag("serial_order")
+        if self._row_pieces_apply():
+            self._try_flag("row_pieces")
+        if (self.tiling.resident and p.int32_out and self.tiling.tco > 1
+                and not self.border_cases):
+            self._try_split_first(cost)
+        if p.int32_out and self._row_loads_apply():
+            self._try_flag("row_loads")
+        if self.tiling.resident and self.problem.ob > self.tiling.tco:
+            self._try_flag("weights_ahead")
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
@@ -384,6 +394,34 @@ class Conv2dPlan(OpPlan):
         return (half - shared_acc(self.problem, self.config)) // max(banks.count(0),
                                                                       banks.count(1))
 
+    #: Resident weights of a full (not block-diagonal) convolution with a kernel of 2+
+    #: rows: the first group loads them one kernel row at a time, each with its own
+    #: token, and runs each row's GEMMs after it, as a depthwise layer's first group
+    #: always does (:meth:`_ConvEmission.group`). The first GEMMs then wait for a third
+    #: of the weights (a 3x3 kernel), not all of them; each row is ``tco x ib`` LOADs of
+    #: ``kw`` elements instead of one LOAD. :meth:`_try_flag` decides (the event model).
+    row_pieces = False
+
+    def _row_loads_apply(self) -> bool:
+        """Whether :attr:`row_loads` changes this plan's program: a group of two or more
+        input blocks whose window is whole rows without padding (not the whole image,
+        which is one LOAD anyway)."""
+        p, t = self.problem, self.tiling
+        (sh, sw), (pt, pl, _, _) = p.stride, p.pad
+        for n0, tn, co0, tco, h0, th, w0, tw in self.tiles():
+            nin = tco if p.diag else min(t.tci, p.ib)
+            ywin = self._window(h0, th, sh, p.kh, pt, p.h)
+            xwin = self._window(w0, tw, sw, p.kw, pl, p.w)
+            if (nin > 1 and ywin[1] == ywin[4] != p.h and xwin[1] == xwin[4] == p.w):
+                return True
+        return False
+
+    def _row_pieces_apply(self) -> bool:
+        """Whether :attr:`row_pieces` changes this plan's program."""
+        p, t = self.problem, self.tiling
+        return (t.resident and not p.diag and p.kh > 1 and t.tn == 1 and not p.shared_wgt
+                and not self.onchip_border and not self.direct_border)
+
     #: :meth:`_try_plane_banks`' bank patterns, the first taken on a tie (on the MLPerf
     #: Tiny models each wins some layers; banks alternating slot by slot, (0, 1) x 3,
     #: won none: the next tile then shares its bank with the shift of the tile two
@@ -415,6 +453,7 @@ class Conv2dPlan(OpPlan):
         if planes in self.SKEWED_BANKS:
             tries.append((self.SKEWED_BANKS[planes], 2, False))
         tries.append(((0, 1), 0, False))
+        tries.append(((0, 1) * planes, MID, False))
         if self._zero_ok():
             tries += [(b, s, True) for b, s, _ in tries]
             tries += [((0, 1) * (planes + extra), skew, True) for extra in self.ZERO_EXTRA
@@ -677,6 +716,45 @@ class Conv2dPlan(OpPlan):
     #: re-ranked winner (a depthwise layer gains, a 1x1 one does not).
     split_last = False
 
+    #: A group whose tile spans whole rows of the input without padding loads its
+    #: input blocks with one LOAD (each block's rows are one run, the blocks an image
+    #: apart) instead of one per block. Slower on some layers (ResNet-50 on
+    #: ``default``, 08a2634), so per layer where the event model predicts it faster
+    #: (:meth:`_try_flag`), tried for int32 results only (the MLPerf Tiny layers; no
+    #: prediction more for ResNet's).
+    row_loads = False
+
+    #: Resident weights: a group's weight LOAD (each output block's, by its first tile)
+    #: comes before the group's wait for its inp slot (the compute module's token that
+    #: the slot's previous group is done), not after it: the weights are never
+    #: overwritten, so they load as soon as the load module is free, and the next
+    #: block's GEMMs do not wait for a slot the weights do not use. :meth:`_try_flag`
+    #: decides (the event model).
+    weights_ahead = False
+
+    #: Whether the tiles of the first output position (rows and columns) are emitted
+    #: one output block each (:meth:`tiles`): with resident weights (each block's
+    #: loaded by its first tile) the first GEMMs then wait for one block's weights, not
+    #: ``tco``, and the first stores start sooner (a store-bound 1x1 layer).
+    #: :meth:`_try_split_first` decides (the event model).
+    split_first = False
+
+    def _try_split_first(self, cost):
+        """:attr:`split_first`, with the plane slots searched again for it
+        (:meth:`_try_plane_banks`, COMPUTE_OVERLAP); kept when the event model predicts
+        it faster."""
+        keep = (self.inspect()["predicted_cycles"], self.plane_banks, self.plane_skew,
+                self.alu_reset)
+        self.split_first, self._program = True, None
+        if self.plane_banks is not None:
+            self.plane_banks, self.plane_skew, self.alu_reset = None, 1, False
+            self._program = None
+            self._try_plane_banks(cost)
+        if self.inspect()["predicted_cycles"] >= keep[0]:
+            self.split_first = False
+            _, self.plane_banks, self.plane_skew, self.alu_reset = keep
+            self._program = None
+
     def _last_tile_splits(self) -> bool:
         """Whether :attr:`split_last` changes this tiling's tiles (a last tile of 2+ rows)."""
         tiles = list(self._uniform_tiles())
@@ -825,6 +903,11 @@ class Conv2dPlan(OpPlan):
         """Output tiles in emission order: (n0, tn, co0, tco, h0, th, w0, tw); with
         :attr:`split_last`, the last tile's rows in two tiles."""
         tiles = list(self._uniform_tiles())
+        if self.split_first and tiles[0][3] > 1:
+            # the tiles of the first output position, one output block each
+            k = next((i for i, t in enumerate(tiles) if t[4:] != tiles[0][4:]), len(tiles))
+            tiles[:k] = [t[:2] + (co, 1) + t[4:] for t in tiles[:k]
+                         for co in range(t[2], t[2] + t[3])]
         if self.split_last and tiles[-1][5] > 1:
             n0, tn, co0, tco, h0, th, w0, tw = tiles.pop()
             first = th - th // 2
@@ -871,7 +954,7 @@ class Conv2dPlan(OpPlan):
         _ConvEmission(self, builder, slots).run()
 
     def _gemm_kernels(self, base, tn, tco, th, tw, tci, hi, wi, ydata, xdata,
-                      uses=1, taps_h=None) -> tuple:
+                      uses=1, taps_h=None, halves=False) -> tuple:
         """The GEMM kernels of one group of a tile whose input window holds data in rows
         ``ydata = (first, count)`` and columns ``xdata`` (the rest is the load's zero
         padding). Taps that only read padding multiply zeros, so output rows and columns
@@ -879,7 +962,9 @@ class Conv2dPlan(OpPlan):
         outputs with the same taps (the whole tile away from the border). Falls back to
         splitting rows only, then to one kernel, when a rectangle would break the
         accumulate-hazard rule. A whole-image tile whose kernel serves ``uses`` groups
-        may instead run one listed kernel (:meth:`_listed_kernel`)."""
+        may instead run one listed kernel (:meth:`_listed_kernel`). ``halves``: the
+        longest run of rows (six or more) in two kernels, so that work can go between
+        them (:meth:`_ConvEmission.body_split`)."""
         p, cfg = self.problem, self.config
         (sh, sw), kw_stride = p.stride, 0 if p.shared_wgt else 1
         dims = gemm_dims(p, tn, tco, th, tw, tci, hi, wi)
@@ -888,8 +973,14 @@ class Conv2dPlan(OpPlan):
             rows = [(r0, r1, max(a0, taps_h[0]), min(a1, taps_h[1]))
                     for r0, r1, a0, a1 in rows if max(a0, taps_h[0]) < min(a1, taps_h[1])]
         cols = _tap_segments(tw, sw, p.kw, *xdata)
+        if halves and rows and max(r1 - r0 for r0, r1, _, _ in rows) >= 6:
+            k = max(range(len(rows)), key=lambda i: rows[i][1] - rows[i][0])
+            r0, r1, a0, a1 = rows[k]
+            m = (r0 + r1) // 2
+            rows = rows[:k] + [(r0, m, a0, a1), (m, r1, a0, a1)] + rows[k + 1:]
         rects = self._rect_kernels(base, dims, rows, cols, th, tw, wi, kw_stride, taps_h)
-        if len(rects) > 1 and th >= p.oh and tw >= p.ow and not p.int32_out:
+        if (len(rects) > 1 and th >= p.oh and tw >= p.ow and not p.int32_out
+                and not halves):
             def worth(size):
                 """The instructions a list of ``size`` micro-ops saves over the groups
                 that use it cost more than loading its extra micro-ops (once per slot)."""
@@ -1080,6 +1171,7 @@ class _ConvEmission:
         self.rows_done = set()
         self.uniform_loaded = False   # requant2's uniform rows are in the acc SRAM
         self._bases = {}              # row bases of the tiles started (start -> finish_tile)
+        self._between = None          # body_split: emitted amid the next GEMM kernels
 
     # ------------------------------------------------------------------ schedule
 
@@ -1139,21 +1231,44 @@ class _ConvEmission:
             sched = PlanePipeline(builder, len(self.tiles), planes, nacc,
                                   self.plan.plane_skew if self.plan.plane_banks else 1,
                                   lead=lead)
+
+            def act(ti, k):
+                sched.acquire((ti, k))
+                if k < 0:       # the start of a tile a step ahead (alu_reset)
+                    epi.emit_zero(builder, self.acc_at(ti), self.out_dims(ti))
+                    return
+                if k:
+                    epi.emit_plane_shift(builder, self.acc_at(ti), self.out_dims(ti))
+                sched.release((ti, k))
+                sched.store_begin((ti, k))
+                self.store(ti, k)
+                sched.store_end((ti, k))
+
             for step in sched.steps:
+                if (step[-1][1] == 0 and any(k is None for _, k in step)):   # MID
+                    ti = step[-1][0]
+                    at = next(n for n, a in enumerate(step) if a[1] is None)
+                    for a in step[:at]:
+                        act(*a)
+                    sched.acquire((ti, 0))
+                    self.start(ti)
+                    self.body_split(ti, lambda: [act(*a) for a in step[at + 1:-1]])
+                    self.finish_tile(ti)
+                    sched.release((ti, 0))
+                    sched.store_begin((ti, 0))
+                    self.store(ti, 0)
+                    sched.store_end((ti, 0))
+                    continue
                 for ti, k in step:
-                    sched.acquire((ti, k))
-                    if k < 0:       # the start of a tile a step ahead (alu_reset)
-                        epi.emit_zero(builder, self.acc_at(ti), self.out_dims(ti))
-                        continue
-                    if k:
-                        epi.emit_plane_shift(builder, self.acc_at(ti),
-                                             self.out_dims(ti))
-                    else:
+                    if k == 0:
+                        sched.acquire((ti, k))
                         self.compute(ti)
-                    sched.release((ti, k))
-                    sched.store_begin((ti, k))
-                    self.store(ti, k)
-                    sched.store_end((ti, k))
+                        sched.release((ti, k))
+                        sched.store_begin((ti, k))
+                        self.store(ti, k)
+                        sched.store_end((ti, k))
+                    else:
+                        act(ti, k)
         kernel_fence(builder)
 
     def slot_base(self, a) -> int:
@@ -1340,6 +1455,22 @@ class _ConvEmission:
         for c0, tci in self.chunks if chunks is None else chunks:
             self.group(ti, acc_base, c0, tci, ywin, xwin)
 
+    def body_split(self, ti, between) -> None:
+        """Tile ti's groups with ``between()`` emitted amid its GEMMs
+        (:data:`.tokens.MID`): between its groups, or with one group after the GEMM
+        kernel that completes half of its micro-ops."""
+        if len(self.chunks) > 1:
+            half = len(self.chunks) // 2
+            self.body(ti, self.chunks[:half])
+            between()
+            self.body(ti, self.chunks[half:])
+            return
+        self._between = between
+        self.body(ti)
+        if self._between is not None:
+            self._between = None
+            between()
+
     def finish_tile(self, ti) -> None:
         """Tile ti's residual group, border correction and epilogue."""
         epi, builder = self.epi, self.builder
@@ -1415,14 +1546,21 @@ class _ConvEmission:
         # the first group of a resident block-diagonal (depthwise) weight loads it one
         # kernel row at a time, each with its own token, so its GEMMs start after the
         # first row's 16x16 diagonal tiles, not all kh x kw of them
-        pieces = (self.resident and self.g == 0 and p.diag and p.kh > 1 and tn == 1
-                  and not p.shared_wgt)
+        pieces = (self.resident and self.g == 0 and p.kh > 1 and tn == 1
+                  and not p.shared_wgt and (p.diag or self.plan.row_pieces))
+        # Conv2dPlan.weights_ahead: resident weights (never overwritten) load before the
+        # wait for the inp slot, as soon as the previous group's loads are done
+        ahead = self.resident and self.plan.weights_ahead and not pieces
+        wloaded = ahead and self.load_weight(ti, s, c0, tci, pieces)
         self.pipe.load_begin(self.g)
         if (self.onchip or self.plan.direct_border) and self.g == 0:   # the pad value
             self.builder.load_2d(MemType.INP, self.plan.zx_entry, self.slots["border_zx"], 0,
                                  1, 1, 1)
         loaded = self.load_data(ti, s, c0, tci, ywin, xwin)
-        loaded = self.load_weight(ti, s, c0, tci, pieces) or loaded
+        if ahead:
+            loaded = wloaded or loaded
+        else:
+            loaded = self.load_weight(ti, s, c0, tci, pieces) or loaded
         self.pipe.load_end(self.g, loaded or not self.resident or (self.g == 0 and (
             self.onchip or self.plan.direct_border)))
         self.pipe.compute_begin(self.g)
@@ -1504,6 +1642,13 @@ class _ConvEmission:
         if rows == hi == p.h and cols == wi == p.w:
             builder.load_2d(MemType.INP, sram, slots["data"], (n0 * cib + in0) * p.h * p.w,
                             nin * p.h * p.w, tn, cib * p.h * p.w)
+        elif self.plan.row_loads and rows == hi and cols == wi == p.w and nin > 1:
+            # whole rows without padding: each block's rows are one run and the blocks
+            # lie an image apart, so one LOAD per batch element (not one per block)
+            for nl in range(tn):
+                builder.load_2d(MemType.INP, sram + nl * nin * hi * wi, slots["data"],
+                                (((n0 + nl) * cib + in0) * p.h + r_start) * p.w,
+                                rows * p.w, nin, p.h * p.w)
         else:
             for nl in range(tn):
                 for cl in range(nin):
@@ -1525,8 +1670,8 @@ class _ConvEmission:
             wbase = co0 * p.ib * kk
             if pieces:
                 for row in range(p.kh):
-                    for ol in range(tco):    # (an SRAM side is contiguous)
-                        at = wbase + ol * kk + row * p.kw
+                    for blk in range(tco * p.ib):    # (an SRAM side is contiguous)
+                        at = wbase + blk * kk + row * p.kw
                         builder.load_2d(MemType.WGT, at, slots["weight"], at, p.kw, 1, p.kw)
                     if row + 1 < p.kh:
                         builder.dep_push(Unit.LOAD, Unit.COMPUTE)
@@ -1568,13 +1713,26 @@ class _ConvEmission:
                     builder.push_gemm(kernel)
             return
         a = ti % self.nacc
-        kkey = (s, a, w_at, tn, tco, th, tw, tci, hi, wi, ypad0, rows, xpad0, cols)
+        halves = self._between is not None
+        kkey = (s, a, w_at, tn, tco, th, tw, tci, hi, wi, ypad0, rows, xpad0, cols) + (
+            ("halves",) if halves else ())
         if kkey not in self.kernels:
             self.kernels[kkey] = self.plan._gemm_kernels(
                 base, tn, tco, th, tw, tci, hi, wi, (ypad0, rows), (xpad0, cols),
-                uses=len(self.tiles) * len(self.chunks) // self.nin)
-        for kernel in self.kernels[kkey]:
+                uses=len(self.tiles) * len(self.chunks) // self.nin, halves=halves)
+        kernels = self.kernels[kkey]
+        if self._between is None:
+            for kernel in kernels:
+                builder.push_gemm(kernel)
+            return
+        sizes = [k.size * math.prod(lp[0] for lp in k.loops) for k in kernels]
+        done = 0
+        for kernel, n in zip(kernels, sizes):
             builder.push_gemm(kernel)
+            done += n
+            if self._between is not None and 2 * done >= sum(sizes):
+                between, self._between = self._between, None
+                between()
 
     def residual_group(self, ti, acc_base, bases, epilogue=True) -> None:
         """An int8 residual: one more group, identity weights (the epilogue and the add's

@@ -107,6 +107,10 @@ class Pipeline:
             self.stream.dep_push(Unit.STORE, Unit.COMPUTE)
 
 
+#: :class:`PlanePipeline`'s ``skew`` for the shifts amid the next tile's GEMMs.
+MID = -1
+
+
 class PlanePipeline:
     """Store tokens of a kernel whose tiles each store ``planes`` byte planes from one of
     ``slots`` acc/out slots, with the plane shifts skewed so that stores overlap GEMMs.
@@ -137,6 +141,14 @@ class PlanePipeline:
     holds its slot s (planes - 1) + 1 steps): with COMPUTE_OVERLAP and the slots
     alternating acc banks, s = 2 puts every shift of a step in the other bank than the
     next tile's GEMMs (:attr:`.conv2d.Conv2dPlan.plane_banks`).
+
+    ``skew`` :data:`MID` shifts plane ``k`` of tile ``i - (2k - 1)`` (an odd number of
+    tiles back: with slots alternating acc banks, always the other bank than tile
+    ``i``) *amid* tile ``i``'s GEMMs: step ``i`` is ``(i, None)`` (the first half of
+    tile ``i``'s GEMMs, which pops the tokens of ``(i, 0)``), the shifts (oldest tile
+    first) and ``(i, 0)`` (the rest of its GEMMs). The ALU lane runs the shifts beside
+    the second half, and the next tile's GEMMs (the shifts' bank) find the lane
+    empty. A tile holds its slot for ``2 (planes - 1)`` steps: ``2 planes`` slots.
     """
 
     @staticmethod
@@ -144,11 +156,14 @@ class PlanePipeline:
         """The fewest acc slots for ``planes`` planes shifted with ``skew``: a tile holds
         its slot ``skew (planes - 1) + 1`` steps, with ``lead`` one more (its start
         comes a step early)."""
+        if skew == MID:
+            return 2 * planes
         return planes + (skew - 1) * (planes - 1) + bool(lead)
 
     def __init__(self, stream, n_tiles: int, planes: int, slots: int, skew: int = 1,
                  lead: bool = False):
         least = self.min_slots(planes, skew, lead)
+        mid = skew == MID
         if slots < least:
             raise ValueError(f"PlanePipeline: {slots} acc slots for {planes} planes (skew "
                              f"{skew}{', lead' if lead else ''}); a slot's next tile would "
@@ -156,13 +171,19 @@ class PlanePipeline:
                              f"it: use at least {least} ({least + 1} to keep the waits in "
                              f"store order)")
         self.stream = stream
-        self.steps = [[(j, k) for j, k in [(i, 0)] + [(i - skew * k, k)
-                                                      for k in range(1, planes)]
-                       if 0 <= j < n_tiles] for i in range(n_tiles + skew * (planes - 1))]
+        if mid:         # plane k of tile i - (2k - 1) amid tile i's GEMMs: (i, None) first
+            self.steps = [[(i, None)] * (i < n_tiles)
+                          + [(i - 2 * k + 1, k) for k in range(planes - 1, 0, -1)
+                             if 0 <= i - 2 * k + 1 < n_tiles]
+                          + [(i, 0)] * (i < n_tiles) for i in range(n_tiles + 2 * planes - 3)]
+        else:
+            self.steps = [[(j, k) for j, k in [(i, 0)] + [(i - skew * k, k)
+                                                          for k in range(1, planes)]
+                           if 0 <= j < n_tiles] for i in range(n_tiles + skew * (planes - 1))]
         if lead:        # tile i + 1's start (-1: no store) before step i's actions
             for i, step in enumerate(self.steps):
                 step[:0] = [(j, -1) for j in ((0, 1) if i == 0 else (i + 1,)) if j < n_tiles]
-        order = [a for step in self.steps for a in step]
+        order = [a for step in self.steps for a in step if a[1] is not None]
         event = {a: e for e, a in enumerate(a for a in order if a[1] >= 0)}
         self._pop, self._push, last = set(), set(), -1
         for j, k in order:
@@ -174,6 +195,13 @@ class PlanePipeline:
                 self._push.add(need)
                 last = need
         self._event = event
+        if mid and any(k == 0 for _, k in self._pop):
+            # (i, 0) is acquired before its step's shifts (its GEMMs' first half), not
+            # after them as listed: a pop there would take the token of a shift's event.
+            # With 2 planes slots the slot's previous tile stored its last plane before
+            # the events the previous step's shifts popped, so none is needed.
+            raise ValueError(f"PlanePipeline: MID with {slots} slots for {planes} planes: "
+                             "a tile's GEMMs would wait for a store token")
 
     def acquire(self, action) -> None:
         """Before compute's first write for ``action`` (a ``(tile, plane)``)."""
