@@ -233,8 +233,15 @@ def _tiles_program(p, tiles, rows):
 def test_requantize_epilogues_beside_the_gemms_on_verilator(capsys):
     from test_rtl_overlap import Program, prologue
     p, body = Program(1), Program(1)
+    from test_ext_requant2_rtl import param_word
     rng = np.random.default_rng(11)
-    body.acc = p.acc = _acc(rng).astype(np.int32)
+    acc = _acc(rng)
+    for b in (0, HALF):     # biases, M and P rows that spread the outputs over int8
+        acc[b + 20:b + 24] = rng.integers(-2**8, 2**8, (4, LANES))
+        acc[b + 24:b + 26] = rng.integers(1 << 30, 1 << 31, (2, LANES))
+        acc[b + 26:b + 28] = [[param_word(int(rng.integers(-3, 1)), 0, int(rng.integers(-9, 9)))
+                               for _ in range(LANES)] for _ in range(2)]
+    body.acc = p.acc = acc.astype(np.int32)
     stores = _tiles_program(body, 4, 40)
     p.uops = body.uops
     prologue(p)
