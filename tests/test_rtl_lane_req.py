@@ -259,3 +259,55 @@ def test_requantize_epilogues_beside_the_gemms_on_verilator(capsys):
     with capsys.disabled():
         print(f"\n  requantize epilogues: tiny+requant2 {serial[2]} cycles, "
               f"tiny+requant2+overlap {got[2]} cycles")
+
+
+# ------------------------------------------- the compiler: rows in both banks (bank_rows)
+
+def _padded_conv(bank_rows, backend):
+    """A padded 3x3 convolution with the border folded into REQ rows (shared rows) on
+    ``tiny+requant2+overlap``, :attr:`~vtakit.compiler.ops.conv2d.Conv2dPlan.bank_rows`
+    set or not: (its output == TFLite's arithmetic, the REQ instructions' lane kinds)."""
+    from vtakit.compiler.ops.conv2d import plan_conv2d
+    from vtakit.compiler.ops.cost.events import _is_req, _lane_plan, program_stream
+    from vtakit.compiler.ops.reference import group_conv2d_ref
+    from vtakit.compiler.quant import fixed_point as fp
+    from vtakit.compiler.vta.conv import border_correction
+    from vtakit.hw.spec import Unit, dispatch_unit
+    from vtakit.runtime import Runtime
+    from vtakit.sim import open_device
+    from test_requant2_compile import _requant2, _tflite
+    rng = np.random.default_rng(9)
+    c, o, hw = 32, 32, (10, 10)
+    x = rng.integers(-128, 128, (1, c) + hw, dtype=np.int8)
+    w = rng.integers(-128, 128, (o, c, 3, 3), dtype=np.int8)
+    bias = rng.integers(-5000, 5000, o).astype(np.int32)
+    scale = rng.uniform(1, 2, o) * 2.0 ** rng.integers(-14, -6, o)
+    rq, rows = _requant2(scale, 5, o, False)
+    plan = plan_conv2d(OVR, x.shape, w.shape, 1, 1, bias=True, requant=rq, border=True)
+    assert plan.folded_border and plan._bank_rows_fit()
+    plan.bank_rows = bank_rows
+    plan._program = None
+    prog = plan.program()
+    queue = [i for i in program_stream(prog)
+             if dispatch_unit(i.opcode, i.fields.get("memory_type")) is Unit.COMPUTE]
+    kinds = [k for i, (k, _) in zip(queue, _lane_plan(queue, OVR, prog.uops)) if _is_req(i)]
+    packed = plan.pack(x, w, bias, requant=rows, border=border_correction(plan, w, -17))
+    dev = open_device(backend, OVR)
+    try:
+        out, _ = plan.run(Runtime(dev), packed)
+    finally:
+        dev.close()
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-17)
+    acc = fp.wrap_int32(group_conv2d_ref(xp, w, 1, 0, 1).astype(np.int64) + bias[:, None, None])
+    np.testing.assert_array_equal(plan.unpack(out), _tflite(acc, scale, 5, False))
+    return kinds
+
+
+@pytest.mark.parametrize("backend", ["behavioral", "verilator"])
+def test_bank_rows_put_every_req_in_the_lane(backend):
+    """With the rows in both banks every REQ (runs and setups) goes to the lane; with one
+    copy (the top of bank 1) the REQs of the tiles in bank 0 stay in the GEMM lane. Both
+    equal TFLite's arithmetic."""
+    on, off = _padded_conv(True, backend), _padded_conv(False, backend)
+    assert set(on) == {"lane"} and len(on) > 10, on
+    assert "alu" in off and "lane" in off, off

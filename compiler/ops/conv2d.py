@@ -327,6 +327,8 @@ class Conv2dPlan(OpPlan):
             self._try_plane_banks(cost)
         if cfg.compute_overlap and epilogue.requant is not None:
             self._try_flag("serial_order")
+        if self._bank_rows_fit():
+            self._try_flag("bank_rows")
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
@@ -343,6 +345,25 @@ class Conv2dPlan(OpPlan):
     #: requantize epilogue the lane takes none of its late passes (``REQ``, ``SRDHM``,
     #: ...), so the early start may only delay the next GEMMs; :meth:`_try_flag` decides.
     serial_order = False
+
+    #: With the ALU lane running REQ (``requant2``, :func:`~vtakit.hw.compute_lane.lane_req`)
+    #: and per-channel rows shared by the slots (:func:`shared_acc`): a copy of the rows at
+    #: the top of each acc bank, and two slots, one per bank below them, so that every
+    #: tile's REQ passes (src: its bank's bias or border row) stay in one bank and the
+    #: lane takes them (with one copy, at the top of bank 1, the lane refuses the REQs of
+    #: the tiles in bank 0). The rows load twice; :meth:`_try_flag` decides.
+    bank_rows = False
+
+    def _bank_rows_fit(self) -> bool:
+        """:attr:`bank_rows` applies: the lane runs REQ, the rows are shared (loaded, not
+        computed on chip), two plain acc slots, and a tile fits a bank less the rows."""
+        from ...hw.compute_lane import lane_req
+        p, cfg = self.problem, self.config
+        shared = shared_acc(p, cfg)
+        return (lane_req(cfg) and p.req_pass and shared > 0 and not self.onchip_border
+                and not self.plane_banks and not self.out_slots
+                and self.acc_slot_count() == 2
+                and self.tiling.footprint(p, cfg)["acc"] <= cfg.acc_depth // 2 - shared)
 
     #: inp/wgt SRAM slots when not the tiling's ``nthreads``: 3 for a fused add with
     #: COMPUTE_OVERLAP (:meth:`_try_add_order`), whose residual group takes a slot of
@@ -1047,6 +1068,8 @@ class _ConvEmission:
         self.inp_slot, self.wgt_slot, self.acc_slot = (cfg.inp_depth // nin,
                                                        cfg.wgt_depth // nin,
                                                        plan.plane_slot_rows() if plan.plane_banks
+                                                       else cfg.acc_depth // 2 - shared
+                                                       if plan.bank_rows
                                                        else (cfg.acc_depth - shared) // nacc)
         self.nborder = len(plan.border_cases)
         if shared:   # [bias][requantize rows][border rows] x ob at the top of the acc SRAM
@@ -1161,6 +1184,8 @@ class _ConvEmission:
         :attr:`Conv2dPlan.out_slots` four slots, two per acc bank, alternating banks."""
         if self.plan.out_slots:
             return (a % 2) * (self.plan.config.acc_depth // 2) + (a // 2) * self.acc_slot
+        if self.plan.bank_rows:
+            return a * (self.plan.config.acc_depth // 2)
         banks = self.plan.plane_banks
         if banks:
             return (banks[a] * (self.plan.config.acc_depth // 2)
@@ -1281,6 +1306,17 @@ class _ConvEmission:
         if self.nborder and not self.onchip and not self.plan.direct_border:
             builder.load_2d(MemType.ACC, self.border_region, slots["border"], 0, p.ob,
                             self.nborder, p.ob)
+        if self.plan.bank_rows:     # the copy at the top of bank 0 (onchip excluded)
+            half = self.plan.config.acc_depth // 2
+            if epi.bias_tile:
+                builder.load_2d(MemType.ACC, self.region - half, slots["bias"], 0, p.ob, 1,
+                                p.ob)
+            if epi.rows:
+                builder.load_2d(MemType.ACC, self.rows_region - half, slots["requant"], 0,
+                                p.row_blocks, epi.rows, p.row_blocks)
+            if self.nborder and not self.plan.direct_border:
+                builder.load_2d(MemType.ACC, self.border_region - half, slots["border"], 0,
+                                p.ob, self.nborder, p.ob)
         elif self.nborder and self.onchip:
             # onchip_border: every block's rows start as its bias (one reset, one ALU ADD
             # for all of them; each block's correction GEMMs follow in its first tile)
@@ -1306,8 +1342,11 @@ class _ConvEmission:
         p, epi, t = self.p, self.epi, self.t
         if self.shared:
             self.bias_has[a] = (co0, tco)
-            return (self.region + co0, self.rows_region + co0 * (not epi.uniform_rows),
-                    self.border_region + co0,
+            # (bank_rows: slot 0's tiles read the copy in bank 0)
+            off = -(self.plan.config.acc_depth // 2) if self.plan.bank_rows and a == 0 else 0
+            return (self.region + co0 + off,
+                    self.rows_region + co0 * (not epi.uniform_rows) + off,
+                    self.border_region + co0 + off,
                     p.ob)
         # [border rows][requantize rows][bias] x tco at the end of the slot
         bias_base = self.slot_base(a) + self.acc_slot - t.tco
