@@ -216,7 +216,7 @@ def _tiles_program(p, tiles, rows):
     REQ over the pass's first rows, pushing to store), each beside the next tile's GEMMs."""
     from test_rtl_overlap import tile
     for t in range(tiles):
-        base = (t % 2) * HALF + (t // 2 % 2) * 64
+        base = (t % 2) * HALF + 32 + (t // 2 % 2) * 64     # (rows 20..27: the parameters)
         bank = base - base % HALF
         tile(p, base, rows, 0, pop_load=t == 0, epilogue=False)
         m_ = p.uop(base, bank + 24 + t % 2)
@@ -227,7 +227,7 @@ def _tiles_program(p, tiles, rows):
                     _alu(AluOp.REQ, p.uop(base, bank + 27 - t % 2), imm=REQ_P),
                     _alu(AluOp.REQ, p.uop(base + 1, base), iters=(1, 3), dst=(0, 1),
                          src=(0, 1), imm=REQ, push_next_dep=1)]
-    return [((t % 2) * HALF + (t // 2 % 2) * 64, rows) for t in range(tiles)]
+    return [((t % 2) * HALF + 32 + (t // 2 % 2) * 64, rows) for t in range(tiles)]
 
 
 def test_requantize_epilogues_beside_the_gemms_on_verilator(capsys):
