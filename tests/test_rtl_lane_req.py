@@ -263,10 +263,13 @@ def test_requantize_epilogues_beside_the_gemms_on_verilator(capsys):
 
 # ------------------------------------------- the compiler: rows in both banks (bank_rows)
 
-def _padded_conv(bank_rows, backend):
+def _padded_conv(bank_rows, lane_zero, backend):
     """A padded 3x3 convolution with the border folded into REQ rows (shared rows) on
     ``tiny+requant2+overlap``, :attr:`~vtakit.compiler.ops.conv2d.Conv2dPlan.bank_rows`
-    set or not: (its output == TFLite's arithmetic, the REQ instructions' lane kinds)."""
+    and :attr:`~vtakit.compiler.ops.conv2d.Conv2dPlan.lane_zero` set or not (its output
+    == TFLite's arithmetic); returns the REQ instructions' lane kinds and the number of
+    GEMM resets."""
+    from dataclasses import replace
     from vtakit.compiler.ops.conv2d import plan_conv2d
     from vtakit.compiler.ops.cost.events import _is_req, _lane_plan, program_stream
     from vtakit.compiler.ops.reference import group_conv2d_ref
@@ -284,13 +287,18 @@ def _padded_conv(bank_rows, backend):
     scale = rng.uniform(1, 2, o) * 2.0 ** rng.integers(-14, -6, o)
     rq, rows = _requant2(scale, 5, o, False)
     plan = plan_conv2d(OVR, x.shape, w.shape, 1, 1, bias=True, requant=rq, border=True)
+    plan.lane_zero, plan.out_slots, plan._program = False, None, None
     assert plan.folded_border and plan._bank_rows_fit()
     plan.bank_rows = bank_rows
-    plan._program = None
+    if lane_zero:
+        plan.lane_zero, plan.out_slots = True, 4
+        plan._set_tiling(replace(plan.tiling, th=min(plan.tiling.th, 3)), None, plan.estimate)
+        assert plan.tiling.footprint(plan.problem, OVR)["acc"] <= (HALF - 44) // 2
     prog = plan.program()
     queue = [i for i in program_stream(prog)
              if dispatch_unit(i.opcode, i.fields.get("memory_type")) is Unit.COMPUTE]
     kinds = [k for i, (k, _) in zip(queue, _lane_plan(queue, OVR, prog.uops)) if _is_req(i)]
+    resets = sum(1 for i in queue if i.opcode == Opcode.GEMM and i.fields["reset_reg"])
     packed = plan.pack(x, w, bias, requant=rows, border=border_correction(plan, w, -17))
     dev = open_device(backend, OVR)
     try:
@@ -300,7 +308,7 @@ def _padded_conv(bank_rows, backend):
     xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-17)
     acc = fp.wrap_int32(group_conv2d_ref(xp, w, 1, 0, 1).astype(np.int64) + bias[:, None, None])
     np.testing.assert_array_equal(plan.unpack(out), _tflite(acc, scale, 5, False))
-    return kinds
+    return kinds, resets
 
 
 @pytest.mark.parametrize("backend", ["behavioral", "verilator"])
@@ -308,6 +316,16 @@ def test_bank_rows_put_every_req_in_the_lane(backend):
     """With the rows in both banks every REQ (runs and setups) goes to the lane; with one
     copy (the top of bank 1) the REQs of the tiles in bank 0 stay in the GEMM lane. Both
     equal TFLite's arithmetic."""
-    on, off = _padded_conv(True, backend), _padded_conv(False, backend)
+    (on, _), (off, _) = _padded_conv(True, False, backend), _padded_conv(False, False, backend)
     assert set(on) == {"lane"} and len(on) > 10, on
     assert "alu" in off and "lane" in off, off
+
+
+@pytest.mark.parametrize("backend", ["behavioral", "verilator"])
+def test_lane_zero_replaces_the_gemm_resets(backend):
+    """With :attr:`~vtakit.compiler.ops.conv2d.Conv2dPlan.lane_zero` (four slots, two per
+    bank under the rows) no GEMM reset is left (the lane zeroes each tile two tiles
+    ahead), every REQ goes to the lane, and the output equals TFLite's arithmetic."""
+    (zero, resets), (_, before) = (_padded_conv(True, True, backend),
+                                   _padded_conv(True, False, backend))
+    assert set(zero) == {"lane"} and resets == 0 and before > 0, (zero, resets, before)
