@@ -99,7 +99,10 @@ With the config key ``COMPUTE_OVERLAP`` (off by default; off, this module's Veri
 unchanged) an ALU instruction whose footprint is known at dispatch runs in a second lane
 (:mod:`~vtakit.hw.compute_lane`) beside the GEMMs after it, on an acc SRAM and an out SRAM
 split into two banks by the index's top bit; a GEMM micro-op whose dst lies in a bank
-with a lane instruction is held in S2 (the same front hold as the extension's).
+with a lane instruction is held in S2 (the same front hold as the extension's). With
+``requant2`` too (:func:`~vtakit.hw.compute_lane.lane_req`) the lane takes REQ, REQ.M and
+REQ.P as well and runs them on this module's REQ pipeline (its ALU's inputs muxed to the
+lane's L4 while the lane presents one: the two lanes never use it in the same cycle).
 
 FINISH pulses ``finish`` in its dispatch cycle (after its pops), then pushes
 and returns to idle; the next command is accepted one cycle after the pulse at

@@ -6,8 +6,9 @@ instruction to this lane instead of its own pipeline when the instruction's whol
 footprint is known at dispatch and lies in one acc **bank** (the acc SRAM and the out
 SRAM are split in two by the index's top bit, each bank one write and two read ports):
 
-* one micro-op (``uop_end - uop_bgn == 1``), both loops non-empty, a base opcode (the
-  extensions' late opcodes run in the GEMM lane, after this lane drained);
+* one micro-op (``uop_end - uop_bgn == 1``), both loops non-empty, a base opcode or, with
+  the ``requant2`` extension (:func:`lane_req`), REQ in any mode (REQ, REQ.M, REQ.P; the
+  ``requant`` extension's late opcodes run in the GEMM lane, after this lane drained);
 * its dst rows ``[dst, dst + (iter_out-1)*dst_factor_out + (iter_in-1)*dst_factor_in]``
   and, with a tensor operand, its src rows likewise, all in the bank of ``dst`` (so no
   micro-op of it can fault: the compute module knows it before dispatching it).
@@ -26,6 +27,26 @@ An instruction starts a cycle after the previous one's last micro-op issued (for
 resolves the back-to-back dependences, as in the GEMM lane); it retires when its last
 write lands, and then pushes its tokens (a cycle later). An instruction with a push flag
 is the last to start until it retired, so the lane's tokens go out in program order.
+
+With ``requant2`` (:func:`lane_req`) the lane runs REQ on the compute module's REQ pipeline
+(its VectorAlu's eight late stages and the one ``RM`` / ``RP``; the lane's own VectorAlu has
+the base opcodes only, so no multiplier is added): L4 presents a REQ, REQ.M or REQ.P
+micro-op there (``late_en``, ``late_a``, ``late_b``, ``late_shift``; the compute module muxes
+them onto its ALU), it travels L5..L11 beside it, and a REQ writes ``late_data`` in L11
+(REQ.M / REQ.P load ``RM`` / ``RP`` in the ALU's stage 1 and write nothing). The two lanes
+never use that pipeline in the same cycle: the lane takes an instruction only when the GEMM
+pipeline (late stages included) is empty, and the GEMM lane runs an ALU only once this lane
+has drained, so ``RM`` / ``RP`` see the setups and REQs in program order. Three rules, as in
+the GEMM lane (:class:`~vtakit.hw.compute.RequantHazard`, the ``gap``):
+
+* **hold**: a micro-op in L2 whose acc reads (dst unless REQ.M / REQ.P; src with a tensor
+  operand) hit the dst of a REQ in L3..L9 (a write it would neither read nor forward)
+  stops L0..L2 (bubbles go down L3) until that write is in reach (at most 7 cycles);
+* **gap**: a base micro-op issues 8 cycles after the last micro-op of a REQ / REQ.M /
+  REQ.P instruction (not counting held cycles), so that its L4 write never meets a late
+  write at the bank's port;
+* **retire in order**: a base instruction retires at its last L4 write, a REQ / REQ.M /
+  REQ.P instruction when its last micro-op leaves L11 (the gap keeps the order).
 
 The compute module keeps everything else exact by construction: it gives the lane an
 instruction only when its own pipeline is empty and no token of its own travels (every

@@ -346,8 +346,9 @@ class Conv2dPlan(OpPlan):
 
     #: COMPUTE_OVERLAP: tile t + 1's start is emitted after tile t's epilogue, as on a
     #: one-lane config, instead of before it (:meth:`_ConvEmission.run`). With a
-    #: requantize epilogue the lane takes none of its late passes (``REQ``, ``SRDHM``,
-    #: ...), so the early start may only delay the next GEMMs; :meth:`_try_flag` decides.
+    #: requantize epilogue the lane takes none of ``requant``'s late passes (``SRDHM``,
+    #: ...) and, with ``requant2``, the REQs whose rows are in the other bank, so the
+    #: early start may only delay the next GEMMs; :meth:`_try_flag` decides.
     serial_order = False
 
     #: With the ALU lane running REQ (``requant2``, :func:`~vtakit.hw.compute_lane.lane_req`)
