@@ -1389,6 +1389,14 @@ class _ConvEmission:
         if self.nborder and not self.onchip and not self.plan.direct_border:
             builder.load_2d(MemType.ACC, self.border_region, slots["border"], 0, p.ob,
                             self.nborder, p.ob)
+        elif self.nborder and self.onchip:
+            # onchip_border: every block's rows start as its bias (one reset, one ALU ADD
+            # for all of them; each block's correction GEMMs follow in its first tile)
+            f = fold_loops(self.row_dims(p.ob), (self.border_region, 0, 0))
+            builder.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))
+            f = fold_loops(self.row_dims(p.ob), (self.border_region, self.region, 0))
+            builder.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
+                                           [lp[:3] for lp in f.loops]))
         if self.plan.bank_rows:     # the copy at the top of bank 0 (onchip excluded)
             half = self.plan.config.acc_depth // 2
             if epi.bias_tile:
@@ -1400,14 +1408,6 @@ class _ConvEmission:
             if self.nborder and not self.plan.direct_border:
                 builder.load_2d(MemType.ACC, self.border_region - half, slots["border"], 0,
                                 p.ob, self.nborder, p.ob)
-        elif self.nborder and self.onchip:
-            # onchip_border: every block's rows start as its bias (one reset, one ALU ADD
-            # for all of them; each block's correction GEMMs follow in its first tile)
-            f = fold_loops(self.row_dims(p.ob), (self.border_region, 0, 0))
-            builder.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))
-            f = fold_loops(self.row_dims(p.ob), (self.border_region, self.region, 0))
-            builder.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
-                                           [lp[:3] for lp in f.loops]))
 
     def out_dims(self, ti):
         tn, tco, th, tw = (self.tiles[ti][k] for k in (1, 3, 5, 7))
