@@ -331,7 +331,7 @@ class Conv2dPlan(OpPlan):
             self._try_lane_zero(cost, self._try_flag("bank_rows"))
         elif self._lane_zero_fit():     # rows in each slot (or none)
             self._try_lane_zero(cost, self.inspect()["predicted_cycles"])
-        if self._lane_zero_fit() and self.problem.own_rows and not self.lane_zero:
+        if self.problem.own_rows and (self._lane_zero_fit() or self.lane_zero):
             self._try_shared_lane(cost)
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
@@ -395,15 +395,16 @@ class Conv2dPlan(OpPlan):
         took the compute module ~100 cycles a tile): kept when the event model predicts
         it faster."""
         keep = (self.inspect()["predicted_cycles"], self.problem, self.tiling, self.estimate,
-                self.split_last)
+                self.split_last, self.lane_zero, self.out_slots)
 
         def restore():
-            self.bank_rows, self.lane_zero, self.out_slots = False, False, None
+            self.bank_rows, self.lane_zero, self.out_slots = False, keep[5], keep[6]
             self.problem = keep[1]
             self._set_tiling(keep[2], cost, keep[3])
             self.split_last = keep[4]
 
         self.problem = replace(self.problem, own_rows=False)
+        self.lane_zero, self.out_slots = False, None
         if not shared_acc(self.problem, self.config):
             restore()
             return
