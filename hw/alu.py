@@ -161,6 +161,10 @@ class VectorAlu(wiring.Component):
     ----------
     config : VTAConfig
         Sizes every port.
+    late : bool
+        Build the extension's late opcodes (default); False: the base opcodes only (the
+        ALU lane of :mod:`~vtakit.hw.compute_lane` with ``requant2``, whose REQ micro-ops
+        use the compute module's REQ pipeline).
 
     Attributes
     ----------
@@ -188,9 +192,10 @@ class VectorAlu(wiring.Component):
         REQ.P, which write no SRAM).
     """
 
-    def __init__(self, config: VTAConfig):
+    def __init__(self, config: VTAConfig, late: bool = True):
         _check_implemented(config)
         self._config = c = config
+        self._late = late
         ports = {
             "op": In(alu_opcode_bits(c)),
             "a": In(c.acc_elem_bits),
@@ -198,7 +203,7 @@ class VectorAlu(wiring.Component):
             "shift": In(signed(SHIFT_BITS)),
             "result": Out(c.acc_elem_bits),
         }
-        if late_ops(c):
+        if late and late_ops(c):
             ports["late_en"] = In(1)
             ports["late"] = Out(c.acc_elem_bits)
         super().__init__(ports)
@@ -215,8 +220,8 @@ class VectorAlu(wiring.Component):
         right_amount = self.shift.as_unsigned()[:SHIFT_BITS - 1]
         left_amount = (-self.shift).as_unsigned()[:SHIFT_BITS - 1]
 
-        requant = {e.code for e in alu_ops(c)} & set(REQUANT_OPS)
-        req = AluOp.REQ in late_ops(c)
+        requant = {e.code for e in alu_ops(c)} & set(REQUANT_OPS) if self._late else set()
+        req = AluOp.REQ in late_ops(c) and self._late
         if requant and req:
             raise AluTableError("hw/alu.py builds the requant or the requant2 lanes, not both; "
                                 "the config makes SRDHM, RSHR, MULSHR and REQ legal")

@@ -99,7 +99,10 @@ With the config key ``COMPUTE_OVERLAP`` (off by default; off, this module's Veri
 unchanged) an ALU instruction whose footprint is known at dispatch runs in a second lane
 (:mod:`~vtakit.hw.compute_lane`) beside the GEMMs after it, on an acc SRAM and an out SRAM
 split into two banks by the index's top bit; a GEMM micro-op whose dst lies in a bank
-with a lane instruction is held in S2 (the same front hold as the extension's).
+with a lane instruction is held in S2 (the same front hold as the extension's). With
+``requant2`` too (:func:`~vtakit.hw.compute_lane.lane_req`) the lane takes REQ, REQ.M and
+REQ.P as well and runs them on this module's REQ pipeline (its ALU's inputs muxed to the
+lane's L4 while the lane presents one: the two lanes never use it in the same cycle).
 
 FINISH pulses ``finish`` in its dispatch cycle (after its pops), then pushes
 and returns to idle; the next command is accepted one cycle after the pulse at
@@ -117,7 +120,7 @@ from .gemm import GemmCore, gemm_latency
 from .interfaces import (CommandSignature, ErrorCode, ErrorReport, accept_command, dep_ports,
                          dma_read_signature, report_error, token_ports)
 from .isa import REQ_RUN, AluOp, MemType, Opcode, alu_opcode_bits, isa_for
-from .compute_lane import AluLane
+from .compute_lane import AluLane, lane_req
 from .compute_seq import LoopSequencer
 from .load_engine import LoadEngine, lookahead_checks, padded_size
 from .spec import LOOP_ITER_BITS, Unit
@@ -430,8 +433,9 @@ class Compute(wiring.Component):
                 # no bit at or above the bank's and the low bits do not carry into it
                 # (one short carry chain after the uop SRAM's data, not an add and a compare)
                 return ~spans[key][top:].any() & ~(idx[:top] + spans[key][:top])[top]
+            # (with ``requant2`` the lane runs REQ too: lane_req; ``requant``'s stay here)
             base_op = (~Cat(alu_f.alu_opcode == op for op in late_ops(c)).any()
-                       if late_ops(c) else 1)
+                       if late_ops(c) and not lane_req(c) else 1)
             m.d.sync += [
                 fp_bank.eq(bank),
                 fp_ok.eq(is_alu & base_op & ~bad_field
@@ -701,16 +705,31 @@ class Compute(wiring.Component):
         acc_src = forwarded(acc_rd_src, sr["src"], "acc_src")
 
         # ---------------------------------------------------- S{W}: write back
-        m.d.comb += [
-            gemm.acc.eq(acc_dst),
-            alu.op.eq(sw["alu_op"]),
-            alu.a.eq(acc_dst),
-            alu.shift.eq(sw["shift"]),
-        ]
-        with m.If(sw["use_imm"]):
-            m.d.comb += alu.b.eq(Cat([sw["imm"]] * lanes))
-        with m.Else():
-            m.d.comb += alu.b.eq(acc_src)
+        if ov and lane_req(c):
+            # the ALU lane's REQ micro-ops use this ALU's REQ pipeline (and its RM / RP):
+            # never in a cycle with a micro-op of this lane's ALU (the lane takes an
+            # instruction only when this pipeline is empty, and this lane runs an ALU
+            # only once the lane has drained), so its inputs are simply muxed
+            m.d.comb += [
+                gemm.acc.eq(acc_dst),
+                alu.op.eq(sw["alu_op"]),
+                alu.a.eq(Mux(lane.late_en, lane.late_a, acc_dst)),
+                alu.shift.eq(Mux(lane.late_en, lane.late_shift, sw["shift"])),
+                alu.b.eq(Mux(lane.late_en, lane.late_b,
+                             Mux(sw["use_imm"], Cat([sw["imm"]] * lanes), acc_src))),
+                lane.late_data.eq(alu.late),
+            ]
+        else:
+            m.d.comb += [
+                gemm.acc.eq(acc_dst),
+                alu.op.eq(sw["alu_op"]),
+                alu.a.eq(acc_dst),
+                alu.shift.eq(sw["shift"]),
+            ]
+            with m.If(sw["use_imm"]):
+                m.d.comb += alu.b.eq(Cat([sw["imm"]] * lanes))
+            with m.Else():
+                m.d.comb += alu.b.eq(acc_src)
 
         # Only written when S{W} holds a uop: idle cycles skip the lane sums.
         sw_reset = sw["gemm"] & ~sw["reads"]
@@ -724,7 +743,9 @@ class Compute(wiring.Component):
 
         # S{W+1}..S{W+N-1} (N = late_stages(c)): a late micro-op travels on (the ALU's
         # stages); the last writes it (N apart from any other write).
-        if has_setup:
+        if has_setup and ov and lane_req(c):
+            m.d.comb += alu.late_en.eq((sw["valid"] & (sw["late"] | sw["setup"])) | lane.late_en)
+        elif has_setup:
             m.d.comb += alu.late_en.eq(sw["valid"] & (sw["late"] | sw["setup"]))
         elif has_late:
             m.d.comb += alu.late_en.eq(sw["valid"] & sw["late"])
@@ -795,8 +816,10 @@ class Compute(wiring.Component):
             m.d.sync += self.gemm_count.eq(self.gemm_count + 1)
         if ov:      # both lanes may write in a cycle
             main_alu = sw["valid"] & ~sw["gemm"]
-            m.d.sync += [self.alu_count.eq(self.alu_count + main_alu + lane.wr_en),
-                         self.uop_count.eq(self.uop_count + sw["valid"] + lane.wr_en)]
+            # (with lane_req a REQ writes late and REQ.M / REQ.P never: the lane's L4)
+            lane_uop = lane.count if lane_req(c) else lane.wr_en
+            m.d.sync += [self.alu_count.eq(self.alu_count + main_alu + lane_uop),
+                         self.uop_count.eq(self.uop_count + sw["valid"] + lane_uop)]
         else:
             with m.If(sw["valid"] & ~sw["gemm"]):
                 m.d.sync += self.alu_count.eq(self.alu_count + 1)

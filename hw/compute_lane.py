@@ -6,8 +6,9 @@ instruction to this lane instead of its own pipeline when the instruction's whol
 footprint is known at dispatch and lies in one acc **bank** (the acc SRAM and the out
 SRAM are split in two by the index's top bit, each bank one write and two read ports):
 
-* one micro-op (``uop_end - uop_bgn == 1``), both loops non-empty, a base opcode (the
-  extensions' late opcodes run in the GEMM lane, after this lane drained);
+* one micro-op (``uop_end - uop_bgn == 1``), both loops non-empty, a base opcode or, with
+  the ``requant2`` extension (:func:`lane_req`), REQ in any mode (REQ, REQ.M, REQ.P; the
+  ``requant`` extension's late opcodes run in the GEMM lane, after this lane drained);
 * its dst rows ``[dst, dst + (iter_out-1)*dst_factor_out + (iter_in-1)*dst_factor_in]``
   and, with a tensor operand, its src rows likewise, all in the bank of ``dst`` (so no
   micro-op of it can fault: the compute module knows it before dispatching it).
@@ -27,6 +28,26 @@ resolves the back-to-back dependences, as in the GEMM lane); it retires when its
 write lands, and then pushes its tokens (a cycle later). An instruction with a push flag
 is the last to start until it retired, so the lane's tokens go out in program order.
 
+With ``requant2`` (:func:`lane_req`) the lane runs REQ on the compute module's REQ pipeline
+(its VectorAlu's eight late stages and the one ``RM`` / ``RP``; the lane's own VectorAlu has
+the base opcodes only, so no multiplier is added): L4 presents a REQ, REQ.M or REQ.P
+micro-op there (``late_en``, ``late_a``, ``late_b``, ``late_shift``; the compute module muxes
+them onto its ALU), it travels L5..L11 beside it, and a REQ writes ``late_data`` in L11
+(REQ.M / REQ.P load ``RM`` / ``RP`` in the ALU's stage 1 and write nothing). The two lanes
+never use that pipeline in the same cycle: the lane takes an instruction only when the GEMM
+pipeline (late stages included) is empty, and the GEMM lane runs an ALU only once this lane
+has drained, so ``RM`` / ``RP`` see the setups and REQs in program order. Three rules, as in
+the GEMM lane (:class:`~vtakit.hw.compute.RequantHazard`, the ``gap``):
+
+* **hold**: a micro-op in L2 whose acc reads (dst unless REQ.M / REQ.P; src with a tensor
+  operand) hit the dst of a REQ in L3..L9 (a write it would neither read nor forward)
+  stops L0..L2 (bubbles go down L3) until that write is in reach (at most 7 cycles);
+* **gap**: a base micro-op issues 8 cycles after the last micro-op of a REQ / REQ.M /
+  REQ.P instruction (not counting held cycles), so that its L4 write never meets a late
+  write at the bank's port;
+* **retire in order**: a base instruction retires at its last L4 write, a REQ / REQ.M /
+  REQ.P instruction when its last micro-op leaves L11 (the gap keeps the order).
+
 The compute module keeps everything else exact by construction: it gives the lane an
 instruction only when its own pipeline is empty and no token of its own travels (every
 older instruction has written and pushed), so all instructions in the lane are older
@@ -42,17 +63,24 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from .alu import SHIFT_BITS, VectorAlu
+from .alu import SHIFT_BITS, VectorAlu, late_ops, late_stages
 from .compute_seq import LoopSequencer
 from .config import VTAConfig
-from .isa import alu_opcode_bits, isa_for
+from .isa import REQ_RUN, AluOp, alu_opcode_bits, isa_for
 
-__all__ = ["AluLane", "LANE_DEPTH"]
+__all__ = ["AluLane", "LANE_DEPTH", "lane_req"]
 
 #: ALU instructions the lane holds (queued or running): a tile's epilogue (up to nine
 #: passes with a fused residual add) and the next tile's start, queued before that
 #: tile's GEMMs dispatch.
 LANE_DEPTH = 16
+
+
+def lane_req(config) -> bool:
+    """The lane also runs ``requant2``'s REQ (and its setups REQ.M / REQ.P): a config with
+    ``COMPUTE_OVERLAP`` and the extension. Its late stages are the compute module's (one
+    REQ pipeline, one ``RM`` / ``RP``: the two lanes never use it in the same cycle)."""
+    return bool(config.compute_overlap) and AluOp.REQ in late_ops(config)
 
 
 class AluLane(wiring.Component):
@@ -99,6 +127,9 @@ class AluLane(wiring.Component):
             "out_data": Out(c.out_elem_bits),
             "push_prev": Out(1), "push_next": Out(1),
             "push_prev_ready": In(1), "push_next_ready": In(1),
+            **({"late_en": Out(1), "late_a": Out(c.acc_elem_bits),
+                "late_b": Out(c.acc_elem_bits), "late_shift": Out(signed(SHIFT_BITS)),
+                "late_data": In(c.acc_elem_bits), "count": Out(1)} if lane_req(c) else {}),
         })
 
     def elaborate(self, platform):
@@ -108,6 +139,15 @@ class AluLane(wiring.Component):
         a_w = c.log_acc_depth
         lanes = c.batch * c.block_out
         D = LANE_DEPTH
+        # ``requant2`` (lane_req): REQ micro-ops go down the compute module's late stages
+        # from L4 (its VectorAlu's REQ pipeline, ``late_*``) and write in L{4+L-1}; REQ.M
+        # and REQ.P go down them too (they load RM / RP in the ALU's stage 1) and write
+        # nothing. As in the GEMM lane, a micro-op whose reads hit a REQ's write still out
+        # of reach waits in L2 (``hold``: L0..L2 stop, a bubble goes down L3), and a base
+        # micro-op issues L cycles after the last of a REQ/REQ.M/REQ.P instruction
+        # (``gap``), so that writes never meet at the port and instructions retire in order.
+        req = lane_req(c)
+        hold = Signal()
 
         # ------------------------------------------------------------ the queue
         e_valid = Signal(D)
@@ -170,6 +210,18 @@ class AluLane(wiring.Component):
         push_wait = Signal()
         start = Signal()
         m.d.comb += start.eq(~running & head_ready & ~push_wait)
+        issue = running
+        alu_cur = isa.alu.layout()(cur_insn[:c.insn_bits])
+        if req:
+            L = late_stages(c)
+            cur_late = alu_cur.alu_opcode == AluOp.REQ     # REQ, REQ.M or REQ.P
+            gap = Signal(range(L))
+            issue = Signal()
+            m.d.comb += issue.eq(running & ~hold & ((gap == 0) | cur_late))
+            with m.If(issue & seq.last & cur_late):
+                m.d.sync += gap.eq(L - 1)
+            with m.Elif((gap != 0) & ~hold):
+                m.d.sync += gap.eq(gap - 1)
         m.d.comb += [insn_wr.addr.eq(wp), insn_wr.data.eq(enq_entry),
                      insn_wr.en.eq(self.enq), insn_rd.addr.eq(ip1)]
         with m.If(self.enq & ~start):
@@ -185,15 +237,14 @@ class AluLane(wiring.Component):
         # the sequencer reads the head while idle (it only loads then, at start) and the
         # running instruction otherwise: the select is a register
         m.d.comb += [seq.insn.eq(Mux(running, cur_insn, head_insn)[:c.insn_bits]),
-                     seq.gemm.eq(0), seq.start.eq(start), seq.issue.eq(running)]
-        alu_cur = isa.alu.layout()(cur_insn[:c.insn_bits])
+                     seq.gemm.eq(0), seq.start.eq(start), seq.issue.eq(issue)]
         with m.If(~running):
             m.d.sync += cur_insn.eq(head_insn)
         with m.If(start):
             m.d.sync += [running.eq(1), ip.eq(ip1), ip1.eq(Mux(ip1 == D - 1, 0, ip1 + 1))]
             with m.If(e_pp.bit_select(ip, 1) | e_pn.bit_select(ip, 1)):
                 m.d.sync += push_wait.eq(1)
-        with m.Elif(running & seq.last):
+        with m.Elif(issue & seq.last):
             m.d.sync += running.eq(0)
 
         def stage(name):
@@ -203,20 +254,29 @@ class AluLane(wiring.Component):
                         use_imm=Signal(name=f"{name}_use_imm"),
                         imm=Signal(signed(c.acc_width), name=f"{name}_imm"),
                         shift=Signal(signed(SHIFT_BITS), name=f"{name}_shift"),
-                        last=Signal(name=f"{name}_last"))
+                        last=Signal(name=f"{name}_last"),
+                        **({"late": Signal(name=f"{name}_late"),
+                            "setup": Signal(name=f"{name}_setup")} if req else {}))
 
         # ------------------------------------------------------------ L1: index
         l1 = stage("lane1")
         l1_dst_off = Signal.like(seq.dst_off)
         l1_src_off = Signal.like(seq.src_off)
         l1_uop = Signal(c.uop_elem_bits)
-        m.d.sync += [
+        l1_next = [
             l1_uop.eq(cur_insn[c.insn_bits:]),
-            l1["valid"].eq(running), l1["last"].eq(running & seq.last),
+            l1["valid"].eq(issue), l1["last"].eq(issue & seq.last),
             l1_dst_off.eq(seq.dst_off), l1_src_off.eq(seq.src_off),
             l1["op"].eq(alu_cur.alu_opcode), l1["use_imm"].eq(alu_cur.use_imm),
             l1["imm"].eq(alu_cur.imm), l1["shift"].eq(alu_cur.imm[:SHIFT_BITS]),
         ]
+        if req:     # L0..L2 wait while held
+            run_mode = alu_cur.imm[:2] == REQ_RUN
+            with m.If(~hold):
+                m.d.sync += [*l1_next, l1["late"].eq(cur_late & run_mode),
+                             l1["setup"].eq(cur_late & ~run_mode)]
+        else:
+            m.d.sync += l1_next
         uop = isa.uop.layout()(l1_uop)
         # in range by the dispatch's footprint check: the low bits are the index
         m.d.comb += [l1["dst"].eq(uop.dst_idx + l1_dst_off), l1["src"].eq(uop.src_idx + l1_src_off)]
@@ -225,8 +285,15 @@ class AluLane(wiring.Component):
         st = {1: l1}
         for s in (2, 3, 4):
             st[s] = stage(f"lane{s}")
-            m.d.sync += [st[s][k].eq(st[s - 1][k]) for k in st[s]]
+            if req and s == 2:
+                with m.If(~hold):
+                    m.d.sync += [st[s][k].eq(st[s - 1][k]) for k in st[s]]
+            else:
+                m.d.sync += [st[s][k].eq(st[s - 1][k]) for k in st[s]]
         l2, l3, l4 = st[2], st[3], st[4]
+        self._l2 = l2
+        if req:     # a held micro-op stays in L2: a bubble goes on
+            m.d.sync += [l3[k].eq(l2[k] & ~hold) for k in ("valid", "last")]
         m.d.comb += [
             self.rd_dst_addr.eq(l2["dst"]), self.rd_dst_en.eq(l2["valid"]),
             self.rd_src_addr.eq(l2["src"]), self.rd_src_en.eq(l2["valid"] & ~l2["use_imm"]),
@@ -253,24 +320,29 @@ class AluLane(wiring.Component):
         acc_dst = forwarded(self.rd_dst_data, l3["dst"], "lane_dst")
         acc_src = forwarded(self.rd_src_data, l3["src"], "lane_src")
 
-        m.submodules.alu = alu = VectorAlu(c)
+        m.submodules.alu = alu = VectorAlu(c, late=not req)
         m.d.comb += [alu.op.eq(l4["op"]), alu.a.eq(acc_dst), alu.shift.eq(l4["shift"]),
                      alu.b.eq(Mux(l4["use_imm"], Cat([l4["imm"]] * lanes), acc_src))]
         result = Signal(c.acc_elem_bits)
         with m.If(l4["valid"]):
             m.d.comb += result.eq(alu.result)
-        m.d.comb += [
-            self.wr_addr.eq(l4["dst"]), self.wr_data.eq(result), self.wr_en.eq(l4["valid"]),
-            self.out_data.eq(Cat(result.word_select(j, c.acc_width)[:c.out_width]
-                                 for j in range(lanes))),
-        ]
+        if req:
+            last_done = self._late_stages(m, l3, l4, acc_dst, alu.b, result, hold)
+        else:
+            m.d.comb += [
+                self.wr_addr.eq(l4["dst"]), self.wr_data.eq(result), self.wr_en.eq(l4["valid"]),
+                self.out_data.eq(Cat(result.word_select(j, c.acc_width)[:c.out_width]
+                                     for j in range(lanes))),
+            ]
+            last_done = l4["valid"] & l4["last"]
 
         # ------------------------------------------------------------ retire, push
-        # the last write lands at the end of L4; the tokens follow a cycle later
+        # the last write lands at the end of L4 (of a REQ: its late stage; REQ.M / REQ.P
+        # leave that stage too); the tokens follow a cycle later
         pend_pp = Signal()
         pend_pn = Signal()
         pushing = Signal()
-        with m.If(l4["valid"] & l4["last"]):
+        with m.If(last_done):
             with m.If(e_pp.bit_select(rp, 1) | e_pn.bit_select(rp, 1)):
                 m.d.sync += [pushing.eq(1), pend_pp.eq(e_pp.bit_select(rp, 1)),
                              pend_pn.eq(e_pn.bit_select(rp, 1))]
@@ -290,3 +362,50 @@ class AluLane(wiring.Component):
                 with m.If(rp == i):
                     m.d.sync += e_valid[i].eq(0)
         return m
+
+    def _late_stages(self, m, l3, l4, acc_dst, operand_b, result, hold):
+        """``requant2`` (:func:`lane_req`): L4 hands REQ / REQ.M / REQ.P micro-ops to the
+        compute module's REQ pipeline (``late_*``), they travel L5..L{L+3} beside it and
+        a REQ writes ``late_data`` in L{L+3}; the write port takes that or L4's base
+        result (the gap keeps them apart). Drives ``hold`` (the micro-op in L2 reads a
+        REQ's dst still out of reach: :class:`~vtakit.hw.compute.RequantHazard`, its
+        producers L3..L{L+1}) and returns the retire strobe of an instruction's last
+        micro-op (base: L4; REQ and its setups: L{L+3}, in order by the gap)."""
+        from .compute import RequantHazard     # (compute imports this module)
+        c = self._config
+        a_w = c.log_acc_depth
+        lanes = c.batch * c.block_out
+        L = late_stages(c)
+        late_any = l4["late"] | l4["setup"]
+        m.d.comb += [self.late_en.eq(l4["valid"] & late_any), self.late_a.eq(acc_dst),
+                     self.late_b.eq(operand_b), self.late_shift.eq(l4["shift"]),
+                     self.count.eq(l4["valid"])]
+        # L5..L{L+3}: valid (any late micro-op), write (a REQ), dst, last
+        prev = (l4["valid"] & late_any, l4["valid"] & l4["late"], l4["dst"], l4["last"])
+        chain = []
+        for s in range(1, L):
+            v, w = Signal(name=f"lane_late{s}_valid"), Signal(name=f"lane_late{s}_write")
+            d, la = Signal(a_w, name=f"lane_late{s}_dst"), Signal(name=f"lane_late{s}_last")
+            m.d.sync += [v.eq(prev[0]), w.eq(prev[1]), d.eq(prev[2]), la.eq(prev[3])]
+            chain.append((v, w, d, la))
+            prev = (v, w, d, la)
+        lw_valid, lw_write, lw_dst, lw_last = chain[-1]
+        base_wr = l4["valid"] & ~late_any
+        data = Signal(c.acc_elem_bits)
+        m.d.comb += [
+            data.eq(Mux(lw_write, self.late_data, result)),
+            self.wr_addr.eq(Mux(lw_write, lw_dst, l4["dst"])), self.wr_data.eq(data),
+            self.wr_en.eq(base_wr | lw_write),
+            self.out_data.eq(Cat(data.word_select(j, c.acc_width)[:c.out_width]
+                                 for j in range(lanes))),
+        ]
+        m.submodules.hazard = hazard = RequantHazard(c)
+        producers = [(l3["valid"] & l3["late"], l3["dst"]), (l4["valid"] & l4["late"], l4["dst"]),
+                     *((v & w, d) for v, w, d, _ in chain)]
+        l2 = self._l2
+        m.d.comb += [hazard.valid.eq(l2["valid"]), hazard.dst.eq(l2["dst"]),
+                     hazard.src.eq(l2["src"]), hazard.src_en.eq(~l2["use_imm"]),
+                     hazard.dst_en.eq(~l2["setup"]), hold.eq(hazard.hold)]
+        for i, (v, d) in enumerate(producers[:L - 1]):
+            m.d.comb += [hazard.prod_valid[i].eq(v), hazard.prod_dst[i].eq(d)]
+        return (base_wr & l4["last"]) | (lw_valid & lw_last)

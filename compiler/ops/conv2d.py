@@ -337,6 +337,12 @@ class Conv2dPlan(OpPlan):
             self._try_flag("row_loads")
         if self.tiling.resident and self.problem.ob > self.tiling.tco:
             self._try_flag("weights_ahead")
+        if self._bank_rows_fit():
+            self._try_lane_zero(cost, self._try_flag("bank_rows"))
+        elif self._lane_zero_fit():     # rows in each slot (or none)
+            self._try_lane_zero(cost, self.inspect()["predicted_cycles"])
+        if self.problem.own_rows and (self._lane_zero_fit() or self.lane_zero):
+            self._try_shared_lane(cost)
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
@@ -350,9 +356,99 @@ class Conv2dPlan(OpPlan):
 
     #: COMPUTE_OVERLAP: tile t + 1's start is emitted after tile t's epilogue, as on a
     #: one-lane config, instead of before it (:meth:`_ConvEmission.run`). With a
-    #: requantize epilogue the lane takes none of its late passes (``REQ``, ``SRDHM``,
-    #: ...), so the early start may only delay the next GEMMs; :meth:`_try_flag` decides.
+    #: requantize epilogue the lane takes none of ``requant``'s late passes (``SRDHM``,
+    #: ...) and, with ``requant2``, the REQs whose rows are in the other bank, so the
+    #: early start may only delay the next GEMMs; :meth:`_try_flag` decides.
     serial_order = False
+
+    #: With the ALU lane running REQ (``requant2``, :func:`~vtakit.hw.compute_lane.lane_req`)
+    #: and per-channel rows shared by the slots (:func:`shared_acc`): a copy of the rows at
+    #: the top of each acc bank, and two slots, one per bank below them, so that every
+    #: tile's REQ passes (src: its bank's bias or border row) stay in one bank and the
+    #: lane takes them (with one copy, at the top of bank 1, the lane refuses the REQs of
+    #: the tiles in bank 0). The rows load twice; :meth:`_try_flag` decides.
+    bank_rows = False
+
+    #: With :attr:`bank_rows`: four acc slots, two per bank under its copy of the rows
+    #: (:attr:`out_slots` 4), and each tile's accumulators zeroed by two ALU passes in
+    #: the lane (:meth:`.Epilogue.emit_zero`) two tiles ahead, right after the REQ
+    #: epilogue of the tile before it in its bank, instead of by a GEMM reset (one
+    #: GEMM-lane micro-op per output vector) before its GEMMs; the lane runs both beside
+    #: the next tile's GEMMs. :meth:`_try_lane_zero` decides.
+    lane_zero = False
+
+    def _try_lane_zero(self, cost, keep):
+        """:attr:`lane_zero` with the tiling's tiles shrunk to fit a quarter of the acc
+        SRAM less the rows (fewer rows, then fewer output blocks), kept when the event
+        model predicts it faster than ``keep`` (the plan's prediction as it stands)."""
+        p, t, cfg, epi = self.problem, self.tiling, self.config, self.epilogue
+        if epi.init or epi.residual or epi.add is not None or self.serial_order:
+            return
+        shared = shared_acc(p, cfg)
+        room = (cfg.acc_depth // 2 - shared) // 2 if shared else cfg.acc_depth // 4
+        quad = next((c for tco in range(t.tco, 0, -1) for th in range(t.th, 0, -1)
+                     for c in [replace(t, tco=tco, th=th)]
+                     if c.footprint(p, cfg)["acc"] <= room), None)
+        if quad is None:
+            return
+        state = (self.bank_rows, self.tiling, self.estimate, self.split_last)
+        self.bank_rows, self.lane_zero, self.out_slots = bool(shared), True, 4
+        self._set_tiling(quad, cost)
+        if self.inspect()["predicted_cycles"] >= keep:
+            self.lane_zero, self.out_slots = False, None
+            self.bank_rows, tiling, est, self.split_last = state
+            self._set_tiling(tiling, cost, est)
+
+    def _try_shared_lane(self, cost):
+        """A plan with rows per slot (:attr:`.ConvProblem.own_rows`) tries the shared rows
+        again, with :attr:`bank_rows` and then :attr:`lane_zero` (each tile's rows load
+        took the compute module ~100 cycles a tile): kept when the event model predicts
+        it faster."""
+        keep = (self.inspect()["predicted_cycles"], self.problem, self.tiling, self.estimate,
+                self.split_last, self.lane_zero, self.out_slots)
+
+        def restore():
+            self.bank_rows, self.lane_zero, self.out_slots = False, keep[5], keep[6]
+            self.problem = keep[1]
+            self._set_tiling(keep[2], cost, keep[3])
+            self.split_last = keep[4]
+
+        self.problem = replace(self.problem, own_rows=False)
+        self.lane_zero, self.out_slots = False, None
+        if not shared_acc(self.problem, self.config):
+            restore()
+            return
+        ranked = self._ranked(cost)
+        self._set_tiling(ranked[0][1], cost, ranked[0][0])
+        if len(ranked) > 1:
+            self._rerank([t for _, t in ranked], cost)
+        if not self._bank_rows_fit():
+            restore()
+            return
+        self.bank_rows, self._program = True, None
+        self._try_lane_zero(cost, self.inspect()["predicted_cycles"])
+        if self.inspect()["predicted_cycles"] >= keep[0]:
+            restore()
+
+    def _lane_zero_fit(self) -> bool:
+        """:attr:`lane_zero` may apply without shared rows: the lane runs REQ, two plain
+        acc slots, each holding its tile's rows (:func:`shared_acc` 0)."""
+        from ...hw.compute_lane import lane_req
+        p, cfg = self.problem, self.config
+        return (lane_req(cfg) and p.req_pass and not shared_acc(p, cfg)
+                and not self.plane_banks and not self.out_slots
+                and self.acc_slot_count() == 2)
+
+    def _bank_rows_fit(self) -> bool:
+        """:attr:`bank_rows` applies: the lane runs REQ, the rows are shared (loaded, not
+        computed on chip), two plain acc slots, and a tile fits a bank less the rows."""
+        from ...hw.compute_lane import lane_req
+        p, cfg = self.problem, self.config
+        shared = shared_acc(p, cfg)
+        return (lane_req(cfg) and p.req_pass and shared > 0 and not self.onchip_border
+                and not self.plane_banks and not self.out_slots
+                and self.acc_slot_count() == 2
+                and self.tiling.footprint(p, cfg)["acc"] <= cfg.acc_depth // 2 - shared)
 
     #: inp/wgt SRAM slots when not the tiling's ``nthreads``: 3 for a fused add with
     #: COMPUTE_OVERLAP (:meth:`_try_add_order`), whose residual group takes a slot of
@@ -1138,6 +1234,8 @@ class _ConvEmission:
         self.inp_slot, self.wgt_slot, self.acc_slot = (cfg.inp_depth // nin,
                                                        cfg.wgt_depth // nin,
                                                        plan.plane_slot_rows() if plan.plane_banks
+                                                       else (cfg.acc_depth // 2 - shared)
+                                                       // (nacc // 2) if plan.bank_rows
                                                        else (cfg.acc_depth - shared) // nacc)
         self.nborder = len(plan.border_cases)
         if shared:   # [bias][requantize rows][border rows] x ob at the top of the acc SRAM
@@ -1191,12 +1289,18 @@ class _ConvEmission:
             # tile's GEMMs (which wait only for that start)
             n = len(self.tiles)
             beside = self.plan.post_beside and self.plain_epilogue()
-            pipe.acquire_out(0)
+            # lane_zero: a tile's zeroing two tiles ahead, after the epilogue in its bank
+            zero = self.plan.lane_zero
+            for ti in range(min(n, 2) if zero else 1):
+                pipe.acquire_out(ti)
+                if zero:
+                    epi.emit_zero(builder, self.acc_at(ti), self.out_dims(ti))
             self.start(0)
             self.body(0)
             for ti in range(n):
                 if ti + 1 < n:
-                    pipe.acquire_out(ti + 1)
+                    if not zero:
+                        pipe.acquire_out(ti + 1)
                     self.start(ti + 1)
                 if beside and ti + 1 < n:
                     # the epilogue's passes between tile ti + 1's groups
@@ -1207,6 +1311,9 @@ class _ConvEmission:
                     continue
                 self.finish_tile(ti)
                 self.release_store(ti)
+                if zero and ti + 2 < n:
+                    pipe.acquire_out(ti + 2)
+                    epi.emit_zero(builder, self.acc_at(ti + 2), self.out_dims(ti + 2))
                 if ti + 1 < n:
                     self.body(ti + 1)
         elif nacc == self.nth and not self.plan.plane_banks:
@@ -1276,6 +1383,8 @@ class _ConvEmission:
         :attr:`Conv2dPlan.out_slots` four slots, two per acc bank, alternating banks."""
         if self.plan.out_slots:
             return (a % 2) * (self.plan.config.acc_depth // 2) + (a // 2) * self.acc_slot
+        if self.plan.bank_rows:
+            return a * (self.plan.config.acc_depth // 2)
         banks = self.plan.plane_banks
         if banks:
             return (banks[a] * (self.plan.config.acc_depth // 2)
@@ -1404,6 +1513,17 @@ class _ConvEmission:
             f = fold_loops(self.row_dims(p.ob), (self.border_region, self.region, 0))
             builder.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
                                            [lp[:3] for lp in f.loops]))
+        if self.plan.bank_rows:     # the copy at the top of bank 0 (onchip excluded)
+            half = self.plan.config.acc_depth // 2
+            if epi.bias_tile:
+                builder.load_2d(MemType.ACC, self.region - half, slots["bias"], 0, p.ob, 1,
+                                p.ob)
+            if epi.rows:
+                builder.load_2d(MemType.ACC, self.rows_region - half, slots["requant"], 0,
+                                p.row_blocks, epi.rows, p.row_blocks)
+            if self.nborder and not self.plan.direct_border:
+                builder.load_2d(MemType.ACC, self.border_region - half, slots["border"], 0,
+                                p.ob, self.nborder, p.ob)
 
     def out_dims(self, ti):
         tn, tco, th, tw = (self.tiles[ti][k] for k in (1, 3, 5, 7))
@@ -1421,8 +1541,12 @@ class _ConvEmission:
         p, epi, t = self.p, self.epi, self.t
         if self.shared:
             self.bias_has[a] = (co0, tco)
-            return (self.region + co0, self.rows_region + co0 * (not epi.uniform_rows),
-                    self.border_region + co0,
+            # (bank_rows: slot 0's tiles read the copy in bank 0)
+            off = (-(self.plan.config.acc_depth // 2) if self.plan.bank_rows and a % 2 == 0
+                   else 0)
+            return (self.region + co0 + off,
+                    self.rows_region + co0 * (not epi.uniform_rows) + off,
+                    self.border_region + co0 + off,
                     p.ob)
         # [border rows][requantize rows][bias] x tco at the end of the slot
         bias_base = self.slot_base(a) + self.acc_slot - t.tco
@@ -1514,8 +1638,8 @@ class _ConvEmission:
             return
         # with a MIN init, only accumulators no clip of this layer bounded yet need a
         # reset first (Epilogue.init)
-        if self.plan.alu_reset:
-            return          # zeroed a step ahead (PlanePipeline lead)
+        if self.plan.alu_reset or self.plan.lane_zero:
+            return          # zeroed a step ahead (PlanePipeline lead; run's lane_zero)
         if not epi.init or self.clipped[a] < tn * tco * th * tw:
             f = fold_loops(self.out_dims(ti), (acc_base, 0, 0))
             builder.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))

@@ -330,6 +330,7 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
             if uops is not None and getattr(config, "compute_overlap", 0) else None)
     lane: list = []         # (bank, retire time) of the lane's instructions, in order
     lane_issue = 0.0        # when the lane's sequencer is free for the next one
+    lane_gap = 0.0          # requant2 in the lane: when a base ALU may issue after a REQ
     main_end = 0.0          # when the GEMM lane's pipeline is empty (written and pushed)
     port = _ReadPort(cost.read_priority_wait) if cost.shared_read_port else None
     pops = {m: [(flag, name) for flag, name in DEP_QUEUES[m].items()
@@ -469,9 +470,14 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                     # its micro-ops after the ones queued before, its writes land (and
                     # its tokens are pushed) lane_drain_cycles after its last issue
                     n = _loop_uops(insn)
-                    issue = max(start + cost.lane_start_cycles, lane_issue) + n
+                    req = _is_req(insn)     # (lane_req: on the REQ pipeline, written late)
+                    issue = max(start + cost.lane_start_cycles, lane_issue,
+                                0.0 if req else lane_gap) + n
                     lane_issue = issue
                     retire = issue + cost.lane_drain_cycles
+                    if req:     # REQ.M / REQ.P too: they retire in order, after the chain
+                        retire += cost.req_late_cycles
+                        lane_gap = issue + cost.req_late_cycles - 1
                     if pushed:      # pushes a cycle after; the lane's last to start till then
                         retire += 1
                         lane_issue = retire
@@ -523,7 +529,8 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
 def _lane_plan(queue, config, uops) -> list:
     """With ``COMPUTE_OVERLAP`` (``hw/compute.py``, ``hw/compute_lane.py``): per position
     in the compute ``queue`` how it meets the ALU lane: ``("lane", bank)`` an ALU the
-    lane runs (one micro-op, non-empty loops, a base opcode, its dst and src rows in the
+    lane runs (one micro-op, non-empty loops, a base opcode or, with ``requant2``
+    (:func:`~vtakit.hw.compute_lane.lane_req`), REQ in any mode, its dst and src rows in the
     bank of its dst, as the RTL's footprint check computes them from the micro-op the
     uop SRAM holds then); ``("gemm", banks)`` a GEMM with micro-ops (the banks of its
     dst rows: a micro-op there waits for the lane's instructions of that bank);
@@ -533,9 +540,11 @@ def _lane_plan(queue, config, uops) -> list:
     the lane to drain). ``uops``: the staging the LOAD UOPs read (by ``dram_base``)."""
     import numpy as np
     from ....hw.alu import late_ops
+    from ....hw.compute_lane import lane_req
     from ....hw.isa import isa_for
     isa = isa_for(config)
-    late = {int(op) for op in late_ops(config)}
+    # the late opcodes stay in the GEMM lane, but with requant2 the lane runs REQ too
+    late = set() if lane_req(config) else {int(op) for op in late_ops(config)}
     uops = np.asarray(uops, dtype=np.uint32)
     sram = np.zeros(config.uop_depth, dtype=np.uint32)
     shift = config.log_acc_depth - 1

@@ -153,7 +153,10 @@ class EventCost(CostModel):
         check) once the GEMM pipeline is empty, issues its first micro-op
         ``lane_start_cycles`` after that (or once the lane's previous one issued its
         last), one per cycle, and its last write lands ``lane_drain_cycles`` after its
-        last issue (L0..L4). Without the key these are not read.
+        last issue (L0..L4). With ``requant2`` too the lane runs REQ / REQ.M / REQ.P
+        (``hw/compute_lane.py``'s ``lane_req``): those retire ``req_late_cycles`` later (the
+        late stages), and a base ALU after one issues ``req_late_cycles - 1`` cycles after
+        its last issue (the lane's gap). Without the key these are not read.
     """
 
     cmd_queue_depth: int | None = None
