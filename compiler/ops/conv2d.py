@@ -59,6 +59,7 @@ from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_w
 from .loops import Dim, fold_loops
 from .tokens import MID, Pipeline, PlanePipeline, kernel_fence
 from .cost.roofline import conv_roofline
+from .cost.geometry import whole_weight
 from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding, wrap32
 from ...runtime.layout import pair as _pair
@@ -343,6 +344,8 @@ class Conv2dPlan(OpPlan):
             self._try_lane_zero(cost, self.inspect()["predicted_cycles"])
         if self.problem.own_rows and (self._lane_zero_fit() or self.lane_zero):
             self._try_shared_lane(cost)
+        if self._req_resident_fit():
+            self._try_req_resident(cost)
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
@@ -429,6 +432,50 @@ class Conv2dPlan(OpPlan):
         self._try_lane_zero(cost, self.inspect()["predicted_cycles"])
         if self.inspect()["predicted_cycles"] >= keep[0]:
             restore()
+
+    #: requant2 (an int8 result of REQ passes): how many of the tile search's best
+    #: tilings :meth:`_try_req_resident` tries with resident weights.
+    REQ_RESIDENT = 4
+
+    def _req_resident_fit(self) -> bool:
+        """:meth:`_try_req_resident` applies: a REQ epilogue (the tile search keeps
+        resident weights to int32 results), per-block weights without an int8 residual
+        group, the whole weight within the wgt SRAM."""
+        p = self.problem
+        return (p.req_pass and not p.int32_out and not p.shared_wgt and not p.residual_gemm
+                and not self.tiling.resident and not self.plane_banks
+                and whole_weight(p) <= self.config.wgt_depth)
+
+    def _try_req_resident(self, cost):
+        """Resident weights for a REQ epilogue (each output block's weights loaded once,
+        by its first tile), with :attr:`weights_ahead` and :attr:`row_pieces` (the fill:
+        the first GEMMs wait for a kernel row's weights, not all): the plan's tiling and
+        the search's best :attr:`REQ_RESIDENT`, each with one reduction chunk and two
+        threads, and each with :attr:`split_last` as it stands and flipped. The one the
+        event model predicts fastest is kept, if faster than the plan as it stands."""
+        p, cfg = self.problem, self.config
+        best = (self.inspect()["predicted_cycles"], self.tiling, self.estimate,
+                self.split_last, False, False)
+        cands = [self.tiling] + [t for _, t in search_tiles(p, cfg, cost=cost,
+                                                             top=self.REQ_RESIDENT)]
+        cands = dict.fromkeys(replace(t, tci=p.ib, nthreads=2, resident=True) for t in cands)
+        for cand in cands:
+            try:
+                self._set_tiling(cand, cost)
+            except TilingError:
+                continue
+            pieces = [False, True] if self._row_pieces_apply() else [False]
+            ahead = [False, True] if p.ob > cand.tco else [False]
+            splits = [False, True] if self._last_tile_splits() else [False]
+            for split, wa, rp in itertools.product(splits, ahead, pieces):
+                self.split_last, self.weights_ahead, self.row_pieces = split, wa, rp
+                self._program = None
+                got = self.inspect()["predicted_cycles"]
+                if got < best[0]:
+                    best = (got, cand, self.estimate, split, wa, rp)
+        _, tiling, est, split, self.weights_ahead, self.row_pieces = best
+        self._set_tiling(tiling, cost, est)
+        self.split_last = split
 
     def _lane_zero_fit(self) -> bool:
         """:attr:`lane_zero` may apply without shared rows: the lane runs REQ, two plain
