@@ -346,6 +346,8 @@ class Conv2dPlan(OpPlan):
             self._try_shared_lane(cost)
         if self._req_resident_fit():
             self._try_req_resident(cost)
+        if self.bank_rows:
+            self._try_flag("bank_copy")
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
@@ -379,6 +381,13 @@ class Conv2dPlan(OpPlan):
     #: GEMM-lane micro-op per output vector) before its GEMMs; the lane runs both beside
     #: the next tile's GEMMs. :meth:`_try_lane_zero` decides.
     lane_zero = False
+
+    #: With :attr:`bank_rows`: bank 0's copy of the rows made on chip from bank 1's
+    #: (:meth:`_ConvEmission.copy_shared_rows`: a GEMM reset and an ALU ADD, one
+    #: micro-op per row each, in the GEMM lane) instead of loaded from DRAM a second
+    #: time (the compute module's LOADs of the rows were a seventh of keyword spotting's
+    #: compute time). :meth:`_try_flag` decides.
+    bank_copy = False
 
     def _try_lane_zero(self, cost, keep):
         """:attr:`lane_zero` with the tiling's tiles shrunk to fit a quarter of the acc
@@ -1560,7 +1569,9 @@ class _ConvEmission:
             f = fold_loops(self.row_dims(p.ob), (self.border_region, self.region, 0))
             builder.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
                                            [lp[:3] for lp in f.loops]))
-        if self.plan.bank_rows:     # the copy at the top of bank 0 (onchip excluded)
+        if self.plan.bank_rows and self.plan.bank_copy:
+            self.copy_shared_rows()
+        elif self.plan.bank_rows:     # the copy at the top of bank 0 (onchip excluded)
             half = self.plan.config.acc_depth // 2
             if epi.bias_tile:
                 builder.load_2d(MemType.ACC, self.region - half, slots["bias"], 0, p.ob, 1,
@@ -1571,6 +1582,22 @@ class _ConvEmission:
             if self.nborder and not self.plan.direct_border:
                 builder.load_2d(MemType.ACC, self.border_region - half, slots["border"], 0,
                                 p.ob, self.nborder, p.ob)
+
+    def copy_shared_rows(self) -> None:
+        """:attr:`Conv2dPlan.bank_copy`: bank 0's copy of the rows just loaded into bank 1
+        made on chip, by a GEMM reset of its rows and one ALU ADD of bank 1's (both in
+        the GEMM lane: the ADD reads the other bank), one micro-op per row each, instead
+        of a second DRAM load of every row."""
+        p, half = self.p, self.plan.config.acc_depth // 2
+        loaded = self.border_region - self.region
+        if self.nborder and not self.plan.direct_border:
+            loaded += p.ob * self.nborder
+        dims = [Dim("r", loaded, 1, 1)]
+        f = fold_loops(dims, (self.region - half, 0, 0))
+        self.builder.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))
+        f = fold_loops(dims, (self.region - half, self.region, 0))
+        self.builder.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
+                                            [lp[:3] for lp in f.loops]))
 
     def out_dims(self, ti):
         tn, tco, th, tw = (self.tiles[ti][k] for k in (1, 3, 5, 7))
