@@ -339,14 +339,14 @@ class Conv2dPlan(OpPlan):
         if self.tiling.resident and self.problem.ob > self.tiling.tco:
             self._try_flag("weights_ahead")
         if self._bank_rows_fit():
-            self._try_lane_zero(cost, self._try_flag("bank_rows"))
+            self._try_lane_zero(cost, self._try_bank_rows())
         elif self._lane_zero_fit():     # rows in each slot (or none)
             self._try_lane_zero(cost, self.inspect()["predicted_cycles"])
         if self.problem.own_rows and (self._lane_zero_fit() or self.lane_zero):
             self._try_shared_lane(cost)
         if self._req_resident_fit():
             self._try_req_resident(cost)
-        if self.bank_rows:
+        if self.bank_rows and not self.bank_copy:
             self._try_flag("bank_copy")
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
@@ -389,6 +389,18 @@ class Conv2dPlan(OpPlan):
     #: compute time). :meth:`_try_flag` decides.
     bank_copy = False
 
+    def _try_bank_rows(self) -> int:
+        """:attr:`bank_rows`, loaded twice or with :attr:`bank_copy`: the one the event
+        model predicts fastest, if faster than one copy; returns the prediction kept."""
+        best = (self.inspect()["predicted_cycles"], False, False)
+        for copy in (False, True):
+            self.bank_rows, self.bank_copy, self._program = True, copy, None
+            got = (self.inspect()["predicted_cycles"], True, copy)
+            best = got if got[0] < best[0] else best
+        _, self.bank_rows, self.bank_copy = best
+        self._program = None
+        return best[0]
+
     def _try_lane_zero(self, cost, keep):
         """:attr:`lane_zero` with the tiling's tiles shrunk to fit a quarter of the acc
         SRAM less the rows (fewer rows, then fewer output blocks), kept when the event
@@ -421,6 +433,7 @@ class Conv2dPlan(OpPlan):
 
         def restore():
             self.bank_rows, self.lane_zero, self.out_slots = False, keep[5], keep[6]
+            self.bank_copy = False
             self.problem = keep[1]
             self._set_tiling(keep[2], cost, keep[3])
             self.split_last = keep[4]
@@ -437,8 +450,8 @@ class Conv2dPlan(OpPlan):
         if not self._bank_rows_fit():
             restore()
             return
-        self.bank_rows, self._program = True, None
-        self._try_lane_zero(cost, self.inspect()["predicted_cycles"])
+        self.bank_rows, self.bank_copy, self._program = True, False, None
+        self._try_lane_zero(cost, self._try_flag("bank_copy"))
         if self.inspect()["predicted_cycles"] >= keep[0]:
             restore()
 
