@@ -289,7 +289,7 @@ def _padded_conv(bank_rows, lane_zero, backend):
     plan = plan_conv2d(OVR, x.shape, w.shape, 1, 1, bias=True, requant=rq, border=True)
     plan.lane_zero, plan.out_slots, plan._program = False, None, None
     assert plan.folded_border and plan._bank_rows_fit()
-    plan.bank_rows = bank_rows
+    plan.bank_rows, plan.bank_copy = bank_rows, False     # (bank_copy: a GEMM reset)
     if lane_zero:
         plan.lane_zero, plan.out_slots = True, 4
         plan._set_tiling(replace(plan.tiling, th=min(plan.tiling.th, 3)), None, plan.estimate)

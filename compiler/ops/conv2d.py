@@ -59,6 +59,7 @@ from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_w
 from .loops import Dim, fold_loops
 from .tokens import MID, Pipeline, PlanePipeline, kernel_fence
 from .cost.roofline import conv_roofline
+from .cost.geometry import whole_weight
 from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding, wrap32
 from ...runtime.layout import pair as _pair
@@ -338,11 +339,15 @@ class Conv2dPlan(OpPlan):
         if self.tiling.resident and self.problem.ob > self.tiling.tco:
             self._try_flag("weights_ahead")
         if self._bank_rows_fit():
-            self._try_lane_zero(cost, self._try_flag("bank_rows"))
+            self._try_lane_zero(cost, self._try_bank_rows())
         elif self._lane_zero_fit():     # rows in each slot (or none)
             self._try_lane_zero(cost, self.inspect()["predicted_cycles"])
         if self.problem.own_rows and (self._lane_zero_fit() or self.lane_zero):
             self._try_shared_lane(cost)
+        if self._req_resident_fit():
+            self._try_req_resident(cost)
+        if self.bank_rows and not self.bank_copy:
+            self._try_flag("bank_copy")
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
@@ -377,6 +382,25 @@ class Conv2dPlan(OpPlan):
     #: the next tile's GEMMs. :meth:`_try_lane_zero` decides.
     lane_zero = False
 
+    #: With :attr:`bank_rows`: bank 0's copy of the rows made on chip from bank 1's
+    #: (:meth:`_ConvEmission.copy_shared_rows`: a GEMM reset and an ALU ADD, one
+    #: micro-op per row each, in the GEMM lane) instead of loaded from DRAM a second
+    #: time (the compute module's LOADs of the rows were a seventh of keyword spotting's
+    #: compute time). :meth:`_try_flag` decides.
+    bank_copy = False
+
+    def _try_bank_rows(self) -> int:
+        """:attr:`bank_rows`, loaded twice or with :attr:`bank_copy`: the one the event
+        model predicts fastest, if faster than one copy; returns the prediction kept."""
+        best = (self.inspect()["predicted_cycles"], False, False)
+        for copy in (False, True):
+            self.bank_rows, self.bank_copy, self._program = True, copy, None
+            got = (self.inspect()["predicted_cycles"], True, copy)
+            best = got if got[0] < best[0] else best
+        _, self.bank_rows, self.bank_copy = best
+        self._program = None
+        return best[0]
+
     def _try_lane_zero(self, cost, keep):
         """:attr:`lane_zero` with the tiling's tiles shrunk to fit a quarter of the acc
         SRAM less the rows (fewer rows, then fewer output blocks), kept when the event
@@ -409,6 +433,7 @@ class Conv2dPlan(OpPlan):
 
         def restore():
             self.bank_rows, self.lane_zero, self.out_slots = False, keep[5], keep[6]
+            self.bank_copy = False
             self.problem = keep[1]
             self._set_tiling(keep[2], cost, keep[3])
             self.split_last = keep[4]
@@ -425,10 +450,59 @@ class Conv2dPlan(OpPlan):
         if not self._bank_rows_fit():
             restore()
             return
-        self.bank_rows, self._program = True, None
-        self._try_lane_zero(cost, self.inspect()["predicted_cycles"])
+        self.bank_rows, self.bank_copy, self._program = True, False, None
+        self._try_lane_zero(cost, self._try_flag("bank_copy"))
         if self.inspect()["predicted_cycles"] >= keep[0]:
             restore()
+
+    #: requant2 (an int8 result of REQ passes): how many of the tile search's best
+    #: tilings :meth:`_try_req_resident` tries with resident weights.
+    REQ_RESIDENT = 4
+
+    def _req_resident_fit(self) -> bool:
+        """:meth:`_try_req_resident` applies: a REQ epilogue (the tile search keeps
+        resident weights to int32 results), per-block weights without an int8 residual
+        group, the whole weight within the wgt SRAM, an output of more than one vector
+        per image (a dense layer as a 1x1 convolution reads its weights once either way:
+        anomaly detection's ten, predicted faster resident, ran 35,187 -> 35,666 cycles
+        on Verilator); on a one-lane config not a block-diagonal one (keyword spotting's
+        depthwise layers on ``default+requant2+serial``: 42,429 -> 42,628 cycles)."""
+        p = self.problem
+        return (p.req_pass and not p.int32_out and not p.shared_wgt and not p.residual_gemm
+                and p.oh * p.ow > 1 and (self.config.compute_overlap or not p.diag)
+                and not self.tiling.resident and not self.plane_banks
+                and whole_weight(p) <= self.config.wgt_depth)
+
+    def _try_req_resident(self, cost):
+        """Resident weights for a REQ epilogue (each output block's weights loaded once,
+        by its first tile), with :attr:`weights_ahead` and :attr:`row_pieces` (the fill:
+        the first GEMMs wait for a kernel row's weights, not all): the plan's tiling and
+        the search's best :attr:`REQ_RESIDENT`, each with one reduction chunk and two
+        threads, and each with :attr:`split_last` as it stands and flipped. The one the
+        event model predicts fastest is kept, if faster than the plan as it stands."""
+        p, cfg = self.problem, self.config
+        best = (self.inspect()["predicted_cycles"], self.tiling, self.estimate,
+                self.split_last, False, False)
+        cands = [self.tiling] + [t for _, t in search_tiles(p, cfg, cost=cost,
+                                                             top=self.REQ_RESIDENT)]
+        cands = dict.fromkeys(replace(t, tci=p.ib, nthreads=2, resident=True) for t in cands)
+        for cand in cands:
+            try:
+                self._set_tiling(cand, cost)
+            except TilingError:
+                continue
+            pieces = [False, True] if self._row_pieces_apply() else [False]
+            ahead = [False, True] if p.ob > cand.tco else [False]
+            splits = [False, True] if self._last_tile_splits() else [False]
+            for split, wa, rp in itertools.product(splits, ahead, pieces):
+                self.split_last, self.weights_ahead, self.row_pieces = split, wa, rp
+                self._program = None
+                got = self.inspect()["predicted_cycles"]
+                if got < best[0]:
+                    best = (got, cand, self.estimate, split, wa, rp)
+        _, tiling, est, split, self.weights_ahead, self.row_pieces = best
+        self._set_tiling(tiling, cost, est)
+        self.split_last = split
 
     def _lane_zero_fit(self) -> bool:
         """:attr:`lane_zero` may apply without shared rows: the lane runs REQ, two plain
@@ -1513,7 +1587,9 @@ class _ConvEmission:
             f = fold_loops(self.row_dims(p.ob), (self.border_region, self.region, 0))
             builder.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
                                            [lp[:3] for lp in f.loops]))
-        if self.plan.bank_rows:     # the copy at the top of bank 0 (onchip excluded)
+        if self.plan.bank_rows and self.plan.bank_copy:
+            self.copy_shared_rows()
+        elif self.plan.bank_rows:     # the copy at the top of bank 0 (onchip excluded)
             half = self.plan.config.acc_depth // 2
             if epi.bias_tile:
                 builder.load_2d(MemType.ACC, self.region - half, slots["bias"], 0, p.ob, 1,
@@ -1524,6 +1600,22 @@ class _ConvEmission:
             if self.nborder and not self.plan.direct_border:
                 builder.load_2d(MemType.ACC, self.border_region - half, slots["border"], 0,
                                 p.ob, self.nborder, p.ob)
+
+    def copy_shared_rows(self) -> None:
+        """:attr:`Conv2dPlan.bank_copy`: bank 0's copy of the rows just loaded into bank 1
+        made on chip, by a GEMM reset of its rows and one ALU ADD of bank 1's (both in
+        the GEMM lane: the ADD reads the other bank), one micro-op per row each, instead
+        of a second DRAM load of every row."""
+        p, half = self.p, self.plan.config.acc_depth // 2
+        loaded = self.border_region - self.region
+        if self.nborder and not self.plan.direct_border:
+            loaded += p.ob * self.nborder
+        dims = [Dim("r", loaded, 1, 1)]
+        f = fold_loops(dims, (self.region - half, 0, 0))
+        self.builder.push_gemm(UopKernel.gemm(f.uops, f.loops, reset=True))
+        f = fold_loops(dims, (self.region - half, self.region, 0))
+        self.builder.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
+                                            [lp[:3] for lp in f.loops]))
 
     def out_dims(self, ti):
         tn, tco, th, tw = (self.tiles[ti][k] for k in (1, 3, 5, 7))

@@ -108,9 +108,10 @@ def _thin(layer, w_shape, config) -> bool:
 
 def _cycles(spec):
     """A spec's predicted cycles: the event model's for a plan whose tilings it re-ranks
-    (an int32 result), else the tile search's estimate."""
+    (an int32 result or a REQ epilogue), else the tile search's estimate."""
     plan = spec.plan
-    if getattr(plan, "problem", None) is not None and plan.problem.int32_out:
+    if getattr(plan, "problem", None) is not None and (plan.problem.int32_out
+                                                      or plan.problem.req_pass):
         return float(plan.inspect()["predicted_cycles"])
     return float(plan.estimate.cycles)
 
