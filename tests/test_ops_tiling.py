@@ -343,11 +343,15 @@ def test_resident_weights_are_offered_for_int32_results_and_checked():
                     tiling=ConvTiling(1, 1, 1, 4, 32, "sp_outer", 2, True))
 
 
-def test_rerank_halves_the_last_tile_when_the_event_model_says_so():
+def test_rerank_halves_the_last_tile_when_the_event_model_says_so(monkeypatch):
     """An int32 result's re-ranked tiling is emitted with its last tile's rows in two
     tiles when the event model predicts that faster: a depthwise layer (its kernel ends
-    with the last tile's plane stores and shifts) yes, this 1x1 64->256 layer no."""
+    with the last tile's plane stores and shifts) yes, this 1x1 64->256 layer no. (The
+    re-ranked plan itself: without ``Conv2dPlan.RUNNERS_UP``, which takes another
+    tiling for this depthwise layer.)"""
+    from vtakit.compiler.ops.conv2d import Conv2dPlan
     from vtakit.compiler.ops.perfmodel import program_prediction
+    monkeypatch.setattr(Conv2dPlan, "RUNNERS_UP", 0)
     cfg = CONFIGS["default"]
     kw = dict(out_dtype=np.int32, result_bytes=3)
     dw = plan_conv2d(cfg, (1, 64, 25, 5), (64, 1, 3, 3), 1, 1, groups=64, **kw)

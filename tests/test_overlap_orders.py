@@ -488,3 +488,32 @@ def test_resident_weights_ahead_of_the_slot_token():
     np.testing.assert_array_equal(_run_int32(plan, x, w, OV), want)
     assert _predicted(plan, weights_ahead=False) > chosen
     np.testing.assert_array_equal(_run_int32(plan, x, w, OV), want)
+
+
+def test_runner_up_tiling_with_its_own_choices_on_a_depthwise_layer(monkeypatch):
+    """``Conv2dPlan.RUNNERS_UP`` (int32 depthwise, COMPUTE_OVERLAP): keyword spotting's
+    depthwise layer takes the re-ranking's next best tiling (th 9, not th 13) once that
+    tiling's own flags and plane slots are searched, predicted faster than the plan the
+    re-ranking alone picks; it equals numpy on the behavioral model, and planning the
+    same layer again gives the same plan and program."""
+    from vtakit.compiler.ops import reference as R
+    from vtakit.compiler.ops.conv2d import Conv2dPlan
+    rng = np.random.default_rng(17)
+    x = rng.integers(-128, 128, (1, 64, 25, 5), dtype=np.int8)
+    w = rng.integers(-128, 128, (64, 1, 3, 3), dtype=np.int8)
+
+    def plan():
+        return plan_conv2d(OV, x.shape, w.shape, 1, 1, groups=64, out_dtype="int32",
+                           result_bytes=3)
+    chosen = plan()
+    with monkeypatch.context() as m:
+        m.setattr(Conv2dPlan, "RUNNERS_UP", 0)
+        reranked = plan()
+    assert chosen.tiling != reranked.tiling
+    assert (chosen.inspect()["predicted_cycles"]
+            < reranked.inspect()["predicted_cycles"])
+    np.testing.assert_array_equal(_run_int32(chosen, x, w, OV),
+                                  R.group_conv2d_ref(x, w, 1, 1, 64))
+    again = plan()       # the memoized pick: the same tiling, choices and program
+    assert again.tiling == chosen.tiling and again.split_last == chosen.split_last
+    assert again.program().insns == chosen.program().insns

@@ -869,3 +869,35 @@ def test_lane_takes_exactly_the_alus_whose_rows_stay_in_one_bank(seed):
     r = bench.run(insns, uop=uops, acc=acc, max_cycles=20_000, watch=[watch])
     assert check_against_model(OV, bench, r, insns, uops, acc) is None
     assert taken == sorted(want)
+
+
+def test_compiled_int32_depthwise_runner_up_equals_numpy(capsys):
+    """A plan that became another tiling's plan (``Conv2dPlan._adopt``, what
+    ``RUNNERS_UP`` does: keyword spotting's depthwise layer re-ranked, then th 9 with its
+    own flags and plane slots), compiled for ``tiny+overlap``: Verilator equals the model
+    and numpy."""
+    from vtakit.compiler.ops import plan_conv2d
+    from vtakit.compiler.ops import reference as R
+    from vtakit.compiler.ops.cost.geometry import ConvTiling
+    from vtakit.runtime import Runtime
+    rng = np.random.default_rng(18)
+    x = rng.integers(-128, 128, (1, 64, 25, 5), dtype=np.int8)
+    w = rng.integers(-128, 128, (64, 1, 3, 3), dtype=np.int8)
+    want = R.group_conv2d_ref(x, w, 1, 1, 64)
+    tiling = ConvTiling(1, 1, 9, 5, 1, "co_outer", 2, resident=True)
+    for backend in ("verilator", "behavioral"):
+        opts = {} if backend == "behavioral" else {"progress": False}
+        with open_device(backend, OV, **opts) as dev:
+            plan = plan_conv2d(OV, x.shape, w.shape, 1, 1, groups=64, out_dtype="int32",
+                               result_bytes=3)
+            other = plan_conv2d(OV, x.shape, w.shape, 1, 1, groups=64, out_dtype="int32",
+                                result_bytes=3, tiling=tiling)
+            plan._adopt(other)
+            assert plan.tiling == tiling and plan.plane_banks == other.plane_banks
+            got, run = plan.run(Runtime(dev), plan.pack(x, w))
+            got = plan.unpack(got)
+        np.testing.assert_array_equal(got, want, err_msg=backend)
+        if backend == "verilator":
+            with capsys.disabled():
+                print(f"\n  depthwise th 9 (adopted, plane_banks {plan.plane_banks}, skew "
+                      f"{plan.plane_skew}): tiny+overlap {run.cycles} cycles")
