@@ -70,20 +70,9 @@ def _bench_run(insns, uops, acc, *, max_cycles=40_000):
     """``insns`` (then FINISH) on the compute module (``tiny+requant2+overlap``) against
     the behavioral model's datapath; returns (the RTL run, the instructions the lane
     took: their index in ``insns``)."""
-    from test_rtl_compute import ComputeBench, check_against_model
+    from test_rtl_overlap import run_watching_lane
     insns = list(insns) + [ISA.encode(Opcode.FINISH)]
-    bench = ComputeBench(OVR)
-    bench.dut.probe_lane = True
-    taken = []
-
-    async def watch(ctx):
-        dut = bench.dut
-        async for _, _, enq, insn in ctx.tick().sample(dut.lane_enq, dut.lane_enq_insn):
-            if enq:
-                taken.append(int(insn))
-
-    r = bench.run(insns, uop=uops, acc=acc, max_cycles=max_cycles, watch=[watch])
-    assert check_against_model(OVR, bench, r, insns, uops, acc) is None
+    r, taken = run_watching_lane(OVR, insns, uops, acc, max_cycles=max_cycles)
     # each enqueue is one of the program's instructions, in program order
     at, pos = [], 0
     for word in taken:

@@ -820,7 +820,6 @@ def test_lane_takes_exactly_the_alus_whose_rows_stay_in_one_bank(seed):
     other bank), each identified by its micro-op, watched at the lane's enqueue (the
     Amaranth simulator); the results equal the model's. A check that ignored the carry
     out of the low bits or the src's bank takes the wrong instructions."""
-    from test_rtl_compute import ComputeBench, check_against_model
 
     rng = np.random.default_rng(seed)
     uops, insns, want = [], [], set()
@@ -856,7 +855,16 @@ def test_lane_takes_exactly_the_alus_whose_rows_stay_in_one_bank(seed):
     insns.append(ISA.encode(Opcode.FINISH))
     assert 6 <= len(want) <= len(insns) - 7, want
     acc = rng.integers(-2**20, 2**20, (OV.acc_depth, LANES))
-    bench = ComputeBench(OV)
+    _, taken = run_watching_lane(OV, insns, uops, acc, max_cycles=20_000)
+    assert [ISA.decode(w).fields["uop_bgn"] for w in taken] == sorted(want)
+
+
+def run_watching_lane(config, insns, uops, acc, *, max_cycles):
+    """``insns`` on the compute module of ``config`` (``COMPUTE_OVERLAP``), checked against
+    the behavioral model's datapath; returns (the run, the instruction words the ALU lane
+    took, in the order it took them: ``Compute.probe_lane``)."""
+    from test_rtl_compute import ComputeBench, check_against_model
+    bench = ComputeBench(config)
     bench.dut.probe_lane = True
     taken = []
 
@@ -864,11 +872,11 @@ def test_lane_takes_exactly_the_alus_whose_rows_stay_in_one_bank(seed):
         dut = bench.dut
         async for _, _, enq, insn in ctx.tick().sample(dut.lane_enq, dut.lane_enq_insn):
             if enq:
-                taken.append(int(ISA.decode(insn).fields["uop_bgn"]))
+                taken.append(int(insn))
 
-    r = bench.run(insns, uop=uops, acc=acc, max_cycles=20_000, watch=[watch])
-    assert check_against_model(OV, bench, r, insns, uops, acc) is None
-    assert taken == sorted(want)
+    r = bench.run(insns, uop=uops, acc=acc, max_cycles=max_cycles, watch=[watch])
+    assert check_against_model(config, bench, r, insns, uops, acc) is None
+    return r, taken
 
 
 def test_compiled_int32_depthwise_runner_up_equals_numpy(capsys):
