@@ -355,6 +355,10 @@ class Conv2dPlan(OpPlan):
                 and cfg.compute_overlap and self.RUNNERS_UP and type(self) is Conv2dPlan
                 and p.diag):
             self._try_runners_up(cost, bool(self.border_cells), shared_weight)
+        elif (ranked is not None and len(ranked) > 1 and self._req_runners_fit()
+              and type(self) is Conv2dPlan):
+            self._try_runners_up(cost, bool(self.border_cells), shared_weight,
+                                 self.REQ_RUNNERS_UP, pad_value)
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
@@ -901,25 +905,39 @@ class Conv2dPlan(OpPlan):
     _runners: list = []
     _rerank_key = None
 
-    def _try_runners_up(self, cost, border, shared_weight):
+    #: requant2 on COMPUTE_OVERLAP (the lane runs REQ): how many runners-up
+    #: :meth:`_try_runners_up` plans for a REQ layer (:meth:`_req_runners_fit`).
+    REQ_RUNNERS_UP = 2
+
+    def _req_runners_fit(self) -> bool:
+        """:meth:`_try_runners_up` for a REQ layer (``requant2``, the lane runs REQ on
+        COMPUTE_OVERLAP): the re-ranking scores its tilings before the REQ choices
+        (resident weights, bank rows, lane zero, serial order) that change the ranking."""
+        from ...hw.compute_lane import lane_req
+        p, cfg = self.problem, self.config
+        return (bool(self.REQ_RUNNERS_UP) and cfg.compute_overlap and lane_req(cfg)
+                and p.req_pass and not p.int32_out)
+
+    def _try_runners_up(self, cost, border, shared_weight, count=None, pad_value=None):
         """Plan each of :attr:`RUNNERS_UP` next best re-ranked tilings with its own
         choices (a plan of that tiling, its flags and plane slots searched as this one's
         were) and take the one the event model predicts fastest if at most
         :attr:`RUNNER_GAIN` of this plan (memoized per problem as :meth:`_rerank` is). The re-ranking scores the tilings
         without those choices, which change the ranking (keyword spotting's depthwise
         layers: th 9 with them beats th 13)."""
-        key = (self._rerank_key, self.RUNNERS_UP)
+        count = self.RUNNERS_UP if count is None else count
+        key = (self._rerank_key, count)
         if key in _RUNNER_PICK:             # decided for this problem before
             if _RUNNER_PICK[key] is not None:
                 self._adopt(_RUNNER_PICK[key])
             return
         best, got = self.RUNNER_GAIN * self.inspect()["predicted_cycles"], None
-        for tiling in self._runners[:self.RUNNERS_UP]:
+        for tiling in self._runners[:count]:
             try:
                 q = type(self)(self.config, self.x_shape, self.w_shape, self.stride,
                                self.padding, groups=self.groups, epilogue=self.epilogue,
                                tiling=tiling, cost=cost, shared_weight=shared_weight,
-                               border=border)
+                               border=border, pad_value=pad_value)
             except TilingError:
                 continue
             c = q.inspect()["predicted_cycles"]
