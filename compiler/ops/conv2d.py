@@ -948,7 +948,7 @@ class Conv2dPlan(OpPlan):
                                self.padding, groups=self.groups, epilogue=self.epilogue,
                                tiling=tiling, cost=cost, shared_weight=shared_weight,
                                border=border, pad_value=pad_value,
-                               border_choice=None if pad_value is None else
+                               border_choice=None if not self.problem.req_pass else
                                (self.rows_on_chip, self.border_mode, self.problem.own_rows))
             except TilingError:
                 continue
