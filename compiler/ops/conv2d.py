@@ -933,7 +933,9 @@ class Conv2dPlan(OpPlan):
         were) and take the one the event model predicts fastest if at most
         :attr:`RUNNER_GAIN` of this plan (memoized per problem as :meth:`_rerank` is). The re-ranking scores the tilings
         without those choices, which change the ranking (keyword spotting's depthwise
-        layers: th 9 with them beats th 13)."""
+        layers: th 9 with them beats th 13). A REQ layer (:meth:`_req_runners_fit`) plans
+        ``count`` of them with its ``pad_value``, the border rows as this plan has them
+        (``border_choice``), and takes one at most ``gain`` of this plan."""
         count = self.RUNNERS_UP if count is None else count
         key = (self._rerank_key, count, gain)
         if key in _RUNNER_PICK:             # decided for this problem before
