@@ -226,7 +226,8 @@ class Conv2dPlan(OpPlan):
     def __init__(self, config, x_shape, w_shape, stride=1, padding=0, *, groups: int = 1,
                  epilogue: Epilogue = Epilogue(), tiling: ConvTiling | None = None,
                  cost: SearchCost = SearchCost(), shared_weight: bool = False,
-                 border: bool = False, pad_value: int | None = None):
+                 border: bool = False, pad_value: int | None = None,
+                 border_choice: tuple | None = None):
         super().__init__(config)
         n, c, h, w = (int(v) for v in x_shape)
         o, i, kh, kw = (int(v) for v in w_shape)
@@ -283,6 +284,9 @@ class Conv2dPlan(OpPlan):
             min_init=bool(epilogue.init), req_pass=isinstance(epilogue.requant, Requant2),
             border_vectors=sum((r1 - r0) * (c1 - c0) for r0, r1, c0, c1 in self.border_cases)
             * ceil_div(n, b) * ceil_div(o, blk), **grouping)
+        if border_choice is not None:   # _try_runners_up: the re-ranked plan's rows
+            self.rows_on_chip, self.border_mode, own = border_choice
+            self.problem = replace(self.problem, own_rows=own)
         p = self.problem
         ranked = None
         if tiling is None:
@@ -312,7 +316,8 @@ class Conv2dPlan(OpPlan):
         self.operands["out"] = Operand("out", (epilogue.planes, p.nb, p.ob, p.oh, p.ow) + e,
                                        np.int8)
         onchip = self.pad_value is not None and ranked is not None
-        self.rows_on_chip = not onchip         # searched both ways, loaded rows first
+        if border_choice is None:
+            self.rows_on_chip = not onchip     # searched both ways, loaded rows first
         if ranked is not None and len(ranked) > 1:
             self._rerank([t for _, t in ranked], cost)
         if ranked is not None and p.req_pass and shared_acc(p, cfg):
@@ -355,6 +360,10 @@ class Conv2dPlan(OpPlan):
                 and cfg.compute_overlap and self.RUNNERS_UP and type(self) is Conv2dPlan
                 and p.diag):
             self._try_runners_up(cost, bool(self.border_cells), shared_weight)
+        elif (ranked is not None and len(ranked) > 1 and self._req_runners_fit()
+              and type(self) is Conv2dPlan):
+            self._try_runners_up(cost, bool(self.border_cells), shared_weight,
+                                 self.REQ_RUNNERS_UP, pad_value, self.REQ_RUNNER_GAIN)
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
@@ -901,25 +910,48 @@ class Conv2dPlan(OpPlan):
     _runners: list = []
     _rerank_key = None
 
-    def _try_runners_up(self, cost, border, shared_weight):
+    #: requant2 on COMPUTE_OVERLAP (the lane runs REQ): how many runners-up
+    #: :meth:`_try_runners_up` plans for a REQ layer (:meth:`_req_runners_fit`).
+    REQ_RUNNERS_UP = 2
+
+    def _req_runners_fit(self) -> bool:
+        """:meth:`_try_runners_up` for a REQ layer (``requant2``, the lane runs REQ on
+        COMPUTE_OVERLAP): the re-ranking scores its tilings before the REQ choices
+        (resident weights, bank rows, lane zero, serial order) that change the ranking."""
+        from ...hw.compute_lane import lane_req
+        p, cfg = self.problem, self.config
+        return (bool(self.REQ_RUNNERS_UP) and cfg.compute_overlap and lane_req(cfg)
+                and p.req_pass and not p.int32_out)
+
+    #: :attr:`RUNNER_GAIN` for a REQ layer (:meth:`_req_runners_fit`).
+    REQ_RUNNER_GAIN = 0.99
+
+    def _try_runners_up(self, cost, border, shared_weight, count=None, pad_value=None,
+                        gain=None):
         """Plan each of :attr:`RUNNERS_UP` next best re-ranked tilings with its own
         choices (a plan of that tiling, its flags and plane slots searched as this one's
         were) and take the one the event model predicts fastest if at most
         :attr:`RUNNER_GAIN` of this plan (memoized per problem as :meth:`_rerank` is). The re-ranking scores the tilings
         without those choices, which change the ranking (keyword spotting's depthwise
-        layers: th 9 with them beats th 13)."""
-        key = (self._rerank_key, self.RUNNERS_UP)
+        layers: th 9 with them beats th 13). A REQ layer (:meth:`_req_runners_fit`) plans
+        ``count`` of them with its ``pad_value``, the border rows as this plan has them
+        (``border_choice``), and takes one at most ``gain`` of this plan."""
+        count = self.RUNNERS_UP if count is None else count
+        key = (self._rerank_key, count, gain)
         if key in _RUNNER_PICK:             # decided for this problem before
             if _RUNNER_PICK[key] is not None:
                 self._adopt(_RUNNER_PICK[key])
             return
-        best, got = self.RUNNER_GAIN * self.inspect()["predicted_cycles"], None
-        for tiling in self._runners[:self.RUNNERS_UP]:
+        gain = self.RUNNER_GAIN if gain is None else gain
+        best, got = gain * self.inspect()["predicted_cycles"], None
+        for tiling in self._runners[:count]:
             try:
                 q = type(self)(self.config, self.x_shape, self.w_shape, self.stride,
                                self.padding, groups=self.groups, epilogue=self.epilogue,
                                tiling=tiling, cost=cost, shared_weight=shared_weight,
-                               border=border)
+                               border=border, pad_value=pad_value,
+                               border_choice=None if not self.problem.req_pass else
+                               (self.rows_on_chip, self.border_mode, self.problem.own_rows))
             except TilingError:
                 continue
             c = q.inspect()["predicted_cycles"]
