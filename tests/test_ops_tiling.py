@@ -689,9 +689,15 @@ def test_rerank_scores_candidates_as_emitted_whatever_split_last_was():
                        out_dtype=np.int32, result_bytes=3)
     cands = [t for _, t in plan._ranked(SearchCost())]
     picks = []
-    for before in (False, True):
-        mod._RERANKED.clear()
-        plan.split_last = before
-        plan._rerank(cands, SearchCost())
-        picks.append((plan.tiling, plan.split_last))
+    try:
+        for before in (False, True):
+            mod._RERANKED.clear()
+            plan.split_last = before
+            plan._rerank(cands, SearchCost())
+            picks.append((plan.tiling, plan.split_last))
+    finally:
+        # the picks made here score a plan in whatever state it was left (its flags):
+        # not what a later plan of this layer may reuse
+        for memo in (mod._RERANKED, mod._RUNNERS, mod._RUNNER_PICK):
+            memo.clear()
     assert picks[0] == picks[1]

@@ -1519,7 +1519,7 @@ class _ConvEmission:
                 sched.store_end((ti, k))
 
             for step in sched.steps:
-                if (step[-1][1] == 0 and any(k is None for _, k in step)):   # MID
+                if (step and step[-1][1] == 0 and any(k is None for _, k in step)):   # MID
                     ti = step[-1][0]
                     at = next(n for n, a in enumerate(step) if a[1] is None)
                     for a in step[:at]:
