@@ -140,3 +140,78 @@ def test_stream_errors():
     with pytest.raises(ValueError, match=r"the streamed schedule does not fit config "):
         plan_dense(DEFAULT, (1, 64), (16, 64), bias=True, shift=3, residual="int8",
                    stream=(1,))
+
+
+def _rq2(rng, o, per_channel, zero_point=-3):
+    scale = rng.uniform(0.0005, 0.003, o) if per_channel else 0.0011
+    m, s = fp.quantize_multiplier(np.broadcast_to(scale, (o,)), single_rounding=True)
+    rq, rows = Requant2.make(m, s, zero_point, (-128, 127), single_rounding=True)
+    return scale, rq, rows
+
+
+def _rq2_want(x, w, b, scale, zero_point=-3):
+    acc = fp.wrap_int32(x.astype(np.int64) @ w.T.astype(np.int64) + b)
+    return np.clip(fp.requantize_tflite(acc, scale, zero_point, axis=1, single_rounding=True)
+                   .astype(np.int64), -128, 127).astype(np.int8)
+
+
+def test_stream_requant2_bias_start_program():
+    """Uniform REQ rows, one batch block: the rows and the accumulators' start (bias - P)
+    are one DRAM operand and one LOAD ACC into acc 0.., no reset GEMM, and REQ's
+    registers are loaded before the first GEMM (whose weights it waits for)."""
+    rng = np.random.default_rng(3)
+    _, rq, _ = _rq2(rng, 128, False)
+    plan = plan_dense(DEFAULT_RQ2, (1, 128), (128, 128), bias=True, requant=rq, stream=(7, 1))
+    assert plan.bias_start and "bias" not in plan.operands
+    assert plan.operands["requant"].shape == (2 + 8, 1, 16)
+    insns = program_stream(plan.program())
+    acc = [i.fields for i in insns if i.opcode == Opcode.LOAD and i.fields["x_size"]
+           and i.fields["memory_type"] == MemType.ACC]
+    assert [(f["sram_base"], f["x_size"], f["y_size"]) for f in acc] == [(0, 10, 1)]
+    assert not any(i.fields["reset_reg"] for i in insns if i.opcode == Opcode.GEMM)
+    first_gemm = next(k for k, i in enumerate(insns) if i.opcode == Opcode.GEMM)
+    assert [i.fields["imm"] for i in insns[:first_gemm] if i.opcode == Opcode.ALU] == [1, 2]
+    # the tiled schedule and per-channel rows keep the bias operand
+    tiled = plan_dense(DEFAULT_RQ2, (1, 128), (128, 128), bias=True, requant=rq, stream=())
+    assert not tiled.bias_start and "bias" in tiled.operands
+    _, rq_pc, _ = _rq2(rng, 128, True)
+    assert not rq_pc.uniform
+    pc = plan_dense(DEFAULT_RQ2, (1, 128), (128, 128), bias=True, requant=rq_pc, stream=(7, 1))
+    assert not pc.bias_start and "bias" in pc.operands
+
+
+@pytest.mark.parametrize("n, stream", [(1, (5,)), (1, (3, 1, 1)), (2, (2, 2, 1))])
+def test_stream_requant2_bias_start_wraps(n, stream):
+    """bias - P wraps in int32 and REQ's add of P wraps back: biases at the int32 ends
+    give TFLite's result (and with two batch blocks the bias row as before)."""
+    rng = np.random.default_rng(5 + n)
+    x, w, b = _operands(rng, n, 128, 72)
+    b[:4] = [2**31 - 1, -2**31, 2**31 - 300, -2**31 + 7]
+    scale, rq, rows = _rq2(rng, 72, False, zero_point=5)
+    plan = plan_dense(DEFAULT_RQ2, x.shape, w.shape, bias=True, requant=rq, stream=stream)
+    assert plan.bias_start == (n == 1)
+    np.testing.assert_array_equal(_run(plan, x, w, b, requant=rows),
+                                  _rq2_want(x, w, b, scale, zero_point=5))
+
+
+def test_bias_start_layers_take_the_stream_when_faster():
+    """A one-block requant2 layer (keyword spotting's 64 -> 12) whose streamed schedule
+    the event model predicts only ~1% faster takes it (BIAS_START_GAIN); the same layer
+    with per-channel rows (no bias start) keeps the tiled schedule (STREAM_GAIN)."""
+    rng = np.random.default_rng(9)
+    _, rq, _ = _rq2(rng, 12, False)
+    plan = plan_dense(DEFAULT_RQ2, (1, 64), (12, 64), bias=True, requant=rq)
+    tiled = plan_dense(DEFAULT_RQ2, (1, 64), (12, 64), bias=True, requant=rq, stream=())
+    assert plan.stream == (1,) and plan.bias_start
+    assert tiled.predicted() * plan.STREAM_GAIN < plan.predicted() < tiled.predicted()
+    _, rq_pc, _ = _rq2(rng, 12, True)
+    assert plan_dense(DEFAULT_RQ2, (1, 64), (12, 64), bias=True, requant=rq_pc).stream == ()
+
+
+def test_req_setup_needs_uniform_rows():
+    from vtakit.compiler.ops.epilogue import Epilogue, EpilogueError
+    rng = np.random.default_rng(1)
+    _, rq, _ = _rq2(rng, 32, True)
+    epi = Epilogue.make(bias=True, requant=rq, op="dense")
+    with pytest.raises(EpilogueError, match="uniform Requant2 rows"):
+        epi.emit_req_setup(None, 0, [None])

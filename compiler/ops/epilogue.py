@@ -617,6 +617,15 @@ class Epilogue:
                                   imm)
         _push_imm_passes(stream, acc_base, dims, self.stages()[0])
 
+    def emit_req_setup(self, stream, rows_base: int, loaded: list) -> None:
+        """Queue REQ.M and REQ.P of :attr:`uniform_rows` (row ``r`` at ``rows_base + r``)
+        ahead of the first :meth:`emit` that shares ``loaded`` with it (which then skips
+        them): e.g. before a program's first GEMM waits for its weights."""
+        if not (isinstance(self.requant, Requant2) and self.uniform_rows):
+            raise EpilogueError(f"{self.op}: REQ's registers are set up ahead only for "
+                                "uniform Requant2 rows")
+        _load_req_uniform(stream, rows_base, loaded)
+
     def emit_init(self, stream, acc_base: int, bias_base: int, bias_dims) -> None:
         """Queue the ALU MIN that starts a tile's accumulators from ``bias - init``
         (:attr:`init`; ``bias_dims`` as for :meth:`emit`)."""
@@ -723,14 +732,20 @@ def _push_req_uniform(stream, parts, rows_base: int, loaded: list | None = None)
     (:attr:`Requant2.uniform`; row ``r`` at ``rows_base + r``): REQ.M and REQ.P unless
     ``loaded`` says an earlier tile of the program loaded them, then one REQ per part
     over all its blocks (the src row of each block)."""
+    _load_req_uniform(stream, rows_base, loaded)
+    for acc_base, src_base, dims in parts:
+        _push_tensor_pass(stream, AluOp.REQ, acc_base, src_base, dims, REQ_PASS)
+
+
+def _load_req_uniform(stream, rows_base: int, loaded: list | None = None) -> None:
+    """REQ.M and REQ.P of the uniform rows at ``rows_base`` (row ``r`` at ``rows_base +
+    r``), unless ``loaded`` (see :meth:`Epilogue.emit`) says they are loaded; marks it."""
     if loaded is None or loaded[0] != "uniform":
         for r, mode in enumerate((REQ_LOAD_M, REQ_LOAD_P)):
             stream.push_alu(UopKernel.alu(AluOp.REQ, [(rows_base + r, rows_base + r)], [],
                                           imm=mode))
         if loaded is not None:
             loaded[0] = "uniform"
-    for acc_base, src_base, dims in parts:
-        _push_tensor_pass(stream, AluOp.REQ, acc_base, src_base, dims, REQ_PASS)
 
 
 def _push_req(stream, parts, rows_base: int, rows_step: int, block0: int | None = None,
