@@ -610,6 +610,7 @@ class Chain:
         if split is None or any(s not in nbufs for s in split[0].slots):
             return None
         head = split[0]
+        nbufs = {s: nbufs[s] for s in head.slots}
         after = sram_free_point(program, nprog)
         ex = variant(program, entry, True, after, early)
         if (ex is None or not rt.fits(ex, head)

@@ -117,6 +117,11 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook
     hook, called after the profile's own (e.g. an outer recorder's; it sees outputs, so
     the layers then run unchained); ``chain=False`` runs every layer on its own.
 
+    A row's cycles are its runs' (its stream's): when a layer's stream ends with the
+    warm-start head of the next layer (:meth:`vtakit.runtime.chain.Chain.follow`: that
+    layer's first weight LOADs and LOAD UOP/ACC, after a host step), those loads count
+    in the row of the layer before, and the next layer's row is its warm kernel only.
+
     Returns
     -------
     tuple
