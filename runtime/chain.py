@@ -398,6 +398,7 @@ def warm_split(program: Program):
     gone = set(moved)
     kept = [k for k in range(len(ins)) if k not in gone]
     warm = _rebuild(program, kept, replace)
+    warm.memo["warm_of"] = program
     # its GEMMs read what they read in ``program`` (whose LOAD UOPs staged their micro-ops)
     pos = {k: n for n, k in enumerate(kept)}
     warm.memo["chain_reads"] = [(pos[k], a, b) for k, a, b in _gemm_reads(program) if k in pos]

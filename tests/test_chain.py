@@ -318,13 +318,11 @@ def test_no_early_read_of_what_the_previous_layer_stores(kws):
         len(chain_mod._first_group(b)[2])
 
 
-def test_model_engine_predicts_the_chained_streams(kws, monkeypatch):
+def test_model_engine_predicts_the_chained_streams(kws):
     """The model engine (no device) predicts each chain as the one stream the runtime runs:
-    its rows and cycles are the event model's on the streams that ran (without warm
-    starts across host steps, which the model engine does not follow yet)."""
-    from vtakit.runtime.vm import interpreter
+    its rows and cycles are the event model's on the streams that ran (warm starts across
+    host steps too: tests/test_prefetch.py)."""
     from vtakit.tools.point import predict_layers
-    monkeypatch.setattr(interpreter, "_next_layers", lambda *a: {})
     exe, x = kws
     predicted = predict_layers(exe)
     _, rows = profile_model(exe, [x])

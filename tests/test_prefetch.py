@@ -154,3 +154,19 @@ def test_without_the_guard_the_warm_start_is_wrong(kws, count, monkeypatch):
 
     monkeypatch.setattr(chain_mod.Chain, "_warm_start", unguarded)
     assert not np.array_equal(_clobbered(exe, x), ref)
+
+
+def test_model_engine_predicts_the_warm_streams(kws, count):
+    """The model engine (no device) makes the same warm starts as the runtime: its rows
+    and cycles are the event model's on the streams that ran (the micro-ops a warm
+    kernel uses are the ones the stream before loaded)."""
+    from vtakit.tools.point import predict_layers
+    from vtakit.tools.profile import profile_model
+    exe, x, _ = kws
+    predicted = predict_layers(exe)
+    assert count["warm"] > 0
+    warm = count["warm"]
+    _, rows = profile_model(exe, [x])
+    assert count["warm"] == 2 * warm
+    assert [(p["layer"], p["cycles"]) for p in predicted] == \
+        [(r.name, r.predicted_cycles) for r in rows]

@@ -7,12 +7,14 @@ count every head and tail that the chain overlaps, so a chain is predicted as th
 runtime builds it: :class:`ChainPredictor` replays the runtime's
 :class:`~vtakit.runtime.chain.Chain` on a device-less runtime (:class:`DryRuntime`)
 and runs the event model (:func:`~.events.predict_stream`) on each stream it would
-synchronize. A kernel that runs alone gets exactly :func:`~.events.program_prediction`.
+synchronize. A kernel that runs alone gets exactly :func:`~.events.program_prediction`,
+unless it starts warm (:func:`~vtakit.runtime.chain.warm_split`: it uses micro-ops the
+stream before loaded, which the dry runtime keeps, :func:`~.events.uop_sram`).
 """
 
 from __future__ import annotations
 
-from .events import predict_stream, program_prediction, stream_traffic
+from .events import predict_stream, program_prediction, program_stream, stream_traffic, uop_sram
 from .params import RTL_COST
 
 __all__ = ["DryRuntime", "ChainPredictor", "StreamRun"]
@@ -44,7 +46,14 @@ class DryRuntime:
     def __init__(self, config, cost=RTL_COST):
         self.config, self.cost = config, cost
         self.runs: list[StreamRun] = []
+        self.stats = dict(syncs=0)
+        self._sram = None       # the uop SRAM the last stream left (with COMPUTE_OVERLAP)
         self.reset()
+
+    @property
+    def instructions(self) -> list:
+        """The pending stream's instructions (empty when nothing is queued)."""
+        return [] if self._stream.empty else self._stream.instructions()
 
     def reset(self) -> None:
         from ....runtime.builder import ProgramBuilder, Slot
@@ -70,15 +79,22 @@ class DryRuntime:
 
     def synchronize(self):
         bound, insns, uops = self._bound, None, None
-        if len(bound) == 1:         # a kernel alone: the runtime's stream of it, memoized
+        if len(bound) == 1 and "warm_of" not in bound[0].memo:
+            # a kernel alone: the runtime's stream of it, memoized
             prediction, traffic = program_prediction(bound[0], self.cost)
         else:
             self._stream.finish()
             insns, uops = self._stream.instructions(), self._stream.uops
-            prediction = predict_stream(insns, self.config, self.cost, uops=uops)
+            prediction = predict_stream(insns, self.config, self.cost, uops=uops,
+                                        sram=self._sram)
             traffic = stream_traffic(insns, self.config)
+        if getattr(self.config, "compute_overlap", 0):
+            self._sram = (uop_sram(insns, self.config, uops, self._sram) if insns is not None
+                          else uop_sram(program_stream(bound[0]), self.config, bound[0].uops,
+                                        self._sram))
         run = StreamRun(tuple(bound), prediction, traffic, insns, uops)
         self.runs.append(run)
+        self.stats["syncs"] += 1
         self.reset()
         return run
 
@@ -98,11 +114,13 @@ class ChainPredictor:
         self.rt = DryRuntime(config, cost)
         self.chain = Chain() if chain else None
 
-    def launch(self, program, bufs: dict, direct: bool):
+    def launch(self, program, bufs: dict, direct: bool, prefetch=None):
+        """``prefetch``: as :meth:`~vtakit.runtime.chain.Chain.follow`'s (the layer
+        expected next, for a warm start)."""
         if self.chain is None:
             self.rt.bind(program, bufs)
             return self.rt.synchronize()
-        return self.chain.follow(self.rt, program, bufs, direct)
+        return self.chain.follow(self.rt, program, bufs, direct, prefetch)
 
     def close(self):
         return None if self.chain is None else self.chain.close(self.rt)
