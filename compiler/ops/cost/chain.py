@@ -24,14 +24,15 @@ class StreamRun:
     """One synchronize of the dry runtime: the programs bound (in order), the event
     model's :class:`~.events.StreamPrediction`, the stream's DRAM traffic, and its
     instructions and uop staging (what :func:`~.events.predict_stream` reads, its
-    ``uops=``) when it chains several programs (None for one: its
-    :func:`~.events.program_stream` and ``Program.uops``)."""
+    ``uops=``) when it chains several programs or starts warm (None for a kernel alone:
+    its :func:`~.events.program_stream` and ``Program.uops``), and the uop SRAM it
+    started with (``sram=``; None: zeros)."""
 
-    __slots__ = ("programs", "prediction", "traffic", "insns", "uops")
+    __slots__ = ("programs", "prediction", "traffic", "insns", "uops", "sram")
 
-    def __init__(self, programs, prediction, traffic, insns=None, uops=None):
+    def __init__(self, programs, prediction, traffic, insns=None, uops=None, sram=None):
         self.programs, self.prediction, self.traffic = programs, prediction, traffic
-        self.insns, self.uops = insns, uops
+        self.insns, self.uops, self.sram = insns, uops, sram
 
     @property
     def cycles(self) -> int:
@@ -78,7 +79,7 @@ class DryRuntime:
         pass
 
     def synchronize(self):
-        bound, insns, uops = self._bound, None, None
+        bound, insns, uops, sram = self._bound, None, None, self._sram
         if len(bound) == 1 and "warm_of" not in bound[0].memo:
             # a kernel alone: the runtime's stream of it, memoized
             prediction, traffic = program_prediction(bound[0], self.cost)
@@ -92,7 +93,8 @@ class DryRuntime:
             self._sram = (uop_sram(insns, self.config, uops, self._sram) if insns is not None
                           else uop_sram(program_stream(bound[0]), self.config, bound[0].uops,
                                         self._sram))
-        run = StreamRun(tuple(bound), prediction, traffic, insns, uops)
+        run = StreamRun(tuple(bound), prediction, traffic, insns, uops,
+                        None if insns is None else sram)
         self.runs.append(run)
         self.stats["syncs"] += 1
         self.reset()
