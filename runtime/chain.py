@@ -520,6 +520,13 @@ def overlap(a: list, b: list) -> bool:
     return any(s0 < e1 and s1 < e0 for s0, e0 in a for s1, e1 in b)
 
 
+def _streams(rt) -> int:
+    """Streams started so far on ``rt``'s device, by any runtime (a dry runtime, which
+    has no device: its own runs)."""
+    dev = getattr(rt, "device", None)
+    return rt.stats["syncs"] if dev is None else dev.streams
+
+
 class Chain:
     """The chain state of one runtime (see the module docstring).
 
@@ -532,9 +539,10 @@ class Chain:
     scratch : list
         Staged buffers the chain's layers read, freed when it has run.
     warm : tuple or None
-        ``(program, {slot: address}, runtime, syncs)``: the last stream ``runtime`` ran
-        (its ``stats["syncs"]``-th) ended with ``program``'s :func:`warm_split` head,
-        read from those buffers; the guard of a warm start (:meth:`follow`).
+        ``(program, {slot: address}, runtime, streams)``: the stream ``runtime`` ran as
+        its device's ``streams``-th (:attr:`~.device.Device.streams`) ended with
+        ``program``'s :func:`warm_split` head, read from those buffers; the guard of a
+        warm start (:meth:`follow`).
     """
 
     def __init__(self):
@@ -591,7 +599,7 @@ class Chain:
         try:
             res = rt.synchronize()
             if warm is not None:
-                self.warm = (*warm, rt, rt.stats["syncs"])
+                self.warm = (*warm, rt, _streams(rt))
             return res
         finally:
             self.release(rt)
@@ -623,15 +631,15 @@ class Chain:
 
     def _warm_start(self, rt, program, bufs):
         """``program``'s warm variant (:func:`warm_split`) when the device's SRAM holds
-        what its head left: the last stream ``rt`` ran (no synchronize since, nothing
-        queued, no chain pending) ended with the head of this very program, read from
-        the buffers ``bufs`` names. Else ``program`` (the cold kernel). :attr:`warm` is
+        what its head left: the last stream run on ``rt``'s device (by any runtime,
+        faulted or not; nothing queued since, no chain pending) was ``rt``'s, and ended
+        with the head of this very program, read from the buffers ``bufs`` names. Else ``program`` (the cold kernel). :attr:`warm` is
         consumed either way."""
         warm, self.warm = self.warm, None
         if warm is None or self.pending is not None:
             return program
         nprog, addrs, wrt, syncs = warm
-        if (nprog is not program or wrt is not rt or rt.stats["syncs"] != syncs
+        if (nprog is not program or wrt is not rt or _streams(rt) != syncs
                 or rt.instructions
                 or any(s not in bufs or bufs[s].addr != a for s, a in addrs.items())):
             return program

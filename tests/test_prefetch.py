@@ -104,11 +104,12 @@ def test_warm_on_verilator_equals_cold_in_fewer_cycles(kws, count):
     assert 0 < sum(r.cycles for r in runs) < sum(r.cycles for r in runs0)
 
 
-def _clobbered(exe, x, monkeypatch=None):
+def _clobbered(exe, x, other_runtime=False):
     """One behavioral inference in which, right after ``vta_conv2d_1`` (whose stream
-    prefetched ``vta_conv2d_2``'s head), another stream runs on the same runtime:
-    ``vta_conv2d_3``'s kernel on random buffers (it loads its own micro-ops and weights
-    over the rows the head filled)."""
+    prefetched ``vta_conv2d_2``'s head), another stream runs on the same runtime (or on
+    another runtime over the same device): ``vta_conv2d_3``'s kernel on random buffers
+    (it loads its own micro-ops and weights over the rows the head filled)."""
+    from vtakit.runtime import Runtime
     rng = np.random.default_rng(0)
     prog = exe.program(next(p.meta_dict["kernel"] for p in exe.primitives
                             if p.name == "vta_conv2d_3"))
@@ -117,7 +118,7 @@ def _clobbered(exe, x, monkeypatch=None):
     def hook(name, _):
         if name != "vta_conv2d_1":
             return
-        rt = vm.context.runtime
+        rt = Runtime(vm.context.device) if other_runtime else vm.context.runtime
         bufs = {}
         for slot, nbytes in prog.slots.items():
             bufs[slot] = rt.alloc(nbytes)
@@ -139,6 +140,14 @@ def test_guard_falls_back_after_another_stream(kws, count):
     assert count["cold"] == 1 and count["warm"] > 0
 
 
+def test_guard_sees_another_runtime_on_the_device(kws, count):
+    """The same with the other stream run by another Runtime over the same device: the
+    device's stream count shows it, the layer starts cold."""
+    exe, x, ref = kws
+    assert np.array_equal(_clobbered(exe, x, other_runtime=True), ref)
+    assert count["cold"] == 1 and count["warm"] > 0
+
+
 def test_without_the_guard_the_warm_start_is_wrong(kws, count, monkeypatch):
     """The same run with the guard dropped (a layer starts warm whenever the last
     prefetch was its own): the other stream's micro-ops and weights are used, the
@@ -154,6 +163,7 @@ def test_without_the_guard_the_warm_start_is_wrong(kws, count, monkeypatch):
 
     monkeypatch.setattr(chain_mod.Chain, "_warm_start", unguarded)
     assert not np.array_equal(_clobbered(exe, x), ref)
+    assert not np.array_equal(_clobbered(exe, x, other_runtime=True), ref)
 
 
 def test_model_engine_predicts_the_warm_streams(kws, count):
