@@ -36,6 +36,19 @@ after, every token of *A*'s own protocol in its queue.
 :class:`Chain` is the run-time state (the VM context's): the layer whose kernel waits
 for its successor (a kernel is bound when the next one is known, or when the chain
 closes), and the staged buffers the chain's layers still read.
+
+**Warm start across a host step.** A layer whose result goes to the host ends the
+stream, and the next layer's inputs are the host's output, so no chain crosses it. What
+the next layer's stream would do first without its inputs still can: its first group's
+weight LOADs and its leading LOAD UOP, LOAD ACC and resetting GEMMs (:func:`warm_split`'s
+head) run at the end of the stream before, bound after its :func:`exit_variant` (*SRAM
+free* after its last GEMM reading those rows) and followed by the kernel fence again, so
+each stream is token-complete on its own. The next layer then runs its warm kernel,
+without them, but only when the guard holds (:attr:`Chain.warm`: the last stream started
+on the device was that one, nothing queued since, same weight buffers); otherwise its
+cold kernel. Which layer comes next is the caller's guess (``prefetch`` of
+:meth:`Chain.follow`; the VM reads it from its code); a wrong guess costs the head's
+loads, never the result.
 """
 
 from __future__ import annotations
