@@ -646,8 +646,8 @@ class Chain:
         """``program``'s warm variant (:func:`warm_split`) when the device's SRAM holds
         what its head left: the last stream run on ``rt``'s device (by any runtime,
         faulted or not; nothing queued since, no chain pending) was ``rt``'s, and ended
-        with the head of this very program, read from the buffers ``bufs`` names. Else ``program`` (the cold kernel). :attr:`warm` is
-        consumed either way."""
+        with the head of this very program, read from the buffers ``bufs`` names. Else
+        ``program`` (the cold kernel). :attr:`warm` is consumed either way."""
         warm, self.warm = self.warm, None
         if warm is None or self.pending is not None:
             return program
