@@ -97,13 +97,15 @@ def measure(label, mod, x, spec, cfg, backend):
             k[0] += m.cycles
             k[1] += p["cycles"]
             layers.append((m.name, int(m.cycles), int(p["cycles"])))
-            key = kernel[m.name] if len(m.layers) == 1 else id(run)
+            # a kernel alone, or the stream the runtime built (a chain, a warm start)
+            key = kernel[m.name] if run.insns is None else id(run)
             if key not in streams:
-                # what the event model reads: the stream and its uop staging (the ALU
-                # lane of COMPUTE_OVERLAP follows the micro-ops), as predict_layers read
-                prog = exe.program(key) if len(m.layers) == 1 else None
+                # what the event model reads: the stream, its uop staging (the ALU lane
+                # of COMPUTE_OVERLAP follows the micro-ops) and the uop SRAM it starts
+                # with, as predict_layers read them
+                prog = exe.program(key) if run.insns is None else None
                 streams[key] = ([tuple(program_stream(prog)), prog.uops] if prog is not None
-                                else [tuple(run.insns), run.uops]) + [0, 0]
+                                else [tuple(run.insns), run.uops]) + [0, 0, run.sram]
             s = streams[key]
             s[2] += 1
             s[3] += int(m.cycles)
@@ -137,15 +139,16 @@ def fit(rows, grid, top=10) -> list[str]:
     so re-measure the chosen constants (and bench/models.py) before keeping them."""
     configs = {r["config"]: config_from_spec(r["config"]) for r in rows}
     # a kernel's stream bound alone, or a chain's stream as the runtime builds it, each
-    # with its uop staging: [instructions, uops, calls, measured cycles]
+    # with its uop staging: [instructions, uops, calls, measured cycles, initial uop SRAM]
     kernels = [(r["config"], r["streams"]) for r in rows]
 
     def worst(cost):
         errors = {}
         for config, streams in kernels:
-            model = sum(n * predict_stream(insns, configs[config], cost, uops=uops).cycles
-                        for insns, uops, n, _ in streams)
-            rtl = sum(rtl for _, _, _, rtl in streams)
+            model = sum(n * predict_stream(insns, configs[config], cost, uops=uops,
+                                           sram=sram).cycles
+                        for insns, uops, n, _, sram in streams)
+            rtl = sum(rtl for _, _, _, rtl, _ in streams)
             errors[config] = max(errors.get(config, 0), abs(model - rtl) / rtl)
         return max(errors.values()), errors
 

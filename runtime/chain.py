@@ -36,6 +36,19 @@ after, every token of *A*'s own protocol in its queue.
 :class:`Chain` is the run-time state (the VM context's): the layer whose kernel waits
 for its successor (a kernel is bound when the next one is known, or when the chain
 closes), and the staged buffers the chain's layers still read.
+
+**Warm start across a host step.** A layer whose result goes to the host ends the
+stream, and the next layer's inputs are the host's output, so no chain crosses it. What
+the next layer's stream would do first without its inputs still can: its first group's
+weight LOADs and its leading LOAD UOP, LOAD ACC and resetting GEMMs (:func:`warm_split`'s
+head) run at the end of the stream before, bound after its :func:`exit_variant` (*SRAM
+free* after its last GEMM reading those rows) and followed by the kernel fence again, so
+each stream is token-complete on its own. The next layer then runs its warm kernel,
+without them, but only when the guard holds (:attr:`Chain.warm`: the last stream started
+on the device was that one, nothing queued since, same weight buffers); otherwise its
+cold kernel. Which layer comes next is the caller's guess (``prefetch`` of
+:meth:`Chain.follow`; the VM reads it from its code); a wrong guess costs the head's
+loads, never the result.
 """
 
 from __future__ import annotations
@@ -48,7 +61,7 @@ from .program import UOPS, Program, make_insn
 
 __all__ = ["Chain", "exit_variant", "entry_variant", "variant", "sram_free_point",
            "swap_slots", "late_stores", "all_stores", "first_inputs", "hoisted_reads",
-           "overlap"]
+           "overlap", "warm_split", "prefetch_reads"]
 
 _POP_S2G = "pop_next_dep"        # compute pops store's token
 _PUSH_G2L = "push_prev_dep"      # compute pushes to load
@@ -354,6 +367,67 @@ def entry_variant(program: Program, early: bool = False) -> Program | None:
     return _rebuild(program, order, replace)
 
 
+def warm_split(program: Program):
+    """``(head, warm)``: ``program`` split for a warm start across a host step (see
+    :class:`Chain`), or None when it has nothing to move.
+
+    ``head`` runs at the end of the previous layer's stream, bound after that layer's
+    :func:`exit_variant`: the first group's weight LOADs (the first pops *SRAM free*,
+    pending in the stream), the leading compute LOADs and resets (LOAD UOP, LOAD ACC,
+    resetting GEMMs: they write neither the OUT SRAM nor wait for a token), then the
+    kernel fence again (two compute NOPs popping the *stores done* tokens, the second
+    pushing g2l, and the load's pending pop). ``warm`` is ``program`` without them (its
+    first input LOADs push the first group's token): it is right only as the first
+    program of the stream that runs right after ``head``'s, the SRAM rows ``head`` wrote
+    untouched. ``head``'s slots are the ones its LOADs read."""
+    if "chain_warm" in program.memo:
+        return program.memo["chain_warm"]
+    program.memo["chain_warm"] = None
+    ins, cfg = program.insns, program.config
+    group = _first_group(program)
+    if group is None:
+        return None
+    loads, wgt, inp = group
+    head = []
+    for k, i in enumerate(ins):
+        if _unit(i) != Unit.COMPUTE:
+            continue
+        if not _early_compute(i):
+            break
+        head.append(k)
+    if not wgt and not head:
+        return None
+    relocs = {r.insn: r.slot for r in program.relocations}
+    moved = [*wgt, *head]
+    pre = [_with(cfg, ins[k], **{_PUSH_L2G: 0}) for k in wgt] + [ins[k] for k in head]
+    pre += [_nop(cfg, Unit.COMPUTE, **{_POP_S2G: 1}),
+            _nop(cfg, Unit.COMPUTE, **{_POP_S2G: 1, _PUSH_G2L: 1})]
+    hrelocs = [(n, relocs[k]) for n, k in enumerate(moved) if k in relocs]
+    slots = {s: program.slots[s] for _, s in hrelocs if s != UOPS}
+    head_p = Program(cfg, pre, program.uops, slots, hrelocs, ((int(Unit.LOAD), _POP_G2L),),
+                     f"{program.name} (warm head)")
+    replace = {k: _with(cfg, ins[k], **{_PUSH_L2G: 0}) for k in loads}
+    replace[inp[-1]] = _with(cfg, replace[inp[-1]], **{_PUSH_L2G: 1})
+    gone = set(moved)
+    kept = [k for k in range(len(ins)) if k not in gone]
+    warm = _rebuild(program, kept, replace)
+    warm.memo["warm_of"] = program
+    # its GEMMs read what they read in ``program`` (whose LOAD UOPs staged their micro-ops)
+    pos = {k: n for n, k in enumerate(kept)}
+    warm.memo["chain_reads"] = [(pos[k], a, b) for k, a, b in _gemm_reads(program) if k in pos]
+    warm.memo["chain_sources"] = [(pos[k], idx) for k, idx in _uop_sources(program)
+                                  if k in pos]
+    program.memo["chain_warm"] = (head_p, warm)
+    return program.memo["chain_warm"]
+
+
+def prefetch_reads(head: Program, bufs: dict) -> list:
+    """DRAM byte ranges ``[start, end)`` the LOADs of a :func:`warm_split` head read,
+    bound to ``bufs`` (its LOAD UOPs read the stream's staging: not included)."""
+    relocs = {r.insn: r.slot for r in head.relocations}
+    return _reads(head, [k for k, s in relocs.items() if s != UOPS], bufs)
+
+
 def variant(program: Program, entry: bool = False, exit: bool = False, after=None,
             early: bool = False) -> Program | None:
     """``program`` rewritten for its place in a chain: after a boundary (``entry``,
@@ -459,6 +533,13 @@ def overlap(a: list, b: list) -> bool:
     return any(s0 < e1 and s1 < e0 for s0, e0 in a for s1, e1 in b)
 
 
+def _streams(rt) -> int:
+    """Streams started so far on ``rt``'s device, by any runtime (a dry runtime, which
+    has no device: its own runs)."""
+    dev = getattr(rt, "device", None)
+    return rt.stats["syncs"] if dev is None else dev.streams
+
+
 class Chain:
     """The chain state of one runtime (see the module docstring).
 
@@ -470,20 +551,33 @@ class Chain:
         closes; ``entry``/``early`` say how it follows the layer before it.
     scratch : list
         Staged buffers the chain's layers read, freed when it has run.
+    warm : tuple or None
+        ``(program, {slot: address}, runtime, streams)``: the stream ``runtime`` ran as
+        its device's ``streams``-th (:attr:`~.device.Device.streams`) ended with
+        ``program``'s :func:`warm_split` head, read from those buffers; the guard of a
+        warm start (:meth:`follow`).
     """
 
     def __init__(self):
         self.pending = None
         self.scratch: list = []
+        self.warm = None
 
     @property
     def open(self) -> bool:
         return self.pending is not None
 
-    def follow(self, rt, program, bufs, direct: bool):
+    def follow(self, rt, program, bufs, direct: bool, prefetch=None):
         """Queue a layer's kernel (``program`` bound to ``bufs``) after the chain's:
         it stays pending when it stores directly into a device tensor (``direct``; returns
-        None), else the stream runs (its RunResult)."""
+        None), else the stream runs (its RunResult).
+
+        ``prefetch`` (optional) is ``prefetch(rt) -> (program, buffers) or None``: the
+        layer expected to run next (its buffers: its weights, resident); when the stream
+        runs, it ends with that layer's :func:`warm_split` head and :attr:`warm` records
+        it. A kernel that the last stream prefetched for starts warm (see the class
+        docstring)."""
+        program = self._warm_start(rt, program, bufs)
         entry = early = False
         prev = self.pending
         if prev is not None:
@@ -512,11 +606,57 @@ class Chain:
         if direct:
             self.pending = (program, bufs, entry, early)
             return None
-        self._bind(rt, variant(program, entry, False, None, early), bufs)
+        warm = self._prefetch(rt, program, bufs, entry, early, prefetch)
+        if warm is None:
+            self._bind(rt, variant(program, entry, False, None, early), bufs)
         try:
-            return rt.synchronize()
+            res = rt.synchronize()
+            if warm is not None:
+                self.warm = (*warm, rt, _streams(rt))
+            return res
         finally:
             self.release(rt)
+
+    def _prefetch(self, rt, program, bufs, entry, early, prefetch):
+        """Bind ``program`` (the stream's last kernel) as its :func:`exit_variant`
+        followed by the next layer's :func:`warm_split` head; ``(next program, {slot:
+        address})`` of what the head read, or None (nothing bound) when there is no next
+        layer or its head cannot move here."""
+        if prefetch is None:
+            return None
+        nxt = prefetch(rt)
+        if nxt is None:
+            return None
+        nprog, nbufs = nxt
+        split = warm_split(nprog)
+        if split is None or any(s not in nbufs for s in split[0].slots):
+            return None
+        head = split[0]
+        nbufs = {s: nbufs[s] for s in head.slots}
+        after = sram_free_point(program, nprog)
+        ex = variant(program, entry, True, after, early)
+        if (ex is None or not rt.fits(ex, head)
+                or overlap(prefetch_reads(head, nbufs), all_stores(ex, bufs))):
+            return None
+        self._bind(rt, ex, bufs)
+        self._bind(rt, head, nbufs)
+        return nprog, {s: nbufs[s].addr for s in head.slots}
+
+    def _warm_start(self, rt, program, bufs):
+        """``program``'s warm variant (:func:`warm_split`) when the device's SRAM holds
+        what its head left: the last stream run on ``rt``'s device (by any runtime,
+        faulted or not; nothing queued since, no chain pending) was ``rt``'s, and ended
+        with the head of this very program, read from the buffers ``bufs`` names. Else
+        ``program`` (the cold kernel). :attr:`warm` is consumed either way."""
+        warm, self.warm = self.warm, None
+        if warm is None or self.pending is not None:
+            return program
+        nprog, addrs, wrt, syncs = warm
+        if (nprog is not program or wrt is not rt or _streams(rt) != syncs
+                or rt.instructions
+                or any(s not in bufs or bufs[s].addr != a for s, a in addrs.items())):
+            return program
+        return warm_split(program)[1]
 
     def _bind(self, rt, program, bufs):
         try:
@@ -549,6 +689,6 @@ class Chain:
 
     def abort(self, rt) -> None:
         """Drop an open chain without running it (after an error)."""
-        self.pending = None
+        self.pending = self.warm = None
         rt.reset()
         self.release(rt)

@@ -117,6 +117,10 @@ class Device(abc.ABC):
 
     #: Backend name, as given to :func:`open_device`.
     name = "abstract"
+    #: Streams a :class:`~vtakit.runtime.Runtime` started on this device (counted before
+    #: each run: a warm start checks that no other stream ran in between,
+    #: :mod:`vtakit.runtime.chain`).
+    streams = 0
 
     def __init__(self, config, *, dram: DRAM | None = None):
         self.config: VTAConfig = load_config(config)

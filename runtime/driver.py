@@ -409,6 +409,7 @@ class Runtime:
             return RunResult()
         try:
             insn_addr, count = self._commit()
+            self.device.streams += 1
             result = self.device.run(insn_addr, count)
             self.stats["syncs"] += 1
         finally:

@@ -145,15 +145,24 @@ class LayerLaunch:
         """The ``post`` host step on the downloaded planes (plane 0 without one)."""
         return planes[0] if self.post is None else timed(_op_name(self.post), self.post, planes)
 
-    def execute_chained(self, rt, bufs: dict, chain, direct: bool):
+    def execute_chained(self, rt, bufs: dict, chain, direct: bool, prefetch=None):
         """:meth:`execute` within a chain (:mod:`.chain`): the kernel follows the chain's
         last one and, when it stores directly into a device tensor (``direct``), waits
         for the next layer: returns None. Otherwise the stream runs: the device's
-        RunResult."""
-        return chain.follow(rt, self.program, bufs, direct)
+        RunResult; with ``prefetch`` (:meth:`prefetch_for`) it ends with the warm-start
+        head of the layer expected next (:meth:`.chain.Chain.follow`)."""
+        return chain.follow(rt, self.program, bufs, direct, prefetch)
+
+    def prefetch_for(self, weights: dict):
+        """``prefetch(rt) -> (program, buffers)`` for :meth:`.chain.Chain.follow`: this
+        launch as the layer expected next, its resident ``weights`` (slot -> packed
+        array) uploaded when first asked; None when its weights are staged per call."""
+        if self._resident is None:
+            return None
+        return lambda rt: (self.program, self.stage(rt, {}, weights, []))
 
     def run(self, rt, activations: dict, weights: dict, out=None, *,
-            tail=False, chain=None) -> LaunchResult:
+            tail=False, chain=None, prefetch=None) -> LaunchResult:
         """Stage, execute and download (see the module docstring).
 
         ``out`` is where the result goes: a device tensor the kernel stores into when
@@ -161,7 +170,8 @@ class LayerLaunch:
         ``y`` is every downloaded plane (None when the kernel stored into ``out``); the
         caller applies :meth:`requantize` and :meth:`deliver`. With ``chain`` (a
         :class:`~.chain.Chain`) the kernel runs chained (:meth:`execute_chained`); when
-        it leaves the chain open the result's ``run`` is None (nothing ran yet).
+        it leaves the chain open the result's ``run`` is None (nothing ran yet);
+        ``prefetch`` (:meth:`prefetch_for` of the layer expected next) is passed on.
         """
         scratch = []
         try:
@@ -172,7 +182,7 @@ class LayerLaunch:
             if chain is None:
                 res = self.execute(rt, bufs)
             else:
-                res = self.execute_chained(rt, bufs, chain, direct)
+                res = self.execute_chained(rt, bufs, chain, direct, prefetch)
                 if res is None:         # the chain's run frees them
                     chain.scratch += scratch
                     scratch = []

@@ -156,8 +156,10 @@ class VTALayerKernel:
         activations = {slot: ins[i] if kind == "p" else self.pool[i]
                        for slot, (kind, i) in self.inputs}
         launch = self.launch
+        nxt = self.ctx.next_layer.get(self)
+        prefetch = None if nxt is None else nxt.launch.prefetch_for(dict(nxt.weights))
         planes = launch.run(self.ctx.runtime, activations, dict(self.weights), out,
-                            tail=bool(self.tail), chain=self.ctx.chain).y
+                            tail=bool(self.tail), chain=self.ctx.chain, prefetch=prefetch).y
         y = None if planes is None else launch.requantize(planes)      # host step
         launch.deliver(y, out, self._unpack, self.tail)                 # unpack, tail: host
 

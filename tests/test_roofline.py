@@ -161,8 +161,13 @@ def _check_below_predicted(rows):
     vta = [r for r in rows if r.engine == "VTA"]
     assert vta and all(r.roofline is not None for r in vta)
     for r in vta:
-        # Work the layer cannot avoid, at peak rates: never above what the stream takes.
-        assert 0 < r.roofline.cycles <= r.predicted_cycles, r.name
+        # Work the layer cannot avoid, at peak rates: never above what the stream takes
+        # (a row that moved fewer bytes than its layer must started warm: the row before
+        # loaded its first weights, vtakit.runtime.chain.warm_split; the total holds)
+        assert r.roofline.cycles > 0, r.name
+        parts = getattr(r.roofline, "parts", None) or [r.roofline]
+        if r.dram_bytes >= sum(p.read_bytes + p.write_bytes for p in parts):
+            assert r.roofline.cycles <= r.predicted_cycles, r.name
     total = sum(r.roofline.cycles for r in vta)
     assert total <= sum(r.predicted_cycles for r in vta)
     text = format_profile(rows, "behavioral")
@@ -201,10 +206,15 @@ def test_mltk_kws_below_predicted():
     _, rows = profile_model(exe, [x])
     total = _check_below_predicted(rows)
     assert total > 0.3 * sum(r.predicted_cycles for r in rows)    # not a vacuous bound
-    # one predicted figure per layer: compile --report, run --profile and the sweep's
-    # model engine print the same event-model cycles
+    # one predicted figure per layer: compile --report (each kernel alone), run --profile
+    # and the sweep's model engine print the same event-model cycles, unchained; chained
+    # (warm starts across the host steps) the last two agree
+    _, cold = profile_model(exe, [x], chain=False)
     compiled = [round(r.predicted_cycles) for r in report if r.where != "host"]
-    assert compiled == [r.predicted_cycles for r in rows if r.engine == "VTA"]
-    assert compiled == [d["cycles"] for d in predict_layers(exe) if d["where"] != "host"]
+    assert compiled == [r.predicted_cycles for r in cold if r.engine == "VTA"]
+    assert compiled == [d["cycles"] for d in predict_layers(exe, chain=False)
+                        if d["where"] != "host"]
+    assert [r.predicted_cycles for r in rows if r.engine == "VTA"] == \
+        [d["cycles"] for d in predict_layers(exe) if d["where"] != "host"]
     # the analytic estimate ranked the tilings; it is kept, but not shown as the prediction
     assert any(r.estimate_cycles != r.predicted_cycles for r in report if r.where != "host")

@@ -160,7 +160,10 @@ def predict_layers(exe, *, chain: bool = True, runs=None) -> list[dict]:
                          macs=sum(macs.get(n, 0) for n in names), dram_bytes=int(dram),
                          host_us=None))
 
-    for p, args in _calls_with_args(exe):
+    calls = _calls_with_args(exe)
+    weights_at: dict = {}       # primitive -> where its resident weights are
+    following = _next_vta_calls(exe, calls)
+    for j, (p, args) in enumerate(calls):
         prim = exe.primitives[p]
         meta = prim.meta_dict
         if prim.kind != "vta_layer" or "kernel" not in meta:
@@ -169,8 +172,14 @@ def predict_layers(exe, *, chain: bool = True, runs=None) -> list[dict]:
             else:
                 row([p], None)
             continue
-        program, bufs, direct = _launch_buffers(exe, prim, args)
-        run = predictor.launch(program, bufs, direct)
+        program, bufs, direct = _launch_buffers(exe, prim, args, weights_at, p)
+        prefetch = None
+        if following.get(j) is not None:
+            q, qargs = calls[following[j]]
+            qprog, qbufs, _ = _launch_buffers(exe, exe.primitives[q], qargs, weights_at, q)
+            qw = {slot: qbufs[slot] for slot, _ in exe.primitives[q].meta_dict["weights"]}
+            prefetch = lambda rt, qprog=qprog, qw=qw: (qprog, qw)  # noqa: E731
+        run = predictor.launch(program, bufs, direct, prefetch)
         group.append(p)
         if run is not None:
             row(group, run)
@@ -191,12 +200,28 @@ class _Addr:
 
 #: where the dry runtime puts the device arena and the staged operands
 _ARENA, _STAGED, _PAGE = 1 << 24, 1 << 27, 4096
+#: where it keeps the resident weights
+_WEIGHTS = 1 << 29
 
 
-def _launch_buffers(exe, prim, args):
+def _next_vta_calls(exe, calls) -> dict:
+    """``{call index: index of the next VTA layer call}`` as the VM guesses it
+    (:func:`vtakit.runtime.vm.interpreter._next_layers`: a layer whose successor is the
+    same at every call), for the warm starts the runtime makes."""
+    vta = [j for j, (p, _) in enumerate(calls) if exe.primitives[p].kind == "vta_layer"
+           and "kernel" in exe.primitives[p].meta_dict]
+    seen: dict = {}
+    for a, b in zip(vta, vta[1:]):
+        seen.setdefault(calls[a][0], set()).add(calls[b][0])
+    return {a: b for a, b in zip(vta, vta[1:]) if len(seen[calls[a][0]]) == 1}
+
+
+def _launch_buffers(exe, prim, args, weights_at=None, key=None):
     """``(kernel, {slot: _Addr}, stores directly)`` of a ``vta_layer`` call as
     :class:`~vtakit.runtime.launch.LayerLaunch` stages it: a device-tensor argument of the
-    slot's size read in place (at its arena offset), everything else staged."""
+    slot's size read in place (at its arena offset), everything else staged; with
+    ``weights_at`` (a dict kept across calls) the weights are resident, at addresses of
+    their own per ``key`` (the primitive)."""
     meta = prim.meta_dict
     program = exe.program(meta["kernel"])
     slots = program.slots
@@ -212,8 +237,18 @@ def _launch_buffers(exe, prim, args):
         pre = meta.get("pre") is not None and slot == "data"
         bufs[slot] = (_Addr(_ARENA + dev[0], dev[1]) if dev is not None and not pre
                       and dev[1] == slots[slot] else stage(slots[slot]))
-    for slot, _ in meta["weights"]:
-        bufs[slot] = stage(slots[slot])
+    if weights_at is None:
+        for slot, _ in meta["weights"]:
+            bufs[slot] = stage(slots[slot])
+    else:
+        if key not in weights_at:
+            base = weights_at.get(None, _WEIGHTS)
+            at = weights_at[key] = {}
+            for slot, _ in meta["weights"]:
+                at[slot] = _Addr(base, slots[slot])
+                base += -(-slots[slot] // _PAGE) * _PAGE
+            weights_at[None] = base
+        bufs.update(weights_at[key])
     out = args[-1]
     direct = (meta["post"] is None and not meta["tail"] and meta["out"]["shape"][0] == 1
               and out is not None and out[1] == slots["out"])

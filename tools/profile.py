@@ -117,6 +117,11 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook
     hook, called after the profile's own (e.g. an outer recorder's; it sees outputs, so
     the layers then run unchained); ``chain=False`` runs every layer on its own.
 
+    A row's cycles are its runs' (its stream's): when a layer's stream ends with the
+    warm-start head of the next layer (:meth:`vtakit.runtime.chain.Chain.follow`: that
+    layer's first weight LOADs and LOAD UOP/ACC, after a host step), those loads count
+    in the row of the layer before, and the next layer's row is its warm kernel only.
+
     Returns
     -------
     tuple
@@ -167,6 +172,8 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook
         if device is None:
             dev.close()
     staged = iter(staged) if staged is not None else None
+    from ..compiler.ops.cost.events import uop_sram
+    sram = None         # the uop SRAM the last run left (a warm start's kernel reads it)
     vta_kinds = {p.name for p in exe.primitives if p.kind == "vta_layer"}
     rows, group = [], []
     for layer in rec.layers:
@@ -182,7 +189,9 @@ def profile_model(exe, inputs, backend: str = "behavioral", *, device=None, hook
             uops = None
             if staged is not None:
                 insns, uops = _rebased(cfg, insns, next(staged))
-            pred = predict_stream(insns, cfg, intervals=True, uops=uops)
+            pred = predict_stream(insns, cfg, intervals=True, uops=uops, sram=sram)
+            if uops is not None:
+                sram = uop_sram(insns, cfg, uops, sram)
             for unit, spans in pred.intervals.items():   # runs follow one another
                 units.setdefault(unit, []).extend(
                     replace(i, start=i.start + predicted, end=i.end + predicted) for i in spans)

@@ -36,6 +36,10 @@ class RuntimeContext:
     ----------
     chain : Chain or None
         The chain state of :attr:`runtime` (None when chaining is off).
+    next_layer : dict
+        kernel -> the ``vta_layer`` kernel expected to run next on the device (the VM
+        fills it from its code): a kernel's stream ends with that one's warm-start head
+        (:meth:`vtakit.runtime.chain.Chain.follow`); a guess, checked when it runs.
     """
 
     def __init__(self, config, backend="behavioral", *, device=None, device_options=None,
@@ -65,6 +69,7 @@ class RuntimeContext:
         self._parse = programs
         from ..chain import Chain
         self.chain = Chain() if chain else None
+        self.next_layer = {}
 
     @property
     def device(self):

@@ -61,6 +61,32 @@ class VMError(VtakitError, RuntimeError):
         self.function, self.pc = function, pc
 
 
+#: instructions after which the next packed call is not known from the code alone
+_BRANCHES = frozenset((_IF, _GOTO, _RET, _INVOKE, _TAIL_INVOKE, _INVOKE_CLOSURE,
+                       _TAIL_INVOKE_CLOSURE, _FATAL))
+
+
+def _next_layers(funcs, packed) -> dict:
+    """``{kernel: next kernel}``: for each ``vta_layer`` kernel, the one its function's
+    straight-line code calls next (host calls between them allowed), when that is the
+    same at every call site. A guess for a warm start, which checks it
+    (:meth:`vtakit.runtime.chain.Chain.follow`)."""
+    from ..vta_layer import VTALayerKernel
+    seen: dict = {}
+    for code, _ in funcs:
+        last = None
+        for ins in code:
+            if ins[0] == _INVOKE_PACKED:
+                f = packed[ins[1]]
+                if isinstance(f, VTALayerKernel):
+                    if last is not None:
+                        seen.setdefault(last, set()).add(f)
+                    last = f
+            elif ins[0] in _BRANCHES:
+                last = None
+    return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
+
+
 def _value(v):
     """An If operand as a Python scalar (a 0-d or 1-element tensor, or an int)."""
     if v.__class__ is np.ndarray:
@@ -125,6 +151,8 @@ class VirtualMachine:
         self._consts = list(exe.constants)
         hooks = [h for h in (hook, on_layer) if h]
         self._hook = self._combine(hooks, sees) if hooks else None
+        if self.context.chain is not None:
+            self.context.next_layer = _next_layers(self._funcs, self._packed)
 
     @staticmethod
     def _combine(hooks, outputs=True):

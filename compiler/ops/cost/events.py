@@ -33,7 +33,7 @@ from .params import RTL_COST, EventCost
 #: The ``requant2`` extension's ALU opcode REQ.
 REQ_OPCODE = int(AluOp.REQ)
 
-__all__ = ["StreamPrediction", "UnitInterval", "predict_stream", "stream_traffic",
+__all__ = ["StreamPrediction", "UnitInterval", "predict_stream", "stream_traffic", "uop_sram",
            "fetch_cycles", "program_stream", "program_prediction", "program_facts"]
 
 
@@ -284,7 +284,7 @@ def _burst_beats(insn, bus_bytes: int, elem) -> int:
 
 
 def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
-                   intervals: bool = False, uops=None) -> StreamPrediction:
+                   intervals: bool = False, uops=None, sram=None) -> StreamPrediction:
     """Predict the cycles of a decoded stream (``Runtime.instructions`` after finalize,
     or any list of :class:`~vtakit.hw.isa.Insn`).
 
@@ -295,7 +295,9 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
     ``uops`` (the uop staging the stream's LOAD UOPs read, by ``dram_base``): with
     ``config.compute_overlap`` the compute module's ALU lane is modelled
     (:func:`_lane_plan`: which ALUs run in it, the banks of the GEMMs' rows); without
-    ``uops`` (or the key) the compute module is one pipeline.
+    ``uops`` (or the key) the compute module is one pipeline. ``sram`` is what the uop
+    SRAM holds when the stream starts (:func:`uop_sram` of the stream before: a warm
+    start's kernel uses micro-ops the stream before loaded; default: zeros).
 
     Raises
     ------
@@ -326,7 +328,7 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
     landed = dict.fromkeys(TOKEN_QUEUES, float("-inf"))
     tokens = {q: deque() for q in TOKEN_QUEUES}
     elem, bus = _elem_bytes(config), config.bus_bytes
-    plan = (_lane_plan(queues[Unit.COMPUTE], config, uops)
+    plan = (_lane_plan(queues[Unit.COMPUTE], config, uops, sram)
             if uops is not None and getattr(config, "compute_overlap", 0) else None)
     lane: list = []         # (bank, retire time) of the lane's instructions, in order
     lane_issue = 0.0        # when the lane's sequencer is free for the next one
@@ -526,7 +528,30 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
     return result(int(round(max(time.values()))))
 
 
-def _lane_plan(queue, config, uops) -> list:
+def uop_sram(insns, config, uops, sram=None):
+    """What the uop SRAM holds after ``insns`` (their LOAD UOPs, reading the staging
+    ``uops`` by ``dram_base``), from ``sram`` (default: zeros); a new array."""
+    import numpy as np
+    uops = np.asarray(uops, dtype=np.uint32)
+    out = (np.zeros(config.uop_depth, dtype=np.uint32) if sram is None
+           else np.array(sram, dtype=np.uint32))
+    for insn in insns:
+        _load_uop(insn, uops, out)
+    return out
+
+
+def _load_uop(insn, uops, sram) -> bool:
+    """Apply ``insn`` to ``sram`` when it is a LOAD UOP that moves data (True)."""
+    f = insn.fields
+    if insn.opcode != Opcode.LOAD or not f["x_size"] or f["memory_type"] != MemType.UOP:
+        return False
+    a, n = f["sram_base"], f["x_size"]
+    got = uops[f["dram_base"]:f["dram_base"] + n]
+    sram[a:a + len(got)] = got
+    return True
+
+
+def _lane_plan(queue, config, uops, sram=None) -> list:
     """With ``COMPUTE_OVERLAP`` (``hw/compute.py``, ``hw/compute_lane.py``): per position
     in the compute ``queue`` how it meets the ALU lane: ``("lane", bank)`` an ALU the
     lane runs (one micro-op, non-empty loops, a base opcode or, with ``requant2``
@@ -537,7 +562,8 @@ def _lane_plan(queue, config, uops) -> list:
     ``("alu", None)`` an ALU the lane refuses (after its footprint check, it waits for
     the lane to drain); ``("beside", bank)`` a LOAD ACC without push flags (it runs beside the lane when
     the lane has nothing in ``bank``); ``("drain", None)`` anything else (it waits for
-    the lane to drain). ``uops``: the staging the LOAD UOPs read (by ``dram_base``)."""
+    the lane to drain). ``uops``: the staging the LOAD UOPs read (by ``dram_base``);
+    ``sram``: the uop SRAM at the start (default: zeros)."""
     import numpy as np
     from ....hw.alu import late_ops
     from ....hw.compute_lane import lane_req
@@ -546,7 +572,8 @@ def _lane_plan(queue, config, uops) -> list:
     # the late opcodes stay in the GEMM lane, but with requant2 the lane runs REQ too
     late = set() if lane_req(config) else {int(op) for op in late_ops(config)}
     uops = np.asarray(uops, dtype=np.uint32)
-    sram = np.zeros(config.uop_depth, dtype=np.uint32)
+    sram = (np.zeros(config.uop_depth, dtype=np.uint32) if sram is None
+            else np.array(sram, dtype=np.uint32))
     shift = config.log_acc_depth - 1
     half = config.acc_depth // 2
     out = []
@@ -554,10 +581,8 @@ def _lane_plan(queue, config, uops) -> list:
         op, f = insn.opcode, insn.fields
         kind = ("drain", None)
         if op == Opcode.LOAD and f["x_size"]:
-            if f["memory_type"] == MemType.UOP:
-                a, n = f["sram_base"], f["x_size"]
-                got = uops[f["dram_base"]:f["dram_base"] + n]
-                sram[a:a + len(got)] = got
+            if _load_uop(insn, uops, sram):
+                pass
             elif (f["memory_type"] == MemType.ACC and not f.get("push_prev_dep")
                   and not f.get("push_next_dep")):
                 xt = f["x_pad_0"] + f["x_size"] + f["x_pad_1"]
