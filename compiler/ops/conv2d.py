@@ -61,7 +61,7 @@ from .loops import Dim, fold_loops
 from .tokens import MID, Pipeline, PlanePipeline, kernel_fence
 from .cost.roofline import conv_roofline
 from .cost.geometry import whole_weight
-from .plan import OpPlan, Operand
+from .plan import OpPlan, Operand, plan_signature
 from .reference import conv2d_output_shape, normalize_padding, wrap32
 from ...runtime.layout import pair as _pair
 from .operands import check_fits, check_operand, check_positive
@@ -72,9 +72,21 @@ __all__ = ["Conv2dPlan", "plan_conv2d", "conv2d", "group_conv2d", "assemble_plan
            "GroupMappingError", "border_cases", "border_cells"]
 
 
+# Memos of the plan searches, keyed by everything the memoized step reads (the layer and
+# the plan's state by value, :func:`.plan.plan_signature`), so that a plan in any state
+# may call them; a state that cannot be described is not memoized.
 _RERANKED: dict = {}     # Conv2dPlan._rerank's choices
 _RUNNERS: dict = {}      # Conv2dPlan._rerank's other candidates, best first
 _RUNNER_PICK: dict = {}  # Conv2dPlan._try_runners_up's plan (None: the re-ranked one)
+
+
+def _state(plan, *drop):
+    """:func:`.plan.plan_signature` of ``plan`` without its attributes ``drop`` (and its
+    program); None when an attribute cannot be described."""
+    q = copy.copy(plan)
+    for name in drop + ("_program",):
+        q.__dict__.pop(name, None)
+    return plan_signature(q)
 
 
 class GroupMappingError(VtakitError, ValueError):
@@ -866,32 +878,50 @@ class Conv2dPlan(OpPlan):
         self.estimate = est or estimate(self.problem, tiling, self.config, cost)
         self._program = None
 
+    #: The schedule choices the searches after the tile search set (each a class
+    #: attribute with its default), besides the :attr:`tiling`, the :attr:`problem`'s
+    #: ``own_rows`` and the border rows (:attr:`rows_on_chip`, :attr:`border_mode`).
+    #: :meth:`_rerank` scores its candidates with them at their defaults.
+    CHOICES = ("split_last", "split_first", "add_order", "post_beside", "in_slots",
+               "out_slots", "plane_banks", "plane_skew", "alu_reset", "serial_order",
+               "row_pieces", "row_loads", "weights_ahead", "bank_rows", "bank_copy",
+               "lane_zero")
+
     def _rerank(self, candidates, cost):
         """Keep the candidate tiling whose stream the event model predicts fastest (the
-        search's order breaks ties); memoized per problem, epilogue and config."""
-        key = (type(self), self.problem, self.config, cost, self.epilogue,
-               tuple(self.border_cases), self.pad_value, self.rows_on_chip,
-               self.border_mode, tuple(candidates))
-        best = _RERANKED.get(key)
-        if best is None:
+        search's order breaks ties). The candidates are scored on a copy of the plan with
+        its :attr:`CHOICES` at their defaults, whatever this plan's are (the compiler
+        re-ranks before it searches them; a plan re-ranked later picks what a fresh one
+        does), memoized by that copy's state (:func:`_state`), the cost and the
+        candidates."""
+        fresh = copy.copy(self)
+        for name in self.CHOICES + ("_runners", "_rerank_key"):
+            fresh.__dict__.pop(name, None)
+        fresh._program = None
+        state = _state(fresh, "tiling", "estimate")
+        key = None if state is None else (state, cost, tuple(candidates), self.RERANK_SPLIT)
+        if key is None or key not in _RERANKED:
             scored = []
-            self.split_last = False         # every candidate scored as it is emitted
-            for i, t in enumerate(candidates):
-                self._set_tiling(t, cost)
-                scored.append((self.inspect()["predicted_cycles"], i, False))
+            for i, t in enumerate(candidates):      # every candidate scored as it is emitted
+                fresh._set_tiling(t, cost)
+                scored.append((fresh.inspect()["predicted_cycles"], i, False))
             # the best few again with their last tile halved (the winner is often one
             # of them split: the drain of the last tile shrinks)
             for _, i, _ in sorted(scored)[:self.RERANK_SPLIT]:
-                self._set_tiling(candidates[i], cost)
-                self.split_last = True
-                if self._last_tile_splits():
-                    scored.append((self.inspect()["predicted_cycles"], i, True))
-                self.split_last = False
+                fresh._set_tiling(candidates[i], cost)
+                fresh.split_last = True
+                if fresh._last_tile_splits():
+                    scored.append((fresh.inspect()["predicted_cycles"], i, True))
+                fresh.split_last = False
             _, i, split = min(scored)
-            best = _RERANKED[key] = (candidates[i], split)
-            _RUNNERS[key] = [candidates[j] for j in dict.fromkeys(j for _, j, _ in sorted(scored))
-                             if j != i]
-        self._runners = _RUNNERS.get(key, [])
+            best = (candidates[i], split)
+            runners = [candidates[j] for j in dict.fromkeys(j for _, j, _ in sorted(scored))
+                       if j != i]
+            if key is not None:
+                _RERANKED[key], _RUNNERS[key] = best, runners
+        else:
+            best, runners = _RERANKED[key], _RUNNERS[key]
+        self._runners = runners
         self._rerank_key = key
         self._set_tiling(best[0], cost)
         self.split_last = best[1]
@@ -931,14 +961,17 @@ class Conv2dPlan(OpPlan):
         """Plan each of :attr:`RUNNERS_UP` next best re-ranked tilings with its own
         choices (a plan of that tiling, its flags and plane slots searched as this one's
         were) and take the one the event model predicts fastest if at most
-        :attr:`RUNNER_GAIN` of this plan (memoized per problem as :meth:`_rerank` is). The re-ranking scores the tilings
-        without those choices, which change the ranking (keyword spotting's depthwise
-        layers: th 9 with them beats th 13). A REQ layer (:meth:`_req_runners_fit`) plans
-        ``count`` of them with its ``pad_value``, the border rows as this plan has them
-        (``border_choice``), and takes one at most ``gain`` of this plan."""
+        :attr:`RUNNER_GAIN` of this plan. The re-ranking scores the tilings without those
+        choices, which change the ranking (keyword spotting's depthwise layers: th 9 with
+        them beats th 13). A REQ layer (:meth:`_req_runners_fit`) plans ``count`` of them
+        with its ``pad_value``, the border rows as this plan has them (``border_choice``),
+        and takes one at most ``gain`` of this plan. Memoized by the plan's state as it
+        stands (:func:`_state`) and the arguments."""
         count = self.RUNNERS_UP if count is None else count
-        key = (self._rerank_key, count, gain)
-        if key in _RUNNER_PICK:             # decided for this problem before
+        state = _state(self, "_rerank_key")
+        key = None if state is None else (state, self._rerank_key, cost, border, shared_weight,
+                                          count, pad_value, gain)
+        if key is not None and key in _RUNNER_PICK:     # decided for this plan before
             if _RUNNER_PICK[key] is not None:
                 self._adopt(_RUNNER_PICK[key])
             return
@@ -957,7 +990,8 @@ class Conv2dPlan(OpPlan):
             c = q.inspect()["predicted_cycles"]
             if c <= best:
                 best, got = c, q
-        _RUNNER_PICK[key] = got
+        if key is not None:
+            _RUNNER_PICK[key] = got
         if got is not None:
             self._adopt(got)
 
