@@ -898,8 +898,10 @@ class Conv2dPlan(OpPlan):
         for name in self.CHOICES + ("_runners", "_rerank_key"):
             fresh.__dict__.pop(name, None)
         fresh._program = None
-        state = _state(fresh, "tiling", "estimate")
-        key = None if state is None else (state, cost, tuple(candidates), self.RERANK_SPLIT)
+        state = _state(fresh, "tiling", "estimate", "problem", "rows_on_chip", "border_mode")
+        key = None if state is None else (state, self.problem, self.rows_on_chip,
+                                          self.border_mode, cost, tuple(candidates),
+                                          self.RERANK_SPLIT)
         if key is None or key not in _RERANKED:
             scored = []
             for i, t in enumerate(candidates):      # every candidate scored as it is emitted
