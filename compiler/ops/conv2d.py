@@ -47,6 +47,7 @@ import copy
 import itertools
 import math
 from dataclasses import replace
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -87,6 +88,30 @@ def _state(plan, *drop):
     for name in drop + ("_program",):
         q.__dict__.pop(name, None)
     return plan_signature(q)
+
+
+class _Step(NamedTuple):
+    """A step of :attr:`Conv2dPlan.SEARCH`: ``apply(plan, args)`` runs when
+    ``applies(plan, args)`` holds."""
+    name: str
+    applies: Callable
+    apply: Callable
+
+
+class _SearchArgs(NamedTuple):
+    """What :attr:`Conv2dPlan.SEARCH`'s steps read besides the plan: the search cost, the
+    tile search's ranked tilings (None: a tiling was given), the problem as first planned
+    and the plan's ``shared_weight`` and ``pad_value`` arguments."""
+    cost: SearchCost
+    ranked: list | None
+    problem: ConvProblem
+    shared_weight: bool
+    pad_value: int | None
+
+    @property
+    def reranked(self) -> bool:
+        """The tile search ranked two or more tilings (:meth:`Conv2dPlan._rerank`)."""
+        return self.ranked is not None and len(self.ranked) > 1
 
 
 class GroupMappingError(VtakitError, ValueError):
@@ -330,52 +355,98 @@ class Conv2dPlan(OpPlan):
         onchip = self.pad_value is not None and ranked is not None
         if border_choice is None:
             self.rows_on_chip = not onchip     # searched both ways, loaded rows first
-        if ranked is not None and len(ranked) > 1:
-            self._rerank([t for _, t in ranked], cost)
-        if ranked is not None and p.req_pass and shared_acc(p, cfg):
-            self._try_own_rows(cost)
-        if onchip:
-            self._try_onchip_rows(cost, p, ranked)
-        if (epilogue.add is not None and cfg.compute_overlap and not self.tiling.resident
-                and self.tiling.tci < p.ib):
-            self._try_add_order(cost)
-        elif (cfg.compute_overlap and epilogue.add is None and not self.tiling.resident
-              and self.tiling.tci < p.ib and epilogue.init and epilogue.requant is None
-              and not epilogue.residual and not self.border_cases
-              and self.tiling.tci * p.kh * p.kw <= len(epilogue.stages()[0])):
-            self._try_beside(cost)
-        elif (cfg.compute_overlap and p.int32_out and epilogue.planes > 1
-              and self.tiling.nthreads > 1 and not self.out_slots):
-            self._try_plane_banks(cost)
-        if cfg.compute_overlap and epilogue.requant is not None:
-            self._try_flag("serial_order")
-        if self._row_pieces_apply():
-            self._try_flag("row_pieces")
-        if (self.tiling.resident and p.int32_out and self.tiling.tco > 1
-                and not self.border_cases):
-            self._try_split_first(cost)
-        if p.int32_out and self._row_loads_apply():
-            self._try_flag("row_loads")
-        if self.tiling.resident and self.problem.ob > self.tiling.tco:
-            self._try_flag("weights_ahead")
-        if self._bank_rows_fit():
-            self._try_lane_zero(cost, self._try_bank_rows())
-        elif self._lane_zero_fit():     # rows in each slot (or none)
-            self._try_lane_zero(cost, self.inspect()["predicted_cycles"])
-        if self.problem.own_rows and (self._lane_zero_fit() or self.lane_zero):
-            self._try_shared_lane(cost)
-        if self._req_resident_fit():
-            self._try_req_resident(cost)
-        if self.bank_rows and not self.bank_copy:
-            self._try_flag("bank_copy")
-        if (ranked is not None and len(ranked) > 1 and p.int32_out and epilogue.requant is None
-                and cfg.compute_overlap and self.RUNNERS_UP and type(self) is Conv2dPlan
-                and p.diag):
-            self._try_runners_up(cost, bool(self.border_cells), shared_weight)
-        elif (ranked is not None and len(ranked) > 1 and self._req_runners_fit()
-              and type(self) is Conv2dPlan):
-            self._try_runners_up(cost, bool(self.border_cells), shared_weight,
-                                 self.REQ_RUNNERS_UP, pad_value, self.REQ_RUNNER_GAIN)
+        self._search(_SearchArgs(cost, ranked, p, shared_weight, pad_value))
+
+    def _search(self, args):
+        """Make the schedule choices of :attr:`SEARCH` in order: of each entry, the first
+        step whose predicate holds on the plan as the steps before left it runs."""
+        for entry in self.SEARCH:
+            step = next((s for s in entry if s.applies(self, args)), None)
+            if step is not None:
+                step.apply(self, args)
+
+    def _add_order_fit(self) -> bool:
+        """:meth:`_try_add_order` applies: a fused add, COMPUTE_OVERLAP, two or more
+        reduction chunks."""
+        t = self.tiling
+        return (self.epilogue.add is not None and self.config.compute_overlap
+                and not t.resident and t.tci < self.problem.ib)
+
+    def _beside_fit(self) -> bool:
+        """:meth:`_try_beside` applies: an epilogue of immediate passes after a MIN init,
+        COMPUTE_OVERLAP, two or more reduction chunks whose GEMMs are no more micro-ops
+        than the passes."""
+        p, t, epi = self.problem, self.tiling, self.epilogue
+        return (self.config.compute_overlap and epi.add is None and not t.resident
+                and t.tci < p.ib and epi.init and epi.requant is None
+                and not epi.residual and not self.border_cases
+                and t.tci * p.kh * p.kw <= len(epi.stages()[0]))
+
+    def _plane_banks_fit(self) -> bool:
+        """:meth:`_try_plane_banks` applies: an int32 result, COMPUTE_OVERLAP, two
+        threads, the tiling's acc slots."""
+        return (self.config.compute_overlap and self.problem.int32_out
+                and self.epilogue.planes > 1 and self.tiling.nthreads > 1
+                and not self.out_slots)
+
+    def _int32_runners_fit(self, args) -> bool:
+        """:meth:`_try_runners_up` for an int32 result: a re-ranked block-diagonal layer,
+        COMPUTE_OVERLAP, no requantize."""
+        p = args.problem
+        return (args.reranked and p.int32_out and self.epilogue.requant is None
+                and self.config.compute_overlap and bool(self.RUNNERS_UP)
+                and type(self) is Conv2dPlan and p.diag)
+
+    #: The schedule choices searched after the tile search, in order: entries of
+    #: alternative :class:`_Step` (the first whose predicate holds runs), each predicate
+    #: read on the plan as the steps before left it (``args``: :class:`_SearchArgs`).
+    #: Each step keeps what it tries by its own rule (its method's: mostly when the event
+    #: model predicts the plan faster).
+    SEARCH = (
+        (_Step("rerank", lambda s, a: a.reranked,
+               lambda s, a: s._rerank([t for _, t in a.ranked], a.cost)),),
+        (_Step("own_rows", lambda s, a: (a.ranked is not None and a.problem.req_pass
+                                         and bool(shared_acc(a.problem, s.config))),
+               lambda s, a: s._try_own_rows(a.cost)),),
+        (_Step("onchip_rows", lambda s, a: s.pad_value is not None and a.ranked is not None,
+               lambda s, a: s._try_onchip_rows(a.cost, a.problem, a.ranked)),),
+        (_Step("add_order", lambda s, a: s._add_order_fit(),
+               lambda s, a: s._try_add_order(a.cost)),
+         _Step("beside", lambda s, a: s._beside_fit(), lambda s, a: s._try_beside(a.cost)),
+         _Step("plane_banks", lambda s, a: s._plane_banks_fit(),
+               lambda s, a: s._try_plane_banks(a.cost))),
+        (_Step("serial_order", lambda s, a: (s.config.compute_overlap
+                                             and s.epilogue.requant is not None),
+               lambda s, a: s._try_flag("serial_order")),),
+        (_Step("row_pieces", lambda s, a: s._row_pieces_apply(),
+               lambda s, a: s._try_flag("row_pieces")),),
+        (_Step("split_first", lambda s, a: (s.tiling.resident and a.problem.int32_out
+                                            and s.tiling.tco > 1 and not s.border_cases),
+               lambda s, a: s._try_split_first(a.cost)),),
+        (_Step("row_loads", lambda s, a: a.problem.int32_out and s._row_loads_apply(),
+               lambda s, a: s._try_flag("row_loads")),),
+        (_Step("weights_ahead", lambda s, a: (s.tiling.resident
+                                              and s.problem.ob > s.tiling.tco),
+               lambda s, a: s._try_flag("weights_ahead")),),
+        (_Step("bank_rows", lambda s, a: s._bank_rows_fit(),
+               lambda s, a: s._try_lane_zero(a.cost, s._try_bank_rows())),
+         _Step("lane_zero", lambda s, a: s._lane_zero_fit(),     # rows in each slot (or none)
+               lambda s, a: s._try_lane_zero(a.cost, s.inspect()["predicted_cycles"]))),
+        (_Step("shared_lane", lambda s, a: (s.problem.own_rows
+                                            and (s._lane_zero_fit() or s.lane_zero)),
+               lambda s, a: s._try_shared_lane(a.cost)),),
+        (_Step("req_resident", lambda s, a: s._req_resident_fit(),
+               lambda s, a: s._try_req_resident(a.cost)),),
+        (_Step("bank_copy", lambda s, a: s.bank_rows and not s.bank_copy,
+               lambda s, a: s._try_flag("bank_copy")),),
+        (_Step("runners_up", lambda s, a: s._int32_runners_fit(a),
+               lambda s, a: s._try_runners_up(a.cost, bool(s.border_cells), a.shared_weight)),
+         _Step("req_runners_up", lambda s, a: (a.reranked and s._req_runners_fit()
+                                               and type(s) is Conv2dPlan),
+               lambda s, a: s._try_runners_up(a.cost, bool(s.border_cells), a.shared_weight,
+                                              s.REQ_RUNNERS_UP, a.pad_value,
+                                              s.REQ_RUNNER_GAIN))),
+    )
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
