@@ -491,14 +491,7 @@ class Conv2dPlan(OpPlan):
     def _try_bank_rows(self) -> int:
         """:attr:`bank_rows`, loaded twice or with :attr:`bank_copy`: the one the event
         model predicts fastest, if faster than one copy; returns the prediction kept."""
-        best = (self.inspect()["predicted_cycles"], False, False)
-        for copy in (False, True):
-            self.bank_rows, self.bank_copy, self._program = True, copy, None
-            got = (self.inspect()["predicted_cycles"], True, copy)
-            best = got if got[0] < best[0] else best
-        _, self.bank_rows, self.bank_copy = best
-        self._program = None
-        return best[0]
+        return self._try([dict(bank_rows=True, bank_copy=copy) for copy in (False, True)])
 
     def _try_lane_zero(self, cost, keep):
         """:attr:`lane_zero` with the tiling's tiles shrunk to fit a quarter of the acc
@@ -514,13 +507,8 @@ class Conv2dPlan(OpPlan):
                      if c.footprint(p, cfg)["acc"] <= room), None)
         if quad is None:
             return
-        state = (self.bank_rows, self.tiling, self.estimate, self.split_last)
-        self.bank_rows, self.lane_zero, self.out_slots = bool(shared), True, 4
-        self._set_tiling(quad, cost)
-        if self.inspect()["predicted_cycles"] >= keep:
-            self.lane_zero, self.out_slots = False, None
-            self.bank_rows, tiling, est, self.split_last = state
-            self._set_tiling(tiling, cost, est)
+        self._try([dict(bank_rows=bool(shared), lane_zero=True, out_slots=4, tiling=quad)],
+                  cost, keep)
 
     def _try_shared_lane(self, cost):
         """A plan with rows per slot (:attr:`.ConvProblem.own_rows`) tries the shared rows
@@ -655,11 +643,12 @@ class Conv2dPlan(OpPlan):
             return len(self.plane_banks)
         return self.out_slots or int(acc_slots(self.problem.int32_out, self.tiling.nthreads))
 
-    def plane_slot_rows(self) -> int:
-        """Rows of each slot with :attr:`plane_banks`: a bank's rows (the top bank's
-        less the shared rows, :func:`shared_acc`) over the most slots of a bank."""
+    def plane_slot_rows(self, banks=None) -> int:
+        """Rows of each slot with :attr:`plane_banks` (or ``banks``): a bank's rows (the
+        top bank's less the shared rows, :func:`shared_acc`) over the most slots of a
+        bank."""
         half = self.config.acc_depth // 2
-        banks = self.plane_banks
+        banks = banks or self.plane_banks
         return (half - shared_acc(self.problem, self.config)) // max(banks.count(0),
                                                                       banks.count(1))
 
@@ -715,7 +704,6 @@ class Conv2dPlan(OpPlan):
         slots that hold the tiling's tile and at least
         :meth:`.tokens.PlanePipeline.min_slots`; the one the event model predicts
         fastest is kept, if faster than the plan as it stands."""
-        best = (self.inspect()["predicted_cycles"], None, 1, False)
         fp = self.tiling.footprint(self.problem, self.config)["acc"]
         planes = self.epilogue.planes
         tries = [(b, 1, False) for b in self.PLANE_BANKS]
@@ -727,17 +715,10 @@ class Conv2dPlan(OpPlan):
             tries += [(b, s, True) for b, s, _ in tries]
             tries += [((0, 1) * (planes + extra), skew, True) for extra in self.ZERO_EXTRA
                       for skew in (1, 2)]
-        for banks, skew, zero in dict.fromkeys(tries):
-            if len(banks) < PlanePipeline.min_slots(planes, skew, zero):
-                continue
-            self.plane_banks, self.plane_skew, self.alu_reset = banks, skew, zero
-            self._program = None
-            if fp > self.plane_slot_rows():
-                continue
-            got = (self.inspect()["predicted_cycles"], banks, skew, zero)
-            best = got if got[0] < best[0] else best
-        _, self.plane_banks, self.plane_skew, self.alu_reset = best
-        self._program = None
+        self._try([dict(plane_banks=banks, plane_skew=skew, alu_reset=zero)
+                   for banks, skew, zero in dict.fromkeys(tries)
+                   if len(banks) >= PlanePipeline.min_slots(planes, skew, zero)
+                   and fp <= self.plane_slot_rows(banks)])
 
     #: :meth:`_try_plane_banks` with :attr:`alu_reset`: slots alternating banks, this
     #: many pairs more than the planes (a tile's zeroing pops its slot a step before
@@ -773,16 +754,11 @@ class Conv2dPlan(OpPlan):
             self._set_tiling(three, cost)
         t = self.tiling
         short = t.tci * self.problem.kh * self.problem.kw <= len(self.epilogue.stages()[2])
-        best = None
-        for order, beside in self.ADD_ORDERS:
-            if beside and not short or (order == "pre" and beside != short):
-                continue
-            self.add_order, self.post_beside, self._program = order, beside, None
-            got = (self.inspect()["predicted_cycles"], order, beside)
-            best = got if best is None or got[0] < best[0] else best
-        _, self.add_order, self.post_beside = best
-        self._program = None
-        self._try_out_slots(cost, best[0], [("split", False)])
+        got = self._try([dict(add_order=order, post_beside=beside)
+                         for order, beside in self.ADD_ORDERS
+                         if not (beside and not short or (order == "pre" and beside != short))],
+                        keep=math.inf)
+        self._try_out_slots(cost, got, [("split", False)])
 
     #: :meth:`_try_add_order`'s orders ``(add_order, post_beside)``, the first taken on
     #: a tie.
@@ -819,16 +795,8 @@ class Conv2dPlan(OpPlan):
                      if c.footprint(p, cfg)["acc"] <= cfg.acc_depth // 4), None)
         if quad is None:
             return
-        state = (keep, None, t, self.estimate, self.add_order, self.post_beside)
-        best = state
-        self.out_slots = 4
-        self._set_tiling(quad, cost)
-        for order, beside in dict.fromkeys(orders):
-            self.add_order, self.post_beside, self._program = order, beside, None
-            got = (self.inspect()["predicted_cycles"], 4, quad, self.estimate, order, beside)
-            best = got if got[0] < best[0] else best
-        _, self.out_slots, tiling, est, self.add_order, self.post_beside = best
-        self._set_tiling(tiling, cost, est)
+        self._try([dict(out_slots=4, add_order=order, post_beside=beside, tiling=quad)
+                   for order, beside in dict.fromkeys(orders)], cost, keep)
 
     def _try_beside(self, cost):
         """:attr:`post_beside` for an epilogue of immediate passes only (a MIN init
@@ -840,14 +808,40 @@ class Conv2dPlan(OpPlan):
     def _try_flag(self, name: str) -> int:
         """Set the boolean attribute ``name`` when the event model predicts the plan
         faster with it; returns the prediction kept."""
-        keep = self.inspect()["predicted_cycles"]
-        setattr(self, name, True)
-        self._program = None
-        got = self.inspect()["predicted_cycles"]
-        if got >= keep:
-            setattr(self, name, False)
+        return self._try([{name: True}])
+
+    def _try(self, candidates, cost=None, keep=None) -> int:
+        """Set each of ``candidates`` (attribute -> value, a ``tiling`` last by
+        :meth:`_set_tiling` with ``cost``) in turn, and keep the first the event model
+        predicts fastest if it predicts it faster than ``keep`` (default: the plan as it
+        stands), else the plan as it was; returns the prediction kept."""
+        if keep is None:
+            keep = self.inspect()["predicted_cycles"]
+        names = list(dict.fromkeys(k for c in candidates for k in c))
+        names += ["estimate"] if "tiling" in names else []
+        was = {k: self.__dict__[k] for k in names if k in self.__dict__}
+        best = (keep, None)
+        for c in candidates:
+            self._assign(c, cost)
+            got = self.inspect()["predicted_cycles"]
+            best = (got, c) if got < best[0] else best
+        if candidates and best[1] is not candidates[-1]:      # else the plan holds it
+            for k in names:
+                self.__dict__.pop(k, None)
+            self.__dict__.update(was)
             self._program = None
-        return min(keep, got)
+            if best[1] is not None:
+                self._assign(best[1], cost)
+        return best[0]
+
+    def _assign(self, choice: dict, cost):
+        """Set the attributes of ``choice``, its ``tiling`` last (:meth:`_set_tiling`)."""
+        for k, v in choice.items():
+            if k != "tiling":
+                setattr(self, k, v)
+        self._program = None
+        if "tiling" in choice:
+            self._set_tiling(choice["tiling"], cost)
 
     def _ranked(self, cost):
         """The tile search's best tilings of :attr:`problem`, distinct in order, as many
