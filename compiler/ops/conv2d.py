@@ -515,32 +515,19 @@ class Conv2dPlan(OpPlan):
         again, with :attr:`bank_rows` and then :attr:`lane_zero` (each tile's rows load
         took the compute module ~100 cycles a tile): kept when the event model predicts
         it faster."""
-        keep = (self.inspect()["predicted_cycles"], self.problem, self.tiling, self.estimate,
-                self.split_last, self.lane_zero, self.out_slots)
+        def change():
+            self.problem = replace(self.problem, own_rows=False)
+            self.lane_zero, self.out_slots = False, None
+            if not shared_acc(self.problem, self.config):
+                return False
+            self._replan(cost)
+            if not self._bank_rows_fit():
+                return False
+            self.bank_rows, self.bank_copy, self._program = True, False, None
+            self._try_lane_zero(cost, self._try_flag("bank_copy"))
+            return True
 
-        def restore():
-            self.bank_rows, self.lane_zero, self.out_slots = False, keep[5], keep[6]
-            self.bank_copy = False
-            self.problem = keep[1]
-            self._set_tiling(keep[2], cost, keep[3])
-            self.split_last = keep[4]
-
-        self.problem = replace(self.problem, own_rows=False)
-        self.lane_zero, self.out_slots = False, None
-        if not shared_acc(self.problem, self.config):
-            restore()
-            return
-        ranked = self._ranked(cost)
-        self._set_tiling(ranked[0][1], cost, ranked[0][0])
-        if len(ranked) > 1:
-            self._rerank([t for _, t in ranked], cost)
-        if not self._bank_rows_fit():
-            restore()
-            return
-        self.bank_rows, self.bank_copy, self._program = True, False, None
-        self._try_lane_zero(cost, self._try_flag("bank_copy"))
-        if self.inspect()["predicted_cycles"] >= keep[0]:
-            restore()
+        self._keep_if_faster(change)
 
     #: requant2 (an int8 result of REQ passes): how many of the tile search's best
     #: tilings :meth:`_try_req_resident` tries with resident weights.
@@ -817,22 +804,36 @@ class Conv2dPlan(OpPlan):
         stands), else the plan as it was; returns the prediction kept."""
         if keep is None:
             keep = self.inspect()["predicted_cycles"]
-        names = list(dict.fromkeys(k for c in candidates for k in c))
-        names += ["estimate"] if "tiling" in names else []
-        was = {k: self.__dict__[k] for k in names if k in self.__dict__}
-        best = (keep, None)
+        was, best = self._snapshot(), (keep, None)
         for c in candidates:
             self._assign(c, cost)
             got = self.inspect()["predicted_cycles"]
             best = (got, c) if got < best[0] else best
         if candidates and best[1] is not candidates[-1]:      # else the plan holds it
-            for k in names:
-                self.__dict__.pop(k, None)
-            self.__dict__.update(was)
-            self._program = None
+            self._restore(was)
             if best[1] is not None:
                 self._assign(best[1], cost)
         return best[0]
+
+    def _keep_if_faster(self, change) -> None:
+        """Run ``change()``, which changes the plan's choices (False: it does not apply),
+        and keep what it made if the event model predicts it faster than the plan was,
+        else restore the plan as it was."""
+        keep, was = self.inspect()["predicted_cycles"], self._snapshot()
+        if not (change() and self.inspect()["predicted_cycles"] < keep):
+            self._restore(was)
+
+    def _snapshot(self) -> dict:
+        """The plan's :attr:`STATE`, as :meth:`_restore` takes it."""
+        return {k: self.__dict__[k] for k in self.STATE if k in self.__dict__}
+
+    def _restore(self, was: dict) -> None:
+        """Set the plan's :attr:`STATE` back to ``was`` (:meth:`_snapshot`)."""
+        for k in self.STATE:
+            if k not in was:
+                self.__dict__.pop(k, None)
+        self.__dict__.update(was)     # in place: the attributes keep their order
+        self._program = None
 
     def _assign(self, choice: dict, cost):
         """Set the attributes of ``choice``, its ``tiling`` last (:meth:`_set_tiling`)."""
@@ -878,14 +879,7 @@ class Conv2dPlan(OpPlan):
         :attr:`onchip_border` when it predicts it at most :attr:`ONCHIP_GAIN` of the
         plan with loaded rows."""
         def state():
-            return (self.inspect()["predicted_cycles"], self.problem, self.tiling,
-                    self.split_last, self.estimate, self.rows_on_chip, self.border_mode)
-
-        def restore(st):
-            (_, self.problem, tiling, split, est, self.rows_on_chip,
-             self.border_mode) = st
-            self._set_tiling(tiling, cost, est)
-            self.split_last = split
+            return self.inspect()["predicted_cycles"], self._snapshot()
 
         def search(rows_on_chip, mode):
             self.problem, self.rows_on_chip, self.border_mode = problem, rows_on_chip, mode
@@ -905,24 +899,26 @@ class Conv2dPlan(OpPlan):
             best = rows
         if direct is not None and direct[0] <= self.DIRECT_SLACK * best[0]:
             best = direct
-        restore(best)
+        self._restore(best[1])
 
     def _try_own_rows(self, cost):
         """A REQ epilogue's plan with per-slot rows (:attr:`.ConvProblem.own_rows`) instead
         of the shared ones, kept when the event model predicts it faster (shared rows
         delay the first GEMM by their load; per-slot rows reload with the channel
         blocks)."""
-        keep = (self.inspect()["predicted_cycles"], self.problem, self.tiling,
-                self.split_last, self.estimate)
-        self.problem = replace(self.problem, own_rows=True)
+        def change():
+            self.problem = replace(self.problem, own_rows=True)
+            self._replan(cost)
+            return True
+
+        self._keep_if_faster(change)
+
+    def _replan(self, cost):
+        """The tile search's best tiling of :attr:`problem` (re-ranked)."""
         ranked = self._ranked(cost)
         self._set_tiling(ranked[0][1], cost, ranked[0][0])
         if len(ranked) > 1:
             self._rerank([t for _, t in ranked], cost)
-        if self.inspect()["predicted_cycles"] >= keep[0]:
-            self.problem = keep[1]
-            self._set_tiling(keep[2], cost, keep[4])
-            self.split_last = keep[3]
 
     #: int32 results: how many of the tile search's best tilings are re-ranked by the
     #: event model (:func:`.perfmodel.predict_stream`) on their instruction streams. The
@@ -951,6 +947,11 @@ class Conv2dPlan(OpPlan):
                "out_slots", "plane_banks", "plane_skew", "alu_reset", "serial_order",
                "row_pieces", "row_loads", "weights_ahead", "bank_rows", "bank_copy",
                "lane_zero")
+
+    #: What a search step may change and restore (:meth:`_snapshot`): the
+    #: :attr:`CHOICES`, the tiling and its estimate, the problem and the border rows (the
+    #: re-ranking's runners-up stay those of the last re-ranking).
+    STATE = CHOICES + ("tiling", "estimate", "problem", "rows_on_chip", "border_mode")
 
     def _rerank(self, candidates, cost):
         """Keep the candidate tiling whose stream the event model predicts fastest (the
@@ -1107,17 +1108,14 @@ class Conv2dPlan(OpPlan):
         """:attr:`split_first`, with the plane slots searched again for it
         (:meth:`_try_plane_banks`, COMPUTE_OVERLAP); kept when the event model predicts
         it faster."""
-        keep = (self.inspect()["predicted_cycles"], self.plane_banks, self.plane_skew,
-                self.alu_reset)
-        self.split_first, self._program = True, None
-        if self.plane_banks is not None:
-            self.plane_banks, self.plane_skew, self.alu_reset = None, 1, False
-            self._program = None
-            self._try_plane_banks(cost)
-        if self.inspect()["predicted_cycles"] >= keep[0]:
-            self.split_first = False
-            _, self.plane_banks, self.plane_skew, self.alu_reset = keep
-            self._program = None
+        def change():
+            self.split_first, self._program = True, None
+            if self.plane_banks is not None:
+                self.plane_banks, self.plane_skew, self.alu_reset = None, 1, False
+                self._try_plane_banks(cost)
+            return True
+
+        self._keep_if_faster(change)
 
     def _last_tile_splits(self) -> bool:
         """Whether :attr:`split_last` changes this tiling's tiles (a last tile of 2+ rows)."""
