@@ -689,15 +689,56 @@ def test_rerank_scores_candidates_as_emitted_whatever_split_last_was():
                        out_dtype=np.int32, result_bytes=3)
     cands = [t for _, t in plan._ranked(SearchCost())]
     picks = []
-    try:
-        for before in (False, True):
-            mod._RERANKED.clear()
-            plan.split_last = before
-            plan._rerank(cands, SearchCost())
-            picks.append((plan.tiling, plan.split_last))
-    finally:
-        # the picks made here score a plan in whatever state it was left (its flags):
-        # not what a later plan of this layer may reuse
-        for memo in (mod._RERANKED, mod._RUNNERS, mod._RUNNER_PICK):
-            memo.clear()
+    for before in (False, True):
+        mod._RERANKED.clear()
+        plan.split_last = before
+        plan._rerank(cands, SearchCost())
+        picks.append((plan.tiling, plan.split_last))
     assert picks[0] == picks[1]
+
+
+def _plan_choices(plan) -> dict:
+    """A plan's tiling, problem and every choice it holds (its plain instance attributes)
+    and the event model's prediction of it."""
+    out = {k: v for k, v in vars(plan).items() if not k.startswith("_")
+           and isinstance(v, (bool, int, str, tuple, type(None)))}
+    return dict(out, tiling=plan.tiling, problem=plan.problem,
+                cycles=plan.inspect()["predicted_cycles"])
+
+
+@pytest.mark.parametrize("runners", [False, True], ids=["rerank", "runners_up"])
+def test_a_searched_plan_searching_again_leaves_fresh_plans_their_choices(runners):
+    """The searches' memos (``_RERANKED``, ``_RUNNERS``, ``_RUNNER_PICK``) are keyed by
+    everything the memoized step reads: a plan whose choices were searched already
+    re-ranks its tilings (3x3 16 -> 16 at 32x32: scored with the plan's choices,
+    another tiling wins), or plans its runners-up with its tiling changed to a slower one
+    (a 16-channel depthwise layer at 24x24: a runner-up then wins), and a fresh plan of
+    the same layer then makes the choices it makes with empty memos (a fresh process's)."""
+    import importlib
+    from vtakit.compiler.ops.tiling import SearchCost
+    mod = importlib.import_module("vtakit.compiler.ops.conv2d")
+    cfg = CONFIGS["default"]
+    memos = (mod._RERANKED, mod._RUNNERS, mod._RUNNER_PICK)
+    c, groups = (16, 16) if runners else (16, 1)
+    hw = 24 if runners else 32
+
+    def plan():
+        return plan_conv2d(cfg, (1, c, hw, hw), (16, c // groups, 3, 3), 1, 1, groups=groups,
+                           out_dtype=np.int32, result_bytes=3)
+    try:
+        for memo in memos:
+            memo.clear()
+        want = _plan_choices(plan())
+        searched = plan()
+        for memo in memos:
+            memo.clear()
+        if runners:
+            searched._set_tiling(searched._runners[-1], SearchCost())
+            searched._try_runners_up(SearchCost(), False, False)
+        else:
+            assert searched.plane_banks is not None   # a choice made after the re-ranking
+            searched._rerank([t for _, t in searched._ranked(SearchCost())], SearchCost())
+        assert _plan_choices(plan()) == want
+    finally:
+        for memo in memos:
+            memo.clear()

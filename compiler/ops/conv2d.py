@@ -47,6 +47,7 @@ import copy
 import itertools
 import math
 from dataclasses import replace
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -61,7 +62,7 @@ from .loops import Dim, fold_loops
 from .tokens import MID, Pipeline, PlanePipeline, kernel_fence
 from .cost.roofline import conv_roofline
 from .cost.geometry import whole_weight
-from .plan import OpPlan, Operand
+from .plan import OpPlan, Operand, plan_signature
 from .reference import conv2d_output_shape, normalize_padding, wrap32
 from ...runtime.layout import pair as _pair
 from .operands import check_fits, check_operand, check_positive
@@ -72,9 +73,45 @@ __all__ = ["Conv2dPlan", "plan_conv2d", "conv2d", "group_conv2d", "assemble_plan
            "GroupMappingError", "border_cases", "border_cells"]
 
 
+# Memos of the plan searches, keyed by everything the memoized step reads (the layer and
+# the plan's state by value, :func:`.plan.plan_signature`), so that a plan in any state
+# may call them; a state that cannot be described is not memoized.
 _RERANKED: dict = {}     # Conv2dPlan._rerank's choices
 _RUNNERS: dict = {}      # Conv2dPlan._rerank's other candidates, best first
 _RUNNER_PICK: dict = {}  # Conv2dPlan._try_runners_up's plan (None: the re-ranked one)
+
+
+def _state(plan, *drop):
+    """:func:`.plan.plan_signature` of ``plan`` without its attributes ``drop`` (and its
+    program); None when an attribute cannot be described."""
+    q = copy.copy(plan)
+    for name in drop + ("_program",):
+        q.__dict__.pop(name, None)
+    return plan_signature(q)
+
+
+class _Step(NamedTuple):
+    """A step of :attr:`Conv2dPlan.SEARCH`: ``apply(plan, args)`` runs when
+    ``applies(plan, args)`` holds."""
+    name: str
+    applies: Callable
+    apply: Callable
+
+
+class _SearchArgs(NamedTuple):
+    """What :attr:`Conv2dPlan.SEARCH`'s steps read besides the plan: the search cost, the
+    tile search's ranked tilings (None: a tiling was given), the problem as first planned
+    and the plan's ``shared_weight`` and ``pad_value`` arguments."""
+    cost: SearchCost
+    ranked: list | None
+    problem: ConvProblem
+    shared_weight: bool
+    pad_value: int | None
+
+    @property
+    def reranked(self) -> bool:
+        """The tile search ranked two or more tilings (:meth:`Conv2dPlan._rerank`)."""
+        return self.ranked is not None and len(self.ranked) > 1
 
 
 class GroupMappingError(VtakitError, ValueError):
@@ -318,52 +355,98 @@ class Conv2dPlan(OpPlan):
         onchip = self.pad_value is not None and ranked is not None
         if border_choice is None:
             self.rows_on_chip = not onchip     # searched both ways, loaded rows first
-        if ranked is not None and len(ranked) > 1:
-            self._rerank([t for _, t in ranked], cost)
-        if ranked is not None and p.req_pass and shared_acc(p, cfg):
-            self._try_own_rows(cost)
-        if onchip:
-            self._try_onchip_rows(cost, p, ranked)
-        if (epilogue.add is not None and cfg.compute_overlap and not self.tiling.resident
-                and self.tiling.tci < p.ib):
-            self._try_add_order(cost)
-        elif (cfg.compute_overlap and epilogue.add is None and not self.tiling.resident
-              and self.tiling.tci < p.ib and epilogue.init and epilogue.requant is None
-              and not epilogue.residual and not self.border_cases
-              and self.tiling.tci * p.kh * p.kw <= len(epilogue.stages()[0])):
-            self._try_beside(cost)
-        elif (cfg.compute_overlap and p.int32_out and epilogue.planes > 1
-              and self.tiling.nthreads > 1 and not self.out_slots):
-            self._try_plane_banks(cost)
-        if cfg.compute_overlap and epilogue.requant is not None:
-            self._try_flag("serial_order")
-        if self._row_pieces_apply():
-            self._try_flag("row_pieces")
-        if (self.tiling.resident and p.int32_out and self.tiling.tco > 1
-                and not self.border_cases):
-            self._try_split_first(cost)
-        if p.int32_out and self._row_loads_apply():
-            self._try_flag("row_loads")
-        if self.tiling.resident and self.problem.ob > self.tiling.tco:
-            self._try_flag("weights_ahead")
-        if self._bank_rows_fit():
-            self._try_lane_zero(cost, self._try_bank_rows())
-        elif self._lane_zero_fit():     # rows in each slot (or none)
-            self._try_lane_zero(cost, self.inspect()["predicted_cycles"])
-        if self.problem.own_rows and (self._lane_zero_fit() or self.lane_zero):
-            self._try_shared_lane(cost)
-        if self._req_resident_fit():
-            self._try_req_resident(cost)
-        if self.bank_rows and not self.bank_copy:
-            self._try_flag("bank_copy")
-        if (ranked is not None and len(ranked) > 1 and p.int32_out and epilogue.requant is None
-                and cfg.compute_overlap and self.RUNNERS_UP and type(self) is Conv2dPlan
-                and p.diag):
-            self._try_runners_up(cost, bool(self.border_cells), shared_weight)
-        elif (ranked is not None and len(ranked) > 1 and self._req_runners_fit()
-              and type(self) is Conv2dPlan):
-            self._try_runners_up(cost, bool(self.border_cells), shared_weight,
-                                 self.REQ_RUNNERS_UP, pad_value, self.REQ_RUNNER_GAIN)
+        self._search(_SearchArgs(cost, ranked, p, shared_weight, pad_value))
+
+    def _search(self, args):
+        """Make the schedule choices of :attr:`SEARCH` in order: of each entry, the first
+        step whose predicate holds on the plan as the steps before left it runs."""
+        for entry in self.SEARCH:
+            step = next((s for s in entry if s.applies(self, args)), None)
+            if step is not None:
+                step.apply(self, args)
+
+    def _add_order_fit(self) -> bool:
+        """:meth:`_try_add_order` applies: a fused add, COMPUTE_OVERLAP, two or more
+        reduction chunks."""
+        t = self.tiling
+        return (self.epilogue.add is not None and self.config.compute_overlap
+                and not t.resident and t.tci < self.problem.ib)
+
+    def _beside_fit(self) -> bool:
+        """:meth:`_try_beside` applies: an epilogue of immediate passes after a MIN init,
+        COMPUTE_OVERLAP, two or more reduction chunks whose GEMMs are no more micro-ops
+        than the passes."""
+        p, t, epi = self.problem, self.tiling, self.epilogue
+        return (self.config.compute_overlap and epi.add is None and not t.resident
+                and t.tci < p.ib and epi.init and epi.requant is None
+                and not epi.residual and not self.border_cases
+                and t.tci * p.kh * p.kw <= len(epi.stages()[0]))
+
+    def _plane_banks_fit(self) -> bool:
+        """:meth:`_try_plane_banks` applies: an int32 result, COMPUTE_OVERLAP, two
+        threads, the tiling's acc slots."""
+        return (self.config.compute_overlap and self.problem.int32_out
+                and self.epilogue.planes > 1 and self.tiling.nthreads > 1
+                and not self.out_slots)
+
+    def _int32_runners_fit(self, args) -> bool:
+        """:meth:`_try_runners_up` for an int32 result: a re-ranked block-diagonal layer,
+        COMPUTE_OVERLAP, no requantize."""
+        p = args.problem
+        return (args.reranked and p.int32_out and self.epilogue.requant is None
+                and self.config.compute_overlap and bool(self.RUNNERS_UP)
+                and type(self) is Conv2dPlan and p.diag)
+
+    #: The schedule choices searched after the tile search, in order: entries of
+    #: alternative :class:`_Step` (the first whose predicate holds runs), each predicate
+    #: read on the plan as the steps before left it (``args``: :class:`_SearchArgs`).
+    #: Each step keeps what it tries by its own rule (its method's: mostly when the event
+    #: model predicts the plan faster).
+    SEARCH = (
+        (_Step("rerank", lambda s, a: a.reranked,
+               lambda s, a: s._rerank([t for _, t in a.ranked], a.cost)),),
+        (_Step("own_rows", lambda s, a: (a.ranked is not None and a.problem.req_pass
+                                         and bool(shared_acc(a.problem, s.config))),
+               lambda s, a: s._try_own_rows(a.cost)),),
+        (_Step("onchip_rows", lambda s, a: s.pad_value is not None and a.ranked is not None,
+               lambda s, a: s._try_onchip_rows(a.cost, a.problem, a.ranked)),),
+        (_Step("add_order", lambda s, a: s._add_order_fit(),
+               lambda s, a: s._try_add_order(a.cost)),
+         _Step("beside", lambda s, a: s._beside_fit(), lambda s, a: s._try_beside(a.cost)),
+         _Step("plane_banks", lambda s, a: s._plane_banks_fit(),
+               lambda s, a: s._try_plane_banks(a.cost))),
+        (_Step("serial_order", lambda s, a: (s.config.compute_overlap
+                                             and s.epilogue.requant is not None),
+               lambda s, a: s._try_flag("serial_order")),),
+        (_Step("row_pieces", lambda s, a: s._row_pieces_apply(),
+               lambda s, a: s._try_flag("row_pieces")),),
+        (_Step("split_first", lambda s, a: (s.tiling.resident and a.problem.int32_out
+                                            and s.tiling.tco > 1 and not s.border_cases),
+               lambda s, a: s._try_split_first(a.cost)),),
+        (_Step("row_loads", lambda s, a: a.problem.int32_out and s._row_loads_apply(),
+               lambda s, a: s._try_flag("row_loads")),),
+        (_Step("weights_ahead", lambda s, a: (s.tiling.resident
+                                              and s.problem.ob > s.tiling.tco),
+               lambda s, a: s._try_flag("weights_ahead")),),
+        (_Step("bank_rows", lambda s, a: s._bank_rows_fit(),
+               lambda s, a: s._try_lane_zero(a.cost, s._try_bank_rows())),
+         _Step("lane_zero", lambda s, a: s._lane_zero_fit(),     # rows in each slot (or none)
+               lambda s, a: s._try_lane_zero(a.cost, s.inspect()["predicted_cycles"]))),
+        (_Step("shared_lane", lambda s, a: (s.problem.own_rows
+                                            and (s._lane_zero_fit() or s.lane_zero)),
+               lambda s, a: s._try_shared_lane(a.cost)),),
+        (_Step("req_resident", lambda s, a: s._req_resident_fit(),
+               lambda s, a: s._try_req_resident(a.cost)),),
+        (_Step("bank_copy", lambda s, a: s.bank_rows and not s.bank_copy,
+               lambda s, a: s._try_flag("bank_copy")),),
+        (_Step("runners_up", lambda s, a: s._int32_runners_fit(a),
+               lambda s, a: s._try_runners_up(a.cost, bool(s.border_cells), a.shared_weight)),
+         _Step("req_runners_up", lambda s, a: (a.reranked and s._req_runners_fit()
+                                               and type(s) is Conv2dPlan),
+               lambda s, a: s._try_runners_up(a.cost, bool(s.border_cells), a.shared_weight,
+                                              s.REQ_RUNNERS_UP, a.pad_value,
+                                              s.REQ_RUNNER_GAIN))),
+    )
 
     #: COMPUTE_OVERLAP with a fused add: the order of a tile's parts around the
     #: residual's identity GEMM (:meth:`_ConvEmission.run_add`), ``"pre"`` or ``"split"``;
@@ -408,14 +491,7 @@ class Conv2dPlan(OpPlan):
     def _try_bank_rows(self) -> int:
         """:attr:`bank_rows`, loaded twice or with :attr:`bank_copy`: the one the event
         model predicts fastest, if faster than one copy; returns the prediction kept."""
-        best = (self.inspect()["predicted_cycles"], False, False)
-        for copy in (False, True):
-            self.bank_rows, self.bank_copy, self._program = True, copy, None
-            got = (self.inspect()["predicted_cycles"], True, copy)
-            best = got if got[0] < best[0] else best
-        _, self.bank_rows, self.bank_copy = best
-        self._program = None
-        return best[0]
+        return self._try([dict(bank_rows=True, bank_copy=copy) for copy in (False, True)])
 
     def _try_lane_zero(self, cost, keep):
         """:attr:`lane_zero` with the tiling's tiles shrunk to fit a quarter of the acc
@@ -431,45 +507,27 @@ class Conv2dPlan(OpPlan):
                      if c.footprint(p, cfg)["acc"] <= room), None)
         if quad is None:
             return
-        state = (self.bank_rows, self.tiling, self.estimate, self.split_last)
-        self.bank_rows, self.lane_zero, self.out_slots = bool(shared), True, 4
-        self._set_tiling(quad, cost)
-        if self.inspect()["predicted_cycles"] >= keep:
-            self.lane_zero, self.out_slots = False, None
-            self.bank_rows, tiling, est, self.split_last = state
-            self._set_tiling(tiling, cost, est)
+        self._try([dict(bank_rows=bool(shared), lane_zero=True, out_slots=4, tiling=quad)],
+                  cost, keep)
 
     def _try_shared_lane(self, cost):
         """A plan with rows per slot (:attr:`.ConvProblem.own_rows`) tries the shared rows
         again, with :attr:`bank_rows` and then :attr:`lane_zero` (each tile's rows load
         took the compute module ~100 cycles a tile): kept when the event model predicts
         it faster."""
-        keep = (self.inspect()["predicted_cycles"], self.problem, self.tiling, self.estimate,
-                self.split_last, self.lane_zero, self.out_slots)
+        def change():
+            self.problem = replace(self.problem, own_rows=False)
+            self.lane_zero, self.out_slots = False, None
+            if not shared_acc(self.problem, self.config):
+                return False
+            self._replan(cost)
+            if not self._bank_rows_fit():
+                return False
+            self.bank_rows, self.bank_copy, self._program = True, False, None
+            self._try_lane_zero(cost, self._try_flag("bank_copy"))
+            return True
 
-        def restore():
-            self.bank_rows, self.lane_zero, self.out_slots = False, keep[5], keep[6]
-            self.bank_copy = False
-            self.problem = keep[1]
-            self._set_tiling(keep[2], cost, keep[3])
-            self.split_last = keep[4]
-
-        self.problem = replace(self.problem, own_rows=False)
-        self.lane_zero, self.out_slots = False, None
-        if not shared_acc(self.problem, self.config):
-            restore()
-            return
-        ranked = self._ranked(cost)
-        self._set_tiling(ranked[0][1], cost, ranked[0][0])
-        if len(ranked) > 1:
-            self._rerank([t for _, t in ranked], cost)
-        if not self._bank_rows_fit():
-            restore()
-            return
-        self.bank_rows, self.bank_copy, self._program = True, False, None
-        self._try_lane_zero(cost, self._try_flag("bank_copy"))
-        if self.inspect()["predicted_cycles"] >= keep[0]:
-            restore()
+        self._keep_if_faster(change)
 
     #: requant2 (an int8 result of REQ passes): how many of the tile search's best
     #: tilings :meth:`_try_req_resident` tries with resident weights.
@@ -572,11 +630,12 @@ class Conv2dPlan(OpPlan):
             return len(self.plane_banks)
         return self.out_slots or int(acc_slots(self.problem.int32_out, self.tiling.nthreads))
 
-    def plane_slot_rows(self) -> int:
-        """Rows of each slot with :attr:`plane_banks`: a bank's rows (the top bank's
-        less the shared rows, :func:`shared_acc`) over the most slots of a bank."""
+    def plane_slot_rows(self, banks=None) -> int:
+        """Rows of each slot with :attr:`plane_banks` (or ``banks``): a bank's rows (the
+        top bank's less the shared rows, :func:`shared_acc`) over the most slots of a
+        bank."""
         half = self.config.acc_depth // 2
-        banks = self.plane_banks
+        banks = banks or self.plane_banks
         return (half - shared_acc(self.problem, self.config)) // max(banks.count(0),
                                                                       banks.count(1))
 
@@ -632,7 +691,6 @@ class Conv2dPlan(OpPlan):
         slots that hold the tiling's tile and at least
         :meth:`.tokens.PlanePipeline.min_slots`; the one the event model predicts
         fastest is kept, if faster than the plan as it stands."""
-        best = (self.inspect()["predicted_cycles"], None, 1, False)
         fp = self.tiling.footprint(self.problem, self.config)["acc"]
         planes = self.epilogue.planes
         tries = [(b, 1, False) for b in self.PLANE_BANKS]
@@ -644,17 +702,10 @@ class Conv2dPlan(OpPlan):
             tries += [(b, s, True) for b, s, _ in tries]
             tries += [((0, 1) * (planes + extra), skew, True) for extra in self.ZERO_EXTRA
                       for skew in (1, 2)]
-        for banks, skew, zero in dict.fromkeys(tries):
-            if len(banks) < PlanePipeline.min_slots(planes, skew, zero):
-                continue
-            self.plane_banks, self.plane_skew, self.alu_reset = banks, skew, zero
-            self._program = None
-            if fp > self.plane_slot_rows():
-                continue
-            got = (self.inspect()["predicted_cycles"], banks, skew, zero)
-            best = got if got[0] < best[0] else best
-        _, self.plane_banks, self.plane_skew, self.alu_reset = best
-        self._program = None
+        self._try([dict(plane_banks=banks, plane_skew=skew, alu_reset=zero)
+                   for banks, skew, zero in dict.fromkeys(tries)
+                   if len(banks) >= PlanePipeline.min_slots(planes, skew, zero)
+                   and fp <= self.plane_slot_rows(banks)])
 
     #: :meth:`_try_plane_banks` with :attr:`alu_reset`: slots alternating banks, this
     #: many pairs more than the planes (a tile's zeroing pops its slot a step before
@@ -690,16 +741,11 @@ class Conv2dPlan(OpPlan):
             self._set_tiling(three, cost)
         t = self.tiling
         short = t.tci * self.problem.kh * self.problem.kw <= len(self.epilogue.stages()[2])
-        best = None
-        for order, beside in self.ADD_ORDERS:
-            if beside and not short or (order == "pre" and beside != short):
-                continue
-            self.add_order, self.post_beside, self._program = order, beside, None
-            got = (self.inspect()["predicted_cycles"], order, beside)
-            best = got if best is None or got[0] < best[0] else best
-        _, self.add_order, self.post_beside = best
-        self._program = None
-        self._try_out_slots(cost, best[0], [("split", False)])
+        got = self._try([dict(add_order=order, post_beside=beside)
+                         for order, beside in self.ADD_ORDERS
+                         if not (beside and not short or (order == "pre" and beside != short))],
+                        keep=math.inf)
+        self._try_out_slots(cost, got, [("split", False)])
 
     #: :meth:`_try_add_order`'s orders ``(add_order, post_beside)``, the first taken on
     #: a tie.
@@ -736,16 +782,8 @@ class Conv2dPlan(OpPlan):
                      if c.footprint(p, cfg)["acc"] <= cfg.acc_depth // 4), None)
         if quad is None:
             return
-        state = (keep, None, t, self.estimate, self.add_order, self.post_beside)
-        best = state
-        self.out_slots = 4
-        self._set_tiling(quad, cost)
-        for order, beside in dict.fromkeys(orders):
-            self.add_order, self.post_beside, self._program = order, beside, None
-            got = (self.inspect()["predicted_cycles"], 4, quad, self.estimate, order, beside)
-            best = got if got[0] < best[0] else best
-        _, self.out_slots, tiling, est, self.add_order, self.post_beside = best
-        self._set_tiling(tiling, cost, est)
+        self._try([dict(out_slots=4, add_order=order, post_beside=beside, tiling=quad)
+                   for order, beside in dict.fromkeys(orders)], cost, keep)
 
     def _try_beside(self, cost):
         """:attr:`post_beside` for an epilogue of immediate passes only (a MIN init
@@ -757,14 +795,54 @@ class Conv2dPlan(OpPlan):
     def _try_flag(self, name: str) -> int:
         """Set the boolean attribute ``name`` when the event model predicts the plan
         faster with it; returns the prediction kept."""
-        keep = self.inspect()["predicted_cycles"]
-        setattr(self, name, True)
+        return self._try([{name: True}])
+
+    def _try(self, candidates, cost=None, keep=None) -> int:
+        """Set each of ``candidates`` (attribute -> value, a ``tiling`` last by
+        :meth:`_set_tiling` with ``cost``) in turn, and keep the first the event model
+        predicts fastest if it predicts it faster than ``keep`` (default: the plan as it
+        stands), else the plan as it was; returns the prediction kept."""
+        if keep is None:
+            keep = self.inspect()["predicted_cycles"]
+        was, best = self._snapshot(), (keep, None)
+        for c in candidates:
+            self._assign(c, cost)
+            got = self.inspect()["predicted_cycles"]
+            best = (got, c) if got < best[0] else best
+        if candidates and best[1] is not candidates[-1]:      # else the plan holds it
+            self._restore(was)
+            if best[1] is not None:
+                self._assign(best[1], cost)
+        return best[0]
+
+    def _keep_if_faster(self, change) -> None:
+        """Run ``change()``, which changes the plan's choices (False: it does not apply),
+        and keep what it made if the event model predicts it faster than the plan was,
+        else restore the plan as it was."""
+        keep, was = self.inspect()["predicted_cycles"], self._snapshot()
+        if not (change() and self.inspect()["predicted_cycles"] < keep):
+            self._restore(was)
+
+    def _snapshot(self) -> dict:
+        """The plan's :attr:`STATE`, as :meth:`_restore` takes it."""
+        return {k: self.__dict__[k] for k in self.STATE if k in self.__dict__}
+
+    def _restore(self, was: dict) -> None:
+        """Set the plan's :attr:`STATE` back to ``was`` (:meth:`_snapshot`)."""
+        for k in self.STATE:
+            if k not in was:
+                self.__dict__.pop(k, None)
+        self.__dict__.update(was)     # in place: the attributes keep their order
         self._program = None
-        got = self.inspect()["predicted_cycles"]
-        if got >= keep:
-            setattr(self, name, False)
-            self._program = None
-        return min(keep, got)
+
+    def _assign(self, choice: dict, cost):
+        """Set the attributes of ``choice``, its ``tiling`` last (:meth:`_set_tiling`)."""
+        for k, v in choice.items():
+            if k != "tiling":
+                setattr(self, k, v)
+        self._program = None
+        if "tiling" in choice:
+            self._set_tiling(choice["tiling"], cost)
 
     def _ranked(self, cost):
         """The tile search's best tilings of :attr:`problem`, distinct in order, as many
@@ -801,14 +879,7 @@ class Conv2dPlan(OpPlan):
         :attr:`onchip_border` when it predicts it at most :attr:`ONCHIP_GAIN` of the
         plan with loaded rows."""
         def state():
-            return (self.inspect()["predicted_cycles"], self.problem, self.tiling,
-                    self.split_last, self.estimate, self.rows_on_chip, self.border_mode)
-
-        def restore(st):
-            (_, self.problem, tiling, split, est, self.rows_on_chip,
-             self.border_mode) = st
-            self._set_tiling(tiling, cost, est)
-            self.split_last = split
+            return self.inspect()["predicted_cycles"], self._snapshot()
 
         def search(rows_on_chip, mode):
             self.problem, self.rows_on_chip, self.border_mode = problem, rows_on_chip, mode
@@ -828,24 +899,26 @@ class Conv2dPlan(OpPlan):
             best = rows
         if direct is not None and direct[0] <= self.DIRECT_SLACK * best[0]:
             best = direct
-        restore(best)
+        self._restore(best[1])
 
     def _try_own_rows(self, cost):
         """A REQ epilogue's plan with per-slot rows (:attr:`.ConvProblem.own_rows`) instead
         of the shared ones, kept when the event model predicts it faster (shared rows
         delay the first GEMM by their load; per-slot rows reload with the channel
         blocks)."""
-        keep = (self.inspect()["predicted_cycles"], self.problem, self.tiling,
-                self.split_last, self.estimate)
-        self.problem = replace(self.problem, own_rows=True)
+        def change():
+            self.problem = replace(self.problem, own_rows=True)
+            self._replan(cost)
+            return True
+
+        self._keep_if_faster(change)
+
+    def _replan(self, cost):
+        """The tile search's best tiling of :attr:`problem` (re-ranked)."""
         ranked = self._ranked(cost)
         self._set_tiling(ranked[0][1], cost, ranked[0][0])
         if len(ranked) > 1:
             self._rerank([t for _, t in ranked], cost)
-        if self.inspect()["predicted_cycles"] >= keep[0]:
-            self.problem = keep[1]
-            self._set_tiling(keep[2], cost, keep[4])
-            self.split_last = keep[3]
 
     #: int32 results: how many of the tile search's best tilings are re-ranked by the
     #: event model (:func:`.perfmodel.predict_stream`) on their instruction streams. The
@@ -866,32 +939,57 @@ class Conv2dPlan(OpPlan):
         self.estimate = est or estimate(self.problem, tiling, self.config, cost)
         self._program = None
 
+    #: The schedule choices the searches after the tile search set (each a class
+    #: attribute with its default), besides the :attr:`tiling`, the :attr:`problem`'s
+    #: ``own_rows`` and the border rows (:attr:`rows_on_chip`, :attr:`border_mode`).
+    #: :meth:`_rerank` scores its candidates with them at their defaults.
+    CHOICES = ("split_last", "split_first", "add_order", "post_beside", "in_slots",
+               "out_slots", "plane_banks", "plane_skew", "alu_reset", "serial_order",
+               "row_pieces", "row_loads", "weights_ahead", "bank_rows", "bank_copy",
+               "lane_zero")
+
+    #: What a search step may change and restore (:meth:`_snapshot`): the
+    #: :attr:`CHOICES`, the tiling and its estimate, the problem and the border rows (the
+    #: re-ranking's runners-up stay those of the last re-ranking).
+    STATE = CHOICES + ("tiling", "estimate", "problem", "rows_on_chip", "border_mode")
+
     def _rerank(self, candidates, cost):
         """Keep the candidate tiling whose stream the event model predicts fastest (the
-        search's order breaks ties); memoized per problem, epilogue and config."""
-        key = (type(self), self.problem, self.config, cost, self.epilogue,
-               tuple(self.border_cases), self.pad_value, self.rows_on_chip,
-               self.border_mode, tuple(candidates))
-        best = _RERANKED.get(key)
-        if best is None:
+        search's order breaks ties). The candidates are scored on a copy of the plan with
+        its :attr:`CHOICES` at their defaults, whatever this plan's are (the compiler
+        re-ranks before it searches them; a plan re-ranked later picks what a fresh one
+        does), memoized by that copy's state (:func:`_state`), the cost and the
+        candidates."""
+        fresh = copy.copy(self)
+        for name in self.CHOICES + ("_runners", "_rerank_key"):
+            fresh.__dict__.pop(name, None)
+        fresh._program = None
+        state = _state(fresh, "tiling", "estimate", "problem", "rows_on_chip", "border_mode")
+        key = None if state is None else (state, self.problem, self.rows_on_chip,
+                                          self.border_mode, cost, tuple(candidates),
+                                          self.RERANK_SPLIT)
+        if key is None or key not in _RERANKED:
             scored = []
-            self.split_last = False         # every candidate scored as it is emitted
-            for i, t in enumerate(candidates):
-                self._set_tiling(t, cost)
-                scored.append((self.inspect()["predicted_cycles"], i, False))
+            for i, t in enumerate(candidates):      # every candidate scored as it is emitted
+                fresh._set_tiling(t, cost)
+                scored.append((fresh.inspect()["predicted_cycles"], i, False))
             # the best few again with their last tile halved (the winner is often one
             # of them split: the drain of the last tile shrinks)
             for _, i, _ in sorted(scored)[:self.RERANK_SPLIT]:
-                self._set_tiling(candidates[i], cost)
-                self.split_last = True
-                if self._last_tile_splits():
-                    scored.append((self.inspect()["predicted_cycles"], i, True))
-                self.split_last = False
+                fresh._set_tiling(candidates[i], cost)
+                fresh.split_last = True
+                if fresh._last_tile_splits():
+                    scored.append((fresh.inspect()["predicted_cycles"], i, True))
+                fresh.split_last = False
             _, i, split = min(scored)
-            best = _RERANKED[key] = (candidates[i], split)
-            _RUNNERS[key] = [candidates[j] for j in dict.fromkeys(j for _, j, _ in sorted(scored))
-                             if j != i]
-        self._runners = _RUNNERS.get(key, [])
+            best = (candidates[i], split)
+            runners = [candidates[j] for j in dict.fromkeys(j for _, j, _ in sorted(scored))
+                       if j != i]
+            if key is not None:
+                _RERANKED[key], _RUNNERS[key] = best, runners
+        else:
+            best, runners = _RERANKED[key], _RUNNERS[key]
+        self._runners = runners
         self._rerank_key = key
         self._set_tiling(best[0], cost)
         self.split_last = best[1]
@@ -931,14 +1029,17 @@ class Conv2dPlan(OpPlan):
         """Plan each of :attr:`RUNNERS_UP` next best re-ranked tilings with its own
         choices (a plan of that tiling, its flags and plane slots searched as this one's
         were) and take the one the event model predicts fastest if at most
-        :attr:`RUNNER_GAIN` of this plan (memoized per problem as :meth:`_rerank` is). The re-ranking scores the tilings
-        without those choices, which change the ranking (keyword spotting's depthwise
-        layers: th 9 with them beats th 13). A REQ layer (:meth:`_req_runners_fit`) plans
-        ``count`` of them with its ``pad_value``, the border rows as this plan has them
-        (``border_choice``), and takes one at most ``gain`` of this plan."""
+        :attr:`RUNNER_GAIN` of this plan. The re-ranking scores the tilings without those
+        choices, which change the ranking (keyword spotting's depthwise layers: th 9 with
+        them beats th 13). A REQ layer (:meth:`_req_runners_fit`) plans ``count`` of them
+        with its ``pad_value``, the border rows as this plan has them (``border_choice``),
+        and takes one at most ``gain`` of this plan. Memoized by the plan's state as it
+        stands (:func:`_state`) and the arguments."""
         count = self.RUNNERS_UP if count is None else count
-        key = (self._rerank_key, count, gain)
-        if key in _RUNNER_PICK:             # decided for this problem before
+        state = _state(self, "_rerank_key")
+        key = None if state is None else (state, self._rerank_key, cost, border, shared_weight,
+                                          count, pad_value, gain)
+        if key is not None and key in _RUNNER_PICK:     # decided for this plan before
             if _RUNNER_PICK[key] is not None:
                 self._adopt(_RUNNER_PICK[key])
             return
@@ -957,7 +1058,8 @@ class Conv2dPlan(OpPlan):
             c = q.inspect()["predicted_cycles"]
             if c <= best:
                 best, got = c, q
-        _RUNNER_PICK[key] = got
+        if key is not None:
+            _RUNNER_PICK[key] = got
         if got is not None:
             self._adopt(got)
 
@@ -1006,17 +1108,14 @@ class Conv2dPlan(OpPlan):
         """:attr:`split_first`, with the plane slots searched again for it
         (:meth:`_try_plane_banks`, COMPUTE_OVERLAP); kept when the event model predicts
         it faster."""
-        keep = (self.inspect()["predicted_cycles"], self.plane_banks, self.plane_skew,
-                self.alu_reset)
-        self.split_first, self._program = True, None
-        if self.plane_banks is not None:
-            self.plane_banks, self.plane_skew, self.alu_reset = None, 1, False
-            self._program = None
-            self._try_plane_banks(cost)
-        if self.inspect()["predicted_cycles"] >= keep[0]:
-            self.split_first = False
-            _, self.plane_banks, self.plane_skew, self.alu_reset = keep
-            self._program = None
+        def change():
+            self.split_first, self._program = True, None
+            if self.plane_banks is not None:
+                self.plane_banks, self.plane_skew, self.alu_reset = None, 1, False
+                self._try_plane_banks(cost)
+            return True
+
+        self._keep_if_faster(change)
 
     def _last_tile_splits(self) -> bool:
         """Whether :attr:`split_last` changes this tiling's tiles (a last tile of 2+ rows)."""
