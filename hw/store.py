@@ -128,24 +128,24 @@ class Store(wiring.Component):
         m.submodules.elems = elems = fifo.SyncFIFO(width=ebits, depth=4)
         r_addr = Signal(c.log_out_depth)
         r_left = Signal(33)
-        r_idle = Signal()
+        r_idle = Signal(init=1)     # r_left == 0, as a register (it selects the read address)
         pending = Signal()          # a read issued last cycle: its data is on out_rd.data now
         issue = Signal()
         first = Signal()            # POP with the reader idle: the choice is made by registers
-        m.d.comb += [r_idle.eq(r_left == 0), first.eq(in_pop & r_idle)]
+        m.d.comb += first.eq(in_pop & r_idle)
         rd_addr = Mux(first, insn.sram_base, r_addr)
         rd_left = Mux(first, total, r_left)
         room = elems.w_level + pending < elems.depth
         m.d.comb += [
-            issue.eq(Mux(first, start, r_left != 0) & room),
+            issue.eq(Mux(first, start, ~r_idle) & room),
             self.out_rd.en.eq(issue),
             self.out_rd.addr.eq(rd_addr),
         ]
         m.d.sync += pending.eq(issue)
         with m.If(issue):
-            m.d.sync += [r_addr.eq(rd_addr + 1), r_left.eq(rd_left - 1)]
+            m.d.sync += [r_addr.eq(rd_addr + 1), r_left.eq(rd_left - 1), r_idle.eq(rd_left == 1)]
         with m.Elif(start):     # no room yet (the previous instruction's beats): read later
-            m.d.sync += [r_addr.eq(insn.sram_base), r_left.eq(total)]
+            m.d.sync += [r_addr.eq(insn.sram_base), r_left.eq(total), r_idle.eq(0)]
 
         # ------------------------------------------------------------- beat source
         # The shift register takes the oldest element: the FIFO head, or, when the FIFO
