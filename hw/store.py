@@ -13,15 +13,25 @@ in the OUT SRAM; a reader streams them through a small FIFO (bypassed while it
 is empty) while a writer sends each DRAM row as bursts of at most
 :data:`~vtakit.hw.load_engine.MAX_BURST` beats. The s2g token (``push_prev_dep``)
 is pushed after the last beat of the instruction was accepted, i.e. after its
-writes completed.
+writes completed, and instructions complete (push, ``count``) in order.
+
+Pipelining: the writer has its own FSM and its own copy of the fields it needs, so
+the command FSM accepts the next instruction, pops its token, checks it and starts
+its OUT SRAM reads (once the previous one's reads were all issued) while the writer
+still sends the previous one's beats; the writer takes it at that instruction's last
+beat and requests its first burst in the next cycle. A NOP or a fault waits until
+every earlier instruction completed (a fault is reported as the model halts: the
+earlier STOREs written and counted). The writer holds an instruction's last burst
+while the previous one's completion waits for room in the s2g queue.
 
 Timing: the range checks run two registered stages ahead, on the command at the
 head of the queue (:func:`~vtakit.hw.load_engine.lookahead_checks`); the first OUT
-SRAM read is issued in the cycle the token pop succeeds; the next command is accepted
-in the cycle of the push. So a STORE of ``B`` beats in ``n`` bursts takes
-``3 + B + (n - 1)`` cycles from its acceptance to the next one's, one more if it was
-accepted in the cycle it reached the head of the queue (pinned by
-``tests/test_rtl_dma_timing.py``).
+SRAM read is issued in the cycle the token pop succeeds. A STORE of ``B`` beats in
+``n`` bursts completes ``B + n`` cycles (a request, then the beats, per burst) after
+the previous STORE when both move data and it was queued in time, and
+``3 + B + (n - 1)`` cycles after its acceptance otherwise (accept, pop + checks +
+first read, request, beats, push), one more if it was accepted in the cycle it reached
+the head of the queue (pinned by ``tests/test_rtl_dma_timing.py``).
 """
 
 from amaranth.hdl import Module, Mux, Signal
@@ -111,28 +121,36 @@ class Store(wiring.Component):
 
         # ------------------------------------------------------------- SRAM reader
         # ``start`` (combinational, in the cycle the token pop succeeds and the checks
-        # pass) issues the first read at once; the next ones follow from r_addr/r_left.
+        # pass) issues the instruction's first read at once if the reader is idle (the
+        # previous instruction's reads all issued); the next ones follow from
+        # r_addr/r_left.
         start = Signal()
         m.submodules.elems = elems = fifo.SyncFIFO(width=ebits, depth=4)
         r_addr = Signal(c.log_out_depth)
         r_left = Signal(33)
+        r_idle = Signal(init=1)     # r_left == 0, as a register (it selects the read address)
         pending = Signal()          # a read issued last cycle: its data is on out_rd.data now
         issue = Signal()
-        # (in POP the reader is idle, r_left == 0: the choice is made by the state register)
-        rd_addr = Mux(in_pop, insn.sram_base, r_addr)
-        rd_left = Mux(in_pop, total, r_left)
+        first = Signal()            # POP with the reader idle: the choice is made by registers
+        m.d.comb += first.eq(in_pop & r_idle)
+        rd_addr = Mux(first, insn.sram_base, r_addr)
+        rd_left = Mux(first, total, r_left)
+        room = elems.w_level + pending < elems.depth
         m.d.comb += [
-            issue.eq(Mux(in_pop, start, r_left != 0) & (elems.w_level + pending < elems.depth)),
+            issue.eq(Mux(first, start, ~r_idle) & room),
             self.out_rd.en.eq(issue),
             self.out_rd.addr.eq(rd_addr),
         ]
         m.d.sync += pending.eq(issue)
         with m.If(issue):
-            m.d.sync += [r_addr.eq(rd_addr + 1), r_left.eq(rd_left - 1)]
+            m.d.sync += [r_addr.eq(rd_addr + 1), r_left.eq(rd_left - 1), r_idle.eq(rd_left == 1)]
+        with m.Elif(start):     # no room yet (the previous instruction's beats): read later
+            m.d.sync += [r_addr.eq(insn.sram_base), r_left.eq(total), r_idle.eq(0)]
 
         # ------------------------------------------------------------- beat source
         # The shift register takes the oldest element: the FIFO head, or, when the FIFO
         # is empty, the element just read (bypassing the FIFO saves a cycle per start).
+        # The elements of consecutive instructions follow each other in order.
         sreg = Signal(ebits)
         scnt = Signal(range(ratio + 1))
         d = self.dma.data
@@ -156,14 +174,79 @@ class Store(wiring.Component):
                          scnt.eq(ratio)]
 
         # ------------------------------------------------------------- DRAM writer
+        # Its own FSM with its own copy of the instruction's fields, so that the command
+        # FSM accepts, pops and starts reading the next instruction while the writer
+        # still sends this one's beats. The writer takes the next instruction
+        # (``hand``) when idle or at the last beat of the current one, so its first
+        # burst request follows that beat at once.
         row_elem = Signal(DRAM_ADDR_BITS)
         rows_left = Signal(16)
         row_beats = Signal(32)
+        w_row_beats = Signal(32)        # beats of each row (x_size << log_ratio)
+        w_stride = Signal(16)
+        w_push = Signal()
         w_addr = Signal(DRAM_ADDR_BITS)
         burst = Signal(range(MAX_BURST + 1))
         beats_left = Signal(range(MAX_BURST + 1))
+        last_burst = Signal()           # the burst in flight is the instruction's last
         m.d.comb += burst.eq(Mux(row_beats > MAX_BURST, MAX_BURST, row_beats))
         m.d.comb += [self.dma.req.payload.addr.eq(w_addr), self.dma.req.payload.beats.eq(burst)]
+
+        # Completion: the cycle after an instruction's last beat was accepted, push its
+        # s2g token (if ``push_prev_dep``) and count it, in instruction order.
+        done = Signal()                 # an instruction's last beat was accepted
+        done_push = Signal()
+        done_ok = Signal()
+        in_push = Signal()              # the command FSM completes a NOP
+        m.d.comb += [push_prev.valid.eq(Mux(in_push, insn.push_prev_dep, done & done_push)),
+                     done_ok.eq(done & (~done_push | push_prev.ready))]
+        with m.If(done_ok):
+            m.d.sync += [done.eq(0), self.count.eq(self.count + 1)]
+
+        hand = Signal()                 # the command FSM holds a started instruction
+        w_take = Signal()               # the writer takes it from ``insn`` at this edge
+        w_idle = Signal()
+        all_done = Signal()             # every earlier instruction completed
+        with m.FSM(name="writer") as wfsm:
+            with m.State("IDLE"):
+                m.d.comb += w_take.eq(hand)
+                with m.If(hand):
+                    m.next = "REQ"
+            with m.State("REQ"):
+                m.d.comb += self.dma.req.valid.eq(1)
+                with m.If(self.dma.req.ready):
+                    m.d.sync += [beats_left.eq(burst), row_beats.eq(row_beats - burst),
+                                 w_addr.eq(w_addr + burst * c.bus_bytes),
+                                 last_burst.eq((row_beats == burst) & (rows_left == 1))]
+                    m.next = "DATA"
+            with m.State("DATA"):
+                # The last burst waits while the previous instruction's completion does
+                # (its token queue full), so that completions stay in order.
+                m.d.comb += d.valid.eq((scnt != 0) & ~(last_burst & done))
+                with m.If(take):
+                    m.d.sync += beats_left.eq(beats_left - 1)
+                    with m.If(beats_left == 1):
+                        m.next = "REQ"
+                        with m.If(row_beats == 0):
+                            m.d.sync += rows_left.eq(rows_left - 1)
+                            with m.If(rows_left == 1):
+                                m.d.sync += [done.eq(1), done_push.eq(w_push)]
+                                m.d.comb += w_take.eq(hand)
+                                with m.If(~hand):
+                                    m.next = "IDLE"
+                            with m.Else():
+                                nxt = (row_elem + w_stride)[:DRAM_ADDR_BITS]
+                                m.d.sync += [row_elem.eq(nxt), w_addr.eq(nxt << log_eb),
+                                             row_beats.eq(w_row_beats)]
+        m.d.comb += [w_idle.eq(wfsm.ongoing("IDLE")), all_done.eq(w_idle & ~done)]
+        # (after the FSM: these loads win over its updates in the cycle of the last beat)
+        with m.If(w_take):
+            m.d.sync += [
+                row_elem.eq(insn.dram_base), rows_left.eq(insn.y_size),
+                w_addr.eq((insn.dram_base << log_eb)[:DRAM_ADDR_BITS]),
+                row_beats.eq(insn.x_size << log_ratio), w_row_beats.eq(insn.x_size << log_ratio),
+                w_stride.eq(insn.x_stride), w_push.eq(insn.push_prev_dep),
+            ]
 
         def fail(code):
             report_error(m, self.error, code, index)
@@ -171,6 +254,7 @@ class Store(wiring.Component):
         def accept():
             accept_command(m, self.cmd, insn, index)
 
+        f_code = Signal(ErrorCode)      # a fault found, reported once the earlier ones completed
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 accept()
@@ -181,64 +265,59 @@ class Store(wiring.Component):
                 no_next = insn.pop_next_dep | insn.push_next_dep
                 pads = insn.x_pad_0 | insn.x_pad_1 | insn.y_pad_0 | insn.y_pad_1
                 # The range checks of this instruction are ready (``checked``), or the
-                # instruction is decided without them.
+                # instruction is decided without them; and the reader is idle.
                 go = (checked | (insn.x_size == 0) | (insn.memory_type != MemType.OUT)
-                      | (pads != 0))
+                      | (pads != 0)) & r_idle
                 m.d.comb += pop_prev.ready.eq(insn.pop_prev_dep & ~no_next & go)
+
+                def later(code):
+                    m.d.sync += f_code.eq(code)
+                    m.next = "FAIL"
+
                 with m.If(no_next):
                     m.d.comb += leave.eq(1)
-                    fail(ErrorCode.ILLEGAL_FIELD)
+                    later(ErrorCode.ILLEGAL_FIELD)
                 with m.Elif(go & (~insn.pop_prev_dep | pop_prev.valid)):
                     # The token is popped: act on the checks and start in this cycle.
                     m.d.comb += leave.eq(1)
                     with m.If(insn.x_size == 0):
                         m.next = "PUSH"
                     with m.Elif(insn.memory_type != MemType.OUT):
-                        fail(ErrorCode.ILLEGAL_MEMORY_TYPE)
+                        later(ErrorCode.ILLEGAL_MEMORY_TYPE)
                     with m.Elif(pads != 0):
-                        fail(ErrorCode.ILLEGAL_FIELD)
+                        later(ErrorCode.ILLEGAL_FIELD)
                     with m.Elif(chk["sram_oob"]):
-                        fail(ErrorCode.SRAM_OUT_OF_RANGE)
+                        later(ErrorCode.SRAM_OUT_OF_RANGE)
                     with m.Elif(chk["dram_oob"]):
-                        fail(ErrorCode.DRAM_OUT_OF_RANGE)
+                        later(ErrorCode.DRAM_OUT_OF_RANGE)
                     with m.Elif(insn.y_size == 0):      # (x_size != 0 here)
                         m.next = "PUSH"
                     with m.Else():
-                        m.d.comb += start.eq(1)
-                        m.d.sync += [
-                            row_elem.eq(insn.dram_base), rows_left.eq(insn.y_size),
-                            w_addr.eq((insn.dram_base << log_eb)[:DRAM_ADDR_BITS]),
-                            row_beats.eq(insn.x_size << log_ratio),
-                        ]
-                        m.next = "REQ"
-            with m.State("REQ"):
-                m.d.comb += [self.busy.eq(1), self.dma.req.valid.eq(1)]
-                with m.If(self.dma.req.ready):
-                    m.d.sync += [beats_left.eq(burst), row_beats.eq(row_beats - burst),
-                                 w_addr.eq(w_addr + burst * c.bus_bytes)]
-                    m.next = "DATA"
-            with m.State("DATA"):
-                m.d.comb += [self.busy.eq(1), d.valid.eq(scnt != 0)]
-                with m.If(take):
-                    m.d.sync += beats_left.eq(beats_left - 1)
-                    with m.If(beats_left == 1):
-                        m.next = "REQ"
-                        with m.If(row_beats == 0):
-                            m.d.sync += rows_left.eq(rows_left - 1)
-                            with m.If(rows_left == 1):
-                                m.next = "PUSH"
-                            with m.Else():
-                                nxt = (row_elem + insn.x_stride)[:DRAM_ADDR_BITS]
-                                m.d.sync += [row_elem.eq(nxt), w_addr.eq(nxt << log_eb),
-                                             row_beats.eq(insn.x_size << log_ratio)]
+                        m.d.comb += [start.eq(1), hand.eq(1)]
+                        m.next = "HAND"
+                        with m.If(w_take):
+                            m.next = "IDLE"
+            with m.State("HAND"):
+                # Reading; the writer takes the instruction when it is free (the command
+                # fields stay in ``insn`` until then), then the next command may be
+                # accepted.
+                m.d.comb += [self.busy.eq(1), hand.eq(1)]
+                with m.If(w_take):
+                    m.next = "IDLE"
             with m.State("PUSH"):
-                # The last beat was accepted at the previous clock edge: push, and take
-                # the next command in the same cycle.
-                m.d.comb += [self.busy.eq(1), push_prev.valid.eq(insn.push_prev_dep)]
-                with m.If(~insn.push_prev_dep | push_prev.ready):
+                # A NOP: once the earlier instructions completed, push, and take the next
+                # command in the same cycle.
+                m.d.comb += [self.busy.eq(1), in_push.eq(all_done)]
+                with m.If(all_done & (~insn.push_prev_dep | push_prev.ready)):
                     m.d.sync += self.count.eq(self.count + 1)
                     accept()
+            with m.State("FAIL"):
+                m.d.comb += self.busy.eq(1)
+                with m.If(all_done):
+                    fail(f_code)
             with m.State("ERROR"):
                 pass
+        with m.If(~w_idle | done):
+            m.d.comb += self.busy.eq(1)
         m.d.comb += in_pop.eq(fsm.ongoing("POP"))
         return m

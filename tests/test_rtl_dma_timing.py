@@ -6,9 +6,13 @@ available, DRAM reads answered after 1 cycle) and the tests pin the cycles from
 the acceptance of one command to the acceptance of the next:
 
 * STORE of ``B`` beats in ``n`` bursts (one or more per row, at most
-  :data:`~vtakit.hw.load_engine.MAX_BURST` beats each): ``3 + B + (n - 1)``
-  (accept, pop + checks + first OUT SRAM read, burst request, the beats, push +
-  accept);
+  :data:`~vtakit.hw.load_engine.MAX_BURST` beats each): the store accepts, pops and
+  starts reading the next command while its writer still sends the previous one's
+  beats, so the tests pin the cycles from one completion (count) to the next:
+  ``B + n`` (a burst request, then its beats) behind another STORE that moves data,
+  ``3 + B + (n - 1)`` otherwise (accept, pop + checks + first OUT SRAM read, burst
+  request, the beats, push); a NOP completes 1 cycle after the STORE before it (it
+  waits for it), 2 after an acceptance (see :func:`_store_gaps`);
 * LOAD INP/WGT writing ``E`` SRAM elements (padding included) of ``B`` beats:
   see :func:`_load_cost`;
 * a NOP (``x_size == 0``) of either: 2 (accept, pop + checks, push + accept).
@@ -87,24 +91,43 @@ def _check_timing(accepted, done, costs):
 
 # ------------------------------------------------------------------------ store
 
-def _store_cost(config, f):
-    if f["x_size"] == 0:
-        return 2
-    row = f["x_size"] * config.out_axi_ratio
-    bursts = f["y_size"] * -(-row // MAX_BURST)
-    return 3 + row * f["y_size"] + (bursts - 1)
+def _moves(f):
+    return f["x_size"] != 0 and f["y_size"] != 0
 
 
-@pytest.mark.parametrize("preset", ["tiny", "default"])
-def test_store_cycles_back_to_back(preset):
-    config = VTAConfig.preset(preset)
-    cmds = [dict(sram_base=0, dram_base=100, x_size=10, y_size=1, x_stride=10),   # one row
-            dict(sram_base=20, dram_base=300, x_size=3, y_size=4, x_stride=5),    # 4 rows
-            dict(sram_base=0, dram_base=0, x_size=0, y_size=0, x_stride=0,        # NOP
-                 pop_prev_dep=1, push_prev_dep=1),
-            dict(sram_base=40, dram_base=500, x_size=1, y_size=1, x_stride=1,     # 1 element
-                 push_prev_dep=1),
-            dict(sram_base=50, dram_base=600, x_size=130, y_size=2, x_stride=140)]  # long rows
+def _store_gaps(config, cmds):
+    """Cycles from the first acceptance to the first completion, then from each
+    completion to the next, of STOREs offered back to back (every token available)."""
+    gaps, prev = [], None
+    for f in cmds:
+        if not _moves(f):
+            gap = 1 if prev is not None and _moves(prev) else 2
+        else:
+            row = f["x_size"] * config.out_axi_ratio
+            bursts = f["y_size"] * -(-row // MAX_BURST)
+            beats = row * f["y_size"]
+            gap = beats + bursts if prev is not None and _moves(prev) else 3 + beats + bursts - 1
+        gaps.append(gap)
+        prev = f
+    if _moves(cmds[0]):
+        gaps[0] += FRESH
+    return gaps
+
+
+STORES = [dict(sram_base=0, dram_base=100, x_size=10, y_size=1, x_stride=10),   # one row
+          dict(sram_base=20, dram_base=300, x_size=3, y_size=4, x_stride=5),    # 4 rows
+          dict(sram_base=0, dram_base=0, x_size=0, y_size=0, x_stride=0,        # NOP
+               pop_prev_dep=1, push_prev_dep=1),
+          dict(sram_base=40, dram_base=500, x_size=1, y_size=1, x_stride=1,     # 1 element
+               push_prev_dep=1),
+          dict(sram_base=50, dram_base=600, x_size=130, y_size=2, x_stride=140),  # long rows
+          dict(sram_base=7, dram_base=900, x_size=1, y_size=1, x_stride=1,     # 1 element
+               push_prev_dep=1),
+          dict(sram_base=9, dram_base=910, x_size=2, y_size=3, x_stride=2,
+               push_prev_dep=1)]
+
+
+def _store_bench(config, cmds):
     rng = np.random.default_rng(7)
     mask = (1 << config.out_elem_bits) - 1
     init = [(int(v) * 0x9E3779B97F4A7C15) & mask for v in rng.integers(0, 1 << 63, config.out_depth)]
@@ -112,10 +135,39 @@ def test_store_cycles_back_to_back(preset):
     dram = np.zeros(1 << 15, np.uint8)
     model = DramPortModel(dram, config.bus_bytes)
     words = [isa_for(config).encode(Opcode.STORE, memory_type=MemType.OUT, **f) for f in cmds]
-    accepted, done = _run_back_to_back(bench, bench.store, words,
-                                       [model.process(None, bench.store.dma)])
+    return bench, dram, [model.process(None, bench.store.dma)], words, init
+
+
+@pytest.mark.parametrize("preset", ["tiny", "default"])
+def test_store_cycles_back_to_back(preset):
+    config = VTAConfig.preset(preset)
+    bench, dram, procs, words, init = _store_bench(config, STORES)
+    accepted, done = _run_back_to_back(bench, bench.store, words, procs)
+    np.testing.assert_array_equal(dram, store_ref(len(dram), config.out_elem_bytes, init, STORES))
+    assert accepted[0] == 0
+    # A command is accepted before the previous one completed, but not before the one
+    # before that did (the cycle of its push at the earliest; ``done`` sees it a cycle later).
+    assert all(a < d for a, d in zip(accepted[1:], done)), (accepted, done)
+    assert all(d - 1 <= a for d, a in zip(done, accepted[2:])), (accepted, done)
+    got = [done[0] - 1] + [b - a for a, b in zip(done, done[1:])]
+    assert got == _store_gaps(config, STORES), (accepted, done)
+
+
+@pytest.mark.parametrize("preset", ["tiny", "default"])
+def test_store_completions_wait_for_a_full_token_queue(preset):
+    """While the s2g queue is full, the first STORE waits to push and the writer holds
+    the next one's last burst, so none completes (pushes, counts) before it: all
+    complete in order once the queue has room, and the DRAM is written as the model
+    does."""
+    config = VTAConfig.preset(preset)
+    cmds = [dict(f, push_prev_dep=1) for f in STORES if _moves(f)]
+    bench, dram, procs, words, init = _store_bench(config, cmds)
+    accepted, done = _run_back_to_back(bench, bench.store, words, procs, push_from=600)
     np.testing.assert_array_equal(dram, store_ref(len(dram), config.out_elem_bytes, init, cmds))
-    _check_timing(accepted, done, [_store_cost(config, f) for f in cmds])
+    assert done[0] == 601 and done == sorted(set(done)), done
+    # The second one's last (only) burst waited for the room: its beats, then its push.
+    row = cmds[1]["x_size"] * config.out_axi_ratio
+    assert done[1] == 601 + row + 1, done
 
 
 # ------------------------------------------------------------------------ load
