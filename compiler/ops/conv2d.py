@@ -1541,20 +1541,11 @@ class _ConvEmission:
 
     def run(self) -> None:
         """The shared per-channel rows, every tile's groups and planes, the fence."""
+        self.load_shared_rows()
         builder, epi, nacc, planes, pipe = (self.builder, self.epi, self.nacc, self.planes,
                                             self.pipe)
-        # requant2 with lane_zero: the shared rows' LOAD ACCs (and their bank copy) after
-        # the first tiles' zeroing ALU passes, not first. At a chain boundary
-        # (runtime/chain.py) only the leading LOAD UOP / LOAD ACC / resets run before the
-        # compute NOP that lets the next layer's first inputs load, so the rows now load
-        # beside those inputs instead of before them. Verilator, default+requant2:
-        # see the commit message.
         overlap = ((nacc == self.nth or self.plan.out_slots) and nacc > 1 and planes == 1
                    and self.plan.config.compute_overlap and not self.plan.serial_order)
-        rows_late = (overlap and self.add_order() is None and self.plan.lane_zero
-                     and isinstance(epi.requant, Requant2))
-        if not rows_late:
-            self.load_shared_rows()
         if overlap and self.add_order() is not None:
             self.run_add(self.add_order())
         elif overlap:
@@ -1570,8 +1561,6 @@ class _ConvEmission:
                 pipe.acquire_out(ti)
                 if zero:
                     epi.emit_zero(builder, self.acc_at(ti), self.out_dims(ti))
-            if rows_late:
-                self.load_shared_rows()
             self.start(0)
             self.body(0)
             for ti in range(n):
