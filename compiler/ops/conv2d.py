@@ -1541,11 +1541,25 @@ class _ConvEmission:
 
     def run(self) -> None:
         """The shared per-channel rows, every tile's groups and planes, the fence."""
-        self.load_shared_rows()
         builder, epi, nacc, planes, pipe = (self.builder, self.epi, self.nacc, self.planes,
                                             self.pipe)
         overlap = ((nacc == self.nth or self.plan.out_slots) and nacc > 1 and planes == 1
                    and self.plan.config.compute_overlap and not self.plan.serial_order)
+        # requant2 with lane_zero: the shared rows' LOAD ACCs (and their bank copy) after
+        # the first tile's zeroing ALU passes instead of first. At a chain boundary
+        # (runtime/chain.py) only the leading LOAD UOP / LOAD ACC / resets run before the
+        # compute NOP that lets the next layer's first inputs load: the rows then load
+        # beside those inputs. Verilator (default+requant2, whole models): keyword
+        # spotting 36,293 -> 36,198, image classification 58,693 -> 58,477, visual wake
+        # words 143,617 -> 143,536, anomaly detection unchanged. Not for depthwise layers
+        # with border rows (keyword spotting +264 with them), nor after both tiles'
+        # zeroing (+701 on its 1x1 layers: a LOAD ACC waits for the ALU lane to drain its
+        # bank, hw/compute.py, which the event model misses: it predicted -396).
+        rows_late = (overlap and self.add_order() is None and self.plan.lane_zero
+                     and isinstance(epi.requant, Requant2)
+                     and not (self.nborder and self.p.diag))
+        if not rows_late:
+            self.load_shared_rows()
         if overlap and self.add_order() is not None:
             self.run_add(self.add_order())
         elif overlap:
@@ -1561,6 +1575,8 @@ class _ConvEmission:
                 pipe.acquire_out(ti)
                 if zero:
                     epi.emit_zero(builder, self.acc_at(ti), self.out_dims(ti))
+                if rows_late and ti == 0:
+                    self.load_shared_rows()
             self.start(0)
             self.body(0)
             for ti in range(n):
