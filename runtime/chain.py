@@ -49,6 +49,12 @@ on the device was that one, nothing queued since, same weight buffers); otherwis
 cold kernel. Which layer comes next is the caller's guess (``prefetch`` of
 :meth:`Chain.follow`; the VM reads it from its code); a wrong guess costs the head's
 loads, never the result.
+**Resident micro-ops.** Within one stream the compute module runs every bound kernel's
+LOAD UOPs in order, so :class:`Chain` follows what the uop SRAM holds through the kernels
+it binds (:func:`uop_rows`) and binds each one with its LOAD UOPs trimmed of the
+micro-ops already at their rows (:func:`reuse_uops`; a layer shape that repeats loads its
+kernel once). Only while nothing else was queued since its last kernel and the kernel
+fits the stream (no synchronize in between); a new stream assumes nothing.
 """
 
 from __future__ import annotations
