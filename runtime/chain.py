@@ -67,7 +67,7 @@ from .program import UOPS, Program, make_insn
 
 __all__ = ["Chain", "exit_variant", "entry_variant", "variant", "sram_free_point",
            "swap_slots", "late_stores", "all_stores", "first_inputs", "hoisted_reads",
-           "overlap", "warm_split", "prefetch_reads"]
+           "overlap", "warm_split", "prefetch_reads", "uop_rows", "reuse_uops"]
 
 _POP_S2G = "pop_next_dep"        # compute pops store's token
 _PUSH_G2L = "push_prev_dep"      # compute pushes to load
