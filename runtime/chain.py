@@ -49,6 +49,12 @@ on the device was that one, nothing queued since, same weight buffers); otherwis
 cold kernel. Which layer comes next is the caller's guess (``prefetch`` of
 :meth:`Chain.follow`; the VM reads it from its code); a wrong guess costs the head's
 loads, never the result.
+**Resident micro-ops.** Within one stream the compute module runs every bound kernel's
+LOAD UOPs in order, so :class:`Chain` follows what the uop SRAM holds through the kernels
+it binds (:func:`uop_rows`) and binds each one with its LOAD UOPs trimmed of the
+micro-ops already at their rows (:func:`reuse_uops`; a layer shape that repeats loads its
+kernel once). Only while nothing else was queued since its last kernel and the kernel
+fits the stream (no synchronize in between); a new stream assumes nothing.
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ from .program import UOPS, Program, make_insn
 
 __all__ = ["Chain", "exit_variant", "entry_variant", "variant", "sram_free_point",
            "swap_slots", "late_stores", "all_stores", "first_inputs", "hoisted_reads",
-           "overlap", "warm_split", "prefetch_reads"]
+           "overlap", "warm_split", "prefetch_reads", "uop_rows", "reuse_uops"]
 
 _POP_S2G = "pop_next_dep"        # compute pops store's token
 _PUSH_G2L = "push_prev_dep"      # compute pushes to load
@@ -533,6 +539,68 @@ def overlap(a: list, b: list) -> bool:
     return any(s0 < e1 and s1 < e0 for s0, e0 in a for s1, e1 in b)
 
 
+def _queued(rt) -> int:
+    """Instructions in ``rt``'s pending stream."""
+    return len(rt._stream)
+
+
+def uop_rows(program: Program, rows) -> np.ndarray:
+    """The uop SRAM words (-1: unknown) after ``program`` ran from ``rows``: its LOAD
+    UOPs of its own staging (one row, no padding) write their words, any other unknown."""
+    rows = np.array(rows, dtype=np.int64)
+    relocs = {r.insn: r.slot for r in program.relocations}
+    words = np.asarray(program.uops, dtype=np.int64)
+    for k, i in enumerate(program.insns):
+        f = i.fields
+        if i.opcode != Opcode.LOAD or i.is_nop or f["memory_type"] != MemType.UOP:
+            continue
+        n, b, d = f["y_size"] * f["x_size"], f["sram_base"], f["dram_base"]
+        if (relocs.get(k) == UOPS and f["y_size"] == 1 and f["x_pad_0"] == f["x_pad_1"] == 0
+                and d + n <= len(words)):
+            rows[b:b + n] = words[d:d + n]
+        else:
+            rows[b:b + n] = -1
+    return rows
+
+
+def reuse_uops(program: Program, rows) -> Program:
+    """``program`` with its LOAD UOPs (of its own staging, one row, no padding) trimmed
+    of the leading and trailing micro-ops that the uop SRAM already holds at their rows
+    (``rows``: its words when ``program`` starts, -1 unknown; rows an earlier LOAD UOP
+    of ``program`` writes count as what it writes); one with nothing left and no token
+    flag is dropped. The uop SRAM ends as with ``program``."""
+    rows = np.array(rows, dtype=np.int64)
+    relocs = {r.insn: r.slot for r in program.relocations}
+    words = np.asarray(program.uops, dtype=np.int64)
+    cfg = program.config
+    replace, drop = {}, set()
+    for k, i in enumerate(program.insns):
+        f = i.fields
+        if i.opcode != Opcode.LOAD or i.is_nop or f["memory_type"] != MemType.UOP:
+            continue
+        n, b, d = f["y_size"] * f["x_size"], f["sram_base"], f["dram_base"]
+        if not (relocs.get(k) == UOPS and f["y_size"] == 1
+                and f["x_pad_0"] == f["x_pad_1"] == 0 and d + n <= len(words)):
+            rows[b:b + n] = -1
+            continue
+        same = rows[b:b + n] == words[d:d + n]
+        rows[b:b + n] = words[d:d + n]
+        lo = int(np.argmin(same)) if not same.all() else n
+        hi = n - (int(np.argmin(same[::-1])) if not same.all() else 0)
+        if lo >= hi:
+            if not _flags(i):
+                drop.add(k)
+            continue
+        if lo or hi < n:
+            replace[k] = _with(cfg, i, sram_base=b + lo, dram_base=d + lo, x_size=hi - lo,
+                               x_stride=max(f["x_stride"], hi - lo))
+    if not replace and not drop:
+        return program
+    out = _rebuild(program, [k for k in range(len(program.insns)) if k not in drop], replace)
+    out.memo.update({m: program.memo[m] for m in ("warm_of",) if m in program.memo})
+    return out
+
+
 def _streams(rt) -> int:
     """Streams started so far on ``rt``'s device, by any runtime (a dry runtime, which
     has no device: its own runs)."""
@@ -562,6 +630,7 @@ class Chain:
         self.pending = None
         self.scratch: list = []
         self.warm = None
+        self.uop_rows = None      # (uop SRAM words the bound kernels leave, stream length)
 
     @property
     def open(self) -> bool:
@@ -659,11 +728,17 @@ class Chain:
         return warm_split(program)[1]
 
     def _bind(self, rt, program, bufs):
+        rows, queued = self.uop_rows or (None, None)
+        if rows is None or _queued(rt) != queued or not rt.fits(program):
+            rows = np.full(program.config.uop_depth, -1, dtype=np.int64)
+        else:
+            program = reuse_uops(program, rows)
         try:
             rt.bind(program, bufs)
         except BaseException:
             self.abort(rt)
             raise
+        self.uop_rows = (uop_rows(program, rows), _queued(rt))
 
     def close(self, rt):
         """Run an open chain: its last layer's kernel as it ends (the kernel fence); the
@@ -679,7 +754,9 @@ class Chain:
             self.release(rt)
 
     def release(self, rt) -> None:
-        """Free the staged buffers of the chain."""
+        """Free the staged buffers of the chain (after its stream ran or was dropped:
+        nothing is assumed of the uop SRAM any more)."""
+        self.uop_rows = None
         scratch, self.scratch = self.scratch, []
         for buf in scratch:
             try:

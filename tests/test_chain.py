@@ -352,3 +352,62 @@ def test_a_chain_never_outgrows_the_stream(kws):
     runs = [r for layer in rec.layers for r in layer.runs]
     assert 2 < len(runs) < sum(p.kind == "vta_layer" for p in exe.primitives)
     assert rt.stats["auto_syncs"] == 0
+
+
+def _uop_loads(program):
+    return [(k, i) for k, i in enumerate(program.insns) if i.opcode == Opcode.LOAD
+            and not i.is_nop and i.memory_type == MemType.UOP]
+
+
+def test_resident_micro_ops_are_not_loaded_again(kws):
+    """A kernel bound after one that left its micro-ops at the same rows loads none of
+    them (its flagless LOAD UOPs are gone); a row overwritten in between is loaded again
+    (the LOAD UOP is trimmed to the rows that differ), never reused."""
+    exe, _ = kws
+    prog = next(p for p in _vta_kernels(exe) if _uop_loads(p))
+    unknown = np.full(exe.config.uop_depth, -1, dtype=np.int64)
+    assert chain_mod.reuse_uops(prog, unknown) is prog        # nothing known: unchanged
+    rows = chain_mod.uop_rows(prog, unknown)
+    same = chain_mod.reuse_uops(prog, rows)
+    assert not any(not (i.push_prev_dep or i.push_next_dep or i.pop_prev_dep
+                        or i.pop_next_dep) for _, i in _uop_loads(same))
+    assert np.array_equal(chain_mod.uop_rows(same, rows), rows)
+    # overwrite one row of the kernel's first LOAD UOP: exactly that row is loaded again
+    k, first = _uop_loads(prog)[0]
+    row = first.sram_base + first.x_size // 2
+    dirty = rows.copy()
+    dirty[row] ^= 1
+    again = chain_mod.reuse_uops(prog, dirty)
+    loads = _uop_loads(again)
+    assert any(i.sram_base <= row < i.sram_base + i.x_size for _, i in loads)
+    assert sum(i.x_size for _, i in loads) < sum(i.x_size for _, i in _uop_loads(prog))
+    assert np.array_equal(chain_mod.uop_rows(again, dirty), rows)
+
+
+def test_chain_drops_only_micro_ops_bound_in_the_same_stream(kws):
+    """The chained KWS streams load fewer micro-ops than their kernels (the repeated
+    layers' kernels stay resident); with the reuse off they load them all. A stream
+    that something else was queued into since the chain's last kernel reuses nothing."""
+    exe, x = kws
+    isa = isa_for(exe.config)
+
+    def uops_loaded(layers):
+        n = 0
+        for run in (r for layer in layers for r in layer.runs):
+            for i in (isa.decode(w) for w in bytes_to_words(run.insns, INSN_BYTES)):
+                if i.opcode == Opcode.LOAD and not i.is_nop and i.memory_type == MemType.UOP:
+                    n += i.x_size * i.y_size
+        return n
+
+    y, layers = _run(exe, x)
+    mp = pytest.MonkeyPatch()
+    with mp.context() as m:
+        m.setattr(chain_mod, "reuse_uops", lambda program, rows: program)
+        y0, layers0 = _run(exe, x)
+        assert np.array_equal(y, y0)
+        assert uops_loaded(layers) < uops_loaded(layers0)
+    with mp.context() as m:
+        m.setattr(chain_mod, "_queued", lambda rt: object())   # never the recorded length
+        y1, layers1 = _run(exe, x)
+        assert np.array_equal(y1, y0)
+        assert uops_loaded(layers1) == uops_loaded(layers0)

@@ -84,11 +84,13 @@ def test_profile_rows(digits):
     outputs, rows = profile_model(exe, x, chain=False)      # a row per layer
     np.testing.assert_array_equal(outputs["logits"], np.asarray(exe.run(x)))
     assert [r.engine for r in rows].count("VTA") == 7 and len(rows) == 8
-    # chained: fewer rows, the same layers and DRAM bytes
+    # chained: fewer rows, the same layers and DRAM bytes but for micro-ops a kernel
+    # left resident in the uop SRAM for a later one (runtime/chain.py reuse_uops)
     chained = profile_model(exe, x)[1]
     assert len(chained) < len(rows)
     assert [n for r in chained for n in r.layers] == [r.name for r in rows]
-    assert sum(r.dram_bytes for r in chained) == sum(r.dram_bytes for r in rows)
+    saved = sum(r.dram_bytes for r in rows) - sum(r.dram_bytes for r in chained)
+    assert 0 <= saved and saved % exe.config.uop_elem_bytes == 0
     # The stream's DRAM bytes equal the behavioral model's load/store counters.
     with open_device("behavioral", "default") as dev, LayerRecorder(dev) as rec:
         exe.run(x, device=dev, hook=rec.hook)
