@@ -189,8 +189,9 @@ class EventCost(CostModel):
 #: fitted (a grid, ``bench/costmodel.py --fit``) to Verilator's cycles of whole models
 #: (the demo CNN and the four MLPerf Tiny models on default and tiny, each with and
 #: without ``requant``: worst 1.43%, keyword spotting on default; ResNet-18 not
-#: re-measured). They are not the RTL's own counts (a STORE is 3 cycles plus its beats,
-#: a LOAD 2): the event model does not see the fetch unit feeding the command queues
+#: re-measured). They are not the RTL's own counts (a STORE alone is 3 cycles plus its
+#: beats and one per row after the first, one behind another its beats and one per row since
+#: the store pipelining, 1644b87; a LOAD 2): the event model does not see the fetch unit feeding the command queues
 #: (nor its reads on the port), the phase of the load module's bursts or pad elements
 #: stalling the port, and the fit absorbs them (since modelled: fetch and the command
 #: queues, ``cmd_queue_depth``; pads on the port, ``pads_on_port``; the phase of the
