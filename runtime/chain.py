@@ -340,6 +340,19 @@ def _early_compute(insn) -> bool:
     return insn.opcode == Opcode.GEMM and bool(insn.fields["reset_reg"])
 
 
+def _leading_compute(ins) -> list:
+    """Indices of the compute instructions before the first that must wait in place
+    (:func:`_early_compute`: LOAD UOP, LOAD ACC, resetting GEMMs), other units' skipped."""
+    head = []
+    for k, i in enumerate(ins):
+        if _unit(i) != Unit.COMPUTE:
+            continue
+        if not _early_compute(i):
+            break
+        head.append(k)
+    return head
+
+
 def entry_variant(program: Program, early: bool = False) -> Program | None:
     """``program`` as the layer after a chain boundary (see the module docstring): its
     first group's weight LOADs first (they pop *SRAM free*, pending in the stream), its
@@ -353,13 +366,7 @@ def entry_variant(program: Program, early: bool = False) -> Program | None:
     if group is None:
         return None
     loads, wgt, inp = group
-    head = []
-    for k, i in enumerate(ins):
-        if _unit(i) != Unit.COMPUTE:
-            continue
-        if not _early_compute(i):
-            break
-        head.append(k)
+    head = _leading_compute(ins)
     moved = set(loads) | set(head)
     replace = {k: _with(cfg, ins[k], **{_PUSH_L2G: 0}) for k in loads}
     replace[inp[0]] = _with(cfg, replace[inp[0]], **{_POP_G2L: 1})
@@ -394,13 +401,7 @@ def warm_split(program: Program):
     if group is None:
         return None
     loads, wgt, inp = group
-    head = []
-    for k, i in enumerate(ins):
-        if _unit(i) != Unit.COMPUTE:
-            continue
-        if not _early_compute(i):
-            break
-        head.append(k)
+    head = _leading_compute(ins)
     if not wgt and not head:
         return None
     relocs = {r.insn: r.slot for r in program.relocations}
