@@ -54,7 +54,9 @@ LOAD UOPs in order, so :class:`Chain` follows what the uop SRAM holds through th
 it binds (:func:`uop_rows`) and binds each one with its LOAD UOPs trimmed of the
 micro-ops already at their rows (:func:`reuse_uops`; a layer shape that repeats loads its
 kernel once). Only while nothing else was queued since its last kernel and the kernel
-fits the stream (no synchronize in between); a new stream assumes nothing.
+fits the stream (no synchronize in between); a new stream assumes nothing, but for a
+warm start: under its guard the uop SRAM holds what the stream before left (its head's
+micro-ops included), and the warm kernel is bound knowing it.
 """
 
 from __future__ import annotations
@@ -631,7 +633,8 @@ class Chain:
         self.pending = None
         self.scratch: list = []
         self.warm = None
-        self.uop_rows = None      # (uop SRAM words the bound kernels leave, stream length)
+        self.uop_rows = None      # (uop SRAM words the bound kernels leave, stream length,
+                                  #  device streams)
 
     @property
     def open(self) -> bool:
@@ -680,9 +683,10 @@ class Chain:
         if warm is None:
             self._bind(rt, variant(program, entry, False, None, early), bufs)
         try:
+            rows = self._rows(rt)
             res = rt.synchronize()
             if warm is not None:
-                self.warm = (*warm, rt, _streams(rt))
+                self.warm = (*warm, rt, _streams(rt), rows)
             return res
         finally:
             self.release(rt)
@@ -721,16 +725,25 @@ class Chain:
         warm, self.warm = self.warm, None
         if warm is None or self.pending is not None:
             return program
-        nprog, addrs, wrt, syncs = warm
+        nprog, addrs, wrt, syncs, rows = warm
         if (nprog is not program or wrt is not rt or _streams(rt) != syncs
                 or rt.instructions
                 or any(s not in bufs or bufs[s].addr != a for s, a in addrs.items())):
             return program
+        if rows is not None:        # the uop SRAM as that stream left it
+            self.uop_rows = (rows, _queued(rt), syncs)
         return warm_split(program)[1]
 
+    def _rows(self, rt):
+        """The uop SRAM words the kernels bound so far leave (None: unknown)."""
+        rows, queued, syncs = self.uop_rows or (None, None, None)
+        if rows is None or _queued(rt) != queued or _streams(rt) != syncs:
+            return None
+        return rows
+
     def _bind(self, rt, program, bufs):
-        rows, queued = self.uop_rows or (None, None)
-        if rows is None or _queued(rt) != queued or not rt.fits(program):
+        rows = self._rows(rt)
+        if rows is None or not rt.fits(program):
             rows = np.full(program.config.uop_depth, -1, dtype=np.int64)
         else:
             program = reuse_uops(program, rows)
@@ -739,7 +752,7 @@ class Chain:
         except BaseException:
             self.abort(rt)
             raise
-        self.uop_rows = (uop_rows(program, rows), _queued(rt))
+        self.uop_rows = (uop_rows(program, rows), _queued(rt), _streams(rt))
 
     def close(self, rt):
         """Run an open chain: its last layer's kernel as it ends (the kernel fence); the

@@ -30,8 +30,9 @@ def kws():
 
 @pytest.fixture
 def count(monkeypatch):
-    """Counts of prefetched heads and of warm and cold starts of prefetched layers."""
-    n = dict(prefetched=0, warm=0, cold=0)
+    """Counts of prefetched heads, of warm and cold starts of prefetched layers, and of
+    the starts that know the uop SRAM the stream before left (``carried``)."""
+    n = dict(prefetched=0, warm=0, cold=0, carried=0)
     real_pre, real_start = chain_mod.Chain._prefetch, chain_mod.Chain._warm_start
 
     def prefetch(self, *args):
@@ -44,6 +45,7 @@ def count(monkeypatch):
         p = real_start(self, rt, program, bufs)
         if expected:
             n["warm" if p is not program else "cold"] += 1
+        n["carried"] += self.uop_rows is not None
         return p
 
     monkeypatch.setattr(chain_mod.Chain, "_prefetch", prefetch)
@@ -82,14 +84,14 @@ def test_warm_equals_cold_under_any_schedule(kws, count):
     exe, x, ref = kws
     y0, runs0 = _run(exe, x, chain=False)
     assert np.array_equal(y0, ref)
-    assert count == dict(prefetched=0, warm=0, cold=0)
+    assert count == dict(prefetched=0, warm=0, cold=0, carried=0)
     vta = sum(p.kind == "vta_layer" for p in exe.primitives)
     for seed in (None, 1, 2, 3):
         y, runs = _run(exe, x, interleave_seed=seed)
         assert np.array_equal(y, y0), seed
         assert len(runs) == len(runs0) == vta
     assert count["warm"] == 4 * (vta - 1) and count["cold"] == 0
-    assert count["prefetched"] == 4 * (vta - 1)
+    assert count["prefetched"] == 4 * (vta - 1) and count["carried"] == count["warm"]
 
 
 @pytest.mark.slow
@@ -100,7 +102,7 @@ def test_warm_on_verilator_equals_cold_in_fewer_cycles(kws, count):
     y0, runs0 = _run(exe, x, "verilator", chain=False)
     y, runs = _run(exe, x, "verilator")
     assert np.array_equal(y0, ref) and np.array_equal(y, y0)
-    assert count["warm"] > 0
+    assert count["warm"] > 0 and count["carried"] == count["warm"]
     assert 0 < sum(r.cycles for r in runs) < sum(r.cycles for r in runs0)
 
 
@@ -138,6 +140,7 @@ def test_guard_falls_back_after_another_stream(kws, count):
     exe, x, ref = kws
     assert np.array_equal(_clobbered(exe, x), ref)
     assert count["cold"] == 1 and count["warm"] > 0
+    assert count["carried"] == count["warm"]       # the cold start assumes nothing
 
 
 def test_guard_sees_another_runtime_on_the_device(kws, count):
@@ -180,3 +183,65 @@ def test_model_engine_predicts_the_warm_streams(kws, count):
     assert count["warm"] == 2 * warm
     assert [(p["layer"], p["cycles"]) for p in predicted] == \
         [(r.name, r.predicted_cycles) for r in rows]
+
+
+def _uop_words(program) -> int:
+    return sum(i.fields["x_size"] * i.fields["y_size"] for i in program.insns
+               if i.opcode.name == "LOAD" and not i.is_nop and i.memory_type == 0)
+
+
+def test_warm_kernels_reuse_the_micro_ops_the_stream_before_left(kws, count, monkeypatch):
+    """Under the guard, the uop SRAM the stream before left (its head's micro-ops) is
+    known to the warm kernel's stream: the repeated layer shapes load fewer micro-ops
+    than when each stream assumes nothing, and the result is the interpreter's."""
+    exe, x, ref = kws
+    loaded = []
+    real = chain_mod.Chain._bind
+
+    def bind(self, rt, program, bufs):
+        rows = self._rows(rt)
+        if rows is not None and rt.fits(program):
+            loaded.append(_uop_words(chain_mod.reuse_uops(program, rows)))
+        else:
+            loaded.append(_uop_words(program))
+        return real(self, rt, program, bufs)
+
+    monkeypatch.setattr(chain_mod.Chain, "_bind", bind)
+    y, _ = _run(exe, x)
+    assert np.array_equal(y, ref) and count["carried"] == count["warm"] > 0
+    carried = sum(loaded)
+    loaded.clear()
+    real_start = chain_mod.Chain._warm_start
+
+    def forget(self, rt, program, bufs):
+        p = real_start(self, rt, program, bufs)
+        self.uop_rows = None                        # each stream assumes nothing
+        return p
+
+    monkeypatch.setattr(chain_mod.Chain, "_warm_start", forget)
+    y, _ = _run(exe, x)
+    assert np.array_equal(y, ref)
+    assert 0 < carried < sum(loaded)
+
+
+def test_without_the_guard_the_carried_micro_ops_are_wrong(kws, count, monkeypatch):
+    """The uop SRAM the stream before left, carried into the next stream although the
+    guard failed (another stream ran in between, on this runtime or another one): the
+    cold kernel trims micro-ops the other stream overwrote, the result differs. The
+    guard is what protects it."""
+    exe, x, ref = kws
+    real_start = chain_mod.Chain._warm_start
+
+    def unguarded(self, rt, program, bufs):
+        warm = self.warm
+        p = real_start(self, rt, program, bufs)
+        if warm is not None and warm[-1] is not None and self.uop_rows is None:
+            count["forced"] = count.get("forced", 0) + 1
+            self.uop_rows = (warm[-1], chain_mod._queued(rt), chain_mod._streams(rt))
+        return p
+
+    monkeypatch.setattr(chain_mod.Chain, "_warm_start", unguarded)
+    for other in (False, True):
+        count.pop("forced", None)
+        assert not np.array_equal(_clobbered(exe, x, other_runtime=other), ref), other
+        assert count["forced"] == 1
