@@ -106,6 +106,7 @@ class BoardDevice(Device):
     """
 
     name = "board"
+    keeps_sram = True      # one model / simulation / board for every run
 
     def __init__(self, config, *, dram: DRAM | None = None, port: str | None = None,
                  url: str | None = None, baud: int = DEFAULT_BAUD, timeout: float = 2.0,

@@ -604,6 +604,13 @@ def reuse_uops(program: Program, rows) -> Program:
     return out
 
 
+def _keeps_sram(rt) -> bool:
+    """A warm start may run on ``rt``'s device: its SRAMs keep what a stream left
+    (:attr:`~.device.Device.keeps_sram`; a dry runtime, which has no device: yes)."""
+    dev = getattr(rt, "device", None)
+    return dev is None or bool(getattr(dev, "keeps_sram", False))
+
+
 def _streams(rt) -> int:
     """Streams started so far on ``rt``'s device, by any runtime (a dry runtime, which
     has no device: its own runs)."""
@@ -696,7 +703,7 @@ class Chain:
         followed by the next layer's :func:`warm_split` head; ``(next program, {slot:
         address})`` of what the head read, or None (nothing bound) when there is no next
         layer or its head cannot move here."""
-        if prefetch is None:
+        if prefetch is None or not _keeps_sram(rt):
             return None
         nxt = prefetch(rt)
         if nxt is None:

@@ -121,6 +121,11 @@ class Device(abc.ABC):
     #: each run: a warm start checks that no other stream ran in between,
     #: :mod:`vtakit.runtime.chain`).
     streams = 0
+    #: The SRAMs (inp, wgt, acc/out, micro-ops) hold, when a stream starts, what the last
+    #: stream run on this device left in them. A warm start across a host step
+    #: (:mod:`vtakit.runtime.chain`) relies on it and is used only where a backend says
+    #: so; a device of its own (False) runs every layer cold.
+    keeps_sram = False
 
     def __init__(self, config, *, dram: DRAM | None = None):
         self.config: VTAConfig = load_config(config)

@@ -91,6 +91,7 @@ class BehavioralDevice(Device):
     """
 
     name = "behavioral"
+    keeps_sram = True      # one model / simulation / board for every run
 
     def __init__(self, config, *, dram=None, token_depth: int = DEFAULT_TOKEN_DEPTH,
                  interleave_seed: int | None = None, cmd_depth: int | None = DEFAULT_CMD_DEPTH):

@@ -115,6 +115,7 @@ class CompiledDevice(Device):
 
     #: The rtl_build backend of this device.
     backend = "abstract"
+    keeps_sram = True      # one simulation for every run
 
     def __init__(self, config, *, dram: DRAM | None = None,
                  token_depth: int = DEFAULT_TOKEN_DEPTH, cmd_depth: int = DEFAULT_CMD_DEPTH,

@@ -181,6 +181,7 @@ class PysimDevice(Device):
     """
 
     name = "pysim"
+    keeps_sram = True      # one model / simulation / board for every run
 
     def __init__(self, config, *, dram: DRAM | None = None, token_depth=None, cmd_depth=None,
                  read_latency=1, vcd=None, max_cycles=DEFAULT_MAX_CYCLES,

@@ -22,16 +22,17 @@ from vtakit.runtime.device import DeviceError, DeviceFault, open_device
 from vtakit.testing.fixtures import _load, fixture_path
 
 
-def behavioral_vta(config):
+def behavioral_vta(config, keep=True):
     """A BridgeModel VTA: the behavioral model run in place on the model's DRAM. One
     device for every run, as on the board: its SRAMs keep what the last stream left
-    (a warm start across a host step relies on it, :mod:`vtakit.runtime.chain`)."""
+    (a warm start across a host step relies on it, :mod:`vtakit.runtime.chain`);
+    ``keep=False``: a fresh one per run (SRAMs forgotten)."""
     devs = []
 
     def run(dram, insn_addr, insn_count):
         regs = [0] * 16
-        if not devs:
-            devs.append(open_device("behavioral", config))
+        if not devs or not keep:
+            devs[:] = [open_device("behavioral", config)]
         dev = devs[0]
         dev.dram.load_image(dram.copy())
         try:
@@ -281,3 +282,25 @@ def test_a_model_too_big_is_refused_before_any_write():
                                               r"written"):
             dev.check_model(exe)
     assert model.executed == 0
+
+
+def test_a_device_that_forgets_its_srams_runs_every_layer_cold():
+    """A warm start (the next layer's head loaded by the stream before) is used only on a
+    device whose SRAMs keep what a stream left (``Device.keeps_sram``): a board whose
+    VTA forgot them between runs gives the interpreter's result when it says so, and a
+    wrong one if it claimed to keep them (so the check matters)."""
+    import vtakit
+    from pathlib import Path
+    exe = vtakit.compile(Path(__file__).parent / "data" / "mltk" / "anomaly_detection.tflite",
+                         config="tiny")
+    x = np.random.default_rng(0).normal(size=(1, 5, 128, 1)).astype(np.float32)
+    want = exe.run_named([x], backend="behavioral")
+    right = {}
+    for keeps in (False, True):
+        cfg = load_config("tiny")
+        port = ModelSerial(BridgeModel(cfg, 512 * 1024, behavioral_vta(cfg, keep=False)), None, 0.0)
+        with BoardDevice("tiny", serial=port, progress=False) as dev:
+            dev.keeps_sram = keeps
+            got = exe.run_named([x], device=dev)
+        right[keeps] = all(np.array_equal(got[k], want[k]) for k in want)
+    assert right == {False: True, True: False}
