@@ -342,17 +342,22 @@ def _early_compute(insn) -> bool:
     return insn.opcode == Opcode.GEMM and bool(insn.fields["reset_reg"])
 
 
-def _leading_compute(ins) -> list:
-    """Indices of the compute instructions before the first that must wait in place
-    (:func:`_early_compute`: LOAD UOP, LOAD ACC, resetting GEMMs), other units' skipped."""
+def _movable(program: Program):
+    """``(loads, wgt, inp, head)``: the first group's loads (:func:`_first_group`) and
+    ``head``, the indices of the compute instructions before the first that must wait in
+    place (:func:`_early_compute`: LOAD UOP, LOAD ACC, resetting GEMMs); None when the
+    first group cannot be found."""
+    group = _first_group(program)
+    if group is None:
+        return None
     head = []
-    for k, i in enumerate(ins):
+    for k, i in enumerate(program.insns):
         if _unit(i) != Unit.COMPUTE:
             continue
         if not _early_compute(i):
             break
         head.append(k)
-    return head
+    return (*group, head)
 
 
 def entry_variant(program: Program, early: bool = False) -> Program | None:
@@ -364,11 +369,10 @@ def entry_variant(program: Program, early: bool = False) -> Program | None:
     read nothing the previous layer's last stores write (:func:`late_stores`,
     :func:`first_inputs`). None when the program's first group cannot be found."""
     ins, cfg = program.insns, program.config
-    group = _first_group(program)
-    if group is None:
+    parts = _movable(program)
+    if parts is None:
         return None
-    loads, wgt, inp = group
-    head = _leading_compute(ins)
+    loads, wgt, inp, head = parts
     moved = set(loads) | set(head)
     replace = {k: _with(cfg, ins[k], **{_PUSH_L2G: 0}) for k in loads}
     replace[inp[0]] = _with(cfg, replace[inp[0]], **{_POP_G2L: 1})
@@ -399,11 +403,10 @@ def warm_split(program: Program):
         return program.memo["chain_warm"]
     program.memo["chain_warm"] = None
     ins, cfg = program.insns, program.config
-    group = _first_group(program)
-    if group is None:
+    parts = _movable(program)
+    if parts is None:
         return None
-    loads, wgt, inp = group
-    head = _leading_compute(ins)
+    loads, wgt, inp, head = parts
     if not wgt and not head:
         return None
     relocs = {r.insn: r.slot for r in program.relocations}
