@@ -517,3 +517,62 @@ def test_runner_up_tiling_with_its_own_choices_on_a_depthwise_layer(monkeypatch)
     again = plan()       # the memoized pick: the same tiling, choices and program
     assert again.tiling == chosen.tiling and again.split_last == chosen.split_last
     assert again.program().insns == chosen.program().insns
+
+
+def test_int32_plane_shifts_spread_amid_the_next_gemms_equal_numpy():
+    """``plane_skew`` ``SPREAD`` (:data:`vtakit.compiler.ops.tokens.SPREAD`): every plane
+    k > 0 of tile t - 1 shifted amid tile t's GEMMs, each after its share of them (a
+    GEMM between any two shifts until the last tile's GEMMs are done), so the kernel
+    ends with the last tile's planes alone; the planner keeps it for image
+    classification's 64 -> 64 3x3 layer at 8x8 (predicted faster than ``MID`` and skew
+    1), and it equals numpy on the behavioral model with and without ``alu_reset``."""
+    from vtakit.compiler.ops import reference as R
+    from vtakit.compiler.ops.tokens import MID, SPREAD
+    rng = np.random.default_rng(16)
+    x = rng.integers(-128, 128, (1, 64, 8, 8), dtype=np.int8)
+    w = rng.integers(-128, 128, (64, 64, 3, 3), dtype=np.int8)
+    want = R.conv2d_ref(x, w, 1, 1)
+    plan = plan_conv2d(OV, x.shape, w.shape, 1, 1, out_dtype="int32", result_bytes=3)
+    assert plan.plane_skew == SPREAD and plan.plane_banks == (0, 1) * 2
+    chosen = plan.inspect()["predicted_cycles"]
+    for zero in (True, False):
+        plan.alu_reset, plan._program = zero, None
+        insns = plan.program().insns
+        kinds = "".join("G" if i.opcode == Opcode.GEMM else "S" if i.opcode == Opcode.STORE
+                        else "H" if (i.opcode == Opcode.ALU and i.fields["use_imm"]
+                                     and i.fields["imm"] == 8) else "" for i in insns)
+        body, _, tail = kinds.rpartition("G")
+        assert "HH" not in re.sub("S", "", body)     # a GEMM between two shifts
+        assert tail.count("S") == plan.epilogue.planes   # the last tile's planes alone
+        np.testing.assert_array_equal(_run_int32(plan, x, w, OV), want,
+                                      err_msg=f"alu_reset {zero}")
+    plan.alu_reset = True
+    assert _predicted(plan, plane_skew=MID, plane_banks=(0, 1) * 3) > chosen
+    assert _predicted(plan, plane_skew=1, plane_banks=(0, 0, 1, 1)) > chosen
+
+
+def test_head_rows_splits_the_first_position_equal_numpy():
+    """``Conv2dPlan.head_rows``: the tiles of the first output position each in two, their
+    first ``head_rows`` rows first (the first GEMMs wait for fewer input rows, the
+    store starts sooner); the planner keeps 1 for visual wake words' 16 -> 32 1x1 layer
+    at 24x24 (predicted faster than without), and each split equals numpy on the
+    behavioral model."""
+    from vtakit.compiler.ops import reference as R
+    rng = np.random.default_rng(17)
+    x = rng.integers(-128, 128, (1, 16, 24, 24), dtype=np.int8)
+    w = rng.integers(-128, 128, (32, 16, 1, 1), dtype=np.int8)
+    want = R.conv2d_ref(x, w, 1, 0)
+    plan = plan_conv2d(OV, x.shape, w.shape, 1, 0, out_dtype="int32", result_bytes=3)
+    assert plan.head_rows == 1
+    chosen = plan.inspect()["predicted_cycles"]
+    assert _predicted(plan, head_rows=None) > chosen
+    uniform = list(plan.tiles())
+    for rows in (1, 2):
+        plan.head_rows, plan._program = rows, None
+        tiles = list(plan.tiles())
+        k = next(i for i, t in enumerate(uniform) if t[4:] != uniform[0][4:])
+        assert tiles[:k] == [t[:5] + (rows,) + t[6:] for t in uniform[:k]]
+        assert tiles[k:2 * k] == [t[:4] + (rows, t[5] - rows) + t[6:] for t in uniform[:k]]
+        assert tiles[2 * k:] == uniform[k:]
+        np.testing.assert_array_equal(_run_int32(plan, x, w, OV), want,
+                                      err_msg=f"head_rows {rows}")

@@ -909,3 +909,44 @@ def test_compiled_int32_depthwise_runner_up_equals_numpy(capsys):
             with capsys.disabled():
                 print(f"\n  depthwise th 9 (adopted, plane_banks {plan.plane_banks}, skew "
                       f"{plan.plane_skew}): tiny+overlap {run.cycles} cycles")
+
+
+def test_compiled_int32_spread_shifts_and_head_rows_equal_numpy(capsys):
+    """Every plane of tile t - 1 shifted amid tile t's GEMMs, spread over them
+    (``plane_skew`` ``SPREAD``, the longest run of rows in three kernels; with and
+    without ``alu_reset``), and a 1x1 layer whose first output position's tiles are split
+    by rows (``head_rows``), compiled for ``tiny+overlap``: Verilator equals the model
+    and numpy."""
+    from vtakit.compiler.ops import plan_conv2d
+    from vtakit.compiler.ops import reference as R
+    from vtakit.compiler.ops.tokens import SPREAD
+    from vtakit.runtime import Runtime
+    rng = np.random.default_rng(18)
+    x = rng.integers(-128, 128, (1, 16, 12, 6), dtype=np.int8)
+    w3 = rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8)
+    w1 = rng.integers(-128, 128, (32, 16, 1, 1), dtype=np.int8)
+
+    def spread(zero):
+        p = plan_conv2d(OV, x.shape, w3.shape, 1, 1, out_dtype="int32", result_bytes=3)
+        p.plane_banks, p.plane_skew, p.alu_reset, p._program = (0, 1) * 2, SPREAD, zero, None
+        assert len(list(p.tiles())) > 2
+        return p, w3, R.conv2d_ref(x, w3, 1, 1)
+
+    def head():
+        p = plan_conv2d(OV, x.shape, w1.shape, 1, 0, out_dtype="int32", result_bytes=3)
+        p.head_rows, p._program = 1, None
+        assert list(p.tiles())[0][5] == 1
+        return p, w1, R.conv2d_ref(x, w1, 1, 0)
+
+    for name, make in (("SPREAD", lambda: spread(False)),
+                       ("SPREAD alu_reset", lambda: spread(True)), ("head_rows", head)):
+        for backend in ("verilator", "behavioral"):
+            opts = {} if backend == "behavioral" else {"progress": False}
+            with open_device(backend, OV, **opts) as dev:
+                plan, w, want = make()
+                got, run = plan.run(Runtime(dev), plan.pack(x, w))
+                got = plan.unpack(got)
+            np.testing.assert_array_equal(got, want, err_msg=f"{backend} {name}")
+            if backend == "verilator":
+                with capsys.disabled():
+                    print(f"\n  {name}: tiny+overlap {run.cycles} cycles")

@@ -59,7 +59,7 @@ from .epilogue import Epilogue, Requant2, accumulation_bound
 from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_weight,
                      pack_conv_weight, unpack_activation)
 from .loops import Dim, fold_loops
-from .tokens import MID, Pipeline, PlanePipeline, kernel_fence
+from .tokens import MID, SPREAD, Pipeline, PlanePipeline, kernel_fence
 from .cost.roofline import conv_roofline
 from .cost.geometry import whole_weight
 from .plan import OpPlan, Operand, plan_signature
@@ -423,6 +423,8 @@ class Conv2dPlan(OpPlan):
         (_Step("split_first", lambda s, a: (s.tiling.resident and a.problem.int32_out
                                             and s.tiling.tco > 1 and not s.border_cases),
                lambda s, a: s._try_split_first(a.cost)),),
+        (_Step("head_rows", lambda s, a: a.problem.int32_out and s._head_rows_apply(),
+               lambda s, a: s._try_head_rows()),),
         (_Step("row_loads", lambda s, a: a.problem.int32_out and s._row_loads_apply(),
                lambda s, a: s._try_flag("row_loads")),),
         (_Step("weights_ahead", lambda s, a: (s.tiling.resident
@@ -687,7 +689,9 @@ class Conv2dPlan(OpPlan):
         :attr:`PLANE_BANKS` (skew 1), :attr:`SKEWED_BANKS` (skew 2) and two slots
         alternating banks with every plane of a tile right after it (skew 0); where
         :meth:`_zero_ok`, each again with :attr:`alu_reset`, and slots alternating banks
-        :attr:`ZERO_EXTRA` pairs more than the planes (skew 1 and 2). A candidate needs
+        :attr:`ZERO_EXTRA` pairs more than the planes (skew 1 and 2); then
+        :attr:`SPREAD_BANKS` (skew :data:`.tokens.SPREAD`, with and where
+        :meth:`_zero_ok` without :attr:`alu_reset`). A candidate needs
         slots that hold the tiling's tile and at least
         :meth:`.tokens.PlanePipeline.min_slots`; the one the event model predicts
         fastest is kept, if faster than the plan as it stands."""
@@ -698,14 +702,21 @@ class Conv2dPlan(OpPlan):
             tries.append((self.SKEWED_BANKS[planes], 2, False))
         tries.append(((0, 1), 0, False))
         tries.append(((0, 1) * planes, MID, False))
-        if self._zero_ok():
+        zero = self._zero_ok()
+        if zero:
             tries += [(b, s, True) for b, s, _ in tries]
             tries += [((0, 1) * (planes + extra), skew, True) for extra in self.ZERO_EXTRA
                       for skew in (1, 2)]
+        # last: the ones before win a tie
+        tries += [(b, SPREAD, z) for z in (False, True)[:1 + zero] for b in self.SPREAD_BANKS]
         self._try([dict(plane_banks=banks, plane_skew=skew, alu_reset=zero)
                    for banks, skew, zero in dict.fromkeys(tries)
                    if len(banks) >= PlanePipeline.min_slots(planes, skew, zero)
                    and fp <= self.plane_slot_rows(banks)])
+
+    #: :meth:`_try_plane_banks`' patterns with ``plane_skew`` :data:`.tokens.SPREAD`
+    #: (every plane of a tile shifted amid the next tile's GEMMs): slots alternating banks.
+    SPREAD_BANKS = ((0, 1) * 2, (0, 1) * 3)
 
     #: :meth:`_try_plane_banks` with :attr:`alu_reset`: slots alternating banks, this
     #: many pairs more than the planes (a tile's zeroing pops its slot a step before
@@ -943,10 +954,10 @@ class Conv2dPlan(OpPlan):
     #: attribute with its default), besides the :attr:`tiling`, the :attr:`problem`'s
     #: ``own_rows`` and the border rows (:attr:`rows_on_chip`, :attr:`border_mode`).
     #: :meth:`_rerank` scores its candidates with them at their defaults.
-    CHOICES = ("split_last", "split_first", "add_order", "post_beside", "in_slots",
-               "out_slots", "plane_banks", "plane_skew", "alu_reset", "serial_order",
-               "row_pieces", "row_loads", "weights_ahead", "bank_rows", "bank_copy",
-               "lane_zero")
+    CHOICES = ("split_last", "split_first", "head_rows", "add_order", "post_beside",
+               "in_slots", "out_slots", "plane_banks", "plane_skew", "alu_reset",
+               "serial_order", "row_pieces", "row_loads", "weights_ahead", "bank_rows",
+               "bank_copy", "lane_zero")
 
     #: What a search step may change and restore (:meth:`_snapshot`): the
     #: :attr:`CHOICES`, the tiling and its estimate, the problem and the border rows (the
@@ -1117,6 +1128,27 @@ class Conv2dPlan(OpPlan):
 
         self._keep_if_faster(change)
 
+    #: The first tile's rows in two tiles, the first of this many rows (:meth:`tiles`):
+    #: an int32 result's stores start after the first tile's GEMMs and plane shifts, so
+    #: a smaller first tile starts the store (the bound of a depthwise layer) sooner.
+    #: :meth:`_try_head_rows` decides (the event model).
+    head_rows = None
+
+    #: :meth:`_try_head_rows`' first pieces, as fractions of the first tile's rows.
+    HEAD_FRACTIONS = (2, 3)
+
+    def _head_rows_apply(self) -> bool:
+        """Whether :attr:`head_rows` may change this plan's tiles (a first tile of 2+
+        rows)."""
+        return next(iter(self.tiles()))[5] > 1
+
+    def _try_head_rows(self) -> int:
+        """:attr:`head_rows`: the first tile's rows over each of :attr:`HEAD_FRACTIONS`,
+        the one the event model predicts fastest, if faster than the plan as it stands."""
+        th = next(iter(self.tiles()))[5]
+        return self._try([dict(head_rows=r) for r in
+                          dict.fromkeys(max(1, th // k) for k in self.HEAD_FRACTIONS)])
+
     def _last_tile_splits(self) -> bool:
         """Whether :attr:`split_last` changes this tiling's tiles (a last tile of 2+ rows)."""
         tiles = list(self._uniform_tiles())
@@ -1263,13 +1295,21 @@ class Conv2dPlan(OpPlan):
 
     def tiles(self):
         """Output tiles in emission order: (n0, tn, co0, tco, h0, th, w0, tw); with
-        :attr:`split_last`, the last tile's rows in two tiles."""
+        :attr:`head_rows`, the first tile's rows in two tiles; with :attr:`split_last`,
+        the last tile's rows in two tiles."""
         tiles = list(self._uniform_tiles())
         if self.split_first and tiles[0][3] > 1:
             # the tiles of the first output position, one output block each
             k = next((i for i, t in enumerate(tiles) if t[4:] != tiles[0][4:]), len(tiles))
             tiles[:k] = [t[:2] + (co, 1) + t[4:] for t in tiles[:k]
                          for co in range(t[2], t[2] + t[3])]
+        if self.head_rows and tiles[0][5] > self.head_rows:
+            # the tiles of the first output position, each in two: its first rows, then
+            # the rest (the first GEMMs wait for fewer input rows)
+            k = next((i for i, t in enumerate(tiles) if t[4:] != tiles[0][4:]), len(tiles))
+            r = self.head_rows
+            tiles[:k] = ([t[:5] + (r,) + t[6:] for t in tiles[:k]]
+                         + [t[:4] + (t[4] + r, t[5] - r) + t[6:] for t in tiles[:k]])
         if self.split_last and tiles[-1][5] > 1:
             n0, tn, co0, tco, h0, th, w0, tw = tiles.pop()
             first = th - th // 2
@@ -1316,7 +1356,7 @@ class Conv2dPlan(OpPlan):
         _ConvEmission(self, builder, slots).run()
 
     def _gemm_kernels(self, base, tn, tco, th, tw, tci, hi, wi, ydata, xdata,
-                      uses=1, taps_h=None, halves=False) -> tuple:
+                      uses=1, taps_h=None, parts=1) -> tuple:
         """The GEMM kernels of one group of a tile whose input window holds data in rows
         ``ydata = (first, count)`` and columns ``xdata`` (the rest is the load's zero
         padding). Taps that only read padding multiply zeros, so output rows and columns
@@ -1324,9 +1364,10 @@ class Conv2dPlan(OpPlan):
         outputs with the same taps (the whole tile away from the border). Falls back to
         splitting rows only, then to one kernel, when a rectangle would break the
         accumulate-hazard rule. A whole-image tile whose kernel serves ``uses`` groups
-        may instead run one listed kernel (:meth:`_listed_kernel`). ``halves``: the
-        longest run of rows (six or more) in two kernels, so that work can go between
-        them (:meth:`_ConvEmission.body_split`)."""
+        may instead run one listed kernel (:meth:`_listed_kernel`). ``parts`` > 1: the
+        longest run of rows in that many kernels of three rows or more (fewer where the
+        run is short; none under six rows), so that work can go between them
+        (:meth:`_ConvEmission.body_split`)."""
         p, cfg = self.problem, self.config
         (sh, sw), kw_stride = p.stride, 0 if p.shared_wgt else 1
         dims = gemm_dims(p, tn, tco, th, tw, tci, hi, wi)
@@ -1335,14 +1376,16 @@ class Conv2dPlan(OpPlan):
             rows = [(r0, r1, max(a0, taps_h[0]), min(a1, taps_h[1]))
                     for r0, r1, a0, a1 in rows if max(a0, taps_h[0]) < min(a1, taps_h[1])]
         cols = _tap_segments(tw, sw, p.kw, *xdata)
-        if halves and rows and max(r1 - r0 for r0, r1, _, _ in rows) >= 6:
+        if parts > 1 and rows and max(r1 - r0 for r0, r1, _, _ in rows) >= 6:
             k = max(range(len(rows)), key=lambda i: rows[i][1] - rows[i][0])
             r0, r1, a0, a1 = rows[k]
-            m = (r0 + r1) // 2
-            rows = rows[:k] + [(r0, m, a0, a1), (m, r1, a0, a1)] + rows[k + 1:]
+            n = min(parts, (r1 - r0) // 3)
+            cut = [r0 + (r1 - r0) * j // n for j in range(n + 1)]
+            rows = (rows[:k] + [(cut[j], cut[j + 1], a0, a1) for j in range(n)]
+                    + rows[k + 1:])
         rects = self._rect_kernels(base, dims, rows, cols, th, tw, wi, kw_stride, taps_h)
         if (len(rects) > 1 and th >= p.oh and tw >= p.ow and not p.int32_out
-                and not halves):
+                and parts == 1):
             def worth(size):
                 """The instructions a list of ``size`` micro-ops saves over the groups
                 that use it cost more than loading its extra micro-ops (once per slot)."""
@@ -1641,7 +1684,11 @@ class _ConvEmission:
                         act(*a)
                     sched.acquire((ti, 0))
                     self.start(ti)
-                    self.body_split(ti, lambda: [act(*a) for a in step[at + 1:-1]])
+                    amid = step[at + 1:-1]
+                    # MID: the shifts together at the GEMMs' half; SPREAD: spread over them
+                    self.body_split(ti, [lambda a=a: act(*a) for a in amid]
+                                    if self.plan.plane_skew == SPREAD and amid else
+                                    [lambda: [act(*a) for a in amid]])
                     self.finish_tile(ti)
                     sched.release((ti, 0))
                     sched.store_begin((ti, 0))
@@ -1880,20 +1927,23 @@ class _ConvEmission:
             self.group(ti, acc_base, c0, tci, ywin, xwin)
 
     def body_split(self, ti, between) -> None:
-        """Tile ti's groups with ``between()`` emitted amid its GEMMs
-        (:data:`.tokens.MID`): between its groups, or with one group after the GEMM
-        kernel that completes half of its micro-ops."""
+        """Tile ti's groups with each of ``between`` (callables, one or more) emitted
+        amid its GEMMs (:data:`.tokens.MID`, :data:`.tokens.SPREAD`), the j-th of n
+        after j / (n + 1) of them: between its groups, or with one group after the GEMM
+        kernel that completes that share of its micro-ops."""
+        parts = len(between) + 1
         if len(self.chunks) > 1:
-            half = len(self.chunks) // 2
-            self.body(ti, self.chunks[:half])
-            between()
-            self.body(ti, self.chunks[half:])
+            cut = [len(self.chunks) * j // parts for j in range(parts + 1)]
+            for j in range(parts):
+                self.body(ti, self.chunks[cut[j]:cut[j + 1]])
+                if j < len(between):
+                    between[j]()
             return
-        self._between = between
+        self._between = list(between)
         self.body(ti)
-        if self._between is not None:
-            self._between = None
-            between()
+        rest, self._between = self._between or [], None
+        for b in rest:
+            b()
 
     def finish_tile(self, ti) -> None:
         """Tile ti's residual group, border correction and epilogue."""
@@ -2137,26 +2187,29 @@ class _ConvEmission:
                     builder.push_gemm(kernel)
             return
         a = ti % self.nacc
-        halves = self._between is not None
+        parts = len(self._between) + 1 if self._between is not None else 1
         kkey = (s, a, w_at, tn, tco, th, tw, tci, hi, wi, ypad0, rows, xpad0, cols) + (
-            ("halves",) if halves else ())
+            ("parts", parts) if parts > 1 else ())
         if kkey not in self.kernels:
             self.kernels[kkey] = self.plan._gemm_kernels(
                 base, tn, tco, th, tw, tci, hi, wi, (ypad0, rows), (xpad0, cols),
-                uses=len(self.tiles) * len(self.chunks) // self.nin, halves=halves)
+                uses=len(self.tiles) * len(self.chunks) // self.nin, parts=parts)
         kernels = self.kernels[kkey]
         if self._between is None:
             for kernel in kernels:
                 builder.push_gemm(kernel)
             return
         sizes = [k.size * math.prod(lp[0] for lp in k.loops) for k in kernels]
-        done = 0
+        done, j = 0, 1
         for kernel, n in zip(kernels, sizes):
             builder.push_gemm(kernel)
             done += n
-            if self._between is not None and 2 * done >= sum(sizes):
-                between, self._between = self._between, None
-                between()
+            # the j-th callable once j / parts of the micro-ops are done
+            while self._between and parts * done >= j * sum(sizes):
+                self._between.pop(0)()
+                j += 1
+        if not self._between:
+            self._between = None
 
     def residual_group(self, ti, acc_base, bases, epilogue=True) -> None:
         """An int8 residual: one more group, identity weights (the epilogue and the add's

@@ -110,6 +110,10 @@ class Pipeline:
 #: :class:`PlanePipeline`'s ``skew`` for the shifts amid the next tile's GEMMs.
 MID = -1
 
+#: :class:`PlanePipeline`'s ``skew`` for every plane of a tile shifted amid the next
+#: tile's GEMMs, spread over them.
+SPREAD = -2
+
 
 class PlanePipeline:
     """Store tokens of a kernel whose tiles each store ``planes`` byte planes from one of
@@ -149,6 +153,15 @@ class PlanePipeline:
     first) and ``(i, 0)`` (the rest of its GEMMs). The ALU lane runs the shifts beside
     the second half, and the next tile's GEMMs (the shifts' bank) find the lane
     empty. A tile holds its slot for ``2 (planes - 1)`` steps: ``2 planes`` slots.
+
+    ``skew`` :data:`SPREAD` shifts every plane ``k > 0`` of tile ``i - 1`` amid tile
+    ``i``'s GEMMs, spread over them (step ``i``: ``(i, None)``, the shifts, ``(i, 0)``;
+    :meth:`.conv2d._ConvEmission.body_split` puts each shift after its share of the
+    GEMMs, so that the store of plane ``k - 1`` runs beside the GEMMs before it). The
+    shifts are always in the other bank than tile ``i`` with slots alternating banks,
+    and the kernel ends with the last tile's planes alone (with :data:`MID`, the planes
+    2 and 3 tiles back are left too). A tile holds its slot for two steps: 3 slots
+    (4 to alternate banks).
     """
 
     @staticmethod
@@ -158,12 +171,14 @@ class PlanePipeline:
         comes a step early)."""
         if skew == MID:
             return 2 * planes
+        if skew == SPREAD:
+            return 3 + bool(lead)
         return planes + (skew - 1) * (planes - 1) + bool(lead)
 
     def __init__(self, stream, n_tiles: int, planes: int, slots: int, skew: int = 1,
                  lead: bool = False):
         least = self.min_slots(planes, skew, lead)
-        mid = skew == MID
+        mid = skew in (MID, SPREAD)
         if slots < least:
             raise ValueError(f"PlanePipeline: {slots} acc slots for {planes} planes (skew "
                              f"{skew}{', lead' if lead else ''}); a slot's next tile would "
@@ -171,7 +186,11 @@ class PlanePipeline:
                              f"it: use at least {least} ({least + 1} to keep the waits in "
                              f"store order)")
         self.stream = stream
-        if mid:         # plane k of tile i - (2k - 1) amid tile i's GEMMs: (i, None) first
+        if skew == SPREAD:  # the planes of tile i - 1 amid tile i's GEMMs: (i, None) first
+            self.steps = [[(i, None)] * (i < n_tiles)
+                          + [(i - 1, k) for k in range(1, planes) if i >= 1]
+                          + [(i, 0)] * (i < n_tiles) for i in range(n_tiles + 1)]
+        elif mid:       # plane k of tile i - (2k - 1) amid tile i's GEMMs: (i, None) first
             self.steps = [[(i, None)] * (i < n_tiles)
                           + [(i - 2 * k + 1, k) for k in range(planes - 1, 0, -1)
                              if 0 <= i - 2 * k + 1 < n_tiles]
