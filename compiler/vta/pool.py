@@ -38,7 +38,8 @@ def _avg_spec(layer, shape, w_shape, config):
     plan = global_sums_or(plan_conv2d(config, shape, (shape[1], 1, kh, kw), tuple(a["strides"]),
                                       tuple(a["padding"]), groups=shape[1], out_dtype=np.int32,
                                       shared_weight=True,
-                                      result_bytes=result_bytes_for(128 * kh * kw)))
+                                      result_bytes=result_bytes_for(128 * kh * kw)),
+                          warm_next=True)
     mode = "tflite" if a["rounding"] != "vta" else "vta"
     counts = pool_counts(shape[2:], a["pool_size"], a["strides"], a["padding"], mode)
     counts = counts.reshape(1, 1, *counts.shape, 1, 1)      # over the packed layout
