@@ -1,8 +1,10 @@
 """Max, average and global-average pooling on VTA.
 
 Average pooling has two engines: the GEMM engine (:func:`plan_avg_pool_gemm`, the
-default) sums windows as a depthwise convolution with an all-ones kernel; the
-ALU engine (:class:`PoolPlan`, below) is the one max pooling uses.
+default) sums windows as a depthwise convolution with an all-ones kernel, or, for a
+global pool, streams the input in chunks into one accumulator per channel block
+(:class:`GlobalSumPlan`, :func:`global_sums_or`); the ALU engine (:class:`PoolPlan`,
+below) is the one max pooling uses.
 
 The int8 input streams through the double-buffered load module into an inp
 slot and is copied into the accumulators by GEMM micro-op loops with an
@@ -436,26 +438,25 @@ class GlobalSumPlan(OpPlan):
 
     The packed input (``N/b, C/c, H, W, b, c``) is one run of ``N/b * C/c * H * W``
     contiguous inp vectors, each channel block's ``H * W`` in a row. It is loaded in
-    chunks (:attr:`sizes` vectors each, in order) into two slots at the top of the inp
-    SRAM, and each chunk's GEMMs (one identity weight tile, loaded once into the top
-    weight row) add its vectors into one accumulator per channel block: a GEMM for a
-    block the chunk holds partly, one for its whole blocks (a two-level loop, blocks
-    inner). The GEMMs of a chunk run while the next one loads; only the last chunk's
-    follow the last LOAD, so the sizes (:meth:`candidates`, the one of fewest predicted
-    cycles) end with a short chunk when that pays.
+    chunks (:attr:`sizes` vectors each, in order), and each chunk's GEMMs (one identity
+    weight tile, loaded once into the top weight row) add its vectors into one
+    accumulator per channel block: a GEMM for a block the chunk holds partly, one for
+    its whole blocks (a two-level loop, blocks inner). The GEMMs of a chunk run while
+    the next one loads; only the last chunk's follow the last LOAD, so the sizes
+    (:meth:`candidates`, the one of fewest predicted cycles) end with a short chunk when
+    that pays. Then ``shift`` > 0 divides the sums on VTA (ADD imm ``2^(shift-1)``, SHR
+    imm ``shift``: rounded half up, int8 out), else ``planes`` byte planes of the int32
+    sums are stored, each after the first shifted right by 8 in place once the store of
+    the one before is over.
 
-    The blocks a chunk completes are stored right after its GEMMs: ``shift`` > 0 divides
-    them on VTA (ADD imm ``2^(shift-1)``, SHR imm ``shift``: rounded half up, int8 out);
-    else ``planes`` byte planes of the int32 sums, plane ``k`` from a copy of the sums
-    (ALU ADD onto accumulators reset with the others) shifted right by ``8 k``, so no
-    pass waits for the store of another plane. Every accumulator is written for one
-    store only: the stores never hold compute back.
-
-    Where the next layer's first loads go (the bottom of the SRAMs, for the layers of
-    this library) the pool reads nothing, and with three chunks or more its compute
-    passes the load a token after the first chunk's GEMMs (the third chunk reuses the
-    first one's slot): a chained or warm-started next layer (:mod:`vtakit.runtime.chain`)
-    loads its weights right after the pool's last input, not after its last GEMM.
+    The first chunk goes to the bottom of the inp SRAM, the others alternate between two
+    slots at its top (chunk ``g >= 3`` waits for chunk ``g - 2``'s GEMMs). A warm-started
+    or chained next layer (:mod:`vtakit.runtime.chain`) loads its first weights and
+    inputs (at the bottom of the SRAMs, for the layers of this library) once the pool no
+    longer reads those rows: here after the first chunk's GEMMs, so its loads follow the
+    pool's last input LOAD at once. The accumulators the first chunk adds into are reset
+    before its LOAD (a warm start moves that reset to the stream before), the others
+    after its GEMMs.
 
     ``Conv2dPlan`` (the all-ones depthwise convolution) does the same sums a tile of
     output channel blocks at a time, each tile loaded whole, and its weight tile once
