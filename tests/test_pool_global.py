@@ -106,3 +106,17 @@ def test_chunk_errors():
         GlobalSumPlan(cfg, (1, 8, 10, 20), planes=2, sizes=(100, 99))
     with pytest.raises(Exception, match="the inp buffer"):
         GlobalSumPlan(cfg, (1, 64, 25, 5), planes=2, sizes=(200, 200, 200, 200, 200))
+
+
+@pytest.mark.parametrize("config,shape,sizes", [CASES[0], CASES[3], CASES[6]], ids=str)
+def test_rtl_matches_numpy(config, shape, sizes):
+    """On Verilator (the MLPerf Tiny keyword spotting pool on default and tiny, odd cuts)."""
+    x = np.random.default_rng(5).integers(-128, 128, shape, dtype=np.int8)
+    plan = GlobalSumPlan(CONFIGS[config], shape, planes=2, sizes=sizes)
+    dev = open_device("verilator", plan.config)
+    try:
+        out, _ = plan.run(Runtime(dev), plan.pack(x))
+    finally:
+        dev.close()
+    np.testing.assert_array_equal(plan.unpack(out),
+                                  x.astype(np.int32).sum(axis=(2, 3), keepdims=True))
