@@ -54,6 +54,7 @@ from .epilogue import Epilogue, result_bytes_for
 from .layout import ceil_div, pack_activation, unpack_activation
 from .loops import Dim, fold_loops
 from .tokens import Pipeline, kernel_fence
+from .cost.events import program_facts
 from .cost.roofline import Roofline, pool_roofline
 from .plan import OpPlan, Operand
 from .reference import conv2d_output_shape, normalize_padding, round_shift_div
@@ -538,15 +539,15 @@ class GlobalSumPlan(OpPlan):
         return sorted(out)
 
     def _choose(self, text) -> tuple:
-        """The :meth:`candidates` of fewest predicted cycles (the event model,
-        :meth:`predicted`); the one of fewer chunks on a tie."""
+        """The :meth:`candidates` of fewest predicted cycles (the event model, as
+        :meth:`predicted`, on programs kept out of the program cache); the one of fewer
+        chunks on a tie."""
         best = None
         for sizes in self.candidates():
-            self.sizes, self._program = sizes, None
-            key = (self.predicted(), len(sizes), sizes)
+            self.sizes = sizes
+            key = (program_facts(self.emit_program())[0].cycles, len(sizes), sizes)
             if best is None or key < best[0]:
                 best = (key, sizes)
-        self._program = None
         if best is None:
             raise TilingError(f"{text}: no chunk fits")
         return best[1]
