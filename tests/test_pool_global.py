@@ -9,7 +9,7 @@ loads free to start after the pool's first chunk, not its last GEMM.
 import numpy as np
 import pytest
 
-from vtakit.compiler.ops import plan_avg_pool_gemm, plan_dense
+from vtakit.compiler.ops import TilingError, plan_avg_pool_gemm, plan_dense
 from vtakit.compiler.ops import reference as R
 from vtakit.compiler.ops.pool import GlobalSumPlan
 from vtakit.hw.config import VTAConfig
@@ -102,9 +102,9 @@ def test_model_layers_take_it():
 
 def test_chunk_errors():
     cfg = CONFIGS["tiny"]
-    with pytest.raises(Exception, match="must add up to 200"):
+    with pytest.raises(TilingError, match="must add up to 200"):
         GlobalSumPlan(cfg, (1, 8, 10, 20), planes=2, sizes=(100, 99))
-    with pytest.raises(Exception, match="the inp buffer"):
+    with pytest.raises(TilingError, match="the inp buffer"):
         GlobalSumPlan(cfg, (1, 64, 25, 5), planes=2, sizes=(200, 200, 200, 200, 200))
 
 
