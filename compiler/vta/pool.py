@@ -13,7 +13,7 @@ from ...runtime.hostops.pool import pool_counts
 from ...runtime.vta_layer import HostStep
 from ..ops.conv2d import plan_conv2d
 from ..ops.epilogue import result_bytes_for
-from ..ops.pool import plan_pool2d
+from ..ops.pool import global_sums_or, plan_pool2d
 from .registry import Spec, Strategy, VTALayer, is_op
 
 __all__ = ["MAX_POOL2D", "AVG_POOL2D"]
@@ -32,12 +32,13 @@ def _avg_spec(layer, shape, w_shape, config):
     a = layer.attrs
     kh, kw = a["pool_size"]
     # Window sums on the GEMM core (all-ones depthwise kernel: one shared weight tile,
-    # zero padding), int32 out in the byte planes sums of int8 need; the framework's
-    # rounding division on the host, by the window's count of input positions (TFLite
-    # does not count the padding).
-    plan = plan_conv2d(config, shape, (shape[1], 1, kh, kw), tuple(a["strides"]),
+    # zero padding; a global pool's input streamed in chunks, GlobalSumPlan), int32 out
+    # in the byte planes sums of int8 need; the framework's rounding division on the
+    # host, by the window's count of input positions (TFLite does not count the padding).
+    conv = plan_conv2d(config, shape, (shape[1], 1, kh, kw), tuple(a["strides"]),
                        tuple(a["padding"]), groups=shape[1], out_dtype=np.int32,
                        shared_weight=True, result_bytes=result_bytes_for(128 * kh * kw))
+    plan = global_sums_or(conv, warm_next=True)
     mode = "tflite" if a["rounding"] != "vta" else "vta"
     counts = pool_counts(shape[2:], a["pool_size"], a["strides"], a["padding"], mode)
     counts = counts.reshape(1, 1, *counts.shape, 1, 1)      # over the packed layout
