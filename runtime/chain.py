@@ -247,8 +247,8 @@ def hoist_plan(prev: Program, nxt: Program):
     LOADs placed in ``prev``'s load queue (see :func:`hoist_point`), cut into at most as
     many pieces as :data:`HOIST_CHUNK` bytes each need, each after one of ``prev``'s
     last load groups (a LOAD that pushes l2g: the load module would wait there for the
-    compute module to free a slot); None when there is no such group at or after the
-    earliest point and before ``prev``'s last load-module instruction."""
+    compute module to free a slot: the next load pops g2l); None when there is no such
+    group at or after the earliest point."""
     point = hoist_point(prev, nxt)
     if point is None:
         return None
@@ -256,7 +256,8 @@ def hoist_plan(prev: Program, nxt: Program):
     end = _fence_end(prev)
     stop = end[0] if end else len(ins)
     loads = [k for k in range(stop) if _unit(ins[k]) == Unit.LOAD]
-    cands = [k for k in loads if point <= k < loads[-1] and ins[k].fields[_PUSH_L2G]]
+    cands = [k for k, n in zip(loads, loads[1:]) if point <= k and ins[k].fields[_PUSH_L2G]
+             and ins[n].fields[_POP_G2L]]
     if not cands:
         return None
     relocs = {r.insn: r.slot for r in nxt.relocations}
