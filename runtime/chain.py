@@ -70,6 +70,7 @@ from .program import UOPS, Program, make_insn
 #: Hoist the next layer's first weight LOADs into the previous layer's load queue at a
 #: chain boundary (:func:`hoist_point`).
 HOIST = True
+HOIST_MIN = 2048
 #: :func:`hoist_plan` cuts the hoisted weights into pieces of at most this many bytes.
 HOIST_CHUNK = 1024
 
@@ -265,6 +266,8 @@ def hoist_plan(prev: Program, nxt: Program):
            for k in _first_group(nxt)[1]]
     units = [(j, u) for j, (i, _) in enumerate(wgt) for u in range(_units(i))]
     total = sum(_rows(i)[1] - _rows(i)[0] for i, _ in wgt) * cfg.wgt_elem_bytes
+    if total < HOIST_MIN:
+        return None
     n = max(1, min(len(cands), len(units), -(-total // HOIST_CHUNK)))
     out = []
     for c, k in enumerate(cands[len(cands) - n:]):
