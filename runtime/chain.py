@@ -71,6 +71,10 @@ from .program import UOPS, Program, make_insn
 #: chain boundary (:func:`hoist_point`).
 HOIST = True
 HOIST_MIN = 2048
+LATE_EARLY = True
+EARLY_FIRST = True
+#: ``early`` of :func:`entry_variant`: the first *stores done* NOP before the head.
+FIRST = 2
 #: :func:`hoist_plan` cuts the hoisted weights into pieces of at most this many bytes.
 HOIST_CHUNK = 1024
 
@@ -147,12 +151,14 @@ def _last_gemm(program):
                 and not i.fields["reset_reg"]), default=None)
 
 
-def exit_variant(program: Program, after: int | None = None, hoist=None) -> Program | None:
+def exit_variant(program: Program, after: int | None = None, hoist=None,
+                 stored: int | None = None) -> Program | None:
     """``program`` as the layer before a chain boundary: its fence's compute NOPs are
     gone (the next layer's :func:`entry_variant` pops the s2g tokens), *SRAM free* is
     pushed right after instruction ``after`` (default: its last GEMM) and *stores done*
     (early) by a store NOP after its last store that pushes a token of its own
-    protocol. ``hoist``: the next program, whose first weight LOADs run in this one's
+    protocol, or after its store ``stored`` (a later one: :func:`early_store`).
+    ``hoist``: the next program, whose first weight LOADs run in this one's
     load queue (:func:`hoist_plan`), their slots renamed (:func:`hoist_slots`). None
     when ``program`` does not end with the kernel fence."""
     end = _fence_end(program)
@@ -172,6 +178,8 @@ def exit_variant(program: Program, after: int | None = None, hoist=None) -> Prog
     stores = [k for k in range(pop_at) if _unit(ins[k]) == Unit.STORE]
     own = [k for k in stores[:-1] if ins[k].fields["push_prev_dep"]]
     at = order.index(own[-1]) + 1 if own else order.index(stores[0]) if stores else len(order)
+    if stored is not None:
+        at = max(at, order.index(stored) + 1)
     order.insert(at, _nop(cfg, Unit.STORE, push_prev_dep=1))
     slots = None
     if hoist is not None:
@@ -516,10 +524,12 @@ def entry_variant(program: Program, early: bool = False, hoisted: bool = False
     replace[inp[0]] = _with(cfg, replace[inp[0]], **{_POP_G2L: 1})
     replace[inp[-1]] = _with(cfg, replace[inp[-1]], **{_PUSH_L2G: 1})
     ready = {_PUSH_G2L: 1}
-    order: list = [*([] if hoisted else wgt), *head,
-                   _nop(cfg, Unit.COMPUTE, **{_POP_S2G: 1}, **(ready if early else {})),
-                   _nop(cfg, Unit.COMPUTE, **{_POP_S2G: 1}, **({} if early else ready)),
-                   *inp]
+    first = _nop(cfg, Unit.COMPUTE, **{_POP_S2G: 1}, **(ready if early else {}))
+    second = _nop(cfg, Unit.COMPUTE, **{_POP_S2G: 1}, **({} if early else ready))
+    if early == FIRST:
+        order: list = [*([] if hoisted else wgt), first, *head, second, *inp]
+    else:
+        order = [*([] if hoisted else wgt), *head, first, second, *inp]
     order += [k for k in range(len(ins)) if k not in moved]
     return _rebuild(program, order, replace)
 
@@ -579,17 +589,19 @@ def prefetch_reads(head: Program, bufs: dict) -> list:
 
 
 def variant(program: Program, entry: bool = False, exit: bool = False, after=None,
-            early: bool = False, hoisted: bool = False, hoist=None) -> Program | None:
+            early: bool = False, hoisted: bool = False, hoist=None,
+            stored: int | None = None) -> Program | None:
     """``program`` rewritten for its place in a chain: after a boundary (``entry``,
     ``early``, ``hoisted``: :func:`entry_variant`) and before one (``exit``, ``after``,
-    ``hoist``: :func:`exit_variant`); None when it cannot take that place."""
+    ``hoist``, ``stored``: :func:`exit_variant`); None when it cannot take that place."""
     hoisted = bool(entry and hoisted)
     hoist = hoist if exit else None
-    key = ("chain", bool(entry), bool(exit), after if exit else None, bool(entry and early),
-           hoisted, None if hoist is None else id(hoist))
+    stored = stored if exit else None
+    key = ("chain", bool(entry), bool(exit), after if exit else None, int(entry and early),
+           hoisted, None if hoist is None else id(hoist), stored)
     got = program.memo.get(key)
     if got is None or got[0] is not hoist:      # a function of the (immutable) programs
-        p = exit_variant(program, after, hoist) if exit else program
+        p = exit_variant(program, after, hoist, stored) if exit else program
         if entry and p is not None:
             p = entry_variant(p, early, hoisted=True) if hoisted else entry_variant(p, early)
         got = program.memo[key] = (hoist, p)
@@ -621,6 +633,26 @@ def late_stores(program: Program, bufs: dict) -> list:
     nop = max(k for k in stores if ins[k].is_nop and ins[k].fields["push_prev_dep"])
     return _ranges(program, [k for k in stores if k > nop and not ins[k].is_nop],
                    program.config.out_elem_bytes, bufs)
+
+
+def early_store(program: Program, bufs: dict, reads: list) -> int | None:
+    """The store of ``program`` (as the layer before a boundary, bound to ``bufs``) after
+    which its *stores done* (early) may be pushed so that no later store writes the DRAM
+    byte ranges ``reads`` (the next layer's :func:`first_inputs`): its last store that
+    writes one of them, when a later store follows it and it is not before its last
+    store that pushes a token of its own protocol (:func:`exit_variant`); else None."""
+    ins = program.insns
+    end = _fence_end(program)
+    stores = [k for k in range(end[0] if end else len(ins))
+              if _unit(ins[k]) == Unit.STORE and not ins[k].is_nop]
+    if not stores:
+        return None
+    hits = [k for k, r in zip(stores, _ranges(program, stores, program.config.out_elem_bytes,
+                                              bufs)) if overlap([r], reads)]
+    own = [k for k in stores[:-1] if ins[k].fields["push_prev_dep"]]
+    if not hits or hits[-1] >= stores[-1] or (own and hits[-1] < own[-1]):
+        return None
+    return hits[-1]
 
 
 def all_stores(program: Program, bufs: dict) -> list:
@@ -830,6 +862,12 @@ class Chain:
             if (ex is not None and reads is not None and rt.fits(ex, program)
                     and not overlap(hoisted_reads(program, bufs), all_stores(ex, p_bufs))):
                 early = not overlap(reads, late_stores(ex, p_bufs))
+                stored = early_store(p_prog, p_bufs, reads) if not early and LATE_EARLY else None
+                if stored is not None:      # *stores done* pushed later, but before the
+                    ex = variant(p_prog, p_entry, True, after, p_early, p_hoisted, hoist,
+                                 stored)   # stores the next layer's inputs do not read
+                    early = (FIRST if EARLY_FIRST else True) if not overlap(
+                        reads, late_stores(ex, p_bufs)) else False
                 self._bind(rt, ex, ex_bufs)
                 entry, hoisted = True, hoist is not None
             else:
