@@ -33,6 +33,17 @@ LOAD ACC (bias and requantize rows) and resetting GEMMs (which write the acc SRA
 only). Every queue stays FIFO-consistent: each new token is pushed after, and popped
 after, every token of *A*'s own protocol in its queue.
 
+Two refinements (:func:`hoist_plan`, :func:`early_store`):
+
+* *B*'s first weight LOADs (2 KB or more) may run in *A*'s load queue instead, in pieces
+  after load groups of *A* where its load module waits for its compute module anyway, after
+  the LOAD that pops the g2l token *A*'s compute module pushes after its last GEMM
+  reading those rows (no token of their own: the queue's order protects them). *SRAM
+  free* is then popped by a load NOP.
+* When *B*'s first inputs read a store of *A* that is not its last, *stores done*
+  (early) may follow that store instead of *A*'s last store of its own protocol, and
+  then pushes *DRAM ready* before *B*'s leading compute instructions.
+
 :class:`Chain` is the run-time state (the VM context's): the layer whose kernel waits
 for its successor (a kernel is bound when the next one is known, or when the chain
 closes), and the staged buffers the chain's layers still read.
@@ -68,15 +79,23 @@ from ..hw.spec import Unit, dispatch_unit
 from .program import UOPS, Program, make_insn
 
 #: Hoist the next layer's first weight LOADs into the previous layer's load queue at a
-#: chain boundary (:func:`hoist_point`).
+#: chain boundary (:func:`hoist_plan`). Verilator, default+requant2: keyword spotting
+#: 35,322 -> 34,284 cycles (its four 64 x 64 pointwise layers' weights load during the
+#: depthwise layer before them); anomaly detection, image classification and visual
+#: wake words unchanged (35,112 / 58,462 / 142,784).
 HOIST = True
+#: :func:`hoist_plan` moves first weights of at least this many bytes. Visual wake words'
+#: boundaries with 256 to 1,024 bytes ran 48 cycles slower hoisted; keyword spotting's
+#: 768-byte depthwise weights 3 slower.
 HOIST_MIN = 2048
-LATE_EARLY = True
-EARLY_FIRST = True
-#: ``early`` of :func:`entry_variant`: the first *stores done* NOP before the head.
-FIRST = 2
-#: :func:`hoist_plan` cuts the hoisted weights into pieces of at most this many bytes.
+#: :func:`hoist_plan` cuts the hoisted weights into pieces of at most this many bytes,
+#: each after one load group (keyword spotting 34,278 cycles in one piece, 34,266 in
+#: 1 KB pieces; 256 / 512 / 2,048 bytes: no better).
 HOIST_CHUNK = 1024
+#: ``early`` of :func:`entry_variant` when *stores done* (early) follows a later store
+#: (:func:`early_store`): its NOP goes before the head (keyword spotting 34,284 ->
+#: 34,266). Not for every early boundary: image classification ran 58,456 -> 58,541 so.
+FIRST = 2
 
 __all__ = ["Chain", "exit_variant", "entry_variant", "variant", "sram_free_point",
            "swap_slots", "late_stores", "all_stores", "first_inputs", "hoisted_reads",
@@ -257,7 +276,8 @@ def hoist_plan(prev: Program, nxt: Program):
     many pieces as :data:`HOIST_CHUNK` bytes each need, each after one of ``prev``'s
     last load groups (a LOAD that pushes l2g: the load module would wait there for the
     compute module to free a slot: the next load pops g2l); None when there is no such
-    group at or after the earliest point."""
+    group at or after the earliest point, or those weights are fewer than
+    :data:`HOIST_MIN` bytes."""
     point = hoist_point(prev, nxt)
     if point is None:
         return None
@@ -502,7 +522,7 @@ def _movable(program: Program):
     return (*group, head)
 
 
-def entry_variant(program: Program, early: bool = False, hoisted: bool = False
+def entry_variant(program: Program, early: bool | int = False, hoisted: bool = False
                   ) -> Program | None:
     """``program`` as the layer after a chain boundary (see the module docstring): its
     first group's weight LOADs first (they pop *SRAM free*, pending in the stream), its
@@ -510,8 +530,9 @@ def entry_variant(program: Program, early: bool = False, hoisted: bool = False
     *stores done* tokens, the first (``early``) or the second pushing *DRAM ready*,
     then its first input LOADs, which pop it. ``early`` is right only when those inputs
     read nothing the previous layer's last stores write (:func:`late_stores`,
-    :func:`first_inputs`). ``hoisted``: the first weight LOADs ran in the previous
-    layer's load queue (:func:`hoist_point`) and are left out (*SRAM free* is then popped
+    :func:`first_inputs`); ``early`` :data:`FIRST`: the first NOP goes before the leading
+    compute LOADs and resets. ``hoisted``: the first weight LOADs ran in the previous
+    layer's load queue (:func:`hoist_plan`) and are left out (*SRAM free* is then popped
     by a load NOP the stream adds). None when the program's first group cannot be
     found."""
     ins, cfg = program.insns, program.config
@@ -589,7 +610,7 @@ def prefetch_reads(head: Program, bufs: dict) -> list:
 
 
 def variant(program: Program, entry: bool = False, exit: bool = False, after=None,
-            early: bool = False, hoisted: bool = False, hoist=None,
+            early: bool | int = False, hoisted: bool = False, hoist=None,
             stored: int | None = None) -> Program | None:
     """``program`` rewritten for its place in a chain: after a boundary (``entry``,
     ``early``, ``hoisted``: :func:`entry_variant`) and before one (``exit``, ``after``,
@@ -862,12 +883,11 @@ class Chain:
             if (ex is not None and reads is not None and rt.fits(ex, program)
                     and not overlap(hoisted_reads(program, bufs), all_stores(ex, p_bufs))):
                 early = not overlap(reads, late_stores(ex, p_bufs))
-                stored = early_store(p_prog, p_bufs, reads) if not early and LATE_EARLY else None
+                stored = None if early else early_store(p_prog, p_bufs, reads)
                 if stored is not None:      # *stores done* pushed later, but before the
                     ex = variant(p_prog, p_entry, True, after, p_early, p_hoisted, hoist,
                                  stored)   # stores the next layer's inputs do not read
-                    early = (FIRST if EARLY_FIRST else True) if not overlap(
-                        reads, late_stores(ex, p_bufs)) else False
+                    early = FIRST if not overlap(reads, late_stores(ex, p_bufs)) else False
                 self._bind(rt, ex, ex_bufs)
                 entry, hoisted = True, hoist is not None
             else:
