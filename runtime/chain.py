@@ -33,6 +33,17 @@ LOAD ACC (bias and requantize rows) and resetting GEMMs (which write the acc SRA
 only). Every queue stays FIFO-consistent: each new token is pushed after, and popped
 after, every token of *A*'s own protocol in its queue.
 
+Two refinements (:func:`hoist_plan`, :func:`early_store`):
+
+* *B*'s first weight LOADs (2 KB or more) may run in *A*'s load queue instead, in pieces
+  after load groups of *A* where its load module waits for its compute module anyway, after
+  the LOAD that pops the g2l token *A*'s compute module pushes after its last GEMM
+  reading those rows (no token of their own: the queue's order protects them). *SRAM
+  free* is then popped by a load NOP.
+* When *B*'s first inputs read a store of *A* that is not its last, *stores done*
+  (early) may follow that store instead of *A*'s last store of its own protocol, and
+  then pushes *DRAM ready* before *B*'s leading compute instructions.
+
 :class:`Chain` is the run-time state (the VM context's): the layer whose kernel waits
 for its successor (a kernel is bound when the next one is known, or when the chain
 closes), and the staged buffers the chain's layers still read.
@@ -66,6 +77,25 @@ import numpy as np
 from ..hw.isa import MemType, Opcode, isa_for
 from ..hw.spec import Unit, dispatch_unit
 from .program import UOPS, Program, make_insn
+
+#: Hoist the next layer's first weight LOADs into the previous layer's load queue at a
+#: chain boundary (:func:`hoist_plan`). Verilator, default+requant2: keyword spotting
+#: 35,322 -> 34,284 cycles (its four 64 x 64 pointwise layers' weights load during the
+#: depthwise layer before them); anomaly detection, image classification and visual
+#: wake words unchanged (35,112 / 58,462 / 142,784).
+HOIST = True
+#: :func:`hoist_plan` moves first weights of at least this many bytes. Visual wake words'
+#: boundaries with 256 to 1,024 bytes ran 48 cycles slower hoisted; keyword spotting's
+#: 768-byte depthwise weights 3 slower.
+HOIST_MIN = 2048
+#: :func:`hoist_plan` cuts the hoisted weights into pieces of at most this many bytes,
+#: each after one load group (keyword spotting 34,278 cycles in one piece, 34,266 in
+#: 1 KB pieces; 256 / 512 / 2,048 bytes: no better).
+HOIST_CHUNK = 1024
+#: ``early`` of :func:`entry_variant` when *stores done* (early) follows a later store
+#: (:func:`early_store`): its NOP goes before the head (keyword spotting 34,284 ->
+#: 34,266). Not for every early boundary: image classification ran 58,456 -> 58,541 so.
+FIRST = 2
 
 __all__ = ["Chain", "exit_variant", "entry_variant", "variant", "sram_free_point",
            "swap_slots", "late_stores", "all_stores", "first_inputs", "hoisted_reads",
@@ -102,9 +132,10 @@ def _nop(config, unit: Unit, **flags):
                                       **{f: 0 for f in _FLAGS}, **flags})
 
 
-def _rebuild(program, order, replace=None) -> Program:
-    """``program`` with its instructions in ``order`` (old indices, or new Insns),
-    relocations carried with their instructions."""
+def _rebuild(program, order, replace=None, slots=None) -> Program:
+    """``program`` with its instructions in ``order`` (old indices, new Insns, or
+    ``(Insn, slot)`` for a new instruction relocated to ``slot``), relocations carried
+    with their instructions; ``slots`` adds slots (name -> bytes)."""
     relocs = {r.insn: r.slot for r in program.relocations}
     insns, new_relocs = [], []
     for item in order:
@@ -112,10 +143,13 @@ def _rebuild(program, order, replace=None) -> Program:
             if item in relocs:
                 new_relocs.append((len(insns), relocs[item]))
             insns.append((replace or {}).get(item, program.insns[item]))
+        elif isinstance(item, tuple):
+            new_relocs.append((len(insns), item[1]))
+            insns.append(item[0])
         else:
             insns.append(item)
-    return Program(program.config, insns, program.uops, dict(program.slots), new_relocs,
-                   program.pending_pops, program.name)
+    return Program(program.config, insns, program.uops, {**program.slots, **(slots or {})},
+                   new_relocs, program.pending_pops, program.name)
 
 
 def _fence_end(program):
@@ -136,12 +170,16 @@ def _last_gemm(program):
                 and not i.fields["reset_reg"]), default=None)
 
 
-def exit_variant(program: Program, after: int | None = None) -> Program | None:
+def exit_variant(program: Program, after: int | None = None, hoist=None,
+                 stored: int | None = None) -> Program | None:
     """``program`` as the layer before a chain boundary: its fence's compute NOPs are
     gone (the next layer's :func:`entry_variant` pops the s2g tokens), *SRAM free* is
     pushed right after instruction ``after`` (default: its last GEMM) and *stores done*
     (early) by a store NOP after its last store that pushes a token of its own
-    protocol. None when ``program`` does not end with the kernel fence."""
+    protocol, or after its store ``stored`` (a later one: :func:`early_store`).
+    ``hoist``: the next program, whose first weight LOADs run in this one's
+    load queue (:func:`hoist_plan`), their slots renamed (:func:`hoist_slots`). None
+    when ``program`` does not end with the kernel fence."""
     end = _fence_end(program)
     if end is None:
         return None
@@ -159,8 +197,132 @@ def exit_variant(program: Program, after: int | None = None) -> Program | None:
     stores = [k for k in range(pop_at) if _unit(ins[k]) == Unit.STORE]
     own = [k for k in stores[:-1] if ins[k].fields["push_prev_dep"]]
     at = order.index(own[-1]) + 1 if own else order.index(stores[0]) if stores else len(order)
+    if stored is not None:
+        at = max(at, order.index(stored) + 1)
     order.insert(at, _nop(cfg, Unit.STORE, push_prev_dep=1))
-    return _rebuild(program, order, replace)
+    slots = None
+    if hoist is not None:
+        names = hoist_slots(program, hoist)
+        slots = {n: hoist.slots[s] for s, n in names.items()}
+        for k, got in reversed(hoist_plan(program, hoist)):
+            at = order.index(k) + 1
+            order[at:at] = [(i, names[slot]) for i, slot in got]
+    return _rebuild(program, order, replace, slots)
+
+
+def hoist_point(prev: Program, nxt: Program) -> int | None:
+    """The earliest place in ``prev``'s load queue for ``nxt``'s first group's weight
+    LOADs (so they load while ``prev`` still computes, instead of after *SRAM free*):
+    the index of ``prev``'s load-module instruction after which they may go, the latest of
+
+    * its first group's last LOAD (which, after a chain boundary, pops *DRAM ready*:
+      every GEMM of the layers before has run);
+    * its last LOAD writing one of those weight rows;
+    * its LOAD popping the g2l token its compute module pushes at or after its last
+      GEMM reading one of those rows (tokens of a queue pair up in order).
+
+    None when ``nxt`` has no first group with weights or that token does not exist."""
+    group, pgroup = _first_group(nxt), _first_group(prev)
+    if group is None or not group[1] or pgroup is None:
+        return None
+    ins = prev.insns
+    end = _fence_end(prev)
+    stop = end[0] if end else len(ins)
+    wdst = [_rows(nxt.insns[k]) for k in group[1]]
+    loads = [k for k in range(stop) if _unit(ins[k]) == Unit.LOAD]
+    point = pgroup[0][-1]
+    for k in loads:
+        i = ins[k]
+        if (i.opcode == Opcode.LOAD and not i.is_nop and i.memory_type == MemType.WGT
+                and overlap([_rows(i)], wdst)):
+            point = max(point, k)
+    reads = [k for k, _, w_rows in _gemm_reads(prev) if overlap([w_rows], wdst)]
+    if reads:
+        pushes = [k for k in range(reads[-1], stop)
+                  if _unit(ins[k]) == Unit.COMPUTE and ins[k].fields[_PUSH_G2L]]
+        before = sum(1 for k in range(reads[-1])
+                     if _unit(ins[k]) == Unit.COMPUTE and ins[k].fields[_PUSH_G2L])
+        pops = [k for k in loads if ins[k].fields[_POP_G2L]]
+        if not pushes or before >= len(pops):
+            return None
+        point = max(point, pops[before])
+    return point
+
+
+def _units(insn) -> int:
+    """How many pieces :func:`hoist_plan` may cut a weight LOAD into: its rows
+    (``y_size`` > 1) or elements; 1 with padding."""
+    f = insn.fields
+    if f["y_pad_0"] or f["y_pad_1"] or f["x_pad_0"] or f["x_pad_1"]:
+        return 1
+    return f["y_size"] if f["y_size"] > 1 else f["x_size"]
+
+
+def _piece(config, insn, at: int, n: int):
+    """Pieces ``at .. at + n`` of the weight LOAD ``insn`` (:func:`_units`) as one LOAD."""
+    f = insn.fields
+    if _units(insn) == 1:
+        return insn
+    if f["y_size"] > 1:
+        return _with(config, insn, sram_base=f["sram_base"] + at * f["x_size"],
+                     dram_base=f["dram_base"] + at * f["x_stride"], y_size=n)
+    return _with(config, insn, sram_base=f["sram_base"] + at, dram_base=f["dram_base"] + at,
+                 x_size=n)
+
+
+def hoist_plan(prev: Program, nxt: Program):
+    """``[(index in prev, [(Insn, slot of nxt), ...])]``: ``nxt``'s first group's weight
+    LOADs placed in ``prev``'s load queue (see :func:`hoist_point`), cut into at most as
+    many pieces as :data:`HOIST_CHUNK` bytes each need, each after one of ``prev``'s
+    last load groups (a LOAD that pushes l2g: the load module would wait there for the
+    compute module to free a slot: the next load pops g2l); None when there is no such
+    group at or after the earliest point, or those weights are fewer than
+    :data:`HOIST_MIN` bytes."""
+    point = hoist_point(prev, nxt)
+    if point is None:
+        return None
+    ins, cfg = prev.insns, prev.config
+    end = _fence_end(prev)
+    stop = end[0] if end else len(ins)
+    loads = [k for k in range(stop) if _unit(ins[k]) == Unit.LOAD]
+    cands = [k for k, n in zip(loads, loads[1:]) if point <= k and ins[k].fields[_PUSH_L2G]
+             and ins[n].fields[_POP_G2L]]
+    if not cands:
+        return None
+    relocs = {r.insn: r.slot for r in nxt.relocations}
+    wgt = [(_with(cfg, nxt.insns[k], **{_PUSH_L2G: 0}), relocs[k])
+           for k in _first_group(nxt)[1]]
+    units = [(j, u) for j, (i, _) in enumerate(wgt) for u in range(_units(i))]
+    total = sum(_rows(i)[1] - _rows(i)[0] for i, _ in wgt) * cfg.wgt_elem_bytes
+    if total < HOIST_MIN:
+        return None
+    n = max(1, min(len(cands), len(units), -(-total // HOIST_CHUNK)))
+    out = []
+    for c, k in enumerate(cands[len(cands) - n:]):
+        run = units[c * len(units) // n:(c + 1) * len(units) // n]
+        got = []
+        for j in dict.fromkeys(j for j, _ in run):        # each LOAD's pieces of the run
+            us = [u for jj, u in run if jj == j]
+            i, slot = wgt[j]
+            got.append((_piece(cfg, i, us[0], len(us)), slot))
+        out.append((k, got))
+    return out
+
+
+def hoist_slots(prev: Program, nxt: Program) -> dict:
+    """``{slot of nxt: its name in prev's exit variant}`` for the slots of ``nxt``'s first
+    weight LOADs hoisted into ``prev`` (:func:`hoist_point`): names ``prev`` does not use."""
+    relocs = {r.insn: r.slot for r in nxt.relocations}
+    out = {}
+    for k in _first_group(nxt)[1]:
+        s = relocs[k]
+        if s not in out:
+            name, n = f"next_{s}", 0
+            while name in prev.slots or name in out.values():
+                n += 1
+                name = f"next{n}_{s}"
+            out[s] = name
+    return out
 
 
 def _gemm_reads(program: Program) -> list:
@@ -360,14 +522,19 @@ def _movable(program: Program):
     return (*group, head)
 
 
-def entry_variant(program: Program, early: bool = False) -> Program | None:
+def entry_variant(program: Program, early: bool | int = False, hoisted: bool = False
+                  ) -> Program | None:
     """``program`` as the layer after a chain boundary (see the module docstring): its
     first group's weight LOADs first (they pop *SRAM free*, pending in the stream), its
     leading compute LOADs and resets, two compute NOPs that pop the previous layer's two
     *stores done* tokens, the first (``early``) or the second pushing *DRAM ready*,
     then its first input LOADs, which pop it. ``early`` is right only when those inputs
     read nothing the previous layer's last stores write (:func:`late_stores`,
-    :func:`first_inputs`). None when the program's first group cannot be found."""
+    :func:`first_inputs`); ``early`` :data:`FIRST`: the first NOP goes before the leading
+    compute LOADs and resets. ``hoisted``: the first weight LOADs ran in the previous
+    layer's load queue (:func:`hoist_plan`) and are left out (*SRAM free* is then popped
+    by a load NOP the stream adds). None when the program's first group cannot be
+    found."""
     ins, cfg = program.insns, program.config
     parts = _movable(program)
     if parts is None:
@@ -378,10 +545,12 @@ def entry_variant(program: Program, early: bool = False) -> Program | None:
     replace[inp[0]] = _with(cfg, replace[inp[0]], **{_POP_G2L: 1})
     replace[inp[-1]] = _with(cfg, replace[inp[-1]], **{_PUSH_L2G: 1})
     ready = {_PUSH_G2L: 1}
-    order: list = [*wgt, *head,
-                   _nop(cfg, Unit.COMPUTE, **{_POP_S2G: 1}, **(ready if early else {})),
-                   _nop(cfg, Unit.COMPUTE, **{_POP_S2G: 1}, **({} if early else ready)),
-                   *inp]
+    first = _nop(cfg, Unit.COMPUTE, **{_POP_S2G: 1}, **(ready if early else {}))
+    second = _nop(cfg, Unit.COMPUTE, **{_POP_S2G: 1}, **({} if early else ready))
+    if early == FIRST:
+        order: list = [*([] if hoisted else wgt), first, *head, second, *inp]
+    else:
+        order = [*([] if hoisted else wgt), *head, first, second, *inp]
     order += [k for k in range(len(ins)) if k not in moved]
     return _rebuild(program, order, replace)
 
@@ -441,15 +610,23 @@ def prefetch_reads(head: Program, bufs: dict) -> list:
 
 
 def variant(program: Program, entry: bool = False, exit: bool = False, after=None,
-            early: bool = False) -> Program | None:
+            early: bool | int = False, hoisted: bool = False, hoist=None,
+            stored: int | None = None) -> Program | None:
     """``program`` rewritten for its place in a chain: after a boundary (``entry``,
-    ``early``: :func:`entry_variant`) and before one (``exit``, ``after``:
-    :func:`exit_variant`); None when it cannot take that place."""
-    key = ("chain", bool(entry), bool(exit), after if exit else None, bool(entry and early))
-    if key not in program.memo:         # a function of the (immutable) program alone
-        p = exit_variant(program, after) if exit else program
-        program.memo[key] = entry_variant(p, early) if entry and p is not None else p
-    return program.memo[key]
+    ``early``, ``hoisted``: :func:`entry_variant`) and before one (``exit``, ``after``,
+    ``hoist``, ``stored``: :func:`exit_variant`); None when it cannot take that place."""
+    hoisted = bool(entry and hoisted)
+    hoist = hoist if exit else None
+    stored = stored if exit else None
+    key = ("chain", bool(entry), bool(exit), after if exit else None, int(entry and early),
+           hoisted, None if hoist is None else id(hoist), stored)
+    got = program.memo.get(key)
+    if got is None or got[0] is not hoist:      # a function of the (immutable) programs
+        p = exit_variant(program, after, hoist, stored) if exit else program
+        if entry and p is not None:
+            p = entry_variant(p, early, hoisted=True) if hoisted else entry_variant(p, early)
+        got = program.memo[key] = (hoist, p)
+    return got[1]
 
 
 def _extent(insn, elem_bytes):
@@ -477,6 +654,26 @@ def late_stores(program: Program, bufs: dict) -> list:
     nop = max(k for k in stores if ins[k].is_nop and ins[k].fields["push_prev_dep"])
     return _ranges(program, [k for k in stores if k > nop and not ins[k].is_nop],
                    program.config.out_elem_bytes, bufs)
+
+
+def early_store(program: Program, bufs: dict, reads: list) -> int | None:
+    """The store of ``program`` (as the layer before a boundary, bound to ``bufs``) after
+    which its *stores done* (early) may be pushed so that no later store writes the DRAM
+    byte ranges ``reads`` (the next layer's :func:`first_inputs`): its last store that
+    writes one of them, when a later store follows it and it is not before its last
+    store that pushes a token of its own protocol (:func:`exit_variant`); else None."""
+    ins = program.insns
+    end = _fence_end(program)
+    stores = [k for k in range(end[0] if end else len(ins))
+              if _unit(ins[k]) == Unit.STORE and not ins[k].is_nop]
+    if not stores:
+        return None
+    hits = [k for k, r in zip(stores, _ranges(program, stores, program.config.out_elem_bytes,
+                                              bufs)) if overlap([r], reads)]
+    own = [k for k in stores[:-1] if ins[k].fields["push_prev_dep"]]
+    if not hits or hits[-1] >= stores[-1] or (own and hits[-1] < own[-1]):
+        return None
+    return hits[-1]
 
 
 def all_stores(program: Program, bufs: dict) -> list:
@@ -627,7 +824,7 @@ class Chain:
     Attributes
     ----------
     pending : tuple or None
-        ``(program, buffers, entry, early)`` of the chain's last layer: its kernel is
+        ``(program, buffers, entry, early, hoisted)`` of the chain's last layer: its kernel is
         bound when the next layer comes (rewritten for the boundary) or the chain
         closes; ``entry``/``early`` say how it follows the layer before it.
     scratch : list
@@ -661,10 +858,10 @@ class Chain:
         it. A kernel that the last stream prefetched for starts warm (see the class
         docstring)."""
         program = self._warm_start(rt, program, bufs)
-        entry = early = False
+        entry = early = hoisted = False
         prev = self.pending
         if prev is not None:
-            p_prog, p_bufs, p_entry, p_early = prev
+            p_prog, p_bufs, p_entry, p_early, p_hoisted = prev
             after = sram_free_point(p_prog, program)
             if after is not None and after == _last_gemm(p_prog):
                 # nothing to overlap: the first group loads where the last one is read;
@@ -674,24 +871,34 @@ class Chain:
                     a2 = sram_free_point(p_prog, other)
                     if a2 is None or a2 < after:
                         program, after = other, a2
-            ex = variant(p_prog, p_entry, True, after, p_early)
+            hoist = program if HOIST and hoist_plan(p_prog, program) else None
+            ex = variant(p_prog, p_entry, True, after, p_early, p_hoisted, hoist)
+            ex_bufs = p_bufs
+            if ex is not None and hoist is not None:
+                ex_bufs = {**p_bufs, **{n: bufs[s] for s, n in
+                                        hoist_slots(p_prog, program).items()}}
             reads = first_inputs(program, bufs)
             # what the next kernel reads before the previous one's stores are over must
             # not be what they write (weights, bias rows: constants)
             if (ex is not None and reads is not None and rt.fits(ex, program)
                     and not overlap(hoisted_reads(program, bufs), all_stores(ex, p_bufs))):
                 early = not overlap(reads, late_stores(ex, p_bufs))
-                self._bind(rt, ex, p_bufs)
-                entry = True
+                stored = None if early else early_store(p_prog, p_bufs, reads)
+                if stored is not None:      # *stores done* pushed later, but before the
+                    ex = variant(p_prog, p_entry, True, after, p_early, p_hoisted, hoist,
+                                 stored)   # stores the next layer's inputs do not read
+                    early = FIRST if not overlap(reads, late_stores(ex, p_bufs)) else False
+                self._bind(rt, ex, ex_bufs)
+                entry, hoisted = True, hoist is not None
             else:
                 self.close(rt)              # the chain runs without this layer
             self.pending = None
         if direct:
-            self.pending = (program, bufs, entry, early)
+            self.pending = (program, bufs, entry, early, hoisted)
             return None
-        warm = self._prefetch(rt, program, bufs, entry, early, prefetch)
+        warm = self._prefetch(rt, program, bufs, entry, early, prefetch, hoisted)
         if warm is None:
-            self._bind(rt, variant(program, entry, False, None, early), bufs)
+            self._bind(rt, variant(program, entry, False, None, early, hoisted), bufs)
         try:
             rows = self._rows(rt)
             res = rt.synchronize()
@@ -701,7 +908,7 @@ class Chain:
         finally:
             self.release(rt)
 
-    def _prefetch(self, rt, program, bufs, entry, early, prefetch):
+    def _prefetch(self, rt, program, bufs, entry, early, prefetch, hoisted=False):
         """Bind ``program`` (the stream's last kernel) as its :func:`exit_variant`
         followed by the next layer's :func:`warm_split` head; ``(next program, {slot:
         address})`` of what the head read, or None (nothing bound) when there is no next
@@ -718,7 +925,7 @@ class Chain:
         head = split[0]
         nbufs = {s: nbufs[s] for s in head.slots}
         after = sram_free_point(program, nprog)
-        ex = variant(program, entry, True, after, early)
+        ex = variant(program, entry, True, after, early, hoisted)
         if (ex is None or not rt.fits(ex, head)
                 or overlap(prefetch_reads(head, nbufs), all_stores(ex, bufs))):
             return None
@@ -769,9 +976,9 @@ class Chain:
         device's RunResult (None when no chain was open)."""
         if self.pending is None:
             return None
-        program, bufs, entry, early = self.pending
+        program, bufs, entry, early, hoisted = self.pending
         self.pending = None
-        self._bind(rt, variant(program, entry, False, None, early), bufs)
+        self._bind(rt, variant(program, entry, False, None, early, hoisted), bufs)
         try:
             return rt.synchronize()
         finally:
