@@ -14,8 +14,11 @@ anything but itself (all VTA clients do: fetch only requests what its buffer
 can hold, the load engines always make progress), otherwise one stalled client
 would block the shared return channel.
 
-Writes are a request followed by its data beats, so the write arbiter locks
-onto one client from its request to its last beat.
+Writes are a request followed by its data beats; the next request may be
+issued while the beats of earlier ones stream (request-ahead, up to
+:data:`~vtakit.hw.spec.WRITE_AHEAD` of them), so the write arbiter remembers the
+client and beat count of every request whose beats are not all sent, in order,
+and takes the data beats from the client at the head.
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal
@@ -24,6 +27,7 @@ from amaranth.lib.wiring import In, Out
 
 from .config import VTAConfig
 from .interfaces import DMA_BEATS_BITS, dma_read_signature, dma_write_signature
+from .spec import WRITE_AHEAD
 
 __all__ = ["DmaReadArbiter", "DmaWriteArbiter"]
 
@@ -154,14 +158,20 @@ class DmaReadArbiter(wiring.Component):
 
 
 class DmaWriteArbiter(wiring.Component):
-    """M write clients onto one write master (locked from a request to its last beat).
+    """M write clients onto one write master, with request-ahead.
+
+    A request is granted (round robin) while fewer than ``1 + WRITE_AHEAD`` granted
+    requests have beats left to send; the data beats come from the client of the oldest
+    one, until its last beat. So a client's next burst is requested while its current
+    one's beats stream, and the beats of consecutive bursts follow each other without a
+    gap when the DRAM port accepts the requests ahead.
 
     Attributes
     ----------
     clients : array of In(dma_write_signature(config))
     master : Out(dma_write_signature(config))
     busy : Out(1)
-        High while a request is pending or its beats are being written.
+        High while a request is pending or beats of a granted request are to be written.
     """
 
     def __init__(self, config: VTAConfig, n_clients: int):
@@ -175,28 +185,35 @@ class DmaWriteArbiter(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n = self._n
+        cbits = max(1, (n - 1).bit_length())
         last = Signal(range(n), init=n - 1)
         grant = Signal(range(n))
         any_req = Signal()
         req, data = self.master.req, self.master.data
         _round_robin(m, [c.req.valid for c in self.clients], last, grant, any_req, req)
-        owner = Signal(range(n))
-        left = Signal(DMA_BEATS_BITS)
-        locked = Signal()
-
-        m.d.comb += req.valid.eq(any_req & ~locked)
+        # (client, beats) of the granted requests whose beats are not all sent, in order;
+        # an entry written on a request is readable the next cycle, with its first beat.
+        m.submodules.owners = owners = fifo.SyncFIFO(width=cbits + DMA_BEATS_BITS,
+                                                     depth=1 + WRITE_AHEAD)
+        m.d.comb += [req.valid.eq(any_req & owners.w_rdy),
+                     owners.w_en.eq(req.valid & req.ready),
+                     owners.w_data.eq(Cat(grant, req.payload.beats))]
+        head_client = owners.r_data[:cbits]
+        head_beats = owners.r_data[cbits:]
         for i, c in enumerate(self.clients):
             with m.If(grant == i):
-                m.d.comb += [req.payload.eq(c.req.payload), c.req.ready.eq(req.ready & ~locked)]
-            with m.If(owner == i):
-                m.d.comb += [data.payload.eq(c.data.payload), data.valid.eq(c.data.valid & locked),
-                             c.data.ready.eq(data.ready & locked)]
+                m.d.comb += [req.payload.eq(c.req.payload),
+                             c.req.ready.eq(req.ready & owners.w_rdy)]
+            with m.If(owners.r_rdy & (head_client == i)):
+                m.d.comb += [data.payload.eq(c.data.payload), data.valid.eq(c.data.valid),
+                             c.data.ready.eq(data.ready)]
         with m.If(req.valid & req.ready):
-            m.d.sync += [owner.eq(grant), last.eq(grant), left.eq(req.payload.beats),
-                         locked.eq(1)]
+            m.d.sync += last.eq(grant)
+        sent = Signal(DMA_BEATS_BITS)       # beats of the head request sent so far
         with m.If(data.valid & data.ready):
-            m.d.sync += left.eq(left - 1)
-            with m.If(left == 1):
-                m.d.sync += locked.eq(0)
-        m.d.comb += self.busy.eq(locked | any_req)
+            m.d.sync += sent.eq(sent + 1)
+            with m.If(sent == head_beats - 1):
+                m.d.sync += sent.eq(0)
+                m.d.comb += owners.r_en.eq(1)
+        m.d.comb += self.busy.eq(owners.r_rdy | any_req)
         return m
