@@ -162,7 +162,7 @@ class DmaWriteArbiter(wiring.Component):
 
     A request is granted (round robin) while fewer than ``1 + WRITE_AHEAD`` granted
     requests have beats left to send; the data beats come from the client of the oldest
-    one, until its last beat. So a client's next burst is requested while its current
+    one, until its last beat (then the one granted ahead of it, if any, is the oldest). So a client's next burst is requested while its current
     one's beats stream, and the beats of consecutive bursts follow each other without a
     gap when the DRAM port accepts the requests ahead.
 
@@ -181,39 +181,44 @@ class DmaWriteArbiter(wiring.Component):
             "master": Out(dma_write_signature(config)),
             "busy": Out(1),
         })
+        # The oldest granted request with beats to send (``left`` of them, 0: none) and
+        # its client; one granted ahead of it (``ahead``), which moves up at its last beat
+        # (built here so that the formal checks can relate them to their own).
+        self._queue = dict(left=Signal(DMA_BEATS_BITS), owner=Signal(range(n_clients)),
+                           ahead=Signal(), a_beats=Signal(DMA_BEATS_BITS),
+                           a_owner=Signal(range(n_clients)))
 
     def elaborate(self, platform):
         m = Module()
         n = self._n
-        cbits = max(1, (n - 1).bit_length())
+        assert WRITE_AHEAD == 1     # the oldest granted request and one ahead of it
         last = Signal(range(n), init=n - 1)
         grant = Signal(range(n))
         any_req = Signal()
         req, data = self.master.req, self.master.data
         _round_robin(m, [c.req.valid for c in self.clients], last, grant, any_req, req)
-        # (client, beats) of the granted requests whose beats are not all sent, in order;
-        # an entry written on a request is readable the next cycle, with its first beat.
-        m.submodules.owners = owners = fifo.SyncFIFO(width=cbits + DMA_BEATS_BITS,
-                                                     depth=1 + WRITE_AHEAD)
-        m.d.comb += [req.valid.eq(any_req & owners.w_rdy),
-                     owners.w_en.eq(req.valid & req.ready),
-                     owners.w_data.eq(Cat(grant, req.payload.beats))]
-        head_client = owners.r_data[:cbits]
-        head_beats = owners.r_data[cbits:]
+        q = self._queue
+        left, owner, ahead, a_beats, a_owner = (q[k] for k in ("left", "owner", "ahead",
+                                                                "a_beats", "a_owner"))
+        m.d.comb += req.valid.eq(any_req & ~ahead)
         for i, c in enumerate(self.clients):
             with m.If(grant == i):
-                m.d.comb += [req.payload.eq(c.req.payload),
-                             c.req.ready.eq(req.ready & owners.w_rdy)]
-            with m.If(owners.r_rdy & (head_client == i)):
+                m.d.comb += [req.payload.eq(c.req.payload), c.req.ready.eq(req.ready & ~ahead)]
+            with m.If((left != 0) & (owner == i)):
                 m.d.comb += [data.payload.eq(c.data.payload), data.valid.eq(c.data.valid),
                              c.data.ready.eq(data.ready)]
-        with m.If(req.valid & req.ready):
+        fire = req.valid & req.ready
+        beat = data.valid & data.ready
+        with m.If(fire):
             m.d.sync += last.eq(grant)
-        sent = Signal(DMA_BEATS_BITS)       # beats of the head request sent so far
-        with m.If(data.valid & data.ready):
-            m.d.sync += sent.eq(sent + 1)
-            with m.If(sent == head_beats - 1):
-                m.d.sync += sent.eq(0)
-                m.d.comb += owners.r_en.eq(1)
-        m.d.comb += self.busy.eq(owners.r_rdy | any_req)
+        with m.If(beat):
+            m.d.sync += left.eq(left - 1)
+        with m.If((left == 0) | (beat & (left == 1))):      # the oldest one ends here
+            with m.If(ahead):
+                m.d.sync += [left.eq(a_beats), owner.eq(a_owner), ahead.eq(0)]
+            with m.Elif(fire):
+                m.d.sync += [left.eq(req.payload.beats), owner.eq(grant)]
+        with m.Elif(fire):
+            m.d.sync += [ahead.eq(1), a_beats.eq(req.payload.beats), a_owner.eq(grant)]
+        m.d.comb += self.busy.eq((left != 0) | any_req)
         return m
