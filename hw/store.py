@@ -18,19 +18,22 @@ writes completed, and instructions complete (push, ``count``) in order.
 Pipelining: the writer has its own FSM and its own copy of the fields it needs, so
 the command FSM accepts the next instruction, pops its token, checks it and starts
 its OUT SRAM reads (once the previous one's reads were all issued) while the writer
-still sends the previous one's beats; the writer takes it at that instruction's last
-beat and requests its first burst in the next cycle. A NOP or a fault waits until
-every earlier instruction completed (a fault is reported as the model halts: the
-earlier STOREs written and counted). The writer holds an instruction's last burst
-while the previous one's completion waits for room in the s2g queue.
+still sends the previous one's beats; the writer requests its bursts up to one ahead
+of the burst whose beats it sends (request-ahead, :data:`~vtakit.hw.spec.WRITE_AHEAD`)
+and takes the next instruction at the acceptance of the current one's last request
+(the command FSM accepts the next command at that edge), so its first request follows
+at once. A NOP or a fault waits until every earlier instruction completed (a fault is
+reported as the model halts: the earlier STOREs written and counted). The writer holds
+an instruction's last beat while the previous one's completion waits for room in the
+s2g queue.
 
 Timing: the range checks run two registered stages ahead, on the command at the
 head of the queue (:func:`~vtakit.hw.load_engine.lookahead_checks`); the first OUT
-SRAM read is issued in the cycle the token pop succeeds. A STORE of ``B`` beats in
-``n`` bursts completes ``B + n`` cycles (a request, then the beats, per burst) after
-the previous STORE when both move data and it was queued in time, and
-``3 + B + (n - 1)`` cycles after its acceptance otherwise (accept, pop + checks +
-first read, request, beats, push), one more if it was accepted in the cycle it reached
+SRAM read is issued in the cycle the token pop succeeds. A STORE of ``B`` beats
+completes ``B`` cycles after the previous STORE when both move data and it was queued
+in time (its bursts' requests were accepted while earlier beats streamed), and
+``3 + B`` cycles after its acceptance otherwise (accept, pop + checks + first read,
+the first request, beats, push), one more if it was accepted in the cycle it reached
 the head of the queue (pinned by ``tests/test_rtl_dma_timing.py``).
 """
 
