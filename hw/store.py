@@ -24,7 +24,7 @@ and takes the next instruction at the acceptance of the current one's last reque
 (the command FSM accepts the next command at that edge), so its first request follows
 at once. A NOP or a fault waits until every earlier instruction completed (a fault is
 reported as the model halts: the earlier STOREs written and counted). The writer holds
-an instruction's last beat while the previous one's completion waits for room in the
+an instruction's last burst while the previous one's completion waits for room in the
 s2g queue.
 
 Timing: the range checks run two registered stages ahead, on the command at the
@@ -218,10 +218,10 @@ class Store(wiring.Component):
         with m.If(done_ok):
             m.d.sync += [done.eq(0), self.count.eq(self.count + 1)]
 
-        # Beats: the last beat of an instruction waits while the previous instruction's
+        # Beats: the last burst of an instruction waits while the previous instruction's
         # completion does (its token queue full), so that completions stay in order.
         final = cur_last & (cur_left == 1)
-        m.d.comb += d.valid.eq((scnt != 0) & (cur_left != 0) & ~(final & done & ~done_ok))
+        m.d.comb += d.valid.eq((scnt != 0) & (cur_left != 0) & ~(cur_last & done & ~done_ok))
         ask = self.dma.req.valid & self.dma.req.ready
         new_last = Signal()             # the burst requested now is its instruction's last
         m.d.comb += new_last.eq((row_beats == burst) & (rows_left == 1))
