@@ -115,7 +115,8 @@ class DramToAxi4(wiring.Component):
             with m.If(rd_left == rd_beats):
                 m.d.sync += rd_busy.eq(0)
 
-        # ---- writes: one request at a time, as address + data bursts.
+        # ---- writes: each request as address + data bursts; the next request is taken
+        # during the last burst's beats (request-ahead, :data:`~vtakit.hw.spec.WRITE_AHEAD`).
         wr_addr, wr_left = Signal(DRAM_ADDR_BITS), Signal(wr.req.payload.beats.shape())
         burst_left = Signal(range(AXI4_MAX_BEATS + 1))
         wr_beats = self._burst(m, wr_addr, wr_left, "wr")
@@ -139,10 +140,16 @@ class DramToAxi4(wiring.Component):
                     m.next = "DATA"
             with m.State("DATA"):
                 m.d.comb += [axi.wvalid.eq(wr.data.valid), wr.data.ready.eq(axi.wready)]
+                # Request-ahead: once the request's last burst has its address, the next
+                # request is taken while the beats stream (its address follows the last one).
+                m.d.comb += wr.req.ready.eq(wr_left == 0)
+                ahead = wr.req.valid & (wr_left == 0) & (wr.req.payload.beats != 0)
+                with m.If(ahead):
+                    m.d.sync += [wr_addr.eq(wr.req.payload.addr), wr_left.eq(wr.req.payload.beats)]
                 with m.If(axi.wvalid & axi.wready):
                     m.d.sync += burst_left.eq(burst_left - 1)
                     with m.If(axi.wlast):
-                        with m.If(wr_left == 0):
+                        with m.If((wr_left == 0) & ~ahead):
                             m.next = "IDLE"
                         with m.Else():
                             m.next = "ADDRESS"

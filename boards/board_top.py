@@ -19,6 +19,7 @@ from amaranth.utils import exact_log2
 
 from ..hw.config import VTAConfig
 from ..hw.interfaces import CsrSignature, Reg, dma_read_signature, dma_write_signature
+from ..hw.spec import WRITE_AHEAD
 from .link import (BRIDGE_WORDS, CRC_INIT, CRC_POLY, CRC_RESIDUE, DEFAULT_BAUD,
                    IDLE_BYTE_TIMES, INFO_WORDS, MAX_WORDS, SYNC, BridgeReg, Control, Op, Space,
                    Status, info_words)
@@ -47,7 +48,8 @@ class OnChipDram(wiring.Component):
     """``size`` bytes of block RAM behind the VTA's DRAM ports, plus a 32-bit host port.
 
     Addresses wrap modulo ``size``. The VTA side follows the DRAM protocol of
-    :mod:`vtakit.hw.interfaces` (one beat per cycle once a burst started).
+    :mod:`vtakit.hw.interfaces` (one beat per cycle once a burst started; one write
+    request accepted ahead, :data:`~vtakit.hw.spec.WRITE_AHEAD`).
 
     Attributes
     ----------
@@ -88,13 +90,25 @@ class OnChipDram(wiring.Component):
         with m.Elif(rd.data.ready):
             m.d.sync += r_valid.eq(0)
 
-        # VTA writes.
+        # VTA writes: the burst whose beats are written (w_*), and one request accepted
+        # ahead of it (n_*: request-ahead, WRITE_AHEAD), which moves up at its last beat.
+        assert WRITE_AHEAD == 1
         w_addr, w_left = Signal(abits), Signal(wr.req.payload.beats.shape())
-        m.d.comb += [wr.req.ready.eq(w_left == 0), wr.data.ready.eq(w_left != 0)]
-        with m.If(wr.req.valid & wr.req.ready):
-            m.d.sync += [w_addr.eq(wr.req.payload.addr[log_nb:]), w_left.eq(wr.req.payload.beats)]
-        with m.If(wr.data.valid & wr.data.ready):
+        n_valid, n_addr, n_beats = Signal(), Signal(abits), Signal(wr.req.payload.beats.shape())
+        m.d.comb += [wr.req.ready.eq(~n_valid), wr.data.ready.eq(w_left != 0)]
+        accept = wr.req.valid & wr.req.ready
+        beat = wr.data.valid & wr.data.ready
+        with m.If(beat):
             m.d.sync += [w_addr.eq(w_addr + 1), w_left.eq(w_left - 1)]
+        with m.If((w_left == 0) | (beat & (w_left == 1))):     # the burst ends at this edge
+            with m.If(n_valid):
+                m.d.sync += [w_addr.eq(n_addr), w_left.eq(n_beats), n_valid.eq(0)]
+            with m.Elif(accept):
+                m.d.sync += [w_addr.eq(wr.req.payload.addr[log_nb:]),
+                             w_left.eq(wr.req.payload.beats)]
+        with m.If(accept & (w_left != 0) & ~(beat & (w_left == 1))):
+            m.d.sync += [n_valid.eq(1), n_addr.eq(wr.req.payload.addr[log_nb:]),
+                         n_beats.eq(wr.req.payload.beats)]
 
         # Port sharing: the host wins (it only accesses DRAM while the VTA is idle).
         lane, w_lane = Signal(range(max(2, nb // 4))), Signal(range(max(2, nb // 4)))

@@ -14,8 +14,11 @@ anything but itself (all VTA clients do: fetch only requests what its buffer
 can hold, the load engines always make progress), otherwise one stalled client
 would block the shared return channel.
 
-Writes are a request followed by its data beats, so the write arbiter locks
-onto one client from its request to its last beat.
+Writes are a request followed by its data beats; the next request may be
+issued while the beats of earlier ones stream (request-ahead, up to
+:data:`~vtakit.hw.spec.WRITE_AHEAD` of them), so the write arbiter remembers the
+client and beat count of every request whose beats are not all sent, in order,
+and takes the data beats from the client at the head.
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal
@@ -24,6 +27,7 @@ from amaranth.lib.wiring import In, Out
 
 from .config import VTAConfig
 from .interfaces import DMA_BEATS_BITS, dma_read_signature, dma_write_signature
+from .spec import WRITE_AHEAD
 
 __all__ = ["DmaReadArbiter", "DmaWriteArbiter"]
 
@@ -154,14 +158,20 @@ class DmaReadArbiter(wiring.Component):
 
 
 class DmaWriteArbiter(wiring.Component):
-    """M write clients onto one write master (locked from a request to its last beat).
+    """M write clients onto one write master, with request-ahead.
+
+    A request is granted (round robin) while fewer than ``1 + WRITE_AHEAD`` granted
+    requests have beats left to send; the data beats come from the client of the oldest
+    one, until its last beat (then the one granted ahead of it, if any, is the oldest). So a client's next burst is requested while its current
+    one's beats stream, and the beats of consecutive bursts follow each other without a
+    gap when the DRAM port accepts the requests ahead.
 
     Attributes
     ----------
     clients : array of In(dma_write_signature(config))
     master : Out(dma_write_signature(config))
     busy : Out(1)
-        High while a request is pending or its beats are being written.
+        High while a request is pending or beats of a granted request are to be written.
     """
 
     def __init__(self, config: VTAConfig, n_clients: int):
@@ -171,32 +181,44 @@ class DmaWriteArbiter(wiring.Component):
             "master": Out(dma_write_signature(config)),
             "busy": Out(1),
         })
+        # The oldest granted request with beats to send (``left`` of them, 0: none) and
+        # its client; one granted ahead of it (``ahead``), which moves up at its last beat
+        # (built here so that the formal checks can relate them to their own).
+        self._queue = dict(left=Signal(DMA_BEATS_BITS), owner=Signal(range(n_clients)),
+                           ahead=Signal(), a_beats=Signal(DMA_BEATS_BITS),
+                           a_owner=Signal(range(n_clients)))
 
     def elaborate(self, platform):
         m = Module()
         n = self._n
+        assert WRITE_AHEAD == 1     # the oldest granted request and one ahead of it
         last = Signal(range(n), init=n - 1)
         grant = Signal(range(n))
         any_req = Signal()
         req, data = self.master.req, self.master.data
         _round_robin(m, [c.req.valid for c in self.clients], last, grant, any_req, req)
-        owner = Signal(range(n))
-        left = Signal(DMA_BEATS_BITS)
-        locked = Signal()
-
-        m.d.comb += req.valid.eq(any_req & ~locked)
+        q = self._queue
+        left, owner, ahead, a_beats, a_owner = (q[k] for k in ("left", "owner", "ahead",
+                                                                "a_beats", "a_owner"))
+        m.d.comb += req.valid.eq(any_req & ~ahead)
         for i, c in enumerate(self.clients):
             with m.If(grant == i):
-                m.d.comb += [req.payload.eq(c.req.payload), c.req.ready.eq(req.ready & ~locked)]
-            with m.If(owner == i):
-                m.d.comb += [data.payload.eq(c.data.payload), data.valid.eq(c.data.valid & locked),
-                             c.data.ready.eq(data.ready & locked)]
-        with m.If(req.valid & req.ready):
-            m.d.sync += [owner.eq(grant), last.eq(grant), left.eq(req.payload.beats),
-                         locked.eq(1)]
-        with m.If(data.valid & data.ready):
+                m.d.comb += [req.payload.eq(c.req.payload), c.req.ready.eq(req.ready & ~ahead)]
+            with m.If((left != 0) & (owner == i)):
+                m.d.comb += [data.payload.eq(c.data.payload), data.valid.eq(c.data.valid),
+                             c.data.ready.eq(data.ready)]
+        fire = req.valid & req.ready
+        beat = data.valid & data.ready
+        with m.If(fire):
+            m.d.sync += last.eq(grant)
+        with m.If(beat):
             m.d.sync += left.eq(left - 1)
-            with m.If(left == 1):
-                m.d.sync += locked.eq(0)
-        m.d.comb += self.busy.eq(locked | any_req)
+        with m.If((left == 0) | (beat & (left == 1))):      # the oldest one ends here
+            with m.If(ahead):
+                m.d.sync += [left.eq(a_beats), owner.eq(a_owner), ahead.eq(0)]
+            with m.Elif(fire):
+                m.d.sync += [left.eq(req.payload.beats), owner.eq(grant)]
+        with m.Elif(fire):
+            m.d.sync += [ahead.eq(1), a_beats.eq(req.payload.beats), a_owner.eq(grant)]
+        m.d.comb += self.busy.eq((left != 0) | any_req)
         return m

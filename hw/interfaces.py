@@ -10,8 +10,13 @@ DRAM protocol (both the internal clients and the top-level master):
   ``beats`` >= 1 bus words) followed by exactly ``beats`` ``data`` transfers,
   in order. Requests of one port complete in order.
 * A write is a ``req`` transfer followed by exactly ``beats`` ``data`` transfers
-  from the master. A write is complete, and visible to every later read, once
-  its last data beat has been accepted.
+  from the master; the beats of the requests come in request order, the first one
+  in the cycle after its request at the earliest. Request-ahead: the port may
+  accept the next requests (up to :data:`~vtakit.hw.spec.WRITE_AHEAD` beyond the
+  one whose beats it receives) while earlier requests' beats stream, so a master
+  may offer its next request at any time and keep streaming beats meanwhile. A
+  write is complete, and visible to every later read, once its last data beat has
+  been accepted.
 
 Control/status registers (32 bits, byte offsets; see :data:`REGISTERS`).
 """
@@ -24,10 +29,11 @@ from amaranth.lib.wiring import In, Out
 from .config import VTAConfig
 # The plain (Amaranth-free) parts of the hardware contract, re-exported here.
 from .spec import (DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, DEP_QUEUES, DMA_BEATS_BITS,
-                   DRAM_ADDR_BITS, INSN_BITS, REGISTERS, TOKEN_QUEUES, ErrorCode, Reg, Unit)
+                   DRAM_ADDR_BITS, INSN_BITS, REGISTERS, TOKEN_QUEUES, WRITE_AHEAD, ErrorCode,
+                   Reg, Unit)
 
 __all__ = [
-    "DRAM_ADDR_BITS", "DMA_BEATS_BITS", "DmaRequest", "dma_read_signature", "dma_write_signature",
+    "DRAM_ADDR_BITS", "DMA_BEATS_BITS", "WRITE_AHEAD", "DmaRequest", "dma_read_signature", "dma_write_signature",
     "TokenSignature", "token_ports", "dep_ports", "Command", "CommandSignature", "CsrSignature", "REGISTERS", "Reg",
     "ErrorCode", "ErrorReport", "Unit", "DEFAULT_TOKEN_DEPTH", "DEFAULT_CMD_DEPTH",
     "accept_command", "report_error",

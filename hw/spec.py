@@ -25,7 +25,7 @@ __all__ = [
     "LOOP_ITER_BITS", "MAX_LOOP_EXTENT", "ALU_OPCODE_BITS", "IMM_BITS", "IMM_MIN", "IMM_MAX",
     "SHIFT_LIMIT",
     "DRAM_ADDR_BITS", "DMA_BEATS_BITS", "DEFAULT_TOKEN_DEPTH", "DEFAULT_CMD_DEPTH",
-    "DMA_READ_AHEAD_BEATS",
+    "DMA_READ_AHEAD_BEATS", "WRITE_AHEAD",
     "Reg", "REGISTERS", "TOKEN_LEVEL_FIELDS", "CMD_LEVEL_FIELDS", "ErrorCode",
 ]
 
@@ -200,6 +200,12 @@ DEFAULT_CMD_DEPTH = 64
 #: latency of as many cycles, and the most a compute-module LOAD waits behind the load
 #: module's bursts (plus one burst).
 DMA_READ_AHEAD_BEATS = 64
+#: Write request-ahead: the DRAM models and the board's DRAM bridges accept up to this
+#: many write requests beyond the one whose beats are being transferred (the beats
+#: follow the requests in order), so a master's next burst needs no request cycle of
+#: its own; the write arbiter issues as many ahead
+#: (:class:`~vtakit.hw.dma.DmaWriteArbiter`).
+WRITE_AHEAD = 1
 
 
 class Reg(enum.IntEnum):

@@ -18,19 +18,22 @@ writes completed, and instructions complete (push, ``count``) in order.
 Pipelining: the writer has its own FSM and its own copy of the fields it needs, so
 the command FSM accepts the next instruction, pops its token, checks it and starts
 its OUT SRAM reads (once the previous one's reads were all issued) while the writer
-still sends the previous one's beats; the writer takes it at that instruction's last
-beat and requests its first burst in the next cycle. A NOP or a fault waits until
-every earlier instruction completed (a fault is reported as the model halts: the
-earlier STOREs written and counted). The writer holds an instruction's last burst
-while the previous one's completion waits for room in the s2g queue.
+still sends the previous one's beats; the writer requests its bursts up to one ahead
+of the burst whose beats it sends (request-ahead, :data:`~vtakit.hw.spec.WRITE_AHEAD`)
+and takes the next instruction at the acceptance of the current one's last request
+(the command FSM accepts the next command at that edge), so its first request follows
+at once. A NOP or a fault waits until every earlier instruction completed (a fault is
+reported as the model halts: the earlier STOREs written and counted). The writer holds
+an instruction's last burst while the previous one's completion waits for room in the
+s2g queue.
 
 Timing: the range checks run two registered stages ahead, on the command at the
 head of the queue (:func:`~vtakit.hw.load_engine.lookahead_checks`); the first OUT
-SRAM read is issued in the cycle the token pop succeeds. A STORE of ``B`` beats in
-``n`` bursts completes ``B + n`` cycles (a request, then the beats, per burst) after
-the previous STORE when both move data and it was queued in time, and
-``3 + B + (n - 1)`` cycles after its acceptance otherwise (accept, pop + checks +
-first read, request, beats, push), one more if it was accepted in the cycle it reached
+SRAM read is issued in the cycle the token pop succeeds. A STORE of ``B`` beats
+completes ``B`` cycles after the previous STORE when both move data and it was queued
+in time (its bursts' requests were accepted while earlier beats streamed), and
+``3 + B`` cycles after its acceptance otherwise (accept, pop + checks + first read,
+the first request, beats, push), one more if it was accepted in the cycle it reached
 the head of the queue (pinned by ``tests/test_rtl_dma_timing.py``).
 """
 
@@ -176,9 +179,15 @@ class Store(wiring.Component):
         # ------------------------------------------------------------- DRAM writer
         # Its own FSM with its own copy of the instruction's fields, so that the command
         # FSM accepts, pops and starts reading the next instruction while the writer
-        # still sends this one's beats. The writer takes the next instruction
-        # (``hand``) when idle or at the last beat of the current one, so its first
-        # burst request follows that beat at once.
+        # still sends this one's beats. Request-ahead: the writer's requests run up to
+        # one burst ahead of its beats (the DRAM port accepts the next request while
+        # the current one's beats stream), so the bursts of a STORE, and of STOREs back
+        # to back, follow each other without a request cycle between them. Each accepted
+        # request leaves a burst descriptor (beats, last of its instruction, push) for
+        # the beats: ``cur_*`` for the burst whose beats are sent, ``nxt_*`` for the one
+        # requested ahead. The writer takes the next instruction (``hand``) when idle
+        # or at the acceptance of the current one's last request, and requests its first
+        # burst in the next cycle.
         row_elem = Signal(DRAM_ADDR_BITS)
         rows_left = Signal(16)
         row_beats = Signal(32)
@@ -187,10 +196,16 @@ class Store(wiring.Component):
         w_push = Signal()
         w_addr = Signal(DRAM_ADDR_BITS)
         burst = Signal(range(MAX_BURST + 1))
-        beats_left = Signal(range(MAX_BURST + 1))
-        last_burst = Signal()           # the burst in flight is the instruction's last
         m.d.comb += burst.eq(Mux(row_beats > MAX_BURST, MAX_BURST, row_beats))
         m.d.comb += [self.dma.req.payload.addr.eq(w_addr), self.dma.req.payload.beats.eq(burst)]
+
+        cur_left = Signal(range(MAX_BURST + 1))     # beats of the current burst to send
+        cur_last = Signal()             # it is its instruction's last burst
+        cur_push = Signal()
+        nxt_valid = Signal()            # a burst requested ahead (then cur_left != 0)
+        nxt_beats = Signal(range(MAX_BURST + 1))
+        nxt_last = Signal()
+        nxt_push = Signal()
 
         # Completion: the cycle after an instruction's last beat was accepted, push its
         # s2g token (if ``push_prev_dep``) and count it, in instruction order.
@@ -203,6 +218,29 @@ class Store(wiring.Component):
         with m.If(done_ok):
             m.d.sync += [done.eq(0), self.count.eq(self.count + 1)]
 
+        # Beats: the last burst of an instruction waits while the previous instruction's
+        # completion does (its token queue full), so that completions stay in order.
+        final = cur_last & (cur_left == 1)
+        m.d.comb += d.valid.eq((scnt != 0) & (cur_left != 0) & ~(cur_last & done & ~done_ok))
+        ask = self.dma.req.valid & self.dma.req.ready
+        new_last = Signal()             # the burst requested now is its instruction's last
+        m.d.comb += new_last.eq((row_beats == burst) & (rows_left == 1))
+        with m.If(take):
+            m.d.sync += cur_left.eq(cur_left - 1)
+            with m.If(final):
+                m.d.sync += [done.eq(1), done_push.eq(cur_push)]
+        # The current burst ends at this edge (or there is none): the next one moves up.
+        with m.If((cur_left == 0) | (take & (cur_left == 1))):
+            with m.If(nxt_valid):
+                m.d.sync += [cur_left.eq(nxt_beats), cur_last.eq(nxt_last),
+                             cur_push.eq(nxt_push), nxt_valid.eq(ask)]
+            with m.Elif(ask):
+                m.d.sync += [cur_left.eq(burst), cur_last.eq(new_last),
+                             cur_push.eq(w_push)]
+        with m.If(ask & (nxt_valid | ((cur_left != 0) & ~(take & (cur_left == 1))))):
+            m.d.sync += [nxt_valid.eq(1), nxt_beats.eq(burst), nxt_last.eq(new_last),
+                         nxt_push.eq(w_push)]
+
         hand = Signal()                 # the command FSM holds a started instruction
         w_take = Signal()               # the writer takes it from ``insn`` at this edge
         w_idle = Signal()
@@ -213,33 +251,24 @@ class Store(wiring.Component):
                 with m.If(hand):
                     m.next = "REQ"
             with m.State("REQ"):
-                m.d.comb += self.dma.req.valid.eq(1)
-                with m.If(self.dma.req.ready):
-                    m.d.sync += [beats_left.eq(burst), row_beats.eq(row_beats - burst),
-                                 w_addr.eq(w_addr + burst * c.bus_bytes),
-                                 last_burst.eq((row_beats == burst) & (rows_left == 1))]
-                    m.next = "DATA"
-            with m.State("DATA"):
-                # The last burst waits while the previous instruction's completion does
-                # (its token queue full), so that completions stay in order.
-                m.d.comb += d.valid.eq((scnt != 0) & ~(last_burst & done))
-                with m.If(take):
-                    m.d.sync += beats_left.eq(beats_left - 1)
-                    with m.If(beats_left == 1):
-                        m.next = "REQ"
-                        with m.If(row_beats == 0):
-                            m.d.sync += rows_left.eq(rows_left - 1)
-                            with m.If(rows_left == 1):
-                                m.d.sync += [done.eq(1), done_push.eq(w_push)]
-                                m.d.comb += w_take.eq(hand)
-                                with m.If(~hand):
-                                    m.next = "IDLE"
-                            with m.Else():
-                                nxt = (row_elem + w_stride)[:DRAM_ADDR_BITS]
-                                m.d.sync += [row_elem.eq(nxt), w_addr.eq(nxt << log_eb),
-                                             row_beats.eq(w_row_beats)]
-        m.d.comb += [w_idle.eq(wfsm.ongoing("IDLE")), all_done.eq(w_idle & ~done)]
-        # (after the FSM: these loads win over its updates in the cycle of the last beat)
+                # At most one burst requested ahead of the one whose beats are sent.
+                m.d.comb += self.dma.req.valid.eq(~nxt_valid)
+                with m.If(ask):
+                    m.d.sync += [row_beats.eq(row_beats - burst),
+                                 w_addr.eq(w_addr + burst * c.bus_bytes)]
+                    with m.If(row_beats == burst):
+                        m.d.sync += rows_left.eq(rows_left - 1)
+                        with m.If(rows_left == 1):
+                            m.d.comb += w_take.eq(hand)
+                            with m.If(~hand):
+                                m.next = "IDLE"
+                        with m.Else():
+                            nxt = (row_elem + w_stride)[:DRAM_ADDR_BITS]
+                            m.d.sync += [row_elem.eq(nxt), w_addr.eq(nxt << log_eb),
+                                         row_beats.eq(w_row_beats)]
+        m.d.comb += [w_idle.eq(wfsm.ongoing("IDLE") & (cur_left == 0)),
+                     all_done.eq(w_idle & ~done)]
+        # (after the FSM: these loads win over its updates in the cycle of the last request)
         with m.If(w_take):
             m.d.sync += [
                 row_elem.eq(insn.dram_base), rows_left.eq(insn.y_size),
@@ -296,14 +325,14 @@ class Store(wiring.Component):
                         m.d.comb += [start.eq(1), hand.eq(1)]
                         m.next = "HAND"
                         with m.If(w_take):
-                            m.next = "IDLE"
+                            accept()
             with m.State("HAND"):
                 # Reading; the writer takes the instruction when it is free (the command
-                # fields stay in ``insn`` until then), then the next command may be
-                # accepted.
+                # fields stay in ``insn`` until then) and the next command is accepted
+                # at that edge.
                 m.d.comb += [self.busy.eq(1), hand.eq(1)]
                 with m.If(w_take):
-                    m.next = "IDLE"
+                    accept()
             with m.State("PUSH"):
                 # A NOP: once the earlier instructions completed, push, and take the next
                 # command in the same cycle.

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..hw.errors import InputError
 from ..hw.config import load_config
-from ..hw.spec import ErrorCode
+from ..hw.spec import WRITE_AHEAD, ErrorCode
 from ..runtime.device import Device, DeviceError, DeviceFault, RunResult, check_int_options
 from ..runtime.dram import DRAM
 from ..runtime.progress import bar as progress_bar
@@ -28,8 +28,10 @@ class DramPortModel:
 
     Reads: a request is accepted every cycle (any number outstanding); its beats
     are returned in order, the first ``read_latency`` cycles after the request,
-    then one per cycle while the master is ready. Writes: one burst at a time,
-    one beat per cycle. An access outside the image is recorded in :attr:`fault`
+    then one per cycle while the master is ready. Writes: one beat per cycle, from
+    the cycle after the burst's request; the next request is accepted while the
+    current burst's beats stream (:data:`~vtakit.hw.spec.WRITE_AHEAD` requests
+    ahead of it). An access outside the image is recorded in :attr:`fault`
     (a read is then never answered, a write's beats are dropped), so the
     simulation stays consistent and the driver can report it.
 
@@ -65,7 +67,7 @@ class DramPortModel:
         """Forget every outstanding transfer (the RTL was reset)."""
         self.fault = None          # first out-of-image access, as a message
         self._pending = deque()    # [due cycle, addr, beats left]
-        self._write = None         # [addr, beats left]
+        self._writes = deque()     # [addr, beats left] per accepted write request
         self._cycle = 0
 
     def _check(self, mem, addr, nbytes, what) -> bool:
@@ -90,7 +92,7 @@ class DramPortModel:
                             wr.data.payload]
                 ctx.set(wr.req.ready, 1)
             showing = False
-            w_ready = False
+            w_ready = (True, False)     # (req.ready, data.ready) driven this cycle
             async for _, _, *vals in ctx.tick().sample(*sampled):
                 self._cycle += 1
                 mem = self._memory()
@@ -118,25 +120,27 @@ class DramPortModel:
                         showing = now
                 if wr is not None:
                     wq_valid, wq, d_valid, d_payload = vals
-                    if w_ready and d_valid and self._write is not None:
+                    writes = self._writes
+                    if w_ready[1] and d_valid:
                         self.writes += 1
-                        a = self._write[0]
-                        if a is not None:
+                        head = writes[0]
+                        if head[0] is not None:
+                            a = head[0]
                             mem[a:a + nb] = np.frombuffer(d_payload.to_bytes(nb, "little"),
                                                           np.uint8)
-                            self._write[0] += nb
-                        self._write[1] -= 1
-                        if self._write[1] == 0:
-                            self._write = None
-                    elif not w_ready and wq_valid:
+                            head[0] += nb
+                        head[1] -= 1
+                        if head[1] == 0:
+                            writes.popleft()
+                    if w_ready[0] and wq_valid:
                         addr, beats = wq & 0xFFFFFFFF, wq >> 32
                         ok = self._check(mem, addr, beats * nb, "write")
-                        self._write = [addr if ok else None, beats]   # bad: beats dropped
-                    busy = self._write is not None
-                    if busy != w_ready:
-                        ctx.set(wr.req.ready, not busy)
-                        ctx.set(wr.data.ready, busy)
-                        w_ready = busy
+                        writes.append([addr if ok else None, beats])   # bad: beats dropped
+                    now = (len(writes) <= WRITE_AHEAD, bool(writes))
+                    if now != w_ready:
+                        ctx.set(wr.req.ready, now[0])
+                        ctx.set(wr.data.ready, now[1])
+                        w_ready = now
 
         return serve
 

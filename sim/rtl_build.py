@@ -40,7 +40,7 @@ from typing import Callable
 
 from ..hw.errors import VtakitError
 from ..hw.config import VTAConfig, load_config
-from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, Reg
+from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, WRITE_AHEAD, Reg
 from ..runtime.progress import Stages
 from . import build_cache
 
@@ -196,14 +196,15 @@ def toolchain_versions(backend: str) -> dict:
 
 
 def harness_defines(config: VTAConfig) -> list[str]:
-    """The ``-D`` flags of the C++ harness: the bus width and the CSR offsets it uses
+    """The ``-D`` flags of the C++ harness: the bus width, the write requests its DRAM
+    model accepts ahead (:data:`~vtakit.hw.spec.WRITE_AHEAD`) and the CSR offsets it uses
     (from :class:`~vtakit.hw.spec.Reg`), including the registers its no-progress watch
     samples: the unit counters, the micro-op count, the unit state and the queue levels."""
     watch = (Reg.LOAD_COUNT, Reg.STORE_COUNT, Reg.UOP_COUNT, Reg.UNIT_STATE,
              Reg.TOKEN_LEVELS_0, Reg.TOKEN_LEVELS_1, Reg.CMD_LEVELS)
     return [f"-DVTA_BUS_BYTES={config.bus_bytes}", f"-DVTA_REG_CTRL={int(Reg.CTRL)}",
             f"-DVTA_REG_INSN_COUNT={int(Reg.INSN_COUNT)}",
-            f"-DVTA_REG_INSN_ADDR={int(Reg.INSN_ADDR)}",
+            f"-DVTA_REG_INSN_ADDR={int(Reg.INSN_ADDR)}", f"-DVTA_WRITE_AHEAD={WRITE_AHEAD}",
             "-DVTA_WATCH_REGS=" + ",".join(str(int(r)) for r in watch)]
 
 

@@ -16,9 +16,10 @@ clients accept beats at will.
   request and returns a beat at least every other cycle, and a client accepts a beat at
   least every other cycle) and requests of at most 2 beats, every waiting request is
   accepted within a bound.
-* Write arbiter (BMC): a request goes to the DRAM unchanged from exactly one client and
-  then exactly ``beats`` data beats, all from that client, unchanged, before the next
-  request.
+* Write arbiter (BMC; k-induction with fairness): a request goes to the DRAM unchanged
+  from exactly one client, at most :data:`~vtakit.hw.spec.WRITE_AHEAD` requests ahead of
+  the one whose beats are being sent (request-ahead), and the data beats are, in request
+  order, exactly ``beats`` beats of each request, all from its client, unchanged.
 """
 
 import pytest
@@ -28,7 +29,7 @@ from amaranth.hdl import Assert, Assume, Const, Cover, Signal
 from vtakit.hw.config import load_config
 from vtakit.hw.dma import DmaReadArbiter, DmaWriteArbiter
 from vtakit.hw.formal import Spec
-from vtakit.hw.spec import DMA_READ_AHEAD_BEATS
+from vtakit.hw.spec import DMA_READ_AHEAD_BEATS, WRITE_AHEAD
 from vtakit.hw.top import READ_PRIORITY
 
 from formal_util import free_stream_source, prove, refute, stream_rules
@@ -202,13 +203,18 @@ class WriteOrder(Spec):
     """With ``fair_beats``: requests of at most that many beats, and the clients' data
     and the DRAM's readies never low two cycles in a row; then the contract is
     k-inductive (a wrong count or owner shows within 3 * fair_beats + 2 cycles: a beat
-    takes at most 3 cycles under these rules)."""
+    takes at most 3 cycles under these rules).
+
+    The spec keeps the requests whose beats are not all sent, as the DRAM sees them:
+    ``left``/``owner`` of the oldest one (its beats are the ones sent now), and
+    ``ahead``/``a_beats``/``a_owner`` of one requested ahead (``WRITE_AHEAD == 1``)."""
 
     def __init__(self, dut, *, fair_beats=None):
         super().__init__()
         self.dut, self.fair_beats = dut, fair_beats
 
     def properties(self, m, platform):
+        assert WRITE_AHEAD == 1
         m.submodules.dut = arb = self.dut
         clients = list(arb.clients)
         free_requests(m, clients, max_beats=self.fair_beats)
@@ -225,27 +231,43 @@ class WriteOrder(Spec):
         stream_rules(m, master.data, name="master_data")
         taken = one_client_forwards(m, clients, master.req)
         left, owner = Signal(17), Signal(range(len(clients)))
+        ahead, a_beats, a_owner = Signal(), Signal(17), Signal(range(len(clients)))
         req_fire = master.req.valid & master.req.ready
         beat = master.data.valid & master.data.ready
+        m.d.comb += Assert(~ahead | (left != 0))
         with m.If(req_fire):
-            m.d.comb += Assert(left == 0)        # no request before the last beat
-            m.d.sync += [left.eq(master.req.payload.beats), owner.eq(taken)]
+            m.d.comb += Assert(~ahead)           # no more than WRITE_AHEAD ahead
         with m.If(master.data.valid):
-            m.d.comb += Assert(left != 0)        # no beat beyond the request's
+            m.d.comb += Assert(left != 0)        # no beat beyond the requests'
         with m.If(beat):
             m.d.sync += left.eq(left - 1)
-        # Busy exactly while a burst is open or a request waits.
+        with m.If((left == 0) | (beat & (left == 1))):      # the oldest one ends here
+            with m.If(ahead):
+                m.d.sync += [left.eq(a_beats), owner.eq(a_owner), ahead.eq(0)]
+            with m.Elif(req_fire):
+                m.d.sync += [left.eq(master.req.payload.beats), owner.eq(taken)]
+        with m.Elif(req_fire):
+            m.d.sync += [ahead.eq(1), a_beats.eq(master.req.payload.beats), a_owner.eq(taken)]
+        # Busy exactly while a request has beats to send or a request waits.
         any_req = sum(c.req.valid for c in clients).bool()
         m.d.comb += Assert(arb.busy == ((left != 0) | any_req))
         if self.fair_beats is not None:
-            m.d.comb += Assert(left <= self.fair_beats)
+            m.d.comb += [Assert(left <= self.fair_beats), Assert(a_beats <= self.fair_beats)]
+            # (for the induction) the arbiter's queue is the one seen from outside
+            q = arb._queue
+            m.d.comb += [Assert(q["left"] == left), Assert(q["ahead"] == ahead)]
+            with m.If(left != 0):
+                m.d.comb += Assert(q["owner"] == owner)
+            with m.If(ahead):
+                m.d.comb += [Assert(q["a_beats"] == a_beats), Assert(q["a_owner"] == a_owner)]
         for i, c in enumerate(clients):
             with m.If(c.data.valid & c.data.ready):
                 m.d.comb += [Assert(owner == i), Assert(beat),
                              Assert(master.data.payload == c.data.payload)]
             with m.If(beat & (owner == i)):
                 m.d.comb += Assert(c.data.ready)
-        m.d.comb += Cover((left == 1) & beat & (master.req.payload.beats == 3) & (owner == 1))
+        m.d.comb += Cover((left == 1) & beat & ahead & (a_owner != owner)
+                          & (master.req.payload.beats == 3))
 
 
 # ---------------------------------------------------------------- mutants (known bugs)
@@ -294,19 +316,27 @@ class ReadArbiterStarves(DmaReadArbiter):
 
 
 class WriteArbiterEarlyRequest(DmaWriteArbiter):
-    """Bug: the lock is released one beat early, so the next request is issued while the
-    last beat of the current burst is still to come."""
+    """Bug: a request is issued while the owner FIFO is full (one more ahead than the
+    DRAM takes; its owner is lost)."""
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
-        left, req, c = Signal(16), self.master.req, self.clients[0]
-        with m.If(req.valid & req.ready):
-            m.d.sync += left.eq(req.payload.beats)
-        with m.Elif(self.master.data.valid & self.master.data.ready):
-            m.d.sync += left.eq(left - 1)
-        with m.If(left == 1):
-            m.d.comb += [req.valid.eq(c.req.valid), req.payload.eq(c.req.payload),
-                         c.req.ready.eq(req.ready)]
+        req, c = self.master.req, self.clients[0]
+        m.d.comb += [req.valid.eq(c.req.valid), c.req.ready.eq(req.ready)]
+        return m
+
+
+class WriteArbiterEarlyRelease(DmaWriteArbiter):
+    """Bug: the oldest request is released one beat early (at 2 beats left) when one is
+    granted ahead of it, so its last beat comes from that one's client."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        q = self._queue
+        beat = self.master.data.valid & self.master.data.ready
+        with m.If(beat & (q["left"] == 2) & q["ahead"]):
+            m.d.sync += [q["left"].eq(q["a_beats"]), q["owner"].eq(q["a_owner"]),
+                         q["ahead"].eq(0)]
         return m
 
 
@@ -418,6 +448,7 @@ def test_read_arbiter_starvation_caught(tmp_path):
 
 
 @pytest.mark.parametrize("mutant,n", [(WriteArbiterEarlyRequest, 1),
+                                      (WriteArbiterEarlyRelease, 2),
                                       (WriteArbiterWrongClientData, 2)])
 def test_write_arbiter_mutant_caught(mutant, n, tmp_path):
     refute(WriteOrder(mutant(CONFIG, n)), mutant.__name__, tmp_path, mode="bmc", depth=10)

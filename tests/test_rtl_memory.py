@@ -293,6 +293,35 @@ def test_write_arbiter_locks_per_burst():
             assert list(words[addr // 8:addr // 8 + len(beats)]) == beats
 
 
+def test_write_arbiter_requests_ahead():
+    """Request-ahead (``WRITE_AHEAD``): a client offering its next request while its
+    beats stream gets it accepted by the arbiter and the DRAM model, so the beats of its
+    bursts follow each other with no cycle between them, and land where requested."""
+    cfg = DEFAULT
+    arb = DmaWriteArbiter(cfg, 1)
+    dram = np.zeros(1 << 13, np.uint8)
+    model = DramPortModel(dram, cfg.bus_bytes)
+    bursts = [(0, [1, 2, 3]), (64, [4]), (128, [5, 6]), (512, [7, 8, 9, 10]), (1024, [11])]
+    waits = []
+
+    async def requests(ctx):
+        for addr, beats in bursts:
+            await send(ctx, arb.clients[0].req, addr | len(beats) << 32)
+
+    async def beats(ctx):
+        for _, words in bursts:
+            for w in words:
+                waits.append(await send(ctx, arb.clients[0].data, w))
+        await ctx.tick()
+        assert not ctx.get(arb.busy)
+
+    run_sim(arb, [requests, beats], processes=[model.process(None, arb.master)])
+    assert waits[0] == 1 and not any(waits[1:]), waits     # one per cycle after the first
+    words = dram.view(np.uint64)
+    for addr, beats in bursts:
+        assert list(words[addr // 8:addr // 8 + len(beats)]) == beats
+
+
 # ------------------------------------------------------------------------ fetch
 
 def _route(word):

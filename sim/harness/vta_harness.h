@@ -11,8 +11,11 @@
 //          `read_latency` cycles after its handshake (or as soon as the
 //          previous request's last beat has gone), then one beat per cycle
 //          while the design is ready.
-//   write: one burst at a time; each data beat is committed to DRAM on its
-//          handshake.
+//   write: a request is accepted while fewer than 1 + VTA_WRITE_AHEAD accepted
+//          requests have beats left (request-ahead: the next burst's request is
+//          taken while the current one's beats stream); the beats go to the
+//          requests in order, from the cycle after the request's handshake, and
+//          each is committed to DRAM on its handshake.
 // Inputs never depend combinationally on outputs in the same cycle, so one
 // settle per clock phase is enough.
 //
@@ -44,7 +47,7 @@
 #include <deque>
 
 #if !defined(VTA_BUS_BYTES) || !defined(VTA_REG_CTRL) || !defined(VTA_REG_INSN_COUNT) || \
-    !defined(VTA_REG_INSN_ADDR) || !defined(VTA_WATCH_REGS)
+    !defined(VTA_REG_INSN_ADDR) || !defined(VTA_WATCH_REGS) || !defined(VTA_WRITE_AHEAD)
 #error "compile with the -D flags of vtakit.sim.rtl_build.harness_defines"
 #endif
 
@@ -92,7 +95,7 @@ public:
         dram_ = dram;
         dram_len_ = dram_len;
         reads_.clear();
-        wr_active_ = false;
+        writes_.clear();
         drive_idle();
         cycles_ = 0;
         last_move_ = 0;
@@ -183,7 +186,7 @@ private:
 
     // The no-progress watch (see the top of this file).
     bool stalled(uint64_t stall_cycles) {
-        bool moved = dram_moved_ || !reads_.empty() || wr_active_;
+        bool moved = dram_moved_ || !reads_.empty() || !writes_.empty();
         dram_moved_ = false;
         if (!moved) {
             for (unsigned i = 0; i < NUM_WATCH; i++) {
@@ -220,8 +223,8 @@ private:
         rd_valid_ = !reads_.empty() && reads_.front().due <= now;
         sim_.set_rd_req_ready(true);
         sim_.set_rd_data(rd_valid_, rd_valid_ ? dram_ + reads_.front().addr : nullptr);
-        sim_.set_wr_req_ready(!wr_active_);
-        sim_.set_wr_data_ready(wr_active_);
+        sim_.set_wr_req_ready(writes_.size() <= VTA_WRITE_AHEAD);
+        sim_.set_wr_data_ready(!writes_.empty());
     }
 
     // One clock cycle (see the top of this file): the design's outputs with this
@@ -248,18 +251,19 @@ private:
 
         bool rd_req = sim_.rd_req_valid();
         bool rd_beat = rd_valid_ && sim_.rd_data_ready();
-        bool wr_req = !wr_active_ && sim_.wr_req_valid();
-        bool wr_beat = wr_active_ && sim_.wr_data_valid();
+        bool wr_req = writes_.size() <= VTA_WRITE_AHEAD && sim_.wr_req_valid();
+        bool wr_beat = !writes_.empty() && sim_.wr_data_valid();
         dram_moved_ |= rd_req | rd_beat | wr_req | wr_beat;
         uint64_t rd_payload = rd_req ? sim_.rd_req_payload() : 0;
         uint64_t wr_payload = wr_req ? sim_.wr_req_payload() : 0;
         if (wr_beat) {  // committed on the handshake: visible to reads from the next cycle
-            sim_.wr_data(dram_ + wr_addr_);
+            Write &w = writes_.front();
+            sim_.wr_data(dram_ + w.addr);
             if (inject_kind_ == 1 && wr_beats_ == inject_beat_)
-                dram_[wr_addr_] ^= 1;
+                dram_[w.addr] ^= 1;
             wr_beats_++;
-            wr_addr_ += B;
-            wr_active_ = --wr_left_ != 0;
+            w.addr += B;
+            if (--w.left == 0) writes_.pop_front();
         }
         if (!Sim::kRegisteredInputs && !fused) sim_.rise();
         cycles_++;
@@ -273,11 +277,9 @@ private:
         if (rd_req && !(status = check(out, rd_payload, false)))
             reads_.push_back(Read{now + read_latency_, rd_payload & 0xFFFFFFFFu,
                                   uint32_t(rd_payload >> 32) & 0xFFFFu});
-        if (wr_req && !status && !(status = check(out, wr_payload, true))) {
-            wr_active_ = true;
-            wr_addr_ = wr_payload & 0xFFFFFFFFu;
-            wr_left_ = uint32_t(wr_payload >> 32) & 0xFFFFu;
-        }
+        if (wr_req && !status && !(status = check(out, wr_payload, true)))
+            writes_.push_back(Write{wr_payload & 0xFFFFFFFFu,
+                                    uint32_t(wr_payload >> 32) & 0xFFFFu});
         if (Sim::kRegisteredInputs) {
             drive(now + 1);
             sim_.settle();
@@ -300,11 +302,14 @@ private:
     uint64_t last_move_ = 0;       // the last sampled cycle at which something moved
     bool dram_moved_ = false;      // DRAM traffic since the last sample
     uint32_t watch_[NUM_WATCH];    // the watched CSRs at the last sample
+    struct Write {
+        uint64_t addr;  // byte address of the next beat
+        uint32_t left;  // beats still to receive
+    };
+
     std::deque<Read> reads_;
     bool rd_valid_ = false;        // the read data valid input driven for this cycle
-    bool wr_active_ = false;
-    uint64_t wr_addr_ = 0;
-    uint32_t wr_left_ = 0;
+    std::deque<Write> writes_;     // accepted write requests with beats to receive
     uint32_t inject_kind_ = 0;
     uint64_t inject_beat_ = 0, wr_beats_ = 0;
 };

@@ -3,8 +3,9 @@
 The DRAM model and the host CSR protocol are Python coroutines here; the DRAM
 timing is the one of :class:`vtakit.sim.pysim.DramPortModel` and of the C++
 harness of the fast backends (read requests accepted every cycle and served in
-order, first beat ``READ_LATENCY`` cycles after the request; one write burst at
-a time). Each test replays one golden fixture, named by the ``VTA_FIXTURES``
+order, first beat ``READ_LATENCY`` cycles after the request; write requests
+accepted up to :data:`~vtakit.hw.spec.WRITE_AHEAD` ahead of the burst whose beats
+stream). Each test replays one golden fixture, named by the ``VTA_FIXTURES``
 environment variable (``name__preset`` ids, comma-separated), and compares the
 final DRAM byte for byte with the fixture's ``expected_dram``.
 
@@ -22,6 +23,7 @@ from cocotb.triggers import FallingEdge, RisingEdge, Timer
 
 from vtakit.hw.config import load_config
 from vtakit.hw.interfaces import Reg
+from vtakit.hw.spec import WRITE_AHEAD
 from vtakit.testing.fixtures import _load, first_difference, fixture_path
 
 READ_LATENCY = 2
@@ -34,7 +36,7 @@ class Dram:
     def __init__(self, dut, mem: np.ndarray, bus_bytes: int):
         self.dut, self.mem, self.nb = dut, mem, bus_bytes
         self.reads = deque()   # [due cycle, byte address, beats left]
-        self.write = None      # [byte address, beats left]
+        self.writes = deque()  # [byte address, beats left] per accepted write request
 
     def _check(self, addr, beats, what):
         if addr % self.nb or beats == 0 or addr + beats * self.nb > len(self.mem):
@@ -57,10 +59,9 @@ class Dram:
             rd_beat = rd_valid and bool(dut.dram_rd__data__ready.value)
             rd_req = bool(dut.dram_rd__req__valid.value)
             rd_payload = int(dut.dram_rd__req__payload.value) if rd_req else 0
-            wr_busy = self.write is not None
-            wr_req = not wr_busy and bool(dut.dram_wr__req__valid.value)
+            wr_req = len(self.writes) <= WRITE_AHEAD and bool(dut.dram_wr__req__valid.value)
             wr_payload = int(dut.dram_wr__req__payload.value) if wr_req else 0
-            wr_beat = wr_busy and bool(dut.dram_wr__data__valid.value)
+            wr_beat = bool(self.writes) and bool(dut.dram_wr__data__valid.value)
             wr_data = int(dut.dram_wr__data__payload.value) if wr_beat else 0
             await RisingEdge(dut.clk)
             # After the edge: update the model, drive the next cycle's inputs.
@@ -75,25 +76,25 @@ class Dram:
                 self._check(addr, beats, "read")
                 self.reads.append([cycle + READ_LATENCY, addr, beats])
             if wr_beat:
-                a = self.write[0]
+                head = self.writes[0]
+                a = head[0]
                 self.mem[a:a + nb] = np.frombuffer(wr_data.to_bytes(nb, "little"), np.uint8)
-                self.write[0] += nb
-                self.write[1] -= 1
-                if self.write[1] == 0:
-                    self.write = None
+                head[0] += nb
+                head[1] -= 1
+                if head[1] == 0:
+                    self.writes.popleft()
             if wr_req:
                 addr, beats = wr_payload & 0xFFFFFFFF, wr_payload >> 32
                 self._check(addr, beats, "write")
-                self.write = [addr, beats]
+                self.writes.append([addr, beats])
             now = bool(self.reads) and self.reads[0][0] <= cycle + 1
             dut.dram_rd__data__valid.value = int(now)
             if now:
                 a = self.reads[0][1]
                 dut.dram_rd__data__payload.value = int.from_bytes(self.mem[a:a + nb].tobytes(),
                                                                   "little")
-            busy = self.write is not None
-            dut.dram_wr__req__ready.value = int(not busy)
-            dut.dram_wr__data__ready.value = int(busy)
+            dut.dram_wr__req__ready.value = int(len(self.writes) <= WRITE_AHEAD)
+            dut.dram_wr__data__ready.value = int(bool(self.writes))
 
 
 async def csr_write(dut, reg, value):

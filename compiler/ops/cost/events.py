@@ -128,7 +128,10 @@ def _duration(insn, bus_bytes: int, cost: CostModel, elem: dict):
         beats = -(-n * elem[mem] // bus_bytes)
         if mem == MemType.UOP and cost.uop_write_cycles:
             beats = max(beats, n)       # the narrow writer: a micro-op per cycle
-        return cost.dma_insn_cycles + beats + pads + f["y_size"] * cost.dma_row_cycles, 0, 0
+        row = cost.dma_row_cycles
+        if op == Opcode.STORE and cost.store_row_cycles is not None:
+            row = cost.store_row_cycles
+        return cost.dma_insn_cycles + beats + pads + f["y_size"] * row, 0, 0
     if op == Opcode.GEMM or op == Opcode.ALU:
         uops = _loop_uops(insn)
         if op == Opcode.GEMM:       # gemm_uops counts like gemm_counter (no resets)

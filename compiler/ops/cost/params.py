@@ -157,6 +157,11 @@ class EventCost(CostModel):
         (``hw/compute_lane.py``'s ``lane_req``): those retire ``req_late_cycles`` later (the
         late stages), and a base ALU after one issues ``req_late_cycles - 1`` cycles after
         its last issue (the lane's gap). Without the key these are not read.
+    store_row_cycles : int or None
+        A STORE's cost per row, instead of ``dma_row_cycles`` (None: the same): the
+        store module requests each burst while the previous one's beats stream
+        (request-ahead, ``hw/spec.py``'s WRITE_AHEAD), so its rows cost a cycle less
+        than a LOAD's.
     """
 
     cmd_queue_depth: int | None = None
@@ -172,6 +177,7 @@ class EventCost(CostModel):
     lane_check_cycles: int = 2
     lane_start_cycles: int = 2
     lane_drain_cycles: int = 4
+    store_row_cycles: int | None = None
 
 
 #: The costs of the RTL (``hw/``), for
@@ -190,8 +196,8 @@ class EventCost(CostModel):
 #: (the demo CNN and the four MLPerf Tiny models on default and tiny, each with and
 #: without ``requant``: worst 1.43%, keyword spotting on default; ResNet-18 not
 #: re-measured). They are not the RTL's own counts (a STORE alone is 3 cycles plus its
-#: beats and one per row after the first, one behind another its beats and one per row since
-#: the store pipelining, 1644b87; a LOAD 2): the event model does not see the fetch unit feeding the command queues
+#: beats, one behind another its beats, since the store's request-ahead: a STORE row
+#: costs a cycle less than a LOAD row here, ``store_row_cycles``; a LOAD 2): the event model does not see the fetch unit feeding the command queues
 #: (nor its reads on the port), the phase of the load module's bursts or pad elements
 #: stalling the port, and the fit absorbs them (since modelled: fetch and the command
 #: queues, ``cmd_queue_depth``; pads on the port, ``pads_on_port``; the phase of the
@@ -203,7 +209,7 @@ class EventCost(CostModel):
 #: :class:`SearchCost`'s defaults.
 RTL_COST = EventCost(alu_tensor_cycles=1.0, requant_late_cycles=REQUANT_STAGES - 1,
                      req_late_cycles=REQ_STAGES - 1,
-                     dma_insn_cycles=7, dma_row_cycles=2,
+                     dma_insn_cycles=7, dma_row_cycles=2, store_row_cycles=1,
                      insn_cycles=7, shared_read_port=True, overlap_cycles=1,
                      cmd_queue_depth=DEFAULT_CMD_DEPTH, fetch_latency=8, pads_on_port=True,
                      burst_phase=True,
