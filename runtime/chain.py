@@ -92,6 +92,9 @@ HOIST_MIN = 2048
 #: each after one load group (keyword spotting 34,278 cycles in one piece, 34,266 in
 #: 1 KB pieces; 256 / 512 / 2,048 bytes: no better).
 HOIST_CHUNK = 1024
+#: A :func:`warm_split` head carries the weight LOADs after the first group that wait
+#: for nothing but the kernel's start too (:func:`_warm_weights`).
+WARM_WEIGHTS = True
 #: ``early`` of :func:`entry_variant` when *stores done* (early) follows a later store
 #: (:func:`early_store`): its NOP goes before the head (keyword spotting 34,284 ->
 #: 34,266). Not for every early boundary: image classification ran 58,456 -> 58,541 so.
@@ -383,15 +386,18 @@ def _rows(insn):
     return f["sram_base"], f["sram_base"] + n
 
 
-def sram_free_point(prev: Program, nxt: Program) -> int | None:
+def sram_free_point(prev: Program, nxt: Program, wgt: list | None = None) -> int | None:
     """Where ``prev`` (as the layer before a boundary) may push *SRAM free* for ``nxt``:
     the index of its last instruction that must come first, i.e. the later of its last
     GEMM reading an inp/wgt row ``nxt``'s first group loads into and its own last g2l
-    push (the token must follow those in the FIFO). None: no GEMM reads them."""
+    push (the token must follow those in the FIFO). None: no GEMM reads them. ``wgt``:
+    the indices of ``nxt``'s weight LOADs that come first instead of its first group's
+    (a :func:`warm_split` head's, :func:`_warm_weights`)."""
     group = _first_group(nxt)
     if group is None:
         return _last_gemm(prev)
-    _, wgt, inp = group
+    _, first_wgt, inp = group
+    wgt = first_wgt if wgt is None else wgt
     wdst = [_rows(nxt.insns[k]) for k in wgt]
     idst = [_rows(nxt.insns[k]) for k in inp if not nxt.insns[k].is_nop]
     reads = [k for k, i_rows, w_rows in _gemm_reads(prev)
@@ -555,6 +561,31 @@ def entry_variant(program: Program, early: bool | int = False, hoisted: bool = F
     return _rebuild(program, order, replace)
 
 
+def _warm_weights(program: Program, loads: list) -> list:
+    """Indices of the weight LOADs after ``program``'s first group (its ``loads``) that a
+    :func:`warm_split` head carries too (:data:`WARM_WEIGHTS`): those of the load queue's
+    leading run that pops no token (they wait only for the kernel's start, e.g. a
+    resident-weights plan's every weight block), up to the first that writes a wgt row a
+    GEMM before it reads."""
+    if not WARM_WEIGHTS:
+        return []
+    ins = program.insns
+    reads = _gemm_reads(program)
+    out = []
+    for k in range(loads[-1] + 1, len(ins)):
+        i = ins[k]
+        if _unit(i) != Unit.LOAD:
+            continue
+        if _flags(i) - {_PUSH_L2G}:
+            break
+        if i.opcode != Opcode.LOAD or i.is_nop or i.memory_type != MemType.WGT:
+            continue
+        if any(g < k and overlap([w], [_rows(i)]) for g, _, w in reads):
+            break
+        out.append(k)
+    return out
+
+
 def warm_split(program: Program):
     """``(head, warm)``: ``program`` split for a warm start across a host step (see
     :class:`Chain`), or None when it has nothing to move.
@@ -579,19 +610,24 @@ def warm_split(program: Program):
     if not wgt and not head:
         return None
     relocs = {r.insn: r.slot for r in program.relocations}
-    moved = [*wgt, *head]
-    pre = [_with(cfg, ins[k], **{_PUSH_L2G: 0}) for k in wgt] + [ins[k] for k in head]
+    later = _warm_weights(program, loads)
+    moved = [*wgt, *later, *head]
+    pre = ([_with(cfg, ins[k], **{_PUSH_L2G: 0}) for k in [*wgt, *later]]
+           + [ins[k] for k in head])
     pre += [_nop(cfg, Unit.COMPUTE, **{_POP_S2G: 1}),
             _nop(cfg, Unit.COMPUTE, **{_POP_S2G: 1, _PUSH_G2L: 1})]
     hrelocs = [(n, relocs[k]) for n, k in enumerate(moved) if k in relocs]
     slots = {s: program.slots[s] for _, s in hrelocs if s != UOPS}
     head_p = Program(cfg, pre, program.uops, slots, hrelocs, ((int(Unit.LOAD), _POP_G2L),),
                      f"{program.name} (warm head)")
+    head_p.memo["warm_wgt"] = [*wgt, *later]
     replace = {k: _with(cfg, ins[k], **{_PUSH_L2G: 0}) for k in loads}
     replace[inp[-1]] = _with(cfg, replace[inp[-1]], **{_PUSH_L2G: 1})
-    gone = set(moved)
+    gone = set(moved) - set(later)
     kept = [k for k in range(len(ins)) if k not in gone]
-    warm = _rebuild(program, kept, replace)
+    # a later weight LOAD leaves a load NOP with its token (its l2g push) in its place
+    warm = _rebuild(program, [_nop(cfg, Unit.LOAD, **{f: 1 for f in _flags(ins[k])})
+                              if k in later else k for k in kept], replace)
     warm.memo["warm_of"] = program
     # its GEMMs read what they read in ``program`` (whose LOAD UOPs staged their micro-ops)
     pos = {k: n for n, k in enumerate(kept)}
@@ -924,7 +960,7 @@ class Chain:
             return None
         head = split[0]
         nbufs = {s: nbufs[s] for s in head.slots}
-        after = sram_free_point(program, nprog)
+        after = sram_free_point(program, nprog, head.memo["warm_wgt"])
         ex = variant(program, entry, True, after, early, hoisted)
         if (ex is None or not rt.fits(ex, head)
                 or overlap(prefetch_reads(head, nbufs), all_stores(ex, bufs))):
