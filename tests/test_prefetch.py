@@ -69,13 +69,51 @@ def test_warm_split_moves_the_head(kws):
     prog = exe.program(next(p.meta_dict["kernel"] for p in exe.primitives
                             if p.name == "vta_conv2d_1"))
     head, warm = chain_mod.warm_split(prog)
-    assert len(head.insns) + len(warm.insns) == len(prog.insns) + 2
+    later = len(head.memo["warm_wgt"]) - 1      # its later weight LOADs: a NOP each
+    assert len(head.insns) + len(warm.insns) == len(prog.insns) + 2 + later
     assert head.pending_pops == prog.pending_pops
     assert any(i.opcode.name == "LOAD" and i.memory_type == 0 for i in head.insns)
     assert set(head.slots) <= set(prog.slots) and "data" not in head.slots
     flags = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
     tally = lambda p: [sum(i.fields[f] for i in p.insns) for f in flags]  # noqa: E731
     assert tally(warm) == tally(prog)
+
+
+def _wgt_rows(program) -> int:
+    return sum(i.fields["x_size"] * i.fields["y_size"] for i in program.insns
+               if i.opcode.name == "LOAD" and not i.is_nop and i.memory_type == 1)
+
+
+def test_warm_head_carries_resident_weights(kws):
+    """A pointwise layer that keeps its weights resident (one LOAD per output block, none
+    waiting for a token) has all of them in its warm head: its warm kernel loads no
+    weights and keeps their l2g pushes (as load NOPs)."""
+    exe, _, _ = kws
+    prog = exe.program(next(p.meta_dict["kernel"] for p in exe.primitives
+                            if p.name == "vta_conv2d_2"))
+    head, warm = chain_mod.warm_split(prog)
+    assert _wgt_rows(head) == _wgt_rows(prog) == 16 and _wgt_rows(warm) == 0
+    flags = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
+    tally = lambda p: [sum(i.fields[f] for i in p.insns) for f in flags]  # noqa: E731
+    assert tally(warm) == tally(prog)
+    free = chain_mod.sram_free_point
+    before = exe.program(next(p.meta_dict["kernel"] for p in exe.primitives
+                              if p.name == "vta_conv2d_1"))
+    assert free(before, prog, head.memo["warm_wgt"]) >= free(before, prog)
+
+
+def test_warm_head_first_block_only_without_warm_weights(kws, monkeypatch):
+    """With WARM_WEIGHTS off the head has the first block only."""
+    exe, _, _ = kws
+    prog = exe.program(next(p.meta_dict["kernel"] for p in exe.primitives
+                            if p.name == "vta_conv2d_2"))
+    monkeypatch.setattr(chain_mod, "WARM_WEIGHTS", False)
+    prog.memo.pop("chain_warm", None)
+    try:
+        head, warm = chain_mod.warm_split(prog)
+        assert _wgt_rows(head) == 4 and _wgt_rows(warm) == 12
+    finally:
+        prog.memo.pop("chain_warm", None)
 
 
 def test_warm_equals_cold_under_any_schedule(kws, count):
