@@ -93,8 +93,20 @@ HOIST_MIN = 2048
 #: 1 KB pieces; 256 / 512 / 2,048 bytes: no better).
 HOIST_CHUNK = 1024
 #: A :func:`warm_split` head carries the weight LOADs after the first group that wait
-#: for nothing but the kernel's start too (:func:`_warm_weights`).
+#: for nothing but the kernel's start too (:func:`_warm_weights`). Verilator, default
+#: (per layer): keyword spotting 39,218 -> 38,758 cycles (its 64 x 64 pointwise layers'
+#: four weight blocks load while the depthwise layer before drains its stores: 3,765 ->
+#: 3,656 each), image classification 64,875 -> 64,435, visual wake words 166,559 ->
+#: 164,090. Carrying every weight LOAD that may move, also those after a token pop
+#: (keyword spotting's depthwise layers' later channel blocks): 40,430.
 WARM_WEIGHTS = True
+#: ... up to this many weight bytes in all (the first group's included): the stream that
+#: carries the head loads them after its last GEMM reading those rows, and a head longer
+#: than its store drain makes it longer. Image classification 64,875 cycles without
+#: :data:`WARM_WEIGHTS`; 2 KB: 64,659, 3 KB: 64,435, 4 KB: 64,448, 6 KB: 64,659, no
+#: limit: 66,886 (its 18 KB head in a 2,334-cycle stream: +1,578 there, -27 saved);
+#: visual wake words 3 KB: 164,090, 4 KB: 164,072; keyword spotting the same from 3 KB.
+WARM_WEIGHTS_MAX = 3072
 #: ``early`` of :func:`entry_variant` when *stores done* (early) follows a later store
 #: (:func:`early_store`): its NOP goes before the head (keyword spotting 34,284 ->
 #: 34,266). Not for every early boundary: image classification ran 58,456 -> 58,541 so.
@@ -572,6 +584,9 @@ def _warm_weights(program: Program, loads: list) -> list:
     ins = program.insns
     reads = _gemm_reads(program)
     out = []
+    room = WARM_WEIGHTS_MAX - sum(_rows(ins[k])[1] - _rows(ins[k])[0]
+                                  for k in loads if ins[k].memory_type == MemType.WGT
+                                  and not ins[k].is_nop) * program.config.wgt_elem_bytes
     for k in range(loads[-1] + 1, len(ins)):
         i = ins[k]
         if _unit(i) != Unit.LOAD:
@@ -581,6 +596,9 @@ def _warm_weights(program: Program, loads: list) -> list:
         if i.opcode != Opcode.LOAD or i.is_nop or i.memory_type != MemType.WGT:
             continue
         if any(g < k and overlap([w], [_rows(i)]) for g, _, w in reads):
+            break
+        room -= (_rows(i)[1] - _rows(i)[0]) * program.config.wgt_elem_bytes
+        if room < 0:
             break
         out.append(k)
     return out
