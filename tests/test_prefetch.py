@@ -84,36 +84,33 @@ def _wgt_rows(program) -> int:
                if i.opcode.name == "LOAD" and not i.is_nop and i.memory_type == 1)
 
 
-def test_warm_head_carries_resident_weights(kws):
+@pytest.mark.parametrize("on, limit, carried", [(True, 1 << 20, 16), (True, 3072, 12),
+                                                 (False, 1 << 20, 4)])
+def test_warm_head_carries_resident_weights(kws, monkeypatch, on, limit, carried):
     """A pointwise layer that keeps its weights resident (one LOAD per output block, none
-    waiting for a token) has all of them in its warm head: its warm kernel loads no
-    weights and keeps their l2g pushes (as load NOPs)."""
+    waiting for a token) has them in its warm head (WARM_WEIGHTS), up to WARM_WEIGHTS_MAX
+    bytes (256 a tile): its warm kernel loads the rest, and keeps the l2g pushes of the
+    ones it no longer loads (as load NOPs). Without WARM_WEIGHTS: the first block only.
+    The stream before frees the SRAM no earlier for the larger head."""
     exe, _, _ = kws
     prog = exe.program(next(p.meta_dict["kernel"] for p in exe.primitives
                             if p.name == "vta_conv2d_2"))
-    head, warm = chain_mod.warm_split(prog)
-    assert _wgt_rows(head) == _wgt_rows(prog) == 16 and _wgt_rows(warm) == 0
+    monkeypatch.setattr(chain_mod, "WARM_WEIGHTS", on)
+    monkeypatch.setattr(chain_mod, "WARM_WEIGHTS_MAX", limit)
+    memo = prog.memo.pop("chain_warm", None)
+    try:
+        head, warm = chain_mod.warm_split(prog)
+    finally:
+        prog.memo["chain_warm"] = memo
+    assert _wgt_rows(prog) == 16
+    assert _wgt_rows(head) == carried and _wgt_rows(warm) == 16 - carried
     flags = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
     tally = lambda p: [sum(i.fields[f] for i in p.insns) for f in flags]  # noqa: E731
     assert tally(warm) == tally(prog)
-    free = chain_mod.sram_free_point
     before = exe.program(next(p.meta_dict["kernel"] for p in exe.primitives
                               if p.name == "vta_conv2d_1"))
+    free = chain_mod.sram_free_point
     assert free(before, prog, head.memo["warm_wgt"]) >= free(before, prog)
-
-
-def test_warm_head_first_block_only_without_warm_weights(kws, monkeypatch):
-    """With WARM_WEIGHTS off the head has the first block only."""
-    exe, _, _ = kws
-    prog = exe.program(next(p.meta_dict["kernel"] for p in exe.primitives
-                            if p.name == "vta_conv2d_2"))
-    monkeypatch.setattr(chain_mod, "WARM_WEIGHTS", False)
-    prog.memo.pop("chain_warm", None)
-    try:
-        head, warm = chain_mod.warm_split(prog)
-        assert _wgt_rows(head) == 4 and _wgt_rows(warm) == 12
-    finally:
-        prog.memo.pop("chain_warm", None)
 
 
 def test_warm_equals_cold_under_any_schedule(kws, count):
