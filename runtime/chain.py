@@ -604,7 +604,7 @@ def _warm_weights(program: Program, loads: list) -> list:
     return out
 
 
-def warm_split(program: Program):
+def warm_split(program: Program, later: bool = True):
     """``(head, warm)``: ``program`` split for a warm start across a host step (see
     :class:`Chain`), or None when it has nothing to move.
 
@@ -616,10 +616,12 @@ def warm_split(program: Program):
     pushing g2l, and the load's pending pop). ``warm`` is ``program`` without them (its
     first input LOADs push the first group's token): it is right only as the first
     program of the stream that runs right after ``head``'s, the SRAM rows ``head`` wrote
-    untouched. ``head``'s slots are the ones its LOADs read."""
-    if "chain_warm" in program.memo:
-        return program.memo["chain_warm"]
-    program.memo["chain_warm"] = None
+    untouched. ``head``'s slots are the ones its LOADs read. ``later``: the head carries
+    the weight LOADs after the first group that may move too (:func:`_warm_weights`)."""
+    key = "chain_warm" if later else "chain_warm_first"
+    if key in program.memo:
+        return program.memo[key]
+    program.memo[key] = None
     ins, cfg = program.insns, program.config
     parts = _movable(program)
     if parts is None:
@@ -628,7 +630,7 @@ def warm_split(program: Program):
     if not wgt and not head:
         return None
     relocs = {r.insn: r.slot for r in program.relocations}
-    later = _warm_weights(program, loads)
+    later = _warm_weights(program, loads) if later else []
     moved = [*wgt, *later, *head]
     pre = ([_with(cfg, ins[k], **{_PUSH_L2G: 0}) for k in [*wgt, *later]]
            + [ins[k] for k in head])
@@ -652,8 +654,19 @@ def warm_split(program: Program):
     warm.memo["chain_reads"] = [(pos[k], a, b) for k, a, b in _gemm_reads(program) if k in pos]
     warm.memo["chain_sources"] = [(pos[k], idx) for k, idx in _uop_sources(program)
                                   if k in pos]
-    program.memo["chain_warm"] = (head_p, warm)
-    return program.memo["chain_warm"]
+    head_p.memo["warm_later"] = sum(_rows(ins[k])[1] - _rows(ins[k])[0]
+                                    for k in later) * cfg.wgt_elem_bytes
+    program.memo[key] = (head_p, warm)
+    return program.memo[key]
+
+
+def drain_bytes(program: Program) -> int:
+    """Bytes ``program``'s STOREs after its last GEMM write: what its stream still does
+    after its compute is over, while a :func:`warm_split` head's loads run."""
+    last = _last_gemm(program)
+    ins = program.insns[last + 1:] if last is not None else program.insns
+    return sum(_extent(i, program.config.out_elem_bytes)[1] for i in ins
+               if _unit(i) == Unit.STORE and not i.is_nop)
 
 
 def prefetch_reads(head: Program, bufs: dict) -> list:
@@ -884,10 +897,11 @@ class Chain:
     scratch : list
         Staged buffers the chain's layers read, freed when it has run.
     warm : tuple or None
-        ``(program, {slot: address}, runtime, streams)``: the stream ``runtime`` ran as
-        its device's ``streams``-th (:attr:`~.device.Device.streams`) ended with
-        ``program``'s :func:`warm_split` head, read from those buffers; the guard of a
-        warm start (:meth:`follow`).
+        ``(program, {slot: address}, kernel, runtime, streams, uop rows)``: the stream
+        ``runtime`` ran as its device's ``streams``-th (:attr:`~.device.Device.streams`)
+        ended with ``program``'s :func:`warm_split` head, read from those buffers, and
+        ``kernel`` is the warm kernel that goes with it; the guard of a warm start
+        (:meth:`follow`).
     """
 
     def __init__(self):
@@ -974,6 +988,8 @@ class Chain:
             return None
         nprog, nbufs = nxt
         split = warm_split(nprog)
+        if split is not None and split[0].memo["warm_later"] > drain_bytes(program):
+            split = warm_split(nprog, later=False)  # its later weights: not in the drain
         if split is None or any(s not in nbufs for s in split[0].slots):
             return None
         head = split[0]
@@ -985,7 +1001,7 @@ class Chain:
             return None
         self._bind(rt, ex, bufs)
         self._bind(rt, head, nbufs)
-        return nprog, {s: nbufs[s].addr for s in head.slots}
+        return nprog, {s: nbufs[s].addr for s in head.slots}, split[1]
 
     def _warm_start(self, rt, program, bufs):
         """``program``'s warm variant (:func:`warm_split`) when the device's SRAM holds
@@ -996,14 +1012,14 @@ class Chain:
         warm, self.warm = self.warm, None
         if warm is None or self.pending is not None:
             return program
-        nprog, addrs, wrt, syncs, rows = warm
+        nprog, addrs, kernel, wrt, syncs, rows = warm
         if (nprog is not program or wrt is not rt or _streams(rt) != syncs
                 or rt.instructions
                 or any(s not in bufs or bufs[s].addr != a for s, a in addrs.items())):
             return program
         if rows is not None:        # the uop SRAM as that stream left it
             self.uop_rows = (rows, _queued(rt), syncs)
-        return warm_split(program)[1]
+        return kernel
 
     def _rows(self, rt):
         """The uop SRAM words the kernels bound so far leave (None: unknown)."""
