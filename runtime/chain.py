@@ -107,6 +107,14 @@ WARM_WEIGHTS = True
 #: limit: 66,886 (its 18 KB head in a 2,334-cycle stream: +1,578 there, -27 saved);
 #: visual wake words 3 KB: 164,090, 4 KB: 164,072; keyword spotting the same from 3 KB.
 WARM_WEIGHTS_MAX = 3072
+#: ... and only when those after the first group are at most this fraction of what the
+#: stream that carries the head still stores after its last GEMM (:func:`drain_bytes`;
+#: else the first group's only). Verilator: anomaly detection (default) 34,238 cycles
+#: without :data:`WARM_WEIGHTS`, 34,278 with no such limit (1,280 bytes after a 48-byte
+#: drain), 34,238 at 1.0; image classification (tiny) 222,929 / 222,951 at 1.0 / 222,893
+#: at 0.7 (576 bytes after 768); visual wake words (default) 164,090 at 1.0, 164,018 at
+#: 0.7; keyword spotting (default, 2,048 after 3,120) the same.
+WARM_DRAIN = 0.7
 #: ``early`` of :func:`entry_variant` when *stores done* (early) follows a later store
 #: (:func:`early_store`): its NOP goes before the head (keyword spotting 34,284 ->
 #: 34,266). Not for every early boundary: image classification ran 58,456 -> 58,541 so.
@@ -988,7 +996,8 @@ class Chain:
             return None
         nprog, nbufs = nxt
         split = warm_split(nprog)
-        if split is not None and split[0].memo["warm_later"] > drain_bytes(program):
+        if (split is not None
+                and split[0].memo["warm_later"] > WARM_DRAIN * drain_bytes(program)):
             split = warm_split(nprog, later=False)  # its later weights: not in the drain
         if split is None or any(s not in nbufs for s in split[0].slots):
             return None
