@@ -115,6 +115,10 @@ WARM_WEIGHTS_MAX = 3072
 #: at 0.7 (576 bytes after 768); visual wake words (default) 164,090 at 1.0, 164,018 at
 #: 0.7; keyword spotting (default, 2,048 after 3,120) the same.
 WARM_DRAIN = 0.7
+#: (Base ISA only: with ``requant2``, whose layers requantize on chip and mostly chain,
+#: image classification's one such head, 1,536 bytes after a 4,352-byte drain, ran
+#: 58,409 -> 58,594 cycles; keyword spotting, visual wake words and anomaly detection
+#: unchanged.)
 #: ``early`` of :func:`entry_variant` when *stores done* (early) follows a later store
 #: (:func:`early_store`): its NOP goes before the head (keyword spotting 34,284 ->
 #: 34,266). Not for every early boundary: image classification ran 58,456 -> 58,541 so.
@@ -996,8 +1000,8 @@ class Chain:
             return None
         nprog, nbufs = nxt
         split = warm_split(nprog)
-        if (split is not None
-                and split[0].memo["warm_later"] > WARM_DRAIN * drain_bytes(program)):
+        if split is not None and (nprog.config.extensions or split[0].memo["warm_later"]
+                                  > WARM_DRAIN * drain_bytes(program)):
             split = warm_split(nprog, later=False)  # its later weights: not in the drain
         if split is None or any(s not in nbufs for s in split[0].slots):
             return None
