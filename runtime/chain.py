@@ -51,8 +51,9 @@ closes), and the staged buffers the chain's layers still read.
 **Warm start across a host step.** A layer whose result goes to the host ends the
 stream, and the next layer's inputs are the host's output, so no chain crosses it. What
 the next layer's stream would do first without its inputs still can: its first group's
-weight LOADs and its leading LOAD UOP, LOAD ACC and resetting GEMMs (:func:`warm_split`'s
-head) run at the end of the stream before, bound after its :func:`exit_variant` (*SRAM
+weight LOADs (and, on the base ISA, within limits, its later weight LOADs that wait for no
+token: :func:`_warm_weights`) and its leading LOAD UOP, LOAD ACC and resetting GEMMs
+(:func:`warm_split`'s head) run at the end of the stream before, bound after its :func:`exit_variant` (*SRAM
 free* after its last GEMM reading those rows) and followed by the kernel fence again, so
 each stream is token-complete on its own. The next layer then runs its warm kernel,
 without them, but only when the guard holds (:attr:`Chain.warm`: the last stream started

@@ -115,6 +115,30 @@ def test_warm_head_carries_resident_weights(kws, monkeypatch, on, limit, carried
     assert free(before, prog, head.memo["warm_wgt"]) >= free(before, prog)
 
 
+@pytest.mark.parametrize("drain", [0.0, 100.0])
+def test_warm_kernel_goes_with_the_head_that_ran(kws, count, monkeypatch, drain):
+    """Whether a head carries its later weights depends on the stream before (WARM_DRAIN
+    of its drain_bytes): the warm kernel that runs is the one of the head that ran (none
+    of them, or every one, here), and the result is the interpreter's."""
+    exe, x, ref = kws
+    monkeypatch.setattr(chain_mod, "WARM_DRAIN", drain)
+    kernels = []
+    real = chain_mod.Chain._warm_start
+
+    def start(self, rt, program, bufs):
+        p = real(self, rt, program, bufs)
+        if p is not program:
+            kernels.append(p)
+        return p
+
+    monkeypatch.setattr(chain_mod.Chain, "_warm_start", start)
+    y, _ = _run(exe, x)
+    assert np.array_equal(y, ref) and count["warm"] == len(kernels) > 0
+    nops = [sum(i.is_nop and i.opcode.name == "LOAD" and i.memory_type == 2
+                and i.fields["push_next_dep"] for i in k.insns) for k in kernels]
+    assert (sum(nops) > 0) == (drain > 1)
+
+
 def test_warm_equals_cold_under_any_schedule(kws, count):
     """Behavioral: the warm starts (every VTA layer but the first) give the cold runs'
     and the IR interpreter's result, for seeded random interleavings of the units."""
