@@ -51,8 +51,9 @@ closes), and the staged buffers the chain's layers still read.
 **Warm start across a host step.** A layer whose result goes to the host ends the
 stream, and the next layer's inputs are the host's output, so no chain crosses it. What
 the next layer's stream would do first without its inputs still can: its first group's
-weight LOADs and its leading LOAD UOP, LOAD ACC and resetting GEMMs (:func:`warm_split`'s
-head) run at the end of the stream before, bound after its :func:`exit_variant` (*SRAM
+weight LOADs (and, on the base ISA, within limits, its later weight LOADs that wait for no
+token: :func:`_warm_weights`) and its leading LOAD UOP, LOAD ACC and resetting GEMMs
+(:func:`warm_split`'s head) run at the end of the stream before, bound after its :func:`exit_variant` (*SRAM
 free* after its last GEMM reading those rows) and followed by the kernel fence again, so
 each stream is token-complete on its own. The next layer then runs its warm kernel,
 without them, but only when the guard holds (:attr:`Chain.warm`: the last stream started
@@ -92,6 +93,33 @@ HOIST_MIN = 2048
 #: each after one load group (keyword spotting 34,278 cycles in one piece, 34,266 in
 #: 1 KB pieces; 256 / 512 / 2,048 bytes: no better).
 HOIST_CHUNK = 1024
+#: A :func:`warm_split` head carries the weight LOADs after the first group that wait
+#: for nothing but the kernel's start too (:func:`_warm_weights`). Verilator, default
+#: (per layer): keyword spotting 39,218 -> 38,758 cycles (its 64 x 64 pointwise layers'
+#: four weight blocks load while the depthwise layer before drains its stores: 3,765 ->
+#: 3,656 each), image classification 64,875 -> 64,435, visual wake words 166,559 ->
+#: 164,090. Carrying every weight LOAD that may move, also those after a token pop
+#: (keyword spotting's depthwise layers' later channel blocks): 40,430.
+WARM_WEIGHTS = True
+#: ... up to this many weight bytes in all (the first group's included): the stream that
+#: carries the head loads them after its last GEMM reading those rows, and a head longer
+#: than its store drain makes it longer. Image classification 64,875 cycles without
+#: :data:`WARM_WEIGHTS`; 2 KB: 64,659, 3 KB: 64,435, 4 KB: 64,448, 6 KB: 64,659, no
+#: limit: 66,886 (its 18 KB head in a 2,334-cycle stream: +1,578 there, -27 saved);
+#: visual wake words 3 KB: 164,090, 4 KB: 164,072; keyword spotting the same from 3 KB.
+WARM_WEIGHTS_MAX = 3072
+#: ... and only when those after the first group are at most this fraction of what the
+#: stream that carries the head still stores after its last GEMM (:func:`drain_bytes`;
+#: else the first group's only). Verilator: anomaly detection (default) 34,238 cycles
+#: without :data:`WARM_WEIGHTS`, 34,278 with no such limit (1,280 bytes after a 48-byte
+#: drain), 34,238 at 1.0; image classification (tiny) 222,929 / 222,951 at 1.0 / 222,893
+#: at 0.7 (576 bytes after 768); visual wake words (default) 164,090 at 1.0, 164,018 at
+#: 0.7; keyword spotting (default, 2,048 after 3,120) the same.
+WARM_DRAIN = 0.7
+#: (Base ISA only: with ``requant2``, whose layers requantize on chip and mostly chain,
+#: image classification's one such head, 1,536 bytes after a 4,352-byte drain, ran
+#: 58,409 -> 58,594 cycles; keyword spotting, visual wake words and anomaly detection
+#: unchanged.)
 #: ``early`` of :func:`entry_variant` when *stores done* (early) follows a later store
 #: (:func:`early_store`): its NOP goes before the head (keyword spotting 34,284 ->
 #: 34,266). Not for every early boundary: image classification ran 58,456 -> 58,541 so.
@@ -383,15 +411,18 @@ def _rows(insn):
     return f["sram_base"], f["sram_base"] + n
 
 
-def sram_free_point(prev: Program, nxt: Program) -> int | None:
+def sram_free_point(prev: Program, nxt: Program, wgt: list | None = None) -> int | None:
     """Where ``prev`` (as the layer before a boundary) may push *SRAM free* for ``nxt``:
     the index of its last instruction that must come first, i.e. the later of its last
     GEMM reading an inp/wgt row ``nxt``'s first group loads into and its own last g2l
-    push (the token must follow those in the FIFO). None: no GEMM reads them."""
+    push (the token must follow those in the FIFO). None: no GEMM reads them. ``wgt``:
+    the indices of ``nxt``'s weight LOADs that come first instead of its first group's
+    (a :func:`warm_split` head's, :func:`_warm_weights`)."""
     group = _first_group(nxt)
     if group is None:
         return _last_gemm(prev)
-    _, wgt, inp = group
+    _, first_wgt, inp = group
+    wgt = first_wgt if wgt is None else wgt
     wdst = [_rows(nxt.insns[k]) for k in wgt]
     idst = [_rows(nxt.insns[k]) for k in inp if not nxt.insns[k].is_nop]
     reads = [k for k, i_rows, w_rows in _gemm_reads(prev)
@@ -555,7 +586,38 @@ def entry_variant(program: Program, early: bool | int = False, hoisted: bool = F
     return _rebuild(program, order, replace)
 
 
-def warm_split(program: Program):
+def _warm_weights(program: Program, loads: list) -> list:
+    """Indices of the weight LOADs after ``program``'s first group (its ``loads``) that a
+    :func:`warm_split` head carries too (:data:`WARM_WEIGHTS`): those of the load queue's
+    leading run that pops no token (they wait only for the kernel's start, e.g. a
+    resident-weights plan's every weight block), up to the first that writes a wgt row a
+    GEMM before it reads."""
+    if not WARM_WEIGHTS:
+        return []
+    ins = program.insns
+    reads = _gemm_reads(program)
+    out = []
+    room = WARM_WEIGHTS_MAX - sum(_rows(ins[k])[1] - _rows(ins[k])[0]
+                                  for k in loads if ins[k].memory_type == MemType.WGT
+                                  and not ins[k].is_nop) * program.config.wgt_elem_bytes
+    for k in range(loads[-1] + 1, len(ins)):
+        i = ins[k]
+        if _unit(i) != Unit.LOAD:
+            continue
+        if _flags(i) - {_PUSH_L2G}:
+            break
+        if i.opcode != Opcode.LOAD or i.is_nop or i.memory_type != MemType.WGT:
+            continue
+        if any(g < k and overlap([w], [_rows(i)]) for g, _, w in reads):
+            break
+        room -= (_rows(i)[1] - _rows(i)[0]) * program.config.wgt_elem_bytes
+        if room < 0:
+            break
+        out.append(k)
+    return out
+
+
+def warm_split(program: Program, later: bool = True):
     """``(head, warm)``: ``program`` split for a warm start across a host step (see
     :class:`Chain`), or None when it has nothing to move.
 
@@ -567,10 +629,12 @@ def warm_split(program: Program):
     pushing g2l, and the load's pending pop). ``warm`` is ``program`` without them (its
     first input LOADs push the first group's token): it is right only as the first
     program of the stream that runs right after ``head``'s, the SRAM rows ``head`` wrote
-    untouched. ``head``'s slots are the ones its LOADs read."""
-    if "chain_warm" in program.memo:
-        return program.memo["chain_warm"]
-    program.memo["chain_warm"] = None
+    untouched. ``head``'s slots are the ones its LOADs read. ``later``: the head carries
+    the weight LOADs after the first group that may move too (:func:`_warm_weights`)."""
+    key = "chain_warm" if later else "chain_warm_first"
+    if key in program.memo:
+        return program.memo[key]
+    program.memo[key] = None
     ins, cfg = program.insns, program.config
     parts = _movable(program)
     if parts is None:
@@ -579,27 +643,43 @@ def warm_split(program: Program):
     if not wgt and not head:
         return None
     relocs = {r.insn: r.slot for r in program.relocations}
-    moved = [*wgt, *head]
-    pre = [_with(cfg, ins[k], **{_PUSH_L2G: 0}) for k in wgt] + [ins[k] for k in head]
+    later = _warm_weights(program, loads) if later else []
+    moved = [*wgt, *later, *head]
+    pre = ([_with(cfg, ins[k], **{_PUSH_L2G: 0}) for k in [*wgt, *later]]
+           + [ins[k] for k in head])
     pre += [_nop(cfg, Unit.COMPUTE, **{_POP_S2G: 1}),
             _nop(cfg, Unit.COMPUTE, **{_POP_S2G: 1, _PUSH_G2L: 1})]
     hrelocs = [(n, relocs[k]) for n, k in enumerate(moved) if k in relocs]
     slots = {s: program.slots[s] for _, s in hrelocs if s != UOPS}
     head_p = Program(cfg, pre, program.uops, slots, hrelocs, ((int(Unit.LOAD), _POP_G2L),),
                      f"{program.name} (warm head)")
+    head_p.memo["warm_wgt"] = [*wgt, *later]
     replace = {k: _with(cfg, ins[k], **{_PUSH_L2G: 0}) for k in loads}
     replace[inp[-1]] = _with(cfg, replace[inp[-1]], **{_PUSH_L2G: 1})
-    gone = set(moved)
+    gone = set(moved) - set(later)
     kept = [k for k in range(len(ins)) if k not in gone]
-    warm = _rebuild(program, kept, replace)
+    # a later weight LOAD leaves a load NOP with its token (its l2g push) in its place
+    warm = _rebuild(program, [_nop(cfg, Unit.LOAD, **{f: 1 for f in _flags(ins[k])})
+                              if k in later else k for k in kept], replace)
     warm.memo["warm_of"] = program
     # its GEMMs read what they read in ``program`` (whose LOAD UOPs staged their micro-ops)
     pos = {k: n for n, k in enumerate(kept)}
     warm.memo["chain_reads"] = [(pos[k], a, b) for k, a, b in _gemm_reads(program) if k in pos]
     warm.memo["chain_sources"] = [(pos[k], idx) for k, idx in _uop_sources(program)
                                   if k in pos]
-    program.memo["chain_warm"] = (head_p, warm)
-    return program.memo["chain_warm"]
+    head_p.memo["warm_later"] = sum(_rows(ins[k])[1] - _rows(ins[k])[0]
+                                    for k in later) * cfg.wgt_elem_bytes
+    program.memo[key] = (head_p, warm)
+    return program.memo[key]
+
+
+def drain_bytes(program: Program) -> int:
+    """Bytes ``program``'s STOREs after its last GEMM write: what its stream still does
+    after its compute is over, while a :func:`warm_split` head's loads run."""
+    last = _last_gemm(program)
+    ins = program.insns[last + 1:] if last is not None else program.insns
+    return sum(_extent(i, program.config.out_elem_bytes)[1] for i in ins
+               if _unit(i) == Unit.STORE and not i.is_nop)
 
 
 def prefetch_reads(head: Program, bufs: dict) -> list:
@@ -830,10 +910,11 @@ class Chain:
     scratch : list
         Staged buffers the chain's layers read, freed when it has run.
     warm : tuple or None
-        ``(program, {slot: address}, runtime, streams)``: the stream ``runtime`` ran as
-        its device's ``streams``-th (:attr:`~.device.Device.streams`) ended with
-        ``program``'s :func:`warm_split` head, read from those buffers; the guard of a
-        warm start (:meth:`follow`).
+        ``(program, {slot: address}, kernel, runtime, streams, uop rows)``: the stream
+        ``runtime`` ran as its device's ``streams``-th (:attr:`~.device.Device.streams`)
+        ended with ``program``'s :func:`warm_split` head, read from those buffers, and
+        ``kernel`` is the warm kernel that goes with it; the guard of a warm start
+        (:meth:`follow`).
     """
 
     def __init__(self):
@@ -920,18 +1001,21 @@ class Chain:
             return None
         nprog, nbufs = nxt
         split = warm_split(nprog)
+        if split is not None and (nprog.config.extensions or split[0].memo["warm_later"]
+                                  > WARM_DRAIN * drain_bytes(program)):
+            split = warm_split(nprog, later=False)  # its later weights: not in the drain
         if split is None or any(s not in nbufs for s in split[0].slots):
             return None
         head = split[0]
         nbufs = {s: nbufs[s] for s in head.slots}
-        after = sram_free_point(program, nprog)
+        after = sram_free_point(program, nprog, head.memo["warm_wgt"])
         ex = variant(program, entry, True, after, early, hoisted)
         if (ex is None or not rt.fits(ex, head)
                 or overlap(prefetch_reads(head, nbufs), all_stores(ex, bufs))):
             return None
         self._bind(rt, ex, bufs)
         self._bind(rt, head, nbufs)
-        return nprog, {s: nbufs[s].addr for s in head.slots}
+        return nprog, {s: nbufs[s].addr for s in head.slots}, split[1]
 
     def _warm_start(self, rt, program, bufs):
         """``program``'s warm variant (:func:`warm_split`) when the device's SRAM holds
@@ -942,14 +1026,14 @@ class Chain:
         warm, self.warm = self.warm, None
         if warm is None or self.pending is not None:
             return program
-        nprog, addrs, wrt, syncs, rows = warm
+        nprog, addrs, kernel, wrt, syncs, rows = warm
         if (nprog is not program or wrt is not rt or _streams(rt) != syncs
                 or rt.instructions
                 or any(s not in bufs or bufs[s].addr != a for s, a in addrs.items())):
             return program
         if rows is not None:        # the uop SRAM as that stream left it
             self.uop_rows = (rows, _queued(rt), syncs)
-        return warm_split(program)[1]
+        return kernel
 
     def _rows(self, rt):
         """The uop SRAM words the kernels bound so far leave (None: unknown)."""

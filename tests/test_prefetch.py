@@ -69,13 +69,74 @@ def test_warm_split_moves_the_head(kws):
     prog = exe.program(next(p.meta_dict["kernel"] for p in exe.primitives
                             if p.name == "vta_conv2d_1"))
     head, warm = chain_mod.warm_split(prog)
-    assert len(head.insns) + len(warm.insns) == len(prog.insns) + 2
+    later = len(head.memo["warm_wgt"]) - 1      # its later weight LOADs: a NOP each
+    assert len(head.insns) + len(warm.insns) == len(prog.insns) + 2 + later
     assert head.pending_pops == prog.pending_pops
     assert any(i.opcode.name == "LOAD" and i.memory_type == 0 for i in head.insns)
     assert set(head.slots) <= set(prog.slots) and "data" not in head.slots
     flags = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
     tally = lambda p: [sum(i.fields[f] for i in p.insns) for f in flags]  # noqa: E731
     assert tally(warm) == tally(prog)
+
+
+def _wgt_rows(program) -> int:
+    return sum(i.fields["x_size"] * i.fields["y_size"] for i in program.insns
+               if i.opcode.name == "LOAD" and not i.is_nop and i.memory_type == 1)
+
+
+@pytest.mark.parametrize("on, limit, carried", [(True, 1 << 20, 16), (True, 3072, 12),
+                                                 (False, 1 << 20, 4)])
+def test_warm_head_carries_resident_weights(kws, monkeypatch, on, limit, carried):
+    """A pointwise layer that keeps its weights resident (one LOAD per output block, none
+    waiting for a token) has them in its warm head (WARM_WEIGHTS), up to WARM_WEIGHTS_MAX
+    bytes (256 a tile): its warm kernel loads the rest, and keeps the l2g pushes of the
+    ones it no longer loads (as load NOPs). Without WARM_WEIGHTS: the first block only.
+    The stream before frees the SRAM no earlier for the larger head."""
+    exe, _, _ = kws
+    prog = exe.program(next(p.meta_dict["kernel"] for p in exe.primitives
+                            if p.name == "vta_conv2d_2"))
+    monkeypatch.setattr(chain_mod, "WARM_WEIGHTS", on)
+    monkeypatch.setattr(chain_mod, "WARM_WEIGHTS_MAX", limit)
+    memo = dict(prog.memo)          # warm_split's memo: of this test's settings only
+    prog.memo.pop("chain_warm", None)
+    try:
+        head, warm = chain_mod.warm_split(prog)
+    finally:
+        prog.memo.clear()
+        prog.memo.update(memo)
+    assert _wgt_rows(prog) == 16
+    assert _wgt_rows(head) == carried and _wgt_rows(warm) == 16 - carried
+    flags = ("pop_prev_dep", "pop_next_dep", "push_prev_dep", "push_next_dep")
+    tally = lambda p: [sum(i.fields[f] for i in p.insns) for f in flags]  # noqa: E731
+    assert tally(warm) == tally(prog)
+    before = exe.program(next(p.meta_dict["kernel"] for p in exe.primitives
+                              if p.name == "vta_conv2d_1"))
+    free = chain_mod.sram_free_point
+    assert free(before, prog, head.memo["warm_wgt"]) >= free(before, prog)
+
+
+@pytest.mark.parametrize("drain", [0.0, 100.0])
+def test_warm_kernel_goes_with_the_head_that_ran(kws, count, monkeypatch, drain):
+    """Whether a head carries its later weights depends on the stream before (WARM_DRAIN
+    of its drain_bytes): the warm kernel that runs is the one of the head that ran (none
+    of them, or every one, here), and the result is the interpreter's."""
+    exe, x, ref = kws
+    monkeypatch.setattr(chain_mod, "WARM_DRAIN", drain)
+    kernels = []
+    real = chain_mod.Chain._warm_start
+
+    def start(self, rt, program, bufs):
+        p = real(self, rt, program, bufs)
+        if p is not program:
+            kernels.append(p)
+        return p
+
+    monkeypatch.setattr(chain_mod.Chain, "_warm_start", start)
+    y, _ = _run(exe, x)
+    assert np.array_equal(y, ref) and count["warm"] == len(kernels) > 0
+    nops = [sum(i.is_nop and i.opcode.name == "LOAD" and i.memory_type == 2
+                and i.fields["push_next_dep"] for i in k.insns) for k in kernels]
+    assert (sum(nops) > 0) == (drain > 1)
 
 
 def test_warm_equals_cold_under_any_schedule(kws, count):
@@ -161,7 +222,7 @@ def test_without_the_guard_the_warm_start_is_wrong(kws, count, monkeypatch):
         warm, self.warm = self.warm, None
         if warm is not None and warm[0] is program:
             count["warm"] += 1
-            return chain_mod.warm_split(program)[1]
+            return warm[2]
         return program
 
     monkeypatch.setattr(chain_mod.Chain, "_warm_start", unguarded)
