@@ -712,6 +712,22 @@ def test_compiled_int32_alu_reset_equals_numpy(capsys):
                       f"{run.cycles} cycles")
 
 
+def _plans_equal_on_verilator_and_model(cases, x, capsys):
+    """Each ``(name, make)`` of ``cases`` (``make() -> (plan, weight, numpy result)``) run
+    on Verilator (``tiny+overlap``) and on the behavioral model: both equal numpy."""
+    from vtakit.runtime import Runtime
+    for name, make in cases:
+        for backend in ("verilator", "behavioral"):
+            opts = {} if backend == "behavioral" else {"progress": False}
+            with open_device(backend, OV, **opts) as dev:
+                plan, w, want = make()
+                got, run = plan.run(Runtime(dev), plan.pack(x, w))
+                got = plan.unpack(got)
+            np.testing.assert_array_equal(got, want, err_msg=f"{backend} {name}")
+            if backend == "verilator":
+                with capsys.disabled():
+                    print(f"\n  {name}: tiny+overlap {run.cycles} cycles")
+
 
 def test_compiled_int32_mid_shifts_split_first_row_loads_equal_numpy(capsys):
     """Keyword spotting's depthwise layer with the plane shifts amid the next tile's GEMMs
@@ -722,7 +738,6 @@ def test_compiled_int32_mid_shifts_split_first_row_loads_equal_numpy(capsys):
     from vtakit.compiler.ops import reference as R
     from vtakit.compiler.ops.cost.geometry import ConvTiling
     from vtakit.compiler.ops.tokens import MID
-    from vtakit.runtime import Runtime
     rng = np.random.default_rng(15)
     x = rng.integers(-128, 128, (1, 64, 25, 5), dtype=np.int8)
     wd = rng.integers(-128, 128, (64, 1, 3, 3), dtype=np.int8)
@@ -743,19 +758,9 @@ def test_compiled_int32_mid_shifts_split_first_row_loads_equal_numpy(capsys):
         p.split_first, p.row_loads, p._program = True, True, None
         return p, wp, R.conv2d_ref(x, wp, 1, 0)
 
-    for name, make in (("depthwise MID", lambda: depthwise(False)),
-                       ("depthwise MID alu_reset", lambda: depthwise(True)),
-                       ("1x1 split_first row_loads", pointwise)):
-        for backend in ("verilator", "behavioral"):
-            opts = {} if backend == "behavioral" else {"progress": False}
-            with open_device(backend, OV, **opts) as dev:
-                plan, w, want = make()
-                got, run = plan.run(Runtime(dev), plan.pack(x, w))
-                got = plan.unpack(got)
-            np.testing.assert_array_equal(got, want, err_msg=f"{backend} {name}")
-            if backend == "verilator":
-                with capsys.disabled():
-                    print(f"\n  {name}: tiny+overlap {run.cycles} cycles")
+    _plans_equal_on_verilator_and_model((("depthwise MID", lambda: depthwise(False)),
+                                         ("depthwise MID alu_reset", lambda: depthwise(True)),
+                                         ("1x1 split_first row_loads", pointwise)), x, capsys)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -920,7 +925,6 @@ def test_compiled_int32_spread_shifts_and_head_rows_equal_numpy(capsys):
     from vtakit.compiler.ops import plan_conv2d
     from vtakit.compiler.ops import reference as R
     from vtakit.compiler.ops.tokens import SPREAD
-    from vtakit.runtime import Runtime
     rng = np.random.default_rng(18)
     x = rng.integers(-128, 128, (1, 16, 12, 6), dtype=np.int8)
     w3 = rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8)
@@ -938,15 +942,6 @@ def test_compiled_int32_spread_shifts_and_head_rows_equal_numpy(capsys):
         assert list(p.tiles())[0][5] == 1
         return p, w1, R.conv2d_ref(x, w1, 1, 0)
 
-    for name, make in (("SPREAD", lambda: spread(False)),
-                       ("SPREAD alu_reset", lambda: spread(True)), ("head_rows", head)):
-        for backend in ("verilator", "behavioral"):
-            opts = {} if backend == "behavioral" else {"progress": False}
-            with open_device(backend, OV, **opts) as dev:
-                plan, w, want = make()
-                got, run = plan.run(Runtime(dev), plan.pack(x, w))
-                got = plan.unpack(got)
-            np.testing.assert_array_equal(got, want, err_msg=f"{backend} {name}")
-            if backend == "verilator":
-                with capsys.disabled():
-                    print(f"\n  {name}: tiny+overlap {run.cycles} cycles")
+    _plans_equal_on_verilator_and_model((("SPREAD", lambda: spread(False)),
+                                         ("SPREAD alu_reset", lambda: spread(True)),
+                                         ("head_rows", head)), x, capsys)
