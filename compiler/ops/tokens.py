@@ -209,7 +209,7 @@ class PlanePipeline:
                           + [(i, 0)] * (i < n_tiles) for i in range(n_tiles + 2 * planes - 3)]
             if skew == EARLY:   # planes 2 and up before the step's GEMMs
                 for step in self.steps:
-                    if (step[0][1] is None):
+                    if step and step[0][1] is None:
                         step[:] = ([a for a in step if a[1] is not None and a[1] > 1]
                                    + [a for a in step if a[1] is None or a[1] <= 1])
         else:
