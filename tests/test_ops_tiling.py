@@ -276,6 +276,95 @@ def test_plane_pipeline_waits_for_the_right_stores(n_tiles, skew, planes, slots)
         assert all(j + skew * k == i for j, k in step)
 
 
+@pytest.mark.parametrize("planes, lead", [(3, False), (3, True), (4, True), (2, False)])
+@pytest.mark.parametrize("n_tiles", [1, 2, 5, 12])
+def test_plane_pipeline_early_waits_for_the_right_stores(n_tiles, planes, lead):
+    """``skew`` EARLY: :data:`MID`'s steps (plane k of tile i - (2k - 1) in step i) with
+    the shifts of planes k >= 2 before tile i's GEMMs (before ``(i, None)``), plane 1
+    amid them; replayed as the emission runs it, store tokens pair in FIFO order, every
+    action finds the store it depends on completed, and no tile's GEMMs wait for a
+    store token."""
+    from vtakit.compiler.ops.tokens import EARLY, MID
+    slots = PlanePipeline.min_slots(planes, EARLY, lead)
+    assert slots == PlanePipeline.min_slots(planes, MID, lead) == 2 * planes
+    stream = _Tokens()
+    pp = PlanePipeline(stream, n_tiles, planes, slots, EARLY, lead=lead)
+    mid = PlanePipeline(_Tokens(), n_tiles, planes, slots, MID, lead=lead)
+    order = []
+    for i, (step, was) in enumerate(zip(pp.steps, mid.steps)):
+        assert sorted(step, key=str) == sorted(was, key=str)     # MID's actions, reordered
+        assert all(j + 2 * k - 1 == i for j, k in step if k is not None and k > 0)
+        if (i, None) in step:
+            at = step.index((i, None))
+            assert all(k is not None and (k < 0 or k >= 2) for _, k in step[:at])
+            assert all(k in (0, 1) for _, k in step[at + 1:])
+            assert any(k >= 2 for _, k in step[:at]) == (planes > 2 and i >= 3)
+        for a in step:         # as _ConvEmission.run: (i, 0) acquired at (i, None)
+            if a[1] is None:
+                order.append(("acquire", (a[0], 0)))
+            elif a[1] == 0:
+                order.append(("store", a))
+            elif a[1] < 0:
+                order.append(("acquire", a))
+            else:
+                order += [("acquire", a), ("store", a)]
+    acts = [a for kind, a in order if kind == "store"]
+    assert sorted(acts) == [(j, k) for j in range(n_tiles) for k in range(planes)]
+    pushed, popped, done = [], 0, set()
+    for kind, a in order:
+        if kind == "store":
+            pp.release(a)
+            pp.store_begin(a)
+            n = len(stream.log)
+            pp.store_end(a)
+            if len(stream.log) > n:
+                pushed.append(a)
+            continue
+        n = len(stream.log)
+        pp.acquire(a)
+        if len(stream.log) > n:
+            assert a[1] != 0, f"{a}: the GEMMs would wait for a store token"
+            assert popped < len(pushed), f"{a}: pops a token no store pushed yet"
+            done |= set(acts[:acts.index(pushed[popped]) + 1])
+            popped += 1
+        j, k = a
+        need = ((j, k - 1) if k > 0 else None if k == 0 and lead else
+                (j - slots, planes - 1) if j >= slots else None)
+        assert need is None or need in done, f"{a} may run before store {need}"
+    assert popped == len(pushed)
+
+
+def test_depthwise_early_plane_shifts_on_verilator_equal_numpy(capsys):
+    """Keyword spotting's depthwise layer on ``default`` (12 tiles, three planes) with the
+    planner's ``plane_skew`` EARLY (the plane 2 shifts before each tile's GEMMs, beside
+    them in the other acc bank), with and without ``alu_reset``, and with MID: Verilator
+    and the behavioral model equal numpy bit for bit. The planner keeps EARLY (predicted
+    faster than MID); the cycles are printed (``-s``), not asserted."""
+    from vtakit.compiler.ops.tokens import EARLY, MID
+    cfg = CONFIGS["default"]
+    rng = np.random.default_rng(21)
+    x = rng.integers(-128, 128, (1, 64, 25, 5), dtype=np.int8)
+    w = rng.integers(-128, 128, (64, 1, 3, 3), dtype=np.int8)
+    want = group_conv2d_ref(x, w, 1, 1, 64)
+    plan = plan_conv2d(cfg, x.shape, w.shape, 1, 1, groups=64, out_dtype=np.int32,
+                       result_bytes=3)
+    assert plan.plane_skew == EARLY and plan.epilogue.planes == 3
+    early = plan.inspect()["predicted_cycles"]
+    for skew, zero in ((EARLY, True), (EARLY, False), (MID, True)):
+        plan.plane_skew, plan.alu_reset, plan._program = skew, zero, None
+        if skew == MID:
+            assert plan.inspect()["predicted_cycles"] > early
+        for backend in ("verilator", "behavioral"):
+            with open_device(backend, cfg) as dev:
+                got, run = plan.run(Runtime(dev), plan.pack(x, w))
+            np.testing.assert_array_equal(plan.unpack(got), want,
+                                          err_msg=f"{backend} skew {skew} alu_reset {zero}")
+            if backend == "verilator":
+                with capsys.disabled():
+                    print(f"\n  depthwise 64x25x5 3x3 int32, skew {skew}, alu_reset {zero}: "
+                          f"default {run.cycles} cycles")
+
+
 @pytest.mark.parametrize("planes, slots, lead", [(3, 4, False), (3, 4, True), (2, 3, False),
                                                  (4, 6, True), (3, 3, False)])
 @pytest.mark.parametrize("n_tiles", [1, 2, 5, 12])

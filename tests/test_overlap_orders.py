@@ -4,6 +4,7 @@ three inp/wgt slots for a fused add (``Conv2dPlan.in_slots``), and that the plan
 the variant the event model predicts fastest. Verilator against numpy for each variant:
 ``tests/test_rtl_overlap.py``."""
 
+import itertools
 import re
 
 import numpy as np
@@ -330,11 +331,12 @@ def test_int32_plane_shifts_amid_the_next_gemms_equal_numpy():
     """``plane_skew`` ``MID`` (:data:`vtakit.compiler.ops.tokens.MID`): plane k of tile
     t - (2k - 1) shifted amid tile t's GEMMs (between its GEMM kernels), in the other
     acc bank, so the lane runs it beside them; equal to numpy on the behavioral model
-    with and without ``alu_reset``; the planner keeps it for keyword spotting's
-    depthwise layer (predicted faster than every other pattern)."""
+    with and without ``alu_reset``, as is ``EARLY`` (the shifts of planes 2 and up before
+    tile t's GEMMs, also in the lane); the planner keeps EARLY for keyword spotting's
+    depthwise layer (predicted faster than MID and every other pattern)."""
     from vtakit.compiler.ops import reference as R
     from vtakit.compiler.ops.cost.events import _lane_plan, program_stream
-    from vtakit.compiler.ops.tokens import MID
+    from vtakit.compiler.ops.tokens import EARLY, MID
     from vtakit.hw.spec import Unit, dispatch_unit
     from vtakit.runtime import Runtime
     from vtakit.runtime.device import open_device
@@ -342,15 +344,15 @@ def test_int32_plane_shifts_amid_the_next_gemms_equal_numpy():
     x = rng.integers(-128, 128, (1, 16, 14, 14), dtype=np.int8)
     w = rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8)
     want = R.conv2d_ref(x, w, 1, 1)
-    for zero in (False, True):
+    for zero, skew in itertools.product((False, True), (MID, EARLY)):
         plan = plan_conv2d(OV, x.shape, w.shape, 1, 1, out_dtype="int32", result_bytes=3)
         plan.plane_banks, plan.plane_skew, plan.alu_reset, plan._program = (
-            (0, 1) * 3, MID, zero, None)
+            (0, 1) * 3, skew, zero, None)
         prog = plan.program()
         queue = [i for i in program_stream(prog)
                  if dispatch_unit(i.opcode, i.fields.get("memory_type")) == Unit.COMPUTE]
         kinds = _lane_plan(queue, OV, prog.uops)
-        amid = 0
+        amid = ahead = 0
         for n, (insn, kind) in enumerate(zip(queue, kinds)):
             if insn.opcode == Opcode.ALU and insn.fields["use_imm"] and insn.fields["imm"] == 8:
                 assert kind[0] == "lane"
@@ -359,14 +361,20 @@ def test_int32_plane_shifts_amid_the_next_gemms_equal_numpy():
                 if after is not None and after[1] == before[1]:     # amid a tile's GEMMs
                     assert kind[1] not in before[1]
                     amid += 1
-        assert amid >= len(list(plan.tiles())) - 1
+                elif after is not None and kind[1] not in after[1]:
+                    ahead += 1      # before the next tile's GEMMs, beside them
+        n = len(list(plan.tiles()))
+        assert amid + ahead >= n - 1
+        # EARLY: every plane 2 shift of a step with GEMMs right before them (tile t - 3's)
+        assert ahead == (n - 3 if skew == EARLY else 0)
         with open_device("behavioral", OV) as dev:
             got = plan.unpack(plan.run(Runtime(dev), plan.pack(x, w))[0])
-        np.testing.assert_array_equal(got, want, err_msg=f"alu_reset {zero}")
+        np.testing.assert_array_equal(got, want, err_msg=f"alu_reset {zero} skew {skew}")
     dw = plan_conv2d(OV, (1, 64, 25, 5), (64, 1, 3, 3), 1, 1, groups=64, out_dtype="int32",
                      result_bytes=3)
-    assert dw.plane_skew == MID
+    assert dw.plane_skew == EARLY
     chosen = dw.inspect()["predicted_cycles"]
+    assert _predicted(dw, plane_skew=MID) > chosen
     assert _predicted(dw, plane_skew=1) > chosen
 
 
@@ -416,17 +424,18 @@ def _run_int32(plan, x, w, config, groups=1):
 
 
 def test_depthwise_plane_shifts_between_kernel_halves_equal_numpy():
-    """Keyword spotting's depthwise layer (``MID``): each tile's longest run of rows is
-    two GEMM kernels with the plane shifts between them (more GEMM instructions than
-    the same plan with skew 1), and the result equals numpy on the behavioral model."""
+    """Keyword spotting's depthwise layer (``EARLY``, a ``MID`` schedule): each tile's
+    longest run of rows is two GEMM kernels with the plane 1 shift between them (more
+    GEMM instructions than the same plan with skew 1), and the result equals numpy on
+    the behavioral model."""
     from vtakit.compiler.ops import reference as R
-    from vtakit.compiler.ops.tokens import MID
+    from vtakit.compiler.ops.tokens import EARLY
     rng = np.random.default_rng(14)
     x = rng.integers(-128, 128, (1, 64, 25, 5), dtype=np.int8)
     w = rng.integers(-128, 128, (64, 1, 3, 3), dtype=np.int8)
     plan = plan_conv2d(OV, x.shape, w.shape, 1, 1, groups=64, out_dtype="int32",
                        result_bytes=3)
-    assert plan.plane_skew == MID
+    assert plan.plane_skew == EARLY
 
     def gemms(p):
         return sum(1 for i in p.program().insns if i.opcode == Opcode.GEMM)

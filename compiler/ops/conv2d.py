@@ -59,7 +59,7 @@ from .epilogue import Epilogue, Requant2, accumulation_bound
 from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_weight,
                      pack_conv_weight, unpack_activation)
 from .loops import Dim, fold_loops
-from .tokens import MID, SPREAD, Pipeline, PlanePipeline, kernel_fence
+from .tokens import EARLY, MID, SPREAD, Pipeline, PlanePipeline, kernel_fence
 from .cost.roofline import conv_roofline
 from .cost.geometry import whole_weight
 from .plan import OpPlan, Operand, plan_signature
@@ -686,8 +686,10 @@ class Conv2dPlan(OpPlan):
 
     def _try_plane_banks(self, cost):
         """:attr:`plane_banks`, :attr:`plane_skew` and :attr:`alu_reset`: each of
-        :attr:`PLANE_BANKS` (skew 1), :attr:`SKEWED_BANKS` (skew 2) and two slots
-        alternating banks with every plane of a tile right after it (skew 0); where
+        :attr:`PLANE_BANKS` (skew 1), :attr:`SKEWED_BANKS` (skew 2), two slots
+        alternating banks with every plane of a tile right after it (skew 0) and
+        ``2 planes`` slots alternating banks (skew :data:`.tokens.MID`, and with three
+        planes or more :data:`.tokens.EARLY`); where
         :meth:`_zero_ok`, each again with :attr:`alu_reset`, and slots alternating banks
         :attr:`ZERO_EXTRA` pairs more than the planes (skew 1 and 2); then
         :attr:`SPREAD_BANKS` (skew :data:`.tokens.SPREAD`, with and where
@@ -702,6 +704,8 @@ class Conv2dPlan(OpPlan):
             tries.append((self.SKEWED_BANKS[planes], 2, False))
         tries.append(((0, 1), 0, False))
         tries.append(((0, 1) * planes, MID, False))
+        if planes > 2:      # EARLY differs from MID with a plane 2
+            tries.append(((0, 1) * planes, EARLY, False))
         zero = self._zero_ok()
         if zero:
             tries += [(b, s, True) for b, s, _ in tries]

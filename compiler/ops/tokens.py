@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ...runtime import Unit
 
-__all__ = ["Pipeline", "PlanePipeline", "kernel_fence"]
+__all__ = ["EARLY", "MID", "Pipeline", "PlanePipeline", "SPREAD", "kernel_fence"]
 
 
 def kernel_fence(stream) -> None:
@@ -114,6 +114,10 @@ MID = -1
 #: tile's GEMMs, spread over them.
 SPREAD = -2
 
+#: :class:`PlanePipeline`'s ``skew`` for :data:`MID` with the shifts of planes 2 and up
+#: at the start of their step, before its tile's GEMMs.
+EARLY = -3
+
 
 class PlanePipeline:
     """Store tokens of a kernel whose tiles each store ``planes`` byte planes from one of
@@ -162,6 +166,14 @@ class PlanePipeline:
     and the kernel ends with the last tile's planes alone (with :data:`MID`, the planes
     2 and 3 tiles back are left too). A tile holds its slot for two steps: 3 slots
     (4 to alternate banks).
+
+    ``skew`` :data:`EARLY` is :data:`MID` with the shifts of planes k >= 2 first in
+    their step, before ``(i, None)`` (emitted before tile ``i``'s GEMMs, beside their
+    first half: the previous plane was stored a step or more before, so none waits),
+    plane 1 still amid. MID's plane stores come in threes, two at the GEMMs' half and
+    plane 0 at their end, and the store module waits for them in between; EARLY starts
+    a store with the GEMMs, so it waits less and the kernel ends sooner (keyword
+    spotting's depthwise layers on ``default``: Verilator 5,279 -> 5,226 cycles alone).
     """
 
     @staticmethod
@@ -169,7 +181,7 @@ class PlanePipeline:
         """The fewest acc slots for ``planes`` planes shifted with ``skew``: a tile holds
         its slot ``skew (planes - 1) + 1`` steps, with ``lead`` one more (its start
         comes a step early)."""
-        if skew == MID:
+        if skew in (MID, EARLY):
             return 2 * planes
         if skew == SPREAD:
             return 3 + bool(lead)
@@ -178,7 +190,7 @@ class PlanePipeline:
     def __init__(self, stream, n_tiles: int, planes: int, slots: int, skew: int = 1,
                  lead: bool = False):
         least = self.min_slots(planes, skew, lead)
-        mid = skew in (MID, SPREAD)
+        mid = skew in (MID, SPREAD, EARLY)
         if slots < least:
             raise ValueError(f"PlanePipeline: {slots} acc slots for {planes} planes (skew "
                              f"{skew}{', lead' if lead else ''}); a slot's next tile would "
@@ -195,6 +207,11 @@ class PlanePipeline:
                           + [(i - 2 * k + 1, k) for k in range(planes - 1, 0, -1)
                              if 0 <= i - 2 * k + 1 < n_tiles]
                           + [(i, 0)] * (i < n_tiles) for i in range(n_tiles + 2 * planes - 3)]
+            if skew == EARLY:   # planes 2 and up before the step's GEMMs
+                for step in self.steps:
+                    if step and step[0][1] is None:
+                        step[:] = ([a for a in step if a[1] is not None and a[1] > 1]
+                                   + [a for a in step if a[1] is None or a[1] <= 1])
         else:
             self.steps = [[(j, k) for j, k in [(i, 0)] + [(i - skew * k, k)
                                                           for k in range(1, planes)]
