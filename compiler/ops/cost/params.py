@@ -162,6 +162,14 @@ class EventCost(CostModel):
         store module requests each burst while the previous one's beats stream
         (request-ahead, ``hw/spec.py``'s WRITE_AHEAD), so its rows cost a cycle less
         than a LOAD's.
+    store_insn_cycles : int or None
+        A STORE's fixed cost, instead of ``dma_insn_cycles`` (None: the same, and a STORE
+        behind a STORE costs it too): the store module takes the next STORE (accepts,
+        pops, checks, reads its first OUT row) while its writer still streams the
+        previous one's beats, so a STORE that moves data behind one that moved data
+        costs only its beats (and rows) once it was taken this many cycles before the
+        previous one's last beat (``tests/test_rtl_dma_timing.py``: ``B`` behind a
+        STORE, ``3 + B`` alone).
     """
 
     cmd_queue_depth: int | None = None
@@ -178,6 +186,7 @@ class EventCost(CostModel):
     lane_start_cycles: int = 2
     lane_drain_cycles: int = 4
     store_row_cycles: int | None = None
+    store_insn_cycles: int | None = None
 
 
 #: The costs of the RTL (``hw/``), for
@@ -209,7 +218,7 @@ class EventCost(CostModel):
 #: :class:`SearchCost`'s defaults.
 RTL_COST = EventCost(alu_tensor_cycles=1.0, requant_late_cycles=REQUANT_STAGES - 1,
                      req_late_cycles=REQ_STAGES - 1,
-                     dma_insn_cycles=7, dma_row_cycles=2, store_row_cycles=1,
+                     dma_insn_cycles=7, dma_row_cycles=2, store_row_cycles=0, store_insn_cycles=3,
                      insn_cycles=7, shared_read_port=True, overlap_cycles=1,
                      cmd_queue_depth=DEFAULT_CMD_DEPTH, fetch_latency=8, pads_on_port=True,
                      burst_phase=True,
