@@ -60,5 +60,16 @@ def test_store_waiting_for_a_token_pays_its_fixed_cost():
     assert predict_stream(insns, config, cost).cycles == 50 + 3 + beats + 1
 
 
-def test_rtl_cost_has_the_store_key():
-    assert RTL_COST.store_insn_cycles is not None
+def test_store_behind_cycles_stay_per_store():
+    """``store_behind_cycles``: each STORE behind a STORE keeps that many fixed cycles."""
+    config = VTAConfig.preset("default")
+    cmds = [f for f in STORES if _moves(f)]
+    base = predict_stream(_stream(config, cmds), config, RTL_STORE).cycles
+    cost = dataclasses.replace(RTL_STORE, store_behind_cycles=2)
+    assert predict_stream(_stream(config, cmds), config, cost).cycles == base + 2 * (len(cmds) - 1)
+
+
+def test_rtl_cost_leaves_the_key_off():
+    """RTL_COST keeps the fitted DMA constants for STOREs (the key on re-ranks plans that
+    Verilator runs slower: see EventCost.store_insn_cycles)."""
+    assert RTL_COST.store_insn_cycles is None

@@ -482,7 +482,8 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                         # taken (popped, checked, its first OUT row read) while the STOREs
                         # before streamed their beats: its fixed cost hides behind them
                         took = max([at if dispatch.depth else 0.0, *ready.values()])
-                        dur += max(start, took + cost.store_insn_cycles) - start \
+                        dur += max(start + cost.store_behind_cycles,
+                                   took + cost.store_insn_cycles) - start \
                             - cost.store_insn_cycles
                     last_store = moves
                 if dispatch.depth:
