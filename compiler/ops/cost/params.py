@@ -179,7 +179,11 @@ class EventCost(CostModel):
         ``default+requant2`` 34,150 -> 35,903; 7 / 3 / 1: keyword spotting 38,536 ->
         38,270, its depthwise layers -57 each, but visual wake words 163,468 -> 163,516,
         its 1x1 32->64 layer at 12x12 re-ranked from th 4 to th 3 at the re-ranking's
-        default choices, +103, and image classification 64,143 -> 64,150).
+        default choices, +103, and image classification 64,143 -> 64,150; measured with
+        7 / 3 / 1, all nine configs of ``bench/costmodel.py``: worst 2.08%). With the
+        conv2d runners-up of every int32 layer (three, not only block-diagonal ones) it
+        still costs image classification 308 and visual wake words 100 cycles against
+        that change alone, keyword spotting -266.
     store_behind_cycles : int
         With ``store_insn_cycles``: the fixed cost a STORE behind a STORE keeps (the
         RTL's 0).
