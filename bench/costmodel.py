@@ -22,6 +22,13 @@ the bench runs default and tiny, each alone and with each extension. Prints, per
 config, the worst whole-model error and the error per layer class, then both over all
 configs; ``--layers`` every layer, ``--json FILE`` the rows.
 
+``--save FILE`` pickles the measured rows with their kernel streams; ``--load FILE``
+reads them instead of compiling and measuring again (a refit in seconds; the
+executables are the ones measured then)::
+
+    python bench/costmodel.py --configs default,tiny --save rows.pkl
+    python bench/costmodel.py --load rows.pkl --fit store_insn_cycles=2:8
+
 ``--fit FIELD=LO:HI`` (repeatable) is how :data:`~vtakit.compiler.ops.cost.RTL_COST`'s
 constants are fitted: every combination predicts the measured kernels again and the
 best are printed by worst whole-model error. The executables stay as compiled, and the
@@ -38,6 +45,7 @@ import argparse
 import dataclasses
 import itertools
 import json
+import pickle
 import re
 import time
 from pathlib import Path
@@ -194,8 +202,18 @@ def main(argv=None):
     ap.add_argument("--fit", action="append", metavar="FIELD=LO:HI",
                     help="refit RTL_COST's FIELD (an EventCost field) over LO..HI on the "
                          "measured layers (repeat for a grid); prints the best fits")
+    ap.add_argument("--save", metavar="FILE",
+                    help="also pickle the rows with their kernel streams (for --load)")
+    ap.add_argument("--load", metavar="FILE",
+                    help="the rows --save wrote, instead of compiling and measuring "
+                         "(--configs, --models and --resnet18 then select nothing)")
     args = ap.parse_args(argv)
     grid = parse_fit(args.fit) if args.fit else None
+    if args.load:
+        saved = pickle.loads(Path(args.load).read_bytes())
+        args.backend, rows = saved["backend"], saved["rows"]
+        configs = {r["config"]: None for r in rows}
+        return report(args, grid, configs, rows)
     configs = {spec: config_from_spec(spec) for spec in args.configs.split(",")}
     wanted = set(args.models.split(",")) if args.models else None
     known = {"digits_cnn", *MLTK}
@@ -213,6 +231,13 @@ def main(argv=None):
         models.append((f"resnet18_{args.resnet18}", *resnet18_model(args.resnet18)))
     rows = [measure(label, mod, x, spec, cfg, args.backend)
             for spec, cfg in configs.items() for label, mod, x in models]
+    if args.save:
+        Path(args.save).write_bytes(pickle.dumps({"backend": args.backend, "rows": rows}))
+    return report(args, grid, configs, rows)
+
+
+def report(args, grid, configs, rows):
+    """Print the tables of ``rows`` (and the refit of ``grid``); write ``--json``."""
     print(f"| model | config | {args.backend} cycles | model cycles | error | compile + "
           "predict (s) |")
     print("|---|---|---|---|---|---|")

@@ -97,3 +97,25 @@ def test_compute_load_waits_for_the_burst_asked_before_it():
     spans = [s for s in predict_stream([isa.decode(w) for w in first], cfg,
                                        intervals=True).intervals["compute"] if s.kind == "busy"]
     assert spans[1].end - spans[1].start < 30, spans
+
+
+def test_costmodel_load_refits_saved_rows(digits, monkeypatch, tmp_path, capsys):
+    """``bench/costmodel.py --save`` then ``--load --fit``: the refit reads the saved
+    kernel streams (nothing compiled or measured again) and prints what a refit of the
+    rows in memory prints."""
+    exe, x = digits
+    cm = _costmodel()
+    real = cm.profile_model
+    monkeypatch.setattr(cm, "profile_model",
+                        lambda exe, inputs, backend: real(exe, inputs, "behavioral"))
+    monkeypatch.setattr(cm, "compile_model", lambda mod, cfg: exe)
+    monkeypatch.setattr(cm, "load_model_input", lambda path, _: (None, x, None))
+    saved = tmp_path / "rows.pkl"
+    cm.main(["--backend", "behavioral", "--configs", SPEC, "--models", "digits_cnn",
+             "--save", str(saved), "--fit", "store_insn_cycles=3"])
+    first = capsys.readouterr().out
+    monkeypatch.setattr(cm, "compile_model", None)      # --load compiles nothing
+    monkeypatch.setattr(cm, "profile_model", None)
+    cm.main(["--load", str(saved), "--fit", "store_insn_cycles=3"])
+    again = capsys.readouterr().out
+    assert "refit" in first and first == again

@@ -128,10 +128,13 @@ def _duration(insn, bus_bytes: int, cost: CostModel, elem: dict):
         beats = -(-n * elem[mem] // bus_bytes)
         if mem == MemType.UOP and cost.uop_write_cycles:
             beats = max(beats, n)       # the narrow writer: a micro-op per cycle
-        row = cost.dma_row_cycles
-        if op == Opcode.STORE and cost.store_row_cycles is not None:
-            row = cost.store_row_cycles
-        return cost.dma_insn_cycles + beats + pads + f["y_size"] * row, 0, 0
+        row, fixed = cost.dma_row_cycles, cost.dma_insn_cycles
+        if op == Opcode.STORE:
+            if cost.store_row_cycles is not None:
+                row = cost.store_row_cycles
+            if cost.store_insn_cycles is not None:
+                fixed = cost.store_insn_cycles
+        return fixed + beats + pads + f["y_size"] * row, 0, 0
     if op == Opcode.GEMM or op == Opcode.ALU:
         uops = _loop_uops(insn)
         if op == Opcode.GEMM:       # gemm_uops counts like gemm_counter (no resets)
@@ -360,6 +363,11 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
             insn.opcode == Opcode.FINISH)
         return got
 
+    # With ``store_insn_cycles``: whether the store module's last instruction was a STORE
+    # that moved data (the next STORE's fixed cost then overlaps its beats).
+    store_ahead = cost.store_insn_cycles is not None
+    last_store = False
+
     def result(cycles):
         if not intervals:
             return StreamPrediction(cycles, _by_name(busy), gemm, alu)
@@ -468,6 +476,16 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                 if names:
                     ready = {n: tokens[n].popleft() for n in names}
                 progress = True
+                if store_ahead and m is Unit.STORE:
+                    moves = insn.opcode == Opcode.STORE and insn.fields["x_size"] != 0
+                    if moves and last_store:
+                        # taken (popped, checked, its first OUT row read) while the STOREs
+                        # before streamed their beats: its fixed cost hides behind them
+                        took = max([at if dispatch.depth else 0.0, *ready.values()])
+                        dur += max(start + cost.store_behind_cycles,
+                                   took + cost.store_insn_cycles) - start \
+                            - cost.store_insn_cycles
+                    last_store = moves
                 if dispatch.depth:
                     dispatch.accepted[m].append(now)
                 if kind is not None and kind[0] == "lane":

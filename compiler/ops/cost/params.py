@@ -162,6 +162,31 @@ class EventCost(CostModel):
         store module requests each burst while the previous one's beats stream
         (request-ahead, ``hw/spec.py``'s WRITE_AHEAD), so its rows cost a cycle less
         than a LOAD's.
+    store_insn_cycles : int or None
+        A STORE's fixed cost, instead of ``dma_insn_cycles`` (None: the same, and a STORE
+        behind a STORE costs it too): the store module takes the next STORE (accepts,
+        pops, checks, reads its first OUT row) while its writer still streams the
+        previous one's beats, so a STORE that moves data behind one that moved data
+        costs only its beats (and rows) once it was taken this many cycles before the
+        previous one's last beat (``tests/test_rtl_dma_timing.py``: ``B`` behind a
+        STORE, ``3 + B`` alone). Off in :data:`RTL_COST`: on, the model is closer to the
+        RTL (``bench/costmodel.py`` on default, tiny and default+requant2, executables as
+        compiled at a19faac: worst whole-model error 2.84% -> 2.17% with 3 and
+        ``store_row_cycles`` 0, the RTL's own counts; 2.08% with 7, ``store_behind_cycles``
+        3 and ``store_row_cycles`` 1), but the plans it re-ranks make some model slower on
+        Verilator (``default``, measured: 3 / 0 re-ranks image classification's 3x3 and
+        1x1 layers into smaller tiles, 64,143 -> 64,694 cycles, and keyword spotting on
+        ``default+requant2`` 34,150 -> 35,903; 7 / 3 / 1: keyword spotting 38,536 ->
+        38,270, its depthwise layers -57 each, but visual wake words 163,468 -> 163,516,
+        its 1x1 32->64 layer at 12x12 re-ranked from th 4 to th 3 at the re-ranking's
+        default choices, +103, and image classification 64,143 -> 64,150; measured with
+        7 / 3 / 1, all nine configs of ``bench/costmodel.py``: worst 2.08%). With the
+        conv2d runners-up of every int32 layer (three, not only block-diagonal ones) it
+        still costs image classification 308 and visual wake words 100 cycles against
+        that change alone, keyword spotting -266.
+    store_behind_cycles : int
+        With ``store_insn_cycles``: the fixed cost a STORE behind a STORE keeps (the
+        RTL's 0).
     """
 
     cmd_queue_depth: int | None = None
@@ -178,6 +203,8 @@ class EventCost(CostModel):
     lane_start_cycles: int = 2
     lane_drain_cycles: int = 4
     store_row_cycles: int | None = None
+    store_insn_cycles: int | None = None
+    store_behind_cycles: int = 0
 
 
 #: The costs of the RTL (``hw/``), for
