@@ -400,8 +400,13 @@ def _padded_conv_case(groups, hw, stride, uniform, backend, onchip=False):
     assert plan.onchip_border == (onchip is True) and plan.direct_border == direct
     loads = [i for i in program_stream(plan.program())
              if i.opcode == Opcode.LOAD and i.memory_type == 3]       # LOAD ACC
-    assert len(loads) == (2 if onchip else 3), len(loads)
+    # the shared rows (bias, requantize rows and, loaded, border rows): one operand, one
+    # LOAD ACC (Conv2dPlan.merged_rows)
+    merged = ("bias", "requant") if onchip else ("bias", "requant", "border")
+    assert plan.merged_rows == merged and len(loads) == 1, (plan.merged_rows, len(loads))
+    assert "rows" in plan.operands and not set(merged) & set(plan.operands)
     packed = plan.pack(x, w, bias, requant=rows, border=border_correction(plan, w, pv))
+    assert "rows" in packed and not set(merged) & set(packed)
     dev = open_device(backend, TINY_RQ2)
     try:
         out, _ = plan.run(Runtime(dev), packed)

@@ -66,8 +66,8 @@ def _acc_loads_and_copy(plan):
 @pytest.mark.parametrize("backend", ["behavioral", "verilator"])
 def test_bank_copy_makes_the_second_copy_on_chip(backend):
     """With :attr:`bank_rows`, ``bank_copy`` replaces the second DRAM load of the rows
-    (bias, requantize and border rows: three LOAD ACC) by a GEMM reset and one ALU ADD
-    from bank 1; the output equals TFLite's with and without it."""
+    (bias, requantize and border rows: one LOAD ACC, :attr:`merged_rows`) by a GEMM reset
+    and one ALU ADD from bank 1; the output equals TFLite's with and without it."""
     plan, data = _case(OVR, 32, 32, (10, 10), 1, 1, 9)
     plan.lane_zero, plan.out_slots, plan._program = False, None, None
     assert plan.folded_border and plan._bank_rows_fit()
@@ -77,7 +77,8 @@ def test_bank_copy_makes_the_second_copy_on_chip(backend):
         plan.bank_copy = copy
         _run(plan, data, backend)
         counts[copy] = _acc_loads_and_copy(plan)
-    assert counts[False] == (6, 0) and counts[True] == (3, 1), counts
+    assert plan.merged_rows == ("bias", "requant", "border")
+    assert counts[False] == (2, 0) and counts[True] == (1, 1), counts
 
 
 def test_kws_depthwise_copies_its_rows_on_chip():

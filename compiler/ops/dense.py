@@ -50,6 +50,8 @@ class DensePlan(Conv2dPlan):
         given.
     """
 
+    MERGE_ROWS = False      # its rows: :attr:`bias_start`'s own operand
+
     name = "dense"
     stream: tuple = ()
 
