@@ -290,7 +290,6 @@ def test_plane_pipeline_early_waits_for_the_right_stores(n_tiles, planes, lead):
     stream = _Tokens()
     pp = PlanePipeline(stream, n_tiles, planes, slots, EARLY, lead=lead)
     mid = PlanePipeline(_Tokens(), n_tiles, planes, slots, MID, lead=lead)
-    order = []
     for i, (step, was) in enumerate(zip(pp.steps, mid.steps)):
         assert sorted(step, key=str) == sorted(was, key=str)     # MID's actions, reordered
         assert all(j + 2 * k - 1 == i for j, k in step if k is not None and k > 0)
@@ -299,6 +298,17 @@ def test_plane_pipeline_early_waits_for_the_right_stores(n_tiles, planes, lead):
             assert all(k is not None and (k < 0 or k >= 2) for _, k in step[:at])
             assert all(k in (0, 1) for _, k in step[at + 1:])
             assert any(k >= 2 for _, k in step[:at]) == (planes > 2 and i >= 3)
+    _replay_amid(pp, stream, n_tiles, planes, slots, lead)
+
+
+def _replay_amid(pp, stream, n_tiles, planes, slots, lead) -> None:
+    """Replay a plane pipeline whose steps hold ``(i, None)`` (tile i's GEMMs acquire
+    ``(i, 0)`` where they start, as :class:`._ConvEmission` runs MID / SPREAD / EARLY):
+    every plane of every tile is stored once, store tokens pair in FIFO order, each
+    action finds the store it depends on completed, and no tile's GEMMs wait for a
+    store token (they would stall amid the step)."""
+    order = []
+    for step in pp.steps:
         for a in step:         # as _ConvEmission.run: (i, 0) acquired at (i, None)
             if a[1] is None:
                 order.append(("acquire", (a[0], 0)))
@@ -377,44 +387,11 @@ def test_plane_pipeline_spread_waits_for_the_right_stores(n_tiles, planes, slots
     from vtakit.compiler.ops.tokens import SPREAD
     stream = _Tokens()
     pp = PlanePipeline(stream, n_tiles, planes, slots, SPREAD, lead=lead)
-    order = []
     for i, step in enumerate(pp.steps):
         shifts = [a for a in step if a[1] is not None and a[1] > 0]
         assert all(j == i - 1 for j, _ in shifts)
         assert [k for _, k in shifts] == (list(range(1, planes)) if 1 <= i <= n_tiles else [])
-        for a in step:         # as _ConvEmission.run: (i, 0) acquired at (i, None)
-            if a[1] is None:
-                order.append(("acquire", (a[0], 0)))
-            elif a[1] == 0:
-                order.append(("store", a))
-            elif a[1] < 0:      # lead: tile a[0]'s start, no store
-                order.append(("acquire", a))
-            else:
-                order += [("acquire", a), ("store", a)]
-    acts = [a for kind, a in order if kind == "store"]
-    assert sorted(acts) == [(j, k) for j in range(n_tiles) for k in range(planes)]
-    pushed, popped, done = [], 0, set()
-    for kind, a in order:
-        if kind == "store":
-            pp.release(a)
-            pp.store_begin(a)
-            n = len(stream.log)
-            pp.store_end(a)
-            if len(stream.log) > n:
-                pushed.append(a)
-            continue
-        n = len(stream.log)
-        pp.acquire(a)
-        if len(stream.log) > n:
-            assert a[1] != 0, f"{a}: the GEMMs would wait for a store token"
-            assert popped < len(pushed), f"{a}: pops a token no store pushed yet"
-            done |= set(acts[:acts.index(pushed[popped]) + 1])
-            popped += 1
-        j, k = a
-        need = ((j, k - 1) if k > 0 else None if k == 0 and lead else
-                (j - slots, planes - 1) if j >= slots else None)
-        assert need is None or need in done, f"{a} may run before store {need}"
-    assert popped == len(pushed)
+    _replay_amid(pp, stream, n_tiles, planes, slots, lead)
 
 
 def test_plane_pipeline_refuses_too_few_slots_for_its_skew():
