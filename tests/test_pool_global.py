@@ -100,6 +100,18 @@ def test_model_layers_take_it():
     assert spec.plan.operands["out"].shape == (2, 1, 32, 1, 1, 1, 8)
 
 
+def test_layer_report_names_the_chunks():
+    """The compile report's tiling column of a global pool: its chunks and planes."""
+    from vtakit.compiler.vta.layers import _describe_tiling
+    plan = GlobalSumPlan(CONFIGS["default"], (1, 48, 5, 5), planes=2, sizes=(30, 7, 31, 7))
+    assert _describe_tiling(plan) == ("streamed: 4 chunks of [30, 7, 31, 7] input vectors, "
+                                      "2 byte planes")
+    plan = GlobalSumPlan(CONFIGS["tiny"], (1, 8, 4, 4), shift=4)
+    assert _describe_tiling(plan) == (f"streamed: {len(plan.sizes)} chunk"
+                                      f"{'s' * (len(plan.sizes) > 1)} of {list(plan.sizes)} "
+                                      "input vectors, shift 4, int8")
+
+
 def test_chunk_errors():
     cfg = CONFIGS["tiny"]
     with pytest.raises(TilingError, match="must add up to 200"):

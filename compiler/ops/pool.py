@@ -552,6 +552,14 @@ class GlobalSumPlan(OpPlan):
             raise TilingError(f"{text}: no chunk fits")
         return best[1]
 
+    def describe_tiling(self) -> str:
+        """The layer report's tiling column: the chunks, in input vectors, and what the
+        sums end as."""
+        out = (f"shift {self.shift}, int8" if self.shift else
+               f"{self.planes} byte plane{'s' * (self.planes > 1)}")
+        return (f"streamed: {len(self.sizes)} chunk{'s' * (len(self.sizes) > 1)} of "
+                f"{list(self.sizes)} input vectors, {out}")
+
     def roofline(self):
         """The GEMM bound of :func:`.cost.roofline.conv_roofline` for an all-ones
         depthwise kernel (one micro-op per input vector), one reset per accumulator, and

@@ -87,6 +87,8 @@ class LayerRecord:
 def _describe_tiling(plan):
     if getattr(plan, "stream", ()):      # a dense layer's streamed schedule
         return f"streamed: tiles of {list(plan.stream)} output blocks, weights resident"
+    if hasattr(plan, "describe_tiling"):  # a plan's own schedule (a streamed global pool)
+        return plan.describe_tiling()
     t = getattr(plan, "tiling", None)
     return "" if t is None else repr(t)
 
