@@ -1206,7 +1206,7 @@ class Conv2dPlan(OpPlan):
         first inputs. Verilator, default+requant2: image classification 58,380 -> 58,096
         cycles, keyword spotting 34,150 -> 34,119, visual wake words 142,839 -> 142,405,
         anomaly detection 35,112 (the same). Base-ISA kernels are unchanged."""
-        if (not self.MERGE_ROWS or "requant2" not in self.config.extensions
+        if (not self.MERGE_ROWS or not self.config.has_extension("requant2")
                 or not shared_acc(self.problem, self.config)):
             return ()
         loaded = (("bias", self.epilogue.bias_tile), ("requant", bool(self.epilogue.rows)),
