@@ -326,5 +326,8 @@ def format_profile(rows, backend: str = "", *, fmax_mhz: float | None = None, ho
     lines.append(f"{n_vta} layer(s) on VTA, {len(rows) - len(vta)} on the host{chained}; "
                  "predicted = event model of the stream that ran (vtakit.compiler.ops.perfmodel); "
                  "roofline = max(GEMM + ALU micro-ops, DRAM beats) (vtakit.compiler.ops.roofline); "
+                 "GEMM util = the layer's nominal MACs (every kernel tap, padding included) over "
+                 "cycles x the MACs per cycle: above 100% where the GEMMs skip taps that read "
+                 "only padding; "
                  f"{clock}; host us = the host steps {where} (vtakit.tools.latency)")
     return "\n".join(lines)
