@@ -1013,15 +1013,15 @@ class Compute(wiring.Component):
                     go = go & ~hold
                 if us:
                     # ``UOP_STREAM``: while a LOAD UOP streams, a GEMM/ALU waits until the
-                    # micro-ops it reads are written; another LOAD UOP, a LOAD ACC, FINISH,
-                    # anything with push flags and a command that faults wait for the
-                    # stream's end. Accepted while older micro-ops drain, a LOAD ACC (the
-                    # acc write port), FINISH, and a command that pushes at once wait for
-                    # the drain and for the tokens that travel.
+                    # micro-ops it reads are written; another LOAD UOP, FINISH, anything
+                    # with push flags and a command that faults wait for the stream's end
+                    # (a LOAD ACC without them runs beside it: the acc engine). Accepted
+                    # while older micro-ops drain, a LOAD ACC (the acc write port), FINISH,
+                    # and a command that pushes at once wait for the drain and for the
+                    # tokens that travel.
                     pushes = hdr.push_prev_dep | hdr.push_next_dep
                     direct = is_nop | is_finish | (loop_insn & empty_loop)
-                    go = go & ~(stream_pend & (load_uop | load_acc | is_finish | pushes
-                                               | bad_cmd))
+                    go = go & ~(stream_pend & (load_uop | is_finish | pushes | bad_cmd))
                     go = go & ~(stream_pend & loop_insn & ~empty_loop & (clash | ~clash_fresh))
                     go = go & ~((load_acc | (direct & (pushes | is_finish)))
                                 & (in_flight | travel_prev | travel_next))
@@ -1120,6 +1120,8 @@ class Compute(wiring.Component):
                     oob = Mux(load_uop, uop_load.dram_oob, acc_load.dram_oob)
                     if ov:      # the older instructions in the ALU lane finish first
                         oob = oob & ~lane.busy
+                    if us:      # and a streamed LOAD UOP (a LOAD ACC runs beside it)
+                        oob = oob & ~stream_pend
                     with m.If(oob):
                         fail(ErrorCode.DRAM_OUT_OF_RANGE)   # the engine refuses it
 
