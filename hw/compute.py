@@ -104,6 +104,35 @@ with a lane instruction is held in S2 (the same front hold as the extension's). 
 REQ.P as well and runs them on this module's REQ pipeline (its ALU's inputs muxed to the
 lane's L4 while the lane presents one: the two lanes never use it in the same cycle).
 
+With the config key ``UOP_STREAM`` (off by default; off, this module's Verilog is unchanged)
+a LOAD UOP without push flags whose checks passed **streams**: once the uop load engine took
+its command (state LOAD_CMD) the module accepts the next command instead of waiting in
+LOAD_WAIT, and ``stream_pend`` holds the range still to be written, ``[stream_wp,
+stream_end)`` (``stream_wp`` follows the engine's writes, which go in address order), until
+the engine's ``done``. Meanwhile, in POP:
+
+* a GEMM/ALU with micro-ops to run dispatches only when ``[uop_bgn, uop_end)`` does not meet
+  that range: the compare is registered (``clash``) and read once it is of this instruction
+  (``clash_fresh``: a cycle after its accept), so a GEMM whose micro-ops arrived starts while
+  the rest of the kernel streams in (S0 reads UOP[k] a cycle after its write landed at the
+  earliest). An ALU-lane instruction (COMPUTE_OVERLAP) waits the same way, and its footprint
+  check (which reads UOP[uop_bgn] and hands that micro-op to the lane) starts over while the
+  range meets it (``fp_age``), so it reads the streamed word;
+* a LOAD ACC without push flags dispatches (the acc engine runs beside the uop engine, their
+  bursts share the DRAM read port; its DRAM range fault waits for the stream, as for the ALU
+  lane); another LOAD UOP, FINISH, any command with push flags and any command that faults
+  wait for the stream's end, so tokens keep today's order and a fault is reported only
+  when the SRAMs hold the state of sequential execution up to it (a micro-op fault of a
+  GEMM that ran beside the stream waits in FAULT for it too). A LOAD UOP that fails its
+  checks never streams;
+* a LOAD ACC, FINISH and a command that pushes at once (a NOP or an empty loop) taken while
+  older micro-ops drain (the stream's accept does not wait for them) wait for the drain and
+  for tokens that travel, as after LOAD_WAIT's drain.
+
+The stream never overwrites micro-ops still to be read: the GEMM lane accepts a command only
+after its last micro-op issued (S0 read it), and the ALU lane's instructions hold their one
+micro-op; with the ALU lane a LOAD UOP without push flags also dispatches beside a busy lane.
+
 FINISH pulses ``finish`` in its dispatch cycle (after its pops), then pushes
 and returns to idle; the next command is accepted one cycle after the pulse at
 the earliest, which gives the top level a cycle to stop feeding commands (the
