@@ -970,7 +970,7 @@ class Compute(wiring.Component):
         if ov:      # pushes in program order: the ALU lane's (older) ones first
             drained = drained & ~(lane.busy & (push_prev | push_next))
 
-        if ov:
+        if ov or us:
             # ``main_idle`` (the GEMM pipeline is empty and none of its tokens travels: the
             # ALU lane may take an instruction) is a register, its value of the next cycle
             # from this cycle's stages (it was an OR over every stage's valid in the
@@ -1047,13 +1047,12 @@ class Compute(wiring.Component):
                     # (a LOAD ACC without them runs beside it: the acc engine). Accepted
                     # while older micro-ops drain, a LOAD ACC (the acc write port), FINISH,
                     # and a command that pushes at once wait for the drain and for the
-                    # tokens that travel.
+                    # tokens that travel (``main_idle``, a register).
                     pushes = hdr.push_prev_dep | hdr.push_next_dep
                     direct = is_nop | is_finish | (loop_insn & empty_loop)
                     go = go & ~(stream_pend & (load_uop | is_finish | pushes | bad_cmd))
                     go = go & ~(stream_pend & loop_insn & ~empty_loop & (clash | ~clash_fresh))
-                    go = go & ~((load_acc | (direct & (pushes | is_finish)))
-                                & (in_flight | travel_prev | travel_next))
+                    go = go & ~((load_acc | (direct & (pushes | is_finish))) & ~main_idle)
                 if ov:
                     # An ALU waits for its footprint check; one that passes it goes to the
                     # ALU lane once this pipeline is empty (every older instruction has
