@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from vtakit.hw.config import load_config
-from vtakit.hw.isa import AluOp, MemType, Opcode
+from vtakit.hw.isa import AluOp, MemType, Opcode, isa_for
 
 from test_rtl_overlap import ISA, Program
 
@@ -258,6 +258,120 @@ def test_push_flags_around_a_load_uop(config):
     p.store(200, 8, pop_prev_dep=1, push_prev_dep=1)
     p.finish(pop_next_dep=1)
     check(p, config, "push")
+
+
+def _random_stream(seed, cfg):
+    """Random LOAD UOPs (mostly without push flags, of up to 60 micro-ops over rows
+    0..79, so the loops' ranges meet the streamed ones at every offset), LOAD ACCs, and
+    GEMM/ALU loops over those rows, with push flags; the DRAM image they read."""
+    from test_rtl_compute import dram_image
+    isa = isa_for(cfg)
+    rng = np.random.default_rng(seed)
+    lanes = cfg.batch * cfg.block_out
+    uops = [isa.encode_uop(int(rng.integers(0, 2)) * HALF + int(rng.integers(0, 24)),
+                           int(rng.integers(0, 16)), int(rng.integers(0, 16)))
+            for _ in range(200)]
+    bias = rng.integers(-2**20, 2**20, (64, lanes))
+    dram = dram_image(cfg, uops=uops, acc_rows=bias, acc_base=256)
+    insns = []
+    for _ in range(30):
+        r = rng.random()
+        flags = dict(push_prev_dep=int(rng.random() < 0.1), push_next_dep=int(rng.random() < 0.1))
+        if r < 0.25:
+            n = int(rng.integers(1, 61))
+            at = int(rng.integers(0, 80 - n + 1)) if n < 80 else 0
+            insns.append(isa.encode(Opcode.LOAD, memory_type=MemType.UOP, sram_base=at,
+                                    dram_base=int(rng.integers(0, 200 - n)), y_size=1,
+                                    x_size=n, x_stride=n,
+                                    **(flags if rng.random() < 0.2 else {})))
+        elif r < 0.32:
+            n = int(rng.integers(1, 16))
+            insns.append(isa.encode(Opcode.LOAD, memory_type=MemType.ACC,
+                                    sram_base=int(rng.integers(0, 2)) * HALF
+                                    + int(rng.integers(0, 40)),
+                                    dram_base=256 + int(rng.integers(0, 48)), y_size=1,
+                                    x_size=n, x_stride=n, **flags))
+        else:
+            bgn = int(rng.integers(0, 80))
+            loop = dict(uop_bgn=bgn, uop_end=min(80, bgn + int(rng.integers(1, 5))),
+                        iter_out=int(rng.integers(1, 4)), iter_in=int(rng.integers(1, 4)),
+                        dst_factor_out=int(rng.integers(0, 9)),
+                        dst_factor_in=int(rng.integers(0, 4)),
+                        src_factor_out=int(rng.integers(0, 9)),
+                        src_factor_in=int(rng.integers(0, 4)), **flags)
+            if rng.random() < 0.5:
+                insns.append(isa.encode(Opcode.GEMM, reset_reg=int(rng.random() < 0.15),
+                                        wgt_factor_out=int(rng.integers(0, 9)),
+                                        wgt_factor_in=int(rng.integers(0, 4)), **loop))
+            else:
+                op = AluOp(int(rng.integers(0, 4)))
+                imm = (int(rng.integers(-8, 9)) if op == AluOp.SHR
+                       else int(rng.integers(-999, 999)))
+                insns.append(isa.encode(Opcode.ALU, alu_opcode=op, use_imm=int(
+                    op == AluOp.SHR or rng.random() < 0.5), imm=imm, **loop))
+    insns.append(isa.encode(Opcode.FINISH))
+    return insns, dram
+
+
+@pytest.mark.parametrize("config", [US, USOV], ids=["tiny", "overlap"])
+@pytest.mark.parametrize("seed,latency", [(1, 1), (2, 6)])
+def test_random_streams_on_the_compute_module(config, seed, latency):
+    """The compute module alone (the Amaranth simulator, test_rtl_compute's bench): random
+    streams of LOAD UOPs, LOAD ACCs and loops reading the streamed rows equal the
+    reference, and take fewer cycles than without the key; ``main_idle`` (which a LOAD
+    ACC, FINISH and a pushing NOP behind a stream wait on) equals its definition."""
+    from test_rtl_compute import ComputeBench, check_against_reference
+    insns, dram = _random_stream(seed, config)
+    cycles = {}
+    for cfg in (config, BASE[config]):
+        bench = ComputeBench(cfg, dram=dram)
+        bench.dut.probe_main_idle = True
+        seen = []
+
+        async def watch(ctx, dut=bench.dut, seen=seen):
+            async for _, _, reg, now, err in ctx.tick().sample(
+                    dut.main_idle_reg, dut.main_idle_now, dut.error.valid):
+                assert err or reg == now
+                seen.append(now)
+
+        r = bench.run(insns, max_cycles=20_000, dram_latency=latency,
+                      watch=[watch] if cfg.uop_stream or cfg.compute_overlap else [])
+        ref = bench.reference(insns)
+        assert r.error == (0, 0, 0) and len(r.finish) == 1, r.error
+        check_against_reference(bench, r, ref)
+        cycles[cfg.uop_stream] = r.cycles
+    assert cycles[1] < cycles[0], cycles
+
+
+@pytest.mark.parametrize("latency", [1, 2, 3, 4])
+def test_load_acc_behind_a_stream_waits_for_the_older_writes(latency):
+    """GEMM, a streamed LOAD UOP taken as its last micro-op issues, then a LOAD ACC (or a
+    FINISH) right behind: the LOAD ACC writes the GEMM's rows after the GEMM's writes
+    landed (the acc write port is the GEMM lane's while micro-ops drain), FINISH pulses
+    in the cycle of the last one at the earliest (it lands at that edge); the Amaranth
+    simulator, at DRAM latencies that could meet them."""
+    from test_rtl_compute import ComputeBench, check_against_reference, dram_image
+    isa = isa_for(US)
+    rng = np.random.default_rng(latency)
+    uops = [isa.encode_uop(i, i, i) for i in range(8)]
+    dram = dram_image(US, uops=uops, uop_base=0,
+                      acc_rows=rng.integers(-2**20, 2**20, (16, US.block_out)), acc_base=64)
+    gemm = isa.encode(Opcode.GEMM, uop_bgn=0, uop_end=8, iter_out=1, iter_in=1)
+    load_uop = isa.encode(Opcode.LOAD, memory_type=MemType.UOP, sram_base=0, dram_base=0,
+                          y_size=1, x_size=8, x_stride=8)
+    load_acc = isa.encode(Opcode.LOAD, memory_type=MemType.ACC, sram_base=0, dram_base=64,
+                          y_size=1, x_size=8, x_stride=8)
+    one_uop = isa.encode(Opcode.LOAD, memory_type=MemType.UOP, sram_base=7, dram_base=7,
+                         y_size=1, x_size=1, x_stride=1)     # its stream ends early
+    finish = isa.encode(Opcode.FINISH)
+    for insns in ([load_uop, gemm, load_uop, load_acc, finish],
+                  [load_uop, gemm, one_uop, load_acc, finish],
+                  [load_uop, gemm, load_uop, finish], [load_uop, gemm, one_uop, finish]):
+        bench = ComputeBench(US, dram=dram)
+        r = bench.run(insns, dram_latency=latency)
+        assert r.error == (0, 0, 0) and len(r.finish) == 1
+        check_against_reference(bench, r, bench.reference(insns))
+        assert max(c for c, _ in r.out_log) <= r.finish[0], (r.out_log, r.finish)
 
 
 @pytest.mark.parametrize("config", [US, USOV], ids=["tiny", "overlap"])
