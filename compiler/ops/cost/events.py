@@ -306,6 +306,11 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
     SRAM holds when the stream starts (:func:`uop_sram` of the stream before: a warm
     start's kernel uses micro-ops the stream before loaded; default: zeros).
 
+    With ``config.uop_stream`` (``UOP_STREAM``) a LOAD UOP without push flags holds the
+    compute module only :attr:`~.params.EventCost.uop_stream_cycles`; its beats go on the
+    read port as any LOAD's, and the compute instructions after it wait as
+    :func:`_stream_wait` says.
+
     Raises
     ------
     ValueError
