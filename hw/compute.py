@@ -104,6 +104,35 @@ with a lane instruction is held in S2 (the same front hold as the extension's). 
 REQ.P as well and runs them on this module's REQ pipeline (its ALU's inputs muxed to the
 lane's L4 while the lane presents one: the two lanes never use it in the same cycle).
 
+With the config key ``UOP_STREAM`` (off by default; off, this module's Verilog is unchanged)
+a LOAD UOP without push flags whose checks passed **streams**: once the uop load engine took
+its command (state LOAD_CMD) the module accepts the next command instead of waiting in
+LOAD_WAIT, and ``stream_pend`` holds the range still to be written, ``[stream_wp,
+stream_end)`` (``stream_wp`` follows the engine's writes, which go in address order), until
+the engine's ``done``. Meanwhile, in POP:
+
+* a GEMM/ALU with micro-ops to run dispatches only when ``[uop_bgn, uop_end)`` does not meet
+  that range: the compare is registered (``clash``) and read once it is of this instruction
+  (``clash_fresh``: a cycle after its accept), so a GEMM whose micro-ops arrived starts while
+  the rest of the kernel streams in (S0 reads UOP[k] a cycle after its write landed at the
+  earliest). An ALU-lane instruction (COMPUTE_OVERLAP) waits the same way, and its footprint
+  check (which reads UOP[uop_bgn] and hands that micro-op to the lane) starts over while the
+  range meets it (``fp_age``), so it reads the streamed word;
+* a LOAD ACC without push flags dispatches (the acc engine runs beside the uop engine, their
+  bursts share the DRAM read port; its DRAM range fault waits for the stream, as for the ALU
+  lane); another LOAD UOP, FINISH, any command with push flags and any command that faults
+  wait for the stream's end, so tokens keep today's order and a fault is reported only
+  when the SRAMs hold the state of sequential execution up to it (a micro-op fault of a
+  GEMM that ran beside the stream waits in FAULT for it too). A LOAD UOP that fails its
+  checks never streams;
+* a LOAD ACC, FINISH and a command that pushes at once (a NOP or an empty loop) taken while
+  older micro-ops drain (the stream's accept does not wait for them) wait for the drain and
+  for tokens that travel, as after LOAD_WAIT's drain.
+
+The stream never overwrites micro-ops still to be read: the GEMM lane accepts a command only
+after its last micro-op issued (S0 read it), and the ALU lane's instructions hold their one
+micro-op; with the ALU lane a LOAD UOP without push flags also dispatches beside a busy lane.
+
 FINISH pulses ``finish`` in its dispatch cycle (after its pops), then pushes
 and returns to idle; the next command is accepted one cycle after the pulse at
 the earliest, which gives the top level a cycle to stop feeding commands (the
@@ -276,6 +305,8 @@ class Compute(wiring.Component):
         self.uop_mem = memory.Memory(shape=c.uop_elem_bits, depth=c.uop_depth, init=[])
         #: ``COMPUTE_OVERLAP``: an ALU lane beside the GEMM lane (:mod:`.compute_lane`)
         self.overlap = bool(c.compute_overlap)
+        #: ``UOP_STREAM``: a LOAD UOP without push flags streams beside the commands after it
+        self.uop_stream = bool(c.uop_stream)
         #: With the overlap, a test's probe: elaborate also drives ``main_idle_now`` (the
         #: definition of the register ``main_idle``, which it sets as ``main_idle_reg``)
         self.probe_main_idle = False
@@ -300,6 +331,7 @@ class Compute(wiring.Component):
         m = Module()
         lanes = c.batch * c.block_out
         ov = self.overlap
+        us = self.uop_stream
 
         # ------------------------------------------------------------ memories
         m.submodules.uop_mem = self.uop_mem
@@ -333,6 +365,16 @@ class Compute(wiring.Component):
             uop_wr.data.eq(uop_load.sram.data),
             uop_wr.en.eq(uop_load.sram.en),
         ]
+        if us:
+            # ``UOP_STREAM``: the range ``[stream_wp, stream_end)`` of a streamed LOAD UOP
+            # still to be written (``stream_pend``); the engine writes in address order
+            stream_pend = Signal()
+            stream_wp = Signal(range(c.uop_depth + 1))
+            stream_end = Signal(range(c.uop_depth + 1))
+            with m.If(uop_load.sram.en):
+                m.d.sync += stream_wp.eq(uop_load.sram.addr + 1)
+            with m.If(uop_load.done):
+                m.d.sync += stream_pend.eq(0)
 
         m.submodules.gemm = gemm = GemmCore(c)
         m.submodules.alu = alu = VectorAlu(c)
@@ -397,6 +439,17 @@ class Compute(wiring.Component):
                          fit_valid.eq(in_pop & checked & ~leave)]
         bad_range = (load_uop & chk["uop_oob"]) | (load_acc & chk["acc_oob"])
         empty_loop = _empty_loop(loop)
+        if us:
+            # The accepted instruction's micro-ops meet the streamed range (``clash_now``),
+            # registered (``clash``): POP reads it once it is of this instruction
+            # (``clash_fresh``: no accept in the cycle before). The range only shrinks, so
+            # a stale clash only waits a cycle longer.
+            clash_now = (stream_pend & (loop.uop_bgn < stream_end)
+                         & (loop.uop_end > stream_wp))
+            clash = Signal()
+            clash_fresh = Signal()
+            m.d.sync += [clash.eq(clash_now),
+                         clash_fresh.eq(~(self.cmd.valid & self.cmd.ready))]
         if ov:
             # The ALU lane's footprint check (see compute_lane): the rows of an ALU with
             # one micro-op, computed from the instruction in two registered steps after
@@ -409,6 +462,11 @@ class Compute(wiring.Component):
                 m.d.sync += fp_age.eq(0)
             with m.Elif(fp_age != 2):
                 m.d.sync += fp_age.eq(fp_age + 1)
+            if us:
+                # ``UOP_STREAM``: the footprint check reads UOP[uop_bgn] again once the
+                # stream wrote it (two steps after the clash ends, as after an accept)
+                with m.If(clash_now):
+                    m.d.sync += fp_age.eq(0)
             it_out = Signal(LOOP_ITER_BITS)
             it_in = Signal(LOOP_ITER_BITS)
             m.d.comb += [it_out.eq(loop.iter_out - 1), it_in.eq(loop.iter_in - 1)]
@@ -912,7 +970,7 @@ class Compute(wiring.Component):
         if ov:      # pushes in program order: the ALU lane's (older) ones first
             drained = drained & ~(lane.busy & (push_prev | push_next))
 
-        if ov:
+        if ov or us:
             # ``main_idle`` (the GEMM pipeline is empty and none of its tokens travels: the
             # ALU lane may take an instruction) is a register, its value of the next cycle
             # from this cycle's stages (it was an OR over every stage's valid in the
@@ -982,6 +1040,19 @@ class Compute(wiring.Component):
                 go = tokens_ok & ~(s1_valid & bad_cmd)
                 if has_late or ov:  # S1 may hold the predecessor's micro-op (live modes)
                     go = go & ~hold
+                if us:
+                    # ``UOP_STREAM``: while a LOAD UOP streams, a GEMM/ALU waits until the
+                    # micro-ops it reads are written; another LOAD UOP, FINISH, anything
+                    # with push flags and a command that faults wait for the stream's end
+                    # (a LOAD ACC without them runs beside it: the acc engine). Accepted
+                    # while older micro-ops drain, a LOAD ACC (the acc write port), FINISH,
+                    # and a command that pushes at once wait for the drain and for the
+                    # tokens that travel (``main_idle``, a register).
+                    pushes = hdr.push_prev_dep | hdr.push_next_dep
+                    direct = is_nop | is_finish | (loop_insn & empty_loop)
+                    go = go & ~(stream_pend & (load_uop | is_finish | pushes | bad_cmd))
+                    go = go & ~(stream_pend & loop_insn & ~empty_loop & (clash | ~clash_fresh))
+                    go = go & ~((load_acc | (direct & (pushes | is_finish))) & ~main_idle)
                 if ov:
                     # An ALU waits for its footprint check; one that passes it goes to the
                     # ALU lane once this pipeline is empty (every older instruction has
@@ -993,6 +1064,11 @@ class Compute(wiring.Component):
                                    & ~hdr.push_prev_dep & ~hdr.push_next_dep
                                    & ~lane.busy_bank.bit_select(chk["acc_bank"], 1))
                     beside = ((is_gemm & ~empty_loop) | load_acc_ok) & ~bad_cmd
+                    if us:
+                        # a streamed LOAD UOP too: the lane's instructions hold their
+                        # micro-op, the lane reads no uop SRAM
+                        beside = beside | (load_uop & ~hdr.push_prev_dep
+                                           & ~hdr.push_next_dep & ~bad_cmd)
                     go = (go & ~(is_alu & (fp_age != 2))
                           & Mux(lane_alu, main_idle & ~lane.full, ~lane.busy | beside))
                 m.d.comb += [
@@ -1058,10 +1134,22 @@ class Compute(wiring.Component):
                     m.next = "FAULT"
                 with m.Else():
                     with m.If(Mux(load_uop, uop_load.cmd.ready, acc_load.cmd.ready)):
-                        m.next = "LOAD_WAIT"
+                        if us:
+                            # ``UOP_STREAM``: a LOAD UOP without push flags streams; the
+                            # next command is taken at once
+                            with m.If(load_uop & ~push_prev & ~push_next):
+                                m.d.sync += [stream_pend.eq(1), stream_wp.eq(mem.sram_base),
+                                             stream_end.eq(mem.sram_base + mem.x_size)]
+                                accept()
+                            with m.Else():
+                                m.next = "LOAD_WAIT"
+                        else:
+                            m.next = "LOAD_WAIT"
                     oob = Mux(load_uop, uop_load.dram_oob, acc_load.dram_oob)
                     if ov:      # the older instructions in the ALU lane finish first
                         oob = oob & ~lane.busy
+                    if us:      # and a streamed LOAD UOP (a LOAD ACC runs beside it)
+                        oob = oob & ~stream_pend
                     with m.If(oob):
                         fail(ErrorCode.DRAM_OUT_OF_RANGE)   # the engine refuses it
 
@@ -1107,7 +1195,10 @@ class Compute(wiring.Component):
 
             with m.State("FAULT"):
                 # Only the last write may still be pending: it lands at the edge of the report.
-                with m.If(~older_in_flight & ~lane.busy if ov else ~older_in_flight):
+                quiet = ~older_in_flight & ~lane.busy if ov else ~older_in_flight
+                if us:      # and a streamed LOAD UOP (older) has written
+                    quiet = quiet & ~stream_pend
+                with m.If(quiet):
                     fail(ErrorCode.SRAM_OUT_OF_RANGE, fault_index)
 
             with m.State("ERROR"):

@@ -67,6 +67,15 @@ OVERLAP_KEY = "COMPUTE_OVERLAP"
 OVERLAP_SPEC = "overlap"
 #: The ``+NAME`` of :func:`config_from_spec` that clears :data:`OVERLAP_KEY`.
 SERIAL_SPEC = "serial"
+#: The optional micro-architecture key (not TVM's, not an ISA change): ``1`` lets the compute
+#: module stream a LOAD UOP without push flags: it goes on dispatching the instructions after
+#: it while the micro-ops arrive, a GEMM/ALU once the micro-ops it reads have been written
+#: (:mod:`vtakit.hw.compute`); absent (or ``0``): a LOAD UOP holds the module until its last
+#: micro-op is written, as TVM's VTA. No preset sets it; a spec ``NAME+uopstream`` does
+#: (``default+requant2+uopstream``, config name ``...+uopstream``).
+UOP_STREAM_KEY = "UOP_STREAM"
+#: The ``+NAME`` of :func:`config_from_spec` that sets :data:`UOP_STREAM_KEY`.
+UOP_STREAM_SPEC = "uopstream"
 
 #: Derived parameters that :meth:`VTAConfig.derived` (``vtakit config show``) prints after the
 #: keys. Loading accepts them when they match (they cannot be set); ``name`` and ``model``
@@ -102,6 +111,10 @@ class VTAConfig:
         Key ``"COMPUTE_OVERLAP"`` (optional, 0 or 1): the compute module runs ALU
         instructions in a second lane beside the GEMMs (a micro-architecture option, the
         ISA is unchanged); 0 (absent): one lane.
+    uop_stream : int
+        Key ``"UOP_STREAM"`` (optional, 0 or 1): the compute module streams a LOAD UOP
+        without push flags beside the instructions after it (a micro-architecture option,
+        the ISA is unchanged); 0 (absent): a LOAD UOP holds the module until it is done.
 
     Raises
     ------
@@ -123,6 +136,7 @@ class VTAConfig:
     log_acc_buff_size: int = 17
     extensions: tuple = ()
     compute_overlap: int = 0
+    uop_stream: int = 0
 
     def __post_init__(self):
         ext = self.extensions
@@ -135,6 +149,11 @@ class VTAConfig:
         if isinstance(ov, bool) or not isinstance(ov, int) or ov not in (0, 1):
             raise ConfigError(f"{OVERLAP_KEY}={ov!r}: must be 0 (one compute lane, TVM's VTA) "
                               f"or 1 (ALU lane beside the GEMM lane)")
+        us = self.uop_stream
+        if isinstance(us, bool) or not isinstance(us, int) or us not in (0, 1):
+            raise ConfigError(f"{UOP_STREAM_KEY}={us!r}: must be 0 (a LOAD UOP holds the compute "
+                              f"module, TVM's VTA) or 1 (LOAD UOP streamed beside the "
+                              f"instructions after it)")
         self._validate()
 
     def has_extension(self, name: str) -> bool:
@@ -152,12 +171,13 @@ class VTAConfig:
         """Build from a ``vta_config.json`` dictionary (TVM key names)."""
         if not isinstance(values, dict):
             raise ConfigError(f"{source}: expected a JSON object of VTA keys, got {type(values).__name__}")
-        unknown = [k for k in values if k not in _KEYS and k not in (EXTENSIONS_KEY, OVERLAP_KEY)
+        unknown = [k for k in values
+                   if k not in _KEYS and k not in (EXTENSIONS_KEY, OVERLAP_KEY, UOP_STREAM_KEY)
                    and k not in _DERIVED and k not in _LABELS]
         if unknown:
             raise ConfigError(
                 f"{source}: unknown key {unknown[0]!r}; valid keys are {', '.join(_KEYS)} "
-                f"(and the optional {EXTENSIONS_KEY} and {OVERLAP_KEY})")
+                f"(and the optional {EXTENSIONS_KEY}, {OVERLAP_KEY} and {UOP_STREAM_KEY})")
         kwargs = {}
         if OVERLAP_KEY in values:
             ov = values[OVERLAP_KEY]
@@ -165,6 +185,13 @@ class VTAConfig:
                 raise ConfigError(f"{source}: {OVERLAP_KEY} must be 0 or 1 (1: the compute "
                                   f"module's ALU lane beside its GEMM lane), got {ov!r}")
             kwargs["compute_overlap"] = ov
+        if UOP_STREAM_KEY in values:
+            us = values[UOP_STREAM_KEY]
+            if isinstance(us, bool) or not isinstance(us, int) or us not in (0, 1):
+                raise ConfigError(f"{source}: {UOP_STREAM_KEY} must be 0 or 1 (1: the compute "
+                                  f"module streams a LOAD UOP beside the instructions after "
+                                  f"it), got {us!r}")
+            kwargs["uop_stream"] = us
         if EXTENSIONS_KEY in values:
             ext = values[EXTENSIONS_KEY]
             if not isinstance(ext, list) or not all(isinstance(e, str) for e in ext):
@@ -231,6 +258,8 @@ class VTAConfig:
             out[EXTENSIONS_KEY] = list(self.extensions)
         if self.compute_overlap:
             out[OVERLAP_KEY] = self.compute_overlap
+        if self.uop_stream:
+            out[UOP_STREAM_KEY] = self.uop_stream
         return out
 
     # ------------------------------------------------------------- validation
@@ -422,12 +451,13 @@ class VTAConfig:
     def name(self) -> str:
         """Bitstream/config name, e.g. ``1x16_i8w8a32_15_15_18_17``; each enabled ISA
         extension adds ``+name`` (``1x16_i8w8a32_15_15_18_17+requant``), and
-        ``COMPUTE_OVERLAP`` adds ``+overlap``."""
+        ``COMPUTE_OVERLAP`` adds ``+overlap``, ``UOP_STREAM`` ``+uopstream``."""
         return (f"{self.batch}x{self.block}_i{self.inp_width}w{self.wgt_width}a{self.acc_width}"
                 f"_{self.log_uop_buff_size}_{self.log_inp_buff_size}"
                 f"_{self.log_wgt_buff_size}_{self.log_acc_buff_size}"
                 + "".join(f"+{e}" for e in self.extensions)
-                + (f"+{OVERLAP_SPEC}" if self.compute_overlap else ""))
+                + (f"+{OVERLAP_SPEC}" if self.compute_overlap else "")
+                + (f"+{UOP_STREAM_SPEC}" if self.uop_stream else ""))
 
     @property
     def model(self) -> str:
@@ -515,6 +545,9 @@ def config_from_spec(spec: str, named: dict | None = None) -> VTAConfig:
         if word in ext:
             config = config.replace(compute_overlap=value)
             ext = [e for e in ext if e != word]
+    if UOP_STREAM_SPEC in ext:
+        config = config.replace(uop_stream=1)
+        ext = [e for e in ext if e != UOP_STREAM_SPEC]
     if ext:
         config = config.replace(extensions=tuple(sorted({*config.extensions, *ext})))
     return config

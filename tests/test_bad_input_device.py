@@ -88,7 +88,7 @@ CONFIG_ERRORS = [
     ("badkey.json", "badkey.json: unknown key 'FOO'; valid keys are TARGET, HW_VER, "
                     "LOG_INP_WIDTH, LOG_WGT_WIDTH, LOG_ACC_WIDTH, LOG_BATCH, LOG_BLOCK, "
                     "LOG_UOP_BUFF_SIZE, LOG_INP_BUFF_SIZE, LOG_WGT_BUFF_SIZE, LOG_ACC_BUFF_SIZE "
-                    "(and the optional EXTENSIONS and COMPUTE_OVERLAP)"),
+                    "(and the optional EXTENSIONS, COMPUTE_OVERLAP and UOP_STREAM)"),
     ("badval.json", "badval.json: LOG_INP_WIDTH must be an integer, got 'x'"),
     ("notjson.json", "notjson.json: invalid JSON at line 1 column 2: Expecting property name "
                      "enclosed in double quotes"),

@@ -34,6 +34,25 @@ def test_overlap_and_serial_specs():
         config_from_spec("default+overlap+serial")
 
 
+def test_uop_stream_key_and_spec():
+    """``+uopstream`` sets UOP_STREAM (a micro-architecture key: the name gains
+    ``+uopstream``, the dictionary the key, no preset sets it); bad values name the key."""
+    us = config_from_spec("default+requant2+uopstream")
+    assert us.uop_stream == 1 and us.compute_overlap == 1 and us.extensions == ("requant2",)
+    assert us.name == "1x16_i8w8a32_15_15_18_17+requant2+overlap+uopstream"
+    assert us.to_dict()["UOP_STREAM"] == 1 and "UOP_STREAM" not in VTAConfig().to_dict()
+    assert VTAConfig.from_dict(us.to_dict()) == us
+    assert load_config("tiny+uopstream") == load_config("tiny").replace(uop_stream=1)
+    assert config_from_spec("default+uopstream+serial") == VTAConfig(uop_stream=1)
+    assert not [p for p in PRESETS if load_config(p).uop_stream]
+    for value in (2, -1, True, "1", 1.0):
+        with pytest.raises(ConfigError, match=r"^config: UOP_STREAM must be 0 or 1 \(1: the "
+                                              r"compute module streams a LOAD UOP"):
+            VTAConfig.from_dict({**VTAConfig().to_dict(), "UOP_STREAM": value})
+        with pytest.raises(ConfigError, match=r"^UOP_STREAM=.*: must be 0 \(a LOAD UOP holds"):
+            VTAConfig(uop_stream=value)
+
+
 def test_presets():
     assert VTAConfig.preset("ultra96").bus_width == 128
     assert VTAConfig.preset("pynq").bus_width == 64

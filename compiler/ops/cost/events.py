@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import deque
 import bisect
+import math
 from dataclasses import dataclass
 
 from ....hw.alu import REQUANT_OPS
@@ -305,6 +306,11 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
     SRAM holds when the stream starts (:func:`uop_sram` of the stream before: a warm
     start's kernel uses micro-ops the stream before loaded; default: zeros).
 
+    With ``config.uop_stream`` (``UOP_STREAM``) a LOAD UOP without push flags holds the
+    compute module only :attr:`~.params.EventCost.uop_stream_cycles`; its beats go on the
+    read port as any LOAD's, and the compute instructions after it wait as
+    :func:`_stream_wait` says.
+
     Raises
     ------
     ValueError
@@ -341,6 +347,10 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
     lane_gap = 0.0          # requant2 in the lane: when a base ALU may issue after a REQ
     main_end = 0.0          # when the GEMM lane's pipeline is empty (written and pushed)
     port = _ReadPort(cost.read_priority_wait) if cost.shared_read_port else None
+    # UOP_STREAM: the compute module's LOAD UOP in flight, (first uop index, micro-ops,
+    # time its beats start, cycles per micro-op, time the load is done), else None
+    streams = bool(getattr(config, "uop_stream", 0))
+    stream = None
     pops = {m: [(flag, name) for flag, name in DEP_QUEUES[m].items()
                 if name and flag.startswith("pop")] for m in queues}
     pushes = {m: [(flag, name) for flag, name in DEP_QUEUES[m].items()
@@ -464,6 +474,8 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                     break
                 else:
                     start = max([now, *(tokens[n][0] for n in names)])
+                if stream is not None and m is Unit.COMPUTE:
+                    start = max(start, _stream_wait(insn, stream, pushed, finish, cost))
                 kind = plan[k] if plan is not None and m is Unit.COMPUTE else None
                 if kind is not None:
                     start, lane = _lane_wait(kind, start, now, main_end, lane, cost)
@@ -514,8 +526,22 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                                   _burst_beats(insn, bus, elem) if cost.burst_phase else 0)
                         held = m, (insn, start, dur, ready)
                         break
-                    dur = max(dur, port.reserve(start + cost.dma_insn_cycles, beats,
-                                                m is Unit.COMPUTE) - start)
+                    beats_end = port.reserve(start + cost.dma_insn_cycles, beats,
+                                             m is Unit.COMPUTE)
+                    dur = max(dur, beats_end - start)
+                if (streams and m is Unit.COMPUTE and not pushed
+                        and insn.opcode == Opcode.LOAD and insn.fields["x_size"]
+                        and insn.fields["memory_type"] == MemType.UOP):
+                    # streamed: the module goes on after its command; the micro-ops
+                    # arrive at the rate of its beats (as the load's own duration counts
+                    # them, :attr:`.params.EventCost.uop_write_cycles`)
+                    n = insn.fields["x_size"]
+                    rate = (beats or _read_beats(insn, bus, elem, False,
+                                                 cost.uop_write_cycles)) / n
+                    first = (beats_end - beats if beats and port is not None
+                             else start + dur - rate * n)
+                    stream = (insn.fields["sram_base"], n, first, rate, start + dur)
+                    dur = cost.uop_stream_cycles
                 push_at = None
                 if full is not None:
                     # the token is pushed when the last write lands, as after a drain;
@@ -547,6 +573,22 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
         raise ValueError(f"predict_stream: the stream deadlocks (module -> position of the "
                          f"instruction that waits for a token): {stuck}")
     return result(int(round(max(time.values()))))
+
+
+def _stream_wait(insn, stream, pushed, finish, cost) -> float:
+    """``UOP_STREAM``: the earliest start of the compute module's ``insn`` behind the
+    streamed LOAD UOP ``stream`` (:func:`predict_stream`)."""
+    base, n, first, rate, done = stream
+    op = insn.opcode
+    if pushed or finish or (op == Opcode.LOAD and insn.fields["x_size"]
+                            and insn.fields["memory_type"] == MemType.UOP):
+        return done
+    if (op == Opcode.GEMM or op == Opcode.ALU) and _loop_uops(insn):
+        f = insn.fields
+        last = min(f["uop_end"], base + n) - 1
+        if f["uop_bgn"] < base + n and last >= base:
+            return first + math.ceil((last - base + 1) * rate) + cost.uop_stream_wait_cycles
+    return 0.0
 
 
 def uop_sram(insns, config, uops, sram=None):

@@ -146,6 +146,15 @@ class EventCost(CostModel):
         seen on Verilator). Off in :data:`RTL_COST`: the fitted DMA constants absorb it
         (on, the demo CNN is predicted 2.9% long on ``default``, 3.8% on ``tiny``); a
         candidate for the next refit (``bench/costmodel.py --fit uop_write_cycles=0:1``).
+    uop_stream_cycles, uop_stream_wait_cycles : int
+        With ``UOP_STREAM`` only (``hw/compute.py``; configs without the key do not read
+        them): a LOAD UOP without push flags holds the compute module
+        ``uop_stream_cycles`` (its dispatch and DMA command) while its beats go on the
+        shared read port as any LOAD's; the micro-ops arrive one per cycle from its first
+        beat (the narrow writer), and a GEMM/ALU that reads some of them starts
+        ``uop_stream_wait_cycles`` after the last one it reads arrived (the registered
+        range compare). Another LOAD, FINISH and an instruction with push flags start
+        once the whole load has arrived.
     lane_check_cycles, lane_start_cycles, lane_drain_cycles : int
         With ``COMPUTE_OVERLAP`` only (``hw/compute_lane.py``, and
         :func:`~.events.predict_stream` given the uop staging): an ALU the lane runs
@@ -199,6 +208,8 @@ class EventCost(CostModel):
     requant_late_cycles: int = 0
     req_late_cycles: int = 0
     uop_write_cycles: bool = False
+    uop_stream_cycles: int = 2
+    uop_stream_wait_cycles: int = 2
     lane_check_cycles: int = 2
     lane_start_cycles: int = 2
     lane_drain_cycles: int = 4
