@@ -153,8 +153,8 @@ class EventCost(CostModel):
         shared read port as any LOAD's; the micro-ops arrive one per cycle from its first
         beat (the narrow writer), and a GEMM/ALU that reads some of them starts
         ``uop_stream_wait_cycles`` after the last one it reads arrived (the registered
-        range compare). Another LOAD, FINISH and an instruction with push flags start
-        once the whole load has arrived.
+        range compare). Another LOAD UOP, FINISH and an instruction with push flags start
+        once the whole load has arrived (a LOAD ACC runs beside it, as in the RTL).
     lane_check_cycles, lane_start_cycles, lane_drain_cycles : int
         With ``COMPUTE_OVERLAP`` only (``hw/compute_lane.py``, and
         :func:`~.events.predict_stream` given the uop staging): an ALU the lane runs
