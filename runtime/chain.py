@@ -130,7 +130,9 @@ FIRST = 2
 #: starts one), its kernel relocated in the uop SRAM clear of every row the previous
 #: layer uses (:func:`uop_hoist`). Measured below (Verilator, default+requant2+uopstream).
 UOP_HOIST = True
-UOP_HOIST_GROUPS = 1
+UOP_HOIST_GROUPS = 4
+#: ... when they load at least this many micro-ops.
+UOP_HOIST_MIN = 16
 
 __all__ = ["Chain", "exit_variant", "entry_variant", "variant", "sram_free_point",
            "swap_slots", "late_stores", "all_stores", "first_inputs", "hoisted_reads",
@@ -954,9 +956,12 @@ def uop_hoist(prev: Program, nxt: Program, rows=None):
         return None
     relocs = {r.insn: r.slot for r in nxt.relocations}
     loads = [k for k in parts[3] if _is_uop_load(nxt.insns[k])]
-    if not loads or any(relocs.get(k) != UOPS or nxt.insns[k].fields["y_size"] != 1
-                        or nxt.insns[k].fields["x_pad_0"] or nxt.insns[k].fields["x_pad_1"]
-                        for k in loads):
+    if not loads:
+        return None
+    got = [nxt.insns[k] for k in loads]
+    if (sum(i.x_size for i in got) < UOP_HOIST_MIN
+            or any(relocs.get(k) != UOPS for k in loads)
+            or any(i.y_size != 1 or i.x_pad_0 or i.x_pad_1 for i in got)):
         return None
     if rows is None:
         rows = np.full(prev.config.uop_depth, -1, dtype=np.int64)
@@ -964,7 +969,7 @@ def uop_hoist(prev: Program, nxt: Program, rows=None):
     words = np.asarray(nxt.uops, dtype=np.int64)
     if all(np.array_equal(held[i.sram_base:i.sram_base + i.x_size],
                           words[i.dram_base:i.dram_base + i.x_size])
-           for i in (nxt.insns[k] for k in loads)):
+           for i in got):
         return None
     mine, theirs = _uop_span(prev), _uop_span(nxt)
     if mine is None:
