@@ -69,6 +69,15 @@ kernel once). Only while nothing else was queued since its last kernel and the k
 fits the stream (no synchronize in between); a new stream assumes nothing, but for a
 warm start: under its guard the uop SRAM holds what the stream before left (its head's
 micro-ops included), and the warm kernel is bound knowing it.
+
+**Streamed micro-ops** (``UOP_STREAM`` configs only: a LOAD UOP without push flags streams
+beside the GEMMs after it). At a chain boundary *B*'s leading LOAD UOPs run in *A*'s
+compute queue, before its last GEMM groups (:data:`UOP_HOIST_GROUPS`), where *A* computes
+and the read port has room, instead of at *B*'s start, where their beats compete with *B*'s
+first input and weight loads. *B*'s kernel is moved in the uop SRAM (:func:`shift_uops`)
+clear of every row *A* uses (:func:`uop_hoist`), the LOAD UOPs join *A*'s bound variant
+with their micro-ops (:func:`with_uop_loads`) and *B*'s entry variant leaves them out. Not
+when the uop SRAM already holds them after *A* (:func:`reuse_uops` drops them).
 """
 
 from __future__ import annotations
@@ -127,11 +136,23 @@ FIRST = 2
 #: With ``UOP_STREAM`` only (a LOAD UOP without push flags streams beside the GEMMs after
 #: it): at a chain boundary the next layer's leading LOAD UOPs run in the previous layer's
 #: compute queue before its last :data:`UOP_HOIST_GROUPS` GEMM groups (a GEMM popping l2g
-#: starts one), its kernel relocated in the uop SRAM clear of every row the previous
-#: layer uses (:func:`uop_hoist`). Measured below (Verilator, default+requant2+uopstream).
+#: starts one), its kernel moved in the uop SRAM clear of every row the previous layer
+#: uses (:func:`uop_hoist`). Verilator, default+requant2+uopstream (anomaly detection,
+#: keyword spotting, image classification, visual wake words): 35,110 / 33,918 / 57,998 /
+#: 142,024 cycles without it, 35,110 / 33,621 / 57,311 / 141,901 with it.
 UOP_HOIST = True
+#: Before the last group: 35,110 / - / 57,726 / - (anomaly detection 35,121 with no
+#: :data:`UOP_HOIST_MIN`); 2: image classification 57,811; 3: 35,110 / 33,603 / 57,475 /
+#: 141,626; 4: 35,110 / 33,621 / 57,311 / 141,901; 5: 35,110 / 33,602 / 57,994 / 142,033;
+#: 6: 35,110 / 33,613 / 57,316 / 142,062; 8: image classification 57,886; the first
+#: group: 58,115. Dropped: of the last 2 to 8 groups, the latest whose GEMMs and ALUs
+#: before the next push-flagged instruction (which waits for the stream's end) run at least
+#: 1 to 4 times as many micro-op cycles as the LOAD UOP loads micro-ops (else the one with
+#: the most): 35,110 / 33,560 / 57,455 / 141,400 (2 times, last 6), image classification
+#: 57,455 to 57,465 whatever the two.
 UOP_HOIST_GROUPS = 4
-#: ... when they load at least this many micro-ops.
+#: ... when they load at least this many micro-ops: anomaly detection's dense layers (4 to 8
+#: micro-ops each) ran 35,110 -> 35,121 cycles hoisted.
 UOP_HOIST_MIN = 16
 
 __all__ = ["Chain", "exit_variant", "entry_variant", "variant", "sram_free_point",
