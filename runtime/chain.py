@@ -69,6 +69,15 @@ kernel once). Only while nothing else was queued since its last kernel and the k
 fits the stream (no synchronize in between); a new stream assumes nothing, but for a
 warm start: under its guard the uop SRAM holds what the stream before left (its head's
 micro-ops included), and the warm kernel is bound knowing it.
+
+**Streamed micro-ops** (``UOP_STREAM`` configs only: a LOAD UOP without push flags streams
+beside the GEMMs after it). At a chain boundary *B*'s leading LOAD UOPs run in *A*'s
+compute queue, before its last GEMM groups (:data:`UOP_HOIST_GROUPS`), where *A* computes
+and the read port has room, instead of at *B*'s start, where their beats compete with *B*'s
+first input and weight loads. *B*'s kernel is moved in the uop SRAM (:func:`shift_uops`)
+clear of every row *A* uses (:func:`uop_hoist`), the LOAD UOPs join *A*'s bound variant
+with their micro-ops (:func:`with_uop_loads`) and *B*'s entry variant leaves them out. Not
+when the uop SRAM already holds them after *A* (:func:`reuse_uops` drops them).
 """
 
 from __future__ import annotations
@@ -124,10 +133,39 @@ WARM_DRAIN = 0.7
 #: (:func:`early_store`): its NOP goes before the head (keyword spotting 34,284 ->
 #: 34,266). Not for every early boundary: image classification ran 58,456 -> 58,541 so.
 FIRST = 2
+#: With ``UOP_STREAM`` only (a LOAD UOP without push flags streams beside the GEMMs after
+#: it): at a chain boundary the next layer's leading LOAD UOPs run in the previous layer's
+#: compute queue before its last :data:`UOP_HOIST_GROUPS` GEMM groups (a GEMM popping l2g
+#: starts one), its kernel moved in the uop SRAM clear of every row the previous layer
+#: uses (:func:`uop_hoist`). Verilator, default+requant2+uopstream (anomaly detection,
+#: keyword spotting, image classification, visual wake words): 35,110 / 33,918 / 57,998 /
+#: 142,024 cycles without it, 35,110 / 33,621 / 57,311 / 141,861 with it.
+UOP_HOIST = True
+#: From 16 micro-ops, before the last group: 35,110 / - / 57,726 / - (anomaly detection
+#: 35,121 with no :data:`UOP_HOIST_MIN`); 2: image classification 57,811; 3: 35,110 /
+#: 33,603 / 57,475 / 141,626; 4: 35,110 / 33,621 / 57,311 / 141,901; 5: 35,110 / 33,602 /
+#: 57,994 / 142,033; 6: 35,110 / 33,613 / 57,316 / 142,062; 8: image classification
+#: 57,886; the first group: 58,115. Dropped: of the last 2 to 8 groups, the latest whose
+#: GEMMs and ALUs before the next push-flagged instruction (which waits for the stream's
+#: end) run at least 1 to 4 times as many micro-op cycles as the LOAD UOP loads micro-ops
+#: (else the one with the most): 35,110 / 33,560 / 57,455 / 141,400 (2 times, last 6),
+#: image classification 57,455 to 57,465 whatever the two.
+UOP_HOIST_GROUPS = 4
+#: ... when they load at least this many micro-ops: anomaly detection's dense layers (4 to 8
+#: micro-ops each) ran 35,110 -> 35,121 cycles hoisted; visual wake words (46 to 163 per
+#: layer) 141,901 cycles from 16, 141,861 from 64, 141,948 from 128 (keyword spotting
+#: 33,621 -> 33,666 there; image classification 57,311 from 16 to 128).
+UOP_HOIST_MIN = 64
+#: (Dropped: a :func:`warm_split` head's LOAD UOPs before the last 4 GEMM groups of the
+#: stream that carries it, the next kernel moved as at a boundary: default+uopstream
+#: keyword spotting 38,258 -> 38,990 cycles, image classification 63,733 -> 64,250, visual
+#: wake words 162,880 -> 163,409, anomaly detection unchanged; default+requant2+uopstream
+#: image classification 57,311 -> 57,471. Before the last group: 38,602 and 64,076.)
 
 __all__ = ["Chain", "exit_variant", "entry_variant", "variant", "sram_free_point",
            "swap_slots", "late_stores", "all_stores", "first_inputs", "hoisted_reads",
-           "overlap", "warm_split", "prefetch_reads", "uop_rows", "reuse_uops"]
+           "overlap", "warm_split", "prefetch_reads", "uop_rows", "reuse_uops",
+           "shift_uops", "uop_hoist", "with_uop_loads"]
 
 _POP_S2G = "pop_next_dep"        # compute pops store's token
 _PUSH_G2L = "push_prev_dep"      # compute pushes to load
@@ -160,10 +198,11 @@ def _nop(config, unit: Unit, **flags):
                                       **{f: 0 for f in _FLAGS}, **flags})
 
 
-def _rebuild(program, order, replace=None, slots=None) -> Program:
+def _rebuild(program, order, replace=None, slots=None, uops=None) -> Program:
     """``program`` with its instructions in ``order`` (old indices, new Insns, or
     ``(Insn, slot)`` for a new instruction relocated to ``slot``), relocations carried
-    with their instructions; ``slots`` adds slots (name -> bytes)."""
+    with their instructions; ``slots`` adds slots (name -> bytes); ``uops``: another
+    staging."""
     relocs = {r.insn: r.slot for r in program.relocations}
     insns, new_relocs = [], []
     for item in order:
@@ -176,8 +215,9 @@ def _rebuild(program, order, replace=None, slots=None) -> Program:
             insns.append(item[0])
         else:
             insns.append(item)
-    return Program(program.config, insns, program.uops, {**program.slots, **(slots or {})},
-                   new_relocs, program.pending_pops, program.name)
+    return Program(program.config, insns, program.uops if uops is None else uops,
+                   {**program.slots, **(slots or {})}, new_relocs, program.pending_pops,
+                   program.name)
 
 
 def _fence_end(program):
@@ -553,8 +593,8 @@ def _movable(program: Program):
     return (*group, head)
 
 
-def entry_variant(program: Program, early: bool | int = False, hoisted: bool = False
-                  ) -> Program | None:
+def entry_variant(program: Program, early: bool | int = False, hoisted: bool = False,
+                  uops: bool = False) -> Program | None:
     """``program`` as the layer after a chain boundary (see the module docstring): its
     first group's weight LOADs first (they pop *SRAM free*, pending in the stream), its
     leading compute LOADs and resets, two compute NOPs that pop the previous layer's two
@@ -564,14 +604,17 @@ def entry_variant(program: Program, early: bool | int = False, hoisted: bool = F
     :func:`first_inputs`); ``early`` :data:`FIRST`: the first NOP goes before the leading
     compute LOADs and resets. ``hoisted``: the first weight LOADs ran in the previous
     layer's load queue (:func:`hoist_plan`) and are left out (*SRAM free* is then popped
-    by a load NOP the stream adds). None when the program's first group cannot be
-    found."""
+    by a load NOP the stream adds). ``uops``: its leading LOAD UOPs ran in the previous
+    layer's compute queue (:func:`uop_hoist`) and are left out. None when the program's
+    first group cannot be found."""
     ins, cfg = program.insns, program.config
     parts = _movable(program)
     if parts is None:
         return None
     loads, wgt, inp, head = parts
     moved = set(loads) | set(head)
+    if uops:
+        head = [k for k in head if not _is_uop_load(ins[k])]
     replace = {k: _with(cfg, ins[k], **{_PUSH_L2G: 0}) for k in loads}
     replace[inp[0]] = _with(cfg, replace[inp[0]], **{_POP_G2L: 1})
     replace[inp[-1]] = _with(cfg, replace[inp[-1]], **{_PUSH_L2G: 1})
@@ -691,20 +734,23 @@ def prefetch_reads(head: Program, bufs: dict) -> list:
 
 def variant(program: Program, entry: bool = False, exit: bool = False, after=None,
             early: bool | int = False, hoisted: bool = False, hoist=None,
-            stored: int | None = None) -> Program | None:
+            stored: int | None = None, uops: bool = False) -> Program | None:
     """``program`` rewritten for its place in a chain: after a boundary (``entry``,
-    ``early``, ``hoisted``: :func:`entry_variant`) and before one (``exit``, ``after``,
-    ``hoist``, ``stored``: :func:`exit_variant`); None when it cannot take that place."""
+    ``early``, ``hoisted``, ``uops``: :func:`entry_variant`) and before one (``exit``,
+    ``after``, ``hoist``, ``stored``: :func:`exit_variant`); None when it cannot take that
+    place."""
     hoisted = bool(entry and hoisted)
+    uops = bool(entry and uops)
     hoist = hoist if exit else None
     stored = stored if exit else None
     key = ("chain", bool(entry), bool(exit), after if exit else None, int(entry and early),
-           hoisted, None if hoist is None else id(hoist), stored)
+           hoisted, None if hoist is None else id(hoist), stored) + (("uops",) if uops else ())
     got = program.memo.get(key)
     if got is None or got[0] is not hoist:      # a function of the (immutable) programs
         p = exit_variant(program, after, hoist, stored) if exit else program
         if entry and p is not None:
-            p = entry_variant(p, early, hoisted=True) if hoisted else entry_variant(p, early)
+            kw = {**({"hoisted": True} if hoisted else {}), **({"uops": True} if uops else {})}
+            p = entry_variant(p, early, **kw)
         got = program.memo[key] = (hoist, p)
     return got[1]
 
@@ -884,6 +930,109 @@ def reuse_uops(program: Program, rows) -> Program:
     return out
 
 
+def _is_uop_load(insn) -> bool:
+    return insn.opcode == Opcode.LOAD and not insn.is_nop and insn.memory_type == MemType.UOP
+
+
+def _uop_span(program: Program):
+    """``(lo, hi)``: the uop SRAM rows ``program``'s LOAD UOPs write and its GEMMs and
+    ALUs read lie in; None when there are none."""
+    spans = [_rows(i) for i in program.insns if _is_uop_load(i)]
+    spans += [(i.fields["uop_bgn"], i.fields["uop_end"]) for i in program.insns
+              if i.opcode in (Opcode.GEMM, Opcode.ALU)]
+    if not spans:
+        return None
+    return min(a for a, _ in spans), max(b for _, b in spans)
+
+
+def shift_uops(program: Program, d: int) -> Program | None:
+    """``program`` with its kernel moved ``d`` rows in the uop SRAM (its LOAD UOPs'
+    ``sram_base``, its GEMMs' and ALUs' ``uop_bgn`` / ``uop_end``; the micro-ops are the
+    same words); None when it would leave the uop SRAM."""
+    key = ("chain_shift", d)
+    if key in program.memo:
+        return program.memo[key]
+    cfg = program.config
+    span = _uop_span(program)
+    out = None
+    if d == 0:
+        out = program
+    elif span is not None and span[0] + d >= 0 and span[1] + d <= cfg.uop_depth:
+        replace = {}
+        for k, i in enumerate(program.insns):
+            f = i.fields
+            if _is_uop_load(i):
+                replace[k] = _with(cfg, i, sram_base=f["sram_base"] + d)
+            elif i.opcode in (Opcode.GEMM, Opcode.ALU):
+                replace[k] = _with(cfg, i, uop_bgn=f["uop_bgn"] + d, uop_end=f["uop_end"] + d)
+        out = _rebuild(program, range(len(program.insns)), replace)
+    program.memo[key] = out
+    return out
+
+
+def uop_hoist(prev: Program, nxt: Program, rows=None):
+    """``(nxt', loads)`` for a chain boundary with ``UOP_STREAM`` (:data:`UOP_HOIST`):
+    ``nxt'`` is ``nxt`` moved in the uop SRAM (:func:`shift_uops`) clear of every row
+    ``prev`` uses (its own place when it is clear, else right after or before ``prev``'s
+    rows), ``loads`` the indices of its leading LOAD UOPs (of its :func:`entry_variant`'s
+    head: no token flags), which may then run in ``prev``'s compute queue
+    (:func:`with_uop_loads`): nothing ``prev`` reads or writes later is theirs. None when
+    it has none, the uop SRAM already holds them after ``prev`` (``rows``: its words
+    before ``prev``, None unknown; :func:`reuse_uops` drops them), or there is no room."""
+    parts = _movable(nxt)
+    if parts is None:
+        return None
+    relocs = {r.insn: r.slot for r in nxt.relocations}
+    loads = [k for k in parts[3] if _is_uop_load(nxt.insns[k])]
+    if not loads:
+        return None
+    got = [nxt.insns[k] for k in loads]
+    if (sum(i.x_size for i in got) < UOP_HOIST_MIN
+            or any(relocs.get(k) != UOPS for k in loads)
+            or any(i.y_size != 1 or i.x_pad_0 or i.x_pad_1 for i in got)):
+        return None
+    if rows is None:
+        rows = np.full(prev.config.uop_depth, -1, dtype=np.int64)
+    held = uop_rows(prev, rows)
+    words = np.asarray(nxt.uops, dtype=np.int64)
+    if all(np.array_equal(held[i.sram_base:i.sram_base + i.x_size],
+                          words[i.dram_base:i.dram_base + i.x_size])
+           for i in got):
+        return None
+    mine, theirs = _uop_span(prev), _uop_span(nxt)
+    if mine is None:
+        return nxt, loads
+    for d in (0, mine[1] - theirs[0], mine[0] - theirs[1]):
+        if not overlap([(theirs[0] + d, theirs[1] + d)], [mine]):
+            got = shift_uops(nxt, d)
+            if got is not None:
+                return got, loads
+    return None
+
+
+def with_uop_loads(program: Program, nxt: Program, loads: list,
+                   groups: int | None = None) -> Program | None:
+    """``program`` (a layer's bound variant before a chain boundary) with ``nxt``'s LOAD
+    UOPs ``loads`` (:func:`uop_hoist`) in its compute queue before its last ``groups``
+    (:data:`UOP_HOIST_GROUPS`) GEMM groups (a non-resetting GEMM that pops l2g starts
+    one), their micro-ops appended to its staging; None when it has no such GEMM."""
+    groups = UOP_HOIST_GROUPS if groups is None else groups
+    ins, cfg = program.insns, program.config
+    starts = [k for k, i in enumerate(ins) if i.opcode == Opcode.GEMM
+              and not i.fields["reset_reg"] and i.fields["pop_prev_dep"]]
+    if not starts:
+        return None
+    at = starts[-min(groups, len(starts))]
+    got = [nxt.insns[k] for k in loads]
+    lo = min(i.dram_base for i in got)
+    hi = max(i.dram_base + i.x_size for i in got)
+    base = len(program.uops)
+    new = [(_with(cfg, i, dram_base=i.dram_base - lo + base), UOPS) for i in got]
+    uops = np.concatenate([np.asarray(program.uops, dtype=np.uint32),
+                           np.asarray(nxt.uops[lo:hi], dtype=np.uint32)])
+    return _rebuild(program, [*range(at), *new, *range(at, len(ins))], uops=uops)
+
+
 def _keeps_sram(rt) -> bool:
     """A warm start may run on ``rt``'s device: its SRAMs keep what a stream left
     (:attr:`~.device.Device.keeps_sram`; a dry runtime, which has no device: yes)."""
@@ -904,9 +1053,10 @@ class Chain:
     Attributes
     ----------
     pending : tuple or None
-        ``(program, buffers, entry, early, hoisted)`` of the chain's last layer: its kernel is
-        bound when the next layer comes (rewritten for the boundary) or the chain
-        closes; ``entry``/``early`` say how it follows the layer before it.
+        ``(program, buffers, entry, early, hoisted, uops)`` of the chain's last layer: its
+        kernel is bound when the next layer comes (rewritten for the boundary) or the chain
+        closes; ``entry``/``early``/``hoisted``/``uops`` say how it follows the layer before
+        it.
     scratch : list
         Staged buffers the chain's layers read, freed when it has run.
     warm : tuple or None
@@ -939,10 +1089,10 @@ class Chain:
         it. A kernel that the last stream prefetched for starts warm (see the class
         docstring)."""
         program = self._warm_start(rt, program, bufs)
-        entry = early = hoisted = False
+        entry = early = hoisted = uops = False
         prev = self.pending
         if prev is not None:
-            p_prog, p_bufs, p_entry, p_early, p_hoisted = prev
+            p_prog, p_bufs, p_entry, p_early, p_hoisted, p_uops = prev
             after = sram_free_point(p_prog, program)
             if after is not None and after == _last_gemm(p_prog):
                 # nothing to overlap: the first group loads where the last one is read;
@@ -953,7 +1103,8 @@ class Chain:
                     if a2 is None or a2 < after:
                         program, after = other, a2
             hoist = program if HOIST and hoist_plan(p_prog, program) else None
-            ex = variant(p_prog, p_entry, True, after, p_early, p_hoisted, hoist)
+            ex = variant(p_prog, p_entry, True, after, p_early, p_hoisted, hoist,
+                         uops=p_uops)
             ex_bufs = p_bufs
             if ex is not None and hoist is not None:
                 ex_bufs = {**p_bufs, **{n: bufs[s] for s, n in
@@ -967,19 +1118,25 @@ class Chain:
                 stored = None if early else early_store(p_prog, p_bufs, reads)
                 if stored is not None:      # *stores done* pushed later, but before the
                     ex = variant(p_prog, p_entry, True, after, p_early, p_hoisted, hoist,
-                                 stored)   # stores the next layer's inputs do not read
+                                 stored, p_uops)   # stores the next layer's inputs do not read
                     early = FIRST if not overlap(reads, late_stores(ex, p_bufs)) else False
+                if UOP_HOIST and program.config.uop_stream:
+                    got = uop_hoist(p_prog, program, self._rows(rt))
+                    with_ = got and with_uop_loads(ex, *got)
+                    if with_ is not None and rt.fits(with_, got[0]):
+                        ex, program, uops = with_, got[0], True
                 self._bind(rt, ex, ex_bufs)
                 entry, hoisted = True, hoist is not None
             else:
                 self.close(rt)              # the chain runs without this layer
             self.pending = None
         if direct:
-            self.pending = (program, bufs, entry, early, hoisted)
+            self.pending = (program, bufs, entry, early, hoisted, uops)
             return None
-        warm = self._prefetch(rt, program, bufs, entry, early, prefetch, hoisted)
+        warm = self._prefetch(rt, program, bufs, entry, early, prefetch, hoisted, uops)
         if warm is None:
-            self._bind(rt, variant(program, entry, False, None, early, hoisted), bufs)
+            self._bind(rt, variant(program, entry, False, None, early, hoisted, uops=uops),
+                       bufs)
         try:
             rows = self._rows(rt)
             res = rt.synchronize()
@@ -989,7 +1146,8 @@ class Chain:
         finally:
             self.release(rt)
 
-    def _prefetch(self, rt, program, bufs, entry, early, prefetch, hoisted=False):
+    def _prefetch(self, rt, program, bufs, entry, early, prefetch, hoisted=False,
+                  uops=False):
         """Bind ``program`` (the stream's last kernel) as its :func:`exit_variant`
         followed by the next layer's :func:`warm_split` head; ``(next program, {slot:
         address})`` of what the head read, or None (nothing bound) when there is no next
@@ -1009,7 +1167,7 @@ class Chain:
         head = split[0]
         nbufs = {s: nbufs[s] for s in head.slots}
         after = sram_free_point(program, nprog, head.memo["warm_wgt"])
-        ex = variant(program, entry, True, after, early, hoisted)
+        ex = variant(program, entry, True, after, early, hoisted, uops=uops)
         if (ex is None or not rt.fits(ex, head)
                 or overlap(prefetch_reads(head, nbufs), all_stores(ex, bufs))):
             return None
@@ -1060,9 +1218,9 @@ class Chain:
         device's RunResult (None when no chain was open)."""
         if self.pending is None:
             return None
-        program, bufs, entry, early, hoisted = self.pending
+        program, bufs, entry, early, hoisted, uops = self.pending
         self.pending = None
-        self._bind(rt, variant(program, entry, False, None, early, hoisted), bufs)
+        self._bind(rt, variant(program, entry, False, None, early, hoisted, uops=uops), bufs)
         try:
             return rt.synchronize()
         finally:
