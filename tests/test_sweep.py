@@ -52,6 +52,16 @@ def test_grid_skips_illegal_combinations_with_the_loader_error():
     assert "EXTENSIONS" not in json.loads(cfgs[0][1])
     assert json.loads(cfgs[1][1])["EXTENSIONS"] == ["requant"]
     assert skipped[0][0] == "tiny/EXTENSIONS=bogus" and "bogus" in skipped[0][1]
+    # so are the micro-architecture keys a preset leaves out (tiny has neither)
+    cfgs, skipped = expand_configs(["tiny"], ["UOP_STREAM=0,1", "COMPUTE_OVERLAP=1,2"])
+    assert [c[0] for c in cfgs] == ["tiny/UOP_STREAM=0/COMPUTE_OVERLAP=1",
+                                    "tiny/UOP_STREAM=1/COMPUTE_OVERLAP=1"]
+    got = [json.loads(c[1]) for c in cfgs]
+    assert "UOP_STREAM" not in got[0] and got[1]["UOP_STREAM"] == 1
+    assert all(g["COMPUTE_OVERLAP"] == 1 for g in got)
+    assert [s[0] for s in skipped] == ["tiny/UOP_STREAM=0/COMPUTE_OVERLAP=2",
+                                       "tiny/UOP_STREAM=1/COMPUTE_OVERLAP=2"]
+    assert "COMPUTE_OVERLAP must be 0 or 1" in skipped[0][1]
     points, _ = make_points(["tiny", "default"], ["demo", ANOMALY])
     assert [(p.config, p.model) for p in points] == [
         ("default", "anomaly_detection"), ("default", "demo"),

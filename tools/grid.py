@@ -1,8 +1,10 @@
 """The points of a sweep: configs (presets, JSON files, a grid over config keys) x models.
 
 A grid setting is ``KEY=v1,v2,...`` with a ``vta_config.json`` key (``LOG_BLOCK``,
-``LOG_ACC_BUFF_SIZE``, ...) or ``EXTENSIONS`` (values: ``none``, an extension name, or
-names joined by ``+``: ``EXTENSIONS=none,requant``); every base config is combined with
+``LOG_ACC_BUFF_SIZE``, ...), ``EXTENSIONS`` (values: ``none``, an extension name, or
+names joined by ``+``: ``EXTENSIONS=none,requant``) or one of the optional
+micro-architecture keys a preset may leave out (``COMPUTE_OVERLAP=0,1``,
+``UOP_STREAM=0,1``); every base config is combined with
 every combination of the settings. A combination the config loader rejects is *skipped*: it is returned
 with the loader's one-line error instead of becoming a point.
 """
@@ -50,7 +52,8 @@ def expand_configs(configs, grid=None):
     """``(configs, skipped)``: ``configs`` a list of ``(label, config JSON)`` (sorted keys),
     ``skipped`` a list of ``(label, error)`` for the combinations the loader rejects. A
     base config that does not load raises (that is the user's typo, not a grid cell)."""
-    from ..hw.config import EXTENSIONS_KEY, ConfigError, VTAConfig
+    from ..hw.config import EXTENSIONS_KEY, OVERLAP_KEY, UOP_STREAM_KEY, ConfigError, VTAConfig
+    optional = (EXTENSIONS_KEY, OVERLAP_KEY, UOP_STREAM_KEY)
     grid = parse_grid(grid)
     keys = list(grid)
     out, skipped = [], []
@@ -62,11 +65,12 @@ def expand_configs(configs, grid=None):
             if EXTENSIONS_KEY in changes:
                 v = str(changes[EXTENSIONS_KEY])
                 changes[EXTENSIONS_KEY] = [] if v == "none" else v.split("+")
-            unknown = [k for k in changes if k not in base and k != EXTENSIONS_KEY]
+            unknown = [k for k in changes if k not in base and k not in optional]
             try:
                 if unknown:
                     raise ConfigError(f"unknown config key(s) {', '.join(unknown)}; keys are "
-                                      + ", ".join(base))
+                                      + ", ".join([*base, *(k for k in optional
+                                                            if k not in base)]))
                 cfg = VTAConfig.from_dict({**base, **changes}, source=name)
             except ConfigError as e:
                 skipped.append((name, str(e).splitlines()[0]))

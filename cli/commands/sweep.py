@@ -21,7 +21,8 @@ def register(sub):
                    help="base configs: preset names or vta_config.json files (default: default)")
     p.add_argument("--grid", nargs="+", default=[], metavar="KEY=v1,v2",
                    help="config keys to vary over every base config (e.g. LOG_BLOCK=3,4 "
-                        "LOG_BATCH=0,1); illegal combinations are reported and skipped")
+                        "LOG_BATCH=0,1; also EXTENSIONS=none,requant2, COMPUTE_OVERLAP=0,1, "
+                        "UOP_STREAM=0,1); illegal combinations are reported and skipped")
     p.add_argument("--models", default="demo", metavar="A,B,...",
                    help=".tflite/.onnx files; 'demo' is the shipped digits CNN, calibrated as "
                         "vtakit demo does (default: demo)")
