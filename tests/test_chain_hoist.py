@@ -10,12 +10,14 @@ import pytest
 
 import vtakit
 from vtakit.compiler.frontend import from_tflite
-from vtakit.hw.isa import MemType, Opcode, bytes_to_words, isa_for
-from vtakit.hw.spec import INSN_BYTES, Unit, dispatch_unit
+from vtakit.hw.isa import MemType, bytes_to_words, isa_for
+from vtakit.hw.spec import INSN_BYTES, Unit
 from vtakit.runtime import chain as chain_mod
 from vtakit.runtime.recorder import LayerRecorder
 from vtakit.sim import open_device
 from vtakit.testing import model_inputs
+
+from chain_util import is_load, kernels, unit
 
 KWS = Path(__file__).parent / "data" / "mltk" / "keyword_spotting.tflite"
 
@@ -26,16 +28,7 @@ def kws():
     return vtakit.compile(KWS, config="default+requant2"), x
 
 
-def _unit(insn):
-    return dispatch_unit(insn.opcode, insn.fields.get("memory_type"))
 
-
-def _kernels(exe):
-    return [exe.program(p.meta_dict["kernel"]) for p in exe.primitives if p.kind == "vta_layer"]
-
-
-def _is_wgt(insn):
-    return insn.opcode == Opcode.LOAD and not insn.is_nop and insn.memory_type == MemType.WGT
 
 
 def _rows(insns):
@@ -62,7 +55,7 @@ def test_first_weights_hoisted_into_the_previous_layers_loads(kws):
     every row of them, without token flags, relocated to a slot of their own; the next
     layer's entry variant then starts without them."""
     exe, _ = kws
-    ks = _kernels(exe)
+    ks = kernels(exe)
     pairs = [(a, b) for a, b in zip(ks, ks[1:]) if chain_mod.hoist_plan(a, b)]
     assert pairs                        # the depthwise -> pointwise boundaries
     for a, b in pairs:
@@ -73,10 +66,10 @@ def test_first_weights_hoisted_into_the_previous_layers_loads(kws):
         names = chain_mod.hoist_slots(a, b)
         relocs = {r.insn: r.slot for r in ex.relocations}
         moved = [k for k, s in relocs.items() if s in names.values()]
-        assert moved and all(_is_wgt(ex.insns[k]) and not any(
+        assert moved and all(is_load(ex.insns[k], MemType.WGT) and not any(
             ex.insns[k].fields[f] for f in chain_mod._FLAGS) for k in moved)
         assert _rows([ex.insns[k] for k in moved]) == _rows(first)
-        loads = [k for k, i in enumerate(ex.insns) if _unit(i) == Unit.LOAD]
+        loads = [k for k, i in enumerate(ex.insns) if unit(i) == Unit.LOAD]
         for k in moved:     # after a group's end, before a LOAD waiting for compute
             j = loads.index(k)
             before = next(m for m in reversed(loads[:j]) if m not in moved)
@@ -86,7 +79,7 @@ def test_first_weights_hoisted_into_the_previous_layers_loads(kws):
         # the entry variant leaves them out
         plain, hoisted = chain_mod.entry_variant(b), chain_mod.entry_variant(b, hoisted=True)
         assert len(plain) - len(hoisted) == len(first)
-        lead = [i for i in hoisted.insns if _unit(i) == Unit.LOAD]
+        lead = [i for i in hoisted.insns if unit(i) == Unit.LOAD]
         assert lead[0].memory_type == MemType.INP and lead[0].pop_next_dep
 
 
@@ -96,7 +89,7 @@ def test_no_hoist_where_the_layer_before_reads_the_rows(kws):
     where the last GEMM reads has no hoist point, and with the rows read only up to an
     earlier token the point is the LOAD popping that token."""
     exe, _ = kws
-    ks = _kernels(exe)
+    ks = kernels(exe)
     for a, b in zip(ks, ks[1:]):
         point = chain_mod.hoist_point(a, b)
         group = chain_mod._first_group(b)
@@ -106,9 +99,9 @@ def test_no_hoist_where_the_layer_before_reads_the_rows(kws):
         rows = _rows([b.insns[k] for k in group[1]])
         reads = [k for k, _, (lo, hi) in chain_mod._gemm_reads(a)
                  if rows & set(range(lo, hi))]
-        pushes = [k for k, i in enumerate(a.insns) if _unit(i) == Unit.COMPUTE
+        pushes = [k for k, i in enumerate(a.insns) if unit(i) == Unit.COMPUTE
                   and i.push_prev_dep]
-        pops = [k for k, i in enumerate(a.insns) if _unit(i) == Unit.LOAD and i.pop_next_dep]
+        pops = [k for k, i in enumerate(a.insns) if unit(i) == Unit.LOAD and i.pop_next_dep]
         if not reads:
             assert point is not None
             continue
@@ -134,7 +127,7 @@ def test_hoisted_chain_equals_unchained_under_any_schedule(kws, monkeypatch):
 
     def free_wgt_loads(runs):
         insns = [isa.decode(w) for r in runs for w in bytes_to_words(r.insns, INSN_BYTES)]
-        return sum(_is_wgt(i) and not any(i.fields[f] for f in chain_mod._FLAGS)
+        return sum(is_load(i, MemType.WGT) and not any(i.fields[f] for f in chain_mod._FLAGS)
                    for i in insns)
     calls = []
     real = chain_mod.early_store
@@ -152,7 +145,7 @@ def test_hoisted_chain_equals_unchained_under_any_schedule(kws, monkeypatch):
         assert np.array_equal(y, y0), seed
     hoisted = free_wgt_loads(runs)
     monkeypatch.setattr(chain_mod, "HOIST", False)
-    for prog in _kernels(exe):          # variants are kept with their programs
+    for prog in kernels(exe):          # variants are kept with their programs
         for key in [k for k in prog.memo if isinstance(k, tuple) and k[0] == "chain"]:
             monkeypatch.delitem(prog.memo, key)
     y, plain = _run(exe, x)
@@ -165,14 +158,14 @@ def test_early_store_is_the_last_store_the_inputs_read(kws):
     inputs read, when a later store follows (None when the last store is read, or
     nothing is)."""
     exe, _ = kws
-    a = _kernels(exe)[2]
+    a = kernels(exe)[2]
 
     class Buf:
         def __init__(self, addr, nbytes):
             self.addr, self.nbytes = addr, nbytes
     bufs = {n: Buf((1 << 22) + k * (1 << 16), size)
             for k, (n, size) in enumerate(a.slots.items())}
-    stores = [k for k, i in enumerate(a.insns) if _unit(i) == Unit.STORE and not i.is_nop]
+    stores = [k for k, i in enumerate(a.insns) if unit(i) == Unit.STORE and not i.is_nop]
     spans = chain_mod._ranges(a, stores, exe.config.out_elem_bytes, bufs)
     assert chain_mod.early_store(a, bufs, []) is None
     assert chain_mod.early_store(a, bufs, [spans[-1]]) is None

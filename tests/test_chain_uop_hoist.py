@@ -12,11 +12,13 @@ import vtakit
 from vtakit.compiler.frontend import from_tflite
 from vtakit.compiler.ir import evaluate
 from vtakit.hw.isa import MemType, Opcode, bytes_to_words, isa_for
-from vtakit.hw.spec import INSN_BYTES, Unit, dispatch_unit
+from vtakit.hw.spec import INSN_BYTES
 from vtakit.runtime import chain as chain_mod
 from vtakit.runtime.recorder import LayerRecorder
 from vtakit.sim import open_device
 from vtakit.testing import model_inputs
+
+from chain_util import is_load, kernels, unit
 
 KWS = Path(__file__).parent / "data" / "mltk" / "keyword_spotting.tflite"
 CONFIG = "default+requant2+uopstream"
@@ -28,16 +30,7 @@ def kws():
     return vtakit.compile(KWS, config=CONFIG), x
 
 
-def _unit(insn):
-    return dispatch_unit(insn.opcode, insn.fields.get("memory_type"))
 
-
-def _kernels(exe):
-    return [exe.program(p.meta_dict["kernel"]) for p in exe.primitives if p.kind == "vta_layer"]
-
-
-def _is_uop_load(insn):
-    return insn.opcode == Opcode.LOAD and not insn.is_nop and insn.memory_type == MemType.UOP
 
 
 def _run(exe, x, chain=True, **device_options):
@@ -49,7 +42,7 @@ def _run(exe, x, chain=True, **device_options):
 
 
 def _forget_variants(monkeypatch, exe):
-    for prog in _kernels(exe):          # variants are kept with their programs
+    for prog in kernels(exe):          # variants are kept with their programs
         for key in [k for k in prog.memo if isinstance(k, tuple) and k[0] == "chain"]:
             monkeypatch.delitem(prog.memo, key)
 
@@ -60,7 +53,7 @@ def test_next_kernel_moves_clear_of_the_previous_ones_rows(kws):
     UOPs (flag-free) go before the previous layer's chosen GEMM group, their words in its
     staging."""
     exe, _ = kws
-    ks = _kernels(exe)
+    ks = kernels(exe)
     moved = 0
     for a, b in zip(ks, ks[1:]):
         got = chain_mod.uop_hoist(a, b)
@@ -74,9 +67,9 @@ def test_next_kernel_moves_clear_of_the_previous_ones_rows(kws):
         d = {i2.fields[f] - i.fields[f] for i, i2 in zip(b.insns, b2.insns)
              for f in ("uop_bgn", "uop_end") if i.opcode in (Opcode.GEMM, Opcode.ALU)}
         d |= {i2.sram_base - i.sram_base for i, i2 in zip(b.insns, b2.insns)
-              if _is_uop_load(i)}
+              if is_load(i, MemType.UOP)}
         assert len(d) == 1
-        assert all(_is_uop_load(b2.insns[k]) and not any(
+        assert all(is_load(b2.insns[k], MemType.UOP) and not any(
             b2.insns[k].fields[f] for f in chain_mod._FLAGS) for k in loads)
         ex = chain_mod.exit_variant(a)
         w = chain_mod.with_uop_loads(ex, b2, loads)
@@ -109,7 +102,7 @@ def test_uop_hoisted_chain_equals_unchained_under_any_schedule(kws, monkeypatch)
 
     def moved_uop_loads(runs):
         insns = [isa.decode(w) for r in runs for w in bytes_to_words(r.insns, INSN_BYTES)]
-        return sum(_is_uop_load(i) and i.sram_base > 0 for i in insns)
+        return sum(is_load(i, MemType.UOP) and i.sram_base > 0 for i in insns)
     y, runs = _run(exe, x)
     assert np.array_equal(y, y0)
     for seed in (1, 2):
@@ -131,7 +124,7 @@ def test_no_uop_hoist_without_uop_stream(monkeypatch):
     exe = vtakit.compile(KWS, config="default+requant2")
     x = model_inputs(from_tflite(KWS)["main"].params[0].type_annotation, 1, 0)[0]
     y, runs = _run(exe, x)
-    assert len(runs) < len(_kernels(exe))           # it chained
+    assert len(runs) < len(kernels(exe))           # it chained
     assert np.array_equal(y, np.asarray(evaluate(from_tflite(KWS), x)))
 
 
