@@ -17,3 +17,11 @@ def kernels(exe):
 def is_load(insn, memory_type) -> bool:
     """``insn`` is a LOAD that moves data into ``memory_type``."""
     return insn.opcode == Opcode.LOAD and not insn.is_nop and insn.memory_type == memory_type
+
+
+def decoded(config, runs):
+    """The instructions of recorded device ``runs`` (with their streams), decoded."""
+    from vtakit.hw.isa import bytes_to_words, isa_for
+    from vtakit.hw.spec import INSN_BYTES
+    isa = isa_for(config)
+    return [isa.decode(w) for r in runs for w in bytes_to_words(r.insns, INSN_BYTES)]

@@ -10,14 +10,14 @@ import pytest
 
 import vtakit
 from vtakit.compiler.frontend import from_tflite
-from vtakit.hw.isa import MemType, bytes_to_words, isa_for
-from vtakit.hw.spec import INSN_BYTES, Unit
+from vtakit.hw.isa import MemType
+from vtakit.hw.spec import Unit
 from vtakit.runtime import chain as chain_mod
 from vtakit.runtime.recorder import LayerRecorder
 from vtakit.sim import open_device
 from vtakit.testing import model_inputs
 
-from chain_util import is_load, kernels, unit
+from chain_util import decoded, is_load, kernels, unit
 
 KWS = Path(__file__).parent / "data" / "mltk" / "keyword_spotting.tflite"
 
@@ -123,10 +123,9 @@ def test_hoisted_chain_equals_unchained_under_any_schedule(kws, monkeypatch):
     ref = np.asarray(evaluate(from_tflite(KWS), x))
     y0, _ = _run(exe, x, chain=False)
     assert np.array_equal(y0, ref)
-    isa = isa_for(exe.config)
 
     def free_wgt_loads(runs):
-        insns = [isa.decode(w) for r in runs for w in bytes_to_words(r.insns, INSN_BYTES)]
+        insns = decoded(exe.config, runs)
         return sum(is_load(i, MemType.WGT) and not any(i.fields[f] for f in chain_mod._FLAGS)
                    for i in insns)
     calls = []

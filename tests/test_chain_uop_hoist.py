@@ -11,14 +11,13 @@ import pytest
 import vtakit
 from vtakit.compiler.frontend import from_tflite
 from vtakit.compiler.ir import evaluate
-from vtakit.hw.isa import MemType, Opcode, bytes_to_words, isa_for
-from vtakit.hw.spec import INSN_BYTES
+from vtakit.hw.isa import MemType, Opcode
 from vtakit.runtime import chain as chain_mod
 from vtakit.runtime.recorder import LayerRecorder
 from vtakit.sim import open_device
 from vtakit.testing import model_inputs
 
-from chain_util import is_load, kernels, unit
+from chain_util import decoded, is_load, kernels
 
 KWS = Path(__file__).parent / "data" / "mltk" / "keyword_spotting.tflite"
 CONFIG = "default+requant2+uopstream"
@@ -98,10 +97,9 @@ def test_uop_hoisted_chain_equals_unchained_under_any_schedule(kws, monkeypatch)
     ref = np.asarray(evaluate(from_tflite(KWS), x))
     y0, _ = _run(exe, x, chain=False)
     assert np.array_equal(y0, ref)
-    isa = isa_for(exe.config)
 
     def moved_uop_loads(runs):
-        insns = [isa.decode(w) for r in runs for w in bytes_to_words(r.insns, INSN_BYTES)]
+        insns = decoded(exe.config, runs)
         return sum(is_load(i, MemType.UOP) and i.sram_base > 0 for i in insns)
     y, runs = _run(exe, x)
     assert np.array_equal(y, y0)
