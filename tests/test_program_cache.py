@@ -363,3 +363,104 @@ def test_remembered_kernels_are_the_ones_the_builders_would_build(monkeypatch):
     for make in calls:
         make()
     assert 0 < len(kernel_module._made) <= 3
+
+
+# ------------------------------------------- what the event model and the search share
+
+
+def test_programs_differing_only_in_immediates_share_one_prediction():
+    """The event model reads no ALU immediate but whether it is zero (REQ passes): two
+    layers that differ in their shift and clip (same passes) share one prediction, which
+    is what each predicts alone; a layer without the shift pass does not share it."""
+    from dataclasses import replace
+
+    from vtakit.compiler.ops.cost.events import (predict_stream, program_facts,
+                                                 program_stream, timing_key)
+    from vtakit.compiler.ops.tiling import RTL_COST
+
+    clear_program_cache()
+    a, b, c = (plan_conv2d(DEFAULT, X, W, 2, 1, bias=True, shift=s, clip=clip).program()
+               for s, clip in ((9, (-128, 127)), (10, (-100, 126)), (0, (-128, 127))))
+    assert a.to_bytes() != b.to_bytes()
+    assert timing_key(a, RTL_COST) == timing_key(b, RTL_COST) != timing_key(c, RTL_COST)
+    assert timing_key(a, RTL_COST) != timing_key(a, replace(RTL_COST, insn_cycles=40))
+    shared = program_facts(a)[0]
+    assert program_facts(b)[0] is shared
+    assert shared == predict_stream(program_stream(b), DEFAULT, uops=b.uops)
+    assert program_facts(c)[0] is not shared
+
+
+def test_timing_key_keeps_whether_an_alu_immediate_is_zero():
+    """A REQ pass with immediate 0 is the per-vector pass, others set up its rows: the
+    key tells 0 from non-zero and nothing more."""
+    from vtakit.compiler.ops.cost.events import timing_key
+    from vtakit.compiler.ops.tiling import RTL_COST
+    from vtakit.hw.isa import AluOp, Opcode
+
+    isa = isa_for(DEFAULT)
+
+    def program(imm):
+        word = isa.encode(Opcode.ALU, uop_bgn=0, uop_end=1, iter_out=1, iter_in=1,
+                          alu_opcode=int(AluOp.SHR), use_imm=1, imm=imm)
+        return Program(DEFAULT, [isa.decode(word)], uops=[0])
+
+    keys = [timing_key(program(imm), RTL_COST) for imm in (0, 3, 4, -2)]
+    assert keys[0] != keys[1] == keys[2] == keys[3]
+
+
+def _searched_layer(shift, clip):
+    """A 1x1 layer whose search tries an option on ``default`` (post_beside)."""
+    w = np.ones((64, 256, 1, 1), np.int8)
+    return plan_conv2d(DEFAULT, (1, 256, 14, 14), w.shape, 1, 0, bias=True, shift=shift,
+                       clip=clip, min_init=(np.zeros(64, np.int64), w))
+
+
+class _Recording(dict):
+    """A memo that remembers what was stored in it."""
+
+    def __init__(self):
+        super().__init__()
+        self.stored = []
+
+    def __setitem__(self, key, value):
+        self.stored.append(key)
+        super().__setitem__(key, value)
+
+
+def test_a_layer_differing_only_in_immediates_takes_the_searched_choices(monkeypatch):
+    """The second of two layers that differ only in their epilogue's immediates takes
+    the first's choices from the memo (no search of its own stores any), and ends with
+    the plan and the program a search of its own gives it."""
+    import importlib
+    conv2d = importlib.import_module("vtakit.compiler.ops.conv2d")
+    memo = _Recording()
+    monkeypatch.setattr(conv2d, "_SEARCHED", memo)
+    clear_program_cache()
+    first = _searched_layer(9, (-128, 127))
+    assert first.post_beside and len(memo.stored) == 1      # the search chose something
+    second = _searched_layer(10, (-100, 120))
+    assert len(memo.stored) == 1 and second.post_beside
+    clear_program_cache()
+    fresh = _searched_layer(10, (-100, 120))
+    assert len(memo.stored) == 2
+    assert second._snapshot() == fresh._snapshot()
+    assert second.program().to_bytes() == fresh.program().to_bytes()
+    assert first.program().to_bytes() != second.program().to_bytes()
+    # a layer of another shape has its own entry
+    plan_conv2d(DEFAULT, (1, 256, 14, 14), (32, 256, 1, 1), 1, 0, bias=True, shift=9)
+    assert len(memo.stored) == 3 and memo.stored[2] != memo.stored[0]
+
+
+def test_a_memoized_search_whose_program_differs_is_searched_again(monkeypatch):
+    """Where the memo's choices give the layer a program the event model could tell from
+    the memoized search's result, the layer searches itself."""
+    import importlib
+    conv2d = importlib.import_module("vtakit.compiler.ops.conv2d")
+    memo = _Recording()
+    monkeypatch.setattr(conv2d, "_SEARCHED", memo)
+    clear_program_cache()
+    _searched_layer(9, (-128, 127))
+    monkeypatch.setattr(conv2d, "timing_key", lambda program, cost: object())
+    second = _searched_layer(10, (-100, 120))
+    assert len(memo.stored) == 2 and memo.stored[0] == memo.stored[1]
+    assert second.post_beside

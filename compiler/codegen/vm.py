@@ -157,6 +157,9 @@ class _Builder:
         self.kernels = []
         #: packed index -> the call's argument positions it takes (constants bound)
         self.kept = {}
+        #: primitive key -> its function with the call's constants bound, made by
+        #: :meth:`prefetch` for :meth:`primitive`
+        self._bound = {}
 
     def constant(self, arr) -> int:
         arr = np.asarray(arr)
@@ -179,6 +182,25 @@ class _Builder:
         self._prim_names.add(name)
         return name
 
+    def prefetch(self, calls) -> None:
+        """Offer the lowerer the primitives of ``calls`` (``(func, key, call)``, in the order
+        :meth:`primitive` will take them) ahead, with their constants bound, when it
+        can lower several at once (its ``prefetch``: e.g. in worker processes); what it
+        returns for each function then does not change."""
+        ahead = getattr(self.lowerer, "prefetch", None)
+        if ahead is None:
+            return
+        funcs = []
+        for func, key, call in calls:
+            consts = _constant_args(func, key, call)
+            if not consts:
+                continue
+            key = key + (tuple((i, id(c)) for i, c in consts.items()),)
+            if key not in self._prim_key and key not in self._bound:
+                self._bound[key] = _bind(func, consts)
+                funcs.append(self._bound[key])
+        ahead(funcs)
+
     def primitive(self, func: Function, key, call=None) -> tuple[int, list]:
         """The packed index of a primitive function and its output types.
 
@@ -196,7 +218,8 @@ class _Builder:
             ("fused_" + "_".join(n.replace(".", "_") for n in _op_names(func)))[:80]
         n_in, n_out = len(func.params), len(out_types)
         if consts:
-            lowered = self.lowerer(_bind(func, consts))
+            bound = self._bound.pop(key, None)
+            lowered = self.lowerer(_bind(func, consts) if bound is None else bound)
             if lowered is not None:
                 kept = tuple(i for i in range(n_in) if i not in consts)
                 self.kept[len(self.primitives)] = kept
@@ -535,10 +558,14 @@ class _FunctionCompiler:
         self.readers = _primitive_readers(self.b.mod, body)
         # Lower the primitives in the order they run (placement asks about readers
         # ahead), so the primitive table, names and reports follow execution order.
+        calls = []
         for node in post_order(body, descend=lambda n: not isinstance(n, Function)):
             prim = _primitive_of(self.b.mod, node) if isinstance(node, Call) else None
             if prim is not None and _view_shape(prim[0]) is None:
-                self.b.primitive(*prim, node)
+                calls.append((*prim, node))
+        self.b.prefetch(calls)
+        for func, key, node in calls:
+            self.b.primitive(func, key, node)
         self.place(self.body_label)
         self.tail(body, {})
         code, arena_size, naive = plan_memory(self.code, self.arena, self.reg)

@@ -60,9 +60,10 @@ from .layout import (ceil_div, pack_activation, pack_bias, pack_block_diagonal_w
                      pack_conv_weight, unpack_activation)
 from .loops import Dim, fold_loops
 from .tokens import EARLY, MID, SPREAD, Pipeline, PlanePipeline, kernel_fence
+from .cost.events import timing_key
 from .cost.roofline import conv_roofline
 from .cost.geometry import whole_weight
-from .plan import OpPlan, Operand, plan_signature
+from .plan import OpPlan, Operand, _describe, _Unhashable, plan_signature
 from .reference import conv2d_output_shape, normalize_padding, wrap32
 from ...runtime.layout import pair as _pair
 from .operands import check_fits, check_operand, check_positive
@@ -79,6 +80,7 @@ __all__ = ["Conv2dPlan", "plan_conv2d", "conv2d", "group_conv2d", "assemble_plan
 _RERANKED: dict = {}     # Conv2dPlan._rerank's choices
 _RUNNERS: dict = {}      # Conv2dPlan._rerank's other candidates, best first
 _RUNNER_PICK: dict = {}  # Conv2dPlan._try_runners_up's plan (None: the re-ranked one)
+_SEARCHED: dict = {}     # Conv2dPlan._search's (choices, timing key of the result)
 
 
 def _state(plan, *drop):
@@ -359,11 +361,50 @@ class Conv2dPlan(OpPlan):
 
     def _search(self, args):
         """Make the schedule choices of :attr:`SEARCH` in order: of each entry, the first
-        step whose predicate holds on the plan as the steps before left it runs."""
+        step whose predicate holds on the plan as the steps before left it runs.
+
+        Memoized (:data:`_SEARCHED`) by :meth:`_search_key`: a layer whose plan differs
+        from one searched before only in its epilogue's immediates (a ResNet block's
+        shifts and clip bounds) takes that search's choices when they give it a program
+        the event model cannot tell from that search's result
+        (:func:`.cost.events.timing_key`: every step decides by the event model, which
+        reads no immediate); else it searches."""
+        key = self._search_key(args)
+        got = _SEARCHED.get(key) if key is not None else None
+        if got is not None:
+            was = self._snapshot()
+            self._restore(got[0])
+            if timing_key(self.program(), RTL_COST) == got[1]:
+                return
+            self._restore(was)
         for entry in self.SEARCH:
             step = next((s for s in entry if s.applies(self, args)), None)
             if step is not None:
                 step.apply(self, args)
+        if key is not None:
+            _SEARCHED[key] = (self._snapshot(), timing_key(self.program(), RTL_COST))
+
+    def _search_key(self, args):
+        """What :meth:`_search` reads, immediates aside: the class's methods and
+        parameters as they are now, the plan's state by value without its epilogue
+        (:func:`_state`), the epilogue's shape (each stage's passes without their
+        immediates, and every flag that decides what is emitted) and the search's
+        arguments; None when a part cannot be described (not memoized)."""
+        epi = self.epilogue
+        state = _state(self, "epilogue", "_runners", "_rerank_key")
+        if state is None:
+            return None
+        try:
+            shape = _describe((
+                epi.bias, epi.residual, epi.out_dtype, epi.planes, epi.bias_tile,
+                bool(epi.shift), bool(epi.init), epi.fold, epi.requant, epi.add is not None,
+                tuple(tuple(op for op, _ in stage) for stage in epi.stages()), tuple(args)))
+        except _Unhashable:
+            return None
+        params = tuple((name, v if getattr(type(v), "__hash__", None) else id(v))
+                       for c in type(self).__mro__ for name, v in vars(c).items()
+                       if not name.startswith("__"))
+        return type(self), params, state, shape
 
     def _add_order_fit(self) -> bool:
         """:meth:`_try_add_order` applies: a fused add, COMPUTE_OVERLAP, two or more

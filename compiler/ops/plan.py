@@ -105,12 +105,18 @@ def plan_signature(plan) -> tuple | None:
 def clear_program_cache() -> None:
     """Forget the programs :meth:`OpPlan.program` shares across plans (and the loop
     nests :func:`.loops.fold_loops` and the micro-op kernels
-    :class:`~vtakit.runtime.UopKernel` remember): what a never-seen model costs to emit."""
+    :class:`~vtakit.runtime.UopKernel` remember, the event model's predictions shared
+    across programs and the conv2d searches' choices): what a never-seen model costs
+    to emit."""
     from ...runtime.kernel import clear_kernel_memo
+    from .conv2d import _SEARCHED
+    from .cost.events import _SHARED_FACTS
     from .loops import _fold_cached
     _programs.clear()
     _fold_cached.cache_clear()
     clear_kernel_memo()
+    _SHARED_FACTS.clear()
+    _SEARCHED.clear()
 
 
 class Operand:

@@ -13,7 +13,15 @@ without the compiler.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
+import multiprocessing
+import os
+import pickle
+import sys
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 
@@ -26,7 +34,8 @@ from ..ops.tiling import TilingError
 from .layers import LayerRecord, fill_estimate, layer_spec, split_layer, weight_shape
 from .registry import LoweringError
 
-__all__ = ["VM_KIND", "split_layer", "vm_lowerer"]
+__all__ = ["VM_KIND", "split_layer", "vm_lowerer", "lower_in_workers", "compile_jobs",
+           "COMPILE_JOBS_ENV"]
 
 #: Primitive-factory kind of VTA layers in executables ("vtakit.vm.primitive.vta_layer").
 VM_KIND = KIND
@@ -103,8 +112,26 @@ def vm_lowerer(config, report: list | None = None):
     predicted cycles, DRAM bytes).
     """
     from ..codegen import LoweredPrimitive
+    ahead = {}      # id(function) -> (what lower returned, its report records), prefetched
+
+    def claims(func) -> bool:
+        layer, _ = split_layer(func.body)
+        return layer is not None and layer.data is func.params[0]
 
     def lower(func):
+        got = ahead.pop(id(func), None)
+        if got is None:
+            return lower_here(func)
+        if report is not None:
+            report.extend(got[1])
+        return got[0]
+
+    def prefetch(funcs):
+        """Lower the layers among ``funcs`` in worker processes
+        (:func:`lower_in_workers`); :func:`lower` then returns what a worker made."""
+        ahead.update(lower_in_workers(lower_here, [f for f in funcs if claims(f)], report))
+
+    def lower_here(func):
         layer, tail = split_layer(func.body)
         if layer is None or layer.data is not func.params[0]:
             if report is not None and func.params:
@@ -141,4 +168,72 @@ def vm_lowerer(config, report: list | None = None):
             name=f"vta_{layer.kind}", device_output=not tail and int8(func.body),
             device_inputs=tuple(int8(p) and (p is data or any(p is e for e in inputs))
                                 for p in func.params))
+    lower.prefetch = prefetch
     return lower
+
+
+#: Environment variable: how many processes lower a model's VTA layers (1: this process
+#: alone; default: the CPUs this process may run on).
+COMPILE_JOBS_ENV = "VTAKIT_COMPILE_JOBS"
+#: Fewer VTA layers than this are lowered in this process (a worker costs a fork).
+MIN_PARALLEL_LAYERS = 4
+_WORK = None        # (lower, functions, report) the forked workers read
+
+
+def compile_jobs() -> int:
+    """The processes :func:`lower_in_workers` may use: ``$VTAKIT_COMPILE_JOBS`` (a whole
+    number >= 1), else the CPUs this process may run on."""
+    value = os.environ.get(COMPILE_JOBS_ENV, "").strip()
+    if not value:
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+            os.cpu_count() or 1)
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{COMPILE_JOBS_ENV}={value!r}: expected a whole number of "
+                         "processes >= 1 (1 lowers every layer in this process)")
+    return int(value)
+
+
+def _can_fork() -> bool:
+    """Workers are forked (they inherit the model and the lowerer, nothing is pickled on
+    the way in): only on Linux, from a process with no other Python thread (a thread
+    holding a lock at the fork would leave it held in the child) that is not a daemon
+    (which may have no children: e.g. a multiprocessing pool's worker)."""
+    return (sys.platform.startswith("linux") and threading.active_count() == 1
+            and not multiprocessing.current_process().daemon)
+
+
+def _lower_one(i):
+    lower, funcs, report = _WORK
+    n = len(report) if report is not None else 0
+    try:
+        got = lower(funcs[i])
+    except Exception:           # lowered again in the parent, which raises it as usual
+        return i, False, None, []
+    return i, True, got, ([] if report is None else report[n:])
+
+
+def lower_in_workers(lower, funcs, report) -> dict:
+    """``{id(f): (lower(f), the report records it added)}`` for ``funcs`` lowered in
+    :func:`compile_jobs` forked worker processes, each function by one worker in the
+    order given; the lowering is deterministic, so each result is what ``lower`` makes
+    in this process. Empty (everything is then lowered here) with fewer than
+    :data:`MIN_PARALLEL_LAYERS` functions, one job, or where workers cannot be forked;
+    a function whose lowering raised, or whose result could not be sent back, is left
+    out (lowered here again, where its error is raised)."""
+    global _WORK
+    jobs = min(compile_jobs(), len(funcs))
+    if jobs < 2 or len(funcs) < MIN_PARALLEL_LAYERS or not _can_fork():
+        return {}
+    _WORK = (lower, funcs, report)
+    # the model's objects out of the workers' garbage collections: a collection touching
+    # them would copy their pages into each worker
+    gc.freeze()
+    try:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            results = list(pool.map(_lower_one, range(len(funcs))))
+    except (OSError, BrokenProcessPool, pickle.PicklingError):
+        return {}
+    finally:
+        gc.unfreeze()
+        _WORK = None
+    return {id(funcs[i]): (got, records) for i, ok, got, records in results if ok}

@@ -19,15 +19,16 @@ per-instruction cost, and command-queue capacity.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 import bisect
+import hashlib
 import math
 from dataclasses import dataclass
 
 from ....hw.alu import REQUANT_OPS
-from ....hw.isa import AluOp, MemType, Opcode
-from ....hw.spec import (DEP_QUEUES, DMA_READ_AHEAD_BEATS, INSN_BYTES, PIPELINE, TOKEN_QUEUES,
-                         Unit, dispatch_unit)
+from ....hw.isa import AluOp, MemType, Opcode, isa_for
+from ....hw.spec import (DEP_QUEUES, DMA_READ_AHEAD_BEATS, INSN_BYTES, OPCODE_BITS, PIPELINE,
+                         TOKEN_QUEUES, Unit, dispatch_unit)
 from .geometry import MAX_BURST
 from .params import RTL_COST, EventCost
 
@@ -842,19 +843,54 @@ def program_prediction(program, cost: EventCost = RTL_COST) -> tuple:
     return prediction, dict(traffic)
 
 
+#: Facts of programs that differ only in what the event model does not read, shared
+#: across Program objects (:func:`timing_key`; least recently used dropped).
+_SHARED_FACTS: OrderedDict = OrderedDict()
+SHARED_FACTS_SIZE = 256
+
+
+def timing_key(program, cost: EventCost) -> tuple:
+    """What :func:`program_facts` of ``program`` depends on: the config, the cost model,
+    the slots and pending pops, and a digest of the micro-ops and of every instruction
+    word, an ALU's immediate reduced to whether it is zero (the model reads only that, of
+    REQ passes: a shift or clip amount takes the same cycles whatever its value). Two
+    layers that differ only in their requantize shifts and clip bounds (ResNet blocks of
+    one shape) share it."""
+    imm = isa_for(program.config).alu.by_name["imm"]
+    mask, nonzero = imm.mask << imm.offset, 1 << imm.offset
+    alu, opcode = int(Opcode.ALU), (1 << OPCODE_BITS) - 1
+    digest = hashlib.blake2b(program.uops.tobytes(), digest_size=16)
+    for insn in program.insns:
+        w = insn.word
+        if w & opcode == alu:
+            w = (w & ~mask) | (nonzero if w & mask else 0)
+        digest.update(w.to_bytes(INSN_BYTES, "little"))
+    return (program.config, cost, tuple(program.slots.items()), program.pending_pops,
+            digest.digest())
+
+
 def program_facts(program, cost: EventCost = RTL_COST) -> tuple:
     """``(StreamPrediction, traffic, opcode counts)`` of :func:`program_stream`, memoized
-    (:func:`program_prediction`); callers copy the dicts they hand out."""
+    (:func:`program_prediction`) with the program and across programs of one
+    :func:`timing_key`; callers copy the dicts they hand out."""
     key = ("program_prediction", cost)
     got = program.memo.get(key)
     if got is None:
-        insns = program_stream(program)
-        by_op: dict[str, int] = {}
-        for insn in insns:
-            by_op[insn.opcode.name] = by_op.get(insn.opcode.name, 0) + 1
-        got = program.memo[key] = (predict_stream(insns, program.config, cost,
-                                                  uops=program.uops),
-                                   stream_traffic(insns, program.config), by_op)
+        shared = timing_key(program, cost)
+        got = _SHARED_FACTS.get(shared)
+        if got is None:
+            insns = program_stream(program)
+            by_op: dict[str, int] = {}
+            for insn in insns:
+                by_op[insn.opcode.name] = by_op.get(insn.opcode.name, 0) + 1
+            got = (predict_stream(insns, program.config, cost, uops=program.uops),
+                   stream_traffic(insns, program.config), by_op)
+            _SHARED_FACTS[shared] = got
+            while len(_SHARED_FACTS) > SHARED_FACTS_SIZE:
+                _SHARED_FACTS.popitem(last=False)
+        else:
+            _SHARED_FACTS.move_to_end(shared)
+        program.memo[key] = got
     return got
 
 
