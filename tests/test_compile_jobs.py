@@ -89,3 +89,11 @@ def test_few_layers_stay_in_this_process(monkeypatch):
     assert executable.lower_in_workers(lambda f: f, [object()] * 3, None) == {}
     got = executable.lower_in_workers(lambda f: np.int64(7), list(range(5)), None)
     assert sorted(v for v, _ in got.values()) == [7] * 5
+
+
+def test_a_result_the_workers_cannot_send_back_is_lowered_here(monkeypatch):
+    """A lowerer's result that does not pickle (a local function) breaks the pool: every
+    function is then lowered in this process."""
+    monkeypatch.setenv(executable.COMPILE_JOBS_ENV, "2")
+    funcs = list(range(6))
+    assert executable.lower_in_workers(lambda f: (lambda: f), funcs, None) == {}

@@ -17,11 +17,9 @@ import gc
 import hashlib
 import multiprocessing
 import os
-import pickle
 import sys
 import threading
 from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 
@@ -216,10 +214,10 @@ def lower_in_workers(lower, funcs, report) -> dict:
     """``{id(f): (lower(f), the report records it added)}`` for ``funcs`` lowered in
     :func:`compile_jobs` forked worker processes, each function by one worker in the
     order given; the lowering is deterministic, so each result is what ``lower`` makes
-    in this process. Empty (everything is then lowered here) with fewer than
-    :data:`MIN_PARALLEL_LAYERS` functions, one job, or where workers cannot be forked;
-    a function whose lowering raised, or whose result could not be sent back, is left
-    out (lowered here again, where its error is raised)."""
+    in this process. A function whose lowering raised is left out (lowered here again,
+    where its error is raised). Empty (everything is then lowered here) with fewer than
+    :data:`MIN_PARALLEL_LAYERS` functions, one job, where workers cannot be forked, or
+    when the pool fails (a worker died, a result could not be sent back)."""
     global _WORK
     jobs = min(compile_jobs(), len(funcs))
     if jobs < 2 or len(funcs) < MIN_PARALLEL_LAYERS or not _can_fork():
@@ -231,7 +229,7 @@ def lower_in_workers(lower, funcs, report) -> dict:
     try:
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
             results = list(pool.map(_lower_one, range(len(funcs))))
-    except (OSError, BrokenProcessPool, pickle.PicklingError):
+    except Exception:           # the pool's own failure: lower every function here
         return {}
     finally:
         gc.unfreeze()
