@@ -26,12 +26,18 @@ from .kernel import UopKernel
 from .program import UOPS, Program, ProgramFormatError, encoder
 from .uop_cache import UopCache
 
-__all__ = ["ProgramBuilder", "Slot", "finished_alone"]
+__all__ = ["ProgramBuilder", "Slot", "clear_encoded", "finished_alone"]
 
 _FIELD16 = (1 << XFER_BITS) - 1
 #: Checked-and-encoded kernels remembered across resets (a bound, so a long session
 #: with ever new kernels does not grow, unlike TVM's uop cache, apache/tvm#4246).
 _MAX_CHECKED = 4096
+#: Encoded instructions of :meth:`ProgramBuilder.instructions`, by config, then by
+#: opcode, field names and values (an Insn is a value: the candidate schedules of a plan
+#: search repeat most of each other's instructions); bounded, emptied when full;
+#: :func:`clear_encoded` empties it.
+_encoded: dict = {}
+_MAX_ENCODED = 1 << 15
 _MEM_NAMES = {MemType.INP: "input", MemType.WGT: "weight", MemType.ACC: "accumulator",
               MemType.OUT: "output"}
 
@@ -279,11 +285,17 @@ class ProgramBuilder:
         compute = [p for p in insns if serial_stage_of(p) == Unit.COMPUTE]
         drop = set()
         head = None
-        used = []                       # [bgn, end) uop ranges read since the head
+        used = set()                    # [bgn, end) uop ranges read since the head
+        low, high = 0, 0                # and the range they span (a quick test first)
         for k, p in enumerate(compute):
             f = p.fields
             if p.opcode in (Opcode.GEMM, Opcode.ALU):
-                used.append((f["uop_bgn"], f["uop_end"]))
+                a, b = f["uop_bgn"], f["uop_end"]
+                if not used:
+                    low, high = a, b
+                elif a < low or b > high:
+                    low, high = min(low, a), max(high, b)
+                used.add((a, b))
                 continue
             if p.opcode != Opcode.LOAD or p.uop_offset is None or not f["x_size"]:
                 continue
@@ -293,7 +305,8 @@ class ProgramBuilder:
             if (head is not None and bgn == head.fields["sram_base"] + head.fields["x_size"]
                     and p.uop_offset == head.uop_offset + head.fields["x_size"]
                     and head.fields["x_size"] + n <= max_uops
-                    and not any(a < bgn + n and bgn < b for a, b in used)
+                    and not (used and low < bgn + n and bgn < high
+                             and any(a < bgn + n and bgn < b for a, b in used))
                     and not (pops and (nxt is None or nxt.opcode not in (Opcode.GEMM, Opcode.ALU)
                                        or any(nxt.fields[g] for g in pops)))):
                 size = head.fields["x_size"] + n
@@ -302,7 +315,7 @@ class ProgramBuilder:
                     nxt.fields[g] = 1
                 drop.add(id(p))
                 continue
-            head, used = p, []
+            head, used = p, set()
         if drop:
             self._queue.insns = [p for p in insns if id(p) not in drop]
         return len(drop)
@@ -489,7 +502,10 @@ class ProgramBuilder:
         """The stream queued so far as encoded :class:`~vtakit.hw.isa.Insn` values, those
         of :meth:`build`'s Program (relocated ``dram_base`` fields slot-relative), without
         building the Program (what reading the stream needs, e.g. a cycle prediction)."""
-        insns, encoders, known, sources = [], {}, {}, self._sources
+        insns, encoders, sources = [], {}, self._sources
+        known = _encoded.setdefault(self.config, {})
+        if len(known) > _MAX_ENCODED:
+            known.clear()
         for p in self._queue.insns:
             insn = sources.get(p) if sources else None  # an included instruction, unchanged?
             if insn is None or {**p.fields, "opcode": p.opcode} != insn.fields:
@@ -520,6 +536,11 @@ class ProgramBuilder:
     def cache(self) -> UopCache:
         """The uop SRAM residency model (hits, misses, evictions counters)."""
         return self._cache
+
+
+def clear_encoded() -> None:
+    """Forget the instructions :meth:`ProgramBuilder.instructions` encoded."""
+    _encoded.clear()
 
 
 def finished_alone(program: Program) -> list:

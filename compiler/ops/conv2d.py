@@ -80,6 +80,13 @@ _RERANKED: dict = {}     # Conv2dPlan._rerank's choices
 _RUNNERS: dict = {}      # Conv2dPlan._rerank's other candidates, best first
 _RUNNER_PICK: dict = {}  # Conv2dPlan._try_runners_up's plan (None: the re-ranked one)
 
+#: :meth:`Conv2dPlan._gemm_kernels`'s kernels, keyed by everything they depend on: the
+#: problem, the config, the slot counts the listed kernel's budget reads and the call's
+#: arguments (every candidate schedule of a search emits the same tiles' kernels);
+#: bounded, emptied when full; :func:`.plan.clear_program_cache` empties it.
+GEMM_KERNELS: dict = {}
+_GEMM_KERNELS_SIZE = 4096
+
 
 def _state(plan, *drop):
     """:func:`.plan.plan_signature` of ``plan`` without its attributes ``drop`` (and its
@@ -1410,6 +1417,21 @@ class Conv2dPlan(OpPlan):
 
     def _gemm_kernels(self, base, tn, tco, th, tw, tci, hi, wi, ydata, xdata,
                       uses=1, taps_h=None, parts=1) -> tuple:
+        """:meth:`_make_gemm_kernels`, remembered in :data:`GEMM_KERNELS`."""
+        key = (self.problem, self.config, self.tiling.nthreads, self.in_slots,
+               self.acc_slot_count(), base, tn, tco, th, tw, tci, hi, wi, ydata, xdata, uses,
+               taps_h, parts)
+        kernels = GEMM_KERNELS.get(key)
+        if kernels is None:
+            kernels = self._make_gemm_kernels(base, tn, tco, th, tw, tci, hi, wi, ydata,
+                                              xdata, uses, taps_h, parts)
+            if len(GEMM_KERNELS) >= _GEMM_KERNELS_SIZE:
+                GEMM_KERNELS.clear()
+            GEMM_KERNELS[key] = kernels
+        return kernels
+
+    def _make_gemm_kernels(self, base, tn, tco, th, tw, tci, hi, wi, ydata, xdata,
+                           uses=1, taps_h=None, parts=1) -> tuple:
         """The GEMM kernels of one group of a tile whose input window holds data in rows
         ``ydata = (first, count)`` and columns ``xdata`` (the rest is the load's zero
         padding). Taps that only read padding multiply zeros, so output rows and columns
