@@ -1654,6 +1654,8 @@ class _ConvEmission:
         self.uniform_loaded = False   # requant2's uniform rows are in the acc SRAM
         self._bases = {}              # row bases of the tiles started (start -> finish_tile)
         self._between = None          # body_split: emitted amid the next GEMM kernels
+        self._slot_bases = {}         # slot_base by slot
+        self._dims = {}               # out_dims and bias_dims by tile shape
 
     # ------------------------------------------------------------------ schedule
 
@@ -1783,6 +1785,13 @@ class _ConvEmission:
         kernel_fence(builder)
 
     def slot_base(self, a) -> int:
+        """The first acc row of acc slot ``a`` (:meth:`_slot_base`, computed once)."""
+        base = self._slot_bases.get(a)
+        if base is None:
+            base = self._slot_bases[a] = self._slot_base(a)
+        return base
+
+    def _slot_base(self, a) -> int:
         """The first acc row of acc slot ``a``: slots one after another, or with
         :attr:`Conv2dPlan.out_slots` four slots, two per acc bank, alternating banks."""
         if self.plan.out_slots:
@@ -1963,9 +1972,16 @@ class _ConvEmission:
         self.builder.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
                                             [lp[:3] for lp in f.loops]))
 
-    def out_dims(self, ti):
+    def out_dims(self, ti) -> tuple:
+        """Tile ti's accumulators: dims ``n``, ``o``, ``p`` (dst strides), made once per
+        tile shape."""
         tn, tco, th, tw = (self.tiles[ti][k] for k in (1, 3, 5, 7))
-        return [Dim("n", tn, tco * th * tw), Dim("o", tco, th * tw), Dim("p", th * tw, 1)]
+        key = ("out", tn, tco, th, tw)
+        dims = self._dims.get(key)
+        if dims is None:
+            dims = self._dims[key] = (Dim("n", tn, tco * th * tw), Dim("o", tco, th * tw),
+                                      Dim("p", th * tw, 1))
+        return dims
 
     def store(self, ti, k) -> None:
         n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
@@ -2048,10 +2064,16 @@ class _ConvEmission:
         else:
             self.epilogue(ti, acc_base, bases)
 
-    def bias_dims(self, ti):
+    def bias_dims(self, ti) -> tuple:
+        """:meth:`out_dims` with the src strides of the tile's per-channel row (one
+        element per output block), made once per tile shape."""
         tn, tco, th, tw = (self.tiles[ti][k] for k in (1, 3, 5, 7))
-        return [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
-                Dim("p", th * tw, 1, 0)]
+        key = ("bias", tn, tco, th, tw)
+        dims = self._dims.get(key)
+        if dims is None:
+            dims = self._dims[key] = (Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
+                                      Dim("p", th * tw, 1, 0))
+        return dims
 
     def start_tile(self, ti, a, acc_base, bases) -> None:
         """The tile's per-channel rows (unless its slot holds them) and its accumulators'
