@@ -81,8 +81,8 @@ _RUNNERS: dict = {}      # Conv2dPlan._rerank's other candidates, best first
 _RUNNER_PICK: dict = {}  # Conv2dPlan._try_runners_up's plan (None: the re-ranked one)
 
 #: :meth:`Conv2dPlan._gemm_kernels`'s kernels, keyed by everything they depend on: the
-#: problem, the config, the slot counts the listed kernel's budget reads and the call's
-#: arguments (every candidate schedule of a search emits the same tiles' kernels);
+#: plan's class, problem and config, the slot counts the listed kernel's budget reads and
+#: the call's arguments (every candidate schedule of a search emits the same tiles' kernels);
 #: bounded, emptied when full; :func:`.plan.clear_program_cache` empties it.
 GEMM_KERNELS: dict = {}
 _GEMM_KERNELS_SIZE = 4096
@@ -1418,7 +1418,7 @@ class Conv2dPlan(OpPlan):
     def _gemm_kernels(self, base, tn, tco, th, tw, tci, hi, wi, ydata, xdata,
                       uses=1, taps_h=None, parts=1) -> tuple:
         """:meth:`_make_gemm_kernels`, remembered in :data:`GEMM_KERNELS`."""
-        key = (self.problem, self.config, self.tiling.nthreads, self.in_slots,
+        key = (type(self), self.problem, self.config, self.tiling.nthreads, self.in_slots,
                self.acc_slot_count(), base, tn, tco, th, tw, tci, hi, wi, ydata, xdata, uses,
                taps_h, parts)
         kernels = GEMM_KERNELS.get(key)
