@@ -80,6 +80,9 @@ class ProgramBuilder:
     def __init__(self, config, *, name: str = ""):
         self.config = config
         self.name = name
+        # the config's SRAM element bytes and depths by memory type (asked every DMA)
+        self._elem_bytes = {mt: config.elem_bytes(mt) for mt in MemType}
+        self._depth = {mt: config.depth(mt) for mt in MemType}
         self._queue = InsnQueue()
         self._cache = UopCache(config.uop_depth)
         self._words: dict[UopKernel, np.ndarray] = {}   # checked kernels -> encoded uops
@@ -156,7 +159,7 @@ class ProgramBuilder:
         slot = self._resolve_slot(slot, call)
         x_total = x_pad_before + x_size + x_pad_after
         y_total = y_pad_before + y_size + y_pad_after
-        if sram_base + x_total * y_total > self.config.depth(mt):
+        if sram_base + x_total * y_total > self._depth[mt]:
             self._check_sram(call, mt, sram_base, x_total * y_total,
                              f"{x_total} x {y_total} elements with padding")
         dram_base = self._check_dram(call, mt, slot, elem_offset, x_size, y_size, x_stride)
@@ -177,7 +180,7 @@ class ProgramBuilder:
             _check_args(call, dict(sram_base=sram_base, elem_offset=elem_offset, x_size=x_size,
                                    y_size=y_size, x_stride=x_stride), {})
         slot = self._resolve_slot(slot, call)
-        if sram_base + x_size * y_size > self.config.out_depth:
+        if sram_base + x_size * y_size > self._depth[MemType.OUT]:
             self._check_sram(call, MemType.OUT, sram_base, x_size * y_size,
                              f"{x_size} x {y_size} elements")
         dram_base = self._check_dram(call, MemType.OUT, slot, elem_offset, x_size, y_size,
@@ -199,7 +202,7 @@ class ProgramBuilder:
     def _check_dram(self, call, mt, slot: Slot, elem_offset, x_size, y_size, x_stride) -> int:
         """The instruction's dram_base: absolute for a slot with an address, else the
         element offset inside the slot (relocated when the program is bound)."""
-        elem = self.config.elem_bytes(mt)
+        elem = self._elem_bytes[mt]
         end = (elem_offset + (y_size - 1) * x_stride + x_size) * elem
         if end > slot.nbytes:
             raise DramRangeError(
