@@ -91,6 +91,7 @@ def _remember(key, kernel):
 #: ``(kernel, config)`` (a kernel is a value: every builder of the same config checks
 #: and encodes it alike); read-only arrays; bounded, emptied when full.
 _checked: dict = {}
+_CHECKED_SIZE = 1 << 14
 
 
 def clear_kernel_memo() -> None:
@@ -355,7 +356,7 @@ class UopKernel:
         if words is None:
             words = self._check_config(config)
             words.flags.writeable = False
-            if len(_checked) >= _MEMO_SIZE:
+            if len(_checked) >= _CHECKED_SIZE:
                 _checked.clear()
             _checked[key] = words
         return words
