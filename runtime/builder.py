@@ -34,10 +34,11 @@ _FIELD16 = (1 << XFER_BITS) - 1
 _MAX_CHECKED = 4096
 #: Encoded instructions of :meth:`ProgramBuilder.instructions`, by config, then by
 #: opcode, field names and values (an Insn is a value: the candidate schedules of a plan
-#: search repeat most of each other's instructions); bounded, emptied when full;
-#: :func:`clear_encoded` empties it.
+#: search repeat most of each other's instructions); bounded (instructions per config,
+#: configs), emptied when full; :func:`clear_encoded` empties it.
 _encoded: dict = {}
 _MAX_ENCODED = 1 << 15
+_MAX_ENCODED_CONFIGS = 4
 _MEM_NAMES = {MemType.INP: "input", MemType.WGT: "weight", MemType.ACC: "accumulator",
               MemType.OUT: "output"}
 
@@ -506,8 +507,12 @@ class ProgramBuilder:
         of :meth:`build`'s Program (relocated ``dram_base`` fields slot-relative), without
         building the Program (what reading the stream needs, e.g. a cycle prediction)."""
         insns, encoders, sources = [], {}, self._sources
-        known = _encoded.setdefault(self.config, {})
-        if len(known) > _MAX_ENCODED:
+        known = _encoded.get(self.config)
+        if known is None:
+            if len(_encoded) >= _MAX_ENCODED_CONFIGS:
+                _encoded.clear()
+            known = _encoded[self.config] = {}
+        elif len(known) > _MAX_ENCODED:
             known.clear()
         for p in self._queue.insns:
             insn = sources.get(p) if sources else None  # an included instruction, unchanged?
