@@ -26,12 +26,19 @@ from .kernel import UopKernel
 from .program import UOPS, Program, ProgramFormatError, encoder
 from .uop_cache import UopCache
 
-__all__ = ["ProgramBuilder", "Slot", "finished_alone"]
+__all__ = ["ProgramBuilder", "Slot", "clear_encoded", "finished_alone"]
 
 _FIELD16 = (1 << XFER_BITS) - 1
 #: Checked-and-encoded kernels remembered across resets (a bound, so a long session
 #: with ever new kernels does not grow, unlike TVM's uop cache, apache/tvm#4246).
 _MAX_CHECKED = 4096
+#: Encoded instructions of :meth:`ProgramBuilder.instructions`, by config, then by
+#: opcode, field names and values (an Insn is a value: the candidate schedules of a plan
+#: search repeat most of each other's instructions); bounded (instructions per config,
+#: configs), emptied when full; :func:`clear_encoded` empties it.
+_encoded: dict = {}
+_MAX_ENCODED = 1 << 15
+_MAX_ENCODED_CONFIGS = 4
 _MEM_NAMES = {MemType.INP: "input", MemType.WGT: "weight", MemType.ACC: "accumulator",
               MemType.OUT: "output"}
 
@@ -74,6 +81,9 @@ class ProgramBuilder:
     def __init__(self, config, *, name: str = ""):
         self.config = config
         self.name = name
+        # the config's SRAM element bytes and depths by memory type (asked every DMA)
+        self._elem_bytes = {mt: config.elem_bytes(mt) for mt in MemType}
+        self._depth = {mt: config.depth(mt) for mt in MemType}
         self._queue = InsnQueue()
         self._cache = UopCache(config.uop_depth)
         self._words: dict[UopKernel, np.ndarray] = {}   # checked kernels -> encoded uops
@@ -150,7 +160,7 @@ class ProgramBuilder:
         slot = self._resolve_slot(slot, call)
         x_total = x_pad_before + x_size + x_pad_after
         y_total = y_pad_before + y_size + y_pad_after
-        if sram_base + x_total * y_total > self.config.depth(mt):
+        if sram_base + x_total * y_total > self._depth[mt]:
             self._check_sram(call, mt, sram_base, x_total * y_total,
                              f"{x_total} x {y_total} elements with padding")
         dram_base = self._check_dram(call, mt, slot, elem_offset, x_size, y_size, x_stride)
@@ -171,7 +181,7 @@ class ProgramBuilder:
             _check_args(call, dict(sram_base=sram_base, elem_offset=elem_offset, x_size=x_size,
                                    y_size=y_size, x_stride=x_stride), {})
         slot = self._resolve_slot(slot, call)
-        if sram_base + x_size * y_size > self.config.out_depth:
+        if sram_base + x_size * y_size > self._depth[MemType.OUT]:
             self._check_sram(call, MemType.OUT, sram_base, x_size * y_size,
                              f"{x_size} x {y_size} elements")
         dram_base = self._check_dram(call, MemType.OUT, slot, elem_offset, x_size, y_size,
@@ -193,7 +203,7 @@ class ProgramBuilder:
     def _check_dram(self, call, mt, slot: Slot, elem_offset, x_size, y_size, x_stride) -> int:
         """The instruction's dram_base: absolute for a slot with an address, else the
         element offset inside the slot (relocated when the program is bound)."""
-        elem = self.config.elem_bytes(mt)
+        elem = self._elem_bytes[mt]
         end = (elem_offset + (y_size - 1) * x_stride + x_size) * elem
         if end > slot.nbytes:
             raise DramRangeError(
@@ -279,11 +289,17 @@ class ProgramBuilder:
         compute = [p for p in insns if serial_stage_of(p) == Unit.COMPUTE]
         drop = set()
         head = None
-        used = []                       # [bgn, end) uop ranges read since the head
+        used = set()                    # [bgn, end) uop ranges read since the head
+        low, high = 0, 0                # and the range they span (a quick test first)
         for k, p in enumerate(compute):
             f = p.fields
             if p.opcode in (Opcode.GEMM, Opcode.ALU):
-                used.append((f["uop_bgn"], f["uop_end"]))
+                a, b = f["uop_bgn"], f["uop_end"]
+                if not used:
+                    low, high = a, b
+                elif a < low or b > high:
+                    low, high = min(low, a), max(high, b)
+                used.add((a, b))
                 continue
             if p.opcode != Opcode.LOAD or p.uop_offset is None or not f["x_size"]:
                 continue
@@ -293,7 +309,8 @@ class ProgramBuilder:
             if (head is not None and bgn == head.fields["sram_base"] + head.fields["x_size"]
                     and p.uop_offset == head.uop_offset + head.fields["x_size"]
                     and head.fields["x_size"] + n <= max_uops
-                    and not any(a < bgn + n and bgn < b for a, b in used)
+                    and not (used and low < bgn + n and bgn < high
+                             and any(a < bgn + n and bgn < b for a, b in used))
                     and not (pops and (nxt is None or nxt.opcode not in (Opcode.GEMM, Opcode.ALU)
                                        or any(nxt.fields[g] for g in pops)))):
                 size = head.fields["x_size"] + n
@@ -302,7 +319,7 @@ class ProgramBuilder:
                     nxt.fields[g] = 1
                 drop.add(id(p))
                 continue
-            head, used = p, []
+            head, used = p, set()
         if drop:
             self._queue.insns = [p for p in insns if id(p) not in drop]
         return len(drop)
@@ -489,7 +506,14 @@ class ProgramBuilder:
         """The stream queued so far as encoded :class:`~vtakit.hw.isa.Insn` values, those
         of :meth:`build`'s Program (relocated ``dram_base`` fields slot-relative), without
         building the Program (what reading the stream needs, e.g. a cycle prediction)."""
-        insns, encoders, known, sources = [], {}, {}, self._sources
+        insns, encoders, sources = [], {}, self._sources
+        known = _encoded.get(self.config)
+        if known is None:
+            if len(_encoded) >= _MAX_ENCODED_CONFIGS:
+                _encoded.clear()
+            known = _encoded[self.config] = {}
+        elif len(known) > _MAX_ENCODED:
+            known.clear()
         for p in self._queue.insns:
             insn = sources.get(p) if sources else None  # an included instruction, unchanged?
             if insn is None or {**p.fields, "opcode": p.opcode} != insn.fields:
@@ -520,6 +544,11 @@ class ProgramBuilder:
     def cache(self) -> UopCache:
         """The uop SRAM residency model (hits, misses, evictions counters)."""
         return self._cache
+
+
+def clear_encoded() -> None:
+    """Forget the instructions :meth:`ProgramBuilder.instructions` encoded."""
+    _encoded.clear()
 
 
 def finished_alone(program: Program) -> list:

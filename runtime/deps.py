@@ -122,9 +122,10 @@ class InsnQueue:
     def create(self, stage: Unit, opcode: Opcode, uop_offset=None, **fields) -> PendingInsn:
         """Append an instruction of ``stage``; it absorbs the stage's pending pops."""
         flags = self.pending[stage]
-        insn = PendingInsn(opcode, {**fields, "pop_prev_dep": flags["pop_prev_dep"],
-                                    "pop_next_dep": flags["pop_next_dep"],
-                                    "push_prev_dep": 0, "push_next_dep": 0}, uop_offset)
+        fields["pop_prev_dep"] = flags["pop_prev_dep"]     # (``fields`` is this call's own)
+        fields["pop_next_dep"] = flags["pop_next_dep"]
+        fields["push_prev_dep"] = fields["push_next_dep"] = 0
+        insn = PendingInsn(opcode, fields, uop_offset)
         flags["pop_prev_dep"] = flags["pop_next_dep"] = 0
         self.insns.append(insn)
         return insn

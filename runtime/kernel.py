@@ -87,9 +87,18 @@ def _remember(key, kernel):
     return kernel
 
 
+#: Encoded uop words of the kernels :meth:`UopKernel.check_config` passed, by
+#: ``(kernel, config)`` (a kernel is a value: every builder of the same config checks
+#: and encodes it alike); read-only arrays; bounded, emptied when full.
+_checked: dict = {}
+_CHECKED_SIZE = 1 << 14
+
+
 def clear_kernel_memo() -> None:
-    """Forget the kernels the builders remember (what a never-seen model costs to build)."""
+    """Forget the kernels the builders remember and the checks of
+    :meth:`UopKernel.check_config` (what a never-seen model costs to build)."""
     _made.clear()
+    _checked.clear()
 
 
 @dataclass(frozen=True, eq=True)
@@ -113,6 +122,8 @@ class UopKernel:
         (the immediate is the operand) and None a tensor-tensor operation; for an opcode
         with ``tensor_imm`` (MULSHR) the operand is a tensor and ``imm`` its shift
         (:attr:`use_imm` says which).
+    size : int
+        Number of micro-ops (uop SRAM entries), ``len(uops)``.
     """
 
     mode: str
@@ -121,10 +132,12 @@ class UopKernel:
     reset: bool = False
     alu_op: AluOp | None = None
     imm: int | None = None
+    size: int = field(default=0, init=False, repr=False, compare=False)
     _hash: int = field(default=0, init=False, repr=False, compare=False)
     _iterations: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
+        object.__setattr__(self, "size", len(self.uops))
         object.__setattr__(self, "_hash", hash((self.mode, self.uops, self.loops, self.reset,
                                                 self.alu_op, self.imm)))
 
@@ -232,11 +245,6 @@ class UopKernel:
         """ALU only: the instruction's ``use_imm`` (the immediate is the operand)."""
         return self.mode == "alu" and _use_imm(self.alu_op, self.imm)
 
-    @property
-    def size(self) -> int:
-        """Number of micro-ops (uop SRAM entries)."""
-        return len(self.uops)
-
     def iterations(self) -> tuple[int, int, tuple, tuple]:
         """``(iter_out, iter_in, out_factors, in_factors)`` by the loop mapping of
         reference 4.4 (factors are ``(dst, src, wgt)``)."""
@@ -332,7 +340,8 @@ class UopKernel:
         return False
 
     def check_config(self, config: VTAConfig) -> np.ndarray:
-        """Check the kernel against a config and return its encoded uop words (uint32).
+        """Check the kernel against a config and return its encoded uop words (uint32,
+        read-only: remembered by kernel and config, :data:`_checked`).
 
         Raises
         ------
@@ -342,6 +351,18 @@ class UopKernel:
         SramRangeError
             If an index after the loop arithmetic reaches past an SRAM's depth.
         """
+        key = (self, config)
+        words = _checked.get(key)
+        if words is None:
+            words = self._check_config(config)
+            words.flags.writeable = False
+            if len(_checked) >= _CHECKED_SIZE:
+                _checked.clear()
+            _checked[key] = words
+        return words
+
+    def _check_config(self, config: VTAConfig) -> np.ndarray:
+        """:meth:`check_config`, uncached."""
         isa = isa_for(config)
         if self.mode == "alu":
             violation = alu_violation(self.alu_op, self.use_imm, self.imm or 0, config)

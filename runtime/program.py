@@ -202,18 +202,19 @@ class Program:
                 raise ProgramFormatError(f"{what}: instruction {r.insn} is relocated twice")
             seen.add(r.insn)
             insn = self.insns[r.insn]
+            f = insn.fields
             if insn.opcode not in (Opcode.LOAD, Opcode.STORE) or insn.is_nop:
                 raise ProgramFormatError(f"{what}: relocation {r} names instruction {r.insn} "
                                          f"({insn}), which moves no DRAM data")
-            is_uop = insn.opcode == Opcode.LOAD and insn.memory_type == MemType.UOP
+            is_uop = insn.opcode == Opcode.LOAD and f["memory_type"] == MemType.UOP
             if (r.slot == UOPS) != is_uop:
                 raise ProgramFormatError(
                     f"{what}: relocation {r}: LOAD UOP instructions (and only they) are "
                     f"relocated against {UOPS}, instruction {r.insn} is {insn}")
-            if is_uop and insn.dram_base + insn.x_size > len(self.uops):
+            if is_uop and f["dram_base"] + f["x_size"] > len(self.uops):
                 raise ProgramFormatError(
-                    f"{what}: instruction {r.insn} loads uops [{insn.dram_base}, "
-                    f"{insn.dram_base + insn.x_size}) of a {len(self.uops)}-uop staging")
+                    f"{what}: instruction {r.insn} loads uops [{f['dram_base']}, "
+                    f"{f['dram_base'] + f['x_size']}) of a {len(self.uops)}-uop staging")
             if r.slot != UOPS and r.slot not in self.slots:
                 raise ProgramFormatError(f"{what}: relocation {r} names slot {r.slot!r}; the "
                                          "slots are " + (", ".join(self.slots) or "none"))

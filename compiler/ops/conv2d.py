@@ -82,6 +82,13 @@ _RUNNERS: dict = {}      # Conv2dPlan._rerank's other candidates, best first
 _RUNNER_PICK: dict = {}  # Conv2dPlan._try_runners_up's plan (None: the re-ranked one)
 _SEARCHED: dict = {}     # Conv2dPlan._search's (choices, timing key of the result)
 
+#: :meth:`Conv2dPlan._gemm_kernels`'s kernels, keyed by everything they depend on: the
+#: plan's class, problem and config, the slot counts the listed kernel's budget reads and
+#: the call's arguments (every candidate schedule of a search emits the same tiles' kernels);
+#: bounded, emptied when full; :func:`.plan.clear_program_cache` empties it.
+GEMM_KERNELS: dict = {}
+_GEMM_KERNELS_SIZE = 4096
+
 
 def _state(plan, *drop):
     """:func:`.plan.plan_signature` of ``plan`` without its attributes ``drop`` (and its
@@ -1451,6 +1458,21 @@ class Conv2dPlan(OpPlan):
 
     def _gemm_kernels(self, base, tn, tco, th, tw, tci, hi, wi, ydata, xdata,
                       uses=1, taps_h=None, parts=1) -> tuple:
+        """:meth:`_make_gemm_kernels`, remembered in :data:`GEMM_KERNELS`."""
+        key = (type(self), self.problem, self.config, self.tiling.nthreads, self.in_slots,
+               self.acc_slot_count(), base, tn, tco, th, tw, tci, hi, wi, ydata, xdata, uses,
+               taps_h, parts)
+        kernels = GEMM_KERNELS.get(key)
+        if kernels is None:
+            kernels = self._make_gemm_kernels(base, tn, tco, th, tw, tci, hi, wi, ydata,
+                                              xdata, uses, taps_h, parts)
+            if len(GEMM_KERNELS) >= _GEMM_KERNELS_SIZE:
+                GEMM_KERNELS.clear()
+            GEMM_KERNELS[key] = kernels
+        return kernels
+
+    def _make_gemm_kernels(self, base, tn, tco, th, tw, tci, hi, wi, ydata, xdata,
+                           uses=1, taps_h=None, parts=1) -> tuple:
         """The GEMM kernels of one group of a tile whose input window holds data in rows
         ``ydata = (first, count)`` and columns ``xdata`` (the rest is the load's zero
         padding). Taps that only read padding multiply zeros, so output rows and columns
@@ -1673,6 +1695,8 @@ class _ConvEmission:
         self.uniform_loaded = False   # requant2's uniform rows are in the acc SRAM
         self._bases = {}              # row bases of the tiles started (start -> finish_tile)
         self._between = None          # body_split: emitted amid the next GEMM kernels
+        self._slot_bases = {}         # slot_base by slot
+        self._dims = {}               # out_dims and bias_dims by tile shape
 
     # ------------------------------------------------------------------ schedule
 
@@ -1802,6 +1826,13 @@ class _ConvEmission:
         kernel_fence(builder)
 
     def slot_base(self, a) -> int:
+        """The first acc row of acc slot ``a`` (:meth:`_slot_base`, computed once)."""
+        base = self._slot_bases.get(a)
+        if base is None:
+            base = self._slot_bases[a] = self._slot_base(a)
+        return base
+
+    def _slot_base(self, a) -> int:
         """The first acc row of acc slot ``a``: slots one after another, or with
         :attr:`Conv2dPlan.out_slots` four slots, two per acc bank, alternating banks."""
         if self.plan.out_slots:
@@ -1982,9 +2013,16 @@ class _ConvEmission:
         self.builder.push_alu(UopKernel.alu(AluOp.ADD, [u[:2] for u in f.uops],
                                             [lp[:3] for lp in f.loops]))
 
-    def out_dims(self, ti):
+    def out_dims(self, ti) -> tuple:
+        """Tile ti's accumulators: dims ``n``, ``o``, ``p`` (dst strides), made once per
+        tile shape."""
         tn, tco, th, tw = (self.tiles[ti][k] for k in (1, 3, 5, 7))
-        return [Dim("n", tn, tco * th * tw), Dim("o", tco, th * tw), Dim("p", th * tw, 1)]
+        key = ("out", tn, tco, th, tw)
+        dims = self._dims.get(key)
+        if dims is None:
+            dims = self._dims[key] = (Dim("n", tn, tco * th * tw), Dim("o", tco, th * tw),
+                                      Dim("p", th * tw, 1))
+        return dims
 
     def store(self, ti, k) -> None:
         n0, tn, co0, tco, h0, th, w0, tw = self.tiles[ti]
@@ -2067,10 +2105,16 @@ class _ConvEmission:
         else:
             self.epilogue(ti, acc_base, bases)
 
-    def bias_dims(self, ti):
+    def bias_dims(self, ti) -> tuple:
+        """:meth:`out_dims` with the src strides of the tile's per-channel row (one
+        element per output block), made once per tile shape."""
         tn, tco, th, tw = (self.tiles[ti][k] for k in (1, 3, 5, 7))
-        return [Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
-                Dim("p", th * tw, 1, 0)]
+        key = ("bias", tn, tco, th, tw)
+        dims = self._dims.get(key)
+        if dims is None:
+            dims = self._dims[key] = (Dim("n", tn, tco * th * tw, 0), Dim("o", tco, th * tw, 1),
+                                      Dim("p", th * tw, 1, 0))
+        return dims
 
     def start_tile(self, ti, a, acc_base, bases) -> None:
         """The tile's per-channel rows (unless its slot holds them) and its accumulators'

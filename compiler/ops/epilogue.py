@@ -707,13 +707,37 @@ def _init_for(groups, d: int, fold: bool) -> int | None:
     return d
 
 
+#: The ALU kernels of :func:`_tile_kernels`, keyed by its arguments by value (an
+#: emission runs the same passes over the same tiles again and again, and so does every
+#: candidate schedule of a plan search); bounded, emptied when full;
+#: :func:`.plan.clear_program_cache` empties it.
+TILE_KERNELS: dict = {}
+_TILE_KERNELS_SIZE = 4096
+
+
+def _tile_kernels(nest: tuple, acc_base: int, src_base: int, passes) -> tuple:
+    """One ALU kernel per ``(op, imm)`` of ``passes`` over the acc tile ``nest`` (its
+    dims as ``(name, extent, dst, src, wgt, reduce)`` tuples, :class:`.loops.Dim`'s
+    fields) at ``acc_base``, the tensor operand at ``src_base`` (the src strides);
+    remembered in :data:`TILE_KERNELS` by the arguments."""
+    key = (nest, acc_base, src_base, tuple(passes))
+    kernels = TILE_KERNELS.get(key)
+    if kernels is None:
+        f = fold_loops([Dim(*d) for d in nest], (acc_base, src_base, 0))
+        uops, loops = [u[:2] for u in f.uops], [lp[:3] for lp in f.loops]
+        kernels = tuple(UopKernel.alu(op, uops, loops, imm=imm) for op, imm in passes)
+        if len(TILE_KERNELS) >= _TILE_KERNELS_SIZE:
+            TILE_KERNELS.clear()
+        TILE_KERNELS[key] = kernels
+    return kernels
+
+
 def _push_tensor_pass(stream, op, acc_base: int, src_base: int, dims, imm=None) -> None:
     """Queue one ALU instruction ``op`` over the acc tile ``dims`` at ``acc_base`` with
     the tensor operand at ``src_base`` (``dims``' src strides; ``imm``: the extension's
     shift immediate of MULSHR)."""
-    f = fold_loops(dims, (acc_base, src_base, 0))
-    stream.push_alu(UopKernel.alu(op, [u[:2] for u in f.uops], [lp[:3] for lp in f.loops],
-                                  imm=imm))
+    nest = tuple((d.name, d.extent, d.dst, d.src, d.wgt, d.reduce) for d in dims)
+    stream.push_alu(_tile_kernels(nest, acc_base, src_base, ((op, imm),))[0])
 
 
 def _push_imm_passes(stream, acc_base: int, dims, passes) -> None:
@@ -721,10 +745,9 @@ def _push_imm_passes(stream, acc_base: int, dims, passes) -> None:
     ``dims`` (dst strides) at ``acc_base``, in place."""
     if not passes:
         return
-    f = fold_loops([Dim(d.name, d.extent, d.dst, d.dst) for d in dims], (acc_base, acc_base, 0))
-    uops, loops = [u[:2] for u in f.uops], [lp[:3] for lp in f.loops]
-    for op, imm in passes:
-        stream.push_alu(UopKernel.alu(op, uops, loops, imm=imm))
+    nest = tuple((d.name, d.extent, d.dst, d.dst, 0, False) for d in dims)
+    for kernel in _tile_kernels(nest, acc_base, acc_base, passes):
+        stream.push_alu(kernel)
 
 
 def _push_req_uniform(stream, parts, rows_base: int, loaded: list | None = None) -> None:

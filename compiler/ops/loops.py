@@ -141,10 +141,20 @@ def fold_loops(dims, base=(0, 0, 0)) -> Folded:
 
 @lru_cache(maxsize=4096)
 def _fold_cached(dims, base) -> Folded:
-    return _fold(dims, base)
+    return _fold(dims, base, _choose_cached(dims))
 
 
-def _fold(dims, base) -> Folded:
+@lru_cache(maxsize=4096)
+def _choose_cached(dims) -> tuple:
+    """:func:`_choose` of a nest (the choice does not depend on the base: a nest folded
+    at many bases, e.g. a tile's in every slot, is searched once)."""
+    return _choose(dims)
+
+
+def _choose(dims) -> tuple:
+    """``(loops, rest, order)``: the dims (extent > 1) that become the hardware loops,
+    outer first, those enumerated as micro-ops, last fastest, and the execution order
+    (see :func:`fold_loops`)."""
     dims = [d for d in dims if d.extent > 1]
     if any(d.extent < 1 for d in dims):
         raise ValueError("fold_loops: every extent must be >= 1")
@@ -168,6 +178,13 @@ def _fold(dims, base) -> Folded:
             if best is None or key < best[0]:
                 best = (key, loops, rest, order)
     _, loops, rest, order = best
+    return tuple(loops), tuple(rest), tuple(order)
+
+
+def _fold(dims, base, choice=None) -> Folded:
+    """The nest folded at ``base``, by ``choice`` (:func:`_choose` of ``dims``, computed
+    when not given)."""
+    loops, rest, order = choice or _choose(dims)
     uops = [tuple(base)]            # the rest's index space, last dim fastest
     for d in rest:
         sd, ss, sw = d.strides

@@ -103,18 +103,26 @@ def plan_signature(plan) -> tuple | None:
 
 
 def clear_program_cache() -> None:
-    """Forget the programs :meth:`OpPlan.program` shares across plans (and the loop
-    nests :func:`.loops.fold_loops` and the micro-op kernels
-    :class:`~vtakit.runtime.UopKernel` remember, the event model's predictions shared
-    across programs and the conv2d searches' choices): what a never-seen model costs
-    to emit."""
+    """Forget the programs :meth:`OpPlan.program` shares across plans (and what emission
+    remembers: the loop nests :func:`.loops.fold_loops` folded, the micro-op kernels
+    :class:`~vtakit.runtime.UopKernel` built and checked, the instructions
+    :meth:`~vtakit.runtime.ProgramBuilder.instructions` encoded, the convolutions' GEMM kernels
+    :data:`.conv2d.GEMM_KERNELS` and the epilogues' ALU kernels
+    :data:`.epilogue.TILE_KERNELS`; and the event model's predictions shared across
+    programs and the conv2d searches' choices): what a never-seen model costs to emit."""
+    from ...runtime.builder import clear_encoded
     from ...runtime.kernel import clear_kernel_memo
-    from .conv2d import _SEARCHED
+    from .conv2d import _SEARCHED, GEMM_KERNELS
     from .cost.events import _SHARED_FACTS
-    from .loops import _fold_cached
+    from .epilogue import TILE_KERNELS
+    from .loops import _choose_cached, _fold_cached
     _programs.clear()
     _fold_cached.cache_clear()
+    _choose_cached.cache_clear()
     clear_kernel_memo()
+    clear_encoded()
+    GEMM_KERNELS.clear()
+    TILE_KERNELS.clear()
     _SHARED_FACTS.clear()
     _SEARCHED.clear()
 
