@@ -175,6 +175,8 @@ def vm_lowerer(config, report: list | None = None):
 COMPILE_JOBS_ENV = "VTAKIT_COMPILE_JOBS"
 #: Fewer VTA layers than this are lowered in this process (a worker costs a fork).
 MIN_PARALLEL_LAYERS = 4
+#: Runs of neighbouring layers each worker takes, about (see :func:`lower_in_workers`).
+CHUNKS_PER_JOB = 4
 _WORK = None        # (lower, functions, report) the forked workers read
 
 
@@ -212,8 +214,9 @@ def _lower_one(i):
 
 def lower_in_workers(lower, funcs, report) -> dict:
     """``{id(f): (lower(f), the report records it added)}`` for ``funcs`` lowered in
-    :func:`compile_jobs` forked worker processes, each function by one worker in the
-    order given; the lowering is deterministic, so each result is what ``lower`` makes
+    :func:`compile_jobs` forked worker processes, in runs of neighbouring functions
+    (about :data:`CHUNKS_PER_JOB` a worker, in the order given); the lowering is
+    deterministic, so each result is what ``lower`` makes
     in this process. A function whose lowering raised is left out (lowered here again,
     where its error is raised). Empty (everything is then lowered here) with fewer than
     :data:`MIN_PARALLEL_LAYERS` functions, one job, where workers cannot be forked, or
@@ -228,7 +231,10 @@ def lower_in_workers(lower, funcs, report) -> dict:
     gc.freeze()
     try:
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-            results = list(pool.map(_lower_one, range(len(funcs))))
+            # runs of neighbouring layers (a ResNet stage's blocks) in one worker, whose
+            # memos then serve them all; several runs a worker for balance
+            results = list(pool.map(_lower_one, range(len(funcs)),
+                                    chunksize=max(1, len(funcs) // (CHUNKS_PER_JOB * jobs))))
     except Exception:           # the pool's own failure: lower every function here
         return {}
     finally:
