@@ -97,3 +97,20 @@ def test_a_result_the_workers_cannot_send_back_is_lowered_here(monkeypatch):
     monkeypatch.setenv(executable.COMPILE_JOBS_ENV, "2")
     funcs = list(range(6))
     assert executable.lower_in_workers(lambda f: (lambda: f), funcs, None) == {}
+
+
+def test_a_process_with_another_thread_lowers_everything_itself(monkeypatch):
+    """Forking beside a running thread could copy a lock it holds: such a compile lowers
+    every layer in this process, to the same executable."""
+    import threading
+    one = _compile(monkeypatch, 1)
+    seen = _watch_workers(monkeypatch)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        two = _compile(monkeypatch, 2)
+    finally:
+        stop.set()
+        other.join()
+    assert seen == [0] and two == one
