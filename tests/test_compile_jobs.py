@@ -114,3 +114,12 @@ def test_a_process_with_another_thread_lowers_everything_itself(monkeypatch):
         stop.set()
         other.join()
     assert seen == [0] and two == one
+
+
+def test_by_default_a_small_model_stays_in_this_process(monkeypatch):
+    """Without VTAKIT_COMPILE_JOBS only models of DEFAULT_PARALLEL_LAYERS layers or more
+    go to workers (anomaly detection has ten): the plans stay cached here."""
+    monkeypatch.delenv(executable.COMPILE_JOBS_ENV, raising=False)
+    seen = _watch_workers(monkeypatch)
+    vtakit.compile(MODEL, config="default")
+    assert seen == [0] and executable.DEFAULT_PARALLEL_LAYERS > 10
