@@ -5,6 +5,7 @@ raises its error as a one-process compile does."""
 
 import importlib
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,15 @@ import vtakit
 
 MODEL = Path(__file__).parent / "data" / "mltk" / "anomaly_detection.tflite"
 executable = importlib.import_module("vtakit.compiler.vta.executable")
+
+
+@pytest.fixture(autouse=True)
+def forkable(monkeypatch, request):
+    """Workers may be forked although an earlier test of this process left a thread
+    running (a progress bar's monitor, a Dask client): what is tested here is what the
+    workers give, not _can_fork's refusal, which its own test checks."""
+    if "real_can_fork" not in request.keywords:
+        monkeypatch.setattr(executable, "_can_fork", lambda: sys.platform.startswith("linux"))
 
 
 def _compile(monkeypatch, jobs, config="default"):
@@ -99,6 +109,7 @@ def test_a_result_the_workers_cannot_send_back_is_lowered_here(monkeypatch):
     assert executable.lower_in_workers(lambda f: (lambda: f), funcs, None) == {}
 
 
+@pytest.mark.real_can_fork
 def test_a_process_with_another_thread_lowers_everything_itself(monkeypatch):
     """Forking beside a running thread could copy a lock it holds: such a compile lowers
     every layer in this process, to the same executable."""
