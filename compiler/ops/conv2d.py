@@ -63,7 +63,7 @@ from .tokens import EARLY, MID, SPREAD, Pipeline, PlanePipeline, kernel_fence
 from .cost.events import timing_key
 from .cost.roofline import conv_roofline
 from .cost.geometry import whole_weight
-from .plan import OpPlan, Operand, _describe, _Unhashable, plan_signature
+from .plan import OpPlan, Operand, _describe, _Unhashable, on_clear, plan_signature
 from .reference import conv2d_output_shape, normalize_padding, wrap32
 from ...runtime.layout import pair as _pair
 from .operands import check_fits, check_operand, check_positive
@@ -80,7 +80,7 @@ __all__ = ["Conv2dPlan", "plan_conv2d", "conv2d", "group_conv2d", "assemble_plan
 _RERANKED: dict = {}     # Conv2dPlan._rerank's choices
 _RUNNERS: dict = {}      # Conv2dPlan._rerank's other candidates, best first
 _RUNNER_PICK: dict = {}  # Conv2dPlan._try_runners_up's plan (None: the re-ranked one)
-_SEARCHED: dict = {}     # Conv2dPlan._search's (choices, timing key of the result)
+_SEARCHED: dict = {}     # Conv2dPlan._search's (choices, runners-up, timing key of the result)
 
 #: :meth:`Conv2dPlan._gemm_kernels`'s kernels, keyed by everything they depend on: the
 #: plan's class, problem and config, the slot counts the listed kernel's budget reads and
@@ -88,6 +88,12 @@ _SEARCHED: dict = {}     # Conv2dPlan._search's (choices, timing key of the resu
 #: bounded, emptied when full; :func:`.plan.clear_program_cache` empties it.
 GEMM_KERNELS: dict = {}
 _GEMM_KERNELS_SIZE = 4096
+
+
+@on_clear
+def _clear_memos() -> None:
+    _SEARCHED.clear()       # the module's names as they are now (tests replace them)
+    GEMM_KERNELS.clear()
 
 
 def _state(plan, *drop):
@@ -381,15 +387,18 @@ class Conv2dPlan(OpPlan):
         if got is not None:
             was = self._snapshot()
             self._restore(got[0])
-            if timing_key(self.program(), RTL_COST) == got[1]:
+            if timing_key(self.program(), RTL_COST) == got[2]:
+                self.__dict__.update(got[1])
                 return
             self._restore(was)
         for entry in self.SEARCH:
             step = next((s for s in entry if s.applies(self, args)), None)
             if step is not None:
                 step.apply(self, args)
-        if key is not None:
-            _SEARCHED[key] = (self._snapshot(), timing_key(self.program(), RTL_COST))
+        if key is not None:     # the re-ranking's runners-up too: a plan as searched
+            ranked = {k: self.__dict__[k] for k in ("_runners", "_rerank_key")
+                      if k in self.__dict__}
+            _SEARCHED[key] = (self._snapshot(), ranked, timing_key(self.program(), RTL_COST))
 
     def _search_key(self, args):
         """What :meth:`_search` reads, immediates aside: the class's methods and

@@ -102,6 +102,18 @@ def plan_signature(plan) -> tuple | None:
         return None
 
 
+#: What :func:`clear_program_cache` also calls: the memos of modules that import this one
+#: (:func:`on_clear`; this module may not import them).
+_ON_CLEAR: list = []
+
+
+def on_clear(fn):
+    """Have :func:`clear_program_cache` call ``fn`` (a decorator: a module's memo of
+    emission or search, emptied with the shared programs)."""
+    _ON_CLEAR.append(fn)
+    return fn
+
+
 def clear_program_cache() -> None:
     """Forget the programs :meth:`OpPlan.program` shares across plans (and what emission
     remembers: the loop nests :func:`.loops.fold_loops` folded, the micro-op kernels
@@ -112,7 +124,6 @@ def clear_program_cache() -> None:
     programs and the conv2d searches' choices): what a never-seen model costs to emit."""
     from ...runtime.builder import clear_encoded
     from ...runtime.kernel import clear_kernel_memo
-    from .conv2d import _SEARCHED, GEMM_KERNELS
     from .cost.events import _SHARED_FACTS
     from .epilogue import TILE_KERNELS
     from .loops import _choose_cached, _fold_cached
@@ -121,10 +132,10 @@ def clear_program_cache() -> None:
     _choose_cached.cache_clear()
     clear_kernel_memo()
     clear_encoded()
-    GEMM_KERNELS.clear()
     TILE_KERNELS.clear()
     _SHARED_FACTS.clear()
-    _SEARCHED.clear()
+    for fn in _ON_CLEAR:
+        fn()
 
 
 class Operand:
