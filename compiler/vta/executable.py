@@ -23,6 +23,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
+from ...runtime.cpus import usable_cpus
 from ...runtime.dram import whole_pages
 from ...runtime.vta_layer import KIND, HostStep
 from ..ir import Call, Constant, Op, post_order
@@ -192,8 +193,7 @@ def compile_jobs() -> int:
     number >= 1), else the CPUs this process may run on."""
     value = os.environ.get(COMPILE_JOBS_ENV, "").strip()
     if not value:
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-            os.cpu_count() or 1)
+        return usable_cpus()
     if not value.isdigit() or int(value) < 1:
         raise ValueError(f"{COMPILE_JOBS_ENV}={value!r}: expected a whole number of "
                          "processes >= 1 (1 lowers every layer in this process)")
