@@ -144,6 +144,12 @@ class UopKernel:
     def __hash__(self):
         return self._hash
 
+    def __setstate__(self, state):
+        """Unpickled: the hash is made again (a str's or an enum's hash is the process's
+        own: another process's would miss every lookup here)."""
+        self.__dict__.update(state)
+        self.__post_init__()
+
     # ---------------------------------------------------------------- builders
 
     @classmethod

@@ -474,3 +474,25 @@ def test_uop_load_merge_keeps_a_kernel_an_earlier_instruction_still_reads():
     assert insns[0].x_size == 800 and insns[4].x_size == 400
     with pytest.raises(InvalidArgumentError, match=r"max_uops must be at least 1"):
         b.coalesce_uop_loads(0)
+
+
+_PICKLED_KERNEL = """
+import pickle, sys
+from vtakit.hw.isa import AluOp
+from vtakit.runtime import UopKernel
+sys.stdout.buffer.write(pickle.dumps(UopKernel.alu(AluOp.MAX, [(0, 0), (1, 1)], imm=-3)))
+"""
+
+
+def test_a_kernel_pickled_in_another_process_is_found_here():
+    """A kernel's hash covers its opcode (an enum: hashed by name, a str, whose hash
+    each process seeds): an unpickled kernel hashes as this process's equal kernel."""
+    from vtakit.runtime import UopKernel
+    here = UopKernel.alu(AluOp.MAX, [(0, 0), (1, 1)], imm=-3)
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        out = subprocess.run([sys.executable, "-c", _PICKLED_KERNEL], env=env,
+                             capture_output=True, check=True)
+        there = pickle.loads(out.stdout)
+        assert there == here and hash(there) == hash(here)
+        assert {here: "found"}.get(there) == "found"
