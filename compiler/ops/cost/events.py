@@ -441,12 +441,14 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                 landed[name] = push_at
         return start + dur
 
+    fetched_at = dispatch.times     # (grows as dispatch.at models fetch)
     progress = True
     while progress or held:
         force = not progress    # nothing else moves: the open LOAD ends as it stands
         progress = False
         for m, q in queues.items():
             k, now = pos[m], time[m]
+            compute, index = m is Unit.COMPUTE, dispatch.index[m]
             if held and held[0] is m:
                 insn, start, dur, ready = held[1]
                 if not force and preempts(port.open_spans()[1]):
@@ -455,17 +457,18 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                 held, k, progress = None, k + 1, True
             while k < len(q):
                 insn = q[k]
-                names, (dur, g, a), beats, pushed, finish = (facts.get(id(insn))
+                names, (dur, _, _), beats, pushed, finish = (facts.get(id(insn))
                                                              or facts_of(insn, m))
                 full = None     # the drained duration of an overlapped loop that pushes
-                if saved and m is Unit.COMPUTE and k in overlaps:
+                if saved and compute and k in overlaps:
                     if pushed:
                         full = dur + drain_late.get(k, 0)
                     dur -= saved
-                if late and m is Unit.COMPUTE:
+                if late and compute:
                     dur += late.get(k, 0)
                 if dispatch.depth:
-                    at = dispatch.at(m, k)
+                    j = index[k]    # dispatch.at(m, k), its list read when it has it
+                    at = fetched_at[j] if j < len(fetched_at) else dispatch.at(m, k)
                     if at is None:
                         break       # not in its command queue yet (fetch waits for room)
                     now = max(now, at)
@@ -475,15 +478,15 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                     break
                 else:
                     start = max([now, *(tokens[n][0] for n in names)])
-                if stream is not None and m is Unit.COMPUTE:
+                if stream is not None and compute:
                     start = max(start, _stream_wait(insn, stream, pushed, finish, cost))
-                kind = plan[k] if plan is not None and m is Unit.COMPUTE else None
+                kind = plan[k] if plan is not None and compute else None
                 if kind is not None:
                     start, lane = _lane_wait(kind, start, now, main_end, lane, cost)
-                if (beats and held and m is Unit.COMPUTE
+                if (beats and held and compute
                         and start + cost.dma_insn_cycles >= port.open_spans()[1]):
                     break       # the open LOAD ends first (and the load module goes on)
-                if (beats and priority and not held and m is Unit.COMPUTE
+                if (beats and priority and not held and compute
                         and loads_first(start)):
                     break       # the load module's LOAD asks first: it goes first
                 if names:
@@ -522,15 +525,15 @@ def predict_stream(insns, config, cost: EventCost = RTL_COST, *,
                     k += 1
                     continue
                 if beats:
-                    if priority and m is not Unit.COMPUTE:
+                    if priority and not compute:
                         port.open(start + cost.dma_insn_cycles, beats,
                                   _burst_beats(insn, bus, elem) if cost.burst_phase else 0)
                         held = m, (insn, start, dur, ready)
                         break
                     beats_end = port.reserve(start + cost.dma_insn_cycles, beats,
-                                             m is Unit.COMPUTE)
+                                             compute)
                     dur = max(dur, beats_end - start)
-                if (streams and m is Unit.COMPUTE and not pushed
+                if (streams and compute and not pushed
                         and insn.opcode == Opcode.LOAD and insn.fields["x_size"]
                         and insn.fields["memory_type"] == MemType.UOP):
                     # streamed: the module goes on after its command; the micro-ops
@@ -641,12 +644,15 @@ def _lane_plan(queue, config, uops, sram=None) -> list:
     shift = config.log_acc_depth - 1
     half = config.acc_depth // 2
     out = []
+    # the kind of a GEMM/ALU by the fields it reads, while the uop SRAM stays as it is
+    # (a stream repeats its loops between LOAD UOPs)
+    loops: dict = {}
     for insn in queue:
         op, f = insn.opcode, insn.fields
         kind = ("drain", None)
         if op == Opcode.LOAD and f["x_size"]:
             if _load_uop(insn, uops, sram):
-                pass
+                loops.clear()
             elif (f["memory_type"] == MemType.ACC and not f.get("push_prev_dep")
                   and not f.get("push_next_dep")):
                 xt = f["x_pad_0"] + f["x_size"] + f["x_pad_1"]
@@ -655,27 +661,39 @@ def _lane_plan(queue, config, uops, sram=None) -> list:
                 if (lo >= half) == (hi >= half) and hi < config.acc_depth:
                     kind = ("beside", int(lo >= half))
         elif (op == Opcode.GEMM or op == Opcode.ALU) and _loop_uops(insn):
-            io, ii = f["iter_out"] - 1, f["iter_in"] - 1
-            words = sram[f["uop_bgn"]:f["uop_end"]]
-            d = isa.decode_uops(words)
-            dst = d["dst_idx"]
-            last = io * f["dst_factor_out"] + ii * f["dst_factor_in"]
-            if op == Opcode.GEMM:
-                banks = {int(b) for b in np.concatenate([dst >> shift, (dst + last) >> shift])}
-                kind = ("gemm", frozenset(banks))
-            elif f["uop_end"] - f["uop_bgn"] == 1 and f["alu_opcode"] not in late:
-                x, bank = int(dst[0]), int(dst[0]) >> shift & 1
-                ok = (x + last) >> shift == bank
-                if ok and not f["use_imm"]:
-                    s = int(d["src_idx"][0])
-                    ok = (s >> shift == bank and (s + io * f["src_factor_out"]
-                                                  + ii * f["src_factor_in"]) >> shift == bank)
-                if ok:
-                    kind = ("lane", bank)
-            if kind[0] != "lane" and op == Opcode.ALU:
-                kind = ("alu", None)
+            key = (op, f["uop_bgn"], f["uop_end"], f["iter_out"], f["iter_in"],
+                   f["dst_factor_out"], f["dst_factor_in"], f.get("src_factor_out"),
+                   f.get("src_factor_in"), f.get("alu_opcode"), f.get("use_imm"))
+            kind = loops.get(key)
+            if kind is None:
+                kind = loops[key] = _loop_kind(insn, isa, sram, late, shift)
         out.append(kind)
     return out
+
+
+def _loop_kind(insn, isa, sram, late, shift) -> tuple:
+    """:func:`_lane_plan`'s kind of a GEMM/ALU with micro-ops (``sram``: the uop SRAM
+    then; ``late``: the opcodes the lane leaves to the GEMM lane; ``shift``: the bank
+    bit of an ACC row)."""
+    import numpy as np
+    op, f = insn.opcode, insn.fields
+    io, ii = f["iter_out"] - 1, f["iter_in"] - 1
+    d = isa.decode_uops(sram[f["uop_bgn"]:f["uop_end"]])
+    dst = d["dst_idx"]
+    last = io * f["dst_factor_out"] + ii * f["dst_factor_in"]
+    if op == Opcode.GEMM:
+        banks = np.concatenate([dst >> shift, (dst + last) >> shift]).tolist()
+        return ("gemm", frozenset(banks))
+    if f["uop_end"] - f["uop_bgn"] == 1 and f["alu_opcode"] not in late:
+        x, bank = int(dst[0]), int(dst[0]) >> shift & 1
+        ok = (x + last) >> shift == bank
+        if ok and not f["use_imm"]:
+            s = int(d["src_idx"][0])
+            ok = (s >> shift == bank and (s + io * f["src_factor_out"]
+                                          + ii * f["src_factor_in"]) >> shift == bank)
+        if ok:
+            return ("lane", bank)
+    return ("alu", None)
 
 
 def _lane_wait(kind, start, now, main_end, lane, cost) -> tuple:
