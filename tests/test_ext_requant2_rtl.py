@@ -524,7 +524,9 @@ def _device_run(backend):
         return rt.download(out, "int8", (rows, lanes)), stats
 
 
-@pytest.mark.parametrize("backend", ["verilator", "cxxrtl"])
+# CXXRTL: slow (its own cold build of this config, about 5 min of CI); Verilator runs
+# the same design in the fast tier
+@pytest.mark.parametrize("backend", ["verilator", pytest.param("cxxrtl", marks=pytest.mark.slow)])
 def test_req_program_on_the_rtl_equals_the_behavioral_model(backend):
     want, want_stats = _device_run("behavioral")
     got, stats = _device_run(backend)
